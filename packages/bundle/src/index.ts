@@ -1,0 +1,1 @@
+export type { Manifest, ManifestFile } from "./manifest-types.js";

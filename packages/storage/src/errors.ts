@@ -1,0 +1,82 @@
+/** The kinds of storage failure every backend reports, independent of the underlying SDK. */
+export type StorageErrorKind =
+  | "not_found"
+  | "already_exists"
+  | "not_empty"
+  | "invalid_path"
+  | "permission"
+  | "unsupported"
+  | "unavailable"
+  | "limit_exceeded"
+  | "conflict";
+
+/** Operation names used in error messages; operators grep for them. */
+export type StorageOperation =
+  | "validate path"
+  | "read file"
+  | "open reader"
+  | "write file"
+  | "write stream"
+  | "stat"
+  | "walk"
+  | "has any"
+  | "delete managed outputs"
+  | "delete managed bundle"
+  | "delete prefix"
+  | "register backend"
+  | "open backend"
+  | "close";
+
+export interface StorageErrorOptions {
+  kind: StorageErrorKind;
+  operation: StorageOperation;
+  backend: string;
+  path: string;
+  detail?: string;
+  cause?: unknown;
+}
+
+export class StorageError extends Error {
+  override readonly name = "StorageError";
+  readonly kind: StorageErrorKind;
+  readonly operation: StorageOperation;
+  readonly backend: string;
+  readonly path: string;
+
+  constructor(options: StorageErrorOptions) {
+    const shown = options.path === "" ? "." : options.path;
+    const detail = options.detail ?? defaultDetail(options.kind);
+    super(`${options.operation} ${options.backend}:${shown}: ${detail}`, { cause: options.cause });
+    this.kind = options.kind;
+    this.operation = options.operation;
+    this.backend = options.backend;
+    this.path = options.path;
+  }
+}
+
+export function isStorageError(error: unknown, kind?: StorageErrorKind): error is StorageError {
+  return error instanceof StorageError && (kind === undefined || error.kind === kind);
+}
+
+function defaultDetail(kind: StorageErrorKind): string {
+  switch (kind) {
+    case "not_found":
+      return "not found";
+    case "already_exists":
+      return "already exists";
+    case "not_empty":
+      return "not empty";
+    case "invalid_path":
+      return "invalid path";
+    case "permission":
+      return "permission denied";
+    case "unsupported":
+      return "unsupported";
+    case "unavailable":
+      return "backend unavailable";
+    case "limit_exceeded":
+      return "limit exceeded";
+    case "conflict":
+      return "conflict";
+  }
+}

@@ -1,0 +1,35 @@
+export type {
+  DeleteOptions,
+  EntryKind,
+  OperationOptions,
+  ReadOptions,
+  StorageBackend,
+  StorageEntry,
+  WalkOptions,
+  WriteData,
+  WriteOptions,
+} from "./backend.js";
+export {
+  isStorageError,
+  StorageError,
+  type StorageErrorKind,
+  type StorageErrorOptions,
+  type StorageOperation,
+} from "./errors.js";
+export {
+  displayPath,
+  isValidPath,
+  isValidPrefix,
+  isWithinPrefix,
+  join,
+  joinPrefix,
+  managedBundleTargets,
+  managedOutputTargets,
+  parentPath,
+  pathProblem,
+  relativeTo,
+  STATE_FILE_NAME,
+  statePath,
+  validatePath,
+  validatePrefix,
+} from "./paths.js";

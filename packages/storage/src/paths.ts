@@ -1,0 +1,109 @@
+import { posix } from "node:path";
+import { StorageError, type StorageOperation } from "./errors.js";
+
+/** Name of the state file distributor keeps in every destination bundle path. */
+export const STATE_FILE_NAME = ".distributor.json";
+
+const MAX_SEGMENT_BYTES = 255;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what we reject
+const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f]/;
+
+/** Returns why `path` is not a valid logical path, or undefined when it is valid. */
+export function pathProblem(path: string): string | undefined {
+  if (path === "") return "path is empty";
+  if (path.includes("\\")) return "path contains a backslash";
+  if (CONTROL_CHARACTERS.test(path)) return "path contains a control character";
+  if (path.startsWith("/")) return "path is absolute";
+  if (path.endsWith("/")) return "path has a trailing slash";
+  for (const segment of path.split("/")) {
+    if (segment === "") return "path has an empty segment";
+    if (segment === "." || segment === "..") return `path has a "${segment}" segment`;
+    if (Buffer.byteLength(segment, "utf8") > MAX_SEGMENT_BYTES) {
+      return `path segment is longer than ${MAX_SEGMENT_BYTES} bytes`;
+    }
+  }
+  if (posix.normalize(path) !== path) return "path is not clean";
+  return undefined;
+}
+
+export function isValidPath(path: string): boolean {
+  return pathProblem(path) === undefined;
+}
+
+/** A prefix is a valid path or the empty string (the backend root). */
+export function isValidPrefix(prefix: string): boolean {
+  return prefix === "" || isValidPath(prefix);
+}
+
+export function validatePath(
+  path: string,
+  operation: StorageOperation = "validate path",
+  backend = "storage",
+): string {
+  const problem = pathProblem(path);
+  if (problem !== undefined) {
+    throw new StorageError({ kind: "invalid_path", operation, backend, path, detail: problem });
+  }
+  return path;
+}
+
+export function validatePrefix(
+  prefix: string,
+  operation: StorageOperation = "validate path",
+  backend = "storage",
+): string {
+  if (prefix === "") return prefix;
+  return validatePath(prefix, operation, backend);
+}
+
+/** Joins a prefix (possibly the root) with a relative logical path. */
+export function join(prefix: string, path: string): string {
+  validatePrefix(prefix);
+  validatePath(path);
+  return prefix === "" ? path : `${prefix}/${path}`;
+}
+
+/** Joins segments that may be empty (the root), validating the result. */
+export function joinPrefix(prefix: string, path: string): string {
+  if (path === "") return validatePrefix(prefix);
+  return join(prefix, path);
+}
+
+/** Logical path of the state file for a destination bundle path. */
+export function statePath(bundlePath: string): string {
+  return join(bundlePath, STATE_FILE_NAME);
+}
+
+/** How a logical path is shown to people: the root is `.`. */
+export function displayPath(path: string): string {
+  return path === "" ? "." : path;
+}
+
+/** Parent prefix of a logical path (`""` for a top-level entry). */
+export function parentPath(path: string): string {
+  const index = path.lastIndexOf("/");
+  return index === -1 ? "" : path.slice(0, index);
+}
+
+/** Full logical paths of the managed outputs of a bundle path, without the state file. */
+export function managedOutputTargets(bundlePath: string, outputPaths: readonly string[]): string[] {
+  validatePrefix(bundlePath);
+  return outputPaths.map((outputPath) => join(bundlePath, outputPath));
+}
+
+/** Full logical paths of the managed outputs of a bundle path plus its state file. */
+export function managedBundleTargets(bundlePath: string, outputPaths: readonly string[]): string[] {
+  return [...managedOutputTargets(bundlePath, outputPaths), statePath(bundlePath)];
+}
+
+/** True when `path` equals `prefix` or lies below it (the root contains everything). */
+export function isWithinPrefix(prefix: string, path: string): boolean {
+  return prefix === "" || path === prefix || path.startsWith(`${prefix}/`);
+}
+
+/** `path` relative to `prefix`; `path` must be within the prefix. */
+export function relativeTo(prefix: string, path: string): string {
+  if (prefix === "") return path;
+  if (path === prefix) return "";
+  return path.slice(prefix.length + 1);
+}
