@@ -1,1 +1,96 @@
-export {};
+export {
+  COMPARISON_OUTCOMES,
+  type CompareOptions,
+  type Comparison,
+  type ComparisonOutcome,
+  compare,
+  compareManifests,
+  compareSharedRootOwner,
+  type DestinationStatus,
+  type PathMappingMode,
+} from "./compare.js";
+export { manifestsEqual } from "./embedded-manifest.js";
+export { StateError } from "./errors.js";
+export {
+  findOutputByPath,
+  managedOutputPaths,
+  mergeOutputRecords,
+  projectOutputs,
+  removeMissingOutputs,
+} from "./outputs.js";
+export { parseDocument, parseSingleOwnerState } from "./parse.js";
+export { parseSharedRootState } from "./parse-shared-root.js";
+export {
+  type PruneCandidate,
+  type PrunePlan,
+  type PrunePlanOptions,
+  planPrune,
+  pruneCandidatesForDocument,
+  sharedRootPruneCandidates,
+  singleOwnerPruneCandidates,
+} from "./prune.js";
+export {
+  assertSingleOwnerScope,
+  formatOwnerScope,
+  ownerScope,
+  sameOwnerScope,
+  singleOwnerScope,
+} from "./scope.js";
+export {
+  serializeDocument,
+  serializeSharedRootState,
+  serializeSingleOwnerState,
+} from "./serialize.js";
+export {
+  allManagedOutputPaths,
+  findOwner,
+  mergeOwnerOutputs,
+  newSharedRootState,
+  otherOwnerOutputs,
+  outputOwner,
+  ownerManagedOutputPaths,
+  ownerOutputs,
+  ownerSourceManifest,
+  pathOwnershipConflict,
+  projectOwnerOutputs,
+  removeMissingOwnerOutputs,
+  removeMissingSharedRootOutputs,
+  replaceOwnerOutputs,
+  singleOwnerAsOwnerOutputs,
+  singleOwnerAsOwnerRecord,
+} from "./shared-root.js";
+export { formatStateTimestamp, parseStateTimestamp, truncateToSecond } from "./time.js";
+export {
+  isSharedRootState,
+  isSingleOwnerState,
+  LEGACY_SCHEMA_VERSION,
+  type LinkState,
+  OUTPUT_KINDS,
+  type OutputKind,
+  type OutputProjection,
+  type OutputRecord,
+  type OwnerRecord,
+  type OwnerScope,
+  type PathOwnershipConflict,
+  RECONCILIATION_MODES,
+  type ReconciliationMode,
+  type ReconciliationPolicy,
+  type RemovalResult,
+  SHARED_ROOT_SCHEMA_VERSION,
+  type SharedRootOutputRecord,
+  type SharedRootState,
+  SINGLE_OWNER_SCHEMA_VERSION,
+  type SingleOwnerState,
+  type SourceState,
+  STATE_MODES,
+  type StateDocument,
+  type StateMode,
+  type StatePolicy,
+} from "./types.js";
+export {
+  sharedRootProblem,
+  singleOwnerProblem,
+  validateSharedRootState,
+  validateSingleOwnerState,
+  validateState,
+} from "./validate.js";

@@ -1,0 +1,134 @@
+import { StateError } from "./errors.js";
+import { parseStateTimestamp } from "./time.js";
+
+/** A decoded JSON object. Unknown keys are ignored by the readers below, as the reference did. */
+export type JsonObject = Record<string, unknown>;
+
+/**
+ * Decodes one JSON object. Text after the first complete value is reported as `trailing data`
+ * rather than as a syntax error, as the reference's streaming decoder did.
+ */
+export function decodeStateJson(text: string): JsonObject {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    if (hasTrailingData(text)) throw new StateError("parse distributor state: trailing data");
+    const detail = error instanceof Error ? error.message : String(error);
+    throw new StateError(`parse distributor state: ${detail}`, { cause: error });
+  }
+  if (!isJsonObject(value)) {
+    throw new StateError("parse distributor state: document must be a JSON object");
+  }
+  return value;
+}
+
+function isJsonObject(value: unknown): value is JsonObject {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** True when `text` starts with one complete JSON value followed by more than whitespace. */
+function hasTrailingData(text: string): boolean {
+  const end = firstValueEnd(text);
+  if (end === undefined || text.slice(end).trim() === "") return false;
+  try {
+    JSON.parse(text.slice(0, end));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Index just past the first JSON value of `text`, found by bracket and string scanning. */
+function firstValueEnd(text: string): number | undefined {
+  let index = text.length - text.trimStart().length;
+  const first = text[index];
+  if (first === undefined) return undefined;
+  if (first !== "{" && first !== "[" && first !== '"') {
+    const scalar = /^[^\s{}[\],"]+/.exec(text.slice(index));
+    return scalar === null ? undefined : index + scalar[0].length;
+  }
+  let depth = 0;
+  let inString = false;
+  for (; index < text.length; index++) {
+    const char = text[index];
+    if (inString) {
+      if (char === "\\") index++;
+      else if (char === '"') {
+        inString = false;
+        if (depth === 0) return index + 1;
+      }
+    } else if (char === '"') inString = true;
+    else if (char === "{" || char === "[") depth++;
+    else if (char === "}" || char === "]") {
+      depth--;
+      if (depth === 0) return index + 1;
+    }
+  }
+  return undefined;
+}
+
+/** An own property, with `null` treated as absent (as Go's decoder treats it for pointers). */
+export function field(object: JsonObject, key: string): unknown {
+  const value = Object.hasOwn(object, key) ? object[key] : undefined;
+  return value === null ? undefined : value;
+}
+
+/** A non-empty string; `name` is the full field name used in messages (`state outputs[0].path`). */
+export function requiredString(object: JsonObject, key: string, name: string): string {
+  const value = field(object, key);
+  if (value === undefined || value === "") throw new StateError(`${name} is required`);
+  if (typeof value !== "string") throw new StateError(`${name} must be a string`);
+  return value;
+}
+
+/** A string that may be absent; the empty string counts as absent. */
+export function optionalString(object: JsonObject, key: string, name: string): string | undefined {
+  const value = field(object, key);
+  if (value === undefined || value === "") return undefined;
+  if (typeof value !== "string") throw new StateError(`${name} must be a string`);
+  return value;
+}
+
+export function requiredTimestamp(object: JsonObject, key: string, name: string): Date {
+  const text = requiredString(object, key, name);
+  const parsed = parseStateTimestamp(text);
+  if (!parsed.ok) {
+    throw new StateError(`${name} must be RFC3339: ${JSON.stringify(text)}: ${parsed.problem}`);
+  }
+  return parsed.date;
+}
+
+export function requiredInteger(object: JsonObject, key: string, name: string): number {
+  const value = field(object, key);
+  if (value === undefined) throw new StateError(`${name} is required`);
+  if (typeof value !== "number" || !Number.isSafeInteger(value)) {
+    throw new StateError(`${name} must be an integer`);
+  }
+  return value;
+}
+
+/** An object that may be absent; callers report absence with their own message. */
+export function optionalObject(
+  object: JsonObject,
+  key: string,
+  name: string,
+): JsonObject | undefined {
+  const value = field(object, key);
+  if (value === undefined) return undefined;
+  if (!isJsonObject(value)) throw new StateError(`${name} must be an object`);
+  return value;
+}
+
+/** Element `index` of an array that must hold objects. */
+export function arrayObject(value: unknown, name: string): JsonObject {
+  if (!isJsonObject(value)) throw new StateError(`${name} must be an object`);
+  return value;
+}
+
+/** `mode` of a `state`/`reconciliation` object: `<name>.mode is required` when absent or empty. */
+export function requiredMode(object: JsonObject, key: string, name: string): string {
+  const policy = optionalObject(object, key, name);
+  if (policy === undefined) throw new StateError(`${name}.mode is required`);
+  return requiredString(policy, "mode", `${name}.mode`);
+}

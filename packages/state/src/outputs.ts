@@ -1,0 +1,100 @@
+import { StateError } from "./errors.js";
+import { truncateToSecond } from "./time.js";
+import type { OutputProjection, OutputRecord, RemovalResult, SingleOwnerState } from "./types.js";
+
+/** The record for `path`, or undefined. */
+export function findOutputByPath<Output extends { path: string }>(
+  outputs: readonly Output[],
+  path: string,
+): Output | undefined {
+  return outputs.find((output) => output.path === path);
+}
+
+/**
+ * Timestamped records for planned outputs: a path already recorded in `existing` keeps its
+ * `created_at`; every planned path gets `updated_at = now` (truncated to the second).
+ */
+export function projectOutputs(
+  planned: readonly OutputProjection[],
+  existing: readonly OutputRecord[],
+  now: Date,
+): OutputRecord[] {
+  const updatedAt = truncateToSecond(now);
+  return planned.map((output) => {
+    const previous = findOutputByPath(existing, output.path);
+    return {
+      ...projectionFields(output),
+      createdAt: new Date(previous?.createdAt ?? updatedAt),
+      updatedAt: new Date(updatedAt),
+    };
+  });
+}
+
+/**
+ * The cumulative output set of a merge publication: retained records in their order, with
+ * planned records replacing the retained record of the same path and new paths appended.
+ * A path listed twice within either list is refused: `state output path "p" is duplicated`.
+ */
+export function mergeOutputRecords(
+  retained: readonly OutputRecord[],
+  planned: readonly OutputRecord[],
+): OutputRecord[] {
+  const outputs: OutputRecord[] = [];
+  const indexByPath = new Map<string, number>();
+  for (const output of retained) {
+    if (indexByPath.has(output.path)) throw duplicated(output.path);
+    indexByPath.set(output.path, outputs.length);
+    outputs.push(output);
+  }
+  const seenPlanned = new Set<string>();
+  for (const output of planned) {
+    if (seenPlanned.has(output.path)) throw duplicated(output.path);
+    seenPlanned.add(output.path);
+    const index = indexByPath.get(output.path);
+    if (index !== undefined) {
+      outputs[index] = output;
+    } else {
+      indexByPath.set(output.path, outputs.length);
+      outputs.push(output);
+    }
+  }
+  return outputs;
+}
+
+/** Output paths recorded in single-owner state, in record order. */
+export function managedOutputPaths(state: SingleOwnerState): string[] {
+  return state.outputs.map((output) => output.path);
+}
+
+/**
+ * Drops the records of outputs found missing from storage. The input is not changed; timestamps,
+ * validation and writing are the caller's.
+ */
+export function removeMissingOutputs(
+  state: SingleOwnerState,
+  missingPaths: Iterable<string>,
+): RemovalResult<SingleOwnerState> {
+  const missing = new Set(missingPaths);
+  if (missing.size === 0) return { state, changed: false };
+  const outputs = state.outputs.filter((output) => !missing.has(output.path));
+  const changed = outputs.length !== state.outputs.length;
+  return { state: changed ? { ...state, outputs } : state, changed };
+}
+
+/** Projection fields without absent optional keys. */
+export function projectionFields(output: OutputProjection): OutputProjection {
+  const fields: OutputProjection = {
+    path: output.path,
+    kind: output.kind,
+    sourcePath: output.sourcePath,
+    sha256: output.sha256,
+    size: output.size,
+  };
+  if (output.transform) fields.transform = output.transform;
+  if (output.url) fields.url = output.url;
+  return fields;
+}
+
+export function duplicated(path: string): StateError {
+  return new StateError(`state output path ${JSON.stringify(path)} is duplicated`);
+}

@@ -1,0 +1,58 @@
+import type { Manifest } from "@distributor/bundle";
+import { parseEmbeddedManifest } from "./embedded-manifest.js";
+import { StateError } from "./errors.js";
+import {
+  arrayObject,
+  field,
+  type JsonObject,
+  optionalObject,
+  optionalString,
+  requiredInteger,
+  requiredString,
+} from "./json.js";
+import type { LinkState, OutputKind, OutputProjection } from "./types.js";
+
+/** Fields every output record carries in either schema, read in the reference's order. */
+export function readOutputFields(
+  value: unknown,
+  index: number,
+): { object: JsonObject; fields: OutputProjection } {
+  const at = `state outputs[${index}]`;
+  const object = arrayObject(value, at);
+  const path = requiredString(object, "path", `${at}.path`);
+  // Unsupported kinds are reported by validation: `kind must be source or generated`.
+  const kind = requiredString(object, "kind", `${at}.kind`) as OutputKind;
+  const sourcePath = requiredString(object, "source_path", `${at}.source_path`);
+  const transform = optionalString(object, "transform", `${at}.transform`);
+  const url = optionalString(object, "url", `${at}.url`);
+  const sha256 = requiredString(object, "sha256", `${at}.sha256`);
+  const size = requiredInteger(object, "size", `${at}.size`);
+  const fields: OutputProjection = { path, kind, sourcePath, sha256, size };
+  if (transform !== undefined) fields.transform = transform;
+  if (url !== undefined) fields.url = url;
+  return { object, fields };
+}
+
+/** `source.manifest` of a document or owner; `name` is e.g. `state owners[0].source`. */
+export function readSourceManifest(object: JsonObject, name: string): Manifest {
+  const source = optionalObject(object, "source", name);
+  const manifest = source === undefined ? undefined : field(source, "manifest");
+  if (manifest === undefined) throw new StateError(`${name}.manifest is required`);
+  return parseEmbeddedManifest(manifest, `${name}.manifest`);
+}
+
+/** `links`; an absent or empty `primary_url` reads as no links at all. */
+export function readLinks(object: JsonObject, name: string): LinkState | undefined {
+  const links = optionalObject(object, "links", name);
+  if (links === undefined) return undefined;
+  const primaryUrl = optionalString(links, "primary_url", `${name}.primary_url`);
+  return primaryUrl === undefined ? undefined : { primaryUrl };
+}
+
+/** A required array field: `<name> is required` when absent or null. */
+export function readRequiredArray(object: JsonObject, key: string, name: string): unknown[] {
+  const value = field(object, key);
+  if (value === undefined) throw new StateError(`${name} is required`);
+  if (!Array.isArray(value)) throw new StateError(`${name} must be an array`);
+  return value;
+}

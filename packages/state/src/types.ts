@@ -1,0 +1,145 @@
+import type { Manifest } from "@distributor/bundle";
+
+/** Schema written for `state.mode: single_owner`. */
+export const SINGLE_OWNER_SCHEMA_VERSION = 2;
+/** Schema written for `state.mode: shared_root`. */
+export const SHARED_ROOT_SCHEMA_VERSION = 3;
+/** Read-only legacy single-owner schema; normalised to schema 2 when read. */
+export const LEGACY_SCHEMA_VERSION = 1;
+
+export type StateMode = "single_owner" | "shared_root";
+export type ReconciliationMode = "replace" | "merge";
+export type OutputKind = "source" | "generated";
+
+export const STATE_MODES: readonly StateMode[] = ["single_owner", "shared_root"];
+export const RECONCILIATION_MODES: readonly ReconciliationMode[] = ["replace", "merge"];
+export const OUTPUT_KINDS: readonly OutputKind[] = ["source", "generated"];
+
+/** `state` object of a document. */
+export interface StatePolicy<Mode extends StateMode = StateMode> {
+  mode: Mode;
+}
+
+/** `reconciliation` object of a single-owner document or a shared-root owner. */
+export interface ReconciliationPolicy {
+  mode: ReconciliationMode;
+}
+
+/** `source` object: the source bundle manifest that was published. */
+export interface SourceState {
+  manifest: Manifest;
+}
+
+/** `links` object. Omitted from documents when there is no primary URL. */
+export interface LinkState {
+  /** Absolute http(s) URL (`primary_url`). */
+  primaryUrl: string;
+}
+
+/** One managed output path of a single-owner document (`outputs[]`). */
+export interface OutputRecord {
+  /** Logical path relative to the destination bundle path. */
+  path: string;
+  kind: OutputKind;
+  /** Bundle-relative path of the source file the output came from. */
+  sourcePath: string;
+  /** Transform id; required for `generated` outputs. */
+  transform?: string;
+  /** Absolute http(s) URL of the output. */
+  url?: string;
+  /** `sha256:` + 64 lowercase hex digits of the output bytes. */
+  sha256: string;
+  /** Output size in bytes. */
+  size: number;
+  /** When this path was first recorded as managed. */
+  createdAt: Date;
+  /** When this path was last written or updated in state; prune uses it. */
+  updatedAt: Date;
+}
+
+/** A `.distributor.json` written for `state.mode: single_owner` (schema 2). */
+export interface SingleOwnerState {
+  schemaVersion: typeof SINGLE_OWNER_SCHEMA_VERSION;
+  /** Diagnostic only, never compared. */
+  distributorVersion?: string;
+  pipelineId: string;
+  destinationId: string;
+  publishedAt: Date;
+  createdAt: Date;
+  updatedAt: Date;
+  state: StatePolicy<"single_owner">;
+  reconciliation: ReconciliationPolicy;
+  source: SourceState;
+  links?: LinkState;
+  outputs: OutputRecord[];
+}
+
+/** Shared-root owners are keyed by pipeline id and destination id. */
+export interface OwnerScope {
+  pipelineId: string;
+  destinationId: string;
+}
+
+/** `owners[]` of a shared-root document: one pipeline/destination pair publishing into the root. */
+export interface OwnerRecord {
+  scope: OwnerScope;
+  reconciliation: ReconciliationPolicy;
+  /** The owner's latest published source manifest. */
+  source: SourceState;
+  links?: LinkState;
+}
+
+/** `outputs[]` of a shared-root document: an output record plus its owner and source identity. */
+export interface SharedRootOutputRecord extends OutputRecord {
+  owner: OwnerScope;
+  sourceId: string;
+  sourceDigest: string;
+  sourceCreated: Date;
+}
+
+/** A `.distributor.json` written for `state.mode: shared_root` (schema 3). */
+export interface SharedRootState {
+  schemaVersion: typeof SHARED_ROOT_SCHEMA_VERSION;
+  distributorVersion?: string;
+  /** When the shared-root state was first created; kept across owners' publications. */
+  createdAt: Date;
+  updatedAt: Date;
+  state: StatePolicy<"shared_root">;
+  owners: OwnerRecord[];
+  outputs: SharedRootOutputRecord[];
+}
+
+/** Any parsed state document, discriminated by `schemaVersion` (or `state.mode`). */
+export type StateDocument = SingleOwnerState | SharedRootState;
+
+/** A planned output as the publish planner describes it, before it gets timestamps. */
+export interface OutputProjection {
+  path: string;
+  kind: OutputKind;
+  sourcePath: string;
+  transform?: string;
+  url?: string;
+  sha256: string;
+  size: number;
+}
+
+/** A planned path already owned by another shared-root owner. */
+export interface PathOwnershipConflict {
+  path: string;
+  owner: OwnerScope;
+}
+
+/** Result of the pure missing-output removal helpers. */
+export interface RemovalResult<State> {
+  state: State;
+  /** True when at least one output record was removed. */
+  changed: boolean;
+}
+
+export function isSingleOwnerState(document: StateDocument): document is SingleOwnerState {
+  return document.schemaVersion === SINGLE_OWNER_SCHEMA_VERSION;
+}
+
+export function isSharedRootState(document: StateDocument): document is SharedRootState {
+  return document.schemaVersion === SHARED_ROOT_SCHEMA_VERSION;
+}

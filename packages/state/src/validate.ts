@@ -1,0 +1,233 @@
+import { isSha256Digest } from "@distributor/bundle";
+import { pathProblem } from "@distributor/storage";
+import { embeddedManifestProblem } from "./embedded-manifest.js";
+import { StateError } from "./errors.js";
+import { formatOwnerScope, ownerKey } from "./scope.js";
+import { isSerializableTimestamp } from "./time.js";
+import {
+  type LinkState,
+  OUTPUT_KINDS,
+  type OutputRecord,
+  type OwnerRecord,
+  RECONCILIATION_MODES,
+  SHARED_ROOT_SCHEMA_VERSION,
+  type SharedRootOutputRecord,
+  type SharedRootState,
+  SINGLE_OWNER_SCHEMA_VERSION,
+  type SingleOwnerState,
+  type SourceState,
+  type StateDocument,
+} from "./types.js";
+
+/**
+ * Checks an in-memory single-owner state against the schema 2 rules and throws a `StateError`
+ * for the first problem. Parsing runs it too, so a parsed state always passes.
+ */
+export function validateSingleOwnerState(state: SingleOwnerState): void {
+  fail(singleOwnerProblem(state));
+}
+
+/** The shared-root (schema 3) counterpart of `validateSingleOwnerState`. */
+export function validateSharedRootState(state: SharedRootState): void {
+  fail(sharedRootProblem(state));
+}
+
+/** Validates either kind of state document. */
+export function validateState(document: StateDocument): void {
+  if (document.schemaVersion === SHARED_ROOT_SCHEMA_VERSION) validateSharedRootState(document);
+  else validateSingleOwnerState(document);
+}
+
+/** The first problem of a single-owner state, or undefined when it is valid. */
+export function singleOwnerProblem(state: SingleOwnerState): string | undefined {
+  if (state.schemaVersion !== SINGLE_OWNER_SCHEMA_VERSION) {
+    return `state schema_version must be ${SINGLE_OWNER_SCHEMA_VERSION}`;
+  }
+  if (!nonEmpty(state.pipelineId)) return "state pipeline_id is required";
+  if (!nonEmpty(state.destinationId)) return "state destination_id is required";
+  const timestamps = [
+    ["published_at", state.publishedAt],
+    ["created_at", state.createdAt],
+    ["updated_at", state.updatedAt],
+  ] as const;
+  for (const [name, value] of timestamps) {
+    const problem = timestampProblem(`state ${name}`, value);
+    if (problem !== undefined) return problem;
+  }
+  if (state.state?.mode !== "single_owner") return "state state.mode must be single_owner";
+  if (!RECONCILIATION_MODES.includes(state.reconciliation?.mode)) {
+    return "state reconciliation.mode must be replace or merge";
+  }
+  const manifestProblem = sourceManifestProblem("state source.manifest", state.source);
+  if (manifestProblem !== undefined) return manifestProblem;
+  const linkProblem = linksProblem("state links.primary_url", state.links);
+  if (linkProblem !== undefined) return linkProblem;
+  if (!Array.isArray(state.outputs)) return "state outputs is required";
+  const seen = new Set<string>();
+  for (const [index, output] of state.outputs.entries()) {
+    const problem = outputProblem(index, output) ?? outputTimestampsProblem(index, output);
+    if (problem !== undefined) return problem;
+    if (seen.has(output.path)) return duplicatePath(index, output.path);
+    seen.add(output.path);
+  }
+  return undefined;
+}
+
+/** The first problem of a shared-root state, or undefined when it is valid. */
+export function sharedRootProblem(state: SharedRootState): string | undefined {
+  if (state.schemaVersion !== SHARED_ROOT_SCHEMA_VERSION) {
+    return `state schema_version must be ${SHARED_ROOT_SCHEMA_VERSION}`;
+  }
+  const rootTimestamp =
+    timestampProblem("state created_at", state.createdAt) ??
+    timestampProblem("state updated_at", state.updatedAt);
+  if (rootTimestamp !== undefined) return rootTimestamp;
+  if (state.state?.mode !== "shared_root") return "state state.mode must be shared_root";
+  if (!Array.isArray(state.owners)) return "state owners is required";
+  const owners = new Set<string>();
+  for (const [index, owner] of state.owners.entries()) {
+    const problem = ownerProblem(index, owner);
+    if (problem !== undefined) return problem;
+    const key = ownerKey(owner.scope);
+    if (owners.has(key)) {
+      return `state owners[${index}] duplicates owner ${formatOwnerScope(owner.scope)}`;
+    }
+    owners.add(key);
+  }
+  if (!Array.isArray(state.outputs)) return "state outputs is required";
+  const seen = new Set<string>();
+  for (const [index, output] of state.outputs.entries()) {
+    const problem = outputProblem(index, output) ?? sharedRootOutputProblem(index, output, owners);
+    if (problem !== undefined) return problem;
+    if (seen.has(output.path)) return duplicatePath(index, output.path);
+    seen.add(output.path);
+  }
+  return undefined;
+}
+
+function ownerProblem(index: number, owner: OwnerRecord): string | undefined {
+  const at = `state owners[${index}]`;
+  if (!nonEmpty(owner.scope?.pipelineId)) return `${at}.pipeline_id is required`;
+  if (!nonEmpty(owner.scope?.destinationId)) return `${at}.destination_id is required`;
+  if (!RECONCILIATION_MODES.includes(owner.reconciliation?.mode)) {
+    return `${at}.reconciliation.mode must be replace or merge`;
+  }
+  return (
+    sourceManifestProblem(`${at}.source.manifest`, owner.source) ??
+    linksProblem(`${at}.links.primary_url`, owner.links)
+  );
+}
+
+/** Rules every output record follows, in either schema. */
+function outputProblem(index: number, output: OutputRecord): string | undefined {
+  const at = `state outputs[${index}]`;
+  const path = logicalPathProblem(output.path);
+  if (path !== undefined) return `${at}.path: ${path}`;
+  if (!OUTPUT_KINDS.includes(output.kind)) return `${at}.kind must be source or generated`;
+  const sourcePath = logicalPathProblem(output.sourcePath);
+  if (sourcePath !== undefined) return `${at}.source_path: ${sourcePath}`;
+  if (output.kind === "generated" && !nonEmpty(output.transform)) {
+    return `${at}.transform is required for generated output`;
+  }
+  if (output.transform !== undefined && typeof output.transform !== "string") {
+    return `${at}.transform must be a string`;
+  }
+  if (output.url !== undefined && output.url !== "") {
+    const url = httpUrlProblem(output.url);
+    if (url !== undefined) return `${at}.url: ${url}`;
+  }
+  const digest = digestProblem(output.sha256);
+  if (digest !== undefined) return `${at}.sha256: ${digest}`;
+  if (!Number.isSafeInteger(output.size)) return `${at}.size must be an integer`;
+  if (output.size < 0) return `${at}.size must be non-negative`;
+  return undefined;
+}
+
+function outputTimestampsProblem(index: number, output: OutputRecord): string | undefined {
+  const at = `state outputs[${index}]`;
+  return (
+    timestampProblem(`${at}.created_at`, output.createdAt) ??
+    timestampProblem(`${at}.updated_at`, output.updatedAt)
+  );
+}
+
+function sharedRootOutputProblem(
+  index: number,
+  output: SharedRootOutputRecord,
+  owners: ReadonlySet<string>,
+): string | undefined {
+  const at = `state outputs[${index}]`;
+  if (!nonEmpty(output.owner?.pipelineId)) return `${at}.pipeline_id is required`;
+  if (!nonEmpty(output.owner?.destinationId)) return `${at}.destination_id is required`;
+  if (!owners.has(ownerKey(output.owner))) {
+    return `${at} references unknown owner ${formatOwnerScope(output.owner)}`;
+  }
+  if (!nonEmpty(output.sourceId)) return `${at}.source_id is required`;
+  const digest = digestProblem(output.sourceDigest);
+  if (digest !== undefined) return `${at}.source_digest: ${digest}`;
+  return (
+    timestampProblem(`${at}.source_created`, output.sourceCreated) ??
+    outputTimestampsProblem(index, output)
+  );
+}
+
+function sourceManifestProblem(name: string, source: SourceState | undefined): string | undefined {
+  if (source?.manifest === undefined || source.manifest === null) return `${name} is required`;
+  const problem = embeddedManifestProblem(source.manifest);
+  return problem === undefined ? undefined : `${name}: ${problem}`;
+}
+
+function linksProblem(name: string, links: LinkState | undefined): string | undefined {
+  if (links === undefined || links.primaryUrl === undefined || links.primaryUrl === "") {
+    return undefined;
+  }
+  const problem = httpUrlProblem(links.primaryUrl);
+  return problem === undefined ? undefined : `${name}: ${problem}`;
+}
+
+/** Go's zero time meant "missing"; here a missing or invalid `Date` does. */
+function timestampProblem(name: string, value: unknown): string | undefined {
+  if (value === undefined || value === null) return `${name} is required`;
+  if (!isSerializableTimestamp(value)) return `${name} must be a valid date in the years 0000-9999`;
+  return undefined;
+}
+
+function logicalPathProblem(path: unknown): string | undefined {
+  if (typeof path !== "string") return "path must be a string";
+  const problem = pathProblem(path);
+  return problem === undefined ? undefined : `${problem} (${JSON.stringify(path)})`;
+}
+
+/** Why `value` is not a `sha256:` digest, or undefined. */
+function digestProblem(value: unknown): string | undefined {
+  if (typeof value === "string" && isSha256Digest(value)) return undefined;
+  return `digest must be sha256:<64 lowercase hex>, got ${JSON.stringify(value) ?? String(value)}`;
+}
+
+/** Why `value` is not an absolute http or https URL, or undefined. */
+function httpUrlProblem(value: unknown): string | undefined {
+  const shown = JSON.stringify(value) ?? String(value);
+  if (typeof value !== "string") return `URL must be a string, got ${shown}`;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return `URL ${shown} must be an absolute http or https URL`;
+  }
+  if ((url.protocol !== "http:" && url.protocol !== "https:") || url.hostname === "") {
+    return `URL ${shown} must be an absolute http or https URL`;
+  }
+  return undefined;
+}
+
+function nonEmpty(value: unknown): value is string {
+  return typeof value === "string" && value !== "";
+}
+
+function duplicatePath(index: number, path: string): string {
+  return `state outputs[${index}].path duplicates ${JSON.stringify(path)}`;
+}
+
+function fail(problem: string | undefined): void {
+  if (problem !== undefined) throw new StateError(problem);
+}
