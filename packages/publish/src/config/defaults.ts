@@ -1,0 +1,223 @@
+import { homedir, tmpdir } from "node:os";
+import { isAbsolute, join, resolve } from "node:path";
+import type { RawConfig, RawDestination, RawPipeline, RawSource } from "./schema.js";
+import type {
+  Config,
+  DestinationConfig,
+  PipelineConfig,
+  SourceConfig,
+  StorageLocation,
+  UploadTokenConfig,
+} from "./types.js";
+
+/** Every value the configuration takes when a key is left out (SPEC §8). */
+export const CONFIG_DEFAULTS = Object.freeze({
+  listen: "127.0.0.1:8080",
+  retentionMs: 24 * 60 * 60 * 1000,
+  queueSize: 16,
+  workers: 2,
+  /** Below `os.tmpdir()`. */
+  stagingDirectoryName: "distributor-uploads",
+  maxUploadSize: 64 * 1024 ** 2,
+  unlistedFiles: "reject",
+  maxFiles: 10_000,
+  maxTotalSize: 10 * 1000 ** 3,
+  publishSource: true,
+  publishHtml: false,
+  transformEnabled: false,
+  transformMode: "sidecar",
+  pathMapping: "preserve_relative",
+  linkPrimary: "auto",
+  stateMode: "single_owner",
+  reconciliationMode: "replace",
+  pruneEnabled: false,
+  onDestinationSame: "skip",
+  onDestinationOlder: "replace",
+  onDestinationNewer: "skip",
+  onConflict: "fail",
+  s3Region: "us-east-1",
+  s3Prefix: "",
+  s3ForcePathStyle: false,
+  sshPort: 22,
+  knownHostsFile: "~/.ssh/known_hosts",
+  hostKeyPolicy: "strict",
+} as const);
+
+export interface DefaultsOptions {
+  sourceName: string;
+  /** Directory relative local paths resolve against. */
+  cwd: string;
+  /** `HOME` expands a leading `~/`; falls back to the account's home directory. */
+  env: NodeJS.ProcessEnv;
+}
+
+/**
+ * Turns a validated document into the normalised `Config`: defaults filled in, names camelCased,
+ * local paths made absolute. Call only after `validateConfig` found no problem.
+ */
+export function applyDefaults(raw: RawConfig, options: DefaultsOptions): Config {
+  const files = new LocalPaths(options.cwd, options.env.HOME || homedir());
+  const http = raw.server?.http;
+  const secretsDirectory = raw.secrets?.directory;
+  return {
+    sourceName: options.sourceName,
+    server: {
+      http: {
+        listen: http?.listen ?? CONFIG_DEFAULTS.listen,
+        retentionMs: http?.retention ?? CONFIG_DEFAULTS.retentionMs,
+        queueSize: http?.queue_size ?? CONFIG_DEFAULTS.queueSize,
+        workers: http?.workers ?? CONFIG_DEFAULTS.workers,
+        stagingDirectory: files.resolve(
+          http?.staging_directory ?? join(tmpdir(), CONFIG_DEFAULTS.stagingDirectoryName),
+        ),
+      },
+    },
+    secrets: secretsDirectory === undefined ? {} : { directory: files.resolve(secretsDirectory) },
+    uploadTokens: (raw.upload_tokens ?? []).map(
+      (token): UploadTokenConfig => ({
+        id: present(token.id),
+        tokenEnv: present(token.token_env),
+        allowPipelines: [...present(token.allow_pipelines)],
+      }),
+    ),
+    pipelines: present(raw.pipelines).map((pipeline) => pipelineConfig(pipeline, files)),
+  };
+}
+
+function pipelineConfig(raw: RawPipeline, files: LocalPaths): PipelineConfig {
+  return {
+    id: present(raw.id),
+    source: sourceConfig(present(raw.source), files),
+    validation: {
+      unlistedFiles: raw.validation?.unlisted_files ?? CONFIG_DEFAULTS.unlistedFiles,
+      maxFiles: raw.validation?.max_files ?? CONFIG_DEFAULTS.maxFiles,
+      maxTotalSize: raw.validation?.max_total_size ?? CONFIG_DEFAULTS.maxTotalSize,
+    },
+    destinations: present(raw.destinations).map((destination) =>
+      destinationConfig(destination, files),
+    ),
+  };
+}
+
+function sourceConfig(raw: RawSource, files: LocalPaths): SourceConfig {
+  if (raw.backend === "http_upload") {
+    return {
+      backend: "http_upload",
+      maxUploadSize: raw.max_upload_size ?? CONFIG_DEFAULTS.maxUploadSize,
+    };
+  }
+  return storageLocation({ ...raw, backend: present(raw.backend) }, files);
+}
+
+type RawLocation = Omit<RawDestination, "backend"> & { backend: StorageLocation["backend"] };
+
+function storageLocation(raw: RawLocation, files: LocalPaths): StorageLocation {
+  switch (raw.backend) {
+    case "local":
+      return { backend: "local", path: files.resolve(present(raw.path)) };
+    case "ssh":
+      return {
+        backend: "ssh",
+        host: present(raw.host),
+        port: raw.port ?? CONFIG_DEFAULTS.sshPort,
+        user: present(raw.user),
+        path: present(raw.path),
+        ...(raw.private_key_file === undefined
+          ? {}
+          : { privateKeyFile: files.resolve(raw.private_key_file) }),
+        ...(raw.private_key_env === undefined ? {} : { privateKeyEnv: raw.private_key_env }),
+        ...(raw.passphrase_env === undefined ? {} : { passphraseEnv: raw.passphrase_env }),
+        ...(raw.password_env === undefined ? {} : { passwordEnv: raw.password_env }),
+        knownHostsFile: files.resolve(raw.known_hosts_file ?? CONFIG_DEFAULTS.knownHostsFile),
+        hostKeyPolicy: raw.host_key_policy ?? CONFIG_DEFAULTS.hostKeyPolicy,
+      };
+    case "s3": {
+      const credentials = raw.credentials;
+      return {
+        backend: "s3",
+        bucket: present(raw.bucket),
+        prefix: raw.prefix ?? CONFIG_DEFAULTS.s3Prefix,
+        region: raw.region ?? CONFIG_DEFAULTS.s3Region,
+        ...(raw.endpoint === undefined ? {} : { endpoint: raw.endpoint }),
+        forcePathStyle: raw.force_path_style ?? CONFIG_DEFAULTS.s3ForcePathStyle,
+        ...(credentials === undefined
+          ? {}
+          : {
+              credentials: {
+                accessKeyIdEnv: present(credentials.access_key_id_env),
+                secretAccessKeyEnv: present(credentials.secret_access_key_env),
+              },
+            }),
+      };
+    }
+  }
+}
+
+function destinationConfig(raw: RawDestination, files: LocalPaths): DestinationConfig {
+  const markdown = raw.transform?.markdown_to_html;
+  const prune = raw.retention?.prune;
+  const transfer = raw.transfer;
+  return {
+    id: present(raw.id),
+    location: storageLocation({ ...raw, backend: present(raw.backend) }, files),
+    publish: {
+      source: raw.publish?.source ?? CONFIG_DEFAULTS.publishSource,
+      html: raw.publish?.html ?? CONFIG_DEFAULTS.publishHtml,
+    },
+    transform: {
+      markdownToHtml: {
+        enabled: markdown?.enabled ?? CONFIG_DEFAULTS.transformEnabled,
+        mode: markdown?.mode ?? CONFIG_DEFAULTS.transformMode,
+      },
+    },
+    pathMapping: { mode: raw.path_mapping?.mode ?? CONFIG_DEFAULTS.pathMapping },
+    ...(raw.links === undefined
+      ? {}
+      : {
+          links: {
+            baseUrl: directoryUrl(present(raw.links.base_url)),
+            primary: raw.links.primary ?? CONFIG_DEFAULTS.linkPrimary,
+          },
+        }),
+    state: { mode: raw.state?.mode ?? CONFIG_DEFAULTS.stateMode },
+    reconciliation: { mode: raw.reconciliation?.mode ?? CONFIG_DEFAULTS.reconciliationMode },
+    retention: {
+      prune: {
+        enabled: prune?.enabled ?? CONFIG_DEFAULTS.pruneEnabled,
+        ...(prune?.older_than === undefined ? {} : { olderThanMs: prune.older_than }),
+        ...(prune?.keep_latest === undefined ? {} : { keepLatest: prune.keep_latest }),
+      },
+    },
+    transfer: {
+      onDestinationSame: transfer?.on_destination_same ?? CONFIG_DEFAULTS.onDestinationSame,
+      onDestinationOlder: transfer?.on_destination_older ?? CONFIG_DEFAULTS.onDestinationOlder,
+      onDestinationNewer: transfer?.on_destination_newer ?? CONFIG_DEFAULTS.onDestinationNewer,
+      onConflict: transfer?.on_conflict ?? CONFIG_DEFAULTS.onConflict,
+    },
+  };
+}
+
+/** The base URL is a directory: outputs are joined below it, never beside it. */
+function directoryUrl(url: string): string {
+  return url.endsWith("/") ? url : `${url}/`;
+}
+
+/** Resolves paths on this machine: `~/` against the home directory, relative ones against cwd. */
+class LocalPaths {
+  constructor(
+    private readonly cwd: string,
+    private readonly home: string,
+  ) {}
+
+  resolve(path: string): string {
+    if (path === "~") return this.home;
+    if (path.startsWith("~/")) return join(this.home, path.slice(2));
+    return isAbsolute(path) ? resolve(path) : resolve(this.cwd, path);
+  }
+}
+
+/** Required keys were checked by validateConfig; reaching a missing one is a bug. */
+function present<T>(value: T | undefined): T {
+  if (value === undefined) throw new Error("configuration was not validated before defaults");
+  return value;
+}

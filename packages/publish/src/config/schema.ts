@@ -1,0 +1,330 @@
+import { pathProblem } from "@distributor/storage";
+import * as v from "valibot";
+import { parseDuration } from "./duration.js";
+import { SECRET_NAME_PATTERN } from "./secret-name.js";
+import { parseSize } from "./size.js";
+
+/*
+ * The shape of the YAML document: every key, its type and its allowed values. Every key is
+ * optional here; which keys are required (often depending on the backend) and every rule that
+ * relates two keys lives in validate.ts, so that one broken value never hides the other problems.
+ * Durations come out as milliseconds and sizes as bytes.
+ */
+
+/** Message of the issue valibot reports for a key the schema does not know. */
+export const UNKNOWN_KEY = "unknown key";
+
+/** Message of the issue for a value that should be a mapping. */
+export const NOT_A_MAPPING = "must be a mapping";
+
+/** Pipeline, destination and upload token ids: the same rule as bundle ids (SPEC §4). */
+export const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+
+const DURATION_HINT = "must be a duration such as 500ms, 45s, 30m, 1h30m or 168h";
+const SIZE_HINT = "must be a size such as 512KiB, 64MiB or 10GB";
+
+function isMapping(input: unknown): input is Record<string, unknown> {
+  return typeof input === "object" && input !== null && !Array.isArray(input);
+}
+
+/** `a or b`, `a, b or c`: the wording of every choice message. */
+export function orList(options: readonly string[]): string {
+  if (options.length <= 1) return options.join("");
+  return `${options.slice(0, -1).join(", ")} or ${options.at(-1)}`;
+}
+
+function mapping<const TEntries extends v.ObjectEntries>(entries: TEntries) {
+  // strictObject alone would take a list for a mapping with keys "0", "1", ...
+  return v.pipe(
+    v.custom<Record<string, unknown>>(isMapping, NOT_A_MAPPING),
+    v.strictObject(entries, UNKNOWN_KEY),
+  );
+}
+
+function list<const TItem extends v.GenericSchema>(item: TItem) {
+  return v.array(item, "must be a list");
+}
+
+function text() {
+  return v.pipe(v.string("must be a string"), v.minLength(1, "must not be empty"));
+}
+
+function flag() {
+  return v.boolean("must be true or false");
+}
+
+function choice<const TOptions extends readonly [string, ...string[]]>(options: TOptions) {
+  return v.picklist(options, `must be ${orList(options)}`);
+}
+
+function integer(minimum: number, belowMinimum: string, maximum = Number.MAX_SAFE_INTEGER) {
+  return v.pipe(
+    v.number("must be a whole number"),
+    v.rawCheck(({ dataset, addIssue }) => {
+      if (!dataset.typed) return;
+      const value = dataset.value;
+      if (!Number.isSafeInteger(value)) addIssue({ message: "must be a whole number" });
+      else if (value < minimum) addIssue({ message: belowMinimum });
+      else if (value > maximum) addIssue({ message: `must be at most ${maximum}` });
+    }),
+  );
+}
+
+/** A Go duration greater than zero, in milliseconds. */
+function duration() {
+  return v.pipe(
+    v.string(DURATION_HINT),
+    v.rawTransform(({ dataset, addIssue, NEVER }) => {
+      let milliseconds: number;
+      try {
+        milliseconds = parseDuration(dataset.value);
+      } catch (error) {
+        addIssue({ message: `${DURATION_HINT} (${(error as Error).message})` });
+        return NEVER;
+      }
+      if (milliseconds <= 0) {
+        addIssue({ message: "must be greater than zero" });
+        return NEVER;
+      }
+      return milliseconds;
+    }),
+  );
+}
+
+/** A size greater than zero, in bytes. */
+function size() {
+  return v.pipe(
+    v.string(SIZE_HINT),
+    v.rawTransform(({ dataset, addIssue, NEVER }) => {
+      let bytes: number;
+      try {
+        bytes = parseSize(dataset.value);
+      } catch (error) {
+        addIssue({ message: `${SIZE_HINT} (${(error as Error).message})` });
+        return NEVER;
+      }
+      if (bytes === 0) {
+        addIssue({ message: "must be greater than zero" });
+        return NEVER;
+      }
+      return bytes;
+    }),
+  );
+}
+
+function id() {
+  return v.pipe(
+    v.string("must be a string"),
+    v.regex(
+      ID_PATTERN,
+      'must be 1 to 128 letters, digits, ".", "_" or "-", starting with a letter or digit',
+    ),
+  );
+}
+
+function secretName() {
+  return v.pipe(
+    v.string("must be a string"),
+    v.regex(
+      SECRET_NAME_PATTERN,
+      "must be an environment variable name (letters, digits and _, not starting with a digit)",
+    ),
+  );
+}
+
+/** An absolute http(s) URL without user information (it ends up in state files and reports). */
+function httpUrl(options: { bare?: boolean } = {}) {
+  const hint = "must be an absolute http or https URL";
+  return v.pipe(
+    v.string(hint),
+    v.rawCheck(({ dataset, addIssue }) => {
+      if (!dataset.typed) return;
+      const url = URL.canParse(dataset.value) ? new URL(dataset.value) : undefined;
+      if (url === undefined || (url.protocol !== "http:" && url.protocol !== "https:")) {
+        addIssue({ message: hint });
+      } else if (url.username !== "" || url.password !== "") {
+        addIssue({ message: "must not contain a user name or password" });
+      } else if (options.bare === true && (url.search !== "" || url.hash !== "")) {
+        addIssue({ message: "must not have a query or fragment" });
+      }
+    }),
+  );
+}
+
+/** `host:port` or `[ipv6]:port`; an empty host listens on every interface, port 0 on a free one. */
+const LISTEN = /^(?:\[[0-9A-Fa-f:.]+\]|[^\s:[\]]*):(\d{1,5})$/;
+
+function listenAddress() {
+  const hint = "must be host:port, such as 127.0.0.1:8080 or [::1]:8080";
+  return v.pipe(
+    v.string(hint),
+    v.check((value) => {
+      const port = LISTEN.exec(value)?.[1];
+      return port !== undefined && Number(port) <= 65_535;
+    }, hint),
+  );
+}
+
+function s3Prefix() {
+  return v.pipe(
+    v.string("must be a string"),
+    v.rawCheck(({ dataset, addIssue }) => {
+      if (!dataset.typed || dataset.value === "") return;
+      const problem = pathProblem(dataset.value);
+      if (problem !== undefined) {
+        addIssue({ message: `must be a clean relative path such as reports/daily (${problem})` });
+      }
+    }),
+  );
+}
+
+/** Keys that would put a secret value in the file; each points at the reference key to use. */
+function literalSecret(referenceKey: string, what: string) {
+  return v.optional(
+    v.never(
+      `is not allowed: configuration files must not contain ${what}; store it in an environment ` +
+        `variable or a file in secrets.directory and name it with ${referenceKey}`,
+    ),
+  );
+}
+
+export const SOURCE_BACKENDS = ["local", "ssh", "s3", "http_upload"] as const;
+export const DESTINATION_BACKENDS = ["local", "ssh", "s3"] as const;
+
+/** Backend keys shared by sources and destinations; validate.ts checks which backend allows them. */
+const locationEntries = {
+  path: v.optional(text()),
+  host: v.optional(
+    v.pipe(text(), v.regex(/^[^\s/]+$/, "must be a host name or address without spaces or /")),
+  ),
+  port: v.optional(integer(1, "must be between 1 and 65535", 65_535)),
+  user: v.optional(text()),
+  private_key_file: v.optional(text()),
+  private_key_env: v.optional(secretName()),
+  passphrase_env: v.optional(secretName()),
+  password_env: v.optional(secretName()),
+  known_hosts_file: v.optional(text()),
+  host_key_policy: v.optional(choice(["strict", "accept_new"])),
+  bucket: v.optional(
+    v.pipe(text(), v.regex(/^[^\s/]+$/, "must be a bucket name without / or spaces")),
+  ),
+  prefix: v.optional(s3Prefix()),
+  region: v.optional(text()),
+  endpoint: v.optional(httpUrl()),
+  force_path_style: v.optional(flag()),
+  credentials: v.optional(
+    mapping({
+      access_key_id_env: v.optional(secretName()),
+      secret_access_key_env: v.optional(secretName()),
+      access_key_id: literalSecret("access_key_id_env", "an access key id"),
+      secret_access_key: literalSecret("secret_access_key_env", "a secret access key"),
+    }),
+  ),
+  password: literalSecret("password_env", "a password"),
+  passphrase: literalSecret("passphrase_env", "a passphrase"),
+  private_key: literalSecret("private_key_env or private_key_file", "a private key"),
+};
+
+const sourceSchema = mapping({
+  backend: v.optional(choice(SOURCE_BACKENDS)),
+  ...locationEntries,
+  max_upload_size: v.optional(size()),
+});
+
+const destinationSchema = mapping({
+  id: v.optional(id()),
+  backend: v.optional(
+    v.picklist(DESTINATION_BACKENDS, (issue) =>
+      issue.input === "http_upload"
+        ? `must be ${orList(DESTINATION_BACKENDS)} (http_upload is valid only as a source)`
+        : `must be ${orList(DESTINATION_BACKENDS)}`,
+    ),
+  ),
+  ...locationEntries,
+  publish: v.optional(mapping({ source: v.optional(flag()), html: v.optional(flag()) })),
+  transform: v.optional(
+    mapping({
+      markdown_to_html: v.optional(
+        mapping({
+          enabled: v.optional(flag()),
+          mode: v.optional(choice(["sidecar", "index"])),
+        }),
+      ),
+    }),
+  ),
+  path_mapping: v.optional(mapping({ mode: v.optional(choice(["preserve_relative", "fixed"])) })),
+  links: v.optional(
+    mapping({
+      base_url: v.optional(httpUrl({ bare: true })),
+      primary: v.optional(choice(["html", "source", "auto", "none"])),
+    }),
+  ),
+  state: v.optional(mapping({ mode: v.optional(choice(["single_owner", "shared_root"])) })),
+  reconciliation: v.optional(mapping({ mode: v.optional(choice(["replace", "merge"])) })),
+  retention: v.optional(
+    mapping({
+      prune: v.optional(
+        mapping({
+          enabled: v.optional(flag()),
+          older_than: v.optional(duration()),
+          keep_latest: v.optional(integer(0, "must be zero or greater")),
+        }),
+      ),
+    }),
+  ),
+  transfer: v.optional(
+    mapping({
+      on_destination_same: v.optional(choice(["skip", "fail"])),
+      on_destination_older: v.optional(choice(["replace", "skip", "fail"])),
+      on_destination_newer: v.optional(choice(["skip", "fail"])),
+      on_conflict: v.optional(choice(["fail"])),
+    }),
+  ),
+});
+
+const pipelineSchema = mapping({
+  id: v.optional(id()),
+  source: v.optional(sourceSchema),
+  validation: v.optional(
+    mapping({
+      unlisted_files: v.optional(choice(["reject", "ignore"])),
+      max_files: v.optional(integer(1, "must be greater than zero")),
+      max_total_size: v.optional(size()),
+    }),
+  ),
+  destinations: v.optional(list(destinationSchema)),
+});
+
+const uploadTokenSchema = mapping({
+  id: v.optional(id()),
+  token_env: v.optional(secretName()),
+  token: literalSecret("token_env", "upload tokens"),
+  allow_pipelines: v.optional(list(v.string("must be a string"))),
+});
+
+/** The whole configuration document. */
+export const configSchema = mapping({
+  server: v.optional(
+    mapping({
+      http: v.optional(
+        mapping({
+          listen: v.optional(listenAddress()),
+          retention: v.optional(duration()),
+          queue_size: v.optional(integer(1, "must be greater than zero")),
+          workers: v.optional(integer(1, "must be greater than zero")),
+          staging_directory: v.optional(text()),
+        }),
+      ),
+    }),
+  ),
+  secrets: v.optional(mapping({ directory: v.optional(text()) })),
+  upload_tokens: v.optional(list(uploadTokenSchema)),
+  pipelines: v.optional(list(pipelineSchema)),
+});
+
+/** The document as the schema returns it: snake_case keys, nothing defaulted yet. */
+export type RawConfig = v.InferOutput<typeof configSchema>;
+export type RawPipeline = v.InferOutput<typeof pipelineSchema>;
+export type RawSource = v.InferOutput<typeof sourceSchema>;
+export type RawDestination = v.InferOutput<typeof destinationSchema>;
+export type RawUploadToken = v.InferOutput<typeof uploadTokenSchema>;

@@ -1,0 +1,201 @@
+/**
+ * The configuration after parsing, validation and defaults: every optional key has its value,
+ * names are camelCase, durations are milliseconds and sizes are bytes. Local filesystem paths are
+ * absolute. Secrets are references (environment variable / secret file names), never values.
+ */
+export interface Config {
+  /** The file the configuration came from, or the name given to `parseConfig`. */
+  sourceName: string;
+  server: ServerConfig;
+  secrets: SecretsConfig;
+  /** Empty when no pipeline has an `http_upload` source. */
+  uploadTokens: UploadTokenConfig[];
+  pipelines: PipelineConfig[];
+}
+
+export interface ServerConfig {
+  http: HttpServerConfig;
+}
+
+export interface HttpServerConfig {
+  /** `host:port` (`[v6]:port` for IPv6); port 0 asks the system for a free port. */
+  listen: string;
+  /** How long finished upload status records are kept. */
+  retentionMs: number;
+  /** Accepted uploads waiting for a worker; beyond it the server answers 503. */
+  queueSize: number;
+  /** Runs executed at the same time. */
+  workers: number;
+  /** Absolute directory where uploads are staged and extracted. */
+  stagingDirectory: string;
+}
+
+export interface SecretsConfig {
+  /** Absolute directory holding one file per secret reference; absent when not configured. */
+  directory?: string;
+}
+
+export interface UploadTokenConfig {
+  id: string;
+  /** Secret reference holding the bearer token (see `resolveSecret`). */
+  tokenEnv: string;
+  /** Ids of `http_upload` pipelines this token may upload to. */
+  allowPipelines: string[];
+}
+
+export interface PipelineConfig {
+  id: string;
+  source: SourceConfig;
+  validation: ValidationPolicy;
+  destinations: DestinationConfig[];
+}
+
+export type Backend = StorageLocation["backend"];
+export type SourceBackend = SourceConfig["backend"];
+
+/** Where a storage backend is rooted; `backend` discriminates. */
+export type StorageLocation = LocalLocation | SshLocation | S3Location;
+export type SourceConfig = StorageLocation | HttpUploadSource;
+
+export interface LocalLocation {
+  backend: "local";
+  /** Absolute directory. */
+  path: string;
+}
+
+export type HostKeyPolicy = "strict" | "accept_new";
+
+export interface SshLocation {
+  backend: "ssh";
+  host: string;
+  port: number;
+  user: string;
+  /** Root directory on the server (a relative path is relative to the login directory). */
+  path: string;
+  /** Absolute path of a private key file on this machine. */
+  privateKeyFile?: string;
+  /** Secret reference holding a private key. */
+  privateKeyEnv?: string;
+  /** Secret reference holding the private key's passphrase. */
+  passphraseEnv?: string;
+  /** Secret reference holding a password. */
+  passwordEnv?: string;
+  /** Absolute path of the known_hosts file. */
+  knownHostsFile: string;
+  hostKeyPolicy: HostKeyPolicy;
+}
+
+export interface S3Location {
+  backend: "s3";
+  bucket: string;
+  /** Logical prefix inside the bucket; `""` is the bucket root. */
+  prefix: string;
+  region: string;
+  /** Absolute http(s) URL of an S3-compatible service; absent for AWS. */
+  endpoint?: string;
+  forcePathStyle: boolean;
+  /** Absent: the SDK's default credential chain. */
+  credentials?: S3Credentials;
+}
+
+export interface S3Credentials {
+  /** Secret reference holding the access key id. */
+  accessKeyIdEnv: string;
+  /** Secret reference holding the secret access key. */
+  secretAccessKeyEnv: string;
+}
+
+export interface HttpUploadSource {
+  backend: "http_upload";
+  /** Largest accepted request body, in bytes. */
+  maxUploadSize: number;
+}
+
+export type UnlistedFilesPolicy = "reject" | "ignore";
+
+export interface ValidationPolicy {
+  unlistedFiles: UnlistedFilesPolicy;
+  maxFiles: number;
+  /** Bytes. */
+  maxTotalSize: number;
+}
+
+export interface DestinationConfig {
+  id: string;
+  location: StorageLocation;
+  publish: PublishPolicy;
+  transform: TransformPolicy;
+  pathMapping: PathMappingPolicy;
+  /** Absent when the destination records no URLs. */
+  links?: LinksPolicy;
+  state: StatePolicy;
+  reconciliation: ReconciliationPolicy;
+  retention: RetentionPolicy;
+  transfer: TransferPolicy;
+}
+
+export interface PublishPolicy {
+  source: boolean;
+  html: boolean;
+}
+
+export type TransformMode = "sidecar" | "index";
+
+export interface TransformPolicy {
+  markdownToHtml: MarkdownToHtmlTransform;
+}
+
+export interface MarkdownToHtmlTransform {
+  enabled: boolean;
+  mode: TransformMode;
+}
+
+export type PathMappingMode = "preserve_relative" | "fixed";
+
+export interface PathMappingPolicy {
+  mode: PathMappingMode;
+}
+
+export type LinkPrimary = "html" | "source" | "auto" | "none";
+
+export interface LinksPolicy {
+  /** Absolute http(s) URL, always ending in `/` (it is treated as a directory). */
+  baseUrl: string;
+  primary: LinkPrimary;
+}
+
+export type StateMode = "single_owner" | "shared_root";
+
+export interface StatePolicy {
+  mode: StateMode;
+}
+
+export type ReconciliationMode = "replace" | "merge";
+
+export interface ReconciliationPolicy {
+  mode: ReconciliationMode;
+}
+
+export interface RetentionPolicy {
+  prune: PrunePolicy;
+}
+
+export interface PrunePolicy {
+  enabled: boolean;
+  /** Managed outputs updated longer ago than this are eligible; absent when not configured. */
+  olderThanMs?: number;
+  /** This many newest managed outputs are always kept; absent when not configured. */
+  keepLatest?: number;
+}
+
+export type OnDestinationSame = "skip" | "fail";
+export type OnDestinationOlder = "replace" | "skip" | "fail";
+export type OnDestinationNewer = "skip" | "fail";
+export type OnConflict = "fail";
+
+export interface TransferPolicy {
+  onDestinationSame: OnDestinationSame;
+  onDestinationOlder: OnDestinationOlder;
+  onDestinationNewer: OnDestinationNewer;
+  onConflict: OnConflict;
+}

@@ -1,0 +1,281 @@
+import { CONFIG_DEFAULTS } from "./defaults.js";
+import { formatKeyPath, isAtOrBelow, type KeySegment } from "./key-path.js";
+import type {
+  RawConfig,
+  RawDestination,
+  RawPipeline,
+  RawSource,
+  RawUploadToken,
+} from "./schema.js";
+import type { SourceBackend } from "./types.js";
+
+type Path = readonly KeySegment[];
+
+/** The backends each backend-specific key belongs to (SPEC §7). */
+const BACKEND_KEYS: Readonly<Record<string, readonly SourceBackend[]>> = {
+  path: ["local", "ssh"],
+  host: ["ssh"],
+  port: ["ssh"],
+  user: ["ssh"],
+  private_key_file: ["ssh"],
+  private_key_env: ["ssh"],
+  passphrase_env: ["ssh"],
+  password_env: ["ssh"],
+  known_hosts_file: ["ssh"],
+  host_key_policy: ["ssh"],
+  bucket: ["s3"],
+  prefix: ["s3"],
+  region: ["s3"],
+  endpoint: ["s3"],
+  force_path_style: ["s3"],
+  credentials: ["s3"],
+  max_upload_size: ["http_upload"],
+};
+
+const REQUIRED_KEYS: Readonly<Record<SourceBackend, readonly string[]>> = {
+  local: ["path"],
+  ssh: ["host", "user", "path"],
+  s3: ["bucket"],
+  http_upload: [],
+};
+
+/**
+ * Checks every rule that the schema cannot express on its own: required keys, uniqueness,
+ * backend-specific keys and relations between keys. Returns every problem found, each starting
+ * with its key path. `broken` lists key paths the schema already reported; rules that would
+ * only repeat or guess at those stay quiet.
+ */
+export function validateConfig(raw: RawConfig, broken: readonly string[] = []): string[] {
+  const problems = new Problems(broken);
+  const pipelines = raw.pipelines ?? [];
+  if (pipelines.length === 0) problems.add(["pipelines"], "must list at least one pipeline");
+  checkUnique(
+    problems,
+    pipelines.map((pipeline, index) => ({ id: pipeline.id, path: ["pipelines", index] })),
+  );
+  pipelines.forEach((pipeline, index) => {
+    checkPipeline(problems, pipeline, ["pipelines", index]);
+  });
+  checkUploadTokens(problems, raw);
+  return problems.list;
+}
+
+class Problems {
+  readonly list: string[] = [];
+  private readonly broken: readonly string[];
+
+  constructor(broken: readonly string[]) {
+    this.broken = broken;
+  }
+
+  add(path: Path, message: string): void {
+    const formatted = formatKeyPath(path);
+    if (this.broken.some((brokenPath) => isAtOrBelow(formatted, brokenPath))) return;
+    this.list.push(`${formatted} ${message}`);
+  }
+
+  /** True when `path` itself, or a key above it, was set aside as broken. */
+  removed(path: Path): boolean {
+    const formatted = formatKeyPath(path);
+    return this.broken.some((brokenPath) => isAtOrBelow(formatted, brokenPath));
+  }
+
+  /** True when nothing at or below `path` was set aside as broken. */
+  intact(path: Path): boolean {
+    const formatted = formatKeyPath(path);
+    return !this.broken.some((brokenPath) => isAtOrBelow(brokenPath, formatted));
+  }
+}
+
+function checkUnique(problems: Problems, entries: { id: string | undefined; path: Path }[]): void {
+  const firstById = new Map<string, Path>();
+  for (const { id, path } of entries) {
+    if (id === undefined) {
+      problems.add([...path, "id"], "is required");
+      continue;
+    }
+    const first = firstById.get(id);
+    if (first === undefined) firstById.set(id, path);
+    else {
+      problems.add(
+        [...path, "id"],
+        `must be unique: "${id}" is also the id of ${formatKeyPath(first)}`,
+      );
+    }
+  }
+}
+
+function checkPipeline(problems: Problems, pipeline: RawPipeline, path: Path): void {
+  if (pipeline.source === undefined) problems.add([...path, "source"], "is required");
+  else checkLocation(problems, pipeline.source, [...path, "source"]);
+
+  const destinations = pipeline.destinations ?? [];
+  if (destinations.length === 0) {
+    problems.add([...path, "destinations"], "must list at least one destination");
+  }
+  checkUnique(
+    problems,
+    destinations.map((destination, index) => ({
+      id: destination.id,
+      path: [...path, "destinations", index],
+    })),
+  );
+  destinations.forEach((destination, index) => {
+    checkDestination(problems, destination, [...path, "destinations", index]);
+  });
+}
+
+/** Backend keys of a source or destination: which are allowed, which are required. */
+function checkLocation(problems: Problems, location: RawSource, path: Path): void {
+  const backend = location.backend;
+  if (backend === undefined) {
+    problems.add([...path, "backend"], "is required");
+    return;
+  }
+  const present = location as Readonly<Record<string, unknown>>;
+  for (const [key, backends] of Object.entries(BACKEND_KEYS)) {
+    if (present[key] !== undefined && !backends.includes(backend)) {
+      const plural = backends.length > 1 ? "backends" : "backend";
+      problems.add([...path, key], `is valid only for the ${andList(backends)} ${plural}`);
+    }
+  }
+  for (const key of REQUIRED_KEYS[backend]) {
+    if (present[key] === undefined)
+      problems.add([...path, key], `is required for the ${backend} backend`);
+  }
+
+  if (backend === "ssh") {
+    if (location.private_key_file !== undefined && location.private_key_env !== undefined) {
+      problems.add(
+        [...path, "private_key_env"],
+        "cannot be combined with private_key_file; choose one source for the private key",
+      );
+    }
+    if (
+      location.passphrase_env !== undefined &&
+      location.private_key_file === undefined &&
+      location.private_key_env === undefined &&
+      problems.intact([...path, "private_key_file"]) &&
+      problems.intact([...path, "private_key_env"])
+    ) {
+      problems.add([...path, "passphrase_env"], "requires private_key_file or private_key_env");
+    }
+  }
+  const credentials = location.credentials;
+  if (backend === "s3" && credentials !== undefined && problems.intact([...path, "credentials"])) {
+    if (
+      (credentials.access_key_id_env === undefined) !==
+      (credentials.secret_access_key_env === undefined)
+    ) {
+      problems.add(
+        [...path, "credentials"],
+        "must set both access_key_id_env and secret_access_key_env, or neither",
+      );
+    } else if (credentials.access_key_id_env === undefined) {
+      problems.add(
+        [...path, "credentials"],
+        "must set access_key_id_env and secret_access_key_env (leave credentials out to use the default AWS credential chain)",
+      );
+    }
+  }
+}
+
+function checkDestination(problems: Problems, destination: RawDestination, path: Path): void {
+  checkLocation(problems, destination, path);
+
+  // Publish and transform are judged together, with their defaults, and only when both are sound.
+  if (problems.intact([...path, "publish"]) && problems.intact([...path, "transform"])) {
+    const source = destination.publish?.source ?? CONFIG_DEFAULTS.publishSource;
+    const html = destination.publish?.html ?? CONFIG_DEFAULTS.publishHtml;
+    const enabled =
+      destination.transform?.markdown_to_html?.enabled ?? CONFIG_DEFAULTS.transformEnabled;
+    if (!source && !html) problems.add([...path, "publish"], "must enable source, html or both");
+    if (html && !enabled) {
+      problems.add(
+        [...path, "publish", "html"],
+        "requires transform.markdown_to_html.enabled: true",
+      );
+    }
+  }
+
+  if (destination.links !== undefined && destination.links.base_url === undefined) {
+    problems.add([...path, "links", "base_url"], "is required when links is set");
+  }
+
+  const prune = destination.retention?.prune;
+  if (
+    prune?.enabled === true &&
+    prune.older_than === undefined &&
+    prune.keep_latest === undefined &&
+    problems.intact([...path, "retention", "prune"])
+  ) {
+    problems.add(
+      [...path, "retention", "prune"],
+      "must set older_than or keep_latest when enabled is true",
+    );
+  }
+}
+
+function checkUploadTokens(problems: Problems, raw: RawConfig): void {
+  const pipelines = raw.pipelines ?? [];
+  const tokens = raw.upload_tokens ?? [];
+  const uploads = pipelines.some((pipeline) => pipeline.source?.backend === "http_upload");
+  if (uploads && tokens.length === 0) {
+    problems.add(
+      ["upload_tokens"],
+      "must list at least one token when a pipeline has an http_upload source",
+    );
+  }
+  checkUnique(
+    problems,
+    tokens.map((token, index) => ({ id: token.id, path: ["upload_tokens", index] })),
+  );
+  // A pipeline whose id is missing or broken could be the one a token names: do not guess.
+  const idsKnown =
+    !problems.removed(["pipelines"]) && pipelines.every((pipeline) => pipeline.id !== undefined);
+  const sourceById = new Map(pipelines.map((pipeline) => [pipeline.id, pipeline.source]));
+  tokens.forEach((token, index) => {
+    checkUploadToken(problems, token, ["upload_tokens", index], idsKnown ? sourceById : undefined);
+  });
+}
+
+function checkUploadToken(
+  problems: Problems,
+  token: RawUploadToken,
+  path: Path,
+  sourceById: ReadonlyMap<string | undefined, RawSource | undefined> | undefined,
+): void {
+  if (token.token_env === undefined) problems.add([...path, "token_env"], "is required");
+  const allowed = token.allow_pipelines;
+  if (allowed === undefined || allowed.length === 0) {
+    problems.add([...path, "allow_pipelines"], "must list at least one pipeline id");
+    return;
+  }
+  const seen = new Set<string>();
+  allowed.forEach((pipelineId, index) => {
+    const entryPath = [...path, "allow_pipelines", index];
+    if (seen.has(pipelineId)) {
+      problems.add(entryPath, `lists pipeline "${pipelineId}" more than once`);
+      return;
+    }
+    seen.add(pipelineId);
+    if (sourceById === undefined) return;
+    if (!sourceById.has(pipelineId)) {
+      problems.add(entryPath, `names unknown pipeline "${pipelineId}"`);
+      return;
+    }
+    const backend = sourceById.get(pipelineId)?.backend;
+    if (backend !== undefined && backend !== "http_upload") {
+      problems.add(
+        entryPath,
+        `names pipeline "${pipelineId}", whose source is ${backend}, not http_upload`,
+      );
+    }
+  });
+}
+
+/** `a`, `a and b`, `a, b and c`. */
+function andList(items: readonly string[]): string {
+  if (items.length <= 1) return items.join("");
+  return `${items.slice(0, -1).join(", ")} and ${items.at(-1)}`;
+}
