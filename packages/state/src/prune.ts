@@ -1,4 +1,4 @@
-import { compareByteOrder } from "@distributor/bundle";
+import { compareLogicalPaths } from "@distributor/storage";
 import { StateError } from "./errors.js";
 import { assertSingleOwnerScope, sameOwnerScope } from "./scope.js";
 import {
@@ -117,10 +117,10 @@ export function planPrune(
 // Ties break by path in UTF-8 byte order, as the reference compared Go strings.
 function newestFirst(a: PruneCandidate, b: PruneCandidate): number {
   const byTime = b.updatedAt.getTime() - a.updatedAt.getTime();
-  return byTime !== 0 ? byTime : compareByteOrder(a.path, b.path);
+  return byTime !== 0 ? byTime : compareLogicalPaths(a.path, b.path);
 }
 
 function oldestFirst(a: PruneCandidate, b: PruneCandidate): number {
   const byTime = a.updatedAt.getTime() - b.updatedAt.getTime();
-  return byTime !== 0 ? byTime : compareByteOrder(a.path, b.path);
+  return byTime !== 0 ? byTime : compareLogicalPaths(a.path, b.path);
 }

@@ -1,0 +1,98 @@
+import type { Comparison } from "@distributor/state";
+import type { TransferPolicy } from "../config/types.js";
+
+/** What publication does at one destination bundle path. The labels are part of the contract. */
+export type PublishAction =
+  | "publish_new"
+  | "replace_older"
+  | "force_replace"
+  | "skip_same"
+  | "skip_destination_older"
+  | "skip_destination_newer"
+  | "fail_conflict"
+  | "fail_unmanaged";
+
+export const WRITE_ACTIONS: ReadonlySet<PublishAction> = new Set([
+  "publish_new",
+  "replace_older",
+  "force_replace",
+]);
+
+export function isWriteAction(action: PublishAction): boolean {
+  return WRITE_ACTIONS.has(action);
+}
+
+export function isFailAction(action: PublishAction): boolean {
+  return action === "fail_conflict" || action === "fail_unmanaged";
+}
+
+export const DEFAULT_TRANSFER_POLICY: TransferPolicy = {
+  onDestinationSame: "skip",
+  onDestinationOlder: "replace",
+  onDestinationNewer: "skip",
+  onConflict: "fail",
+};
+
+export interface ActionDecision {
+  action: PublishAction;
+  reason: string;
+}
+
+/** `--force` claims conflicts, unmanaged content and newer destinations; a same source stays skipped. */
+export function applyForce(decision: ActionDecision, force: boolean): ActionDecision {
+  if (!force) return decision;
+  switch (decision.action) {
+    case "fail_conflict":
+    case "fail_unmanaged":
+    case "skip_destination_newer":
+      return { action: "force_replace", reason: `forced replacement: ${decision.reason}` };
+    default:
+      return decision;
+  }
+}
+
+/** Maps a comparison outcome through the transfer policy, then applies `--force`. */
+export function actionForComparison(
+  comparison: Comparison,
+  transfer: TransferPolicy,
+  force: boolean,
+): ActionDecision {
+  return applyForce(decide(comparison, transfer), force);
+}
+
+function decide(comparison: Comparison, transfer: TransferPolicy): ActionDecision {
+  const { reason } = comparison;
+  switch (comparison.outcome) {
+    case "destination_absent":
+      return { action: "publish_new", reason };
+    case "destination_unmanaged":
+      return { action: "fail_unmanaged", reason };
+    case "same_source":
+      return transfer.onDestinationSame === "skip"
+        ? { action: "skip_same", reason }
+        : { action: "fail_conflict", reason: `${reason} and transfer.on_destination_same is fail` };
+    case "destination_older":
+      switch (transfer.onDestinationOlder) {
+        case "replace":
+          return { action: "replace_older", reason };
+        case "skip":
+          return {
+            action: "skip_destination_older",
+            reason: `${reason} and transfer.on_destination_older is skip`,
+          };
+        case "fail":
+          return { action: "fail_conflict", reason: `${reason} and transfer.on_destination_older is fail` };
+      }
+      break;
+    case "destination_newer":
+      return transfer.onDestinationNewer === "skip"
+        ? { action: "skip_destination_newer", reason: `${reason}; replacing it requires --force` }
+        : { action: "fail_conflict", reason: `${reason} and transfer.on_destination_newer is fail` };
+    case "invalid_state":
+    case "identity_mismatch":
+    case "same_created_conflict":
+    case "different_source_conflict":
+      return { action: "fail_conflict", reason };
+  }
+  return { action: "fail_conflict", reason };
+}

@@ -1,0 +1,124 @@
+import { posix } from "node:path";
+import type { Manifest } from "@distributor/bundle";
+import { compareLogicalPaths, join, joinPrefix } from "@distributor/storage";
+import {
+  htmlOutputPath,
+  isMarkdownPath,
+  MARKDOWN_TO_HTML,
+  type MarkdownMode,
+} from "../transform/markdown.js";
+import { PublishPlanError } from "./errors.js";
+import { outputUrl, type PrimaryPolicy, selectPrimaryUrl } from "./links.js";
+
+export type OutputKind = "source" | "generated";
+
+/** What a destination publishes from a bundle. */
+export interface OutputPolicy {
+  source: boolean;
+  html: boolean;
+  /** Markdown rendering mode; required when `html` is true. */
+  markdownMode?: MarkdownMode | undefined;
+}
+
+export interface LinkPolicy {
+  baseUrl: string;
+  primary: PrimaryPolicy;
+}
+
+/** One output chosen for a bundle, before its bytes are known. */
+export interface OutputSelection {
+  /** Path relative to the destination bundle path. */
+  path: string;
+  kind: OutputKind;
+  /** Manifest path the output is made from. */
+  sourcePath: string;
+  transform?: typeof MARKDOWN_TO_HTML | undefined;
+}
+
+/** An output with the digest and size of the bytes that will be written. */
+export interface PlannedOutput extends OutputSelection {
+  url?: string | undefined;
+  sha256: string;
+  size: number;
+  /** Rendered bytes of a generated output; source copies stream from the source instead. */
+  content?: Uint8Array | undefined;
+}
+
+/**
+ * Chooses the outputs of a bundle: copies of every manifest file and/or HTML rendered from every
+ * Markdown file. Fails when index mode meets two Markdown files in one directory, or when two
+ * outputs would land on the same path.
+ */
+export function selectOutputs(manifest: Manifest, policy: OutputPolicy): OutputSelection[] {
+  const selected: OutputSelection[] = [];
+  if (policy.source) {
+    for (const file of manifest.files) {
+      selected.push({ path: file.path, kind: "source", sourcePath: file.path });
+    }
+  }
+  if (policy.html) {
+    const mode = policy.markdownMode;
+    if (mode === undefined) {
+      throw new PublishPlanError("publish.html requires transform.markdown_to_html to be enabled");
+    }
+    const markdown = manifest.files.filter((file) => isMarkdownPath(file.path));
+    if (mode === "index") rejectSharedIndexDirectories(markdown.map((file) => file.path));
+    for (const file of markdown) {
+      selected.push({
+        path: htmlOutputPath(file.path, mode),
+        kind: "generated",
+        sourcePath: file.path,
+        transform: MARKDOWN_TO_HTML,
+      });
+    }
+  }
+  const seen = new Map<string, OutputSelection>();
+  for (const output of selected) {
+    const previous = seen.get(output.path);
+    if (previous !== undefined) {
+      throw new PublishPlanError(
+        `destination output path collision: ${output.path} is produced from both ${describe(previous)} and ${describe(output)}`,
+      );
+    }
+    seen.set(output.path, output);
+  }
+  return selected.sort((a, b) => compareLogicalPaths(a.path, b.path));
+}
+
+function describe(output: OutputSelection): string {
+  return output.kind === "source" ? `${output.sourcePath} (copy)` : `${output.sourcePath} (${output.transform})`;
+}
+
+function rejectSharedIndexDirectories(paths: readonly string[]): void {
+  const byDir = new Map<string, string[]>();
+  for (const path of paths) {
+    const dir = posix.dirname(path);
+    byDir.set(dir, [...(byDir.get(dir) ?? []), path]);
+  }
+  for (const [dir, files] of byDir) {
+    if (files.length > 1) {
+      throw new PublishPlanError(
+        `markdown_to_html index mode needs at most one Markdown file per directory, but ${dir === "." ? "the bundle root" : dir} holds ${files.join(", ")}`,
+      );
+    }
+  }
+}
+
+/** Adds URLs (when links are configured) and returns the primary URL of the publication. */
+export function attachUrls(
+  outputs: readonly Omit<PlannedOutput, "url">[],
+  bundlePath: string,
+  links: LinkPolicy | undefined,
+): { outputs: PlannedOutput[]; primaryUrl: string | undefined } {
+  if (links === undefined) return { outputs: outputs.map((o) => ({ ...o })), primaryUrl: undefined };
+  const withUrls = outputs.map((output) => ({
+    ...output,
+    url: outputUrl(links.baseUrl, join(bundlePath, output.path)),
+  }));
+  return { outputs: withUrls, primaryUrl: selectPrimaryUrl(withUrls, links.primary) };
+}
+
+/** Full logical path of an output below the destination root. */
+export function destinationOutputPath(bundlePath: string, outputPath: string): string {
+  return joinPrefix(bundlePath, outputPath);
+}

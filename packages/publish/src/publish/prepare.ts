@@ -1,0 +1,77 @@
+import { FileHasher, type Manifest } from "@distributor/bundle";
+import { joinPrefix, type StorageBackend } from "@distributor/storage";
+import { MAX_MARKDOWN_BYTES, renderMarkdownDocument } from "../transform/markdown.js";
+import { PublishPlanError } from "./errors.js";
+import type { OutputSelection, PlannedOutput } from "./outputs.js";
+
+/** Rendered HTML by source path and mode, shared by every destination of one bundle. */
+export type RenderCache = Map<string, Promise<Uint8Array>>;
+
+export interface PrepareOutputsOptions {
+  source: StorageBackend;
+  sourceBundlePath: string;
+  manifest: Manifest;
+  cache?: RenderCache;
+  signal?: AbortSignal | undefined;
+}
+
+/**
+ * Gives every selected output the digest and size of the bytes that will be written: source
+ * copies take them from the (validated) manifest; generated outputs are rendered now.
+ */
+export async function prepareOutputs(
+  selection: readonly OutputSelection[],
+  options: PrepareOutputsOptions,
+): Promise<Omit<PlannedOutput, "url">[]> {
+  const files = new Map(options.manifest.files.map((file) => [file.path, file]));
+  const cache = options.cache ?? new Map();
+  const prepared: Omit<PlannedOutput, "url">[] = [];
+  for (const output of selection) {
+    const file = files.get(output.sourcePath);
+    if (file === undefined) {
+      throw new PublishPlanError(`output ${output.path} refers to ${output.sourcePath}, which is not in the manifest`);
+    }
+    if (output.kind === "source") {
+      prepared.push({ ...output, sha256: file.sha256, size: file.size });
+      continue;
+    }
+    const key = `${output.transform}:${output.path}:${output.sourcePath}`;
+    let rendering = cache.get(key);
+    if (rendering === undefined) {
+      rendering = render(options, output.sourcePath, file.sha256, file.size);
+      cache.set(key, rendering);
+    }
+    const content = await rendering;
+    const hasher = new FileHasher();
+    hasher.update(content);
+    prepared.push({ ...output, ...hasher.digest(), content });
+  }
+  return prepared;
+}
+
+async function render(
+  options: PrepareOutputsOptions,
+  sourcePath: string,
+  sha256: string,
+  size: number,
+): Promise<Uint8Array> {
+  if (size > MAX_MARKDOWN_BYTES) {
+    throw new PublishPlanError(
+      `${sourcePath}: Markdown file of ${size} bytes exceeds the ${MAX_MARKDOWN_BYTES}-byte rendering limit`,
+    );
+  }
+  const bytes = await options.source.readFile(joinPrefix(options.sourceBundlePath, sourcePath), {
+    signal: options.signal,
+    maxBytes: MAX_MARKDOWN_BYTES,
+  });
+  const hasher = new FileHasher();
+  hasher.update(bytes);
+  const digest = hasher.digest();
+  if (digest.sha256 !== sha256 || digest.size !== size) {
+    throw new PublishPlanError(
+      `${sourcePath}: source changed since validation: expected ${sha256}, got ${digest.sha256}`,
+    );
+  }
+  const html = renderMarkdownDocument(Buffer.from(bytes).toString("utf8"), sourcePath);
+  return Buffer.from(html, "utf8");
+}

@@ -1,0 +1,86 @@
+import { posix } from "node:path";
+import remarkGfm from "remark-gfm";
+import remarkHtml from "remark-html";
+import remarkParse from "remark-parse";
+import { unified } from "unified";
+
+/** The transform name recorded on generated outputs. */
+export const MARKDOWN_TO_HTML = "markdown_to_html";
+
+export type MarkdownMode = "sidecar" | "index";
+
+/** Markdown files above this size are refused: rendering has to hold the whole text in memory. */
+export const MAX_MARKDOWN_BYTES = 16 * 1024 * 1024;
+
+const MARKDOWN_EXTENSION = /\.(md|markdown)$/i;
+
+export function isMarkdownPath(path: string): boolean {
+  return MARKDOWN_EXTENSION.test(path);
+}
+
+/** Destination path of the HTML rendered from a Markdown source path. */
+export function htmlOutputPath(sourcePath: string, mode: MarkdownMode): string {
+  const dir = posix.dirname(sourcePath);
+  const name =
+    mode === "index" ? "index.html" : `${posix.basename(sourcePath).replace(MARKDOWN_EXTENSION, "")}.html`;
+  return dir === "." ? name : `${dir}/${name}`;
+}
+
+interface MdastNode {
+  type: string;
+  depth?: number;
+  value?: string;
+  alt?: string | null;
+  children?: MdastNode[];
+}
+
+function textOf(node: MdastNode): string {
+  if (typeof node.value === "string") return node.value;
+  if (node.type === "image") return node.alt ?? "";
+  return (node.children ?? []).map(textOf).join("");
+}
+
+function firstHeadingText(root: MdastNode): string | undefined {
+  for (const child of root.children ?? []) {
+    if (child.type === "heading" && child.depth === 1) {
+      const text = textOf(child).trim();
+      if (text !== "") return text;
+    }
+  }
+  return undefined;
+}
+
+function escapeHtml(text: string): string {
+  return text
+    .replaceAll("&", "&amp;")
+    .replaceAll("<", "&lt;")
+    .replaceAll(">", "&gt;")
+    .replaceAll('"', "&quot;");
+}
+
+const processor = unified().use(remarkParse).use(remarkGfm).use(remarkHtml, { sanitize: true });
+
+/**
+ * Renders Markdown to a complete UTF-8 HTML document. GitHub-flavoured Markdown is on; raw HTML
+ * in the source is sanitised away. The title is the first level-1 heading, else the file stem.
+ */
+export function renderMarkdownDocument(markdown: string, sourcePath: string): string {
+  const tree = processor.parse(markdown) as MdastNode;
+  const body = processor.stringify(processor.runSync(tree as never) as never) as string;
+  const stem = posix.basename(sourcePath).replace(MARKDOWN_EXTENSION, "");
+  const title = firstHeadingText(tree) ?? stem;
+  return [
+    "<!doctype html>",
+    "<html>",
+    "<head>",
+    '<meta charset="utf-8">',
+    '<meta name="viewport" content="width=device-width, initial-scale=1">',
+    `<title>${escapeHtml(title)}</title>`,
+    "</head>",
+    "<body>",
+    body.trimEnd(),
+    "</body>",
+    "</html>",
+    "",
+  ].join("\n");
+}

@@ -1,0 +1,183 @@
+import { allManagedOutputPaths, findOwner, ownerScope, parseSharedRootState } from "@distributor/state";
+import { createMemoryBackend, statePath } from "@distributor/storage";
+import { describe, expect, it } from "vitest";
+import {
+  CREATED,
+  EARLIER,
+  executeCase,
+  exists,
+  manifestFor,
+  type PublishCase,
+  planCase,
+  readText,
+  sharedRootWithOther,
+  singleOwnerState,
+  withCurrentOwner,
+  writeSourceBundle,
+  writeStateWithOutputs,
+} from "./fixtures.js";
+
+async function sharedCase(options: { includeCurrent: boolean; files?: Record<string, string> }) {
+  const source = createMemoryBackend();
+  const manifest = await writeSourceBundle(source, "bundle", options.files ?? { "report.md": "# Report\nNew.\n" });
+  const destination = createMemoryBackend();
+  let existing = sharedRootWithOther();
+  if (options.includeCurrent) existing = withCurrentOwner(existing, manifest);
+  await writeStateWithOutputs(destination, "bundle", existing);
+  const c: PublishCase = {
+    source,
+    sourceBundlePath: "bundle",
+    manifest,
+    destination,
+    stateMode: "shared_root",
+  };
+  return { c, destination, existing };
+}
+
+async function readShared(backend: ReturnType<typeof createMemoryBackend>, bundlePath = "bundle") {
+  return parseSharedRootState(await readText(backend, statePath(bundlePath)));
+}
+
+const paths = (outputs: { path: string }[]) => outputs.map((o) => o.path).join(",");
+
+describe("shared-root planning", () => {
+  it("TestBuildSharedRootTreatsAbsentOwnerAsPublishable", async () => {
+    const { c } = await sharedCase({ includeCurrent: false, files: { "report.md": "# Report\n" } });
+    const plan = await planCase(c);
+    expect(plan.action).toBe("publish_new");
+    expect(plan.ownerScope).toEqual(ownerScope("reports", "archive"));
+    expect(plan.otherOwnerOutputs).toHaveLength(1);
+    expect(plan.outputs).toHaveLength(1);
+    expect(plan.ownerOutputsToDelete).toHaveLength(0);
+    expect(plan.retainedOwnerOutputs).toHaveLength(0);
+  });
+
+  it("TestBuildSharedRootReplaceDeletesOnlyCurrentOwnerOmittedOutputs", async () => {
+    const { c } = await sharedCase({ includeCurrent: true });
+    const plan = await planCase(c);
+    expect(plan.action).toBe("replace_older");
+    expect(paths(plan.ownerOutputsToDelete)).toBe("old.md");
+    expect(paths(plan.otherOwnerOutputs)).toBe("other/report.md");
+    expect(plan.retainedOwnerOutputs).toHaveLength(0);
+  });
+
+  it("TestBuildSharedRootMergeRetainsCurrentOwnerOmittedOutputs", async () => {
+    const { c } = await sharedCase({ includeCurrent: true });
+    c.reconciliation = "merge";
+    const plan = await planCase(c);
+    expect(paths(plan.retainedOwnerOutputs)).toBe("old.md");
+    expect(plan.ownerOutputsToDelete).toHaveLength(0);
+  });
+
+  it("TestBuildSharedRootRejectsOtherOwnerPathConflict", async () => {
+    const source = createMemoryBackend();
+    const manifest = await writeSourceBundle(source, "bundle", { "report.md": "# Report\n" });
+    const destination = createMemoryBackend();
+    const existing = sharedRootWithOther();
+    const [first] = existing.outputs;
+    if (first) first.path = "report.md";
+    await writeStateWithOutputs(destination, "bundle", existing);
+    const plan = await planCase({ source, sourceBundlePath: "bundle", manifest, destination, stateMode: "shared_root" });
+    expect(plan.action).toBe("fail_conflict");
+    expect(plan.reason).toBe("destination output path report.md is owned by other/archive");
+  });
+
+  it("TestBuildSharedRootRejectsUnmanagedPathCollision", async () => {
+    const { c, destination } = await sharedCase({ includeCurrent: false, files: { "report.md": "# Report\n" } });
+    await destination.writeFile("bundle/report.md", "unmanaged");
+    const plan = await planCase(c);
+    expect(plan.action).toBe("fail_unmanaged");
+    expect(plan.reason).toBe("destination output path report.md exists but is not managed by destination state");
+  });
+
+  it("refuses a single-owner state of another owner as a conflict", async () => {
+    const source = createMemoryBackend();
+    const manifest = await writeSourceBundle(source, "", { "report.md": "# Report\n" });
+    const destination = createMemoryBackend();
+    await writeStateWithOutputs(destination, "", singleOwnerState(manifestFor({ "x.md": "x" }), { pipelineId: "other" }));
+    const plan = await planCase({ source, sourceBundlePath: "", manifest, destination, stateMode: "shared_root" });
+    expect(plan.action).toBe("fail_conflict");
+  });
+});
+
+describe("shared-root execution", () => {
+  it("TestExecuteSharedRootPublishesOwnerAndPreservesOtherOwners", async () => {
+    const { c, destination } = await sharedCase({ includeCurrent: false, files: { "report.md": "# Report\n" } });
+    await executeCase(c, await planCase(c));
+    expect(await readText(destination, "bundle/report.md")).toBe("# Report\n");
+    expect(await readText(destination, "bundle/other/report.md")).toBe("old");
+    const state = await readShared(destination);
+    expect(state.owners).toHaveLength(2);
+    expect(state.state.mode).toBe("shared_root");
+    expect(findOwner(state, ownerScope("other", "archive"))).toBeDefined();
+    expect(findOwner(state, ownerScope("reports", "archive"))).toBeDefined();
+    expect(allManagedOutputPaths(state).join(",")).toBe("other/report.md,report.md");
+  });
+
+  it("TestExecuteSharedRootReplaceDeletesOnlyCurrentOwnerOmittedOutputs", async () => {
+    const { c, destination, existing } = await sharedCase({ includeCurrent: true });
+    await executeCase(c, await planCase(c));
+    expect(await readText(destination, "bundle/report.md")).toBe("# Report\nNew.\n");
+    expect(await exists(destination, "bundle/old.md")).toBe(false);
+    expect(await readText(destination, "bundle/other/report.md")).toBe("old");
+    const state = await readShared(destination);
+    expect(allManagedOutputPaths(state).join(",")).toBe("other/report.md,report.md");
+    expect(state.createdAt).toEqual(existing.createdAt);
+    const report = state.outputs.find((o) => o.path === "report.md");
+    const before = existing.outputs.find((o) => o.path === "report.md" && o.owner.pipelineId === "reports");
+    expect(report?.createdAt).toEqual(before?.createdAt);
+    expect(report?.updatedAt.getTime()).toBeGreaterThan(before?.updatedAt.getTime() ?? 0);
+    // The other owner's record is carried over untouched.
+    expect(state.outputs.find((o) => o.path === "other/report.md")).toEqual(existing.outputs[0]);
+  });
+
+  it("TestExecuteSharedRootMergeRetainsCurrentOwnerOmittedOutputs", async () => {
+    const { c, destination } = await sharedCase({ includeCurrent: true });
+    c.reconciliation = "merge";
+    await executeCase(c, await planCase(c));
+    expect(await readText(destination, "bundle/report.md")).toBe("# Report\nNew.\n");
+    expect(await readText(destination, "bundle/old.md")).toBe("old");
+    expect(await readText(destination, "bundle/other/report.md")).toBe("old");
+    const state = await readShared(destination);
+    // Merge keeps existing records in place (the fixture's older manifest lists old.md first).
+    expect(allManagedOutputPaths(state).join(",")).toBe("other/report.md,old.md,report.md");
+  });
+
+  it("TestExecuteSharedRootForceReplaceDeletesOnlyBundlePath", async () => {
+    const source = createMemoryBackend();
+    const manifest = await writeSourceBundle(source, "bundle", { "report.md": "# Report\n" });
+    const destination = createMemoryBackend({
+      files: { "bundle/unmanaged.txt": "unmanaged", "bundle/nested/old.txt": "old", "bundle-sibling/keep.txt": "keep" },
+    });
+    const c: PublishCase = { source, sourceBundlePath: "bundle", manifest, destination, stateMode: "shared_root", force: true };
+    const plan = await planCase(c);
+    expect(plan.action).toBe("force_replace");
+    await executeCase(c, plan);
+    expect(await readText(destination, "bundle/report.md")).toBe("# Report\n");
+    expect(await exists(destination, "bundle/unmanaged.txt")).toBe(false);
+    expect(await exists(destination, "bundle/nested/old.txt")).toBe(false);
+    expect(await readText(destination, "bundle-sibling/keep.txt")).toBe("keep");
+    expect((await readShared(destination)).owners).toHaveLength(1);
+  });
+
+  for (const mode of ["replace", "merge"] as const) {
+    it(`migrates compatible single-owner state to schema 3 (${mode})`, async () => {
+      const source = createMemoryBackend();
+      const manifest = await writeSourceBundle(source, "", { "report.md": "# Report\nNew.\n" });
+      const destination = createMemoryBackend();
+      const older = manifestFor({ "report.md": "old", "gone.md": "old" }, { created: new Date(CREATED.getTime() - 3_600_000) });
+      await writeStateWithOutputs(destination, "", singleOwnerState(older));
+      const c: PublishCase = { source, sourceBundlePath: "", manifest, destination, stateMode: "shared_root", reconciliation: mode };
+      const plan = await planCase(c);
+      expect(plan.action).toBe("replace_older");
+      await executeCase(c, plan);
+      const state = await readShared(destination, "");
+      expect(state.schemaVersion).toBe(3);
+      expect(state.createdAt).toEqual(EARLIER);
+      expect(state.owners.map((o) => `${o.scope.pipelineId}/${o.scope.destinationId}`)).toEqual(["reports/archive"]);
+      const expected = mode === "merge" ? "gone.md,report.md" : "report.md";
+      expect(allManagedOutputPaths(state).sort().join(",")).toBe(expected);
+      expect(await exists(destination, "gone.md")).toBe(mode === "merge");
+    });
+  }
+});
