@@ -146,7 +146,10 @@ export function withCurrentOwner(state: SharedRootState, current: Manifest): Sha
   const scope = ownerScope("reports", "archive");
   return {
     ...state,
-    owners: [...state.owners, { scope, reconciliation: { mode: "replace" }, source: { manifest: older } }],
+    owners: [
+      ...state.owners,
+      { scope, reconciliation: { mode: "replace" }, source: { manifest: older } },
+    ],
     outputs: [
       ...state.outputs,
       ...older.files.map((file) => sharedRecord(file.path, file, scope, older, state.createdAt)),

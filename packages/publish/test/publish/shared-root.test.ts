@@ -1,4 +1,9 @@
-import { allManagedOutputPaths, findOwner, ownerScope, parseSharedRootState } from "@distributor/state";
+import {
+  allManagedOutputPaths,
+  findOwner,
+  ownerScope,
+  parseSharedRootState,
+} from "@distributor/state";
 import { createMemoryBackend, statePath } from "@distributor/storage";
 import { describe, expect, it } from "vitest";
 import {
@@ -19,7 +24,11 @@ import {
 
 async function sharedCase(options: { includeCurrent: boolean; files?: Record<string, string> }) {
   const source = createMemoryBackend();
-  const manifest = await writeSourceBundle(source, "bundle", options.files ?? { "report.md": "# Report\nNew.\n" });
+  const manifest = await writeSourceBundle(
+    source,
+    "bundle",
+    options.files ?? { "report.md": "# Report\nNew.\n" },
+  );
   const destination = createMemoryBackend();
   let existing = sharedRootWithOther();
   if (options.includeCurrent) existing = withCurrentOwner(existing, manifest);
@@ -77,32 +86,56 @@ describe("shared-root planning", () => {
     const [first] = existing.outputs;
     if (first) first.path = "report.md";
     await writeStateWithOutputs(destination, "bundle", existing);
-    const plan = await planCase({ source, sourceBundlePath: "bundle", manifest, destination, stateMode: "shared_root" });
+    const plan = await planCase({
+      source,
+      sourceBundlePath: "bundle",
+      manifest,
+      destination,
+      stateMode: "shared_root",
+    });
     expect(plan.action).toBe("fail_conflict");
     expect(plan.reason).toBe("destination output path report.md is owned by other/archive");
   });
 
   it("TestBuildSharedRootRejectsUnmanagedPathCollision", async () => {
-    const { c, destination } = await sharedCase({ includeCurrent: false, files: { "report.md": "# Report\n" } });
+    const { c, destination } = await sharedCase({
+      includeCurrent: false,
+      files: { "report.md": "# Report\n" },
+    });
     await destination.writeFile("bundle/report.md", "unmanaged");
     const plan = await planCase(c);
     expect(plan.action).toBe("fail_unmanaged");
-    expect(plan.reason).toBe("destination output path report.md exists but is not managed by destination state");
+    expect(plan.reason).toBe(
+      "destination output path report.md exists but is not managed by destination state",
+    );
   });
 
   it("refuses a single-owner state of another owner as a conflict", async () => {
     const source = createMemoryBackend();
     const manifest = await writeSourceBundle(source, "", { "report.md": "# Report\n" });
     const destination = createMemoryBackend();
-    await writeStateWithOutputs(destination, "", singleOwnerState(manifestFor({ "x.md": "x" }), { pipelineId: "other" }));
-    const plan = await planCase({ source, sourceBundlePath: "", manifest, destination, stateMode: "shared_root" });
+    await writeStateWithOutputs(
+      destination,
+      "",
+      singleOwnerState(manifestFor({ "x.md": "x" }), { pipelineId: "other" }),
+    );
+    const plan = await planCase({
+      source,
+      sourceBundlePath: "",
+      manifest,
+      destination,
+      stateMode: "shared_root",
+    });
     expect(plan.action).toBe("fail_conflict");
   });
 });
 
 describe("shared-root execution", () => {
   it("TestExecuteSharedRootPublishesOwnerAndPreservesOtherOwners", async () => {
-    const { c, destination } = await sharedCase({ includeCurrent: false, files: { "report.md": "# Report\n" } });
+    const { c, destination } = await sharedCase({
+      includeCurrent: false,
+      files: { "report.md": "# Report\n" },
+    });
     await executeCase(c, await planCase(c));
     expect(await readText(destination, "bundle/report.md")).toBe("# Report\n");
     expect(await readText(destination, "bundle/other/report.md")).toBe("old");
@@ -124,7 +157,9 @@ describe("shared-root execution", () => {
     expect(allManagedOutputPaths(state).join(",")).toBe("other/report.md,report.md");
     expect(state.createdAt).toEqual(existing.createdAt);
     const report = state.outputs.find((o) => o.path === "report.md");
-    const before = existing.outputs.find((o) => o.path === "report.md" && o.owner.pipelineId === "reports");
+    const before = existing.outputs.find(
+      (o) => o.path === "report.md" && o.owner.pipelineId === "reports",
+    );
     expect(report?.createdAt).toEqual(before?.createdAt);
     expect(report?.updatedAt.getTime()).toBeGreaterThan(before?.updatedAt.getTime() ?? 0);
     // The other owner's record is carried over untouched.
@@ -147,9 +182,20 @@ describe("shared-root execution", () => {
     const source = createMemoryBackend();
     const manifest = await writeSourceBundle(source, "bundle", { "report.md": "# Report\n" });
     const destination = createMemoryBackend({
-      files: { "bundle/unmanaged.txt": "unmanaged", "bundle/nested/old.txt": "old", "bundle-sibling/keep.txt": "keep" },
+      files: {
+        "bundle/unmanaged.txt": "unmanaged",
+        "bundle/nested/old.txt": "old",
+        "bundle-sibling/keep.txt": "keep",
+      },
     });
-    const c: PublishCase = { source, sourceBundlePath: "bundle", manifest, destination, stateMode: "shared_root", force: true };
+    const c: PublishCase = {
+      source,
+      sourceBundlePath: "bundle",
+      manifest,
+      destination,
+      stateMode: "shared_root",
+      force: true,
+    };
     const plan = await planCase(c);
     expect(plan.action).toBe("force_replace");
     await executeCase(c, plan);
@@ -165,16 +211,28 @@ describe("shared-root execution", () => {
       const source = createMemoryBackend();
       const manifest = await writeSourceBundle(source, "", { "report.md": "# Report\nNew.\n" });
       const destination = createMemoryBackend();
-      const older = manifestFor({ "report.md": "old", "gone.md": "old" }, { created: new Date(CREATED.getTime() - 3_600_000) });
+      const older = manifestFor(
+        { "report.md": "old", "gone.md": "old" },
+        { created: new Date(CREATED.getTime() - 3_600_000) },
+      );
       await writeStateWithOutputs(destination, "", singleOwnerState(older));
-      const c: PublishCase = { source, sourceBundlePath: "", manifest, destination, stateMode: "shared_root", reconciliation: mode };
+      const c: PublishCase = {
+        source,
+        sourceBundlePath: "",
+        manifest,
+        destination,
+        stateMode: "shared_root",
+        reconciliation: mode,
+      };
       const plan = await planCase(c);
       expect(plan.action).toBe("replace_older");
       await executeCase(c, plan);
       const state = await readShared(destination, "");
       expect(state.schemaVersion).toBe(3);
       expect(state.createdAt).toEqual(EARLIER);
-      expect(state.owners.map((o) => `${o.scope.pipelineId}/${o.scope.destinationId}`)).toEqual(["reports/archive"]);
+      expect(state.owners.map((o) => `${o.scope.pipelineId}/${o.scope.destinationId}`)).toEqual([
+        "reports/archive",
+      ]);
       const expected = mode === "merge" ? "gone.md,report.md" : "report.md";
       expect(allManagedOutputPaths(state).sort().join(",")).toBe(expected);
       expect(await exists(destination, "gone.md")).toBe(mode === "merge");

@@ -26,7 +26,10 @@ async function readState(backend: StorageBackend, bundlePath = ""): Promise<Sing
 }
 
 /** A source with `report.md` (new content) and a destination holding an older publication. */
-async function olderPublication(olderFiles: Record<string, string>, sourceFiles = { "report.md": NEW_REPORT }) {
+async function olderPublication(
+  olderFiles: Record<string, string>,
+  sourceFiles = { "report.md": NEW_REPORT },
+) {
   const source = createMemoryBackend();
   const manifest = await writeSourceBundle(source, "", sourceFiles);
   const destination = createMemoryBackend();
@@ -40,7 +43,10 @@ async function olderPublication(olderFiles: Record<string, string>, sourceFiles 
 describe("single-owner publication", () => {
   it("publishes new outputs and writes schema 2 state last", async () => {
     const source = createMemoryBackend();
-    const manifest = await writeSourceBundle(source, "daily", { "report.md": NEW_REPORT, "data/a.txt": "a" });
+    const manifest = await writeSourceBundle(source, "daily", {
+      "report.md": NEW_REPORT,
+      "data/a.txt": "a",
+    });
     const destination = createMemoryBackend();
     const c: PublishCase = { source, sourceBundlePath: "daily", manifest, destination };
     const plan = await planCase(c);
@@ -78,7 +84,10 @@ describe("single-owner publication", () => {
   });
 
   it("TestExecuteMergeRetainsOmittedAndOverwritesManagedOutputs", async () => {
-    const { c, destination, existing } = await olderPublication({ "report.md": "old", "summary.txt": "old" });
+    const { c, destination, existing } = await olderPublication({
+      "report.md": "old",
+      "summary.txt": "old",
+    });
     c.reconciliation = "merge";
     const plan = await planCase(c);
     expect(plan.action).toBe("replace_older");
@@ -94,7 +103,9 @@ describe("single-owner publication", () => {
     expect(byPath.get("summary.txt")?.updatedAt).toEqual(oldSummary?.updatedAt);
     const report = byPath.get("report.md");
     expect(report?.createdAt).toEqual(existing.outputs[0]?.createdAt);
-    expect(report?.updatedAt.getTime()).toBeGreaterThan(existing.outputs[0]?.updatedAt.getTime() ?? 0);
+    expect(report?.updatedAt.getTime()).toBeGreaterThan(
+      existing.outputs[0]?.updatedAt.getTime() ?? 0,
+    );
     expect(state.reconciliation.mode).toBe("merge");
     expect(state.createdAt).toEqual(existing.createdAt);
   });
@@ -106,7 +117,9 @@ describe("single-owner publication", () => {
     const before = await readText(destination, statePath(""));
     const plan = await planCase(c);
     expect(plan.action).toBe("fail_unmanaged");
-    expect(plan.reason).toContain("merge output path report.md exists but is not managed by destination state");
+    expect(plan.reason).toContain(
+      "merge output path report.md exists but is not managed by destination state",
+    );
     await expect(executeCase(c, plan)).rejects.toThrow(/cannot execute action fail_unmanaged/);
     expect(await readText(destination, "report.md")).toBe("unmanaged");
     expect(await readText(destination, "summary.txt")).toBe("old");
@@ -141,10 +154,19 @@ describe("single-owner publication", () => {
     const files = { "report.md": NEW_REPORT, "new.md": "new\n", "fail.md": "fail\n" };
     const manifest = await writeSourceBundle(source, "", files);
     const store = createMemoryBackend();
-    const older = manifestFor({ "report.md": NEW_REPORT }, { created: new Date(CREATED.getTime() - HOUR) });
+    const older = manifestFor(
+      { "report.md": NEW_REPORT },
+      { created: new Date(CREATED.getTime() - HOUR) },
+    );
     await writeStateWithOutputs(store, "", singleOwnerState(older));
     const destination = failingWrites(store, "fail.md");
-    const c: PublishCase = { source, sourceBundlePath: "", manifest, destination, reconciliation: "merge" };
+    const c: PublishCase = {
+      source,
+      sourceBundlePath: "",
+      manifest,
+      destination,
+      reconciliation: "merge",
+    };
     const plan = await planCase(c);
     expect(plan.action).toBe("replace_older");
     await expect(executeCase(c, plan)).rejects.toThrow(/injected failure/);
@@ -160,10 +182,13 @@ describe("single-owner publication", () => {
       const source = createMemoryBackend();
       const manifest = await writeSourceBundle(source, "new", { "report.md": NEW_REPORT });
       const destination = createMemoryBackend();
-      const older = manifestFor({ "report.md": NEW_REPORT }, {
-        id: "older.source",
-        created: new Date(CREATED.getTime() - HOUR),
-      });
+      const older = manifestFor(
+        { "report.md": NEW_REPORT },
+        {
+          id: "older.source",
+          created: new Date(CREATED.getTime() - HOUR),
+        },
+      );
       await writeStateWithOutputs(destination, "", singleOwnerState(older));
       const c: PublishCase = {
         source,
@@ -185,7 +210,11 @@ describe("single-owner publication", () => {
   const policies = [
     { name: "source only", publish: { source: true, html: false }, paths: ["report.md"] },
     { name: "generated only", publish: { source: false, html: true }, paths: ["report.html"] },
-    { name: "source and generated", publish: { source: true, html: true }, paths: ["report.html", "report.md"] },
+    {
+      name: "source and generated",
+      publish: { source: true, html: true },
+      paths: ["report.html", "report.md"],
+    },
   ];
   for (const mode of ["replace", "merge"] as const) {
     for (const policy of policies) {
@@ -206,14 +235,25 @@ describe("single-owner publication", () => {
     const source = createMemoryBackend();
     const manifest = await writeSourceBundle(source, "", { "report.md": NEW_REPORT });
     const destination = createMemoryBackend();
-    const older = manifestFor({ "report.md": "old" }, { created: new Date(CREATED.getTime() - HOUR) });
+    const older = manifestFor(
+      { "report.md": "old" },
+      { created: new Date(CREATED.getTime() - HOUR) },
+    );
     const v1 = {
       schema_version: 1,
       pipeline_id: "reports",
       destination_id: "archive",
       published_at: "2026-05-30T11:12:00Z",
       source: { manifest: JSON.parse(serializeManifest(older)) },
-      outputs: [{ path: "report.md", kind: "source", source_path: "report.md", sha256: older.files[0]?.sha256, size: 3 }],
+      outputs: [
+        {
+          path: "report.md",
+          kind: "source",
+          source_path: "report.md",
+          sha256: older.files[0]?.sha256,
+          size: 3,
+        },
+      ],
     };
     await destination.writeFile(statePath(""), `${JSON.stringify(v1, null, 2)}\n`);
     await destination.writeFile("report.md", "old");
@@ -231,7 +271,11 @@ describe("single-owner publication", () => {
     const source = createMemoryBackend();
     const manifest = await writeSourceBundle(source, "bundle", { "report.md": NEW_REPORT });
     const destination = createMemoryBackend({
-      files: { "bundle/unmanaged.txt": "x", "bundle/nested/old.txt": "y", "bundle-sibling/keep.txt": "keep" },
+      files: {
+        "bundle/unmanaged.txt": "x",
+        "bundle/nested/old.txt": "y",
+        "bundle-sibling/keep.txt": "keep",
+      },
     });
     const c: PublishCase = { source, sourceBundlePath: "bundle", manifest, destination };
     expect((await planCase(c)).action).toBe("fail_unmanaged");
@@ -259,7 +303,9 @@ describe("single-owner publication", () => {
     await source.writeFile("b.txt", "tampered", { overwrite: true });
     const destination = createMemoryBackend();
     const c: PublishCase = { source, sourceBundlePath: "", manifest, destination };
-    await expect(executeCase(c, await planCase(c))).rejects.toThrow(/b\.txt: source changed while copying/);
+    await expect(executeCase(c, await planCase(c))).rejects.toThrow(
+      /b\.txt: source changed while copying/,
+    );
     expect(await destination.hasAny("")).toBe(false);
   });
 });

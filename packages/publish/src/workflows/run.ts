@@ -1,0 +1,364 @@
+import {
+  BundleValidationError,
+  discoverBundles,
+  type Manifest,
+  selectNewestBundle,
+  type ValidatedBundle,
+  validateBundle,
+} from "@distributor/bundle";
+import { ownerScope } from "@distributor/state";
+import { displayPath, type StorageBackend } from "@distributor/storage";
+import type { Config, DestinationConfig, PipelineConfig } from "../config/types.js";
+import { isFailAction, isWriteAction, type PublishAction } from "../publish/action.js";
+import { executePublish } from "../publish/execute.js";
+import { inspectDestination } from "../publish/inspect.js";
+import { attachUrls, type PlannedOutput, selectOutputs } from "../publish/outputs.js";
+import { planPublish } from "../publish/plan.js";
+import { prepareOutputs, type RenderCache } from "../publish/prepare.js";
+import { errorCode, errorMessage } from "./errors.js";
+import {
+  findPipeline,
+  openBackend,
+  sourceLocation,
+  WorkflowError,
+  type WorkflowOptions,
+} from "./shared.js";
+
+export type RunStatus = "published" | "planned" | "skipped" | "failed";
+
+export interface RunOutputReport {
+  path: string;
+  kind: "source" | "generated";
+  source_path: string;
+  transform?: string;
+  url?: string;
+  sha256: string;
+  size: number;
+}
+
+/** One destination bundle path of one pipeline: what was decided and what happened. */
+export interface RunActionReport {
+  pipeline_id: string;
+  destination_id: string;
+  bundle_path: string;
+  source_id: string;
+  /** Null when planning failed before an action was decided (e.g. an output path collision). */
+  action: PublishAction | null;
+  reason: string;
+  status: RunStatus;
+  primary_url?: string;
+  outputs: RunOutputReport[];
+  error?: string;
+}
+
+/** A pipeline that stopped before planning any destination (source unreadable or invalid). */
+export interface RunPipelineError {
+  pipeline_id: string;
+  code: string;
+  message: string;
+}
+
+export interface RunReport {
+  dry_run: boolean;
+  actions: RunActionReport[];
+  pipeline_errors: RunPipelineError[];
+}
+
+export type RunEvent =
+  | { type: "pipeline_start"; pipeline_id: string }
+  | { type: "bundle_validated"; pipeline_id: string; bundle_path: string; files: number; bytes: number }
+  | { type: "plan"; action: RunActionReport }
+  | {
+      type: "output_written";
+      pipeline_id: string;
+      destination_id: string;
+      path: string;
+      size: number;
+    }
+  | { type: "destination_done"; action: RunActionReport }
+  | { type: "pipeline_error"; error: RunPipelineError };
+
+export interface RunOptions extends WorkflowOptions<RunEvent> {
+  config: Config;
+  /** Pipelines to run, in config order; all pipelines when empty. */
+  pipelineIds?: readonly string[];
+  dryRun?: boolean;
+  force?: boolean;
+  /** Recorded as `distributor_version` in written state. */
+  distributorVersion?: string;
+}
+
+/** True when every pipeline ran and no destination failed. */
+export function runSucceeded(report: RunReport): boolean {
+  return report.pipeline_errors.length === 0 && report.actions.every((a) => a.status !== "failed");
+}
+
+/**
+ * Runs configured pipelines: for each, opens the source, discovers and validates every bundle,
+ * then plans and (unless `dryRun`) executes each destination independently. A failing
+ * destination never stops the others; the report says what happened everywhere.
+ */
+export async function run(options: RunOptions): Promise<RunReport> {
+  const report: RunReport = { dry_run: options.dryRun ?? false, actions: [], pipeline_errors: [] };
+  for (const pipeline of selectPipelines(options.config, options.pipelineIds ?? [])) {
+    options.signal?.throwIfAborted();
+    options.onEvent?.({ type: "pipeline_start", pipeline_id: pipeline.id });
+    try {
+      await runPipeline(options, pipeline, report);
+    } catch (error) {
+      if (options.signal?.aborted) throw error;
+      const failure = { pipeline_id: pipeline.id, code: errorCode(error), message: errorMessage(error) };
+      report.pipeline_errors.push(failure);
+      options.onEvent?.({ type: "pipeline_error", error: failure });
+    }
+  }
+  return report;
+}
+
+function selectPipelines(config: Config, ids: readonly string[]): PipelineConfig[] {
+  if (ids.length === 0) {
+    return config.pipelines.filter((pipeline) => pipeline.source.backend !== "http_upload");
+  }
+  const wanted = ids.map((id) => findPipeline(config, id));
+  for (const pipeline of wanted) {
+    if (pipeline.source.backend === "http_upload") {
+      throw new WorkflowError(
+        "unsupported_source",
+        `pipeline ${pipeline.id} has an http_upload source and runs only under serve`,
+      );
+    }
+  }
+  return config.pipelines.filter((pipeline) => wanted.includes(pipeline));
+}
+
+async function runPipeline(options: RunOptions, pipeline: PipelineConfig, report: RunReport) {
+  const source = await openBackend(options.backends, sourceLocation(pipeline), {
+    role: "source",
+    dryRun: options.dryRun ?? false,
+    secrets: options.config.secrets,
+    ...(options.signal ? { signal: options.signal } : {}),
+  });
+  try {
+    const bundles = await validatePipelineBundles(options, pipeline, source);
+    for (const destination of pipeline.destinations) {
+      const targets =
+        destination.pathMapping.mode === "fixed"
+          ? [selectNewestBundle(bundles)].filter((b) => b !== undefined).map((b) => ({ bundle: b, bundlePath: "" }))
+          : bundles.map((bundle) => ({ bundle, bundlePath: bundle.path }));
+      await runDestination(options, pipeline, destination, source, targets, report);
+    }
+  } finally {
+    await source.close();
+  }
+}
+
+async function validatePipelineBundles(
+  options: RunOptions,
+  pipeline: PipelineConfig,
+  source: StorageBackend,
+): Promise<ValidatedBundle[]> {
+  const discovered = await discoverBundles(source, "", { signal: options.signal });
+  if (discovered.length === 0) {
+    throw new WorkflowError("no_bundles", `pipeline ${pipeline.id}: no bundles found in source (${source.location})`);
+  }
+  const validated: ValidatedBundle[] = [];
+  for (const bundle of discovered) {
+    try {
+      const result = await validateBundle(source, bundle.bundlePath, {
+        unlistedFiles: pipeline.validation.unlistedFiles,
+        maxFiles: pipeline.validation.maxFiles,
+        maxTotalSize: pipeline.validation.maxTotalSize,
+        ...(options.signal ? { signal: options.signal } : {}),
+      });
+      validated.push({ ...result, path: bundle.path });
+      options.onEvent?.({
+        type: "bundle_validated",
+        pipeline_id: pipeline.id,
+        bundle_path: bundle.path,
+        files: result.manifest.files.length,
+        bytes: result.totalSize,
+      });
+    } catch (error) {
+      if (error instanceof BundleValidationError) {
+        throw new WorkflowError(
+          "bundle_invalid",
+          `pipeline ${pipeline.id}: bundle ${displayPath(bundle.path)} is invalid: ${error.message}`,
+          { cause: error },
+        );
+      }
+      throw error;
+    }
+  }
+  return validated;
+}
+
+interface Target {
+  bundle: ValidatedBundle;
+  /** Destination bundle path. */
+  bundlePath: string;
+}
+
+async function runDestination(
+  options: RunOptions,
+  pipeline: PipelineConfig,
+  destination: DestinationConfig,
+  source: StorageBackend,
+  targets: readonly Target[],
+  report: RunReport,
+) {
+  let backend: StorageBackend;
+  try {
+    backend = await openBackend(options.backends, destination.location, {
+      role: "destination",
+      dryRun: options.dryRun ?? false,
+      secrets: options.config.secrets,
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
+  } catch (error) {
+    if (options.signal?.aborted) throw error;
+    for (const target of targets) {
+      const action = baseAction(pipeline, destination, target.bundlePath, target.bundle.manifest);
+      fail(action, error);
+      report.actions.push(action);
+      options.onEvent?.({ type: "destination_done", action });
+    }
+    return;
+  }
+  const cache: RenderCache = new Map();
+  try {
+    for (const target of targets) {
+      const action = await publishTarget(options, pipeline, destination, source, backend, target, cache);
+      report.actions.push(action);
+      options.onEvent?.({ type: "destination_done", action });
+    }
+  } finally {
+    await backend.close();
+  }
+}
+
+function baseAction(
+  pipeline: PipelineConfig,
+  destination: DestinationConfig,
+  bundlePath: string,
+  manifest: Manifest,
+): RunActionReport {
+  return {
+    pipeline_id: pipeline.id,
+    destination_id: destination.id,
+    bundle_path: bundlePath,
+    source_id: manifest.id,
+    action: null,
+    reason: "",
+    status: "failed",
+    outputs: [],
+  };
+}
+
+function fail(action: RunActionReport, error: unknown) {
+  action.status = "failed";
+  action.error = errorMessage(error);
+  if (action.reason === "") action.reason = action.error;
+}
+
+async function publishTarget(
+  options: RunOptions,
+  pipeline: PipelineConfig,
+  destination: DestinationConfig,
+  source: StorageBackend,
+  backend: StorageBackend,
+  target: Target,
+  cache: RenderCache,
+): Promise<RunActionReport> {
+  const { manifest } = target.bundle;
+  const action = baseAction(pipeline, destination, target.bundlePath, manifest);
+  const signal = options.signal;
+  try {
+    const html = destination.publish.html && destination.transform.markdownToHtml.enabled;
+    const selection = selectOutputs(manifest, {
+      source: destination.publish.source,
+      html: destination.publish.html,
+      markdownMode: html ? destination.transform.markdownToHtml.mode : undefined,
+    });
+    const prepared = await prepareOutputs(selection, {
+      source,
+      sourceBundlePath: target.bundle.path,
+      manifest,
+      cache,
+      signal,
+    });
+    const { outputs, primaryUrl } = attachUrls(prepared, target.bundlePath, destination.links);
+    action.outputs = outputs.map(outputReport);
+    if (primaryUrl !== undefined) action.primary_url = primaryUrl;
+
+    const inspection = await inspectDestination(
+      backend,
+      target.bundlePath,
+      outputs.map((output) => output.path),
+      { signal },
+    );
+    const plan = planPublish(
+      {
+        owner: ownerScope(pipeline.id, destination.id),
+        manifest,
+        bundlePath: target.bundlePath,
+        outputs,
+        primaryUrl,
+        stateMode: destination.state.mode,
+        reconciliation: destination.reconciliation.mode,
+        pathMapping: destination.pathMapping.mode,
+        transfer: destination.transfer,
+        force: options.force ?? false,
+      },
+      inspection,
+    );
+    action.action = plan.action;
+    action.reason = plan.reason;
+    if (isFailAction(plan.action)) {
+      action.status = "failed";
+      action.error = `${plan.action}: ${plan.reason}`;
+    } else if (!isWriteAction(plan.action)) {
+      action.status = "skipped";
+    } else {
+      action.status = options.dryRun ? "planned" : "published";
+    }
+    options.onEvent?.({ type: "plan", action: { ...action } });
+    if (action.status === "published") {
+      await executePublish(
+        {
+          source,
+          sourceBundlePath: target.bundle.path,
+          destination: backend,
+          distributorVersion: options.distributorVersion,
+          now: options.now,
+          signal,
+          onOutputWritten: (output: PlannedOutput) =>
+            options.onEvent?.({
+              type: "output_written",
+              pipeline_id: pipeline.id,
+              destination_id: destination.id,
+              path: output.path,
+              size: output.size,
+            }),
+        },
+        plan,
+      );
+    }
+  } catch (error) {
+    if (signal?.aborted) throw error;
+    fail(action, error);
+  }
+  return action;
+}
+
+function outputReport(output: PlannedOutput): RunOutputReport {
+  const report: RunOutputReport = {
+    path: output.path,
+    kind: output.kind,
+    source_path: output.sourcePath,
+    sha256: output.sha256,
+    size: output.size,
+  };
+  if (output.transform !== undefined) report.transform = output.transform;
+  if (output.url !== undefined) report.url = output.url;
+  return report;
+}
