@@ -58,7 +58,8 @@ export function isStorageError(error: unknown, kind?: StorageErrorKind): error i
   return error instanceof StorageError && (kind === undefined || error.kind === kind);
 }
 
-function defaultDetail(kind: StorageErrorKind): string {
+/** Words used when an error has no specific detail. */
+export function defaultDetail(kind: StorageErrorKind): string {
   switch (kind) {
     case "not_found":
       return "not found";

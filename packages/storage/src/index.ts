@@ -16,7 +16,10 @@ export {
   type StorageErrorOptions,
   type StorageOperation,
 } from "./errors.js";
+export { createLocalBackend, type LocalBackendOptions } from "./local/index.js";
+export { createMemoryBackend, type MemoryBackendOptions } from "./memory/index.js";
 export {
+  compareLogicalPaths,
   displayPath,
   isValidPath,
   isValidPrefix,

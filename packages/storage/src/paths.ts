@@ -107,3 +107,22 @@ export function relativeTo(prefix: string, path: string): string {
   if (path === prefix) return "";
   return path.slice(prefix.length + 1);
 }
+
+/**
+ * Orders logical paths by their UTF-8 bytes, the order S3 lists keys in. Plain `<` compares UTF-16
+ * code units, which puts astral characters (surrogate pairs) before U+E000–U+FFFF; lifting
+ * surrogates above the BMP restores code-point (= UTF-8 byte) order.
+ */
+export function compareLogicalPaths(left: string, right: string): number {
+  const length = Math.min(left.length, right.length);
+  for (let index = 0; index < length; index++) {
+    const a = left.charCodeAt(index);
+    const b = right.charCodeAt(index);
+    if (a !== b) return codePointRank(a) - codePointRank(b);
+  }
+  return left.length - right.length;
+}
+
+function codePointRank(codeUnit: number): number {
+  return codeUnit >= 0xd800 && codeUnit <= 0xdfff ? codeUnit + 0x10000 : codeUnit;
+}

@@ -1,0 +1,1 @@
+export { createLocalBackend, type LocalBackendOptions } from "./backend.js";

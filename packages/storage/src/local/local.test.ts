@@ -1,0 +1,301 @@
+import {
+  lstat,
+  mkdir,
+  mkdtemp,
+  readdir,
+  readFile,
+  rm,
+  stat,
+  symlink,
+  writeFile,
+} from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { StorageBackend } from "../backend.js";
+import { describeBackendContract, expectStorageError } from "../testing/index.js";
+import { createLocalBackend } from "./index.js";
+
+describeBackendContract("local", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "distributor-local-contract-"));
+  return {
+    backend: createLocalBackend({ root: join(dir, "root") }),
+    cleanup: () => rm(dir, { recursive: true, force: true }),
+  };
+});
+
+describe("local backend", () => {
+  let dir: string;
+  let root: string;
+  let outside: string;
+  let backend: StorageBackend;
+
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), "distributor-local-"));
+    root = join(dir, "root");
+    outside = join(dir, "outside");
+    await mkdir(root);
+    await mkdir(outside);
+    await writeFile(join(outside, "secret.txt"), "outside bytes");
+    backend = createLocalBackend({ root });
+  });
+
+  afterEach(async () => {
+    await backend.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  const text = async (path: string): Promise<string> =>
+    Buffer.from(await backend.readFile(path)).toString("utf8");
+
+  it("names itself and its resolved root", () => {
+    expect(backend.name).toBe("local");
+    expect(backend.location).toBe(`local:${root}`);
+    const relative = createLocalBackend({ root: "some/dir" });
+    expect(relative.location).toBe(`local:${join(process.cwd(), "some/dir")}`);
+  });
+
+  it("creates a missing root on first write and treats it as empty until then", async () => {
+    const fresh = createLocalBackend({ root: join(dir, "new", "root") });
+    expect(await fresh.walk("", { recursive: true, limit: 10 })).toEqual([]);
+    expect(await fresh.hasAny("")).toBe(false);
+    await expectStorageError(fresh.readFile("a.txt"), "not_found");
+    await fresh.deletePrefix("");
+    await fresh.writeFile("a/b.txt", "created");
+    expect(await readFile(join(dir, "new", "root", "a", "b.txt"), "utf8")).toBe("created");
+  });
+
+  it("writes real files under the root and nowhere else", async () => {
+    await backend.writeFile("bundle/report.md", "# report");
+    expect(await readFile(join(root, "bundle", "report.md"), "utf8")).toBe("# report");
+    expect(await readdir(dir)).toEqual(["outside", "root"]);
+  });
+
+  it("keeps the root when deletes empty it", async () => {
+    await backend.writeFile("bundle/nested/a.txt", "a");
+    await backend.deleteManagedOutputs("bundle", ["nested/a.txt"], { pruneEmptyDirs: true });
+    expect(await readdir(root)).toEqual([]);
+    await backend.writeFile("b.txt", "b");
+    await backend.deletePrefix("b.txt", { pruneEmptyDirs: true });
+    await backend.writeFile("c/d.txt", "d");
+    await backend.deletePrefix("");
+    expect((await stat(root)).isDirectory()).toBe(true);
+    expect(await readdir(root)).toEqual([]);
+  });
+
+  it("leaves emptied directories in place without pruneEmptyDirs", async () => {
+    await backend.writeFile("bundle/nested/a.txt", "a");
+    await backend.deleteManagedOutputs("bundle", ["nested/a.txt"]);
+    expect(await readdir(join(root, "bundle"))).toEqual(["nested"]);
+    expect(await backend.walk("", { recursive: true, limit: 10 })).toMatchObject([
+      { path: "bundle", kind: "directory" },
+      { path: "bundle/nested", kind: "directory" },
+    ]);
+    expect(await backend.hasAny("bundle")).toBe(true);
+    expect(await backend.hasAny("bundle/nested")).toBe(false);
+  });
+
+  describe("symlinks", () => {
+    beforeEach(async () => {
+      // An ancestor directory that is a symlink leading out of the root.
+      await symlink(outside, join(root, "linked-dir"));
+      // A file that is a symlink to a file outside the root.
+      await symlink(join(outside, "secret.txt"), join(root, "linked-file.txt"));
+      await mkdir(join(root, "real"));
+      await symlink(outside, join(root, "real", "nested-link"));
+    });
+
+    const refused = async (promise: Promise<unknown>): Promise<void> => {
+      const error = await expectStorageError(promise, "unsupported");
+      expect(error.message).toContain("symlink");
+    };
+
+    it("refuses reads through a symlinked ancestor or of a symlinked file", async () => {
+      for (const path of [
+        "linked-dir/secret.txt",
+        "linked-file.txt",
+        "real/nested-link/secret.txt",
+      ]) {
+        await refused(backend.readFile(path));
+        await refused(backend.openRead(path));
+        await refused(backend.stat(path));
+      }
+      await refused(backend.stat("linked-dir"));
+    });
+
+    it("refuses writes through a symlinked ancestor or onto a symlinked file", async () => {
+      await refused(backend.writeFile("linked-dir/new.txt", "x"));
+      await refused(backend.writeFile("linked-dir/deeper/new.txt", "x"));
+      await refused(backend.writeFile("linked-dir/secret.txt", "overwritten", { overwrite: true }));
+      await refused(backend.writeFile("linked-file.txt", "overwritten", { overwrite: true }));
+      await refused(backend.writeFile("real/nested-link/secret.txt", "x", { overwrite: true }));
+      expect(await readdir(outside)).toEqual(["secret.txt"]);
+      expect(await readFile(join(outside, "secret.txt"), "utf8")).toBe("outside bytes");
+      expect((await lstat(join(root, "linked-file.txt"))).isSymbolicLink()).toBe(true);
+    });
+
+    it("refuses deletes through a symlinked ancestor or of a symlinked file", async () => {
+      await refused(backend.deleteManagedOutputs("linked-dir", ["secret.txt"]));
+      await refused(backend.deleteManagedOutputs("", ["linked-file.txt"], { ignoreMissing: true }));
+      await refused(backend.deleteManagedBundle("linked-dir", [], { ignoreMissing: true }));
+      await refused(backend.deletePrefix("linked-dir"));
+      await refused(backend.deletePrefix("linked-file.txt"));
+      await refused(backend.deletePrefix("linked-dir/secret.txt"));
+      expect(await readFile(join(outside, "secret.txt"), "utf8")).toBe("outside bytes");
+      expect((await lstat(join(root, "linked-dir"))).isSymbolicLink()).toBe(true);
+    });
+
+    it("refuses walks and hasAny through a symlink, and walks that meet one", async () => {
+      await refused(backend.walk("linked-dir", { recursive: true, limit: 10 }));
+      await refused(backend.hasAny("linked-dir"));
+      await refused(backend.hasAny("linked-file.txt"));
+      const error = await expectStorageError(
+        backend.walk("", { recursive: true, limit: 10 }),
+        "unsupported",
+      );
+      expect(error.message).toMatch(/"linked-dir" is a symlink|"linked-file.txt" is a symlink/);
+      await refused(backend.walk("real", { limit: 10 }));
+    });
+
+    it("counts a symlink as content and deletePrefix unlinks it without following", async () => {
+      expect(await backend.hasAny("real")).toBe(true);
+      await backend.deletePrefix("real");
+      await backend.deletePrefix("");
+      expect(await readdir(root)).toEqual([]);
+      expect(await readdir(outside)).toEqual(["secret.txt"]);
+      expect(await readFile(join(outside, "secret.txt"), "utf8")).toBe("outside bytes");
+    });
+  });
+
+  describe("atomic writes", () => {
+    it("leaves neither a partial target nor a temp file when the source fails", async () => {
+      await mkdir(join(root, "out"));
+      await writeFile(join(root, "out", "existing.txt"), "existing");
+      async function* failing(): AsyncGenerator<Uint8Array> {
+        yield Buffer.alloc(256 * 1024, 0x61);
+        throw new Error("source broke");
+      }
+      const error = await expectStorageError(
+        backend.writeFile("out/new.txt", failing()),
+        "unavailable",
+      );
+      expect(error.message).toContain("source broke");
+      expect(error.operation).toBe("write stream");
+      await expectStorageError(
+        backend.writeFile("out/existing.txt", failing(), { overwrite: true }),
+        "unavailable",
+      );
+      expect(await readdir(join(root, "out"))).toEqual(["existing.txt"]);
+      expect(await readFile(join(root, "out", "existing.txt"), "utf8")).toBe("existing");
+    });
+
+    it("removes the directories a failed write created", async () => {
+      async function* failing(): AsyncGenerator<Uint8Array> {
+        yield Buffer.from("x");
+        throw new Error("source broke");
+      }
+      await backend.writeFile("keep/a.txt", "a");
+      await expectStorageError(
+        backend.writeFile("keep/new/deeper/b.txt", failing()),
+        "unavailable",
+      );
+      expect(await readdir(root)).toEqual(["keep"]);
+      expect(await readdir(join(root, "keep"))).toEqual(["a.txt"]);
+    });
+
+    it("leaves no temp file after successful writes", async () => {
+      await backend.writeFile("dir/a.txt", "a");
+      await backend.writeFile("dir/a.txt", "b", { overwrite: true });
+      await expectStorageError(backend.writeFile("dir/a.txt", "c"), "already_exists");
+      expect(await readdir(join(root, "dir"))).toEqual(["a.txt"]);
+    });
+
+    it("replaces by rename, so a reader holding the old file keeps the old bytes", async () => {
+      await backend.writeFile("report.txt", "old version");
+      const reader = await backend.openRead("report.txt");
+      await backend.writeFile("report.txt", "new version", { overwrite: true });
+      const chunks: Buffer[] = [];
+      for await (const chunk of reader) chunks.push(chunk as Buffer);
+      expect(Buffer.concat(chunks).toString()).toBe("old version");
+      expect(await text("report.txt")).toBe("new version");
+    });
+
+    it("lets exactly one of several concurrent no-clobber writes win", async () => {
+      const bodies = Array.from({ length: 6 }, (_, index) => `writer ${index} `.repeat(1000));
+      const results = await Promise.allSettled(
+        bodies.map((body) => backend.writeFile("contested.txt", body)),
+      );
+      const winners = results.flatMap((result, index) =>
+        result.status === "fulfilled" ? [index] : [],
+      );
+      expect(winners).toHaveLength(1);
+      for (const result of results) {
+        if (result.status === "rejected") {
+          expect(result.reason).toMatchObject({ kind: "already_exists" });
+        }
+      }
+      expect(await text("contested.txt")).toBe(bodies[winners[0]!]);
+      expect(await readdir(root)).toEqual(["contested.txt"]);
+    });
+
+    it("writes a file whose name uses the full 255 bytes", async () => {
+      const name = "n".repeat(255);
+      await backend.writeFile(name, "long name");
+      await backend.writeFile(name, "replaced", { overwrite: true });
+      expect(await text(name)).toBe("replaced");
+      expect(await readdir(root)).toEqual([name]);
+    });
+  });
+
+  it("destroys an open reader whose signal fires mid-read", async () => {
+    await writeFile(join(root, "big.bin"), Buffer.alloc(4 * 1024 * 1024, 0x62));
+    const controller = new AbortController();
+    const reader = await backend.openRead("big.bin", { signal: controller.signal });
+    let received = 0;
+    const reading = (async () => {
+      for await (const chunk of reader) {
+        received += (chunk as Buffer).length;
+        controller.abort();
+      }
+    })();
+    await expect(reading).rejects.toMatchObject({ name: "AbortError" });
+    expect(received).toBeGreaterThan(0);
+    expect(received).toBeLessThan(4 * 1024 * 1024);
+    expect(reader.destroyed).toBe(true);
+  });
+
+  describe("file and directory clashes", () => {
+    it("refuses a write below a file with conflict", async () => {
+      await backend.writeFile("a", "file");
+      const error = await expectStorageError(backend.writeFile("a/b/c.txt", "x"), "conflict");
+      expect(error.message).toContain('"a" is a file');
+    });
+
+    it("refuses to write onto or read a directory", async () => {
+      await backend.writeFile("d/x.txt", "x");
+      await expectStorageError(backend.writeFile("d", "x", { overwrite: true }), "unsupported");
+      await expectStorageError(backend.writeFile("d", "x"), "unsupported");
+      await expectStorageError(backend.readFile("d"), "unsupported");
+      await expectStorageError(backend.openRead("d"), "unsupported");
+    });
+
+    it("refuses a walk that meets a name no logical path can hold", async () => {
+      await writeFile(join(root, "back\\slash"), "x");
+      const error = await expectStorageError(backend.walk("", { limit: 10 }), "unsupported");
+      expect(error.message).toContain("not a valid logical path");
+      expect(await backend.hasAny("")).toBe(true);
+    });
+  });
+
+  it("fails every operation with unavailable after close", async () => {
+    await backend.writeFile("a.txt", "a");
+    await backend.close();
+    await expectStorageError(backend.readFile("a.txt"), "unavailable");
+    await expectStorageError(backend.deletePrefix(""), "unavailable");
+    expect(await readdir(root)).toEqual(["a.txt"]);
+  });
+
+  it("rejects a malformed walk limit with RangeError", async () => {
+    await expect(backend.walk("", { limit: -1 })).rejects.toBeInstanceOf(RangeError);
+  });
+});

@@ -1,0 +1,102 @@
+import { constants } from "node:fs";
+import { type FileHandle, open } from "node:fs/promises";
+import { addAbortSignal, type Readable } from "node:stream";
+import type { StorageOperation } from "../errors.js";
+import { throwIfAborted } from "../internal/abort.js";
+import { type LocalRoot, localError, nativePath, symlinkRefused } from "./context.js";
+import { hasCode, toStorageError } from "./errno.js";
+import { inspectPath } from "./inspect.js";
+
+// O_NOFOLLOW closes the gap between the lstat walk and the open for the final component.
+const OPEN_FLAGS = constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0);
+const CHUNK_BYTES = 1 << 20;
+
+/** Opens a regular file below the root for reading, refusing symlinks and non-files. */
+export async function openFile(
+  local: LocalRoot,
+  path: string,
+  operation: StorageOperation,
+): Promise<{ handle: FileHandle; size: number }> {
+  const state = await inspectPath(local, path, operation);
+  if (state.kind === "missing" || state.kind === "blocked") {
+    throw localError("not_found", operation, path);
+  }
+  if (state.kind === "directory")
+    throw localError("unsupported", operation, path, "is a directory");
+  if (state.kind === "other") {
+    throw localError("unsupported", operation, path, "is not a regular file");
+  }
+  let handle: FileHandle;
+  try {
+    handle = await open(nativePath(local, path), OPEN_FLAGS);
+  } catch (error) {
+    if (hasCode(error, "ELOOP")) throw symlinkRefused(operation, path, path);
+    throw toStorageError(error, operation, path);
+  }
+  try {
+    const stats = await handle.stat();
+    if (!stats.isFile()) throw localError("unsupported", operation, path, "is not a regular file");
+    return { handle, size: stats.size };
+  } catch (error) {
+    await handle.close();
+    throw toStorageError(error, operation, path);
+  }
+}
+
+/** Reads a whole file, failing with `limit_exceeded` as soon as it passes `maxBytes`. */
+export async function readWholeFile(
+  local: LocalRoot,
+  path: string,
+  maxBytes: number | undefined,
+  signal: AbortSignal | undefined,
+): Promise<Uint8Array> {
+  const operation = "read file";
+  const limit = maxBytes ?? Number.POSITIVE_INFINITY;
+  const { handle, size } = await openFile(local, path, operation);
+  try {
+    if (size > limit) throw tooLarge(path, limit);
+    // Sized from the stat, plus one byte that detects a file growing past the limit meanwhile.
+    const chunks: Buffer[] = [];
+    let chunk = Buffer.allocUnsafeSlow(Math.min(size, limit) + 1);
+    let filled = 0;
+    let total = 0;
+    for (;;) {
+      throwIfAborted(signal);
+      const { bytesRead } = await handle.read(chunk, filled, chunk.length - filled, null);
+      if (bytesRead === 0) break;
+      filled += bytesRead;
+      total += bytesRead;
+      if (total > limit) throw tooLarge(path, limit);
+      if (filled === chunk.length) {
+        chunks.push(chunk);
+        chunk = Buffer.allocUnsafeSlow(Math.min(CHUNK_BYTES, limit - total + 1));
+        filled = 0;
+      }
+    }
+    chunks.push(chunk.subarray(0, filled));
+    return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
+  } catch (error) {
+    throw toStorageError(error, operation, path);
+  } finally {
+    await handle.close();
+  }
+}
+
+function tooLarge(path: string, limit: number) {
+  return localError("limit_exceeded", "read file", path, `file is larger than ${limit} bytes`);
+}
+
+/** A stream of the file's bytes; a signal aborted mid-read destroys it with an AbortError. */
+export async function openReadStream(
+  local: LocalRoot,
+  path: string,
+  signal: AbortSignal | undefined,
+): Promise<Readable> {
+  const { handle } = await openFile(local, path, "open reader");
+  if (signal?.aborted) {
+    await handle.close();
+    throwIfAborted(signal);
+  }
+  const stream = handle.createReadStream();
+  return signal ? addAbortSignal(signal, stream) : stream;
+}

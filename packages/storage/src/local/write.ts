@@ -1,0 +1,175 @@
+import { randomBytes } from "node:crypto";
+import { type FileHandle, link, lstat, mkdir, open, rename, rmdir, unlink } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import { Writable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import type { WriteData, WriteOptions } from "../backend.js";
+import { StorageError, type StorageOperation } from "../errors.js";
+import { throwIfAborted } from "../internal/abort.js";
+import { writeSource } from "../internal/write-source.js";
+import { type LocalRoot, localError, nativePath, symlinkRefused } from "./context.js";
+import { hasCode, isNativeError, toStorageError } from "./errno.js";
+import { inspectPath } from "./inspect.js";
+
+// Keeps `.<name>.<random>.tmp` within the usual 255-byte NAME_MAX.
+const MAX_NAME_IN_TEMP_BYTES = 200;
+
+/**
+ * Streams `data` into a temp file beside the target, fsyncs it and moves it into place: rename
+ * when overwriting, hard link + unlink otherwise, because `link` fails with EEXIST atomically and so
+ * can never clobber a file that appeared after our check. On any failure the temp file and the
+ * directories this call created are removed, so no partial target is ever visible.
+ */
+export async function writeAtomically(
+  local: LocalRoot,
+  path: string,
+  data: WriteData,
+  options: WriteOptions,
+  operation: StorageOperation,
+): Promise<void> {
+  const { signal } = options;
+  const overwrite = options.overwrite ?? false;
+  const state = await inspectPath(local, path, operation);
+  switch (state.kind) {
+    case "blocked":
+      throw localError("conflict", operation, path, `"${state.at}" is a file, not a directory`);
+    case "directory":
+      throw localError("unsupported", operation, path, "is a directory");
+    case "other":
+      throw localError("unsupported", operation, path, "is not a regular file");
+    case "file":
+      if (!overwrite) throw localError("already_exists", operation, path);
+      break;
+    case "missing":
+      break;
+  }
+
+  const segments = path.split("/");
+  const target = nativePath(local, path);
+  const existing = state.kind === "missing" ? state.existing : segments.length - 1;
+  throwIfAborted(signal);
+  const created = await createParents(local, path, segments, existing, operation);
+  const temp = join(dirname(target), tempName(segments[segments.length - 1] ?? "file"));
+  let committed = false;
+  try {
+    const handle = await open(temp, "wx", 0o666);
+    try {
+      await pipeline(writeSource(data), fileSink(handle), signal ? { signal } : {});
+    } finally {
+      await handle.close();
+    }
+    throwIfAborted(signal);
+    if (overwrite) {
+      await rename(temp, target);
+    } else {
+      await link(temp, target);
+    }
+    committed = true;
+  } catch (error) {
+    throw writeError(error, operation, path, overwrite);
+  } finally {
+    if (!committed || !overwrite) await unlink(temp).catch(() => undefined);
+    if (!committed) await removeCreated(created);
+  }
+}
+
+/**
+ * Writes chunks to an open handle and fsyncs it before finishing. The handle stays ours to close
+ * (a FileHandle stream with autoClose off would keep it referenced and block `close()`).
+ */
+function fileSink(handle: FileHandle): Writable {
+  return new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      writeFully(handle, chunk).then(() => callback(), callback);
+    },
+    final(callback) {
+      handle.sync().then(() => callback(), callback);
+    },
+  });
+}
+
+async function writeFully(handle: FileHandle, chunk: Buffer): Promise<void> {
+  let offset = 0;
+  while (offset < chunk.length) {
+    const { bytesWritten } = await handle.write(chunk, offset, chunk.length - offset);
+    offset += bytesWritten;
+  }
+}
+
+function tempName(name: string): string {
+  const shown = Buffer.byteLength(name, "utf8") <= MAX_NAME_IN_TEMP_BYTES ? name : "distributor";
+  return `.${shown}.${randomBytes(6).toString("hex")}.tmp`;
+}
+
+/** Creates the missing parents one level at a time so each new level is checked, not followed. */
+async function createParents(
+  local: LocalRoot,
+  path: string,
+  segments: string[],
+  existing: number,
+  operation: StorageOperation,
+): Promise<string[]> {
+  const created: string[] = [];
+  try {
+    // The root is created on first write; everything below it one level at a time.
+    if (existing === 0) await mkdir(local.root, { recursive: true });
+    for (let index = existing; index < segments.length - 1; index++) {
+      const partial = segments.slice(0, index + 1).join("/");
+      const native = nativePath(local, partial);
+      try {
+        await mkdir(native);
+        created.push(native);
+      } catch (error) {
+        if (!hasCode(error, "EEXIST")) throw error;
+        // Someone else created it meanwhile: accept only a real directory.
+        const stats = await lstat(native);
+        if (stats.isSymbolicLink()) throw symlinkRefused(operation, path, partial);
+        if (!stats.isDirectory()) {
+          throw localError("conflict", operation, path, `"${partial}" is a file, not a directory`);
+        }
+      }
+    }
+    return created;
+  } catch (error) {
+    await removeCreated(created);
+    if (hasCode(error, "ENOTDIR")) {
+      throw localError("conflict", operation, path, "a parent is not a directory", error);
+    }
+    throw toStorageError(error, operation, path);
+  }
+}
+
+async function removeCreated(created: readonly string[]): Promise<void> {
+  for (const directory of [...created].reverse()) {
+    // Best effort: a concurrent writer may already have put something in it.
+    await rmdir(directory).catch(() => undefined);
+  }
+}
+
+function writeError(
+  error: unknown,
+  operation: StorageOperation,
+  path: string,
+  overwrite: boolean,
+): StorageError {
+  if (error instanceof StorageError) return error;
+  if (!isNativeError(error)) {
+    // The caller's data source failed, not the filesystem.
+    const message = error instanceof Error ? error.message : String(error);
+    return localError("unavailable", operation, path, `source stream failed: ${message}`, error);
+  }
+  if (!overwrite && hasCode(error, "EPERM", "ENOTSUP", "EOPNOTSUPP") && isLinkError(error)) {
+    return localError(
+      "unsupported",
+      operation,
+      path,
+      "the filesystem does not support hard links, which no-clobber writes need",
+      error,
+    );
+  }
+  return toStorageError(error, operation, path);
+}
+
+function isLinkError(error: unknown): boolean {
+  return (error as { syscall?: unknown }).syscall === "link";
+}

@@ -1,0 +1,1 @@
+export { createMemoryBackend, type MemoryBackendOptions } from "./backend.js";

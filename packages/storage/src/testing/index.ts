@@ -1,0 +1,627 @@
+import { createHash } from "node:crypto";
+import { Readable } from "node:stream";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { StorageBackend, StorageEntry } from "../backend.js";
+import { isStorageError, type StorageError, type StorageErrorKind } from "../errors.js";
+
+/** A fresh, empty backend for one test, and how to dispose of what it used. */
+export interface BackendFixture {
+  backend: StorageBackend;
+  /** Runs after `backend.close()`, e.g. to remove a temp directory or stop a server. */
+  cleanup?: () => Promise<void>;
+}
+
+export type BackendFactory = () => Promise<BackendFixture> | BackendFixture;
+
+/**
+ * Registers the behaviour every `StorageBackend` must share as vitest tests. Call it at the top
+ * level of a test file; `factory` runs before each test and must return an empty backend.
+ */
+export function describeBackendContract(name: string, factory: BackendFactory): void {
+  describe(`${name} backend contract`, () => {
+    let fixture: BackendFixture | undefined;
+    const backend = (): StorageBackend => {
+      if (!fixture) throw new Error("the backend fixture is not ready");
+      return fixture.backend;
+    };
+
+    beforeEach(async () => {
+      fixture = await factory();
+    });
+
+    afterEach(async () => {
+      const current = fixture;
+      fixture = undefined;
+      if (!current) return;
+      try {
+        await current.backend.close();
+      } finally {
+        await current.cleanup?.();
+      }
+    });
+
+    const put = async (files: Record<string, string>): Promise<void> => {
+      for (const [path, text] of Object.entries(files)) await backend().writeFile(path, text);
+    };
+    const readText = async (path: string): Promise<string> =>
+      Buffer.from(await backend().readFile(path)).toString("utf8");
+    const tree = async (prefix = ""): Promise<string[]> =>
+      summarize(await backend().walk(prefix, { recursive: true, limit: 1000 }));
+    const files = async (): Promise<string[]> =>
+      (await backend().walk("", { recursive: true, limit: 1000 }))
+        .filter((entry) => entry.kind === "file")
+        .map((entry) => entry.path);
+
+    describe("reading and writing", () => {
+      it("round-trips a string as UTF-8", async () => {
+        const text = "plain, accented é, check ✓, astral 😀\n";
+        await backend().writeFile("notes/text.md", text);
+        expect(await readText("notes/text.md")).toBe(text);
+        expect((await backend().stat("notes/text.md")).size).toBe(Buffer.byteLength(text));
+      });
+
+      it("round-trips every byte value from a Uint8Array", async () => {
+        const bytes = Uint8Array.from({ length: 512 }, (_, index) => (index * 7) % 256);
+        await backend().writeFile("binary.bin", bytes);
+        const read = await backend().readFile("binary.bin");
+        expect(read).toBeInstanceOf(Uint8Array);
+        expect(Buffer.from(read).equals(Buffer.from(bytes))).toBe(true);
+      });
+
+      it("round-trips a Readable of several chunks", async () => {
+        const chunks = ["first chunk|", "second chunk|", "third"].map((text) => Buffer.from(text));
+        await backend().writeFile("stream/readable.txt", Readable.from(chunks));
+        expect(await readText("stream/readable.txt")).toBe("first chunk|second chunk|third");
+      });
+
+      it("round-trips an async iterable of Uint8Array chunks", async () => {
+        async function* source(): AsyncGenerator<Uint8Array> {
+          yield new TextEncoder().encode("alpha ");
+          yield new TextEncoder().encode("beta ");
+          yield new TextEncoder().encode("gamma");
+        }
+        await backend().writeFile("stream/iterable.txt", source());
+        expect(await readText("stream/iterable.txt")).toBe("alpha beta gamma");
+      });
+
+      it("streams a multi-megabyte file in and out unchanged", async () => {
+        const size = 3 * 1024 * 1024 + 7;
+        await backend().writeFile("large/blob.bin", patternChunks(size));
+        const expected = createHash("sha256");
+        for await (const chunk of patternChunks(size)) expected.update(chunk);
+        const stream = await backend().openRead("large/blob.bin");
+        const actual = createHash("sha256");
+        let length = 0;
+        for await (const chunk of stream) {
+          actual.update(chunk as Uint8Array);
+          length += (chunk as Uint8Array).length;
+        }
+        expect(length).toBe(size);
+        expect(actual.digest("hex")).toBe(expected.digest("hex"));
+        expect((await backend().stat("large/blob.bin")).size).toBe(size);
+      });
+
+      it("writes and reads an empty file", async () => {
+        await backend().writeFile("empty.txt", new Uint8Array(0));
+        expect((await backend().readFile("empty.txt")).length).toBe(0);
+        expect(await backend().stat("empty.txt")).toMatchObject({ kind: "file", size: 0 });
+      });
+
+      it("creates parent directories on write", async () => {
+        await backend().writeFile("a/b/c/d.txt", "deep");
+        expect(await backend().stat("a/b")).toMatchObject({ path: "a/b", kind: "directory" });
+        expect(await readText("a/b/c/d.txt")).toBe("deep");
+      });
+
+      it("keeps stored bytes independent of the caller's buffers", async () => {
+        const bytes = Buffer.from("original");
+        await backend().writeFile("copy.txt", bytes);
+        bytes.fill(0x78);
+        const first = await backend().readFile("copy.txt");
+        first.fill(0x79);
+        expect(await readText("copy.txt")).toBe("original");
+      });
+
+      it("refuses to replace an existing file by default and keeps its bytes", async () => {
+        await backend().writeFile("report.txt", "old bytes");
+        await expectKind(backend().writeFile("report.txt", "new bytes"), "already_exists");
+        const source = Readable.from([Buffer.from("streamed")]);
+        await expectKind(
+          backend().writeFile("report.txt", source, { overwrite: false }),
+          "already_exists",
+        );
+        expect(await readText("report.txt")).toBe("old bytes");
+        // The write owned the stream, so a refused write releases it.
+        expect(source.destroyed).toBe(true);
+      });
+
+      it("replaces an existing file with overwrite: true", async () => {
+        await backend().writeFile("report.txt", "a much longer original body");
+        await backend().writeFile("report.txt", "short", { overwrite: true });
+        expect(await readText("report.txt")).toBe("short");
+        await backend().writeFile("report.txt", Readable.from([Buffer.from("streamed")]), {
+          overwrite: true,
+          contentType: "text/plain",
+        });
+        expect(await readText("report.txt")).toBe("streamed");
+      });
+
+      it("reports a missing file as not_found for readFile and openRead", async () => {
+        await expectKind(backend().readFile("missing.txt"), "not_found");
+        await expectKind(backend().openRead("missing.txt"), "not_found");
+        await expectKind(backend().readFile("missing-dir/file.txt"), "not_found");
+      });
+
+      it("honours readFile maxBytes", async () => {
+        await backend().writeFile("sized.txt", "0123456789");
+        expect((await backend().readFile("sized.txt", { maxBytes: 10 })).length).toBe(10);
+        await expectKind(backend().readFile("sized.txt", { maxBytes: 9 }), "limit_exceeded");
+        await backend().writeFile("empty.txt", "");
+        expect((await backend().readFile("empty.txt", { maxBytes: 0 })).length).toBe(0);
+      });
+
+      it("leaves no file behind when the source stream fails", async () => {
+        async function* failing(): AsyncGenerator<Uint8Array> {
+          yield Buffer.from("partial data");
+          throw new Error("source broke");
+        }
+        await expect(backend().writeFile("broken/out.txt", failing())).rejects.toBeDefined();
+        await expectKind(backend().stat("broken/out.txt"), "not_found");
+        expect(await files()).toEqual([]);
+      });
+
+      it("keeps the old bytes when a replacing stream fails", async () => {
+        await backend().writeFile("keep.txt", "old bytes");
+        async function* failing(): AsyncGenerator<Uint8Array> {
+          yield Buffer.from("new partial");
+          throw new Error("source broke");
+        }
+        await expect(
+          backend().writeFile("keep.txt", failing(), { overwrite: true }),
+        ).rejects.toBeDefined();
+        expect(await readText("keep.txt")).toBe("old bytes");
+        expect(await files()).toEqual(["keep.txt"]);
+      });
+    });
+
+    describe("stat", () => {
+      it("describes a file", async () => {
+        await backend().writeFile("dir/file.txt", "12345");
+        const entry = await backend().stat("dir/file.txt");
+        expect(entry).toMatchObject({ path: "dir/file.txt", kind: "file", size: 5 });
+        if (entry.modifiedAt !== undefined) expect(entry.modifiedAt).toBeInstanceOf(Date);
+      });
+
+      it("describes a directory", async () => {
+        await backend().writeFile("dir/sub/file.txt", "x");
+        expect(await backend().stat("dir")).toMatchObject({
+          path: "dir",
+          kind: "directory",
+          size: 0,
+        });
+        expect(await backend().stat("dir/sub")).toMatchObject({ kind: "directory", size: 0 });
+      });
+
+      it("reports missing paths as not_found, naming operation, backend and path", async () => {
+        const error = await expectKind(backend().stat("nowhere/file.txt"), "not_found");
+        expect(error.backend).toBe(backend().name);
+        expect(error.path).toBe("nowhere/file.txt");
+        expect(error.message).toContain("stat");
+        expect(error.message).toContain(backend().name);
+        expect(error.message).toContain("nowhere/file.txt");
+        await backend().writeFile("file.txt", "x");
+        await expectKind(backend().stat("file.txt/below"), "not_found");
+      });
+    });
+
+    describe("walk", () => {
+      // Byte order puts "-" (0x2d) and "." (0x2e) before "/" (0x2f), upper case before lower case,
+      // and U+FF21 (EF BC A1) before U+1F600 (F0 9F 98 80) although UTF-16 orders them the other way.
+      const ordering = {
+        "a-b": "1",
+        "a.b": "22",
+        "a/b": "333",
+        "a/c/d": "4444",
+        B: "55555",
+        "\uff21": "666666",
+        "\u{1f600}": "7777777",
+      };
+      const setup = (): Promise<void> => put(ordering);
+
+      it("lists everything below the root recursively in byte order", async () => {
+        await setup();
+        expect(await tree()).toEqual([
+          "f B 5",
+          "d a",
+          "f a-b 1",
+          "f a.b 2",
+          "f a/b 3",
+          "d a/c",
+          "f a/c/d 4",
+          "f \uff21 6",
+          "f \u{1f600} 7",
+        ]);
+      });
+
+      it("lists direct children only when not recursive", async () => {
+        await setup();
+        const entries = await backend().walk("", { limit: 100 });
+        expect(summarize(entries)).toEqual([
+          "f B 5",
+          "d a",
+          "f a-b 1",
+          "f a.b 2",
+          "f \uff21 6",
+          "f \u{1f600} 7",
+        ]);
+        expect(entries.find((entry) => entry.path === "a")?.size).toBe(0);
+      });
+
+      it("lists below a prefix, excluding the prefix and its sibling names", async () => {
+        await setup();
+        expect(summarize(await backend().walk("a", { limit: 100 }))).toEqual(["f a/b 3", "d a/c"]);
+        expect(await tree("a")).toEqual(["f a/b 3", "d a/c", "f a/c/d 4"]);
+        expect(await tree("a/c")).toEqual(["f a/c/d 4"]);
+      });
+
+      it("fails with limit_exceeded only past the limit", async () => {
+        await setup();
+        expect(await backend().walk("", { recursive: true, limit: 9 })).toHaveLength(9);
+        await expectKind(backend().walk("", { recursive: true, limit: 8 }), "limit_exceeded");
+        expect(await backend().walk("", { limit: 6 })).toHaveLength(6);
+        await expectKind(backend().walk("", { limit: 5 }), "limit_exceeded");
+        await expectKind(backend().walk("a", { recursive: true, limit: 0 }), "limit_exceeded");
+      });
+
+      it("returns an empty list for an empty root, a missing prefix, or a file", async () => {
+        expect(await backend().walk("", { recursive: true, limit: 0 })).toEqual([]);
+        await setup();
+        expect(await backend().walk("missing", { recursive: true, limit: 10 })).toEqual([]);
+        expect(await backend().walk("a/missing/deeper", { limit: 10 })).toEqual([]);
+        expect(await backend().walk("a/b", { recursive: true, limit: 10 })).toEqual([]);
+      });
+    });
+
+    describe("hasAny", () => {
+      it("is false for an empty backend", async () => {
+        expect(await backend().hasAny("")).toBe(false);
+        expect(await backend().hasAny("bundle")).toBe(false);
+      });
+
+      it("does not count a sibling whose name merely starts with the prefix", async () => {
+        await put({ "bundle-sibling/x.txt": "x", "bundle.txt": "y" });
+        expect(await backend().hasAny("bundle")).toBe(false);
+        expect(await backend().hasAny("bundle-sibling")).toBe(true);
+        expect(await backend().hasAny("")).toBe(true);
+        await backend().writeFile("bundle/deep/y.txt", "y");
+        expect(await backend().hasAny("bundle")).toBe(true);
+        expect(await backend().hasAny("bundle/deep")).toBe(true);
+        expect(await backend().hasAny("bundle/other")).toBe(false);
+      });
+
+      it("counts a file at the prefix itself as content", async () => {
+        await put({ "bundle.txt": "y" });
+        expect(await backend().hasAny("bundle.txt")).toBe(true);
+        expect(await backend().hasAny("bundle.txt/below")).toBe(false);
+      });
+    });
+
+    describe("managed deletes", () => {
+      const bundle = {
+        "bundle/report.md": "md",
+        "bundle/nested/deep/report.html": "html",
+        "bundle/.distributor.json": "{}",
+        "bundle/unmanaged.txt": "keep me",
+        "bundle-sibling/report.md": "sibling",
+      };
+
+      it("deleteManagedOutputs removes the outputs but never the state file", async () => {
+        await put(bundle);
+        await backend().deleteManagedOutputs("bundle", ["report.md", "nested/deep/report.html"], {
+          pruneEmptyDirs: true,
+        });
+        expect(await tree()).toEqual([
+          "d bundle",
+          "d bundle-sibling",
+          "f bundle-sibling/report.md 7",
+          "f bundle/.distributor.json 2",
+          "f bundle/unmanaged.txt 7",
+        ]);
+      });
+
+      it("deleteManagedBundle removes the outputs and the state file", async () => {
+        await put(bundle);
+        await backend().deleteManagedBundle("bundle", ["report.md", "nested/deep/report.html"], {
+          pruneEmptyDirs: true,
+        });
+        expect(await tree()).toEqual([
+          "d bundle",
+          "d bundle-sibling",
+          "f bundle-sibling/report.md 7",
+          "f bundle/unmanaged.txt 7",
+        ]);
+      });
+
+      it("prunes emptied directories up to, but never including, the root", async () => {
+        await put({ "bundle/nested/deep/report.html": "html", "bundle/.distributor.json": "{}" });
+        await backend().deleteManagedBundle("bundle", ["nested/deep/report.html"], {
+          pruneEmptyDirs: true,
+        });
+        expect(await tree()).toEqual([]);
+        expect(await backend().hasAny("")).toBe(false);
+        await backend().writeFile("again.txt", "root still usable");
+        expect(await readText("again.txt")).toBe("root still usable");
+      });
+
+      it("works on the root as bundle path", async () => {
+        await put({ "top.txt": "t", ".distributor.json": "{}", "other.txt": "o" });
+        await backend().deleteManagedOutputs("", ["top.txt"]);
+        expect(await files()).toEqual([".distributor.json", "other.txt"]);
+        await backend().deleteManagedBundle("", []);
+        expect(await files()).toEqual(["other.txt"]);
+      });
+
+      it("fails with not_found for a missing target unless ignoreMissing", async () => {
+        await put(bundle);
+        const error = await expectKind(
+          backend().deleteManagedOutputs("bundle", ["report.md", "missing.txt"]),
+          "not_found",
+        );
+        expect(error.path).toBe("bundle/missing.txt");
+        await backend().deleteManagedOutputs("bundle", ["report.md", "missing.txt"], {
+          ignoreMissing: true,
+        });
+        await expectKind(backend().stat("bundle/report.md"), "not_found");
+        await backend().deleteManagedBundle("bundle", [], { ignoreMissing: true });
+        await expectKind(backend().deleteManagedBundle("bundle", []), "not_found");
+        await backend().deleteManagedBundle("never-existed", ["x"], { ignoreMissing: true });
+      });
+
+      it("refuses a target that is a directory and leaves it intact", async () => {
+        await put(bundle);
+        const error = await expectKind(
+          backend().deleteManagedOutputs("bundle", ["nested"], { ignoreMissing: true }),
+          "unsupported",
+        );
+        expect(error.path).toBe("bundle/nested");
+        await expectKind(backend().deleteManagedBundle("", ["bundle"]), "unsupported");
+        expect(await readText("bundle/nested/deep/report.html")).toBe("html");
+      });
+    });
+
+    describe("deletePrefix", () => {
+      it("removes the prefix and everything below it, never siblings or the parent", async () => {
+        await put({
+          "site/bundle/a.txt": "a",
+          "site/bundle/deep/b.txt": "b",
+          "site/bundle-sibling/c.txt": "c",
+          "site/bundle.txt": "d",
+        });
+        await backend().deletePrefix("site/bundle");
+        expect(await tree()).toEqual([
+          "d site",
+          "d site/bundle-sibling",
+          "f site/bundle-sibling/c.txt 1",
+          "f site/bundle.txt 1",
+        ]);
+      });
+
+      it("prunes parents the deletion emptied when asked", async () => {
+        await put({ "deep/er/bundle/a.txt": "a", "deep/keep.txt": "k" });
+        await backend().deletePrefix("deep/er/bundle", { pruneEmptyDirs: true });
+        expect(await tree()).toEqual(["d deep", "f deep/keep.txt 1"]);
+      });
+
+      it("deletes a prefix that is a file", async () => {
+        await put({ "bundle.txt": "x", "bundle/y.txt": "y" });
+        await backend().deletePrefix("bundle.txt");
+        expect(await files()).toEqual(["bundle/y.txt"]);
+      });
+
+      it("fails with not_found for a missing prefix unless ignoreMissing", async () => {
+        await put({ "bundle-sibling/x.txt": "x" });
+        await expectKind(backend().deletePrefix("bundle"), "not_found");
+        await backend().deletePrefix("bundle", { ignoreMissing: true });
+        expect(await files()).toEqual(["bundle-sibling/x.txt"]);
+      });
+
+      it('empties the root for "" and keeps it usable', async () => {
+        await backend().deletePrefix("");
+        await put({ "a.txt": "a", "b/c.txt": "c", ".distributor.json": "{}" });
+        await backend().deletePrefix("");
+        expect(await tree()).toEqual([]);
+        expect(await backend().hasAny("")).toBe(false);
+        await backend().writeFile("b/c.txt", "again");
+        expect(await readText("b/c.txt")).toBe("again");
+      });
+    });
+
+    describe("invalid paths", () => {
+      const invalid = [
+        "../x",
+        "/x",
+        "a//b",
+        "a/./b",
+        "a/../b",
+        "a\\b",
+        "a/",
+        "a\u0001b",
+        "a\u007fb",
+        "x".repeat(256),
+      ];
+      const invalidPaths = ["", ...invalid];
+
+      it("accepts a 255-byte segment", async () => {
+        const name = `${"é".repeat(127)}x`;
+        expect(Buffer.byteLength(name)).toBe(255);
+        await backend().writeFile(`dir/${name}`, "long");
+        expect(await readText(`dir/${name}`)).toBe("long");
+      });
+
+      it("rejects invalid paths with invalid_path for every operation before any IO", async () => {
+        const calls: [string, () => Promise<unknown>][] = [];
+        for (const path of invalidPaths) {
+          calls.push(
+            ["read file", () => backend().readFile(path)],
+            ["open reader", () => backend().openRead(path)],
+            ["write file", () => backend().writeFile(path, "data")],
+            ["write file", () => backend().writeFile(path, "data", { overwrite: true })],
+            ["stat", () => backend().stat(path)],
+            ["delete managed outputs", () => backend().deleteManagedOutputs("", [path])],
+            ["delete managed bundle", () => backend().deleteManagedBundle("b", ["ok", path])],
+          );
+        }
+        for (const prefix of invalid) {
+          calls.push(
+            ["walk", () => backend().walk(prefix, { recursive: true, limit: 10 })],
+            ["has any", () => backend().hasAny(prefix)],
+            ["delete prefix", () => backend().deletePrefix(prefix, { ignoreMissing: true })],
+            [
+              "delete managed outputs",
+              () => backend().deleteManagedOutputs(prefix, ["x"], { ignoreMissing: true }),
+            ],
+            ["delete managed bundle", () => backend().deleteManagedBundle(prefix, [])],
+          );
+        }
+        for (const [operation, call] of calls) {
+          const error = await expectKind(call(), "invalid_path");
+          expect(error.backend).toBe(backend().name);
+          expect(error.operation).toBe(operation);
+        }
+        expect(await tree()).toEqual([]);
+      });
+
+      it("rejects invalid paths even when the target would otherwise exist", async () => {
+        await put({ "a/b": "x" });
+        await expectKind(backend().readFile("a//b"), "invalid_path");
+        await expectKind(backend().readFile("a/./b"), "invalid_path");
+        await expectKind(backend().deletePrefix("a/"), "invalid_path");
+        expect(await readText("a/b")).toBe("x");
+      });
+    });
+
+    describe("cancellation", () => {
+      const aborted = (reason: unknown): AbortSignal => {
+        const controller = new AbortController();
+        controller.abort(reason);
+        return controller.signal;
+      };
+
+      it("rejects every operation with the signal's reason when already aborted", async () => {
+        await put({ "bundle/a.txt": "a", "bundle/.distributor.json": "{}" });
+        const reason = new Error("stopped by the test");
+        const signal = aborted(reason);
+        const calls: (() => Promise<unknown>)[] = [
+          () => backend().readFile("bundle/a.txt", { signal }),
+          () => backend().openRead("bundle/a.txt", { signal }),
+          () => backend().writeFile("new.txt", "data", { signal }),
+          () => backend().writeFile("new.txt", Readable.from([Buffer.from("x")]), { signal }),
+          () => backend().writeFile("bundle/a.txt", "replaced", { overwrite: true, signal }),
+          () => backend().stat("bundle/a.txt", { signal }),
+          () => backend().walk("", { recursive: true, limit: 10, signal }),
+          () => backend().hasAny("bundle", { signal }),
+          () => backend().deleteManagedOutputs("bundle", ["a.txt"], { signal }),
+          () => backend().deleteManagedBundle("bundle", ["a.txt"], { signal }),
+          () => backend().deletePrefix("bundle", { signal }),
+          () => backend().deletePrefix("", { signal }),
+        ];
+        for (const call of calls) await expect(call()).rejects.toBe(reason);
+        expect(await files()).toEqual(["bundle/.distributor.json", "bundle/a.txt"]);
+        expect(await readText("bundle/a.txt")).toBe("a");
+      });
+
+      it("rejects with an AbortError when the signal has no custom reason", async () => {
+        const controller = new AbortController();
+        controller.abort();
+        const error = await backend()
+          .writeFile("x.txt", "x", { signal: controller.signal })
+          .then(
+            () => undefined,
+            (caught: unknown) => caught,
+          );
+        expect(error).toBe(controller.signal.reason);
+        expect((error as Error).name).toBe("AbortError");
+        await expectKind(backend().stat("x.txt"), "not_found");
+      });
+
+      it("stops a streaming write aborted mid-stream and leaves no file", async () => {
+        const controller = new AbortController();
+        const reason = new Error("aborted mid-stream");
+        let pulls = 0;
+        const source = new Readable({
+          read() {
+            pulls++;
+            if (pulls === 1) this.push(Buffer.from("first chunk"));
+            // Second pull: the producer stalls and the caller gives up.
+            else if (pulls === 2) controller.abort(reason);
+          },
+        });
+        await expect(
+          backend().writeFile("stream/aborted.txt", source, { signal: controller.signal }),
+        ).rejects.toBe(reason);
+        await expectKind(backend().stat("stream/aborted.txt"), "not_found");
+        expect(await files()).toEqual([]);
+      });
+
+      it("keeps the old bytes when a replacing stream is aborted", async () => {
+        await backend().writeFile("keep.txt", "old bytes");
+        const controller = new AbortController();
+        const reason = new Error("aborted mid-stream");
+        async function* source(): AsyncGenerator<Uint8Array> {
+          yield Buffer.from("new ");
+          controller.abort(reason);
+          yield Buffer.from("bytes");
+        }
+        await expect(
+          backend().writeFile("keep.txt", source(), { overwrite: true, signal: controller.signal }),
+        ).rejects.toBe(reason);
+        expect(await readText("keep.txt")).toBe("old bytes");
+        expect(await files()).toEqual(["keep.txt"]);
+      });
+    });
+  });
+}
+
+/** Awaits a promise that must reject with a `StorageError` of `kind`, and returns that error. */
+export async function expectStorageError(
+  promise: Promise<unknown>,
+  kind: StorageErrorKind,
+): Promise<StorageError> {
+  const outcome = await promise.then(
+    (value: unknown) => ({ value }),
+    (error: unknown) => ({ error }),
+  );
+  if (!("error" in outcome)) {
+    throw new Error(`expected a StorageError of kind ${kind}, but the call succeeded`);
+  }
+  const { error } = outcome;
+  if (!isStorageError(error)) {
+    throw new Error(`expected a StorageError of kind ${kind}, got ${String(error)}`, {
+      cause: error,
+    });
+  }
+  expect(error.kind, error.message).toBe(kind);
+  return error;
+}
+
+const expectKind = expectStorageError;
+
+/** `f path size` for files and `d path` for directories: short, readable walk snapshots. */
+function summarize(entries: readonly StorageEntry[]): string[] {
+  return entries.map((entry) => {
+    if (entry.kind === "directory") {
+      expect(entry.size).toBe(0);
+      return `d ${entry.path}`;
+    }
+    return `f ${entry.path} ${entry.size}`;
+  });
+}
+
+/** A deterministic byte pattern in 64 KiB chunks, regenerated for comparison. */
+async function* patternChunks(size: number): AsyncGenerator<Uint8Array> {
+  const chunkSize = 64 * 1024;
+  for (let offset = 0; offset < size; offset += chunkSize) {
+    const length = Math.min(chunkSize, size - offset);
+    yield Uint8Array.from({ length }, (_, index) => (offset + index) % 251);
+  }
+}
