@@ -1,0 +1,44 @@
+import type { PruneReport } from "./prune.js";
+import type { ReconcileStateReport } from "./reconcile-state.js";
+
+/** Outcome of a destination maintenance command, as its text summary shows it. */
+export type MaintenanceStatus = "changed" | "would_change" | "unchanged";
+
+/** `changed` when state was rewritten, `would_change` when a dry run found work, else `unchanged`. */
+export function reconcileStateStatus(report: ReconcileStateReport): MaintenanceStatus {
+  return maintenanceStatus(report.changed, report.would_change);
+}
+
+/** `changed` when state was rewritten, `would_change` when a dry run planned deletes, else `unchanged`. */
+export function pruneStatus(report: PruneReport): MaintenanceStatus {
+  return maintenanceStatus(report.state_changed, report.would_change);
+}
+
+/**
+ * The one summary line of a `reconcile-state` report (no trailing newline). Values are printed
+ * as they are, so operators' scripts written for the earlier implementation keep matching.
+ */
+export function formatReconcileStateText(report: ReconcileStateReport): string {
+  return (
+    `Reconcile state: pipeline=${report.pipeline_id} destination=${report.destination_id}` +
+    ` backend=${report.backend} root=${report.root_path} status=${reconcileStateStatus(report)}` +
+    ` checked=${report.checked_count} missing=${report.missing_managed_outputs.length}` +
+    ` unmanaged=${report.unmanaged_entries.length} dry_run=${report.dry_run}`
+  );
+}
+
+/** The one summary line of a `prune` report (no trailing newline). */
+export function formatPruneText(report: PruneReport): string {
+  return (
+    `Prune: pipeline=${report.pipeline_id} destination=${report.destination_id}` +
+    ` backend=${report.backend} root=${report.root_path} status=${pruneStatus(report)}` +
+    ` checked=${report.checked_count} planned=${report.planned_outputs.length}` +
+    ` deleted=${report.deleted_outputs.length} preserved=${report.preserved_outputs.length}` +
+    ` dry_run=${report.dry_run}`
+  );
+}
+
+function maintenanceStatus(changed: boolean, wouldChange: boolean): MaintenanceStatus {
+  if (changed) return "changed";
+  return wouldChange ? "would_change" : "unchanged";
+}

@@ -1,0 +1,750 @@
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { buildManifest, fileDigest } from "@distributor/bundle";
+import {
+  allManagedOutputPaths,
+  isSharedRootState,
+  managedOutputPaths,
+  type OwnerScope,
+  parseDocument,
+  type SharedRootState,
+  type SingleOwnerState,
+  type StateDocument,
+  serializeDocument,
+} from "@distributor/state";
+import { createLocalBackend, type StorageBackend, StorageError } from "@distributor/storage";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { parseConfig } from "../config/index.js";
+import type { Config, PrunePolicy } from "../config/types.js";
+import { errorCode } from "./errors.js";
+import { formatPruneText, pruneStatus } from "./maintenance-text.js";
+import {
+  isPruneError,
+  type PruneError,
+  type PruneOptions,
+  type PruneReport,
+  planDestinationPrune,
+  prune,
+} from "./prune.js";
+import type { BackendRegistry } from "./shared.js";
+
+const NOW = new Date("2026-06-08T12:00:00Z");
+const HOUR = 60 * 60 * 1000;
+const hoursAgo = (hours: number): Date => new Date(NOW.getTime() - hours * HOUR);
+
+const REPORT = "# Report\nSunny.\n";
+const SUMMARY = "Summary\n";
+const manifest = buildManifest({
+  id: "reports.example.2026-06-04",
+  created: new Date("2026-06-04T11:55:00Z"),
+  files: [
+    { path: "report.md", ...fileDigest(REPORT) },
+    { path: "summary.txt", ...fileDigest(SUMMARY) },
+  ],
+});
+const ARCHIVE: OwnerScope = { pipelineId: "reports", destinationId: "archive" };
+const HTML: OwnerScope = { pipelineId: "reports", destinationId: "html" };
+
+interface OutputSpec {
+  path: string;
+  updatedAt: Date;
+  owner?: OwnerScope;
+}
+
+function singleOwnerState(outputs: OutputSpec[], owner: OwnerScope = ARCHIVE): SingleOwnerState {
+  const publishedAt = hoursAgo(96);
+  return {
+    schemaVersion: 2,
+    distributorVersion: "test",
+    pipelineId: owner.pipelineId,
+    destinationId: owner.destinationId,
+    publishedAt,
+    createdAt: publishedAt,
+    updatedAt: publishedAt,
+    state: { mode: "single_owner" },
+    reconciliation: { mode: "replace" },
+    source: { manifest },
+    outputs: outputs.map((output) => ({
+      path: output.path,
+      kind: "source",
+      sourcePath: "report.md",
+      ...fileDigest(REPORT),
+      createdAt: hoursAgo(96),
+      updatedAt: output.updatedAt,
+    })),
+  };
+}
+
+function sharedRootState(outputs: OutputSpec[]): SharedRootState {
+  return {
+    schemaVersion: 3,
+    distributorVersion: "test",
+    createdAt: hoursAgo(96),
+    updatedAt: hoursAgo(24),
+    state: { mode: "shared_root" },
+    owners: [ARCHIVE, HTML].map((scope) => ({
+      scope,
+      reconciliation: { mode: "replace" as const },
+      source: { manifest },
+    })),
+    outputs: outputs.map((output) => ({
+      path: output.path,
+      kind: "source" as const,
+      sourcePath: "report.md",
+      ...fileDigest(REPORT),
+      owner: output.owner ?? ARCHIVE,
+      sourceId: manifest.id,
+      sourceDigest: manifest.digest,
+      sourceCreated: manifest.created,
+      createdAt: hoursAgo(96),
+      updatedAt: output.updatedAt,
+    })),
+  };
+}
+
+/** The reference fixture: old.txt updated 72h ago, fresh.txt 24h ago. */
+const referenceSingleOwner = (): SingleOwnerState =>
+  singleOwnerState([
+    { path: "old.txt", updatedAt: hoursAgo(72) },
+    { path: "fresh.txt", updatedAt: hoursAgo(24) },
+  ]);
+
+/** The reference shared-root fixture: archive.txt for reports/archive, html.txt for reports/html. */
+const referenceSharedRoot = (): SharedRootState =>
+  sharedRootState([
+    { path: "archive.txt", updatedAt: hoursAgo(72), owner: ARCHIVE },
+    { path: "html.txt", updatedAt: hoursAgo(72), owner: HTML },
+  ]);
+
+let workspace: string;
+let destinationRoot: string;
+
+beforeEach(async () => {
+  workspace = await mkdtemp(join(tmpdir(), "distributor-prune-"));
+  destinationRoot = join(workspace, "destination");
+  await mkdir(destinationRoot);
+});
+
+afterEach(async () => {
+  await rm(workspace, { recursive: true, force: true });
+});
+
+async function writeFiles(files: Record<string, string>): Promise<void> {
+  for (const [path, content] of Object.entries(files)) {
+    const target = join(destinationRoot, path);
+    await mkdir(dirname(target), { recursive: true });
+    await writeFile(target, content);
+  }
+}
+
+/** Writes the state file and a file for every recorded output; returns the state text. */
+async function writeDestination(document: StateDocument, content = "managed"): Promise<string> {
+  const text = serializeDocument(document);
+  await writeFile(join(destinationRoot, ".distributor.json"), text);
+  await writeFiles(Object.fromEntries(document.outputs.map((output) => [output.path, content])));
+  return text;
+}
+
+const stateText = (): Promise<string> =>
+  readFile(join(destinationRoot, ".distributor.json"), "utf8");
+const readState = async (): Promise<StateDocument> => parseDocument(await stateText());
+
+async function exists(path: string): Promise<boolean> {
+  return stat(join(destinationRoot, path)).then(
+    () => true,
+    () => false,
+  );
+}
+
+async function fileText(path: string): Promise<string> {
+  return readFile(join(destinationRoot, path), "utf8");
+}
+
+function retentionYaml(policy: { olderThan?: string; keepLatest?: number; enabled?: boolean }) {
+  const lines = [`            enabled: ${policy.enabled ?? true}`];
+  if (policy.olderThan !== undefined) lines.push(`            older_than: ${policy.olderThan}`);
+  if (policy.keepLatest !== undefined) lines.push(`            keep_latest: ${policy.keepLatest}`);
+  return ["        retention:", "          prune:", ...lines].join("\n");
+}
+
+function configWith(retention: string, stateMode = "single_owner"): Config {
+  const yaml = `
+pipelines:
+  - id: reports
+    source:
+      backend: local
+      path: ${JSON.stringify(join(workspace, "source"))}
+    destinations:
+      - id: archive
+        backend: local
+        path: ${JSON.stringify(destinationRoot)}
+        state:
+          mode: ${stateMode}
+${retention}
+`;
+  return parseConfig(yaml, { cwd: workspace });
+}
+
+function pruneOptions(config: Config, overrides: Partial<PruneOptions> = {}): PruneOptions {
+  return {
+    config,
+    pipelineId: "reports",
+    destinationId: "archive",
+    now: () => NOW,
+    ...overrides,
+  };
+}
+
+const paths = (records: ReadonlyArray<{ path: string }>): string =>
+  records.map((r) => r.path).join(",");
+
+function recordedPaths(document: StateDocument): string {
+  return (
+    isSharedRootState(document) ? allManagedOutputPaths(document) : managedOutputPaths(document)
+  ).join(",");
+}
+
+/** Wraps the local backend to fail chosen operations, for fault injection only. */
+function faultyBackend(
+  inner: StorageBackend,
+  faults: { deleteFails?: string; writeFails?: boolean },
+): StorageBackend {
+  const fail = (operation: "delete managed outputs" | "write file", path: string) =>
+    new StorageError({ kind: "permission", operation, backend: "fake", path });
+  return {
+    name: inner.name,
+    location: inner.location,
+    readFile: (path, options) => inner.readFile(path, options),
+    openRead: (path, options) => inner.openRead(path, options),
+    writeFile: async (path, data, options) => {
+      if (faults.writeFails) throw fail("write file", path);
+      return inner.writeFile(path, data, options);
+    },
+    stat: (path, options) => inner.stat(path, options),
+    walk: (prefix, options) => inner.walk(prefix, options),
+    hasAny: (prefix, options) => inner.hasAny(prefix, options),
+    deleteManagedOutputs: async (bundlePath, outputPaths, options) => {
+      const failing = outputPaths.find((path) => path === faults.deleteFails);
+      if (failing !== undefined) throw fail("delete managed outputs", failing);
+      return inner.deleteManagedOutputs(bundlePath, outputPaths, options);
+    },
+    deleteManagedBundle: (bundlePath, outputPaths, options) =>
+      inner.deleteManagedBundle(bundlePath, outputPaths, options),
+    deletePrefix: (prefix, options) => inner.deletePrefix(prefix, options),
+    close: () => inner.close(),
+  };
+}
+
+function faultyRegistry(faults: { deleteFails?: string; writeFails?: boolean }): BackendRegistry {
+  return {
+    local: async (location) => faultyBackend(createLocalBackend({ root: location.path }), faults),
+  };
+}
+
+async function expectPruneError(promise: Promise<unknown>): Promise<PruneError> {
+  const error = await promise.then(
+    () => undefined,
+    (caught: unknown) => caught,
+  );
+  if (!isPruneError(error)) throw new Error(`expected a PruneError, got ${String(error)}`);
+  return error;
+}
+
+const policy = (fields: Partial<PrunePolicy>): PrunePolicy => ({ enabled: true, ...fields });
+
+describe("planDestinationPrune", () => {
+  it("TestPlanPruneDisabledPolicy: plans and checks nothing", () => {
+    const plan = planDestinationPrune(
+      referenceSingleOwner(),
+      { enabled: false },
+      {
+        pipelineId: "reports",
+        destinationId: "archive",
+        now: NOW,
+      },
+    );
+    expect(plan).toEqual({
+      pipeline_id: "reports",
+      destination_id: "archive",
+      owner_scope: { pipeline_id: "reports", destination_id: "archive" },
+      enabled: false,
+      checked_count: 0,
+      pruned_outputs: [],
+      preserved_outputs: [],
+    });
+  });
+
+  it("TestPlanPruneSingleOwnerOutputs: prunes outputs older than older_than", () => {
+    const plan = planDestinationPrune(referenceSingleOwner(), policy({ olderThanMs: 48 * HOUR }), {
+      pipelineId: "reports",
+      destinationId: "archive",
+      now: NOW,
+    });
+    expect(plan.checked_count).toBe(2);
+    expect(plan.pruned_outputs).toEqual([{ path: "old.txt", updated_at: "2026-06-05T12:00:00Z" }]);
+    expect(plan.preserved_outputs).toEqual([
+      { path: "fresh.txt", updated_at: "2026-06-07T12:00:00Z" },
+    ]);
+  });
+
+  it("TestPlanPruneSharedRootCurrentOwnerOnly: considers only the selected owner", () => {
+    const plan = planDestinationPrune(referenceSharedRoot(), policy({ keepLatest: 0 }), {
+      pipelineId: "reports",
+      destinationId: "archive",
+      now: NOW,
+    });
+    expect(plan.checked_count).toBe(1);
+    expect(plan.pruned_outputs).toEqual([
+      {
+        path: "archive.txt",
+        updated_at: "2026-06-05T12:00:00Z",
+        owner: { pipeline_id: "reports", destination_id: "archive" },
+      },
+    ]);
+    expect(plan.preserved_outputs).toEqual([]);
+  });
+
+  it("refuses single-owner state of another owner", () => {
+    const foreign = singleOwnerState([{ path: "old.txt", updatedAt: hoursAgo(72) }], {
+      pipelineId: "reports",
+      destinationId: "other",
+    });
+    expect(() =>
+      planDestinationPrune(foreign, policy({ keepLatest: 0 }), {
+        pipelineId: "reports",
+        destinationId: "archive",
+        now: NOW,
+      }),
+    ).toThrow("state owner is reports/other, not reports/archive");
+  });
+
+  it("applies keep_latest before older_than", () => {
+    const state = singleOwnerState([
+      { path: "a.txt", updatedAt: hoursAgo(100) },
+      { path: "b.txt", updatedAt: hoursAgo(90) },
+      { path: "c.txt", updatedAt: hoursAgo(80) },
+      { path: "d.txt", updatedAt: hoursAgo(1) },
+    ]);
+    const plan = planDestinationPrune(state, policy({ keepLatest: 2, olderThanMs: 48 * HOUR }), {
+      pipelineId: "reports",
+      destinationId: "archive",
+      now: NOW,
+    });
+    // d and c are the two newest; of a and b, both are older than 48h.
+    expect(paths(plan.preserved_outputs)).toBe("d.txt,c.txt");
+    expect(paths(plan.pruned_outputs)).toBe("a.txt,b.txt");
+  });
+});
+
+describe("prune", () => {
+  it("TestPruneDryRunReportsPlannedDeletesWithoutDeletingOrRewritingState", async () => {
+    const original = await writeDestination(referenceSingleOwner());
+    await writeFiles({ "unmanaged.txt": "keep" });
+    const config = configWith(retentionYaml({ olderThan: "48h" }));
+
+    const report = await prune(pruneOptions(config, { dryRun: true }));
+
+    expect(report.would_change).toBe(true);
+    expect(report.state_changed).toBe(false);
+    expect(report.deleted_outputs).toEqual([]);
+    expect(paths(report.planned_outputs)).toBe("old.txt");
+    expect(await fileText("old.txt")).toBe("managed");
+    expect(await fileText("fresh.txt")).toBe("managed");
+    expect(await fileText("unmanaged.txt")).toBe("keep");
+    expect(await stateText()).toBe(original);
+  });
+
+  it("TestPruneApplyDeletesOnlyManagedOutputsAndUpdatesState", async () => {
+    await writeDestination(referenceSingleOwner());
+    await writeFiles({ "unmanaged.txt": "keep" });
+    const config = configWith(retentionYaml({ olderThan: "48h" }));
+
+    const report = await prune(pruneOptions(config, { dryRun: false }));
+
+    expect(report.state_changed).toBe(true);
+    expect(report.would_change).toBe(false);
+    expect(paths(report.deleted_outputs)).toBe("old.txt");
+    expect(await exists("old.txt")).toBe(false);
+    expect(await fileText("fresh.txt")).toBe("managed");
+    expect(await fileText("unmanaged.txt")).toBe("keep");
+    const state = await readState();
+    expect(recordedPaths(state)).toBe("fresh.txt");
+    expect(state.updatedAt).toEqual(NOW);
+    // Only the record set and the state timestamp change.
+    expect(state).toMatchObject({ publishedAt: hoursAgo(96), createdAt: hoursAgo(96) });
+  });
+
+  it("TestPruneApplyPreservesStateForFailedDeletes", async () => {
+    await writeDestination(referenceSingleOwner());
+    const config = configWith(retentionYaml({ keepLatest: 0 }));
+
+    const error = await expectPruneError(
+      prune(
+        pruneOptions(config, {
+          dryRun: false,
+          backends: faultyRegistry({ deleteFails: "fresh.txt" }),
+        }),
+      ),
+    );
+
+    expect(error.code).toBe("storage_permission");
+    expect(errorCode(error)).toBe("storage_permission");
+    expect(error.message).toContain("fresh.txt");
+    expect(error.report.failed_output).toEqual({
+      path: "fresh.txt",
+      updated_at: "2026-06-07T12:00:00Z",
+    });
+    expect(paths(error.report.deleted_outputs)).toBe("old.txt");
+    expect(paths(error.report.planned_outputs)).toBe("old.txt,fresh.txt");
+    expect(error.report.state_changed).toBe(true);
+    expect(await exists("old.txt")).toBe(false);
+    expect(await fileText("fresh.txt")).toBe("managed");
+    const state = await readState();
+    expect(recordedPaths(state)).toBe("fresh.txt");
+    expect(state.updatedAt).toEqual(NOW);
+  });
+
+  it("TestPruneSharedRootPreservesOtherOwnersWhenScopedToCurrentOwner", async () => {
+    await writeDestination(referenceSharedRoot(), "old");
+    await writeFiles({ "unmanaged.txt": "keep" });
+    const config = configWith(retentionYaml({ keepLatest: 0 }), "shared_root");
+
+    const report = await prune(pruneOptions(config, { dryRun: false }));
+
+    expect(paths(report.deleted_outputs)).toBe("archive.txt");
+    expect(report.checked_count).toBe(1);
+    expect(await exists("archive.txt")).toBe(false);
+    expect(await fileText("html.txt")).toBe("old");
+    expect(await fileText("unmanaged.txt")).toBe("keep");
+    const state = await readState();
+    if (!isSharedRootState(state)) throw new Error("expected shared-root state");
+    expect(allManagedOutputPaths(state)).toEqual(["html.txt"]);
+  });
+
+  it("leaves other owners' files and records untouched, including their state fields", async () => {
+    const document = sharedRootState([
+      { path: "a/archive-old.txt", updatedAt: hoursAgo(300), owner: ARCHIVE },
+      { path: "a/html-old.txt", updatedAt: hoursAgo(400), owner: HTML },
+      { path: "archive-new.txt", updatedAt: hoursAgo(1), owner: ARCHIVE },
+      { path: "html-new.txt", updatedAt: hoursAgo(1), owner: HTML },
+    ]);
+    await writeDestination(document);
+    const config = configWith(retentionYaml({ olderThan: "24h" }), "shared_root");
+
+    const report = await prune(pruneOptions(config, { dryRun: false }));
+
+    expect(paths(report.deleted_outputs)).toBe("a/archive-old.txt");
+    expect(paths(report.preserved_outputs)).toBe("archive-new.txt");
+    expect(await exists("a/archive-old.txt")).toBe(false);
+    expect(await fileText("a/html-old.txt")).toBe("managed");
+    expect(await fileText("html-new.txt")).toBe("managed");
+    const state = await readState();
+    if (!isSharedRootState(state)) throw new Error("expected shared-root state");
+    const htmlRecords = document.outputs.filter((output) => output.owner.destinationId === "html");
+    expect(state.outputs.filter((output) => output.owner.destinationId === "html")).toEqual(
+      htmlRecords,
+    );
+    expect(state.owners).toEqual(document.owners);
+    expect(state.createdAt).toEqual(document.createdAt);
+    expect(state.updatedAt).toEqual(NOW);
+  });
+
+  it("combines keep_latest and older_than when applying", async () => {
+    await writeDestination(
+      singleOwnerState([
+        { path: "a.txt", updatedAt: hoursAgo(100) },
+        { path: "b.txt", updatedAt: hoursAgo(90) },
+        { path: "c.txt", updatedAt: hoursAgo(80) },
+        { path: "d.txt", updatedAt: hoursAgo(30) },
+        { path: "e.txt", updatedAt: hoursAgo(1) },
+      ]),
+    );
+    // The two newest (e, d) are kept whatever their age; of the rest only those past 85h go.
+    const config = configWith(retentionYaml({ keepLatest: 2, olderThan: "85h" }));
+
+    const report = await prune(pruneOptions(config, { dryRun: false }));
+
+    expect(paths(report.deleted_outputs)).toBe("a.txt,b.txt");
+    expect(paths(report.preserved_outputs)).toBe("e.txt,d.txt,c.txt");
+    expect(recordedPaths(await readState())).toBe("c.txt,d.txt,e.txt");
+    expect(await exists("a.txt")).toBe(false);
+    expect(await exists("b.txt")).toBe(false);
+    expect(await exists("c.txt")).toBe(true);
+  });
+
+  it("is idempotent: a second apply is unchanged and leaves the state byte for byte", async () => {
+    await writeDestination(referenceSingleOwner());
+    const config = configWith(retentionYaml({ olderThan: "48h" }));
+    const first = await prune(pruneOptions(config, { dryRun: false }));
+    expect(pruneStatus(first)).toBe("changed");
+    const afterFirst = await stateText();
+
+    const second = await prune(
+      pruneOptions(config, { dryRun: false, now: () => new Date(NOW.getTime() + HOUR) }),
+    );
+
+    expect(pruneStatus(second)).toBe("unchanged");
+    expect(second.planned_outputs).toEqual([]);
+    expect(second.deleted_outputs).toEqual([]);
+    expect(second.state_changed).toBe(false);
+    expect(await stateText()).toBe(afterFirst);
+  });
+
+  it("keeps every record and the state bytes when the first delete fails", async () => {
+    const original = await writeDestination(referenceSingleOwner());
+    const config = configWith(retentionYaml({ keepLatest: 0 }));
+
+    const error = await expectPruneError(
+      prune(
+        pruneOptions(config, {
+          dryRun: false,
+          backends: faultyRegistry({ deleteFails: "old.txt" }),
+        }),
+      ),
+    );
+
+    expect(error.report.failed_output?.path).toBe("old.txt");
+    expect(error.report.deleted_outputs).toEqual([]);
+    expect(error.report.state_changed).toBe(false);
+    expect(await stateText()).toBe(original);
+    expect(await fileText("old.txt")).toBe("managed");
+    expect(await fileText("fresh.txt")).toBe("managed");
+  });
+
+  it("keeps the failed and unattempted records when a delete fails mid-prune", async () => {
+    await writeDestination(
+      singleOwnerState([
+        { path: "one.txt", updatedAt: hoursAgo(300) },
+        { path: "two.txt", updatedAt: hoursAgo(200) },
+        { path: "three.txt", updatedAt: hoursAgo(100) },
+      ]),
+    );
+    const config = configWith(retentionYaml({ keepLatest: 0 }));
+
+    const error = await expectPruneError(
+      prune(
+        pruneOptions(config, {
+          dryRun: false,
+          backends: faultyRegistry({ deleteFails: "two.txt" }),
+        }),
+      ),
+    );
+
+    expect(paths(error.report.planned_outputs)).toBe("one.txt,two.txt,three.txt");
+    expect(paths(error.report.deleted_outputs)).toBe("one.txt");
+    expect(error.report.failed_output?.path).toBe("two.txt");
+    expect(await exists("one.txt")).toBe(false);
+    expect(await fileText("two.txt")).toBe("managed");
+    expect(await fileText("three.txt")).toBe("managed");
+    expect(recordedPaths(await readState())).toBe("two.txt,three.txt");
+    expect(formatPruneText(error.report)).toContain(
+      "status=changed checked=3 planned=3 deleted=1 preserved=0",
+    );
+  });
+
+  it("reports a state rewrite failure after deletes, with the confirmed deletes", async () => {
+    const original = await writeDestination(referenceSingleOwner());
+    const config = configWith(retentionYaml({ olderThan: "48h" }));
+
+    const error = await expectPruneError(
+      prune(
+        pruneOptions(config, { dryRun: false, backends: faultyRegistry({ writeFails: true }) }),
+      ),
+    );
+
+    expect(error.code).toBe("storage_permission");
+    expect(error.message).toContain("write file");
+    expect(paths(error.report.deleted_outputs)).toBe("old.txt");
+    expect(error.report.failed_output).toBeUndefined();
+    expect(error.report.state_changed).toBe(false);
+    expect(await exists("old.txt")).toBe(false);
+    expect(await stateText()).toBe(original);
+  });
+
+  it("stops at an abort between deletes and records the deletes already made", async () => {
+    await writeDestination(
+      singleOwnerState([
+        { path: "one.txt", updatedAt: hoursAgo(300) },
+        { path: "two.txt", updatedAt: hoursAgo(200) },
+      ]),
+    );
+    const config = configWith(retentionYaml({ keepLatest: 0 }));
+    const controller = new AbortController();
+
+    const error = await expectPruneError(
+      prune(
+        pruneOptions(config, {
+          dryRun: false,
+          signal: controller.signal,
+          onEvent: () => controller.abort(),
+        }),
+      ),
+    );
+
+    expect(error.code).toBe("aborted");
+    expect(paths(error.report.deleted_outputs)).toBe("one.txt");
+    expect(error.report.failed_output).toBeUndefined();
+    expect(await fileText("two.txt")).toBe("managed");
+    expect(recordedPaths(await readState())).toBe("two.txt");
+  });
+
+  it("is a dry run unless dryRun is false", async () => {
+    const original = await writeDestination(referenceSingleOwner());
+    const config = configWith(retentionYaml({ keepLatest: 0 }));
+
+    const report = await prune(pruneOptions(config));
+
+    expect(report.dry_run).toBe(true);
+    expect(pruneStatus(report)).toBe("would_change");
+    expect(paths(report.planned_outputs)).toBe("old.txt,fresh.txt");
+    expect(await exists("old.txt")).toBe(true);
+    expect(await stateText()).toBe(original);
+  });
+
+  it("plans and deletes nothing when the policy is disabled", async () => {
+    const original = await writeDestination(referenceSingleOwner());
+    const config = configWith(retentionYaml({ enabled: false, keepLatest: 0 }));
+
+    const report = await prune(pruneOptions(config, { dryRun: false }));
+
+    expect(report).toMatchObject({
+      enabled: false,
+      checked_count: 0,
+      planned_outputs: [],
+      state_changed: false,
+    });
+    expect(pruneStatus(report)).toBe("unchanged");
+    expect(await stateText()).toBe(original);
+    expect(await exists("old.txt")).toBe(true);
+  });
+
+  it("deletes every planned output but keeps .distributor.json and unmanaged files", async () => {
+    await writeDestination(
+      singleOwnerState([
+        { path: "report.md", updatedAt: hoursAgo(3) },
+        { path: "summary.txt", updatedAt: hoursAgo(2) },
+      ]),
+    );
+    await writeFiles({ "extra.txt": "unmanaged" });
+    const config = configWith(retentionYaml({ olderThan: "1h" }));
+
+    const report = await prune(pruneOptions(config, { dryRun: false }));
+
+    expect(formatPruneText(report)).toBe(
+      `Prune: pipeline=reports destination=archive backend=local root=${destinationRoot} status=changed checked=2 planned=2 deleted=2 preserved=0 dry_run=false`,
+    );
+    expect((await readdir(destinationRoot)).sort()).toEqual([".distributor.json", "extra.txt"]);
+    expect(recordedPaths(await readState())).toBe("");
+  });
+
+  it("removes directories the deletes leave empty, never the root", async () => {
+    await writeDestination(
+      singleOwnerState([
+        { path: "2026/05/old.txt", updatedAt: hoursAgo(300) },
+        { path: "2026/06/new.txt", updatedAt: hoursAgo(1) },
+      ]),
+    );
+    const config = configWith(retentionYaml({ olderThan: "48h" }));
+
+    await prune(pruneOptions(config, { dryRun: false }));
+
+    expect(await exists("2026/05")).toBe(false);
+    expect(await fileText("2026/06/new.txt")).toBe("managed");
+  });
+
+  it("treats an output already gone as deleted and drops its record", async () => {
+    await writeDestination(referenceSingleOwner());
+    await rm(join(destinationRoot, "old.txt"));
+    const config = configWith(retentionYaml({ olderThan: "48h" }));
+
+    const report = await prune(pruneOptions(config, { dryRun: false }));
+
+    expect(paths(report.deleted_outputs)).toBe("old.txt");
+    expect(recordedPaths(await readState())).toBe("fresh.txt");
+  });
+
+  it("refuses single-owner state of another owner without deleting anything", async () => {
+    const original = await writeDestination(
+      singleOwnerState([{ path: "old.txt", updatedAt: hoursAgo(72) }], {
+        pipelineId: "reports",
+        destinationId: "other",
+      }),
+    );
+    const config = configWith(retentionYaml({ keepLatest: 0 }));
+
+    await expect(prune(pruneOptions(config, { dryRun: false }))).rejects.toThrow(
+      "state owner is reports/other, not reports/archive",
+    );
+    expect(await stateText()).toBe(original);
+    expect(await exists("old.txt")).toBe(true);
+  });
+
+  it("fails on invalid state and leaves it byte for byte", async () => {
+    const invalid = '{"schema_version":2,"pipeline_id":"reports"}';
+    await writeFiles({ ".distributor.json": invalid, "old.txt": "managed" });
+    const config = configWith(retentionYaml({ keepLatest: 0 }));
+
+    await expect(prune(pruneOptions(config, { dryRun: false }))).rejects.toMatchObject({
+      name: "WorkflowError",
+      code: "state_invalid",
+    });
+    expect(await stateText()).toBe(invalid);
+    expect(await exists("old.txt")).toBe(true);
+  });
+
+  it("fails when the destination root has no state file", async () => {
+    await writeFiles({ "old.txt": "unmanaged" });
+    const config = configWith(retentionYaml({ keepLatest: 0 }));
+
+    await expect(prune(pruneOptions(config, { dryRun: false }))).rejects.toMatchObject({
+      code: "state_not_found",
+      message: expect.stringContaining(".distributor.json"),
+    });
+    expect(await fileText("old.txt")).toBe("unmanaged");
+  });
+
+  it("names unknown pipelines and destinations", async () => {
+    await writeDestination(referenceSingleOwner());
+    const config = configWith(retentionYaml({ keepLatest: 0 }));
+
+    await expect(prune(pruneOptions(config, { pipelineId: "nope" }))).rejects.toThrow(
+      'pipeline "nope" not found',
+    );
+    await expect(prune(pruneOptions(config, { destinationId: "nope" }))).rejects.toThrow(
+      "destination nope not found",
+    );
+  });
+
+  it("reports exactly the reference JSON fields", async () => {
+    await writeDestination(referenceSharedRoot());
+    const config = configWith(retentionYaml({ keepLatest: 0 }), "shared_root");
+
+    const report: PruneReport = await prune(pruneOptions(config, { dryRun: true }));
+
+    expect(JSON.parse(JSON.stringify(report))).toEqual({
+      pipeline_id: "reports",
+      destination_id: "archive",
+      backend: "local",
+      root_path: destinationRoot,
+      owner_scope: { pipeline_id: "reports", destination_id: "archive" },
+      enabled: true,
+      checked_count: 1,
+      planned_outputs: [
+        {
+          path: "archive.txt",
+          updated_at: "2026-06-05T12:00:00Z",
+          owner: { pipeline_id: "reports", destination_id: "archive" },
+        },
+      ],
+      deleted_outputs: [],
+      preserved_outputs: [],
+      state_changed: false,
+      would_change: true,
+      dry_run: true,
+    });
+    expect(formatPruneText(report)).toBe(
+      `Prune: pipeline=reports destination=archive backend=local root=${destinationRoot} status=would_change checked=1 planned=1 deleted=0 preserved=0 dry_run=true`,
+    );
+  });
+});

@@ -1,0 +1,533 @@
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { buildManifest, fileDigest, serializeManifest } from "@distributor/bundle";
+import {
+  allManagedOutputPaths,
+  isSharedRootState,
+  managedOutputPaths,
+  type OwnerScope,
+  parseDocument,
+  type SharedRootState,
+  type SingleOwnerState,
+  type StateDocument,
+  serializeDocument,
+} from "@distributor/state";
+import { createLocalBackend, type StorageBackend, StorageError } from "@distributor/storage";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { parseConfig } from "../config/index.js";
+import type { Config } from "../config/types.js";
+import { formatReconcileStateText, reconcileStateStatus } from "./maintenance-text.js";
+import {
+  RECONCILE_STATE_WALK_LIMIT,
+  type ReconcileStateOptions,
+  reconcileState,
+} from "./reconcile-state.js";
+import type { BackendRegistry } from "./shared.js";
+
+const NOW = new Date("2026-06-08T12:00:00Z");
+const CREATED = new Date("2026-05-30T11:12:00Z");
+
+const REPORT = "# Report\nSunny.\n";
+const SUMMARY = "Summary\n";
+const HTML = "<html>report</html>\n";
+const manifest = buildManifest({
+  id: "reports.example.2026-05-30",
+  created: new Date("2026-05-30T11:00:00Z"),
+  files: [
+    { path: "report.md", ...fileDigest(REPORT) },
+    { path: "summary.txt", ...fileDigest(SUMMARY) },
+  ],
+});
+const ARCHIVE: OwnerScope = { pipelineId: "reports", destinationId: "archive" };
+const HTML_OWNER: OwnerScope = { pipelineId: "reports", destinationId: "html" };
+
+/** Like the reference's destination state fixture: report.md and summary.txt of reports/archive. */
+function singleOwnerState(owner: OwnerScope = ARCHIVE): SingleOwnerState {
+  return {
+    schemaVersion: 2,
+    distributorVersion: "test",
+    pipelineId: owner.pipelineId,
+    destinationId: owner.destinationId,
+    publishedAt: CREATED,
+    createdAt: CREATED,
+    updatedAt: CREATED,
+    state: { mode: "single_owner" },
+    reconciliation: { mode: "replace" },
+    source: { manifest },
+    outputs: [
+      { path: "report.md", kind: "source", sourcePath: "report.md", ...fileDigest(REPORT) },
+      { path: "summary.txt", kind: "source", sourcePath: "summary.txt", ...fileDigest(SUMMARY) },
+    ].map((output) => ({
+      ...output,
+      kind: "source" as const,
+      createdAt: CREATED,
+      updatedAt: CREATED,
+    })),
+  };
+}
+
+/** The reference shared-root fixture: report.md of reports/archive, report.html of reports/html. */
+function sharedRootState(): SharedRootState {
+  const identity = {
+    sourceId: manifest.id,
+    sourceDigest: manifest.digest,
+    sourceCreated: manifest.created,
+    createdAt: CREATED,
+    updatedAt: CREATED,
+  };
+  return {
+    schemaVersion: 3,
+    distributorVersion: "test",
+    createdAt: CREATED,
+    updatedAt: CREATED,
+    state: { mode: "shared_root" },
+    owners: [
+      { scope: ARCHIVE, reconciliation: { mode: "replace" }, source: { manifest } },
+      { scope: HTML_OWNER, reconciliation: { mode: "merge" }, source: { manifest } },
+    ],
+    outputs: [
+      {
+        path: "report.md",
+        kind: "source",
+        sourcePath: "report.md",
+        ...fileDigest(REPORT),
+        owner: ARCHIVE,
+        ...identity,
+      },
+      {
+        path: "report.html",
+        kind: "generated",
+        sourcePath: "report.md",
+        transform: "markdown_to_html",
+        ...fileDigest(HTML),
+        owner: HTML_OWNER,
+        ...identity,
+      },
+    ],
+  };
+}
+
+const CONTENT: Record<string, string> = {
+  "report.md": REPORT,
+  "summary.txt": SUMMARY,
+  "report.html": HTML,
+};
+
+let workspace: string;
+let destinationRoot: string;
+
+beforeEach(async () => {
+  workspace = await mkdtemp(join(tmpdir(), "distributor-reconcile-"));
+  destinationRoot = join(workspace, "destination");
+  await mkdir(destinationRoot);
+});
+
+afterEach(async () => {
+  await rm(workspace, { recursive: true, force: true });
+});
+
+async function writeFiles(files: Record<string, string>): Promise<void> {
+  for (const [path, content] of Object.entries(files)) {
+    const target = join(destinationRoot, path);
+    await mkdir(dirname(target), { recursive: true });
+    await writeFile(target, content);
+  }
+}
+
+/** Writes the state file and a file for every recorded output; returns the state text. */
+async function writeDestination(document: StateDocument): Promise<string> {
+  const text = serializeDocument(document);
+  await writeFiles({ ".distributor.json": text });
+  await writeFiles(
+    Object.fromEntries(
+      document.outputs.map((output) => [output.path, CONTENT[output.path] ?? "managed"]),
+    ),
+  );
+  return text;
+}
+
+const stateText = (): Promise<string> =>
+  readFile(join(destinationRoot, ".distributor.json"), "utf8");
+const readState = async (): Promise<StateDocument> => parseDocument(await stateText());
+const removeOutput = (path: string): Promise<void> => rm(join(destinationRoot, path));
+
+function recordedPaths(document: StateDocument): string {
+  return (
+    isSharedRootState(document) ? allManagedOutputPaths(document) : managedOutputPaths(document)
+  ).join(",");
+}
+
+const paths = (records: ReadonlyArray<{ path: string }>): string =>
+  records.map((r) => r.path).join(",");
+
+function config(stateMode = "single_owner"): Config {
+  const yaml = `
+pipelines:
+  - id: reports
+    source:
+      backend: local
+      path: ${JSON.stringify(join(workspace, "source"))}
+    destinations:
+      - id: archive
+        backend: local
+        path: ${JSON.stringify(destinationRoot)}
+        state:
+          mode: ${stateMode}
+`;
+  return parseConfig(yaml, { cwd: workspace });
+}
+
+function options(overrides: Partial<ReconcileStateOptions> = {}): ReconcileStateOptions {
+  return {
+    config: config(),
+    pipelineId: "reports",
+    destinationId: "archive",
+    now: () => NOW,
+    ...overrides,
+  };
+}
+
+/** Wraps the local backend so that `stat` of one path fails with `permission` (fault injection). */
+function statFailingRegistry(failPath: string): BackendRegistry {
+  return {
+    local: async (location) => {
+      const inner = createLocalBackend({ root: location.path });
+      const wrapped: StorageBackend = {
+        name: inner.name,
+        location: inner.location,
+        readFile: (path, readOptions) => inner.readFile(path, readOptions),
+        openRead: (path, readOptions) => inner.openRead(path, readOptions),
+        writeFile: (path, data, writeOptions) => inner.writeFile(path, data, writeOptions),
+        stat: async (path, statOptions) => {
+          if (path === failPath) {
+            throw new StorageError({
+              kind: "permission",
+              operation: "stat",
+              backend: "fake",
+              path,
+            });
+          }
+          return inner.stat(path, statOptions);
+        },
+        walk: (prefix, walkOptions) => inner.walk(prefix, walkOptions),
+        hasAny: (prefix, hasOptions) => inner.hasAny(prefix, hasOptions),
+        deleteManagedOutputs: (bundlePath, outputPaths, deleteOptions) =>
+          inner.deleteManagedOutputs(bundlePath, outputPaths, deleteOptions),
+        deleteManagedBundle: (bundlePath, outputPaths, deleteOptions) =>
+          inner.deleteManagedBundle(bundlePath, outputPaths, deleteOptions),
+        deletePrefix: (prefix, deleteOptions) => inner.deletePrefix(prefix, deleteOptions),
+        close: () => inner.close(),
+      };
+      return wrapped;
+    },
+  };
+}
+
+describe("reconcileState", () => {
+  it("TestReconcileStateDryRunReportsMissingManagedOutputsWithoutRewrite", async () => {
+    const original = await writeDestination(singleOwnerState());
+    await removeOutput("summary.txt");
+    await writeFiles({ "extra.txt": "unmanaged" });
+
+    const report = await reconcileState(options({ dryRun: true }));
+
+    expect(report.would_change).toBe(true);
+    expect(report.changed).toBe(false);
+    expect(paths(report.missing_managed_outputs)).toBe("summary.txt");
+    expect(paths(report.unmanaged_entries)).toBe("extra.txt");
+    expect(recordedPaths(await readState())).toBe("report.md,summary.txt");
+    expect(await stateText()).toBe(original);
+  });
+
+  it("TestReconcileStateApplyRemovesMissingRecordsAndPreservesUnmanagedFiles", async () => {
+    await writeDestination(singleOwnerState());
+    await removeOutput("summary.txt");
+    await writeFiles({ "extra.txt": "unmanaged" });
+
+    const report = await reconcileState(options());
+
+    expect(report.changed).toBe(true);
+    expect(report.would_change).toBe(false);
+    expect(reconcileStateStatus(report)).toBe("changed");
+    const state = await readState();
+    expect(recordedPaths(state)).toBe("report.md");
+    expect(await readFile(join(destinationRoot, "extra.txt"), "utf8")).toBe("unmanaged");
+    // Only the records and updated_at change; published_at and created_at are kept.
+    const expected = singleOwnerState();
+    expected.outputs = expected.outputs.slice(0, 1);
+    expected.updatedAt = NOW;
+    expect(state).toEqual(expected);
+  });
+
+  it("TestReconcileStateInvalidStateFailsWithoutRewrite", async () => {
+    const invalid = '{"schema_version":2,"pipeline_id":"reports"}';
+    await writeFiles({ ".distributor.json": invalid });
+
+    await expect(reconcileState(options())).rejects.toMatchObject({
+      name: "WorkflowError",
+      code: "state_invalid",
+    });
+    expect(await stateText()).toBe(invalid);
+  });
+
+  it("TestReconcileStateSharedRootOwnerScopeRepairsCurrentOwnerOnly", async () => {
+    await writeDestination(sharedRootState());
+    await removeOutput("report.md");
+    await removeOutput("report.html");
+
+    const report = await reconcileState(options({ config: config("shared_root") }));
+
+    expect(report.changed).toBe(true);
+    expect(report.checked_count).toBe(1);
+    expect(report.missing_managed_outputs).toEqual([
+      {
+        path: "report.md",
+        owner_scope: { pipeline_id: "reports", destination_id: "archive" },
+        storage_status: "missing",
+      },
+    ]);
+    const state = await readState();
+    expect(recordedPaths(state)).toBe("report.html");
+    if (!isSharedRootState(state)) throw new Error("expected shared-root state");
+    expect(state.owners).toEqual(sharedRootState().owners);
+    expect(state.updatedAt).toEqual(NOW);
+  });
+
+  it("TestReconcileStateSharedRootAllOwnersRepairsEveryOwner", async () => {
+    await writeDestination(sharedRootState());
+    await removeOutput("report.md");
+    await removeOutput("report.html");
+
+    const report = await reconcileState(
+      options({ config: config("shared_root"), allOwners: true }),
+    );
+
+    expect(report.changed).toBe(true);
+    expect(report.checked_count).toBe(2);
+    expect(report.owner_scope).toEqual({
+      pipeline_id: "reports",
+      destination_id: "archive",
+      all_owners: true,
+    });
+    expect(paths(report.missing_managed_outputs)).toBe("report.md,report.html");
+    expect(recordedPaths(await readState())).toBe("");
+  });
+
+  it("TestExecuteReconcileStateAppliesByDefault: repairs unless dryRun is set", async () => {
+    await writeDestination(singleOwnerState());
+    await removeOutput("summary.txt");
+
+    const report = await reconcileState(options());
+
+    expect(report.dry_run).toBe(false);
+    expect(formatReconcileStateText(report)).toContain("status=changed");
+    expect(recordedPaths(await readState())).toBe("report.md");
+  });
+
+  it("reports exactly the reference JSON fields and text line", async () => {
+    await writeDestination(singleOwnerState());
+    await removeOutput("summary.txt");
+    await writeFiles({ "extra.txt": "unmanaged", "empty.txt": "" });
+
+    const report = await reconcileState(options({ dryRun: true }));
+
+    expect(JSON.parse(JSON.stringify(report))).toEqual({
+      pipeline_id: "reports",
+      destination_id: "archive",
+      backend: "local",
+      root_path: destinationRoot,
+      state_schema: 2,
+      owner_scope: { pipeline_id: "reports", destination_id: "archive" },
+      checked_count: 2,
+      missing_managed_outputs: [{ path: "summary.txt", storage_status: "missing" }],
+      // An empty file has no size field, as the reference omitted zero sizes.
+      unmanaged_entries: [
+        { path: "empty.txt", type: "file" },
+        { path: "extra.txt", type: "file", size: 9 },
+      ],
+      changed: false,
+      would_change: true,
+      dry_run: true,
+    });
+    expect(formatReconcileStateText(report)).toBe(
+      `Reconcile state: pipeline=reports destination=archive backend=local root=${destinationRoot} status=would_change checked=2 missing=1 unmanaged=2 dry_run=true`,
+    );
+  });
+
+  it("leaves the state byte for byte when nothing is missing", async () => {
+    const original = await writeDestination(singleOwnerState());
+
+    const report = await reconcileState(options());
+
+    expect(reconcileStateStatus(report)).toBe("unchanged");
+    expect(report).toMatchObject({ changed: false, would_change: false, checked_count: 2 });
+    expect(await stateText()).toBe(original);
+  });
+
+  describe("schema 1 state", () => {
+    const v1 = () =>
+      `${JSON.stringify(
+        {
+          schema_version: 1,
+          distributor_version: "0.9.0",
+          pipeline_id: "reports",
+          destination_id: "archive",
+          published_at: "2026-05-30T11:12:00Z",
+          source: { manifest: JSON.parse(serializeManifest(manifest)) },
+          outputs: [
+            { path: "report.md", kind: "source", source_path: "report.md", ...fileDigest(REPORT) },
+            {
+              path: "summary.txt",
+              kind: "source",
+              source_path: "summary.txt",
+              ...fileDigest(SUMMARY),
+            },
+          ],
+        },
+        null,
+        2,
+      )}\n`;
+
+    it("is left byte for byte when nothing is missing", async () => {
+      await writeFiles({ ".distributor.json": v1(), "report.md": REPORT, "summary.txt": SUMMARY });
+
+      const report = await reconcileState(options());
+
+      expect(report.changed).toBe(false);
+      expect(report.state_schema).toBe(2);
+      expect(await stateText()).toBe(v1());
+    });
+
+    it("is rewritten as schema 2 when a record is removed", async () => {
+      await writeFiles({ ".distributor.json": v1(), "report.md": REPORT });
+
+      const report = await reconcileState(options());
+
+      expect(report.changed).toBe(true);
+      const written = JSON.parse(await stateText()) as Record<string, unknown>;
+      expect(written).toMatchObject({
+        schema_version: 2,
+        published_at: "2026-05-30T11:12:00Z",
+        // Timestamps a schema 1 file lacks are inferred from published_at.
+        created_at: "2026-05-30T11:12:00Z",
+        updated_at: "2026-06-08T12:00:00Z",
+        state: { mode: "single_owner" },
+        reconciliation: { mode: "replace" },
+        outputs: [
+          {
+            path: "report.md",
+            created_at: "2026-05-30T11:12:00Z",
+            updated_at: "2026-05-30T11:12:00Z",
+          },
+        ],
+      });
+    });
+  });
+
+  it("refuses single-owner state of another owner and leaves it untouched", async () => {
+    const original = await writeDestination(
+      singleOwnerState({ pipelineId: "reports", destinationId: "other" }),
+    );
+    await removeOutput("summary.txt");
+
+    await expect(reconcileState(options())).rejects.toThrow(
+      "state owner is reports/other, not reports/archive",
+    );
+    expect(await stateText()).toBe(original);
+  });
+
+  it("excludes every owner's managed paths and the state file from unmanaged entries", async () => {
+    await writeDestination(sharedRootState());
+    await writeFiles({ "nested/deep/stray.txt": "x", "zz.txt": "z", "a/.distributor.json": "{}" });
+
+    const report = await reconcileState(options({ config: config("shared_root"), dryRun: true }));
+
+    // report.html belongs to reports/html: managed, though not this owner's.
+    expect(paths(report.unmanaged_entries)).toBe(
+      "a/.distributor.json,nested/deep/stray.txt,zz.txt",
+    );
+    expect(report.checked_count).toBe(1);
+    expect(reconcileStateStatus(report)).toBe("unchanged");
+  });
+
+  it("reports another owner's missing output only with allOwners", async () => {
+    const original = await writeDestination(sharedRootState());
+    await removeOutput("report.html");
+
+    const scoped = await reconcileState(options({ config: config("shared_root"), dryRun: true }));
+    expect(scoped.missing_managed_outputs).toEqual([]);
+    expect(scoped.owner_scope).toEqual({ pipeline_id: "reports", destination_id: "archive" });
+
+    const all = await reconcileState(
+      options({ config: config("shared_root"), dryRun: true, allOwners: true }),
+    );
+    expect(all.missing_managed_outputs).toEqual([
+      {
+        path: "report.html",
+        owner_scope: { pipeline_id: "reports", destination_id: "html" },
+        storage_status: "missing",
+      },
+    ]);
+    expect(reconcileStateStatus(all)).toBe("would_change");
+    expect(await stateText()).toBe(original);
+  });
+
+  it("never deletes files: unmanaged files stay after a repair", async () => {
+    await writeDestination(singleOwnerState());
+    await removeOutput("report.md");
+    await writeFiles({ "extra.txt": "unmanaged", "dir/other.txt": "other" });
+
+    await reconcileState(options());
+
+    expect(await readFile(join(destinationRoot, "extra.txt"), "utf8")).toBe("unmanaged");
+    expect(await readFile(join(destinationRoot, "dir/other.txt"), "utf8")).toBe("other");
+    expect(await readFile(join(destinationRoot, "summary.txt"), "utf8")).toBe(SUMMARY);
+  });
+
+  it("fails without rewriting when a stat fails for a reason other than not found", async () => {
+    const original = await writeDestination(singleOwnerState());
+    await removeOutput("report.md");
+
+    await expect(
+      reconcileState(options({ backends: statFailingRegistry("summary.txt") })),
+    ).rejects.toMatchObject({
+      name: "StorageError",
+      kind: "permission",
+    });
+    expect(await stateText()).toBe(original);
+  });
+
+  it("fails when the destination root has more entries than the walk limit", async () => {
+    const original = await writeDestination(singleOwnerState());
+    await removeOutput("summary.txt");
+    const many = join(destinationRoot, "many");
+    await mkdir(many);
+    const names = Array.from({ length: RECONCILE_STATE_WALK_LIMIT }, (_, index) => `f${index}`);
+    for (let start = 0; start < names.length; start += 500) {
+      await Promise.all(
+        names.slice(start, start + 500).map((name) => writeFile(join(many, name), "")),
+      );
+    }
+
+    await expect(reconcileState(options())).rejects.toMatchObject({ kind: "limit_exceeded" });
+    expect(await stateText()).toBe(original);
+  });
+
+  it("fails when the destination root has no state file", async () => {
+    await writeFiles({ "report.md": REPORT });
+
+    await expect(reconcileState(options())).rejects.toMatchObject({
+      code: "state_not_found",
+      message: expect.stringContaining(".distributor.json"),
+    });
+  });
+
+  it("fails on a state file that is not UTF-8 and leaves it untouched", async () => {
+    const bytes = Buffer.from([0x7b, 0xff, 0xfe, 0x7d]);
+    await writeFile(join(destinationRoot, ".distributor.json"), bytes);
+
+    await expect(reconcileState(options())).rejects.toMatchObject({ code: "state_invalid" });
+    expect(await readFile(join(destinationRoot, ".distributor.json"))).toEqual(bytes);
+  });
+});
