@@ -21,3 +21,32 @@ export {
   run,
   runSucceeded,
 } from "./workflows/run.js";
+export {
+  formatPruneText,
+  formatReconcileStateText,
+  type MaintenanceStatus,
+  pruneStatus,
+  reconcileStateStatus,
+} from "./workflows/maintenance-text.js";
+export {
+  type DestinationPrunePlanOptions,
+  isPruneError,
+  type PruneEvent,
+  PruneError,
+  type PruneOptions,
+  type PruneOutputRecord,
+  type PruneOwnerScope,
+  type PrunePlanReport,
+  type PruneReport,
+  planDestinationPrune,
+  prune,
+} from "./workflows/prune.js";
+export {
+  RECONCILE_STATE_WALK_LIMIT,
+  type ReconcileStateEntry,
+  type ReconcileStateOptions,
+  type ReconcileStateOwnerScope,
+  type ReconcileStatePath,
+  type ReconcileStateReport,
+  reconcileState,
+} from "./workflows/reconcile-state.js";
