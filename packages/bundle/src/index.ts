@@ -1,1 +1,64 @@
+export {
+  type CreatedManifest,
+  type CreateManifestOptions,
+  createManifest,
+  DEFAULT_CREATE_MAX_FILES,
+} from "./create.js";
+export {
+  bundleDigest,
+  bundleDigestText,
+  createDigestStream,
+  type DigestedFile,
+  DigestStream,
+  digestStream,
+  type FileDigest,
+  FileHasher,
+  fileDigest,
+  isSha256Digest,
+  SHA256_PATTERN,
+} from "./digest.js";
+export {
+  DEFAULT_DISCOVERY_LIMIT,
+  type DiscoverBundlesOptions,
+  type DiscoveredBundle,
+  discoverBundles,
+} from "./discover.js";
+export {
+  type BundleIssue,
+  type BundleIssueCode,
+  BundleValidationError,
+  type BundleValidationErrorOptions,
+  ManifestError,
+  type ManifestErrorOptions,
+} from "./errors.js";
+export {
+  BUNDLE_ID_PATTERN,
+  buildManifest,
+  bundleIdProblem,
+  MANIFEST_FILE_NAME,
+  MANIFEST_SCHEMA_VERSION,
+  type ManifestDraft,
+  manifestPathProblem,
+  parseManifest,
+  serializeManifest,
+} from "./manifest.js";
 export type { Manifest, ManifestFile } from "./manifest-types.js";
+export { MAX_MANIFEST_BYTES, type ReadManifestOptions, readManifest } from "./read-manifest.js";
+export { type SelectableBundle, selectNewestBundle } from "./select.js";
+export {
+  formatTimestamp,
+  isRepresentableDate,
+  parseTimestamp,
+  type TimestampParse,
+  truncateToSeconds,
+} from "./timestamp.js";
+export {
+  DEFAULT_MAX_FILES,
+  DEFAULT_MAX_TOTAL_SIZE,
+  DEFAULT_VALIDATION_CONCURRENCY,
+  type FileCheckProgress,
+  type UnlistedFilesPolicy,
+  type ValidateBundleOptions,
+  type ValidatedBundle,
+  validateBundle,
+} from "./validate.js";

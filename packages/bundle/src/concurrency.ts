@@ -1,0 +1,27 @@
+/**
+ * Runs `task` over `items` with at most `limit` in flight and returns the results in input order.
+ * After the first failure no new task starts; the failure is rethrown once running tasks settle,
+ * so no work outlives the call.
+ */
+export async function mapBounded<T, R>(
+  items: readonly T[],
+  limit: number,
+  task: (item: T, index: number) => Promise<R>,
+): Promise<R[]> {
+  const results: R[] = new Array(items.length);
+  let next = 0;
+  let failure: { error: unknown } | undefined;
+  const worker = async (): Promise<void> => {
+    while (failure === undefined && next < items.length) {
+      const index = next++;
+      try {
+        results[index] = await task(items[index] as T, index);
+      } catch (error) {
+        failure ??= { error };
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  if (failure !== undefined) throw failure.error;
+  return results;
+}

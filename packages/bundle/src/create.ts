@@ -1,0 +1,237 @@
+import {
+  displayPath,
+  isStorageError,
+  joinPrefix,
+  relativeTo,
+  STATE_FILE_NAME,
+  type StorageBackend,
+  type StorageEntry,
+} from "@distributor/storage";
+import { mapBounded } from "./concurrency.js";
+import { digestStream } from "./digest.js";
+import { type BundleIssue, BundleValidationError, ManifestError } from "./errors.js";
+import { fileProblem, storageDetail, walkRefusal } from "./file-problem.js";
+import {
+  buildManifest,
+  bundleIdProblem,
+  MANIFEST_FILE_NAME,
+  serializeManifest,
+} from "./manifest.js";
+import type { Manifest, ManifestFile } from "./manifest-types.js";
+import { isRepresentableDate, truncateToSeconds } from "./timestamp.js";
+import { DEFAULT_VALIDATION_CONCURRENCY, walkLimit } from "./validate.js";
+
+/** Default bound on the files `createManifest` lists. */
+export const DEFAULT_CREATE_MAX_FILES = 100_000;
+
+export interface CreateManifestOptions {
+  /** Bundle id (SPEC §4 pattern). */
+  id: string;
+  /** Creation time; defaults to `now()` truncated to whole seconds. */
+  created?: Date;
+  /** Replace an existing `manifest.json`. */
+  force?: boolean;
+  /** Compute the manifest without writing it. */
+  dryRun?: boolean;
+  /** Most files to list; default 100000. */
+  maxFiles?: number;
+  /** Clock for the default `created`. */
+  now?: () => Date;
+  signal?: AbortSignal;
+}
+
+export interface CreatedManifest {
+  manifest: Manifest;
+  /** Logical path of the manifest in the backend. */
+  manifestPath: string;
+  /** False for a dry run. */
+  written: boolean;
+}
+
+/**
+ * Writes `manifest.json` for the bundle directory `bundlePath` (SPEC §4 "manifest create"): every
+ * regular file below it except the root manifest, sorted, with streamed digests and sizes. Refuses
+ * symlinks, a nested `manifest.json`, a root `.distributor.json` (destination state cannot be a
+ * bundle file), and an existing manifest unless `force`. The write is atomic.
+ */
+export async function createManifest(
+  backend: StorageBackend,
+  bundlePath: string,
+  options: CreateManifestOptions,
+): Promise<CreatedManifest> {
+  const idProblem = bundleIdProblem(options.id);
+  if (idProblem !== undefined) throw new ManifestError(idProblem, { field: "id" });
+  const created = options.created ?? truncateToSeconds((options.now ?? (() => new Date()))());
+  if (!isRepresentableDate(created)) {
+    throw new ManifestError("created must be a valid date in the years 0000–9999", {
+      field: "created",
+    });
+  }
+  const force = options.force ?? false;
+  const signal = options.signal;
+  const signalOption = signal === undefined ? {} : { signal };
+  const manifestPath = joinPrefix(bundlePath, MANIFEST_FILE_NAME);
+
+  // Fail before hashing anything; the no-clobber write below still guards against a race.
+  if (!force && (await exists(backend, manifestPath, signal)))
+    throw manifestExists(bundlePath, manifestPath);
+
+  const maxFiles = options.maxFiles ?? DEFAULT_CREATE_MAX_FILES;
+  const candidates = await listBundleFiles(backend, bundlePath, maxFiles, signal);
+  const digests = await mapBounded(candidates, DEFAULT_VALIDATION_CONCURRENCY, (entry) =>
+    digestEntry(backend, bundlePath, entry, signal),
+  );
+  const issues = digests.filter((result): result is BundleIssue => "code" in result);
+  if (issues.length > 0) throw new BundleValidationError(issues, { bundlePath });
+  const files = digests.filter((result): result is ManifestFile => !("code" in result));
+
+  const manifest = buildManifest({ id: options.id, created, files });
+  if (options.dryRun === true) return { manifest, manifestPath, written: false };
+  try {
+    await backend.writeFile(manifestPath, serializeManifest(manifest), {
+      overwrite: force,
+      contentType: "application/json",
+      ...signalOption,
+    });
+  } catch (error) {
+    if (isStorageError(error, "already_exists"))
+      throw manifestExists(bundlePath, manifestPath, error);
+    throw error;
+  }
+  return { manifest, manifestPath, written: true };
+}
+
+async function exists(
+  backend: StorageBackend,
+  path: string,
+  signal: AbortSignal | undefined,
+): Promise<boolean> {
+  try {
+    await backend.stat(path, signal === undefined ? {} : { signal });
+    return true;
+  } catch (error) {
+    if (isStorageError(error, "not_found")) return false;
+    throw error;
+  }
+}
+
+function manifestExists(
+  bundlePath: string,
+  manifestPath: string,
+  cause?: unknown,
+): BundleValidationError {
+  return new BundleValidationError(
+    [
+      {
+        code: "manifest_exists",
+        path: MANIFEST_FILE_NAME,
+        message: `${displayPath(manifestPath)} already exists; use --force to overwrite it`,
+      },
+    ],
+    { bundlePath, ...(cause === undefined ? {} : { cause }) },
+  );
+}
+
+/** The files a new manifest lists, refusing what no valid bundle may contain. */
+async function listBundleFiles(
+  backend: StorageBackend,
+  bundlePath: string,
+  maxFiles: number,
+  signal: AbortSignal | undefined,
+): Promise<StorageEntry[]> {
+  const limit = walkLimit(maxFiles);
+  let entries: StorageEntry[];
+  try {
+    entries = await backend.walk(bundlePath, {
+      recursive: true,
+      limit,
+      ...(signal === undefined ? {} : { signal }),
+    });
+  } catch (error) {
+    if (isStorageError(error, "limit_exceeded")) {
+      throw new BundleValidationError(
+        [
+          {
+            code: "too_many_entries",
+            path: "",
+            message: `bundle holds more than ${limit} files and directories`,
+            expected: limit,
+          },
+        ],
+        { bundlePath, cause: error },
+      );
+    }
+    const refusal = walkRefusal(error, bundlePath);
+    if (refusal !== undefined)
+      throw new BundleValidationError([refusal], { bundlePath, cause: error });
+    throw error;
+  }
+
+  const issues: BundleIssue[] = [];
+  const files: StorageEntry[] = [];
+  for (const entry of entries) {
+    if (entry.kind !== "file") continue;
+    const path = relativeTo(bundlePath, entry.path);
+    if (path === MANIFEST_FILE_NAME) continue;
+    if (path === STATE_FILE_NAME) {
+      issues.push({
+        code: "forbidden_file",
+        path,
+        message: `${path}: destination state file cannot be part of a bundle; remove it first`,
+      });
+    } else if (path.endsWith(`/${MANIFEST_FILE_NAME}`)) {
+      issues.push({
+        code: "nested_manifest",
+        path,
+        message: `${path}: nested ${MANIFEST_FILE_NAME} below the bundle root (bundles never nest)`,
+      });
+    } else {
+      files.push(entry);
+    }
+  }
+  if (files.length > maxFiles) {
+    issues.push({
+      code: "too_many_files",
+      path: "",
+      message: `bundle holds ${files.length} files, more than the limit ${maxFiles}`,
+      expected: maxFiles,
+      actual: files.length,
+    });
+  }
+  if (issues.length === 0 && files.length === 0) {
+    issues.push({ code: "empty_bundle", path: "", message: "bundle holds no files to list" });
+  }
+  if (issues.length > 0) throw new BundleValidationError(issues, { bundlePath });
+  return files;
+}
+
+async function digestEntry(
+  backend: StorageBackend,
+  bundlePath: string,
+  entry: StorageEntry,
+  signal: AbortSignal | undefined,
+): Promise<ManifestFile | BundleIssue> {
+  const path = relativeTo(bundlePath, entry.path);
+  try {
+    const stream = await backend.openRead(entry.path, signal === undefined ? {} : { signal });
+    const digest = await digestStream(stream, signal === undefined ? {} : { signal });
+    return { path, sha256: digest.sha256, size: digest.size };
+  } catch (error) {
+    const problem = fileProblem(error);
+    if (problem === "missing") {
+      return {
+        code: "missing_file",
+        path,
+        message: `${path}: disappeared while the manifest was created`,
+      };
+    }
+    if (problem === "not_regular" && isStorageError(error)) {
+      return {
+        code: "not_regular_file",
+        path,
+        message: `${path}: not a regular file: ${storageDetail(error)}`,
+      };
+    }
+    throw error;
+  }
+}

@@ -1,0 +1,98 @@
+import {
+  compareLogicalPaths,
+  displayPath,
+  joinPrefix,
+  parentPath,
+  relativeTo,
+  type StorageBackend,
+  type StorageEntry,
+  validatePrefix,
+} from "@distributor/storage";
+import { type BundleIssue, BundleValidationError } from "./errors.js";
+import { walkRefusal } from "./file-problem.js";
+import { MANIFEST_FILE_NAME } from "./manifest.js";
+
+/** Default bound on the entries a discovery walk may list under a source root. */
+export const DEFAULT_DISCOVERY_LIMIT = 100_000;
+
+export interface DiscoverBundlesOptions {
+  /** Most entries (files and directories) the walk may list; default 100000. */
+  limit?: number;
+  signal?: AbortSignal;
+}
+
+export interface DiscoveredBundle {
+  /** Path relative to the source root; `""` when the root itself is the bundle. */
+  path: string;
+  /** Logical path of the bundle directory in the backend (`rootPrefix` joined with `path`). */
+  bundlePath: string;
+  /** Logical path of the bundle's `manifest.json` in the backend. */
+  manifestPath: string;
+}
+
+/**
+ * Finds the bundles under `rootPrefix`: every directory holding a `manifest.json` file (SPEC §4).
+ * Bundles never nest, so a manifest below another bundle fails with `nested_bundle` issues naming
+ * both; an entry the backend refuses (a symlink on local storage) fails with `unsupported_entry`.
+ * The walk is bounded by `limit` (a larger tree fails with the backend's `limit_exceeded`
+ * `StorageError`). Results are ordered by root-relative path in byte order.
+ */
+export async function discoverBundles(
+  backend: StorageBackend,
+  rootPrefix: string,
+  options: DiscoverBundlesOptions = {},
+): Promise<DiscoveredBundle[]> {
+  validatePrefix(rootPrefix);
+  let entries: StorageEntry[];
+  try {
+    entries = await backend.walk(rootPrefix, {
+      recursive: true,
+      limit: options.limit ?? DEFAULT_DISCOVERY_LIMIT,
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
+    });
+  } catch (error) {
+    const refusal = walkRefusal(error, rootPrefix);
+    if (refusal !== undefined) {
+      throw new BundleValidationError([refusal], { bundlePath: rootPrefix, cause: error });
+    }
+    throw error;
+  }
+  const bundlePaths: string[] = [];
+  for (const entry of entries) {
+    if (entry.kind !== "file") continue;
+    const relative = relativeTo(rootPrefix, entry.path);
+    if (relative === MANIFEST_FILE_NAME || relative.endsWith(`/${MANIFEST_FILE_NAME}`)) {
+      bundlePaths.push(parentPath(relative));
+    }
+  }
+  bundlePaths.sort(compareLogicalPaths);
+
+  const issues = nestingIssues(bundlePaths);
+  if (issues.length > 0) throw new BundleValidationError(issues, { bundlePath: rootPrefix });
+
+  return bundlePaths.map((path) => {
+    const bundlePath = joinPrefix(rootPrefix, path);
+    return { path, bundlePath, manifestPath: joinPrefix(bundlePath, MANIFEST_FILE_NAME) };
+  });
+}
+
+/** One issue per bundle that lies inside another, naming the innermost enclosing bundle. */
+function nestingIssues(bundlePaths: readonly string[]): BundleIssue[] {
+  const known = new Set(bundlePaths);
+  const issues: BundleIssue[] = [];
+  for (const path of bundlePaths) {
+    if (path === "") continue;
+    for (let outer = parentPath(path); ; outer = parentPath(outer)) {
+      if (known.has(outer)) {
+        issues.push({
+          code: "nested_bundle",
+          path,
+          message: `bundle ${displayPath(path)} is nested inside bundle ${displayPath(outer)} (bundles never nest)`,
+        });
+        break;
+      }
+      if (outer === "") break;
+    }
+  }
+  return issues;
+}

@@ -1,0 +1,417 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { bundleDigest, fileDigest } from "./digest.js";
+import { BundleValidationError, ManifestError } from "./errors.js";
+import { buildManifest, parseManifest, serializeManifest } from "./manifest.js";
+
+const REPORT = fileDigest("# Report\nSunny.\n");
+const NOTES = fileDigest("notes\n");
+
+interface Doc {
+  [key: string]: unknown;
+  files: Record<string, unknown>[];
+}
+
+/** A valid manifest document with two files, listed out of order. */
+function validDoc(): Doc {
+  const files = [
+    { path: "report.md", sha256: REPORT.sha256, size: REPORT.size },
+    { path: "docs/notes.txt", sha256: NOTES.sha256, size: NOTES.size },
+  ];
+  return {
+    schema_version: 1,
+    id: "reports.example.2026-06-04",
+    created: "2026-06-04T11:55:00Z",
+    digest: bundleDigest(files),
+    files,
+  };
+}
+
+/** Recomputes the digest so a test isolates the rule it breaks. */
+function redigest(doc: Doc): Doc {
+  doc.digest = bundleDigest(doc.files as { path: string; sha256: string; size: number }[]);
+  return doc;
+}
+
+function rejection(text: string, source?: string): ManifestError {
+  try {
+    parseManifest(text, source);
+  } catch (error) {
+    if (error instanceof ManifestError) return error;
+    throw error;
+  }
+  throw new Error("manifest unexpectedly parsed");
+}
+
+function rejectDoc(doc: Doc): ManifestError {
+  return rejection(JSON.stringify(doc));
+}
+
+describe("parseManifest", () => {
+  it("parses the SPEC example and sorts files by path", () => {
+    const manifest = parseManifest(JSON.stringify(validDoc()));
+    expect(manifest).toEqual({
+      schemaVersion: 1,
+      id: "reports.example.2026-06-04",
+      created: new Date("2026-06-04T11:55:00Z"),
+      digest: validDoc().digest,
+      files: [
+        { path: "docs/notes.txt", sha256: NOTES.sha256, size: 6 },
+        { path: "report.md", sha256: REPORT.sha256, size: 16 },
+      ],
+    });
+  });
+
+  it("accepts the single-file bundle of SPEC §4", () => {
+    const text = `{"schema_version": 1, "id": "reports.example.2026-06-04", "created": "2026-06-04T11:55:00Z",
+      "digest": "sha256:1ff36301a4a3f0f3a51ab8a55059a012213b6c2ee48bf0c7eb378c46bcb49f78",
+      "files": [{"path": "report.md", "sha256": "sha256:3640fd37140ee4d2e0e93e78834f232ea67a50e7bc6279203690cc7de1975fa6", "size": 16}]}`;
+    expect(parseManifest(text).files).toHaveLength(1);
+  });
+
+  it("normalises created to UTC", () => {
+    const doc = validDoc();
+    doc.created = "2026-06-04T13:55:00+02:00";
+    expect(parseManifest(JSON.stringify(doc)).created.toISOString()).toBe(
+      "2026-06-04T11:55:00.000Z",
+    );
+  });
+
+  it("prefixes messages with the source and is a BundleValidationError", () => {
+    const error = rejection("{", "reports/manifest.json");
+    expect(error).toBeInstanceOf(BundleValidationError);
+    expect(error.code).toBe("invalid_manifest");
+    expect(error.source).toBe("reports/manifest.json");
+    expect(error.message).toBe(
+      "reports/manifest.json: invalid JSON at line 1 column 2: expected a string key",
+    );
+    expect(error.issues).toEqual([
+      { code: "invalid_manifest", path: "manifest.json", message: error.message },
+    ]);
+  });
+
+  it("rejects invalid JSON", () => {
+    expect(rejection('{"schema_version": 1,').message).toMatch(/^invalid JSON at line 1/);
+  });
+
+  it("rejects trailing data", () => {
+    expect(rejection(`${JSON.stringify(validDoc())}\n{}`).message).toContain(
+      "trailing data after the document",
+    );
+  });
+
+  it("rejects duplicate keys", () => {
+    const text = JSON.stringify(validDoc()).replace('"id":', '"id": "other", "id":');
+    expect(rejection(text).message).toContain('duplicate key "id"');
+  });
+
+  it("rejects a document that is not an object", () => {
+    expect(rejection("[]").message).toBe("manifest must be a JSON object");
+  });
+
+  it("rejects unknown top-level fields", () => {
+    const doc = { ...validDoc(), destination: "s3://bucket" };
+    const error = rejectDoc(doc);
+    expect(error.field).toBe("destination");
+    expect(error.message).toBe("unknown field destination");
+  });
+
+  it("rejects unknown file fields", () => {
+    const doc = validDoc();
+    doc.files[1] = { ...doc.files[1], mode: "0644" };
+    const error = rejectDoc(doc);
+    expect(error.field).toBe("files[1].mode");
+    expect(error.message).toBe("unknown field files[1].mode");
+  });
+
+  it.each(["schema_version", "id", "created", "digest", "files"])(
+    "rejects a missing %s",
+    (field) => {
+      const doc = validDoc();
+      delete doc[field];
+      const error = rejectDoc(doc);
+      expect(error.field).toBe(field);
+      expect(error.message).toBe(`${field} is required`);
+    },
+  );
+
+  it.each(["path", "sha256", "size"])("rejects a file without %s", (field) => {
+    const doc = validDoc();
+    delete doc.files[0]?.[field];
+    expect(rejectDoc(doc).message).toBe(`files[0].${field} is required`);
+  });
+
+  it.each([
+    [2, "schema_version must be 1, got 2"],
+    ["1", 'schema_version must be 1, got "1"'],
+    [null, "schema_version must be 1, got null"],
+  ])("rejects schema_version %j", (version, message) => {
+    const error = rejectDoc({ ...validDoc(), schema_version: version });
+    expect(error.field).toBe("schema_version");
+    expect(error.message).toBe(message);
+  });
+
+  it("rejects schema_version written as 1.0", () => {
+    const text = JSON.stringify(validDoc()).replace('"schema_version":1', '"schema_version":1.0');
+    expect(rejection(text).message).toBe("schema_version must be 1, got 1.0");
+  });
+
+  it.each([
+    ["", "id must match"],
+    [".hidden", "id must match"],
+    ["has space", "id must match"],
+    ["a".repeat(129), "id must match"],
+  ])("rejects id %j", (id, message) => {
+    const error = rejectDoc({ ...validDoc(), id });
+    expect(error.field).toBe("id");
+    expect(error.message).toContain(message);
+  });
+
+  it("accepts an id of 128 characters", () => {
+    expect(
+      parseManifest(JSON.stringify({ ...validDoc(), id: `A${"b".repeat(127)}` })).id,
+    ).toHaveLength(128);
+  });
+
+  it("rejects an id that is not a string", () => {
+    expect(rejectDoc({ ...validDoc(), id: 7 }).message).toBe("id must be a string, got 7");
+  });
+
+  it.each([
+    ["2026-06-04T11:55:00", "not in the form"],
+    ["2026-02-30T11:55:00Z", "day 30 is out of range for 2026-02"],
+    ["2026-06-04", "not in the form"],
+    ["June 4, 2026", "not in the form"],
+  ])("rejects created %j", (created, detail) => {
+    const error = rejectDoc({ ...validDoc(), created });
+    expect(error.field).toBe("created");
+    expect(error.message).toMatch(/^created must be an RFC 3339 timestamp with an offset/);
+    expect(error.message).toContain(detail);
+  });
+
+  it.each([
+    `sha256:${"A".repeat(64)}`,
+    `SHA256:${"a".repeat(64)}`,
+    "a".repeat(64),
+    `sha256:${"a".repeat(65)}`,
+  ])("rejects digest %s", (digest) => {
+    const error = rejectDoc({ ...validDoc(), digest });
+    expect(error.field).toBe("digest");
+    expect(error.message).toMatch(/^digest must be sha256:<64 lowercase hex>, got /);
+  });
+
+  it("rejects a digest that does not match the files", () => {
+    const doc = validDoc();
+    const declared = `sha256:${"0".repeat(64)}`;
+    doc.digest = declared;
+    const error = rejectDoc(doc);
+    expect(error.field).toBe("digest");
+    expect(error.message).toBe(
+      `digest does not match the files: declared ${declared}, computed ${validDoc().digest}`,
+    );
+  });
+
+  it("rejects empty files", () => {
+    const error = rejectDoc({ ...validDoc(), files: [] });
+    expect(error.field).toBe("files");
+    expect(error.message).toBe("files must not be empty");
+  });
+
+  it("rejects files that are not an array of objects", () => {
+    expect(rejectDoc({ ...validDoc(), files: {} as never }).message).toBe(
+      "files must be an array, got an object",
+    );
+    const doc = validDoc();
+    doc.files[1] = "report.md" as never;
+    expect(rejectDoc(doc).message).toBe('files[1] must be an object, got "report.md"');
+  });
+
+  it.each([
+    ["../escape.md", 'path has a ".." segment'],
+    ["/etc/passwd", "path is absolute"],
+    ["a//b", "path has an empty segment"],
+    ["dir/", "path has a trailing slash"],
+    ["a\\b", "path contains a backslash"],
+    ["a\u0000b", "path contains a control character"],
+    ["./report.md", 'path has a "." segment'],
+    ["", "path is empty"],
+    ["\ud800.md", "path is not well-formed Unicode"],
+    ["manifest.json", "manifest.json at the bundle root is the manifest itself"],
+    [".distributor.json", ".distributor.json at the bundle root is reserved for destination state"],
+  ])("rejects file path %j", (path, detail) => {
+    const doc = validDoc();
+    (doc.files[1] as { path: string }).path = path;
+    const error = rejectDoc(redigest(doc));
+    expect(error.field).toBe("files[1].path");
+    expect(error.message).toMatch(/^files\[1\]\.path .* is not allowed: /);
+    expect(error.message).toContain(detail);
+  });
+
+  it("allows manifest.json and .distributor.json names below the root", () => {
+    const doc = validDoc();
+    (doc.files[1] as { path: string }).path = "sub/.distributor.json";
+    expect(parseManifest(JSON.stringify(redigest(doc))).files[1]?.path).toBe(
+      "sub/.distributor.json",
+    );
+  });
+
+  it("rejects duplicate paths", () => {
+    const doc = validDoc();
+    doc.files.push({ ...doc.files[0] });
+    const error = rejectDoc(redigest(doc));
+    expect(error.field).toBe("files[2].path");
+    expect(error.message).toBe('files[2].path duplicates files[0].path ("report.md")');
+  });
+
+  it("rejects a path below another listed file", () => {
+    const doc = validDoc();
+    doc.files.push({ path: "report.md/inner.txt", sha256: NOTES.sha256, size: NOTES.size });
+    const error = rejectDoc(redigest(doc));
+    expect(error.field).toBe("files[2].path");
+    expect(error.message).toBe(
+      'files[2].path "report.md/inner.txt" lies below files[0].path "report.md", which is a file',
+    );
+  });
+
+  it.each([`sha256:${"A".repeat(64)}`, "sha256:abc", REPORT.sha256.slice("sha256:".length), 7])(
+    "rejects file sha256 %j",
+    (sha256) => {
+      const doc = validDoc();
+      (doc.files[1] as { sha256: unknown }).sha256 = sha256;
+      const error = rejectDoc(doc);
+      expect(error.field).toBe("files[1].sha256");
+      expect(error.message).toMatch(
+        typeof sha256 === "string"
+          ? /^files\[1\]\.sha256 must be sha256:<64 lowercase hex>, got /
+          : /^files\[1\]\.sha256 must be a string, got 7$/,
+      );
+    },
+  );
+
+  it.each([
+    ["-1", "-1"],
+    ["1.5", "1.5"],
+    ["16.0", "16.0"],
+    ["1e1", "1e1"],
+    ["9007199254740992", "9007199254740992"],
+    ['"16"', '"16"'],
+    ["null", "null"],
+  ])("rejects file size %s", (raw, shown) => {
+    const text = JSON.stringify(validDoc()).replace('"size":16', `"size":${raw}`);
+    const error = rejection(text);
+    expect(error.field).toBe("files[0].size");
+    expect(error.message).toBe(
+      `files[0].size must be a non-negative integer no larger than 9007199254740991, got ${shown}`,
+    );
+  });
+
+  it("accepts a zero size", () => {
+    const empty = fileDigest("");
+    const doc = validDoc();
+    doc.files[1] = { path: "empty", ...empty };
+    expect(parseManifest(JSON.stringify(redigest(doc))).files[0]).toEqual({
+      path: "empty",
+      ...empty,
+    });
+  });
+});
+
+describe("serializeManifest", () => {
+  it("writes the canonical form: 2-space indent, trailing newline, UTC, sorted files", () => {
+    const doc = validDoc();
+    doc.created = "2026-06-04T13:55:00+02:00";
+    const text = serializeManifest(parseManifest(JSON.stringify(doc)));
+    expect(text).toBe(`{
+  "schema_version": 1,
+  "id": "reports.example.2026-06-04",
+  "created": "2026-06-04T11:55:00Z",
+  "digest": "${doc.digest}",
+  "files": [
+    {
+      "path": "docs/notes.txt",
+      "sha256": "${NOTES.sha256}",
+      "size": 6
+    },
+    {
+      "path": "report.md",
+      "sha256": "${REPORT.sha256}",
+      "size": 16
+    }
+  ]
+}
+`);
+  });
+
+  it("keeps milliseconds of created", () => {
+    const doc = { ...validDoc(), created: "2026-06-04T11:55:00.25Z" };
+    expect(serializeManifest(parseManifest(JSON.stringify(doc)))).toContain(
+      '"created": "2026-06-04T11:55:00.250Z"',
+    );
+  });
+
+  it("round-trips any valid manifest", () => {
+    const segment = fc
+      .stringMatching(/^[A-Za-z0-9_é][A-Za-z0-9._ é-]{0,11}$/)
+      .filter((s) => s !== "." && s !== "..");
+    const file = fc.record({
+      path: fc.array(segment, { minLength: 1, maxLength: 3 }).map((parts) => parts.join("/")),
+      content: fc.string(),
+    });
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(file, { minLength: 1, maxLength: 8, selector: (f) => f.path }),
+        fc.date({
+          min: new Date("0001-01-01T00:00:00Z"),
+          max: new Date("9999-12-31T23:59:59Z"),
+          noInvalidDate: true,
+        }),
+        (files, created) => {
+          const paths = new Set(files.map((f) => f.path));
+          // A listed file cannot also be a directory of another listed file.
+          fc.pre(files.every((f) => ![...paths].some((p) => f.path.startsWith(`${p}/`))));
+          fc.pre(!paths.has("manifest.json") && !paths.has(".distributor.json"));
+          const manifest = buildManifest({
+            id: "prop.test",
+            created,
+            files: files.map((f) => ({ path: f.path, ...fileDigest(f.content) })),
+          });
+          const again = parseManifest(serializeManifest(manifest));
+          expect(again).toEqual(manifest);
+          expect(serializeManifest(again)).toBe(serializeManifest(manifest));
+        },
+      ),
+    );
+  });
+});
+
+describe("buildManifest", () => {
+  it("computes the digest and sorts files", () => {
+    const manifest = buildManifest({
+      id: "reports.example.2026-06-04",
+      created: new Date("2026-06-04T11:55:00Z"),
+      files: [{ path: "report.md", ...REPORT }],
+    });
+    expect(manifest.digest).toBe(
+      "sha256:1ff36301a4a3f0f3a51ab8a55059a012213b6c2ee48bf0c7eb378c46bcb49f78",
+    );
+  });
+
+  it("applies the parse rules", () => {
+    const created = new Date("2026-06-04T11:55:00Z");
+    expect(() => buildManifest({ id: "-bad", created, files: [{ path: "a", ...REPORT }] })).toThrow(
+      /^id must match/,
+    );
+    expect(() => buildManifest({ id: "ok", created, files: [] })).toThrow(
+      "files must not be empty",
+    );
+    expect(() =>
+      buildManifest({ id: "ok", created: new Date(Number.NaN), files: [{ path: "a", ...REPORT }] }),
+    ).toThrow("created must be a valid date");
+    expect(() =>
+      buildManifest({ id: "ok", created, files: [{ path: "a", sha256: "x", size: 1 }] }),
+    ).toThrow("files[0].sha256 must be sha256:<64 lowercase hex>");
+    expect(() =>
+      buildManifest({ id: "ok", created, files: [{ path: "a", sha256: REPORT.sha256, size: -1 }] }),
+    ).toThrow("files[0].size must be a non-negative integer");
+  });
+});

@@ -1,0 +1,271 @@
+import { compareLogicalPaths, pathProblem, STATE_FILE_NAME } from "@distributor/storage";
+import { bundleDigest, isSha256Digest } from "./digest.js";
+import { ManifestError } from "./errors.js";
+import type { Manifest, ManifestFile } from "./manifest-types.js";
+import {
+  JsonNumber,
+  type JsonObject,
+  JsonSyntaxError,
+  type JsonValue,
+  parseStrictJson,
+} from "./strict-json.js";
+import { formatTimestamp, isRepresentableDate, parseTimestamp } from "./timestamp.js";
+
+/** Name of the manifest file at the root of every bundle. */
+export const MANIFEST_FILE_NAME = "manifest.json";
+/** The only manifest schema version. */
+export const MANIFEST_SCHEMA_VERSION = 1;
+/** Bundle ids: a letter or digit, then up to 127 letters, digits, `.`, `_` or `-`. */
+export const BUNDLE_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+
+const MANIFEST_FIELDS = ["schema_version", "id", "created", "digest", "files"] as const;
+const FILE_FIELDS = ["path", "sha256", "size"] as const;
+const DIGEST_FORMAT = "sha256:<64 lowercase hex>";
+// In unicode mode a surrogate class matches only unpaired surrogates, which UTF-8 cannot encode.
+const LONE_SURROGATE = /[\ud800-\udfff]/u;
+
+/**
+ * Parses and validates `manifest.json` text (SPEC §4). Every failure is a `ManifestError` naming
+ * the field; `source` (e.g. `reports/manifest.json`) prefixes the message. Files come back sorted
+ * by path in byte order.
+ */
+export function parseManifest(text: string, source?: string): Manifest {
+  const context: Context = new Context(source);
+  let document: JsonValue;
+  try {
+    document = parseStrictJson(text);
+  } catch (error) {
+    if (error instanceof JsonSyntaxError) context.fail(undefined, error.message, error);
+    throw error;
+  }
+  if (!(document instanceof Map)) context.fail(undefined, "manifest must be a JSON object");
+  checkFields(context, document, MANIFEST_FIELDS, "");
+
+  const version = document.get("schema_version");
+  if (!(version instanceof JsonNumber) || version.text !== String(MANIFEST_SCHEMA_VERSION)) {
+    context.fail("schema_version", `schema_version must be 1, got ${show(version)}`);
+  }
+  const id = requireString(context, document, "id");
+  const createdText = requireString(context, document, "created");
+  const parsed = parseTimestamp(createdText);
+  if (!parsed.ok) {
+    context.fail(
+      "created",
+      `created must be an RFC 3339 timestamp with an offset (e.g. 2026-06-04T11:55:00Z), got ${show(createdText)}: ${parsed.problem}`,
+    );
+  }
+  const digest = requireString(context, document, "digest");
+  const files = document.get("files");
+  if (!Array.isArray(files)) context.fail("files", `files must be an array, got ${show(files)}`);
+  const manifestFiles = files.map((entry, index) => parseFile(context, entry, index));
+
+  return checkManifest(context, { id, created: parsed.date, digest, files: manifestFiles });
+}
+
+export interface ManifestDraft {
+  id: string;
+  created: Date;
+  files: readonly ManifestFile[];
+}
+
+/**
+ * Builds a manifest from its parts, computing the bundle digest. Applies the same rules as
+ * `parseManifest` and throws `ManifestError` for the same problems.
+ */
+export function buildManifest(draft: ManifestDraft): Manifest {
+  const context: Context = new Context(undefined);
+  const files = draft.files.map((file) => ({
+    path: file.path,
+    sha256: file.sha256,
+    size: file.size,
+  }));
+  for (const [index, file] of files.entries()) checkFile(context, file, index);
+  return checkManifest(context, {
+    id: draft.id,
+    created: draft.created,
+    digest: undefined,
+    files,
+  });
+}
+
+/**
+ * Serialises a manifest as the canonical `manifest.json`: 2-space indent, trailing newline, files
+ * in byte order, `created` in UTC (see `formatTimestamp`).
+ */
+export function serializeManifest(manifest: Manifest): string {
+  const document = {
+    schema_version: manifest.schemaVersion,
+    id: manifest.id,
+    created: formatTimestamp(manifest.created),
+    digest: manifest.digest,
+    files: [...manifest.files]
+      .sort((a, b) => compareLogicalPaths(a.path, b.path))
+      .map((file) => ({ path: file.path, sha256: file.sha256, size: file.size })),
+  };
+  return `${JSON.stringify(document, null, 2)}\n`;
+}
+
+/** Why `id` is not a valid bundle id, or undefined. */
+export function bundleIdProblem(id: string): string | undefined {
+  return BUNDLE_ID_PATTERN.test(id)
+    ? undefined
+    : `id must match ${BUNDLE_ID_PATTERN.source}, got ${show(id)}`;
+}
+
+/** Why `path` may not be listed in a manifest, or undefined when it may. */
+export function manifestPathProblem(path: string): string | undefined {
+  const problem = pathProblem(path);
+  if (problem !== undefined) return problem;
+  if (LONE_SURROGATE.test(path)) return "path is not well-formed Unicode";
+  if (path === MANIFEST_FILE_NAME) return "manifest.json at the bundle root is the manifest itself";
+  if (path === STATE_FILE_NAME)
+    return `${STATE_FILE_NAME} at the bundle root is reserved for destination state`;
+  return undefined;
+}
+
+class Context {
+  constructor(readonly source: string | undefined) {}
+
+  fail(field: string | undefined, detail: string, cause?: unknown): never {
+    throw new ManifestError(detail, {
+      ...(field === undefined ? {} : { field }),
+      ...(this.source === undefined ? {} : { source: this.source }),
+      ...(cause === undefined ? {} : { cause }),
+    });
+  }
+}
+
+interface CheckedParts {
+  id: string;
+  created: Date;
+  /** Declared digest, or undefined to compute it. */
+  digest: string | undefined;
+  files: ManifestFile[];
+}
+
+function checkManifest(context: Context, parts: CheckedParts): Manifest {
+  const idProblem = bundleIdProblem(parts.id);
+  if (idProblem !== undefined) context.fail("id", idProblem);
+  if (!isRepresentableDate(parts.created)) {
+    context.fail("created", "created must be a valid date in the years 0000–9999");
+  }
+  if (parts.digest !== undefined && !isSha256Digest(parts.digest)) {
+    context.fail("digest", `digest must be ${DIGEST_FORMAT}, got ${show(parts.digest)}`);
+  }
+  if (parts.files.length === 0) context.fail("files", "files must not be empty");
+  checkPathsTogether(context, parts.files);
+
+  const files = [...parts.files].sort((a, b) => compareLogicalPaths(a.path, b.path));
+  const computed = bundleDigest(files);
+  if (parts.digest !== undefined && parts.digest !== computed) {
+    context.fail(
+      "digest",
+      `digest does not match the files: declared ${parts.digest}, computed ${computed}`,
+    );
+  }
+  return { schemaVersion: 1, id: parts.id, created: parts.created, digest: computed, files };
+}
+
+function parseFile(context: Context, entry: JsonValue, index: number): ManifestFile {
+  const at = `files[${index}]`;
+  if (!(entry instanceof Map)) context.fail(at, `${at} must be an object, got ${show(entry)}`);
+  checkFields(context, entry, FILE_FIELDS, `${at}.`);
+  const path = requireString(context, entry, "path", `${at}.`);
+  const sha256 = requireString(context, entry, "sha256", `${at}.`);
+  const size = entry.get("size");
+  if (
+    !(size instanceof JsonNumber) ||
+    !/^(0|[1-9][0-9]*)$/.test(size.text) ||
+    !Number.isSafeInteger(size.value)
+  ) {
+    context.fail(
+      `${at}.size`,
+      `${at}.size must be a non-negative integer no larger than ${Number.MAX_SAFE_INTEGER}, got ${show(size)}`,
+    );
+  }
+  const file = { path, sha256, size: size.value };
+  checkFile(context, file, index);
+  return file;
+}
+
+function checkFile(context: Context, file: ManifestFile, index: number): void {
+  const at = `files[${index}]`;
+  const problem = manifestPathProblem(file.path);
+  if (problem !== undefined) {
+    context.fail(`${at}.path`, `${at}.path ${show(file.path)} is not allowed: ${problem}`);
+  }
+  if (!isSha256Digest(file.sha256)) {
+    context.fail(`${at}.sha256`, `${at}.sha256 must be ${DIGEST_FORMAT}, got ${show(file.sha256)}`);
+  }
+  if (!Number.isSafeInteger(file.size) || file.size < 0) {
+    context.fail(
+      `${at}.size`,
+      `${at}.size must be a non-negative integer no larger than ${Number.MAX_SAFE_INTEGER}, got ${show(file.size)}`,
+    );
+  }
+}
+
+/** Duplicates, and a path listed both as a file and as a directory of another file. */
+function checkPathsTogether(context: Context, files: readonly ManifestFile[]): void {
+  const indexByPath = new Map<string, number>();
+  for (const [index, file] of files.entries()) {
+    const first = indexByPath.get(file.path);
+    if (first !== undefined) {
+      context.fail(
+        `files[${index}].path`,
+        `files[${index}].path duplicates files[${first}].path (${show(file.path)})`,
+      );
+    }
+    indexByPath.set(file.path, index);
+  }
+  for (const [index, file] of files.entries()) {
+    for (
+      let slash = file.path.indexOf("/");
+      slash !== -1;
+      slash = file.path.indexOf("/", slash + 1)
+    ) {
+      const parent = indexByPath.get(file.path.slice(0, slash));
+      if (parent !== undefined) {
+        context.fail(
+          `files[${index}].path`,
+          `files[${index}].path ${show(file.path)} lies below files[${parent}].path ${show(file.path.slice(0, slash))}, which is a file`,
+        );
+      }
+    }
+  }
+}
+
+function checkFields(
+  context: Context,
+  object: JsonObject,
+  known: readonly string[],
+  prefix: string,
+): void {
+  for (const key of object.keys()) {
+    if (!known.includes(key)) context.fail(`${prefix}${key}`, `unknown field ${prefix}${key}`);
+  }
+  for (const key of known) {
+    if (!object.has(key)) context.fail(`${prefix}${key}`, `${prefix}${key} is required`);
+  }
+}
+
+function requireString(context: Context, object: JsonObject, key: string, prefix = ""): string {
+  const value = object.get(key);
+  if (typeof value !== "string") {
+    context.fail(`${prefix}${key}`, `${prefix}${key} must be a string, got ${show(value)}`);
+  }
+  return value;
+}
+
+const SHOWN_LENGTH = 80;
+
+/** A value as it appears in messages: JSON-quoted and shortened. */
+function show(value: JsonValue | number | undefined): string {
+  let text: string;
+  if (value === undefined) text = "nothing";
+  else if (value instanceof JsonNumber) text = value.text;
+  else if (value instanceof Map) text = "an object";
+  else if (Array.isArray(value)) text = "an array";
+  else text = JSON.stringify(value);
+  return text.length > SHOWN_LENGTH ? `${text.slice(0, SHOWN_LENGTH)}…` : text;
+}

@@ -1,0 +1,77 @@
+import { displayPath, isStorageError, joinPrefix, type StorageBackend } from "@distributor/storage";
+import { BundleValidationError, ManifestError } from "./errors.js";
+import { storageDetail } from "./file-problem.js";
+import { MANIFEST_FILE_NAME, parseManifest } from "./manifest.js";
+import type { Manifest } from "./manifest-types.js";
+
+/** Manifests list files, not content; anything bigger than this is not a manifest worth parsing. */
+export const MAX_MANIFEST_BYTES = 16 * 1024 * 1024;
+
+export interface ReadManifestOptions {
+  signal?: AbortSignal;
+  /** Defaults to `MAX_MANIFEST_BYTES`. */
+  maxBytes?: number;
+}
+
+/**
+ * Reads and parses `<bundlePath>/manifest.json`. A missing manifest is a `BundleValidationError`
+ * (`missing_manifest`), so is one the backend refuses to read (a symlink or a directory:
+ * `not_regular_file`); an oversized, non-UTF-8 or invalid one is a `ManifestError` naming the
+ * manifest's logical path. Other storage failures propagate as `StorageError`.
+ */
+export async function readManifest(
+  backend: StorageBackend,
+  bundlePath: string,
+  options: ReadManifestOptions = {},
+): Promise<Manifest> {
+  const manifestPath = joinPrefix(bundlePath, MANIFEST_FILE_NAME);
+  const source = displayPath(manifestPath);
+  const maxBytes = options.maxBytes ?? MAX_MANIFEST_BYTES;
+  let bytes: Uint8Array;
+  try {
+    bytes = await backend.readFile(manifestPath, {
+      maxBytes,
+      ...(options.signal === undefined ? {} : { signal: options.signal }),
+    });
+  } catch (error) {
+    if (isStorageError(error, "not_found")) {
+      throw new BundleValidationError(
+        [
+          {
+            code: "missing_manifest",
+            path: MANIFEST_FILE_NAME,
+            message: `${MANIFEST_FILE_NAME}: not found in ${backend.location} at ${displayPath(bundlePath)}`,
+          },
+        ],
+        { bundlePath, cause: error },
+      );
+    }
+    if (isStorageError(error, "unsupported")) {
+      throw new BundleValidationError(
+        [
+          {
+            code: "not_regular_file",
+            path: MANIFEST_FILE_NAME,
+            message: `${MANIFEST_FILE_NAME}: not a regular file: ${storageDetail(error)}`,
+          },
+        ],
+        { bundlePath, cause: error },
+      );
+    }
+    if (isStorageError(error, "limit_exceeded")) {
+      throw new ManifestError(`manifest is larger than ${maxBytes} bytes`, {
+        source,
+        cause: error,
+      });
+    }
+    throw error;
+  }
+  let text: string;
+  try {
+    // Keep a byte order mark in the text so the strict parser reports it rather than hiding it.
+    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch (error) {
+    throw new ManifestError("manifest is not valid UTF-8", { source, cause: error });
+  }
+  return parseManifest(text, source);
+}

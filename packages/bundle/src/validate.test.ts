@@ -1,0 +1,463 @@
+import { mkdir, readFile, symlink, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { Readable } from "node:stream";
+import { fileURLToPath } from "node:url";
+import {
+  createLocalBackend,
+  createMemoryBackend,
+  type StorageBackend,
+  StorageError,
+} from "@distributor/storage";
+import { afterEach, describe, expect, it } from "vitest";
+import {
+  manifestFor,
+  rejectionOf,
+  TempDirs,
+  withOverrides,
+  writeBundle,
+  writeTree,
+} from "../test/helpers.js";
+import { fileDigest } from "./digest.js";
+import { BundleValidationError, ManifestError } from "./errors.js";
+import { serializeManifest } from "./manifest.js";
+import { readManifest } from "./read-manifest.js";
+import { type FileCheckProgress, type ValidateBundleOptions, validateBundle } from "./validate.js";
+
+const REPORT = "# Report\nSunny.\n";
+const FILES = { "report.md": REPORT, "data/table.csv": "a,b\n1,2\n" };
+
+const temp = new TempDirs();
+afterEach(() => temp.cleanup());
+
+async function localBundle(files: Record<string, string> = FILES, bundlePath = "bundle") {
+  const root = await temp.make();
+  const manifest = await writeBundle(root, bundlePath, files);
+  return { root, backend: createLocalBackend({ root }), manifest };
+}
+
+async function validationError(
+  backend: StorageBackend,
+  bundlePath: string,
+  options: ValidateBundleOptions = {},
+): Promise<BundleValidationError> {
+  const error = await rejectionOf(() => validateBundle(backend, bundlePath, options));
+  if (!(error instanceof BundleValidationError)) throw error;
+  return error;
+}
+
+describe("validateBundle", () => {
+  it("accepts a valid bundle and reports each file checked", async () => {
+    const { backend, manifest } = await localBundle();
+    const progress: FileCheckProgress[] = [];
+    const result = await validateBundle(backend, "bundle", {
+      onFile: (event) => progress.push(event),
+    });
+    expect(result).toEqual({ path: "bundle", manifest, totalSize: 16 + 8, unlistedFiles: [] });
+    expect(
+      progress.map((event) => [event.path, event.index, event.count, event.ok]).sort(),
+    ).toEqual([
+      ["data/table.csv", 0, 2, true],
+      ["report.md", 1, 2, true],
+    ]);
+  });
+
+  it("accepts the hand-written SPEC example manifest", async () => {
+    // The manifest is a checked-in file; report.md is written here because the formatter would
+    // reflow a Markdown fixture and change its bytes.
+    const fixture = fileURLToPath(
+      new URL("../test/fixtures/spec-example/manifest.json", import.meta.url),
+    );
+    const root = await temp.make();
+    await writeTree(root, { "manifest.json": await readFile(fixture), "report.md": REPORT });
+    const result = await validateBundle(createLocalBackend({ root }), "");
+    expect(result.manifest.digest).toBe(
+      "sha256:1ff36301a4a3f0f3a51ab8a55059a012213b6c2ee48bf0c7eb378c46bcb49f78",
+    );
+  });
+
+  it("validates a bundle at the backend root", async () => {
+    const { backend } = await localBundle(FILES, "");
+    expect((await validateBundle(backend, "")).path).toBe("");
+  });
+
+  it("reports a size mismatch with the expected and actual size", async () => {
+    const { root, backend } = await localBundle();
+    await writeFile(join(root, "bundle", "report.md"), `${REPORT}!`);
+    const error = await validationError(backend, "bundle");
+    expect(error.code).toBe("size_mismatch");
+    expect(error.issues).toEqual([
+      {
+        code: "size_mismatch",
+        path: "report.md",
+        message: "report.md: size mismatch: expected 16, got 17",
+        expected: 16,
+        actual: 17,
+      },
+    ]);
+    expect(error.message).toBe("bundle bundle: report.md: size mismatch: expected 16, got 17");
+  });
+
+  it("reports a sha256 mismatch with the expected and actual digest", async () => {
+    const { root, backend } = await localBundle();
+    const changed = "# Report\nRainy!\n";
+    await writeFile(join(root, "bundle", "report.md"), changed);
+    const error = await validationError(backend, "bundle");
+    const expected = fileDigest(REPORT).sha256;
+    const actual = fileDigest(changed).sha256;
+    expect(error.issues).toEqual([
+      {
+        code: "sha256_mismatch",
+        path: "report.md",
+        message: `report.md: sha256 mismatch: expected ${expected}, got ${actual}`,
+        expected,
+        actual,
+      },
+    ]);
+  });
+
+  it("reports a missing listed file", async () => {
+    const root = await temp.make();
+    const manifest = manifestFor({ ...FILES, "missing.md": "gone" });
+    await writeTree(root, { "manifest.json": serializeManifest(manifest), ...FILES });
+    const error = await validationError(createLocalBackend({ root }), "");
+    expect(error.issues).toEqual([
+      {
+        code: "missing_file",
+        path: "missing.md",
+        message: "missing.md: listed in manifest.json but missing",
+      },
+    ]);
+  });
+
+  it("reports a listed path that is a directory", async () => {
+    const root = await temp.make();
+    const manifest = manifestFor({ ...FILES, docs: "x" });
+    await writeTree(root, {
+      "manifest.json": serializeManifest(manifest),
+      ...FILES,
+      "docs/inner.txt": "y",
+    });
+    const error = await validationError(createLocalBackend({ root }), "", {
+      unlistedFiles: "ignore",
+    });
+    expect(error.issues).toEqual([
+      {
+        code: "not_regular_file",
+        path: "docs",
+        message: "docs: is a directory, not a regular file",
+      },
+    ]);
+  });
+
+  it("rejects unlisted files by default", async () => {
+    const { root, backend } = await localBundle();
+    await writeTree(root, { "bundle/extra.txt": "surprise", "bundle/data/more.csv": "x" });
+    const error = await validationError(backend, "bundle");
+    expect(error.issues.map((issue) => [issue.code, issue.message])).toEqual([
+      ["unlisted_file", "data/more.csv: present but not listed in manifest.json"],
+      ["unlisted_file", "extra.txt: present but not listed in manifest.json"],
+    ]);
+    expect(error.code).toBe("bundle_invalid");
+    expect(error.message).toBe(
+      "bundle bundle is invalid (2 problems): data/more.csv: present but not listed in manifest.json; extra.txt: present but not listed in manifest.json",
+    );
+  });
+
+  it("accepts unlisted files under unlistedFiles: ignore and reports them", async () => {
+    const { root, backend } = await localBundle();
+    await writeTree(root, { "bundle/extra.txt": "surprise", "bundle/.distributor.json": "{}" });
+    const result = await validateBundle(backend, "bundle", { unlistedFiles: "ignore" });
+    expect(result.unlistedFiles).toEqual([".distributor.json", "extra.txt"]);
+  });
+
+  it("treats a root .distributor.json as unlisted", async () => {
+    const { root, backend } = await localBundle();
+    await writeTree(root, { "bundle/.distributor.json": "{}" });
+    const error = await validationError(backend, "bundle");
+    expect(error.issues.map((issue) => issue.message)).toEqual([
+      ".distributor.json: present but not listed in manifest.json",
+    ]);
+  });
+
+  it("rejects a nested manifest.json even when unlisted files are ignored", async () => {
+    const { root, backend } = await localBundle();
+    await writeTree(root, { "bundle/data/manifest.json": "{}" });
+    for (const unlistedFiles of ["reject", "ignore"] as const) {
+      const error = await validationError(backend, "bundle", { unlistedFiles });
+      expect(error.issues).toEqual([
+        {
+          code: "nested_manifest",
+          path: "data/manifest.json",
+          message:
+            "data/manifest.json: nested manifest.json below the bundle root (bundles never nest)",
+        },
+      ]);
+    }
+  });
+
+  it("rejects a symlink inside the bundle, naming it", async () => {
+    const { root, backend } = await localBundle();
+    await symlink(join(root, "bundle", "report.md"), join(root, "bundle", "link.md"));
+    const error = await validationError(backend, "bundle", { unlistedFiles: "ignore" });
+    expect(error.issues).toHaveLength(1);
+    expect(error.issues[0]?.code).toBe("unsupported_entry");
+    expect(error.issues[0]?.path).toBe("link.md");
+    expect(error.issues[0]?.message).toMatch(/^link\.md: refused by local storage: .*symlink/);
+  });
+
+  it("rejects a listed file that is a symlink", async () => {
+    const root = await temp.make();
+    await writeTree(root, {
+      "outside/report.md": REPORT,
+      "bundle/manifest.json": serializeManifest(manifestFor({ "report.md": REPORT })),
+    });
+    await symlink(join(root, "outside", "report.md"), join(root, "bundle", "report.md"));
+    const error = await validationError(createLocalBackend({ root }), "bundle");
+    expect(error.issues.map((issue) => [issue.code, issue.path])).toEqual([
+      ["unsupported_entry", "report.md"],
+    ]);
+  });
+
+  it("rejects a manifest.json that is a symlink", async () => {
+    const root = await temp.make();
+    await writeTree(root, { "real.json": serializeManifest(manifestFor(FILES)), ...FILES });
+    await symlink(join(root, "real.json"), join(root, "manifest.json"));
+    const error = await validationError(createLocalBackend({ root }), "");
+    expect(error.code).toBe("not_regular_file");
+    expect(error.message).toMatch(/^bundle \.: manifest\.json: not a regular file: .*symlink/);
+  });
+
+  it("reports a missing manifest", async () => {
+    const root = await temp.make();
+    await writeTree(root, { "bundle/report.md": REPORT });
+    const error = await validationError(createLocalBackend({ root }), "bundle");
+    expect(error.code).toBe("missing_manifest");
+    expect(error.message).toContain("manifest.json: not found");
+  });
+
+  it("reports an invalid manifest with its path", async () => {
+    const root = await temp.make();
+    const text = serializeManifest(manifestFor({ "report.md": REPORT })).replace(
+      '"schema_version": 1',
+      '"schema_version": 2',
+    );
+    await writeTree(root, { "bundle/manifest.json": text, "bundle/report.md": REPORT });
+    const error = await validationError(createLocalBackend({ root }), "bundle");
+    expect(error).toBeInstanceOf(ManifestError);
+    expect(error.code).toBe("invalid_manifest");
+    expect(error.message).toBe("bundle/manifest.json: schema_version must be 1, got 2");
+  });
+
+  it("refuses more listed files than maxFiles before reading any file", async () => {
+    const root = await temp.make();
+    const files = { "a.md": "a", "b.md": "b", "c.md": "c" };
+    // Only the manifest exists: reaching the files would report them missing.
+    await writeTree(root, { "manifest.json": serializeManifest(manifestFor(files)) });
+    const backend = createLocalBackend({ root });
+    const error = await validationError(backend, "", { maxFiles: 2 });
+    expect(error.issues).toEqual([
+      {
+        code: "too_many_files",
+        path: "manifest.json",
+        message: "manifest.json: lists 3 files, more than validation.max_files 2",
+        expected: 2,
+        actual: 3,
+      },
+    ]);
+    const missing = await validationError(backend, "", { maxFiles: 3 });
+    expect(missing.issues.map((issue) => issue.code)).toEqual([
+      "missing_file",
+      "missing_file",
+      "missing_file",
+    ]);
+  });
+
+  it("refuses a declared total size above maxTotalSize before reading any file", async () => {
+    const root = await temp.make();
+    await writeTree(root, { "manifest.json": serializeManifest(manifestFor(FILES)) });
+    const error = await validationError(createLocalBackend({ root }), "", { maxTotalSize: 23 });
+    expect(error.issues).toEqual([
+      {
+        code: "total_size_exceeded",
+        path: "manifest.json",
+        message: "manifest.json: files total 24 bytes, more than validation.max_total_size 23",
+        expected: 23,
+        actual: 24,
+      },
+    ]);
+    const atLimit = await validationError(createLocalBackend({ root }), "", { maxTotalSize: 24 });
+    expect(atLimit.issues.every((issue) => issue.code === "missing_file")).toBe(true);
+  });
+
+  it("bounds the walk of a bundle full of unlisted entries", async () => {
+    const { root, backend } = await localBundle();
+    const strays: Record<string, string> = {};
+    for (let index = 0; index < 70; index++) strays[`bundle/stray/${index}.txt`] = "x";
+    await writeTree(root, strays);
+    const error = await validationError(backend, "bundle", {
+      maxFiles: 2,
+      unlistedFiles: "ignore",
+    });
+    expect(error.issues).toEqual([
+      {
+        code: "too_many_entries",
+        path: "",
+        message: "bundle holds more than 68 files and directories (validation.max_files is 2)",
+        expected: 68,
+      },
+    ]);
+  });
+
+  it("collects every problem in one error, ordered by path", async () => {
+    const { root, backend } = await localBundle({ ...FILES, "z.md": "zed", "gone.md": "gone" });
+    await writeFile(join(root, "bundle", "report.md"), `${REPORT}!`);
+    await writeFile(join(root, "bundle", "z.md"), "ZED");
+    await writeTree(root, { "bundle/extra.txt": "x", "bundle/nested/manifest.json": "{}" });
+    const { rm } = await import("node:fs/promises");
+    await rm(join(root, "bundle", "gone.md"));
+    const error = await validationError(backend, "bundle");
+    expect(error.issues.map((issue) => [issue.path, issue.code])).toEqual([
+      ["extra.txt", "unlisted_file"],
+      ["gone.md", "missing_file"],
+      ["nested/manifest.json", "nested_manifest"],
+      ["report.md", "size_mismatch"],
+      ["z.md", "sha256_mismatch"],
+    ]);
+    expect(error.message).toMatch(/^bundle bundle is invalid \(5 problems\): extra\.txt: present/);
+  });
+
+  it("works on the memory backend", async () => {
+    const manifest = manifestFor(FILES);
+    const backend = createMemoryBackend({
+      files: {
+        "in/manifest.json": serializeManifest(manifest),
+        "in/report.md": REPORT,
+        "in/data/table.csv": "a,b\n1,2\n",
+      },
+    });
+    expect((await validateBundle(backend, "in")).manifest).toEqual(manifest);
+    await backend.writeFile("in/report.md", "changed", { overwrite: true });
+    expect((await validationError(backend, "in")).issues[0]?.message).toBe(
+      "report.md: size mismatch: expected 16, got 7",
+    );
+  });
+
+  it("stops reading a file that yields more bytes than listed", async () => {
+    const memory = createMemoryBackend({
+      files: {
+        "manifest.json": serializeManifest(manifestFor({ "report.md": REPORT })),
+        "report.md": REPORT,
+      },
+    });
+    let delivered = 0;
+    // Fault: the file grows after it was listed, and keeps growing.
+    const growing = withOverrides(memory, {
+      openRead: async () =>
+        Readable.from(
+          (function* () {
+            for (;;) {
+              delivered++;
+              yield Buffer.from(REPORT);
+            }
+          })(),
+        ),
+    });
+    const error = await validationError(growing, "");
+    expect(error.issues[0]?.message).toBe(
+      "report.md: size mismatch: expected 16, got more than 16 (file grew while reading)",
+    );
+    expect(delivered).toBeLessThan(10);
+  });
+
+  it("lets storage failures that say nothing about the bundle propagate", async () => {
+    const memory = createMemoryBackend({
+      files: {
+        "manifest.json": serializeManifest(manifestFor({ "report.md": REPORT })),
+        "report.md": REPORT,
+      },
+    });
+    const failing = withOverrides(memory, {
+      openRead: async (path: string) => {
+        throw new StorageError({
+          kind: "unavailable",
+          operation: "open reader",
+          backend: "memory",
+          path,
+        });
+      },
+    });
+    const error = await rejectionOf(() => validateBundle(failing, ""));
+    expect(error).toBeInstanceOf(StorageError);
+    expect(error).not.toBeInstanceOf(BundleValidationError);
+  });
+
+  it("hashes at most `concurrency` files at once", async () => {
+    const files: Record<string, string> = {};
+    for (let index = 0; index < 12; index++) files[`f${index}.txt`] = `file ${index}`;
+    const tree: Record<string, string> = {
+      "manifest.json": serializeManifest(manifestFor(files)),
+      ...files,
+    };
+    const memory = createMemoryBackend({ files: tree });
+    let open = 0;
+    let peak = 0;
+    const counting = withOverrides(memory, {
+      openRead: async (path: string) => {
+        const stream = await memory.openRead(path);
+        open++;
+        peak = Math.max(peak, open);
+        stream.once("close", () => open--);
+        return stream;
+      },
+    });
+    await validateBundle(counting, "", { concurrency: 3 });
+    expect(peak).toBeGreaterThan(0);
+    expect(peak).toBeLessThanOrEqual(3);
+  });
+
+  it("rejects with the abort reason when the signal fires", async () => {
+    const { backend } = await localBundle();
+    const controller = new AbortController();
+    const reason = new Error("cancelled by operator");
+    controller.abort(reason);
+    await expect(validateBundle(backend, "bundle", { signal: controller.signal })).rejects.toBe(
+      reason,
+    );
+  });
+
+  it("refuses malformed limits", async () => {
+    const { backend } = await localBundle();
+    await expect(validateBundle(backend, "bundle", { maxFiles: 0 })).rejects.toThrow(RangeError);
+    await expect(validateBundle(backend, "bundle", { maxTotalSize: -1 })).rejects.toThrow(
+      RangeError,
+    );
+  });
+});
+
+describe("readManifest", () => {
+  it("bounds the bytes it reads", async () => {
+    const root = await temp.make();
+    await mkdir(join(root, "b"));
+    await writeFile(join(root, "b", "manifest.json"), serializeManifest(manifestFor(FILES)));
+    const error = await rejectionOf(() =>
+      readManifest(createLocalBackend({ root }), "b", { maxBytes: 100 }),
+    );
+    expect(error).toBeInstanceOf(ManifestError);
+    expect((error as Error).message).toBe("b/manifest.json: manifest is larger than 100 bytes");
+  });
+
+  it("refuses bytes that are not UTF-8", async () => {
+    const backend = createMemoryBackend({
+      files: { "manifest.json": new Uint8Array([0x7b, 0xff, 0x7d]) },
+    });
+    await expect(readManifest(backend, "")).rejects.toThrow(
+      "manifest.json: manifest is not valid UTF-8",
+    );
+  });
+
+  it("reports a byte order mark instead of hiding it", async () => {
+    const text = serializeManifest(manifestFor(FILES));
+    const backend = createMemoryBackend({ files: { "manifest.json": `\ufeff${text}` } });
+    await expect(readManifest(backend, "")).rejects.toThrow("byte order mark before the document");
+  });
+});
