@@ -20,8 +20,11 @@ describe("markdown paths", () => {
 
 describe("renderMarkdownDocument", () => {
   it("produces a complete document titled by the first level-1 heading", () => {
-    const html = renderMarkdownDocument("Intro\n\n## Sub\n\n# The *Report* & more\n\nText.\n", "r.md");
-    expect(html.startsWith("<!doctype html>\n<html>\n<head>\n<meta charset=\"utf-8\">")).toBe(true);
+    const html = renderMarkdownDocument(
+      "Intro\n\n## Sub\n\n# The *Report* & more\n\nText.\n",
+      "r.md",
+    );
+    expect(html.startsWith('<!doctype html>\n<html>\n<head>\n<meta charset="utf-8">')).toBe(true);
     expect(html).toContain("<title>The Report &amp; more</title>");
     expect(html).toContain("<h1>The <em>Report</em> &#x26; more</h1>");
     expect(html.endsWith("</body>\n</html>\n")).toBe(true);
@@ -42,6 +45,12 @@ describe("renderMarkdownDocument", () => {
     expect(html).toContain("<td>1</td>");
     expect(html).toContain("<del>old</del>");
     expect(html).toContain('<a href="https://example.com">https://example.com</a>');
+  });
+
+  it("keeps raw HTML out of the title", () => {
+    expect(renderMarkdownDocument("# Home <b>bold</b> page\n", "x.md")).toContain(
+      "<title>Home bold page</title>",
+    );
   });
 
   it("does not pass raw HTML through", () => {

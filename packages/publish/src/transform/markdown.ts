@@ -22,7 +22,9 @@ export function isMarkdownPath(path: string): boolean {
 export function htmlOutputPath(sourcePath: string, mode: MarkdownMode): string {
   const dir = posix.dirname(sourcePath);
   const name =
-    mode === "index" ? "index.html" : `${posix.basename(sourcePath).replace(MARKDOWN_EXTENSION, "")}.html`;
+    mode === "index"
+      ? "index.html"
+      : `${posix.basename(sourcePath).replace(MARKDOWN_EXTENSION, "")}.html`;
   return dir === "." ? name : `${dir}/${name}`;
 }
 
@@ -35,6 +37,8 @@ interface MdastNode {
 }
 
 function textOf(node: MdastNode): string {
+  // Raw HTML never reaches the page, so it does not reach the title either.
+  if (node.type === "html") return "";
   if (typeof node.value === "string") return node.value;
   if (node.type === "image") return node.alt ?? "";
   return (node.children ?? []).map(textOf).join("");
@@ -43,7 +47,7 @@ function textOf(node: MdastNode): string {
 function firstHeadingText(root: MdastNode): string | undefined {
   for (const child of root.children ?? []) {
     if (child.type === "heading" && child.depth === 1) {
-      const text = textOf(child).trim();
+      const text = textOf(child).replace(/\s+/g, " ").trim();
       if (text !== "") return text;
     }
   }

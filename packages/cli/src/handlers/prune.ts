@@ -1,0 +1,26 @@
+import type { CommandHandler, PruneCommandOptions } from "../command.js";
+
+export const pruneCommand: CommandHandler<PruneCommandOptions> = async (options, context) => {
+  const publish = await import("@distributor/publish");
+  const config = await publish.loadConfig(options.configPath);
+  try {
+    const report = await publish.prune({
+      config,
+      pipelineId: options.pipelineId,
+      destinationId: options.destinationId,
+      dryRun: options.dryRun,
+      backends: context.backends,
+      signal: context.signal,
+    });
+    return { ok: true, result: report, text: [publish.formatPruneText(report)] };
+  } catch (error) {
+    // A prune that stopped part-way still reports what it deleted and what it kept.
+    if (!publish.isPruneError(error)) throw error;
+    return {
+      ok: false,
+      result: error.report,
+      text: [publish.formatPruneText(error.report)],
+      error: { code: publish.errorCode(error), message: error.message },
+    };
+  }
+};

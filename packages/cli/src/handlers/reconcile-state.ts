@@ -1,0 +1,19 @@
+import type { CommandHandler, ReconcileStateCommandOptions } from "../command.js";
+
+export const reconcileStateCommand: CommandHandler<ReconcileStateCommandOptions> = async (
+  options,
+  context,
+) => {
+  const publish = await import("@distributor/publish");
+  const config = await publish.loadConfig(options.configPath);
+  const report = await publish.reconcileState({
+    config,
+    pipelineId: options.pipelineId,
+    destinationId: options.destinationId,
+    allOwners: options.allOwners,
+    dryRun: options.dryRun,
+    backends: context.backends,
+    signal: context.signal,
+  });
+  return { ok: true, result: report, text: [publish.formatReconcileStateText(report)] };
+};
