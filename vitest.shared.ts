@@ -8,7 +8,10 @@ const packagesDir = fileURLToPath(new URL("./packages/", import.meta.url));
  * the others without a rebuild. Published consumers resolve the built `dist` through `exports`.
  */
 export const sourceAliases = [
-  { find: /^@distributor\/storage\/testing$/, replacement: `${packagesDir}storage/src/testing/index.ts` },
+  {
+    find: /^@distributor\/storage\/testing$/,
+    replacement: `${packagesDir}storage/src/testing/index.ts`,
+  },
   { find: /^@distributor\/publish\/(.*)$/, replacement: `${packagesDir}publish/src/$1/index.ts` },
   { find: /^@distributor\/([a-z0-9-]+)$/, replacement: `${packagesDir}$1/src/index.ts` },
 ];

@@ -94,7 +94,9 @@ try {
   const total = files * size + big;
   const d = median(distributor.map((r) => r.seconds));
   const c = median(copy.map((r) => r.seconds));
-  console.log(`tree: ${files} files x ${size} B${big > 0 ? ` + 1 file of ${big} B` : ""} = ${mib(total)}`);
+  console.log(
+    `tree: ${files} files x ${size} B${big > 0 ? ` + 1 file of ${big} B` : ""} = ${mib(total)}`,
+  );
   console.log(`distributor run: median ${d.toFixed(2)} s over ${runs} runs`);
   console.log(`cp -r:           median ${c.toFixed(2)} s over ${runs} runs`);
   console.log(`ratio run / cp:  ${(d / c).toFixed(1)}x`);
