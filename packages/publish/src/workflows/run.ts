@@ -66,7 +66,13 @@ export interface RunReport {
 
 export type RunEvent =
   | { type: "pipeline_start"; pipeline_id: string }
-  | { type: "bundle_validated"; pipeline_id: string; bundle_path: string; files: number; bytes: number }
+  | {
+      type: "bundle_validated";
+      pipeline_id: string;
+      bundle_path: string;
+      files: number;
+      bytes: number;
+    }
   | { type: "plan"; action: RunActionReport }
   | {
       type: "output_written";
@@ -107,7 +113,11 @@ export async function run(options: RunOptions): Promise<RunReport> {
       await runPipeline(options, pipeline, report);
     } catch (error) {
       if (options.signal?.aborted) throw error;
-      const failure = { pipeline_id: pipeline.id, code: errorCode(error), message: errorMessage(error) };
+      const failure = {
+        pipeline_id: pipeline.id,
+        code: errorCode(error),
+        message: errorMessage(error),
+      };
       report.pipeline_errors.push(failure);
       options.onEvent?.({ type: "pipeline_error", error: failure });
     }
@@ -143,7 +153,9 @@ async function runPipeline(options: RunOptions, pipeline: PipelineConfig, report
     for (const destination of pipeline.destinations) {
       const targets =
         destination.pathMapping.mode === "fixed"
-          ? [selectNewestBundle(bundles)].filter((b) => b !== undefined).map((b) => ({ bundle: b, bundlePath: "" }))
+          ? [selectNewestBundle(bundles)]
+              .filter((b) => b !== undefined)
+              .map((b) => ({ bundle: b, bundlePath: "" }))
           : bundles.map((bundle) => ({ bundle, bundlePath: bundle.path }));
       await runDestination(options, pipeline, destination, source, targets, report);
     }
@@ -159,7 +171,10 @@ async function validatePipelineBundles(
 ): Promise<ValidatedBundle[]> {
   const discovered = await discoverBundles(source, "", { signal: options.signal });
   if (discovered.length === 0) {
-    throw new WorkflowError("no_bundles", `pipeline ${pipeline.id}: no bundles found in source (${source.location})`);
+    throw new WorkflowError(
+      "no_bundles",
+      `pipeline ${pipeline.id}: no bundles found in source (${source.location})`,
+    );
   }
   const validated: ValidatedBundle[] = [];
   for (const bundle of discovered) {
@@ -227,7 +242,15 @@ async function runDestination(
   const cache: RenderCache = new Map();
   try {
     for (const target of targets) {
-      const action = await publishTarget(options, pipeline, destination, source, backend, target, cache);
+      const action = await publishTarget(
+        options,
+        pipeline,
+        destination,
+        source,
+        backend,
+        target,
+        cache,
+      );
       report.actions.push(action);
       options.onEvent?.({ type: "destination_done", action });
     }

@@ -1,0 +1,13 @@
+import type { BackendRegistry } from "@distributor/publish";
+
+/**
+ * The storage backends the CLI offers, by configuration name. Each entry imports its adapter on
+ * first use so commands that never touch a backend (help, version) stay fast. A remote backend is
+ * one more entry of the same shape.
+ */
+export const cliBackends: BackendRegistry = {
+  local: async (location) => {
+    const { createLocalBackend } = await import("@distributor/storage");
+    return createLocalBackend({ root: location.path });
+  },
+};

@@ -1,0 +1,25 @@
+#!/usr/bin/env node
+import { main } from "./main.js";
+
+const controller = new AbortController();
+let interrupted = false;
+const onSignal = (signal: NodeJS.Signals) => {
+  // The first interrupt lets the running command stop cleanly; a second one does not wait.
+  if (interrupted) process.exit(130);
+  interrupted = true;
+  controller.abort(new DOMException(`interrupted by ${signal}`, "AbortError"));
+};
+process.on("SIGINT", onSignal);
+process.on("SIGTERM", onSignal);
+// A reader that went away (`distributor inspect … | head`) is not a failure worth a stack trace.
+process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+  if (error.code === "EPIPE") process.exit(process.exitCode ?? 0);
+  throw error;
+});
+
+process.exitCode = await main(process.argv.slice(2), {
+  stdout: process.stdout,
+  stderr: process.stderr,
+  stderrIsTTY: process.stderr.isTTY === true,
+  signal: controller.signal,
+});

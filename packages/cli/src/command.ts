@@ -1,0 +1,91 @@
+import type { BackendRegistry } from "@distributor/publish";
+import type { CliIO } from "./io.js";
+
+export type OutputFormat = "text" | "json";
+
+/** A failure as the JSON envelope reports it. */
+export interface CommandFailure {
+  code: string;
+  message: string;
+}
+
+/**
+ * What a command handler produced. `main` renders it: under `--format json` as the envelope
+ * `{command, ok, result, error}`, as text otherwise; the exit status is 0 when `ok`, else 1.
+ */
+export interface CommandOutcome {
+  ok: boolean;
+  /** The report printed as `result` under `--format json` (snake_case fields); a failure may carry a partial one. */
+  result: unknown;
+  /** Lines for stdout in text mode. */
+  text: readonly string[];
+  /** Set when `ok` is false. */
+  error?: CommandFailure;
+  /**
+   * Lines for stderr in text mode, each printed as `distributor: <line>`. When absent, a failed
+   * outcome prints `error.message` instead.
+   */
+  diagnostics?: readonly string[];
+}
+
+/** Everything a handler needs besides its flags. */
+export interface CommandContext {
+  /** The command name used in the JSON envelope, e.g. `manifest create`. */
+  command: string;
+  format: OutputFormat;
+  io: CliIO;
+  signal: AbortSignal;
+  /** Storage backends by name; each entry loads its adapter on first use. */
+  backends: BackendRegistry;
+}
+
+/**
+ * A command handler: flags are already checked and normalised. It throws `UsageError` for a flag
+ * value it finds unusable (exit 2) and any other error for a failure (exit 1).
+ */
+export type CommandHandler<Options> = (
+  options: Options,
+  context: CommandContext,
+) => Promise<CommandOutcome>;
+
+export type ValidateCommandOptions =
+  | { kind: "path"; path: string }
+  | { kind: "config"; configPath: string; pipelineId: string; bundlePath?: string };
+
+export type InspectCommandOptions =
+  | { kind: "path"; path: string }
+  | { kind: "config"; configPath: string; pipelineId: string; bundlePath?: string }
+  | { kind: "destination"; configPath: string; pipelineId: string; destinationId: string };
+
+export interface ManifestCreateCommandOptions {
+  path: string;
+  id: string;
+  /** The `--created` value as typed; the handler parses it. */
+  created?: string;
+  force: boolean;
+}
+
+export interface RunCommandOptions {
+  /** `--config`, defaulting to `./distributor.yml`. */
+  configPath: string;
+  /** `--pipeline` values in command-line order; empty means every pipeline. */
+  pipelineIds: string[];
+  dryRun: boolean;
+  force: boolean;
+}
+
+export interface ReconcileStateCommandOptions {
+  configPath: string;
+  pipelineId: string;
+  destinationId: string;
+  allOwners: boolean;
+  dryRun: boolean;
+}
+
+export interface PruneCommandOptions {
+  configPath: string;
+  pipelineId: string;
+  destinationId: string;
+  /** True for `--dry-run`, false for `--apply` (exactly one is given). */
+  dryRun: boolean;
+}

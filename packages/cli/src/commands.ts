@@ -1,0 +1,542 @@
+import yargs, { type Argv } from "yargs";
+import type {
+  CommandContext,
+  CommandHandler,
+  CommandOutcome,
+  InspectCommandOptions,
+  ManifestCreateCommandOptions,
+  OutputFormat,
+  PruneCommandOptions,
+  ReconcileStateCommandOptions,
+  RunCommandOptions,
+  ValidateCommandOptions,
+} from "./command.js";
+import { UsageError } from "./errors.js";
+import {
+  booleanFlag,
+  checkBooleanAssignments,
+  extraPositionals,
+  optionalString,
+  outputFormat,
+  type RawFlags,
+  rejectPositionals,
+  requiredString,
+  stringList,
+} from "./flags.js";
+
+/** A parsed command line: help text to print, or a command ready to run. */
+export type Invocation =
+  | { kind: "help"; text: string }
+  | {
+      kind: "command";
+      /** Name used in the JSON envelope, e.g. `manifest create`. */
+      command: string;
+      format: OutputFormat;
+      execute(context: CommandContext): Promise<CommandOutcome>;
+    };
+
+/** `--config` of `run` when the flag is omitted. */
+export const DEFAULT_CONFIG_PATH = "./distributor.yml";
+
+const BOOLEAN_FLAGS: ReadonlySet<string> = new Set([
+  "help",
+  "dry-run",
+  "force",
+  "apply",
+  "all-owners",
+]);
+
+const COMMAND_NAMES: ReadonlySet<string> = new Set([
+  "help",
+  "version",
+  "run",
+  "validate",
+  "inspect",
+  "manifest",
+  "reconcile-state",
+  "prune",
+]);
+
+/**
+ * Parses the arguments after `distributor`. Throws `UsageError` for anything the command line
+ * gets wrong; never runs a workflow (the returned invocation does, when executed).
+ */
+export async function parseCommandLine(argv: readonly string[]): Promise<Invocation> {
+  // Help wins over every other flag on the line, malformed ones included.
+  if (!argv.includes("--help")) checkBooleanAssignments(argv, BOOLEAN_FLAGS);
+  const selection: Selection = {};
+  const output = await runParser(argv, selection);
+  if (selection.helpFor !== undefined) {
+    return { kind: "help", text: await helpText(selection.helpFor) };
+  }
+  if (selection.invocation !== undefined) return selection.invocation;
+  // yargs answered `--help` itself.
+  return { kind: "help", text: output };
+}
+
+interface Selection {
+  invocation?: Invocation;
+  /** Command words after `help` (or none for bare `distributor`). */
+  helpFor?: string[];
+}
+
+async function helpText(words: readonly string[]): Promise<string> {
+  const [name, sub] = words;
+  if (name !== undefined) {
+    const known =
+      COMMAND_NAMES.has(name) &&
+      (words.length === 1 || (name === "manifest" && sub === "create" && words.length === 2));
+    if (!known) throw new UsageError(`unknown command ${JSON.stringify(words.join(" "))}`);
+  }
+  return runParser([...words, "--help"], {});
+}
+
+async function runParser(argv: readonly string[], selection: Selection): Promise<string> {
+  let output = "";
+  await buildParser(selection).parseAsync([...argv], {}, (_error, _argv, text) => {
+    output = text;
+  });
+  return output;
+}
+
+function command(
+  selection: Selection,
+  name: string,
+  format: OutputFormat,
+  execute: (context: CommandContext) => Promise<CommandOutcome>,
+): void {
+  selection.invocation = { kind: "command", command: name, format, execute };
+}
+
+/** Runs a handler module loaded on first use, so `--help` loads nothing but yargs. */
+function lazily<Options>(
+  load: () => Promise<CommandHandler<Options>>,
+  options: Options,
+): (context: CommandContext) => Promise<CommandOutcome> {
+  return async (context) => (await load())(options, context);
+}
+
+function buildParser(selection: Selection): Argv {
+  return yargs()
+    .scriptName("distributor")
+    .locale("en")
+    .exitProcess(false)
+    .version(false)
+    .wrap(null)
+    .parserConfiguration({
+      "boolean-negation": false,
+      "camel-case-expansion": false,
+      "dot-notation": false,
+      "greedy-arrays": false,
+      "parse-numbers": false,
+      "parse-positional-numbers": false,
+    })
+    .strictOptions()
+    .help("help", "Show this help")
+    .usage("Usage:\n  distributor <command> [flags]\n  distributor help [command]")
+    .epilog(
+      "Exit status: 0 success, 1 failure (any failed destination included), 2 usage error.\n" +
+        "Run `distributor <command> --help` for the flags of one command.",
+    )
+    .fail((message, error) => {
+      throw usageFailure(message, error);
+    })
+    .command(
+      "help [command..]",
+      "Show help for distributor or one command",
+      (y) => y.positional("command", { type: "string", describe: "Command to describe" }),
+      (argv) => {
+        const words = argv.command;
+        selection.helpFor = Array.isArray(words) ? words.map(String) : [];
+      },
+    )
+    .command(
+      "version",
+      "Print the distributor version",
+      (y) =>
+        y
+          .usage("Usage:\n  distributor version [--format text|json]")
+          .option("format", formatOption),
+      (argv) => {
+        const flags = argv as RawFlags;
+        rejectPositionals(flags, "version", 1);
+        const format = outputFormat(flags);
+        command(
+          selection,
+          "version",
+          format,
+          lazily(async () => (await import("./handlers/version.js")).versionCommand, {}),
+        );
+      },
+    )
+    .command(
+      "run",
+      "Publish the bundles of configured pipelines to their destinations",
+      (y) =>
+        y
+          .usage(
+            "Usage:\n  distributor run [--config <path>] [--pipeline <id>]... [--dry-run] [--force] [--format text|json]",
+          )
+          .option("config", {
+            type: "string",
+            describe: `Configuration file (default ${DEFAULT_CONFIG_PATH})`,
+          })
+          .option("pipeline", {
+            type: "string",
+            array: true,
+            describe:
+              "Run only this pipeline; repeat the flag for several (default: every pipeline)",
+          })
+          .option("dry-run", {
+            type: "boolean",
+            describe: "Read sources and destinations and print the plan; write nothing anywhere",
+          })
+          .option("force", {
+            type: "boolean",
+            describe:
+              "Replace destination content that would otherwise fail as a conflict, as unmanaged, or as newer",
+          })
+          .option("format", formatOption)
+          .epilog(
+            "Pipelines run in configuration order. Each destination is planned and written on its own;\n" +
+              "one failing destination does not stop the others, but makes the exit status 1.",
+          ),
+      (argv) => {
+        const flags = argv as RawFlags;
+        rejectPositionals(flags, "run", 1);
+        const format = outputFormat(flags);
+        const options: RunCommandOptions = {
+          configPath: optionalString(flags, "config") ?? DEFAULT_CONFIG_PATH,
+          pipelineIds: stringList(flags, "pipeline"),
+          dryRun: booleanFlag(flags, "dry-run"),
+          force: booleanFlag(flags, "force"),
+        };
+        command(
+          selection,
+          "run",
+          format,
+          lazily(async () => (await import("./handlers/run.js")).runCommand, options),
+        );
+      },
+    )
+    .command(
+      "validate [path]",
+      "Check a bundle, a tree of bundles, or the bundles of a configured source",
+      (y) =>
+        y
+          .usage(
+            "Usage:\n  distributor validate [--format text|json] <path>\n" +
+              "  distributor validate --config <path> --pipeline <id> [--bundle <path>] [--format text|json]",
+          )
+          .positional("path", {
+            type: "string",
+            describe: "Local bundle directory, or a directory holding several bundles",
+          })
+          .option("config", { type: "string", describe: "Configuration file naming the source" })
+          .option("pipeline", { type: "string", describe: "Pipeline whose source is checked" })
+          .option("bundle", {
+            type: "string",
+            describe:
+              "Only the bundle at this path relative to the source root (default: every bundle)",
+          })
+          .option("format", formatOption)
+          .epilog(
+            "A bundle passes when its manifest parses and every listed file exists with the listed\n" +
+              "size and sha256. With --config the pipeline's validation policy applies.",
+          ),
+      (argv) => {
+        const flags = argv as RawFlags;
+        const options = validateOptions(flags);
+        const format = outputFormat(flags);
+        command(
+          selection,
+          "validate",
+          format,
+          lazily(async () => (await import("./handlers/validate.js")).validateCommand, options),
+        );
+      },
+    )
+    .command(
+      "inspect [path]",
+      "Show a bundle's manifest and files, or a destination's state",
+      (y) =>
+        y
+          .usage(
+            "Usage:\n  distributor inspect [--format text|json] <path>\n" +
+              "  distributor inspect --config <path> --pipeline <id> [--bundle <path> | --destination <id>] [--format text|json]",
+          )
+          .positional("path", {
+            type: "string",
+            describe:
+              "Local bundle directory, directory of bundles, or destination directory holding .distributor.json",
+          })
+          .option("config", { type: "string", describe: "Configuration file naming the pipeline" })
+          .option("pipeline", { type: "string", describe: "Pipeline to inspect" })
+          .option("bundle", {
+            type: "string",
+            describe: "Only the source bundle at this path relative to the source root",
+          })
+          .option("destination", {
+            type: "string",
+            describe: "Show the state of this destination instead of the source",
+          })
+          .option("format", formatOption)
+          .epilog(
+            "Inspect reads only; it reports what it finds, including files whose size or sha256 differ\n" +
+              "from the manifest.",
+          ),
+      (argv) => {
+        const flags = argv as RawFlags;
+        const options = inspectOptions(flags);
+        const format = outputFormat(flags);
+        command(
+          selection,
+          "inspect",
+          format,
+          lazily(async () => (await import("./handlers/inspect.js")).inspectCommand, options),
+        );
+      },
+    )
+    .command(
+      // One subcommand only; a nested yargs command would misreport extra positionals.
+      "manifest [subcommand] [path]",
+      "Write manifest.json for a bundle directory (manifest create)",
+      (y) =>
+        y
+          .usage(
+            "Usage:\n  distributor manifest create --id <bundle-id> [--created <rfc3339>] [--force] [--format text|json] <bundle-path>",
+          )
+          .positional("subcommand", { type: "string", describe: "create (the only subcommand)" })
+          .positional("path", { type: "string", describe: "Bundle directory to list" })
+          .option("id", { type: "string", describe: "Bundle id recorded in the manifest" })
+          .option("created", {
+            type: "string",
+            describe: "Creation time, RFC 3339 with an offset (default: now, whole seconds, UTC)",
+          })
+          .option("force", { type: "boolean", describe: "Overwrite an existing manifest.json" })
+          .option("format", formatOption)
+          .epilog(
+            "Lists every regular file below the bundle directory with its sha256 and size. Symbolic\n" +
+              "links are refused, and an existing manifest.json is kept unless --force is given.",
+          ),
+      (argv) => {
+        const flags = argv as RawFlags;
+        const options = manifestCreateOptions(flags);
+        const format = outputFormat(flags);
+        command(
+          selection,
+          "manifest create",
+          format,
+          lazily(
+            async () => (await import("./handlers/manifest-create.js")).manifestCreateCommand,
+            options,
+          ),
+        );
+      },
+    )
+    .command(
+      "reconcile-state",
+      "Drop state records of managed outputs that no longer exist at a destination",
+      (y) =>
+        y
+          .usage(
+            "Usage:\n  distributor reconcile-state --config <path> --pipeline <id> --destination <id> [--all-owners] [--dry-run] [--format text|json]",
+          )
+          .option("config", { type: "string", describe: "Configuration file (required)" })
+          .option("pipeline", {
+            type: "string",
+            describe: "Pipeline that selects the destination root (required)",
+          })
+          .option("destination", {
+            type: "string",
+            describe: "Destination whose root is repaired (required)",
+          })
+          .option("all-owners", {
+            type: "boolean",
+            describe:
+              "In a shared root, repair the records of every owner, not only this destination's",
+          })
+          .option("dry-run", {
+            type: "boolean",
+            describe: "Report the repair without rewriting .distributor.json",
+          })
+          .option("format", formatOption)
+          .epilog(
+            "Unmanaged entries are reported, never deleted or adopted; output digests are not checked.",
+          ),
+      (argv) => {
+        const flags = argv as RawFlags;
+        rejectPositionals(flags, "reconcile-state", 1);
+        const format = outputFormat(flags);
+        const options: ReconcileStateCommandOptions = {
+          configPath: requiredString(flags, "config", "reconcile-state"),
+          pipelineId: requiredString(flags, "pipeline", "reconcile-state"),
+          destinationId: requiredString(flags, "destination", "reconcile-state"),
+          allOwners: booleanFlag(flags, "all-owners"),
+          dryRun: booleanFlag(flags, "dry-run"),
+        };
+        command(
+          selection,
+          "reconcile-state",
+          format,
+          lazily(
+            async () => (await import("./handlers/reconcile-state.js")).reconcileStateCommand,
+            options,
+          ),
+        );
+      },
+    )
+    .command(
+      "prune",
+      "Delete managed outputs selected by the destination's retention policy",
+      (y) =>
+        y
+          .usage(
+            "Usage:\n  distributor prune --config <path> --pipeline <id> --destination <id> (--dry-run|--apply) [--format text|json]",
+          )
+          .option("config", { type: "string", describe: "Configuration file (required)" })
+          .option("pipeline", {
+            type: "string",
+            describe: "Pipeline that selects the destination root and owner (required)",
+          })
+          .option("destination", {
+            type: "string",
+            describe: "Destination whose retention.prune policy applies (required)",
+          })
+          .option("dry-run", {
+            type: "boolean",
+            describe: "Report the outputs that would be deleted; change nothing",
+          })
+          .option("apply", {
+            type: "boolean",
+            describe: "Delete the planned outputs, then rewrite .distributor.json",
+          })
+          .option("format", formatOption)
+          .epilog(
+            "Exactly one of --dry-run or --apply is required. Only managed outputs are deleted;\n" +
+              "unmanaged files and .distributor.json stay.",
+          ),
+      (argv) => {
+        const flags = argv as RawFlags;
+        rejectPositionals(flags, "prune", 1);
+        const format = outputFormat(flags);
+        const configPath = requiredString(flags, "config", "prune");
+        const pipelineId = requiredString(flags, "pipeline", "prune");
+        const destinationId = requiredString(flags, "destination", "prune");
+        const dryRun = booleanFlag(flags, "dry-run");
+        if (dryRun === booleanFlag(flags, "apply")) {
+          throw new UsageError("prune requires exactly one of --dry-run or --apply");
+        }
+        const options: PruneCommandOptions = { configPath, pipelineId, destinationId, dryRun };
+        command(
+          selection,
+          "prune",
+          format,
+          lazily(async () => (await import("./handlers/prune.js")).pruneCommand, options),
+        );
+      },
+    )
+    .command("$0", false, {}, (argv) => {
+      const [word] = extraPositionals(argv as RawFlags, 0);
+      if (word !== undefined) throw new UsageError(`unknown command ${JSON.stringify(word)}`);
+      selection.helpFor = [];
+    });
+}
+
+const formatOption = {
+  type: "string",
+  describe: "Output format: text (default) or json",
+} as const;
+
+function validateOptions(flags: RawFlags): ValidateCommandOptions {
+  if (extraPositionals(flags, 1).length > 0) {
+    throw new UsageError("validate accepts one path");
+  }
+  return sourceSelection(flags, "validate");
+}
+
+function inspectOptions(flags: RawFlags): InspectCommandOptions {
+  if (extraPositionals(flags, 1).length > 0) {
+    throw new UsageError("inspect accepts one path");
+  }
+  const destinationId = optionalString(flags, "destination");
+  if (destinationId === undefined) return sourceSelection(flags, "inspect");
+  if (optionalString(flags, "bundle") !== undefined) {
+    throw new UsageError("inspect accepts --bundle or --destination, not both");
+  }
+  const selected = sourceSelection(flags, "inspect");
+  if (selected.kind !== "config") throw new UsageError("inspect requires --config");
+  return {
+    kind: "destination",
+    configPath: selected.configPath,
+    pipelineId: selected.pipelineId,
+    destinationId,
+  };
+}
+
+/** The two forms of `validate` and `inspect`: a local path, or a configured pipeline's source. */
+function sourceSelection(
+  flags: RawFlags,
+  name: string,
+):
+  | { kind: "path"; path: string }
+  | { kind: "config"; configPath: string; pipelineId: string; bundlePath?: string } {
+  const path = positionalPath(flags);
+  const configPath = optionalString(flags, "config");
+  const wantsConfig =
+    configPath !== undefined ||
+    flags.pipeline !== undefined ||
+    flags.bundle !== undefined ||
+    flags.destination !== undefined;
+  if (path !== undefined && wantsConfig) {
+    throw new UsageError(`${name} accepts a path or --config, not both`);
+  }
+  if (!wantsConfig) {
+    if (path === undefined) throw new UsageError(`${name} requires a path or --config`);
+    return { kind: "path", path };
+  }
+  if (configPath === undefined) throw new UsageError(`${name} requires --config`);
+  const pipelineId = requiredString(flags, "pipeline", name);
+  const bundlePath = optionalString(flags, "bundle");
+  return bundlePath === undefined
+    ? { kind: "config", configPath, pipelineId }
+    : { kind: "config", configPath, pipelineId, bundlePath };
+}
+
+function manifestCreateOptions(flags: RawFlags): ManifestCreateCommandOptions {
+  const subcommand = flags.subcommand;
+  if (subcommand === undefined) throw new UsageError("manifest requires a subcommand: create");
+  if (subcommand !== "create") {
+    throw new UsageError(`unknown command ${JSON.stringify(`manifest ${String(subcommand)}`)}`);
+  }
+  if (extraPositionals(flags, 1).length > 0) {
+    throw new UsageError("manifest create accepts one bundle path");
+  }
+  const id = requiredString(flags, "id", "manifest create");
+  const path = positionalPath(flags);
+  if (path === undefined) throw new UsageError("manifest create requires a bundle path");
+  const created = optionalString(flags, "created");
+  const force = booleanFlag(flags, "force");
+  return created === undefined ? { path, id, force } : { path, id, created, force };
+}
+
+function positionalPath(flags: RawFlags): string | undefined {
+  const path = flags.path;
+  if (path === undefined) return undefined;
+  if (typeof path !== "string" || path === "") throw new UsageError("path must not be empty");
+  return path;
+}
+
+/** Turns yargs' own validation failures into usage errors with distributor's wording. */
+function usageFailure(message: string | undefined, error: Error | undefined): Error {
+  if (error !== undefined && error.name !== "YError") return error;
+  const text = message ?? error?.message ?? "invalid command line";
+  const unknown = /^Unknown arguments?: (.*)$/.exec(text);
+  if (unknown?.[1] !== undefined) {
+    const flags = unknown[1]
+      .split(", ")
+      .map((name) => (name.length === 1 ? `-${name}` : `--${name}`));
+    return new UsageError(`unknown flag${flags.length > 1 ? "s" : ""} ${flags.join(", ")}`);
+  }
+  return new UsageError(text);
+}

@@ -1,0 +1,18 @@
+import type { CommandHandler, ValidateCommandOptions } from "../command.js";
+import { validateOutcome } from "../render/validate.js";
+
+export const validateCommand: CommandHandler<ValidateCommandOptions> = async (options, context) => {
+  const publish = await import("@distributor/publish");
+  const common = { backends: context.backends, signal: context.signal };
+  if (options.kind === "path") {
+    return validateOutcome(await publish.validateBundlePath({ path: options.path, ...common }));
+  }
+  const config = await publish.loadConfig(options.configPath);
+  const report = await publish.validateConfiguredSource({
+    config,
+    pipelineId: options.pipelineId,
+    ...(options.bundlePath === undefined ? {} : { bundlePath: options.bundlePath }),
+    ...common,
+  });
+  return validateOutcome(report);
+};

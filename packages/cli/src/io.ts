@@ -1,0 +1,14 @@
+/** Where a command writes text; `process.stdout` and test buffers both fit. */
+export interface TextSink {
+  write(chunk: string): unknown;
+}
+
+/** The process surroundings a command runs in, passed in so `main` can run in-process too. */
+export interface CliIO {
+  stdout: TextSink;
+  stderr: TextSink;
+  /** Progress is drawn on stderr only when it is an interactive terminal. */
+  stderrIsTTY?: boolean;
+  /** Aborted when the operator interrupts the process. */
+  signal?: AbortSignal;
+}

@@ -1,0 +1,62 @@
+import { cliBackends } from "./backends.js";
+import type { CommandOutcome } from "./command.js";
+import { parseCommandLine } from "./commands.js";
+import {
+  describeFailure,
+  EXIT_FAILURE,
+  EXIT_OK,
+  EXIT_USAGE,
+  errorMessage,
+  isUsageError,
+} from "./errors.js";
+import type { CliIO } from "./io.js";
+import { envelope, renderEnvelope } from "./render/envelope.js";
+
+/**
+ * Runs one distributor command line (the arguments after `distributor`) and returns the exit
+ * status. Only here are errors mapped to exit statuses and outcomes rendered.
+ */
+export async function main(argv: readonly string[], io: CliIO): Promise<number> {
+  let invocation: Awaited<ReturnType<typeof parseCommandLine>>;
+  try {
+    invocation = await parseCommandLine(argv);
+  } catch (error) {
+    return reportUnexpected(io, error);
+  }
+  if (invocation.kind === "help") {
+    io.stdout.write(invocation.text.endsWith("\n") ? invocation.text : `${invocation.text}\n`);
+    return EXIT_OK;
+  }
+
+  const { command, format } = invocation;
+  let outcome: CommandOutcome;
+  try {
+    outcome = await invocation.execute({
+      command,
+      format,
+      io,
+      signal: io.signal ?? new AbortController().signal,
+      backends: cliBackends,
+    });
+  } catch (error) {
+    if (isUsageError(error)) return reportUnexpected(io, error);
+    outcome = { ok: false, result: null, text: [], error: await describeFailure(error) };
+  }
+
+  if (format === "json") {
+    io.stdout.write(renderEnvelope(envelope(command, outcome.ok, outcome.result, outcome.error)));
+  } else {
+    for (const line of outcome.text) io.stdout.write(`${line}\n`);
+    if (!outcome.ok) {
+      const lines = outcome.diagnostics ?? [outcome.error?.message ?? `${command} failed`];
+      for (const line of lines) io.stderr.write(`distributor: ${line}\n`);
+    }
+  }
+  return outcome.ok ? EXIT_OK : EXIT_FAILURE;
+}
+
+/** Usage errors (exit 2) and failures before any command ran (exit 1): stderr only. */
+function reportUnexpected(io: CliIO, error: unknown): number {
+  io.stderr.write(`distributor: ${errorMessage(error)}\n`);
+  return isUsageError(error) ? EXIT_USAGE : EXIT_FAILURE;
+}

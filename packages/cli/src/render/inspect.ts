@@ -1,0 +1,103 @@
+import type {
+  BundleInspection,
+  InspectReport,
+  StateReport,
+  StateTreeInspection,
+} from "@distributor/publish";
+import type { CommandOutcome } from "../command.js";
+import { summaryLine } from "./text.js";
+import { bundleProblems, issuesFailure } from "./validate.js";
+
+/** `inspect`: bundles with one line per file, or state with one line per owner and output. */
+export function inspectOutcome(report: InspectReport): CommandOutcome {
+  if (report.kind === "state") return { ok: true, result: report, text: stateLines(report) };
+  const text = report.bundles.flatMap(bundleLines);
+  if (report.ok) return { ok: true, result: report, text };
+  const problems = bundleProblems(report.issues, report.bundles);
+  return {
+    ok: false,
+    result: report,
+    text,
+    error: issuesFailure(problems),
+    diagnostics: problems.map((problem) => problem.line),
+  };
+}
+
+function bundleLines(bundle: BundleInspection): string[] {
+  const manifest = bundle.manifest;
+  return [
+    summaryLine("Bundle", [
+      ["path", bundle.path],
+      ["id", manifest?.id],
+      ["created", manifest?.created],
+      ["digest", manifest?.digest],
+      ["files", manifest === null ? null : bundle.files.length],
+      ["total_size", bundle.total_size],
+      ["status", bundle.ok ? "valid" : "invalid"],
+    ]),
+    ...bundle.files.map((file) =>
+      summaryLine("File", [
+        ["path", file.path],
+        ["size", file.size],
+        ["sha256", file.sha256],
+        ["status", file.status],
+        ...(file.actual_size === undefined ? [] : ([["actual_size", file.actual_size]] as const)),
+        ...(file.actual_sha256 === undefined
+          ? []
+          : ([["actual_sha256", file.actual_sha256]] as const)),
+      ]),
+    ),
+    ...bundle.unlisted_files.map((path) => summaryLine("Unlisted", [["path", path]])),
+  ];
+}
+
+function stateLines(report: StateTreeInspection): string[] {
+  return [
+    summaryLine("Destination", [
+      ...(report.pipeline_id === undefined ? [] : ([["pipeline", report.pipeline_id]] as const)),
+      ...(report.destination_id === undefined
+        ? []
+        : ([["destination", report.destination_id]] as const)),
+      ["location", report.location],
+      ["states", report.states.length],
+    ]),
+    ...report.states.flatMap(stateReportLines),
+  ];
+}
+
+function stateReportLines(state: StateReport): string[] {
+  return [
+    summaryLine("State", [
+      ["path", state.path],
+      ["schema_version", state.schema_version],
+      ["mode", state.mode],
+      ["created_at", state.created_at],
+      ["updated_at", state.updated_at],
+      ["owners", state.owners.length],
+      ["outputs", state.outputs.length],
+    ]),
+    ...state.owners.map((owner) =>
+      summaryLine("Owner", [
+        ["pipeline", owner.pipeline_id],
+        ["destination", owner.destination_id],
+        ["reconciliation", owner.reconciliation],
+        ["source_id", owner.source.id],
+        ["source_created", owner.source.created],
+        ["source_digest", owner.source.digest],
+        ["outputs", owner.outputs],
+        ["primary_url", owner.primary_url],
+      ]),
+    ),
+    ...state.outputs.map((output) =>
+      summaryLine("Output", [
+        ["path", output.path],
+        ["kind", output.kind],
+        ["source_path", output.source_path],
+        ["size", output.size],
+        ["sha256", output.sha256],
+        ["updated_at", output.updated_at],
+        ["owner", `${output.pipeline_id}/${output.destination_id}`],
+      ]),
+    ),
+  ];
+}

@@ -1,0 +1,21 @@
+import type { ManifestCreateReport } from "@distributor/publish";
+import type { CommandOutcome } from "../command.js";
+import { summaryLine } from "./text.js";
+
+/** `manifest create`: one line describing the manifest written. */
+export function manifestCreateOutcome(report: ManifestCreateReport): CommandOutcome {
+  return {
+    ok: true,
+    result: report,
+    text: [
+      summaryLine("Manifest", [
+        ["path", report.manifest_path],
+        ["id", report.id],
+        ["created", report.created],
+        ["digest", report.digest],
+        ["files", report.files],
+        ["total_size", report.total_size],
+      ]),
+    ],
+  };
+}

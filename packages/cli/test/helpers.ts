@@ -1,0 +1,130 @@
+import { spawn } from "node:child_process";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterEach, beforeEach } from "vitest";
+
+export const BIN = fileURLToPath(new URL("../dist/bin.js", import.meta.url));
+export const FIXTURES = fileURLToPath(new URL("./fixtures/", import.meta.url));
+
+export interface CliResult {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `node dist/bin.js ...args` as a separate process and collects what it printed. */
+export function runCli(
+  args: readonly string[],
+  options: { cwd?: string } = {},
+): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], {
+      cwd: options.cwd ?? process.cwd(),
+      env: { ...process.env, NO_COLOR: "1" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+      stdout += chunk;
+    });
+    child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
+      stderr += chunk;
+    });
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** Parses stdout as the single JSON envelope `--format json` prints. */
+export function envelopeOf(result: CliResult): {
+  command: string;
+  ok: boolean;
+  result: Record<string, unknown> | null;
+  error?: { code: string; message: string };
+} {
+  return JSON.parse(result.stdout);
+}
+
+/** The envelope's `result`, which the test expects to be present. */
+export function resultOf(result: CliResult): Record<string, unknown> {
+  const envelope = envelopeOf(result);
+  if (envelope.result === null) throw new Error(`no result in ${result.stdout}`);
+  return envelope.result;
+}
+
+/** A fresh temporary directory per test, removed afterwards. */
+export function useTempDir(): () => string {
+  let directory: string | undefined;
+  beforeEach(async () => {
+    directory = await mkdtemp(join(tmpdir(), "distributor-cli-"));
+  });
+  afterEach(async () => {
+    if (directory !== undefined) await rm(directory, { recursive: true, force: true });
+    directory = undefined;
+  });
+  return () => {
+    if (directory === undefined) throw new Error("temporary directory used outside a test");
+    return directory;
+  };
+}
+
+export async function writeFiles(directory: string, files: Record<string, string>): Promise<void> {
+  for (const [path, content] of Object.entries(files)) {
+    const target = join(directory, path);
+    await mkdir(dirname(target), { recursive: true });
+    await writeFile(target, content);
+  }
+}
+
+export const REPORT = "# Report\nSunny.\n";
+export const REPORT_SHA256 =
+  "sha256:3640fd37140ee4d2e0e93e78834f232ea67a50e7bc6279203690cc7de1975fa6";
+/** The bundle digest of SPEC §4's example: `report.md` alone. */
+export const SPEC_BUNDLE_DIGEST =
+  "sha256:1ff36301a4a3f0f3a51ab8a55059a012213b6c2ee48bf0c7eb378c46bcb49f78";
+
+/** Writes SPEC §4's example bundle (one file, literal manifest) into `directory`. */
+export async function writeSpecBundle(directory: string, id = "reports.example.2026-06-04") {
+  const manifest = {
+    schema_version: 1,
+    id,
+    created: "2026-06-04T11:55:00Z",
+    digest: SPEC_BUNDLE_DIGEST,
+    files: [{ path: "report.md", sha256: REPORT_SHA256, size: 16 }],
+  };
+  await writeFiles(directory, {
+    "report.md": REPORT,
+    "manifest.json": `${JSON.stringify(manifest, null, 2)}\n`,
+  });
+}
+
+/** Copies a state fixture to `<directory>/.distributor.json`. */
+export async function writeStateFixture(directory: string, name: string): Promise<void> {
+  await mkdir(directory, { recursive: true });
+  await writeFile(
+    join(directory, ".distributor.json"),
+    await readFile(join(FIXTURES, "state", name)),
+  );
+}
+
+/** A configuration with one local pipeline `reports` and its destination `archive`. */
+export async function writeConfig(directory: string, source: string, destination: string) {
+  const path = join(directory, "distributor.yml");
+  await writeFile(
+    path,
+    `pipelines:
+  - id: reports
+    source:
+      backend: local
+      path: ${source}
+    destinations:
+      - id: archive
+        backend: local
+        path: ${destination}
+`,
+  );
+  return path;
+}

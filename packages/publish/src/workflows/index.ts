@@ -1,0 +1,54 @@
+export {
+  type BundleInspection,
+  type BundleTreeInspection,
+  type InspectConfiguredDestinationOptions,
+  type InspectConfiguredSourceOptions,
+  type InspectedFile,
+  type InspectedFileStatus,
+  type InspectPathOptions,
+  type InspectReport,
+  inspectBundlePath,
+  inspectConfiguredDestination,
+  inspectConfiguredSource,
+  inspectPath,
+  inspectStatePath,
+  type StateTreeInspection,
+} from "./inspect.js";
+export {
+  MAX_STATE_FILE_BYTES,
+  type StateOutputReport,
+  type StateOwnerReport,
+  type StateReport,
+} from "./inspect-state.js";
+export { openLocalDirectory } from "./local-directory.js";
+export {
+  type CreateManifestWorkflowOptions,
+  createManifestWorkflow,
+  type ManifestCreateReport,
+} from "./manifest-create.js";
+export {
+  type BackendFactory,
+  type BackendRegistry,
+  bundlePrefix,
+  defaultBackends,
+  findDestination,
+  findPipeline,
+  type OpenBackendOptions,
+  openBackend,
+  sourceLocation,
+  WorkflowError,
+  type WorkflowOptions,
+  withBackend,
+} from "./shared.js";
+export {
+  type BundleValidationReport,
+  type IssueReport,
+  type ValidateBundlePathOptions,
+  type ValidateConfiguredSourceOptions,
+  type ValidateEvent,
+  type ValidateReport,
+  type ValidationRules,
+  validateBundlePath,
+  validateConfiguredSource,
+  validationRules,
+} from "./validate.js";

@@ -1,0 +1,212 @@
+import { formatTimestamp, type Manifest } from "@distributor/bundle";
+import {
+  formatStateTimestamp,
+  isSharedRootState,
+  parseDocument,
+  type ReconciliationMode,
+  type StateDocument,
+  type StateMode,
+} from "@distributor/state";
+import {
+  displayPath,
+  parentPath,
+  STATE_FILE_NAME,
+  type StorageBackend,
+} from "@distributor/storage";
+import { WorkflowError } from "./shared.js";
+
+/** Largest `.distributor.json` read: far above what a state with 100000 outputs takes. */
+export const MAX_STATE_FILE_BYTES = 64 * 1024 * 1024;
+
+/** A pipeline/destination pair that published into a state file. */
+export interface StateOwnerReport {
+  pipeline_id: string;
+  destination_id: string;
+  reconciliation: ReconciliationMode;
+  /** Identity of the source bundle the owner published last. */
+  source: { id: string; created: string; digest: string; files: number };
+  primary_url?: string;
+  /** Number of outputs this owner manages. */
+  outputs: number;
+}
+
+/** One managed output recorded in a state file. */
+export interface StateOutputReport {
+  path: string;
+  kind: "source" | "generated";
+  source_path: string;
+  transform?: string;
+  url?: string;
+  sha256: string;
+  size: number;
+  created_at: string;
+  updated_at: string;
+  pipeline_id: string;
+  destination_id: string;
+}
+
+/** What one `.distributor.json` records. */
+export interface StateReport {
+  /** Destination bundle path the state belongs to; `.` for the root. */
+  path: string;
+  /** Logical path of the state file. */
+  state_file: string;
+  /** `schema_version` as written in the file (1 is read as single-owner state). */
+  schema_version: number;
+  mode: StateMode;
+  distributor_version?: string;
+  created_at: string;
+  updated_at: string;
+  /** Single-owner state only: when the recorded source was published. */
+  published_at?: string;
+  owners: StateOwnerReport[];
+  outputs: StateOutputReport[];
+}
+
+/** Reads and describes the state file at `statePath`; an unparseable one fails with `state_invalid`. */
+export async function inspectStateFile(
+  backend: StorageBackend,
+  statePath: string,
+  signal: AbortSignal | undefined,
+): Promise<StateReport> {
+  const bytes = await backend.readFile(statePath, {
+    maxBytes: MAX_STATE_FILE_BYTES,
+    ...(signal === undefined ? {} : { signal }),
+  });
+  const where = `${backend.location} ${displayPath(statePath)}`;
+  let text: string;
+  let document: StateDocument;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+    document = parseDocument(text);
+  } catch (error) {
+    throw new WorkflowError("state_invalid", `${where}: ${(error as Error).message}`, {
+      cause: error,
+    });
+  }
+  // Parsing normalises schema 1 to 2; the report shows what the file says.
+  const written = (JSON.parse(text) as { schema_version: number }).schema_version;
+  return stateReport(document, parentPath(statePath), statePath, written);
+}
+
+/** Logical paths of every state file in the backend, in path order (bounded walk). */
+export async function findStateFiles(
+  backend: StorageBackend,
+  limit: number,
+  signal: AbortSignal | undefined,
+): Promise<string[]> {
+  const entries = await backend.walk("", {
+    recursive: true,
+    limit,
+    ...(signal === undefined ? {} : { signal }),
+  });
+  return entries
+    .filter((entry) => entry.kind === "file" && isStateFile(entry.path))
+    .map((entry) => entry.path);
+}
+
+export function isStateFile(path: string): boolean {
+  return path === STATE_FILE_NAME || path.endsWith(`/${STATE_FILE_NAME}`);
+}
+
+function stateReport(
+  document: StateDocument,
+  bundlePath: string,
+  statePath: string,
+  writtenVersion: number,
+): StateReport {
+  const common = {
+    path: displayPath(bundlePath),
+    state_file: statePath,
+    schema_version: writtenVersion,
+    mode: document.state.mode,
+    ...(document.distributorVersion === undefined
+      ? {}
+      : { distributor_version: document.distributorVersion }),
+    created_at: formatStateTimestamp(document.createdAt),
+    updated_at: formatStateTimestamp(document.updatedAt),
+  };
+  if (isSharedRootState(document)) {
+    return {
+      ...common,
+      owners: document.owners.map((owner) => {
+        const count = document.outputs.filter(
+          (output) =>
+            output.owner.pipelineId === owner.scope.pipelineId &&
+            output.owner.destinationId === owner.scope.destinationId,
+        ).length;
+        return ownerReport(
+          owner.scope.pipelineId,
+          owner.scope.destinationId,
+          owner.reconciliation.mode,
+          owner.source.manifest,
+          owner.links?.primaryUrl,
+          count,
+        );
+      }),
+      outputs: document.outputs.map((output) =>
+        outputReport(output, output.owner.pipelineId, output.owner.destinationId),
+      ),
+    };
+  }
+  return {
+    ...common,
+    published_at: formatStateTimestamp(document.publishedAt),
+    owners: [
+      ownerReport(
+        document.pipelineId,
+        document.destinationId,
+        document.reconciliation.mode,
+        document.source.manifest,
+        document.links?.primaryUrl,
+        document.outputs.length,
+      ),
+    ],
+    outputs: document.outputs.map((output) =>
+      outputReport(output, document.pipelineId, document.destinationId),
+    ),
+  };
+}
+
+function ownerReport(
+  pipelineId: string,
+  destinationId: string,
+  reconciliation: ReconciliationMode,
+  manifest: Manifest,
+  primaryUrl: string | undefined,
+  outputs: number,
+): StateOwnerReport {
+  return {
+    pipeline_id: pipelineId,
+    destination_id: destinationId,
+    reconciliation,
+    source: {
+      id: manifest.id,
+      created: formatTimestamp(manifest.created),
+      digest: manifest.digest,
+      files: manifest.files.length,
+    },
+    ...(primaryUrl === undefined ? {} : { primary_url: primaryUrl }),
+    outputs,
+  };
+}
+
+function outputReport(
+  output: StateDocument["outputs"][number],
+  pipelineId: string,
+  destinationId: string,
+): StateOutputReport {
+  return {
+    path: output.path,
+    kind: output.kind,
+    source_path: output.sourcePath,
+    ...(output.transform === undefined ? {} : { transform: output.transform }),
+    ...(output.url === undefined ? {} : { url: output.url }),
+    sha256: output.sha256,
+    size: output.size,
+    created_at: formatStateTimestamp(output.createdAt),
+    updated_at: formatStateTimestamp(output.updatedAt),
+    pipeline_id: pipelineId,
+    destination_id: destinationId,
+  };
+}

@@ -1,0 +1,285 @@
+import {
+  type BundleIssue,
+  BundleValidationError,
+  discoverBundles,
+  formatTimestamp,
+  MANIFEST_FILE_NAME,
+  type Manifest,
+  readManifest,
+  type ValidateBundleOptions,
+  validateBundle,
+} from "@distributor/bundle";
+import { displayPath, isStorageError, type StorageBackend } from "@distributor/storage";
+import type { Config, ValidationPolicy } from "../config/types.js";
+import { openLocalDirectory } from "./local-directory.js";
+import {
+  bundlePrefix,
+  findPipeline,
+  openBackend,
+  sourceLocation,
+  type WorkflowOptions,
+  withBackend,
+} from "./shared.js";
+
+/** One problem found while validating, as reports print it. */
+export interface IssueReport {
+  code: string;
+  /** Bundle-relative path of the file concerned (root-relative for problems of a bundle tree). */
+  path: string;
+  message: string;
+  expected?: string | number;
+  actual?: string | number;
+}
+
+/** The validation of one bundle. Manifest fields are null when the manifest itself is unusable. */
+export interface BundleValidationReport {
+  /** Path of the bundle relative to the validated root; `.` for the root itself. */
+  path: string;
+  ok: boolean;
+  id: string | null;
+  digest: string | null;
+  /** RFC 3339, UTC. */
+  created: string | null;
+  /** Number of files the manifest lists. */
+  files: number | null;
+  /** Sum of the listed file sizes in bytes. */
+  total_size: number | null;
+  /** Files present but not listed, tolerated by `validation.unlisted_files: ignore`. */
+  unlisted_files: string[];
+  issues: IssueReport[];
+}
+
+/** Result of `validateBundlePath` and `validateConfiguredSource`; the CLI prints it as JSON. */
+export interface ValidateReport {
+  /** True when at least one bundle was found and every bundle is valid. */
+  ok: boolean;
+  /** The backend location validated, e.g. `local:/srv/spool`. */
+  location: string;
+  /** Set when the source came from a configured pipeline. */
+  pipeline_id?: string;
+  /** Problems of the tree itself: nested bundles, no bundle found. */
+  issues: IssueReport[];
+  bundles: BundleValidationReport[];
+}
+
+/** Progress of a validation, for displays. */
+export type ValidateEvent =
+  | { type: "bundle_started"; bundle_path: string }
+  | {
+      type: "file_checked";
+      bundle_path: string;
+      path: string;
+      size: number;
+      index: number;
+      count: number;
+      ok: boolean;
+    }
+  | { type: "bundle_checked"; bundle_path: string; ok: boolean };
+
+export interface ValidateBundlePathOptions extends WorkflowOptions<ValidateEvent> {
+  /** A local bundle directory, or a directory holding bundles below it. */
+  path: string;
+}
+
+export interface ValidateConfiguredSourceOptions extends WorkflowOptions<ValidateEvent> {
+  config: Config;
+  pipelineId: string;
+  /** Only the bundle at this path relative to the source root; default every bundle. */
+  bundlePath?: string;
+}
+
+/** Limits and unlisted-file policy a validation applies (a pipeline's `validation` block). */
+export type ValidationRules = Pick<
+  ValidateBundleOptions,
+  "unlistedFiles" | "maxFiles" | "maxTotalSize"
+>;
+
+/**
+ * Validates the bundles under a local directory with the default validation rules: the directory
+ * itself when it holds `manifest.json`, else every bundle discovered below it.
+ */
+export async function validateBundlePath(
+  options: ValidateBundlePathOptions,
+): Promise<ValidateReport> {
+  const backend = await openLocalDirectory(options.path);
+  return withBackend(backend, async () => {
+    const checked = await validateBundles(backend, undefined, {}, options);
+    return {
+      ok: checked.ok,
+      location: backend.location,
+      issues: checked.issues,
+      bundles: checked.bundles,
+    };
+  });
+}
+
+/**
+ * Validates the source bundles of a configured pipeline, or only the one at `bundlePath`, with the
+ * pipeline's validation policy.
+ */
+export async function validateConfiguredSource(
+  options: ValidateConfiguredSourceOptions,
+): Promise<ValidateReport> {
+  const pipeline = findPipeline(options.config, options.pipelineId);
+  const location = sourceLocation(pipeline);
+  const prefix = options.bundlePath === undefined ? undefined : bundlePrefix(options.bundlePath);
+  const backend = await openBackend(options.backends, location, {
+    role: "source",
+    dryRun: true,
+    secrets: options.config.secrets,
+    ...(options.signal === undefined ? {} : { signal: options.signal }),
+  });
+  return withBackend(backend, async () => {
+    const checked = await validateBundles(
+      backend,
+      prefix,
+      validationRules(pipeline.validation),
+      options,
+    );
+    return {
+      ok: checked.ok,
+      location: backend.location,
+      pipeline_id: pipeline.id,
+      issues: checked.issues,
+      bundles: checked.bundles,
+    };
+  });
+}
+
+export function validationRules(policy: ValidationPolicy): ValidationRules {
+  return {
+    unlistedFiles: policy.unlistedFiles,
+    maxFiles: policy.maxFiles,
+    maxTotalSize: policy.maxTotalSize,
+  };
+}
+
+interface CheckedBundles {
+  ok: boolean;
+  issues: IssueReport[];
+  bundles: BundleValidationReport[];
+}
+
+/**
+ * Validates the bundle at `bundlePath`, or every bundle discovered in the backend when it is
+ * undefined. Bundle problems become report issues; storage failures propagate.
+ */
+export async function validateBundles(
+  backend: StorageBackend,
+  bundlePath: string | undefined,
+  rules: ValidationRules,
+  options: Pick<WorkflowOptions<ValidateEvent>, "signal" | "onEvent">,
+): Promise<CheckedBundles> {
+  const found = await bundlePaths(backend, bundlePath, options.signal);
+  const bundles: BundleValidationReport[] = [];
+  for (const path of found.paths) {
+    bundles.push(await validateOne(backend, path, rules, options));
+  }
+  const ok =
+    found.issues.length === 0 && bundles.length > 0 && bundles.every((bundle) => bundle.ok);
+  return { ok, issues: found.issues, bundles };
+}
+
+/** The bundle paths to check, or the problems that prevent finding them. */
+export async function bundlePaths(
+  backend: StorageBackend,
+  bundlePath: string | undefined,
+  signal: AbortSignal | undefined,
+): Promise<{ paths: string[]; issues: IssueReport[] }> {
+  if (bundlePath !== undefined) return { paths: [bundlePath], issues: [] };
+  // Bundles never nest: a root bundle is the only one, and validating it reports anything below.
+  if (await isFile(backend, MANIFEST_FILE_NAME, signal)) return { paths: [""], issues: [] };
+  let discovered: Awaited<ReturnType<typeof discoverBundles>>;
+  try {
+    discovered = await discoverBundles(backend, "", signal === undefined ? {} : { signal });
+  } catch (error) {
+    if (error instanceof BundleValidationError)
+      return { paths: [], issues: issueReports(error.issues) };
+    throw error;
+  }
+  if (discovered.length === 0) {
+    return {
+      paths: [],
+      issues: [
+        {
+          code: "no_bundles",
+          path: "",
+          message: `no bundle found in ${backend.location} (no directory holds a manifest.json)`,
+        },
+      ],
+    };
+  }
+  return { paths: discovered.map((bundle) => bundle.path), issues: [] };
+}
+
+async function validateOne(
+  backend: StorageBackend,
+  bundlePath: string,
+  rules: ValidationRules,
+  options: Pick<WorkflowOptions<ValidateEvent>, "signal" | "onEvent">,
+): Promise<BundleValidationReport> {
+  const { signal, onEvent } = options;
+  onEvent?.({ type: "bundle_started", bundle_path: bundlePath });
+  let manifest: Manifest | undefined;
+  let report: BundleValidationReport;
+  try {
+    // Read first so a bundle whose files fail still reports which manifest it was checked against.
+    manifest = await readManifest(backend, bundlePath, signal === undefined ? {} : { signal });
+    const validated = await validateBundle(backend, bundlePath, {
+      ...rules,
+      ...(signal === undefined ? {} : { signal }),
+      onFile: (progress) =>
+        onEvent?.({ type: "file_checked", bundle_path: bundlePath, ...progress }),
+    });
+    report = bundleReport(bundlePath, validated.manifest, [], validated.unlistedFiles);
+  } catch (error) {
+    if (!(error instanceof BundleValidationError)) throw error;
+    report = bundleReport(bundlePath, manifest, issueReports(error.issues), []);
+  }
+  onEvent?.({ type: "bundle_checked", bundle_path: bundlePath, ok: report.ok });
+  return report;
+}
+
+function bundleReport(
+  bundlePath: string,
+  manifest: Manifest | undefined,
+  issues: IssueReport[],
+  unlistedFiles: string[],
+): BundleValidationReport {
+  return {
+    path: displayPath(bundlePath),
+    ok: issues.length === 0,
+    id: manifest?.id ?? null,
+    digest: manifest?.digest ?? null,
+    created: manifest === undefined ? null : formatTimestamp(manifest.created),
+    files: manifest?.files.length ?? null,
+    total_size:
+      manifest === undefined ? null : manifest.files.reduce((sum, file) => sum + file.size, 0),
+    unlisted_files: unlistedFiles,
+    issues,
+  };
+}
+
+export function issueReports(issues: readonly BundleIssue[]): IssueReport[] {
+  return issues.map((issue) => {
+    const report: IssueReport = { code: issue.code, path: issue.path, message: issue.message };
+    if (issue.expected !== undefined) report.expected = issue.expected;
+    if (issue.actual !== undefined) report.actual = issue.actual;
+    return report;
+  });
+}
+
+/** True when `path` exists as a regular file. */
+export async function isFile(
+  backend: StorageBackend,
+  path: string,
+  signal: AbortSignal | undefined,
+): Promise<boolean> {
+  try {
+    const entry = await backend.stat(path, signal === undefined ? {} : { signal });
+    return entry.kind === "file";
+  } catch (error) {
+    if (isStorageError(error, "not_found")) return false;
+    throw error;
+  }
+}
