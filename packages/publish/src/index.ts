@@ -4,23 +4,12 @@ export {
   htmlOutputPath,
   isMarkdownPath,
   MARKDOWN_TO_HTML,
-  type MarkdownMode,
   MAX_MARKDOWN_BYTES,
+  type MarkdownMode,
   renderMarkdownDocument,
 } from "./transform/markdown.js";
 export { errorCode, errorMessage } from "./workflows/errors.js";
 export * from "./workflows/index.js";
-export {
-  type RunActionReport,
-  type RunEvent,
-  type RunOptions,
-  type RunOutputReport,
-  type RunPipelineError,
-  type RunReport,
-  type RunStatus,
-  run,
-  runSucceeded,
-} from "./workflows/run.js";
 export {
   formatPruneText,
   formatReconcileStateText,
@@ -31,8 +20,8 @@ export {
 export {
   type DestinationPrunePlanOptions,
   isPruneError,
-  type PruneEvent,
   PruneError,
+  type PruneEvent,
   type PruneOptions,
   type PruneOutputRecord,
   type PruneOwnerScope,
@@ -50,3 +39,14 @@ export {
   type ReconcileStateReport,
   reconcileState,
 } from "./workflows/reconcile-state.js";
+export {
+  type RunActionReport,
+  type RunEvent,
+  type RunOptions,
+  type RunOutputReport,
+  type RunPipelineError,
+  type RunReport,
+  type RunStatus,
+  run,
+  runSucceeded,
+} from "./workflows/run.js";

@@ -4,8 +4,11 @@ import type { TransferPolicy } from "../config/types.js";
 import { actionForComparison, DEFAULT_TRANSFER_POLICY } from "./action.js";
 
 function decide(outcome: ComparisonOutcome, transfer: Partial<TransferPolicy> = {}, force = false) {
-  return actionForComparison({ outcome, reason: "why" }, { ...DEFAULT_TRANSFER_POLICY, ...transfer }, force)
-    .action;
+  return actionForComparison(
+    { outcome, reason: "why" },
+    { ...DEFAULT_TRANSFER_POLICY, ...transfer },
+    force,
+  ).action;
 }
 
 describe("actionForComparison", () => {
@@ -27,7 +30,9 @@ describe("actionForComparison", () => {
 
   it("applies the transfer policy", () => {
     expect(decide("same_source", { onDestinationSame: "fail" })).toBe("fail_conflict");
-    expect(decide("destination_older", { onDestinationOlder: "skip" })).toBe("skip_destination_older");
+    expect(decide("destination_older", { onDestinationOlder: "skip" })).toBe(
+      "skip_destination_older",
+    );
     expect(decide("destination_older", { onDestinationOlder: "fail" })).toBe("fail_conflict");
     expect(decide("destination_newer", { onDestinationNewer: "fail" })).toBe("fail_conflict");
   });
@@ -39,7 +44,9 @@ describe("actionForComparison", () => {
     expect(decide("same_source", {}, true)).toBe("skip_same");
     expect(decide("destination_absent", {}, true)).toBe("publish_new");
     expect(decide("destination_older", {}, true)).toBe("replace_older");
-    expect(decide("destination_older", { onDestinationOlder: "skip" }, true)).toBe("skip_destination_older");
+    expect(decide("destination_older", { onDestinationOlder: "skip" }, true)).toBe(
+      "skip_destination_older",
+    );
   });
 
   it("explains policy-driven decisions", () => {
@@ -48,6 +55,8 @@ describe("actionForComparison", () => {
       DEFAULT_TRANSFER_POLICY,
       false,
     );
-    expect(decision.reason).toBe("destination source is newer than source; replacing it requires --force");
+    expect(decision.reason).toBe(
+      "destination source is newer than source; replacing it requires --force",
+    );
   });
 });

@@ -81,13 +81,19 @@ function decide(comparison: Comparison, transfer: TransferPolicy): ActionDecisio
             reason: `${reason} and transfer.on_destination_older is skip`,
           };
         case "fail":
-          return { action: "fail_conflict", reason: `${reason} and transfer.on_destination_older is fail` };
+          return {
+            action: "fail_conflict",
+            reason: `${reason} and transfer.on_destination_older is fail`,
+          };
       }
       break;
     case "destination_newer":
       return transfer.onDestinationNewer === "skip"
         ? { action: "skip_destination_newer", reason: `${reason}; replacing it requires --force` }
-        : { action: "fail_conflict", reason: `${reason} and transfer.on_destination_newer is fail` };
+        : {
+            action: "fail_conflict",
+            reason: `${reason} and transfer.on_destination_newer is fail`,
+          };
     case "invalid_state":
     case "identity_mismatch":
     case "same_created_conflict":

@@ -86,7 +86,9 @@ export async function executePublish(context: ExecuteContext, plan: PublishPlan)
   // were not deleted above.
   const overwrites =
     plan.action === "force_replace" ||
-    (plan.action === "replace_older" && plan.reconciliation === "replace" && plan.stateMode === "single_owner")
+    (plan.action === "replace_older" &&
+      plan.reconciliation === "replace" &&
+      plan.stateMode === "single_owner")
       ? new Set<string>()
       : new Set(plan.outputs.filter((o) => isManagedByOwner(plan, o.path)).map((o) => o.path));
   const written: string[] = [];
@@ -197,7 +199,8 @@ function nextSingleOwnerState(
     state: { mode: "single_owner" },
     reconciliation: { mode: plan.reconciliation },
     source: { manifest: plan.manifest },
-    outputs: merging && previous !== undefined ? mergeOutputRecords(previous.outputs, planned) : planned,
+    outputs:
+      merging && previous !== undefined ? mergeOutputRecords(previous.outputs, planned) : planned,
   };
   if (distributorVersion) next.distributorVersion = distributorVersion;
   if (plan.primaryUrl !== undefined) next.links = { primaryUrl: plan.primaryUrl };
@@ -226,9 +229,17 @@ function nextSharedRootState(
   };
   if (plan.primaryUrl !== undefined) owner.links = { primaryUrl: plan.primaryUrl };
   const existing = plan.action === "force_replace" ? [] : plan.currentOwnerOutputs;
-  const planned = projectOwnerOutputs(projections(plan.outputs), existing, owner.scope, plan.manifest, now);
+  const planned = projectOwnerOutputs(
+    projections(plan.outputs),
+    existing,
+    owner.scope,
+    plan.manifest,
+    now,
+  );
   const merging = plan.action === "replace_older" && plan.reconciliation === "merge";
-  return merging ? mergeOwnerOutputs(base, owner, planned) : replaceOwnerOutputs(base, owner, planned);
+  return merging
+    ? mergeOwnerOutputs(base, owner, planned)
+    : replaceOwnerOutputs(base, owner, planned);
 }
 
 function sharedRootBase(

@@ -1,13 +1,9 @@
-import {
-  type DestinationStatus,
-  isSingleOwnerState,
-  parseDocument,
-} from "@distributor/state";
+import { type DestinationStatus, isSingleOwnerState, parseDocument } from "@distributor/state";
 import {
   isStorageError,
   joinPrefix,
-  type StorageBackend,
   STATE_FILE_NAME,
+  type StorageBackend,
   statePath,
 } from "@distributor/storage";
 import { mapPool } from "./pool.js";
@@ -46,7 +42,10 @@ export async function readDestinationStatus(
   const hasContents = await backend.hasAny(bundlePath, { signal });
   let text: string;
   try {
-    const bytes = await backend.readFile(statePath(bundlePath), { signal, maxBytes: MAX_STATE_BYTES });
+    const bytes = await backend.readFile(statePath(bundlePath), {
+      signal,
+      maxBytes: MAX_STATE_BYTES,
+    });
     text = Buffer.from(bytes).toString("utf8");
   } catch (error) {
     if (isStorageError(error, "not_found")) return { hasContents };

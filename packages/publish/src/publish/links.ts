@@ -24,7 +24,10 @@ interface PrimaryCandidate {
   url?: string | undefined;
 }
 
-function choose(outputs: readonly PrimaryCandidate[], kind: OutputKind): PrimaryCandidate | undefined {
+function choose(
+  outputs: readonly PrimaryCandidate[],
+  kind: OutputKind,
+): PrimaryCandidate | undefined {
   const ofKind = outputs.filter((output) => output.kind === kind);
   if (ofKind.length === 1) return ofKind[0];
   return ofKind.find((output) => output.path === "index.html");

@@ -36,13 +36,21 @@ describe("selectOutputs", () => {
     });
     expect(selected.map((o) => o.path)).toEqual(["docs/index.html", "index.html"]);
     expect(() =>
-      selectOutputs(manifest(["docs/a.md", "docs/b.md"]), { source: false, html: true, markdownMode: "index" }),
+      selectOutputs(manifest(["docs/a.md", "docs/b.md"]), {
+        source: false,
+        html: true,
+        markdownMode: "index",
+      }),
     ).toThrow(/at most one Markdown file per directory, but docs holds docs\/a\.md, docs\/b\.md/);
   });
 
   it("fails on a destination output path collision", () => {
     expect(() =>
-      selectOutputs(manifest(["report.html", "report.md"]), { source: true, html: true, markdownMode: "sidecar" }),
+      selectOutputs(manifest(["report.html", "report.md"]), {
+        source: true,
+        html: true,
+        markdownMode: "sidecar",
+      }),
     ).toThrow(/destination output path collision: report\.html/);
   });
 });

@@ -86,7 +86,9 @@ export function selectOutputs(manifest: Manifest, policy: OutputPolicy): OutputS
 }
 
 function describe(output: OutputSelection): string {
-  return output.kind === "source" ? `${output.sourcePath} (copy)` : `${output.sourcePath} (${output.transform})`;
+  return output.kind === "source"
+    ? `${output.sourcePath} (copy)`
+    : `${output.sourcePath} (${output.transform})`;
 }
 
 function rejectSharedIndexDirectories(paths: readonly string[]): void {
@@ -110,7 +112,8 @@ export function attachUrls(
   bundlePath: string,
   links: LinkPolicy | undefined,
 ): { outputs: PlannedOutput[]; primaryUrl: string | undefined } {
-  if (links === undefined) return { outputs: outputs.map((o) => ({ ...o })), primaryUrl: undefined };
+  if (links === undefined)
+    return { outputs: outputs.map((o) => ({ ...o })), primaryUrl: undefined };
   const withUrls = outputs.map((output) => ({
     ...output,
     url: outputUrl(links.baseUrl, join(bundlePath, output.path)),

@@ -20,13 +20,13 @@ import {
   singleOwnerScope,
 } from "@distributor/state";
 import { displayPath } from "@distributor/storage";
+import type { TransferPolicy } from "../config/types.js";
 import {
   type ActionDecision,
   actionForComparison,
   isWriteAction,
   type PublishAction,
 } from "./action.js";
-import type { TransferPolicy } from "../config/types.js";
 import type { DestinationInspection } from "./inspect.js";
 import type { PlannedOutput } from "./outputs.js";
 
@@ -73,18 +73,25 @@ const MAX_LISTED_PATHS = 5;
 
 function listPaths(paths: readonly string[]): string {
   const shown = paths.slice(0, MAX_LISTED_PATHS).join(", ");
-  return paths.length > MAX_LISTED_PATHS ? `${shown} (and ${paths.length - MAX_LISTED_PATHS} more)` : shown;
+  return paths.length > MAX_LISTED_PATHS
+    ? `${shown} (and ${paths.length - MAX_LISTED_PATHS} more)`
+    : shown;
 }
 
 /**
  * Decides what publishing `request` at the inspected destination does. Pure: every refusal
  * (conflict, unmanaged content, ownership) is decided here, before anything is deleted or written.
  */
-export function planPublish(request: PublishRequest, inspection: DestinationInspection): PublishPlan {
+export function planPublish(
+  request: PublishRequest,
+  inspection: DestinationInspection,
+): PublishPlan {
   const { status } = inspection;
   const document = status.state;
-  const existingState = document !== undefined && !isSharedRootState(document) ? document : undefined;
-  const existingSharedRoot = document !== undefined && isSharedRootState(document) ? document : undefined;
+  const existingState =
+    document !== undefined && !isSharedRootState(document) ? document : undefined;
+  const existingSharedRoot =
+    document !== undefined && isSharedRootState(document) ? document : undefined;
   const compareOptions = { pathMapping: request.pathMapping };
   const comparison =
     request.stateMode === "shared_root"
@@ -169,7 +176,8 @@ function refuse(
 
   const collisions = inspection.existingOutputPaths.filter((path) => !managed.has(path));
   if (collisions.length > 0) {
-    const what = request.stateMode === "single_owner" ? "merge output path" : "destination output path";
+    const what =
+      request.stateMode === "single_owner" ? "merge output path" : "destination output path";
     return {
       action: "fail_unmanaged",
       reason: `${what} ${listPaths(collisions)} exists but is not managed by destination state`,

@@ -29,7 +29,9 @@ export async function prepareOutputs(
   for (const output of selection) {
     const file = files.get(output.sourcePath);
     if (file === undefined) {
-      throw new PublishPlanError(`output ${output.path} refers to ${output.sourcePath}, which is not in the manifest`);
+      throw new PublishPlanError(
+        `output ${output.path} refers to ${output.sourcePath}, which is not in the manifest`,
+      );
     }
     if (output.kind === "source") {
       prepared.push({ ...output, sha256: file.sha256, size: file.size });

@@ -5,9 +5,9 @@ import {
   type SharedRootOutputRecord,
   type SharedRootState,
   type SingleOwnerState,
+  type StateDocument,
   type StateMode,
   serializeDocument,
-  type StateDocument,
 } from "@distributor/state";
 import {
   joinPrefix,

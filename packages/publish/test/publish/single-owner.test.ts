@@ -1,6 +1,6 @@
 import { serializeManifest } from "@distributor/bundle";
 import { parseDocument, type SingleOwnerState } from "@distributor/state";
-import { createMemoryBackend, statePath, type StorageBackend } from "@distributor/storage";
+import { createMemoryBackend, type StorageBackend, statePath } from "@distributor/storage";
 import { describe, expect, it } from "vitest";
 import {
   CREATED,
