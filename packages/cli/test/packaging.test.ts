@@ -1,0 +1,63 @@
+import { access, readdir, readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { describe, expect, it } from "vitest";
+
+// The global setup has built this package and everything it depends on, i.e. every package.
+const packagesDir = fileURLToPath(new URL("../../", import.meta.url));
+
+interface Manifest {
+  name: string;
+  type?: string;
+  files?: string[];
+  bin?: Record<string, string>;
+  exports?: Record<string, string | { types?: string; default?: string }>;
+  dependencies?: Record<string, string>;
+}
+
+async function manifests(): Promise<[string, Manifest][]> {
+  const names = (await readdir(packagesDir)).sort();
+  return Promise.all(
+    names.map(async (name) => {
+      const dir = join(packagesDir, name);
+      return [dir, JSON.parse(await readFile(join(dir, "package.json"), "utf8")) as Manifest];
+    }),
+  );
+}
+
+describe("published package layout", () => {
+  it("every export and bin points at built files that load", async () => {
+    for (const [dir, manifest] of await manifests()) {
+      expect(manifest.type, manifest.name).toBe("module");
+      expect(manifest.files, manifest.name).toEqual(["dist"]);
+      for (const [subpath, target] of Object.entries(manifest.exports ?? {})) {
+        if (typeof target === "string") {
+          await access(join(dir, target));
+          continue;
+        }
+        expect(target.types, `${manifest.name} ${subpath}`).toMatch(/^\.\/dist\/.*\.d\.ts$/);
+        expect(target.default, `${manifest.name} ${subpath}`).toMatch(/^\.\/dist\/.*\.js$/);
+        await access(join(dir, target.types as string));
+        const loaded = await import(pathToFileURL(join(dir, target.default as string)).href);
+        expect(Object.keys(loaded).length, `${manifest.name} ${subpath} exports`).toBeGreaterThan(
+          0,
+        );
+      }
+      for (const path of Object.values(manifest.bin ?? {})) {
+        expect(path).toMatch(/^\.\/dist\//);
+        expect((await readFile(join(dir, path), "utf8")).startsWith("#!/usr/bin/env node")).toBe(
+          true,
+        );
+      }
+    }
+  });
+
+  it("workspace dependencies use the workspace protocol", async () => {
+    for (const [, manifest] of await manifests()) {
+      for (const [name, range] of Object.entries(manifest.dependencies ?? {})) {
+        if (name.startsWith("@distributor/"))
+          expect(range, `${manifest.name} → ${name}`).toBe("workspace:^");
+      }
+    }
+  });
+});

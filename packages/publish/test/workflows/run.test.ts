@@ -1,0 +1,191 @@
+import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { allManagedOutputPaths, findOwner, ownerScope, parseDocument } from "@distributor/state";
+import { createLocalBackend } from "@distributor/storage";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { parseConfig } from "../../src/config/index.js";
+import { type RunEvent, run, runSucceeded } from "../../src/workflows/run.js";
+import {
+  CREATED,
+  manifestFor,
+  singleOwnerState,
+  writeSourceBundle,
+  writeStateWithOutputs,
+} from "../publish/fixtures.js";
+
+let dir: string;
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), "distributor-run-"));
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+const exists = (path: string) =>
+  stat(path).then(
+    () => true,
+    () => false,
+  );
+
+function destination(id: string, path: string, extra = ""): string {
+  return `      - id: ${id}\n        backend: local\n        path: ${path}\n${extra}`;
+}
+
+function pipeline(id: string, source: string, destinations: string): string {
+  return `  - id: ${id}\n    source: {backend: local, path: ${source}}\n    destinations:\n${destinations}`;
+}
+
+describe("run workflow", () => {
+  it("TestRunSharedRootDryRunWritesNoOutputsOrState", async () => {
+    const source = join(dir, "src");
+    const dest = join(dir, "dest");
+    await writeSourceBundle(createLocalBackend({ root: source }), "", {
+      "report.md": "# Report\n",
+    });
+    const config = parseConfig(
+      `pipelines:\n${pipeline("reports", source, destination("archive", dest, "        state: {mode: shared_root}\n"))}`,
+    );
+    const report = await run({ config, dryRun: true });
+    expect(report.dry_run).toBe(true);
+    expect(report.actions.map((a) => `${a.action}:${a.status}`)).toEqual(["publish_new:planned"]);
+    expect(await exists(join(dest, "report.md"))).toBe(false);
+    expect(await exists(join(dest, ".distributor.json"))).toBe(false);
+  });
+
+  it("TestRunPublishesTwoPipelinesIntoSharedRoot", async () => {
+    const first = join(dir, "first");
+    const second = join(dir, "second");
+    const dest = join(dir, "dest");
+    await writeSourceBundle(
+      createLocalBackend({ root: first }),
+      "",
+      { "first.md": "# First\n" },
+      { id: "reports.first" },
+    );
+    await writeSourceBundle(
+      createLocalBackend({ root: second }),
+      "",
+      { "second.md": "# Second\n" },
+      { id: "reports.second" },
+    );
+    const shared = (id: string) => destination(id, dest, "        state: {mode: shared_root}\n");
+    const config = parseConfig(
+      `pipelines:\n${pipeline("reports-first", first, shared("archive"))}${pipeline("reports-second", second, shared("archive"))}`,
+    );
+    const events: RunEvent["type"][] = [];
+    const report = await run({ config, onEvent: (event) => events.push(event.type) });
+    expect(runSucceeded(report)).toBe(true);
+    expect(await readFile(join(dest, "first.md"), "utf8")).toBe("# First\n");
+    expect(await readFile(join(dest, "second.md"), "utf8")).toBe("# Second\n");
+    const state = parseDocument(await readFile(join(dest, ".distributor.json"), "utf8"));
+    if (state.schemaVersion !== 3) throw new Error("expected shared-root state");
+    expect(state.owners).toHaveLength(2);
+    expect(findOwner(state, ownerScope("reports-first", "archive"))).toBeDefined();
+    expect(findOwner(state, ownerScope("reports-second", "archive"))).toBeDefined();
+    expect(allManagedOutputPaths(state).join(",")).toBe("first.md,second.md");
+    expect(events).toEqual([
+      "pipeline_start",
+      "bundle_validated",
+      "plan",
+      "output_written",
+      "destination_done",
+      "pipeline_start",
+      "bundle_validated",
+      "plan",
+      "output_written",
+      "destination_done",
+    ]);
+  });
+
+  it("TestRunMergeReconciliationRetainsManagedOutput", async () => {
+    const source = join(dir, "src");
+    const dest = join(dir, "dest");
+    const manifest = await writeSourceBundle(createLocalBackend({ root: source }), "", {
+      "report.md": "# Report\nNew.\n",
+    });
+    const older = manifestFor(
+      { "report.md": "old\n", "summary.txt": "old summary\n" },
+      { id: manifest.id, created: new Date(CREATED.getTime() - 3_600_000) },
+    );
+    await writeStateWithOutputs(createLocalBackend({ root: dest }), "", singleOwnerState(older));
+    const config = parseConfig(
+      `pipelines:\n${pipeline("reports", source, destination("archive", dest, "        reconciliation: {mode: merge}\n"))}`,
+    );
+    const report = await run({ config, now: () => new Date("2026-06-05T00:00:00Z") });
+    expect(report.actions[0]).toMatchObject({ action: "replace_older", status: "published" });
+    expect(await readFile(join(dest, "report.md"), "utf8")).toBe("# Report\nNew.\n");
+    expect(await readFile(join(dest, "summary.txt"), "utf8")).toBe("old");
+    const state = parseDocument(await readFile(join(dest, ".distributor.json"), "utf8"));
+    if (state.schemaVersion !== 2) throw new Error("expected single-owner state");
+    expect(state.reconciliation.mode).toBe("merge");
+    expect(state.outputs).toHaveLength(2);
+  });
+
+  it("publishes only the newest bundle at the root of a fixed destination", async () => {
+    const source = join(dir, "src");
+    const latest = join(dir, "latest");
+    const backend = createLocalBackend({ root: source });
+    await writeSourceBundle(
+      backend,
+      "2026-06-01",
+      { "report.md": "one\n" },
+      { id: "daily.1", created: new Date("2026-06-01T00:00:00Z") },
+    );
+    await writeSourceBundle(
+      backend,
+      "2026-06-02",
+      { "report.md": "two\n" },
+      { id: "daily.2", created: new Date("2026-06-02T00:00:00Z") },
+    );
+    await writeSourceBundle(
+      backend,
+      "2026-05-31",
+      { "report.md": "old\n" },
+      { id: "daily.0", created: new Date("2026-05-31T00:00:00Z") },
+    );
+    const config = parseConfig(
+      `pipelines:\n${pipeline("reports", source, destination("latest", latest, "        path_mapping: {mode: fixed}\n"))}`,
+    );
+    const report = await run({ config });
+    expect(report.actions.map((a) => `${a.bundle_path}:${a.source_id}:${a.action}`)).toEqual([
+      ":daily.2:publish_new",
+    ]);
+    expect(await readFile(join(latest, "report.md"), "utf8")).toBe("two\n");
+  });
+
+  it("publishes every bundle at its relative path with preserve_relative", async () => {
+    const source = join(dir, "src");
+    const archive = join(dir, "archive");
+    const backend = createLocalBackend({ root: source });
+    await writeSourceBundle(backend, "b", { "r.md": "b\n" }, { id: "b" });
+    await writeSourceBundle(backend, "a/x", { "r.md": "a\n" }, { id: "a" });
+    const config = parseConfig(
+      `pipelines:\n${pipeline("reports", source, destination("archive", archive))}`,
+    );
+    const report = await run({ config });
+    expect(report.actions.map((a) => a.bundle_path)).toEqual(["a/x", "b"]);
+    expect(await readFile(join(archive, "a/x/r.md"), "utf8")).toBe("a\n");
+    expect(await exists(join(archive, "a/x/.distributor.json"))).toBe(true);
+    expect(await exists(join(archive, "b/.distributor.json"))).toBe(true);
+  });
+
+  it("runs only the pipelines named, and refuses an http_upload pipeline", async () => {
+    const source = join(dir, "src");
+    await writeSourceBundle(createLocalBackend({ root: source }), "", { "r.md": "r\n" });
+    const config = parseConfig(
+      `upload_tokens: [{id: t, token_env: TOKEN, allow_pipelines: [uploads]}]\npipelines:\n${pipeline("one", source, destination("d", join(dir, "one")))}${pipeline("two", source, destination("d", join(dir, "two")))}  - id: uploads\n    source: {backend: http_upload}\n    destinations:\n${destination("d", join(dir, "up"))}`,
+    );
+    const report = await run({ config, pipelineIds: ["two"] });
+    expect(report.actions.map((a) => a.pipeline_id)).toEqual(["two"]);
+    expect(await exists(join(dir, "one"))).toBe(false);
+    await expect(run({ config, pipelineIds: ["uploads"] })).rejects.toThrow(
+      /runs only under serve/,
+    );
+    await expect(run({ config, pipelineIds: ["missing"] })).rejects.toThrow(
+      /pipeline "missing" not found/,
+    );
+    const all = await run({ config });
+    expect(all.actions.map((a) => a.pipeline_id)).toEqual(["one", "two"]);
+  });
+});
