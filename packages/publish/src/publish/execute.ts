@@ -16,13 +16,7 @@ import {
   singleOwnerAsOwnerRecord,
   truncateToSecond,
 } from "@distributor/state";
-import {
-  displayPath,
-  joinPrefix,
-  type StorageBackend,
-  StorageError,
-  statePath,
-} from "@distributor/storage";
+import { displayPath, joinPrefix, type StorageBackend, statePath } from "@distributor/storage";
 import { isWriteAction } from "./action.js";
 import type { PlannedOutput } from "./outputs.js";
 import { isManagedByOwner, type PublishPlan } from "./plan.js";
@@ -82,15 +76,18 @@ export async function executePublish(context: ExecuteContext, plan: PublishPlan)
     }
   }
 
-  // Paths this attempt may overwrite in place: only outputs this owner already manages and that
-  // were not deleted above.
-  const overwrites =
+  // Paths this attempt may overwrite in place: outputs this owner already manages, unless the
+  // deletes above removed them all (forced or single-owner replacement).
+  const clearedFirst =
     plan.action === "force_replace" ||
     (plan.action === "replace_older" &&
       plan.reconciliation === "replace" &&
-      plan.stateMode === "single_owner")
-      ? new Set<string>()
-      : new Set(plan.outputs.filter((o) => isManagedByOwner(plan, o.path)).map((o) => o.path));
+      plan.stateMode === "single_owner");
+  const overwrites = new Set(
+    clearedFirst
+      ? []
+      : plan.outputs.map((o) => o.path).filter((path) => isManagedByOwner(plan, path)),
+  );
   const written: string[] = [];
   const cleanup = async () => {
     // Merge keeps overwritten managed outputs: they belonged to the managed set before.
@@ -185,8 +182,7 @@ function nextSingleOwnerState(
   now: Date,
   distributorVersion: string | undefined,
 ): SingleOwnerState {
-  const sameOwner = plan.currentOwnerOutputs.length > 0 || isSameOwnerState(plan);
-  const previous = sameOwner ? plan.existingState : undefined;
+  const previous = isSameOwnerState(plan) ? plan.existingState : undefined;
   const planned = projectOutputs(projections(plan.outputs), previous?.outputs ?? [], now);
   const merging = plan.action === "replace_older" && plan.reconciliation === "merge";
   const next: SingleOwnerState = {
@@ -272,5 +268,3 @@ function sharedRootBase(
   }
   return fresh;
 }
-
-export { StorageError };
