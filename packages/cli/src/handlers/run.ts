@@ -66,7 +66,7 @@ function progressPrinter(stderr: TextSink): (event: RunEvent) => void {
       files += 1;
       bytes += event.size;
       stderr.write(
-        `\r\u001b[Kpublishing ${event.pipeline_id}/${event.destination_id}: ${files} files, ${formatBytes(bytes)}`,
+        `\r\u001b[Kpublishing ${event.pipeline_id}/${event.destination_id}: ${files} ${files === 1 ? "file" : "files"}, ${formatBytes(bytes)}`,
       );
     } else if (event.type === "destination_done" && files > 0) {
       stderr.write("\r\u001b[K");
