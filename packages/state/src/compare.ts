@@ -80,9 +80,8 @@ export function compare(
   status: DestinationStatus,
   options: CompareOptions = {},
 ): Comparison {
-  const early = compareWithoutState(status);
-  if (early !== undefined) return early;
-  const document = status.state as StateDocument;
+  const document = status.state;
+  if (document === undefined || status.stateError !== undefined) return compareWithoutState(status);
   if (isSharedRootState(document)) {
     // A shared root cannot be adopted by a single-owner destination; nor is it unmanaged.
     return {
@@ -104,9 +103,8 @@ export function compareSharedRootOwner(
   status: DestinationStatus,
   options: CompareOptions = {},
 ): Comparison {
-  const early = compareWithoutState(status);
-  if (early !== undefined) return early;
-  const document = status.state as StateDocument;
+  const document = status.state;
+  if (document === undefined || status.stateError !== undefined) return compareWithoutState(status);
   if (!isSharedRootState(document)) return compareSingleOwner(source, scope, document, options);
   const problem = sharedRootProblem(document);
   if (problem !== undefined) return { outcome: "invalid_state", reason: problem };
@@ -125,12 +123,11 @@ export function compareSharedRootOwner(
   );
 }
 
-/** Outcomes decided before any state is read: an unreadable state file, or none at all. */
-function compareWithoutState(status: DestinationStatus): Comparison | undefined {
+/** Outcomes without usable state: an unreadable state file, or none at all. */
+function compareWithoutState(status: DestinationStatus): Comparison {
   if (status.stateError !== undefined) {
     return { outcome: "invalid_state", reason: errorMessage(status.stateError) };
   }
-  if (status.state !== undefined) return undefined;
   if (status.hasContents) {
     return {
       outcome: "destination_unmanaged",

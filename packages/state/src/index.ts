@@ -18,8 +18,7 @@ export {
   projectOutputs,
   removeMissingOutputs,
 } from "./outputs.js";
-export { parseDocument, parseSingleOwnerState } from "./parse.js";
-export { parseSharedRootState } from "./parse-shared-root.js";
+export { parseDocument, parseSharedRootState, parseSingleOwnerState } from "./parse.js";
 export {
   type PruneCandidate,
   type PrunePlan,

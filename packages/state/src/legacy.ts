@@ -1,28 +1,22 @@
-import type { ReconciliationPolicy, StatePolicy } from "./types.js";
+import type { SingleOwnerState } from "./types.js";
+
+/** The fields schema 2 added to single-owner state. */
+export type SchemaTwoFields = Pick<
+  SingleOwnerState,
+  "createdAt" | "updatedAt" | "state" | "reconciliation"
+>;
 
 /**
- * What a schema 1 document leaves out and how reading fills it in. Schema 1 predates state modes,
+ * How reading fills in what a schema 1 document leaves out. Schema 1 predates state modes,
  * reconciliation and per-record timestamps: it is single-owner `replace` state, and every
- * timestamp is the publication time. Reading normalises in memory only; the file is rewritten as
- * schema 2 only when a later publication writes state anyway.
+ * timestamp, the output records' too, is the publication time. Reading normalises in memory only;
+ * the file is rewritten as schema 2 only when a later publication or repair writes state anyway.
  */
-export interface LegacyDefaults {
-  createdAt: Date;
-  updatedAt: Date;
-  state: StatePolicy<"single_owner">;
-  reconciliation: ReconciliationPolicy;
-  /** Timestamps given to every output record. */
-  outputCreatedAt: Date;
-  outputUpdatedAt: Date;
-}
-
-export function legacyDefaults(publishedAt: Date): LegacyDefaults {
+export function legacyDefaults(publishedAt: Date): SchemaTwoFields {
   return {
     createdAt: new Date(publishedAt),
     updatedAt: new Date(publishedAt),
     state: { mode: "single_owner" },
     reconciliation: { mode: "replace" },
-    outputCreatedAt: new Date(publishedAt),
-    outputUpdatedAt: new Date(publishedAt),
   };
 }

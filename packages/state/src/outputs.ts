@@ -39,17 +39,19 @@ export function mergeOutputRecords(
   retained: readonly OutputRecord[],
   planned: readonly OutputRecord[],
 ): OutputRecord[] {
-  const outputs: OutputRecord[] = [];
-  const indexByPath = new Map<string, number>();
-  for (const output of retained) {
-    if (indexByPath.has(output.path)) throw duplicated(output.path);
-    indexByPath.set(output.path, outputs.length);
-    outputs.push(output);
-  }
-  const seenPlanned = new Set<string>();
+  rejectDuplicatePaths(retained);
+  rejectDuplicatePaths(planned);
+  return mergeByPath(retained, planned);
+}
+
+/** `existing` in order, each record replaced by the planned one of its path; new paths appended. */
+export function mergeByPath<Output extends { path: string }>(
+  existing: readonly Output[],
+  planned: readonly Output[],
+): Output[] {
+  const outputs = [...existing];
+  const indexByPath = new Map(outputs.map((output, index) => [output.path, index]));
   for (const output of planned) {
-    if (seenPlanned.has(output.path)) throw duplicated(output.path);
-    seenPlanned.add(output.path);
     const index = indexByPath.get(output.path);
     if (index !== undefined) {
       outputs[index] = output;
@@ -59,6 +61,17 @@ export function mergeOutputRecords(
     }
   }
   return outputs;
+}
+
+/** Refuses a list naming one path twice: `state output path "p" is duplicated`. */
+export function rejectDuplicatePaths(outputs: readonly { path: string }[]): void {
+  const seen = new Set<string>();
+  for (const output of outputs) {
+    if (seen.has(output.path)) {
+      throw new StateError(`state output path ${JSON.stringify(output.path)} is duplicated`);
+    }
+    seen.add(output.path);
+  }
 }
 
 /** Output paths recorded in single-owner state, in record order. */
@@ -93,8 +106,4 @@ export function projectionFields(output: OutputProjection): OutputProjection {
   if (output.transform) fields.transform = output.transform;
   if (output.url) fields.url = output.url;
   return fields;
-}
-
-export function duplicated(path: string): StateError {
-  return new StateError(`state output path ${JSON.stringify(path)} is duplicated`);
 }

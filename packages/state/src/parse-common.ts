@@ -9,8 +9,36 @@ import {
   optionalString,
   requiredInteger,
   requiredString,
+  requiredTimestamp,
 } from "./json.js";
 import type { LinkState, OutputKind, OutputProjection } from "./types.js";
+
+/** `schema_version`, refused unless it is one of `accepted`, which the message lists. */
+export function readSchemaVersion(root: JsonObject, accepted: readonly number[]): number {
+  const version = requiredInteger(root, "schema_version", "state schema_version");
+  if (accepted.includes(version)) return version;
+  const listed =
+    accepted.length === 1
+      ? String(accepted[0])
+      : `${accepted.slice(0, -1).join(", ")} or ${accepted.at(-1)}`;
+  throw new StateError(`state schema_version must be ${listed}`);
+}
+
+/** The optional, diagnostic `distributor_version`. */
+export function readDistributorVersion(root: JsonObject): string | undefined {
+  return optionalString(root, "distributor_version", "state distributor_version");
+}
+
+/** `created_at` and `updated_at` of an output record; `at` is e.g. `state outputs[0]`. */
+export function readRecordTimestamps(
+  object: JsonObject,
+  at: string,
+): { createdAt: Date; updatedAt: Date } {
+  return {
+    createdAt: requiredTimestamp(object, "created_at", `${at}.created_at`),
+    updatedAt: requiredTimestamp(object, "updated_at", `${at}.updated_at`),
+  };
+}
 
 /** Fields every output record carries in either schema, read in the reference's order. */
 export function readOutputFields(

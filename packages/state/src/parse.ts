@@ -1,31 +1,36 @@
-import { StateError } from "./errors.js";
 import {
+  arrayObject,
   decodeStateJson,
   type JsonObject,
-  optionalString,
-  requiredInteger,
   requiredMode,
   requiredString,
   requiredTimestamp,
 } from "./json.js";
-import { legacyDefaults } from "./legacy.js";
+import { legacyDefaults, type SchemaTwoFields } from "./legacy.js";
 import {
+  readDistributorVersion,
   readLinks,
   readOutputFields,
+  readRecordTimestamps,
   readRequiredArray,
+  readSchemaVersion,
   readSourceManifest,
 } from "./parse-common.js";
-import { readSharedRootState } from "./parse-shared-root.js";
 import {
   LEGACY_SCHEMA_VERSION,
   type OutputRecord,
+  type OwnerRecord,
   type ReconciliationMode,
   SHARED_ROOT_SCHEMA_VERSION,
+  type SharedRootOutputRecord,
+  type SharedRootState,
   SINGLE_OWNER_SCHEMA_VERSION,
   type SingleOwnerState,
   type StateDocument,
 } from "./types.js";
-import { validateSingleOwnerState } from "./validate.js";
+import { validateSharedRootState, validateSingleOwnerState } from "./validate.js";
+
+const SINGLE_OWNER_VERSIONS = [LEGACY_SCHEMA_VERSION, SINGLE_OWNER_SCHEMA_VERSION];
 
 /**
  * Parses `.distributor.json` text of any supported schema, dispatching on `schema_version`:
@@ -34,14 +39,10 @@ import { validateSingleOwnerState } from "./validate.js";
  */
 export function parseDocument(text: string): StateDocument {
   const root = decodeStateJson(text);
-  const version = requiredInteger(root, "schema_version", "state schema_version");
-  if (version === SHARED_ROOT_SCHEMA_VERSION) return readSharedRootState(root);
-  if (version === SINGLE_OWNER_SCHEMA_VERSION || version === LEGACY_SCHEMA_VERSION) {
-    return readSingleOwnerState(root);
-  }
-  throw new StateError(
-    `state schema_version must be ${LEGACY_SCHEMA_VERSION}, ${SINGLE_OWNER_SCHEMA_VERSION} or ${SHARED_ROOT_SCHEMA_VERSION}`,
-  );
+  const version = readSchemaVersion(root, [...SINGLE_OWNER_VERSIONS, SHARED_ROOT_SCHEMA_VERSION]);
+  return version === SHARED_ROOT_SCHEMA_VERSION
+    ? readSharedRootState(root)
+    : readSingleOwnerState(root);
 }
 
 /** Parses single-owner state: schema 2, or legacy schema 1 normalised to schema 2. */
@@ -49,41 +50,18 @@ export function parseSingleOwnerState(text: string): SingleOwnerState {
   return readSingleOwnerState(decodeStateJson(text));
 }
 
+/** Parses shared-root state (schema 3 only). */
+export function parseSharedRootState(text: string): SharedRootState {
+  return readSharedRootState(decodeStateJson(text));
+}
+
 function readSingleOwnerState(root: JsonObject): SingleOwnerState {
-  const version = requiredInteger(root, "schema_version", "state schema_version");
-  if (version !== SINGLE_OWNER_SCHEMA_VERSION && version !== LEGACY_SCHEMA_VERSION) {
-    throw new StateError(
-      `state schema_version must be ${LEGACY_SCHEMA_VERSION} or ${SINGLE_OWNER_SCHEMA_VERSION}`,
-    );
-  }
-  const legacy = version === LEGACY_SCHEMA_VERSION;
-  const distributorVersion = optionalString(
-    root,
-    "distributor_version",
-    "state distributor_version",
-  );
+  const legacy = readSchemaVersion(root, SINGLE_OWNER_VERSIONS) === LEGACY_SCHEMA_VERSION;
+  const distributorVersion = readDistributorVersion(root);
   const pipelineId = requiredString(root, "pipeline_id", "state pipeline_id");
   const destinationId = requiredString(root, "destination_id", "state destination_id");
   const publishedAt = requiredTimestamp(root, "published_at", "state published_at");
-
-  let createdAt: Date;
-  let updatedAt: Date;
-  let reconciliationMode: string;
-  // The literal type is checked by validation below (`state.mode must be single_owner`).
-  let stateMode: string;
-  if (legacy) {
-    const defaults = legacyDefaults(publishedAt);
-    createdAt = defaults.createdAt;
-    updatedAt = defaults.updatedAt;
-    stateMode = defaults.state.mode;
-    reconciliationMode = defaults.reconciliation.mode;
-  } else {
-    createdAt = requiredTimestamp(root, "created_at", "state created_at");
-    updatedAt = requiredTimestamp(root, "updated_at", "state updated_at");
-    stateMode = requiredMode(root, "state", "state state");
-    reconciliationMode = requiredMode(root, "reconciliation", "state reconciliation");
-  }
-
+  const schemaTwo = legacy ? legacyDefaults(publishedAt) : readSchemaTwoFields(root);
   const manifest = readSourceManifest(root, "state source");
   const links = readLinks(root, "state links");
   const outputs = readRequiredArray(root, "outputs", "state outputs").map((value, index) =>
@@ -95,10 +73,7 @@ function readSingleOwnerState(root: JsonObject): SingleOwnerState {
     pipelineId,
     destinationId,
     publishedAt,
-    createdAt,
-    updatedAt,
-    state: { mode: stateMode as "single_owner" },
-    reconciliation: { mode: reconciliationMode as ReconciliationMode },
+    ...schemaTwo,
     source: { manifest },
     outputs,
   };
@@ -108,17 +83,84 @@ function readSingleOwnerState(root: JsonObject): SingleOwnerState {
   return state;
 }
 
+function readSchemaTwoFields(root: JsonObject): SchemaTwoFields {
+  const createdAt = requiredTimestamp(root, "created_at", "state created_at");
+  const updatedAt = requiredTimestamp(root, "updated_at", "state updated_at");
+  // Unsupported modes are reported by validation: `state.mode must be single_owner`.
+  const stateMode = requiredMode(root, "state", "state state");
+  const reconciliationMode = requiredMode(root, "reconciliation", "state reconciliation");
+  return {
+    createdAt,
+    updatedAt,
+    state: { mode: stateMode as "single_owner" },
+    reconciliation: { mode: reconciliationMode as ReconciliationMode },
+  };
+}
+
 /** `legacyTime` is set for schema 1, whose output records carry no timestamps. */
 function readOutput(value: unknown, index: number, legacyTime: Date | undefined): OutputRecord {
   const { object, fields } = readOutputFields(value, index);
+  const timestamps =
+    legacyTime === undefined
+      ? readRecordTimestamps(object, `state outputs[${index}]`)
+      : { createdAt: new Date(legacyTime), updatedAt: new Date(legacyTime) };
+  return { ...fields, ...timestamps };
+}
+
+function readSharedRootState(root: JsonObject): SharedRootState {
+  readSchemaVersion(root, [SHARED_ROOT_SCHEMA_VERSION]);
+  const distributorVersion = readDistributorVersion(root);
+  const createdAt = requiredTimestamp(root, "created_at", "state created_at");
+  const updatedAt = requiredTimestamp(root, "updated_at", "state updated_at");
+  // The literal type is checked by validation below (`state.mode must be shared_root`).
+  const stateMode = requiredMode(root, "state", "state state");
+  const owners = readRequiredArray(root, "owners", "state owners").map(readOwner);
+  const outputs = readRequiredArray(root, "outputs", "state outputs").map(readSharedRootOutput);
+
+  const state: SharedRootState = {
+    schemaVersion: SHARED_ROOT_SCHEMA_VERSION,
+    createdAt,
+    updatedAt,
+    state: { mode: stateMode as "shared_root" },
+    owners,
+    outputs,
+  };
+  if (distributorVersion !== undefined) state.distributorVersion = distributorVersion;
+  validateSharedRootState(state);
+  return state;
+}
+
+function readOwner(value: unknown, index: number): OwnerRecord {
+  const at = `state owners[${index}]`;
+  const object = arrayObject(value, at);
+  const pipelineId = requiredString(object, "pipeline_id", `${at}.pipeline_id`);
+  const destinationId = requiredString(object, "destination_id", `${at}.destination_id`);
+  const mode = requiredMode(object, "reconciliation", `${at}.reconciliation`);
+  const manifest = readSourceManifest(object, `${at}.source`);
+  const links = readLinks(object, `${at}.links`);
+  const owner: OwnerRecord = {
+    scope: { pipelineId, destinationId },
+    reconciliation: { mode: mode as ReconciliationMode },
+    source: { manifest },
+  };
+  if (links !== undefined) owner.links = links;
+  return owner;
+}
+
+function readSharedRootOutput(value: unknown, index: number): SharedRootOutputRecord {
+  const { object, fields } = readOutputFields(value, index);
   const at = `state outputs[${index}]`;
-  const createdAt =
-    legacyTime === undefined
-      ? requiredTimestamp(object, "created_at", `${at}.created_at`)
-      : new Date(legacyTime);
-  const updatedAt =
-    legacyTime === undefined
-      ? requiredTimestamp(object, "updated_at", `${at}.updated_at`)
-      : new Date(legacyTime);
-  return { ...fields, createdAt, updatedAt };
+  const pipelineId = requiredString(object, "pipeline_id", `${at}.pipeline_id`);
+  const destinationId = requiredString(object, "destination_id", `${at}.destination_id`);
+  const sourceId = requiredString(object, "source_id", `${at}.source_id`);
+  const sourceDigest = requiredString(object, "source_digest", `${at}.source_digest`);
+  const sourceCreated = requiredTimestamp(object, "source_created", `${at}.source_created`);
+  return {
+    ...fields,
+    owner: { pipelineId, destinationId },
+    sourceId,
+    sourceDigest,
+    sourceCreated,
+    ...readRecordTimestamps(object, at),
+  };
 }

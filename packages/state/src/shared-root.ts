@@ -1,6 +1,11 @@
 import type { Manifest } from "@distributor/bundle";
 import { StateError } from "./errors.js";
-import { duplicated, findOutputByPath, projectionFields } from "./outputs.js";
+import {
+  findOutputByPath,
+  mergeByPath,
+  projectionFields,
+  rejectDuplicatePaths,
+} from "./outputs.js";
 import { formatOwnerScope, sameOwnerScope } from "./scope.js";
 import { truncateToSecond } from "./time.js";
 import {
@@ -126,18 +131,11 @@ export function mergeOwnerOutputs(
   planned: readonly SharedRootOutputRecord[],
 ): SharedRootState {
   checkPlannedOwnerOutputs(state, owner.scope, planned);
-  const outputs = [...state.outputs];
-  const indexByPath = new Map(outputs.map((output, index) => [output.path, index]));
-  for (const output of planned) {
-    const index = indexByPath.get(output.path);
-    if (index !== undefined) {
-      outputs[index] = output;
-    } else {
-      indexByPath.set(output.path, outputs.length);
-      outputs.push(output);
-    }
-  }
-  return { ...state, owners: upsertOwner(state.owners, owner), outputs };
+  return {
+    ...state,
+    owners: upsertOwner(state.owners, owner),
+    outputs: mergeByPath(state.outputs, planned),
+  };
 }
 
 /** Drops missing records of one owner only; other owners' records are never touched. */
@@ -218,11 +216,7 @@ function checkPlannedOwnerOutputs(
       `state output path ${JSON.stringify(conflict.path)} is owned by ${formatOwnerScope(conflict.owner)}`,
     );
   }
-  const seen = new Set<string>();
-  for (const output of planned) {
-    if (seen.has(output.path)) throw duplicated(output.path);
-    seen.add(output.path);
-  }
+  rejectDuplicatePaths(planned);
   for (const output of planned) {
     if (!sameOwnerScope(output.owner, scope)) {
       throw new StateError(

@@ -36,8 +36,8 @@ export interface LinkState {
   primaryUrl: string;
 }
 
-/** One managed output path of a single-owner document (`outputs[]`). */
-export interface OutputRecord {
+/** A planned output as the publish planner describes it, before it gets timestamps. */
+export interface OutputProjection {
   /** Logical path relative to the destination bundle path. */
   path: string;
   kind: OutputKind;
@@ -51,6 +51,10 @@ export interface OutputRecord {
   sha256: string;
   /** Output size in bytes. */
   size: number;
+}
+
+/** One managed output path of a single-owner document (`outputs[]`). */
+export interface OutputRecord extends OutputProjection {
   /** When this path was first recorded as managed. */
   createdAt: Date;
   /** When this path was last written or updated in state; prune uses it. */
@@ -111,17 +115,6 @@ export interface SharedRootState {
 
 /** Any parsed state document, discriminated by `schemaVersion` (or `state.mode`). */
 export type StateDocument = SingleOwnerState | SharedRootState;
-
-/** A planned output as the publish planner describes it, before it gets timestamps. */
-export interface OutputProjection {
-  path: string;
-  kind: OutputKind;
-  sourcePath: string;
-  transform?: string;
-  url?: string;
-  sha256: string;
-  size: number;
-}
 
 /** A planned path already owned by another shared-root owner. */
 export interface PathOwnershipConflict {

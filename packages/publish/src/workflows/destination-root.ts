@@ -1,7 +1,7 @@
-import { parseDocument, type StateDocument, serializeDocument } from "@distributor/state";
+import { type OwnerScope, type StateDocument, serializeDocument } from "@distributor/state";
 import { isStorageError, STATE_FILE_NAME, type StorageBackend } from "@distributor/storage";
 import type { DestinationConfig } from "../config/types.js";
-import { MAX_STATE_FILE_BYTES } from "./inspect-state.js";
+import { readStateFile } from "./inspect-state.js";
 import { WorkflowError } from "./shared.js";
 
 /**
@@ -14,6 +14,11 @@ export function destinationRootPath(destination: DestinationConfig): string {
   return root === "" ? "." : root;
 }
 
+/** An owner scope as maintenance reports print it. */
+export function scopeReport(scope: OwnerScope): { pipeline_id: string; destination_id: string } {
+  return { pipeline_id: scope.pipelineId, destination_id: scope.destinationId };
+}
+
 /**
  * Reads and parses the `.distributor.json` at the root of a destination. A missing file fails
  * with `state_not_found` (there is nothing managed to maintain), unparseable text with
@@ -23,12 +28,8 @@ export async function readRootState(
   backend: StorageBackend,
   signal: AbortSignal | undefined,
 ): Promise<StateDocument> {
-  let bytes: Uint8Array;
   try {
-    bytes = await backend.readFile(STATE_FILE_NAME, {
-      maxBytes: MAX_STATE_FILE_BYTES,
-      ...(signal === undefined ? {} : { signal }),
-    });
+    return (await readStateFile(backend, STATE_FILE_NAME, signal)).document;
   } catch (error) {
     if (isStorageError(error, "not_found")) {
       throw new WorkflowError(
@@ -38,15 +39,6 @@ export async function readRootState(
       );
     }
     throw error;
-  }
-  try {
-    return parseDocument(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
-  } catch (error) {
-    throw new WorkflowError(
-      "state_invalid",
-      `${backend.location} ${STATE_FILE_NAME}: ${(error as Error).message}`,
-      { cause: error },
-    );
   }
 }
 
@@ -60,8 +52,5 @@ export async function writeRootState(
   signal: AbortSignal | undefined,
 ): Promise<void> {
   const text = serializeDocument(document);
-  await backend.writeFile(STATE_FILE_NAME, text, {
-    overwrite: true,
-    ...(signal === undefined ? {} : { signal }),
-  });
+  await backend.writeFile(STATE_FILE_NAME, text, { overwrite: true, signal });
 }

@@ -2,6 +2,7 @@ import { formatTimestamp, type Manifest } from "@distributor/bundle";
 import {
   formatStateTimestamp,
   isSharedRootState,
+  ownerOutputs,
   parseDocument,
   type ReconciliationMode,
   type StateDocument,
@@ -13,10 +14,11 @@ import {
   STATE_FILE_NAME,
   type StorageBackend,
 } from "@distributor/storage";
+import { MAX_STATE_BYTES } from "../publish/inspect.js";
 import { WorkflowError } from "./shared.js";
 
-/** Largest `.distributor.json` read: far above what a state with 100000 outputs takes. */
-export const MAX_STATE_FILE_BYTES = 64 * 1024 * 1024;
+/** Largest `.distributor.json` read; the same cap as publishing applies. */
+export const MAX_STATE_FILE_BYTES = MAX_STATE_BYTES;
 
 /** A pipeline/destination pair that published into a state file. */
 export interface StateOwnerReport {
@@ -63,27 +65,36 @@ export interface StateReport {
   outputs: StateOutputReport[];
 }
 
+/**
+ * Reads and parses the state file at `statePath`, at most `MAX_STATE_FILE_BYTES` of it. Text that
+ * is not UTF-8 or not valid state fails with `state_invalid`, naming the file; storage failures
+ * (`not_found`, `limit_exceeded`, ...) propagate as they are.
+ */
+export async function readStateFile(
+  backend: StorageBackend,
+  statePath: string,
+  signal: AbortSignal | undefined,
+): Promise<{ text: string; document: StateDocument }> {
+  const bytes = await backend.readFile(statePath, { maxBytes: MAX_STATE_FILE_BYTES, signal });
+  try {
+    const text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+    return { text, document: parseDocument(text) };
+  } catch (error) {
+    throw new WorkflowError(
+      "state_invalid",
+      `${backend.location} ${displayPath(statePath)}: ${(error as Error).message}`,
+      { cause: error },
+    );
+  }
+}
+
 /** Reads and describes the state file at `statePath`; an unparseable one fails with `state_invalid`. */
 export async function inspectStateFile(
   backend: StorageBackend,
   statePath: string,
   signal: AbortSignal | undefined,
 ): Promise<StateReport> {
-  const bytes = await backend.readFile(statePath, {
-    maxBytes: MAX_STATE_FILE_BYTES,
-    ...(signal === undefined ? {} : { signal }),
-  });
-  const where = `${backend.location} ${displayPath(statePath)}`;
-  let text: string;
-  let document: StateDocument;
-  try {
-    text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
-    document = parseDocument(text);
-  } catch (error) {
-    throw new WorkflowError("state_invalid", `${where}: ${(error as Error).message}`, {
-      cause: error,
-    });
-  }
+  const { text, document } = await readStateFile(backend, statePath, signal);
   // Parsing normalises schema 1 to 2; the report shows what the file says.
   const written = (JSON.parse(text) as { schema_version: number }).schema_version;
   return stateReport(document, parentPath(statePath), statePath, written);
@@ -95,11 +106,7 @@ export async function findStateFiles(
   limit: number,
   signal: AbortSignal | undefined,
 ): Promise<string[]> {
-  const entries = await backend.walk("", {
-    recursive: true,
-    limit,
-    ...(signal === undefined ? {} : { signal }),
-  });
+  const entries = await backend.walk("", { recursive: true, limit, signal });
   return entries
     .filter((entry) => entry.kind === "file" && isStateFile(entry.path))
     .map((entry) => entry.path);
@@ -129,21 +136,16 @@ function stateReport(
   if (isSharedRootState(document)) {
     return {
       ...common,
-      owners: document.owners.map((owner) => {
-        const count = document.outputs.filter(
-          (output) =>
-            output.owner.pipelineId === owner.scope.pipelineId &&
-            output.owner.destinationId === owner.scope.destinationId,
-        ).length;
-        return ownerReport(
+      owners: document.owners.map((owner) =>
+        ownerReport(
           owner.scope.pipelineId,
           owner.scope.destinationId,
           owner.reconciliation.mode,
           owner.source.manifest,
           owner.links?.primaryUrl,
-          count,
-        );
-      }),
+          ownerOutputs(document, owner.scope).length,
+        ),
+      ),
       outputs: document.outputs.map((output) =>
         outputReport(output, output.owner.pipelineId, output.owner.destinationId),
       ),

@@ -1,8 +1,9 @@
 import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { buildManifest, fileDigest, serializeManifest } from "@distributor/bundle";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { writeFiles } from "../../test/workflows/helpers.js";
 import { parseConfig } from "../config/index.js";
 import {
   inspectBundlePath,
@@ -24,14 +25,6 @@ beforeEach(async () => {
 afterEach(async () => {
   await rm(root, { recursive: true, force: true });
 });
-
-async function writeFiles(directory: string, files: Record<string, string>): Promise<void> {
-  for (const [path, content] of Object.entries(files)) {
-    const target = join(directory, path);
-    await mkdir(dirname(target), { recursive: true });
-    await writeFile(target, content);
-  }
-}
 
 function manifestFor(files: Record<string, string>, id = "reports.example.2026-05-30") {
   return buildManifest({

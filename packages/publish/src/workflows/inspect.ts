@@ -24,17 +24,14 @@ import {
 } from "./inspect-state.js";
 import { openLocalDirectory } from "./local-directory.js";
 import {
-  bundlePrefix,
-  findDestination,
-  findPipeline,
-  openBackend,
-  sourceLocation,
+  openConfiguredDestination,
+  openConfiguredSource,
   WorkflowError,
   type WorkflowOptions,
   withBackend,
 } from "./shared.js";
 import {
-  bundlePaths,
+  checkBundles,
   type IssueReport,
   isFile,
   issueReports,
@@ -158,7 +155,7 @@ export async function inspectPath(options: InspectPathOptions): Promise<InspectR
     const entries = await backend.walk("", {
       recursive: true,
       limit: DEFAULT_DISCOVERY_LIMIT,
-      ...(options.signal === undefined ? {} : { signal: options.signal }),
+      signal: options.signal,
     });
     const files = entries.filter((entry) => entry.kind === "file").map((entry) => entry.path);
     return {
@@ -206,15 +203,7 @@ export async function inspectStatePath(options: InspectPathOptions): Promise<Sta
 export async function inspectConfiguredSource(
   options: InspectConfiguredSourceOptions,
 ): Promise<BundleTreeInspection> {
-  const pipeline = findPipeline(options.config, options.pipelineId);
-  const location = sourceLocation(pipeline);
-  const prefix = options.bundlePath === undefined ? undefined : bundlePrefix(options.bundlePath);
-  const backend = await openBackend(options.backends, location, {
-    role: "source",
-    dryRun: true,
-    secrets: options.config.secrets,
-    ...(options.signal === undefined ? {} : { signal: options.signal }),
-  });
+  const { pipeline, prefix, backend } = await openConfiguredSource(options);
   return withBackend(backend, async () => {
     const inspected = await inspectBundles(
       backend,
@@ -230,14 +219,7 @@ export async function inspectConfiguredSource(
 export async function inspectConfiguredDestination(
   options: InspectConfiguredDestinationOptions,
 ): Promise<StateTreeInspection> {
-  const pipeline = findPipeline(options.config, options.pipelineId);
-  const destination = findDestination(pipeline, options.destinationId);
-  const backend = await openBackend(options.backends, destination.location, {
-    role: "destination",
-    dryRun: true,
-    secrets: options.config.secrets,
-    ...(options.signal === undefined ? {} : { signal: options.signal }),
-  });
+  const { pipeline, destination, backend } = await openConfiguredDestination(options, true);
   return withBackend(backend, async () => ({
     kind: "state",
     ok: true,
@@ -261,18 +243,15 @@ async function inspectStates(
   return reports;
 }
 
-async function inspectBundles(
+function inspectBundles(
   backend: StorageBackend,
   bundlePath: string | undefined,
   rules: ValidationRules,
   options: Pick<WorkflowOptions<ValidateEvent>, "signal" | "onEvent">,
 ): Promise<Omit<BundleTreeInspection, "kind" | "location" | "pipeline_id">> {
-  const found = await bundlePaths(backend, bundlePath, options.signal);
-  const bundles: BundleInspection[] = [];
-  for (const path of found.paths) bundles.push(await inspectBundle(backend, path, rules, options));
-  const ok =
-    found.issues.length === 0 && bundles.length > 0 && bundles.every((bundle) => bundle.ok);
-  return { ok, issues: found.issues, bundles };
+  return checkBundles(backend, bundlePath, options.signal, (path) =>
+    inspectBundle(backend, path, rules, options),
+  );
 }
 
 async function inspectBundle(
@@ -282,11 +261,10 @@ async function inspectBundle(
   options: Pick<WorkflowOptions<ValidateEvent>, "signal" | "onEvent">,
 ): Promise<BundleInspection> {
   const { signal, onEvent } = options;
-  const signalOption = signal === undefined ? {} : { signal };
   onEvent?.({ type: "bundle_started", bundle_path: bundlePath });
   let manifest: Manifest;
   try {
-    manifest = await readManifest(backend, bundlePath, signalOption);
+    manifest = await readManifest(backend, bundlePath, { signal });
   } catch (error) {
     if (!(error instanceof BundleValidationError)) throw error;
     onEvent?.({ type: "bundle_checked", bundle_path: bundlePath, ok: false });
@@ -312,7 +290,7 @@ async function inspectBundle(
   try {
     const validated = await validateBundle(backend, bundlePath, {
       ...rules,
-      ...signalOption,
+      signal,
       onFile: (progress) => {
         const file = files.get(progress.path);
         if (file !== undefined && progress.ok) file.status = "ok";

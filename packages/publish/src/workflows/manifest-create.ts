@@ -49,10 +49,10 @@ export async function createManifestWorkflow(
     try {
       ({ manifest } = await createManifest(backend, "", {
         id: options.id,
-        ...(options.created === undefined ? {} : { created: options.created }),
-        ...(options.force === undefined ? {} : { force: options.force }),
-        ...(options.now === undefined ? {} : { now: options.now }),
-        ...(options.signal === undefined ? {} : { signal: options.signal }),
+        created: options.created,
+        force: options.force,
+        now: options.now,
+        signal: options.signal,
       }));
     } catch (error) {
       throw namingDirectory(error, options.path);

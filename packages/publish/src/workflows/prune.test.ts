@@ -1,21 +1,26 @@
-import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import { buildManifest, fileDigest } from "@distributor/bundle";
+import { readdir, rm } from "node:fs/promises";
+import { join } from "node:path";
+import { fileDigest } from "@distributor/bundle";
 import {
   allManagedOutputPaths,
   isSharedRootState,
-  managedOutputPaths,
   type OwnerScope,
-  parseDocument,
   type SharedRootState,
   type SingleOwnerState,
-  type StateDocument,
-  serializeDocument,
 } from "@distributor/state";
-import { createLocalBackend, type StorageBackend, StorageError } from "@distributor/storage";
+import type { StorageBackend } from "@distributor/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { parseConfig } from "../config/index.js";
+import {
+  ARCHIVE_OWNER,
+  DestinationFixture,
+  faultyLocalRegistry,
+  HTML_OWNER,
+  injectedFailure,
+  paths,
+  REPORT,
+  recordedPaths,
+  SOURCE_MANIFEST,
+} from "../../test/workflows/helpers.js";
 import type { Config, PrunePolicy } from "../config/types.js";
 import { errorCode } from "./errors.js";
 import { formatPruneText, pruneStatus } from "./maintenance-text.js";
@@ -27,24 +32,10 @@ import {
   planDestinationPrune,
   prune,
 } from "./prune.js";
-import type { BackendRegistry } from "./shared.js";
 
 const NOW = new Date("2026-06-08T12:00:00Z");
 const HOUR = 60 * 60 * 1000;
 const hoursAgo = (hours: number): Date => new Date(NOW.getTime() - hours * HOUR);
-
-const REPORT = "# Report\nSunny.\n";
-const SUMMARY = "Summary\n";
-const manifest = buildManifest({
-  id: "reports.example.2026-06-04",
-  created: new Date("2026-06-04T11:55:00Z"),
-  files: [
-    { path: "report.md", ...fileDigest(REPORT) },
-    { path: "summary.txt", ...fileDigest(SUMMARY) },
-  ],
-});
-const ARCHIVE: OwnerScope = { pipelineId: "reports", destinationId: "archive" };
-const HTML: OwnerScope = { pipelineId: "reports", destinationId: "html" };
 
 interface OutputSpec {
   path: string;
@@ -52,7 +43,10 @@ interface OutputSpec {
   owner?: OwnerScope;
 }
 
-function singleOwnerState(outputs: OutputSpec[], owner: OwnerScope = ARCHIVE): SingleOwnerState {
+function singleOwnerState(
+  outputs: OutputSpec[],
+  owner: OwnerScope = ARCHIVE_OWNER,
+): SingleOwnerState {
   const publishedAt = hoursAgo(96);
   return {
     schemaVersion: 2,
@@ -64,7 +58,7 @@ function singleOwnerState(outputs: OutputSpec[], owner: OwnerScope = ARCHIVE): S
     updatedAt: publishedAt,
     state: { mode: "single_owner" },
     reconciliation: { mode: "replace" },
-    source: { manifest },
+    source: { manifest: SOURCE_MANIFEST },
     outputs: outputs.map((output) => ({
       path: output.path,
       kind: "source",
@@ -83,20 +77,20 @@ function sharedRootState(outputs: OutputSpec[]): SharedRootState {
     createdAt: hoursAgo(96),
     updatedAt: hoursAgo(24),
     state: { mode: "shared_root" },
-    owners: [ARCHIVE, HTML].map((scope) => ({
+    owners: [ARCHIVE_OWNER, HTML_OWNER].map((scope) => ({
       scope,
       reconciliation: { mode: "replace" as const },
-      source: { manifest },
+      source: { manifest: SOURCE_MANIFEST },
     })),
     outputs: outputs.map((output) => ({
       path: output.path,
       kind: "source" as const,
       sourcePath: "report.md",
       ...fileDigest(REPORT),
-      owner: output.owner ?? ARCHIVE,
-      sourceId: manifest.id,
-      sourceDigest: manifest.digest,
-      sourceCreated: manifest.created,
+      owner: output.owner ?? ARCHIVE_OWNER,
+      sourceId: SOURCE_MANIFEST.id,
+      sourceDigest: SOURCE_MANIFEST.digest,
+      sourceCreated: SOURCE_MANIFEST.created,
       createdAt: hoursAgo(96),
       updatedAt: output.updatedAt,
     })),
@@ -113,53 +107,17 @@ const referenceSingleOwner = (): SingleOwnerState =>
 /** The reference shared-root fixture: archive.txt for reports/archive, html.txt for reports/html. */
 const referenceSharedRoot = (): SharedRootState =>
   sharedRootState([
-    { path: "archive.txt", updatedAt: hoursAgo(72), owner: ARCHIVE },
-    { path: "html.txt", updatedAt: hoursAgo(72), owner: HTML },
+    { path: "archive.txt", updatedAt: hoursAgo(72), owner: ARCHIVE_OWNER },
+    { path: "html.txt", updatedAt: hoursAgo(72), owner: HTML_OWNER },
   ]);
 
-let workspace: string;
-let destinationRoot: string;
+let destination: DestinationFixture;
 
 beforeEach(async () => {
-  workspace = await mkdtemp(join(tmpdir(), "distributor-prune-"));
-  destinationRoot = join(workspace, "destination");
-  await mkdir(destinationRoot);
+  destination = await DestinationFixture.create("distributor-prune-");
 });
 
-afterEach(async () => {
-  await rm(workspace, { recursive: true, force: true });
-});
-
-async function writeFiles(files: Record<string, string>): Promise<void> {
-  for (const [path, content] of Object.entries(files)) {
-    const target = join(destinationRoot, path);
-    await mkdir(dirname(target), { recursive: true });
-    await writeFile(target, content);
-  }
-}
-
-/** Writes the state file and a file for every recorded output; returns the state text. */
-async function writeDestination(document: StateDocument, content = "managed"): Promise<string> {
-  const text = serializeDocument(document);
-  await writeFile(join(destinationRoot, ".distributor.json"), text);
-  await writeFiles(Object.fromEntries(document.outputs.map((output) => [output.path, content])));
-  return text;
-}
-
-const stateText = (): Promise<string> =>
-  readFile(join(destinationRoot, ".distributor.json"), "utf8");
-const readState = async (): Promise<StateDocument> => parseDocument(await stateText());
-
-async function exists(path: string): Promise<boolean> {
-  return stat(join(destinationRoot, path)).then(
-    () => true,
-    () => false,
-  );
-}
-
-async function fileText(path: string): Promise<string> {
-  return readFile(join(destinationRoot, path), "utf8");
-}
+afterEach(() => destination.remove());
 
 function retentionYaml(policy: { olderThan?: string; keepLatest?: number; enabled?: boolean }) {
   const lines = [`            enabled: ${policy.enabled ?? true}`];
@@ -169,21 +127,7 @@ function retentionYaml(policy: { olderThan?: string; keepLatest?: number; enable
 }
 
 function configWith(retention: string, stateMode = "single_owner"): Config {
-  const yaml = `
-pipelines:
-  - id: reports
-    source:
-      backend: local
-      path: ${JSON.stringify(join(workspace, "source"))}
-    destinations:
-      - id: archive
-        backend: local
-        path: ${JSON.stringify(destinationRoot)}
-        state:
-          mode: ${stateMode}
-${retention}
-`;
-  return parseConfig(yaml, { cwd: workspace });
+  return destination.config(stateMode, retention);
 }
 
 function pruneOptions(config: Config, overrides: Partial<PruneOptions> = {}): PruneOptions {
@@ -196,50 +140,25 @@ function pruneOptions(config: Config, overrides: Partial<PruneOptions> = {}): Pr
   };
 }
 
-const paths = (records: ReadonlyArray<{ path: string }>): string =>
-  records.map((r) => r.path).join(",");
-
-function recordedPaths(document: StateDocument): string {
-  return (
-    isSharedRootState(document) ? allManagedOutputPaths(document) : managedOutputPaths(document)
-  ).join(",");
-}
-
-/** Wraps the local backend to fail chosen operations, for fault injection only. */
-function faultyBackend(
-  inner: StorageBackend,
-  faults: { deleteFails?: string; writeFails?: boolean },
-): StorageBackend {
-  const fail = (operation: "delete managed outputs" | "write file", path: string) =>
-    new StorageError({ kind: "permission", operation, backend: "fake", path });
-  return {
-    name: inner.name,
-    location: inner.location,
-    readFile: (path, options) => inner.readFile(path, options),
-    openRead: (path, options) => inner.openRead(path, options),
-    writeFile: async (path, data, options) => {
-      if (faults.writeFails) throw fail("write file", path);
-      return inner.writeFile(path, data, options);
-    },
-    stat: (path, options) => inner.stat(path, options),
-    walk: (prefix, options) => inner.walk(prefix, options),
-    hasAny: (prefix, options) => inner.hasAny(prefix, options),
-    deleteManagedOutputs: async (bundlePath, outputPaths, options) => {
-      const failing = outputPaths.find((path) => path === faults.deleteFails);
-      if (failing !== undefined) throw fail("delete managed outputs", failing);
-      return inner.deleteManagedOutputs(bundlePath, outputPaths, options);
-    },
-    deleteManagedBundle: (bundlePath, outputPaths, options) =>
-      inner.deleteManagedBundle(bundlePath, outputPaths, options),
-    deletePrefix: (prefix, options) => inner.deletePrefix(prefix, options),
-    close: () => inner.close(),
-  };
-}
-
-function faultyRegistry(faults: { deleteFails?: string; writeFails?: boolean }): BackendRegistry {
-  return {
-    local: async (location) => faultyBackend(createLocalBackend({ root: location.path }), faults),
-  };
+/** Fails `deleteManagedOutputs` of one path, or every state write, for fault injection only. */
+function faultyRegistry(faults: { deleteFails?: string; writeFails?: boolean }) {
+  return faultyLocalRegistry(
+    (inner) =>
+      ({
+        ...(faults.writeFails
+          ? {
+              writeFile: async (path: string) => {
+                throw injectedFailure("write file", path);
+              },
+            }
+          : {}),
+        deleteManagedOutputs: async (bundlePath, outputPaths, options) => {
+          const failing = outputPaths.find((path) => path === faults.deleteFails);
+          if (failing !== undefined) throw injectedFailure("delete managed outputs", failing);
+          return inner.deleteManagedOutputs(bundlePath, outputPaths, options);
+        },
+      }) satisfies Partial<StorageBackend>,
+  );
 }
 
 async function expectPruneError(promise: Promise<unknown>): Promise<PruneError> {
@@ -339,8 +258,8 @@ describe("planDestinationPrune", () => {
 
 describe("prune", () => {
   it("TestPruneDryRunReportsPlannedDeletesWithoutDeletingOrRewritingState", async () => {
-    const original = await writeDestination(referenceSingleOwner());
-    await writeFiles({ "unmanaged.txt": "keep" });
+    const original = await destination.writeDestination(referenceSingleOwner());
+    await destination.writeFiles({ "unmanaged.txt": "keep" });
     const config = configWith(retentionYaml({ olderThan: "48h" }));
 
     const report = await prune(pruneOptions(config, { dryRun: true }));
@@ -349,15 +268,15 @@ describe("prune", () => {
     expect(report.state_changed).toBe(false);
     expect(report.deleted_outputs).toEqual([]);
     expect(paths(report.planned_outputs)).toBe("old.txt");
-    expect(await fileText("old.txt")).toBe("managed");
-    expect(await fileText("fresh.txt")).toBe("managed");
-    expect(await fileText("unmanaged.txt")).toBe("keep");
-    expect(await stateText()).toBe(original);
+    expect(await destination.fileText("old.txt")).toBe("managed");
+    expect(await destination.fileText("fresh.txt")).toBe("managed");
+    expect(await destination.fileText("unmanaged.txt")).toBe("keep");
+    expect(await destination.stateText()).toBe(original);
   });
 
   it("TestPruneApplyDeletesOnlyManagedOutputsAndUpdatesState", async () => {
-    await writeDestination(referenceSingleOwner());
-    await writeFiles({ "unmanaged.txt": "keep" });
+    await destination.writeDestination(referenceSingleOwner());
+    await destination.writeFiles({ "unmanaged.txt": "keep" });
     const config = configWith(retentionYaml({ olderThan: "48h" }));
 
     const report = await prune(pruneOptions(config, { dryRun: false }));
@@ -365,10 +284,10 @@ describe("prune", () => {
     expect(report.state_changed).toBe(true);
     expect(report.would_change).toBe(false);
     expect(paths(report.deleted_outputs)).toBe("old.txt");
-    expect(await exists("old.txt")).toBe(false);
-    expect(await fileText("fresh.txt")).toBe("managed");
-    expect(await fileText("unmanaged.txt")).toBe("keep");
-    const state = await readState();
+    expect(await destination.exists("old.txt")).toBe(false);
+    expect(await destination.fileText("fresh.txt")).toBe("managed");
+    expect(await destination.fileText("unmanaged.txt")).toBe("keep");
+    const state = await destination.readState();
     expect(recordedPaths(state)).toBe("fresh.txt");
     expect(state.updatedAt).toEqual(NOW);
     // Only the record set and the state timestamp change.
@@ -376,7 +295,7 @@ describe("prune", () => {
   });
 
   it("TestPruneApplyPreservesStateForFailedDeletes", async () => {
-    await writeDestination(referenceSingleOwner());
+    await destination.writeDestination(referenceSingleOwner());
     const config = configWith(retentionYaml({ keepLatest: 0 }));
 
     const error = await expectPruneError(
@@ -398,48 +317,48 @@ describe("prune", () => {
     expect(paths(error.report.deleted_outputs)).toBe("old.txt");
     expect(paths(error.report.planned_outputs)).toBe("old.txt,fresh.txt");
     expect(error.report.state_changed).toBe(true);
-    expect(await exists("old.txt")).toBe(false);
-    expect(await fileText("fresh.txt")).toBe("managed");
-    const state = await readState();
+    expect(await destination.exists("old.txt")).toBe(false);
+    expect(await destination.fileText("fresh.txt")).toBe("managed");
+    const state = await destination.readState();
     expect(recordedPaths(state)).toBe("fresh.txt");
     expect(state.updatedAt).toEqual(NOW);
   });
 
   it("TestPruneSharedRootPreservesOtherOwnersWhenScopedToCurrentOwner", async () => {
-    await writeDestination(referenceSharedRoot(), "old");
-    await writeFiles({ "unmanaged.txt": "keep" });
+    await destination.writeDestination(referenceSharedRoot(), "old");
+    await destination.writeFiles({ "unmanaged.txt": "keep" });
     const config = configWith(retentionYaml({ keepLatest: 0 }), "shared_root");
 
     const report = await prune(pruneOptions(config, { dryRun: false }));
 
     expect(paths(report.deleted_outputs)).toBe("archive.txt");
     expect(report.checked_count).toBe(1);
-    expect(await exists("archive.txt")).toBe(false);
-    expect(await fileText("html.txt")).toBe("old");
-    expect(await fileText("unmanaged.txt")).toBe("keep");
-    const state = await readState();
+    expect(await destination.exists("archive.txt")).toBe(false);
+    expect(await destination.fileText("html.txt")).toBe("old");
+    expect(await destination.fileText("unmanaged.txt")).toBe("keep");
+    const state = await destination.readState();
     if (!isSharedRootState(state)) throw new Error("expected shared-root state");
     expect(allManagedOutputPaths(state)).toEqual(["html.txt"]);
   });
 
   it("leaves other owners' files and records untouched, including their state fields", async () => {
     const document = sharedRootState([
-      { path: "a/archive-old.txt", updatedAt: hoursAgo(300), owner: ARCHIVE },
-      { path: "a/html-old.txt", updatedAt: hoursAgo(400), owner: HTML },
-      { path: "archive-new.txt", updatedAt: hoursAgo(1), owner: ARCHIVE },
-      { path: "html-new.txt", updatedAt: hoursAgo(1), owner: HTML },
+      { path: "a/archive-old.txt", updatedAt: hoursAgo(300), owner: ARCHIVE_OWNER },
+      { path: "a/html-old.txt", updatedAt: hoursAgo(400), owner: HTML_OWNER },
+      { path: "archive-new.txt", updatedAt: hoursAgo(1), owner: ARCHIVE_OWNER },
+      { path: "html-new.txt", updatedAt: hoursAgo(1), owner: HTML_OWNER },
     ]);
-    await writeDestination(document);
+    await destination.writeDestination(document);
     const config = configWith(retentionYaml({ olderThan: "24h" }), "shared_root");
 
     const report = await prune(pruneOptions(config, { dryRun: false }));
 
     expect(paths(report.deleted_outputs)).toBe("a/archive-old.txt");
     expect(paths(report.preserved_outputs)).toBe("archive-new.txt");
-    expect(await exists("a/archive-old.txt")).toBe(false);
-    expect(await fileText("a/html-old.txt")).toBe("managed");
-    expect(await fileText("html-new.txt")).toBe("managed");
-    const state = await readState();
+    expect(await destination.exists("a/archive-old.txt")).toBe(false);
+    expect(await destination.fileText("a/html-old.txt")).toBe("managed");
+    expect(await destination.fileText("html-new.txt")).toBe("managed");
+    const state = await destination.readState();
     if (!isSharedRootState(state)) throw new Error("expected shared-root state");
     const htmlRecords = document.outputs.filter((output) => output.owner.destinationId === "html");
     expect(state.outputs.filter((output) => output.owner.destinationId === "html")).toEqual(
@@ -451,7 +370,7 @@ describe("prune", () => {
   });
 
   it("combines keep_latest and older_than when applying", async () => {
-    await writeDestination(
+    await destination.writeDestination(
       singleOwnerState([
         { path: "a.txt", updatedAt: hoursAgo(100) },
         { path: "b.txt", updatedAt: hoursAgo(90) },
@@ -467,18 +386,18 @@ describe("prune", () => {
 
     expect(paths(report.deleted_outputs)).toBe("a.txt,b.txt");
     expect(paths(report.preserved_outputs)).toBe("e.txt,d.txt,c.txt");
-    expect(recordedPaths(await readState())).toBe("c.txt,d.txt,e.txt");
-    expect(await exists("a.txt")).toBe(false);
-    expect(await exists("b.txt")).toBe(false);
-    expect(await exists("c.txt")).toBe(true);
+    expect(recordedPaths(await destination.readState())).toBe("c.txt,d.txt,e.txt");
+    expect(await destination.exists("a.txt")).toBe(false);
+    expect(await destination.exists("b.txt")).toBe(false);
+    expect(await destination.exists("c.txt")).toBe(true);
   });
 
   it("is idempotent: a second apply is unchanged and leaves the state byte for byte", async () => {
-    await writeDestination(referenceSingleOwner());
+    await destination.writeDestination(referenceSingleOwner());
     const config = configWith(retentionYaml({ olderThan: "48h" }));
     const first = await prune(pruneOptions(config, { dryRun: false }));
     expect(pruneStatus(first)).toBe("changed");
-    const afterFirst = await stateText();
+    const afterFirst = await destination.stateText();
 
     const second = await prune(
       pruneOptions(config, { dryRun: false, now: () => new Date(NOW.getTime() + HOUR) }),
@@ -488,11 +407,11 @@ describe("prune", () => {
     expect(second.planned_outputs).toEqual([]);
     expect(second.deleted_outputs).toEqual([]);
     expect(second.state_changed).toBe(false);
-    expect(await stateText()).toBe(afterFirst);
+    expect(await destination.stateText()).toBe(afterFirst);
   });
 
   it("keeps every record and the state bytes when the first delete fails", async () => {
-    const original = await writeDestination(referenceSingleOwner());
+    const original = await destination.writeDestination(referenceSingleOwner());
     const config = configWith(retentionYaml({ keepLatest: 0 }));
 
     const error = await expectPruneError(
@@ -507,13 +426,13 @@ describe("prune", () => {
     expect(error.report.failed_output?.path).toBe("old.txt");
     expect(error.report.deleted_outputs).toEqual([]);
     expect(error.report.state_changed).toBe(false);
-    expect(await stateText()).toBe(original);
-    expect(await fileText("old.txt")).toBe("managed");
-    expect(await fileText("fresh.txt")).toBe("managed");
+    expect(await destination.stateText()).toBe(original);
+    expect(await destination.fileText("old.txt")).toBe("managed");
+    expect(await destination.fileText("fresh.txt")).toBe("managed");
   });
 
   it("keeps the failed and unattempted records when a delete fails mid-prune", async () => {
-    await writeDestination(
+    await destination.writeDestination(
       singleOwnerState([
         { path: "one.txt", updatedAt: hoursAgo(300) },
         { path: "two.txt", updatedAt: hoursAgo(200) },
@@ -534,17 +453,17 @@ describe("prune", () => {
     expect(paths(error.report.planned_outputs)).toBe("one.txt,two.txt,three.txt");
     expect(paths(error.report.deleted_outputs)).toBe("one.txt");
     expect(error.report.failed_output?.path).toBe("two.txt");
-    expect(await exists("one.txt")).toBe(false);
-    expect(await fileText("two.txt")).toBe("managed");
-    expect(await fileText("three.txt")).toBe("managed");
-    expect(recordedPaths(await readState())).toBe("two.txt,three.txt");
+    expect(await destination.exists("one.txt")).toBe(false);
+    expect(await destination.fileText("two.txt")).toBe("managed");
+    expect(await destination.fileText("three.txt")).toBe("managed");
+    expect(recordedPaths(await destination.readState())).toBe("two.txt,three.txt");
     expect(formatPruneText(error.report)).toContain(
       "status=changed checked=3 planned=3 deleted=1 preserved=0",
     );
   });
 
   it("reports a state rewrite failure after deletes, with the confirmed deletes", async () => {
-    const original = await writeDestination(referenceSingleOwner());
+    const original = await destination.writeDestination(referenceSingleOwner());
     const config = configWith(retentionYaml({ olderThan: "48h" }));
 
     const error = await expectPruneError(
@@ -558,12 +477,12 @@ describe("prune", () => {
     expect(paths(error.report.deleted_outputs)).toBe("old.txt");
     expect(error.report.failed_output).toBeUndefined();
     expect(error.report.state_changed).toBe(false);
-    expect(await exists("old.txt")).toBe(false);
-    expect(await stateText()).toBe(original);
+    expect(await destination.exists("old.txt")).toBe(false);
+    expect(await destination.stateText()).toBe(original);
   });
 
   it("stops at an abort between deletes and records the deletes already made", async () => {
-    await writeDestination(
+    await destination.writeDestination(
       singleOwnerState([
         { path: "one.txt", updatedAt: hoursAgo(300) },
         { path: "two.txt", updatedAt: hoursAgo(200) },
@@ -585,12 +504,12 @@ describe("prune", () => {
     expect(error.code).toBe("aborted");
     expect(paths(error.report.deleted_outputs)).toBe("one.txt");
     expect(error.report.failed_output).toBeUndefined();
-    expect(await fileText("two.txt")).toBe("managed");
-    expect(recordedPaths(await readState())).toBe("two.txt");
+    expect(await destination.fileText("two.txt")).toBe("managed");
+    expect(recordedPaths(await destination.readState())).toBe("two.txt");
   });
 
   it("is a dry run unless dryRun is false", async () => {
-    const original = await writeDestination(referenceSingleOwner());
+    const original = await destination.writeDestination(referenceSingleOwner());
     const config = configWith(retentionYaml({ keepLatest: 0 }));
 
     const report = await prune(pruneOptions(config));
@@ -598,12 +517,12 @@ describe("prune", () => {
     expect(report.dry_run).toBe(true);
     expect(pruneStatus(report)).toBe("would_change");
     expect(paths(report.planned_outputs)).toBe("old.txt,fresh.txt");
-    expect(await exists("old.txt")).toBe(true);
-    expect(await stateText()).toBe(original);
+    expect(await destination.exists("old.txt")).toBe(true);
+    expect(await destination.stateText()).toBe(original);
   });
 
   it("plans and deletes nothing when the policy is disabled", async () => {
-    const original = await writeDestination(referenceSingleOwner());
+    const original = await destination.writeDestination(referenceSingleOwner());
     const config = configWith(retentionYaml({ enabled: false, keepLatest: 0 }));
 
     const report = await prune(pruneOptions(config, { dryRun: false }));
@@ -615,31 +534,31 @@ describe("prune", () => {
       state_changed: false,
     });
     expect(pruneStatus(report)).toBe("unchanged");
-    expect(await stateText()).toBe(original);
-    expect(await exists("old.txt")).toBe(true);
+    expect(await destination.stateText()).toBe(original);
+    expect(await destination.exists("old.txt")).toBe(true);
   });
 
   it("deletes every planned output but keeps .distributor.json and unmanaged files", async () => {
-    await writeDestination(
+    await destination.writeDestination(
       singleOwnerState([
         { path: "report.md", updatedAt: hoursAgo(3) },
         { path: "summary.txt", updatedAt: hoursAgo(2) },
       ]),
     );
-    await writeFiles({ "extra.txt": "unmanaged" });
+    await destination.writeFiles({ "extra.txt": "unmanaged" });
     const config = configWith(retentionYaml({ olderThan: "1h" }));
 
     const report = await prune(pruneOptions(config, { dryRun: false }));
 
     expect(formatPruneText(report)).toBe(
-      `Prune: pipeline=reports destination=archive backend=local root=${destinationRoot} status=changed checked=2 planned=2 deleted=2 preserved=0 dry_run=false`,
+      `Prune: pipeline=reports destination=archive backend=local root=${destination.root} status=changed checked=2 planned=2 deleted=2 preserved=0 dry_run=false`,
     );
-    expect((await readdir(destinationRoot)).sort()).toEqual([".distributor.json", "extra.txt"]);
-    expect(recordedPaths(await readState())).toBe("");
+    expect((await readdir(destination.root)).sort()).toEqual([".distributor.json", "extra.txt"]);
+    expect(recordedPaths(await destination.readState())).toBe("");
   });
 
   it("removes directories the deletes leave empty, never the root", async () => {
-    await writeDestination(
+    await destination.writeDestination(
       singleOwnerState([
         { path: "2026/05/old.txt", updatedAt: hoursAgo(300) },
         { path: "2026/06/new.txt", updatedAt: hoursAgo(1) },
@@ -649,23 +568,23 @@ describe("prune", () => {
 
     await prune(pruneOptions(config, { dryRun: false }));
 
-    expect(await exists("2026/05")).toBe(false);
-    expect(await fileText("2026/06/new.txt")).toBe("managed");
+    expect(await destination.exists("2026/05")).toBe(false);
+    expect(await destination.fileText("2026/06/new.txt")).toBe("managed");
   });
 
   it("treats an output already gone as deleted and drops its record", async () => {
-    await writeDestination(referenceSingleOwner());
-    await rm(join(destinationRoot, "old.txt"));
+    await destination.writeDestination(referenceSingleOwner());
+    await rm(join(destination.root, "old.txt"));
     const config = configWith(retentionYaml({ olderThan: "48h" }));
 
     const report = await prune(pruneOptions(config, { dryRun: false }));
 
     expect(paths(report.deleted_outputs)).toBe("old.txt");
-    expect(recordedPaths(await readState())).toBe("fresh.txt");
+    expect(recordedPaths(await destination.readState())).toBe("fresh.txt");
   });
 
   it("refuses single-owner state of another owner without deleting anything", async () => {
-    const original = await writeDestination(
+    const original = await destination.writeDestination(
       singleOwnerState([{ path: "old.txt", updatedAt: hoursAgo(72) }], {
         pipelineId: "reports",
         destinationId: "other",
@@ -676,36 +595,36 @@ describe("prune", () => {
     await expect(prune(pruneOptions(config, { dryRun: false }))).rejects.toThrow(
       "state owner is reports/other, not reports/archive",
     );
-    expect(await stateText()).toBe(original);
-    expect(await exists("old.txt")).toBe(true);
+    expect(await destination.stateText()).toBe(original);
+    expect(await destination.exists("old.txt")).toBe(true);
   });
 
   it("fails on invalid state and leaves it byte for byte", async () => {
     const invalid = '{"schema_version":2,"pipeline_id":"reports"}';
-    await writeFiles({ ".distributor.json": invalid, "old.txt": "managed" });
+    await destination.writeFiles({ ".distributor.json": invalid, "old.txt": "managed" });
     const config = configWith(retentionYaml({ keepLatest: 0 }));
 
     await expect(prune(pruneOptions(config, { dryRun: false }))).rejects.toMatchObject({
       name: "WorkflowError",
       code: "state_invalid",
     });
-    expect(await stateText()).toBe(invalid);
-    expect(await exists("old.txt")).toBe(true);
+    expect(await destination.stateText()).toBe(invalid);
+    expect(await destination.exists("old.txt")).toBe(true);
   });
 
   it("fails when the destination root has no state file", async () => {
-    await writeFiles({ "old.txt": "unmanaged" });
+    await destination.writeFiles({ "old.txt": "unmanaged" });
     const config = configWith(retentionYaml({ keepLatest: 0 }));
 
     await expect(prune(pruneOptions(config, { dryRun: false }))).rejects.toMatchObject({
       code: "state_not_found",
       message: expect.stringContaining(".distributor.json"),
     });
-    expect(await fileText("old.txt")).toBe("unmanaged");
+    expect(await destination.fileText("old.txt")).toBe("unmanaged");
   });
 
   it("names unknown pipelines and destinations", async () => {
-    await writeDestination(referenceSingleOwner());
+    await destination.writeDestination(referenceSingleOwner());
     const config = configWith(retentionYaml({ keepLatest: 0 }));
 
     await expect(prune(pruneOptions(config, { pipelineId: "nope" }))).rejects.toThrow(
@@ -717,7 +636,7 @@ describe("prune", () => {
   });
 
   it("reports exactly the reference JSON fields", async () => {
-    await writeDestination(referenceSharedRoot());
+    await destination.writeDestination(referenceSharedRoot());
     const config = configWith(retentionYaml({ keepLatest: 0 }), "shared_root");
 
     const report: PruneReport = await prune(pruneOptions(config, { dryRun: true }));
@@ -726,7 +645,7 @@ describe("prune", () => {
       pipeline_id: "reports",
       destination_id: "archive",
       backend: "local",
-      root_path: destinationRoot,
+      root_path: destination.root,
       owner_scope: { pipeline_id: "reports", destination_id: "archive" },
       enabled: true,
       checked_count: 1,
@@ -744,7 +663,7 @@ describe("prune", () => {
       dry_run: true,
     });
     expect(formatPruneText(report)).toBe(
-      `Prune: pipeline=reports destination=archive backend=local root=${destinationRoot} status=would_change checked=1 planned=1 deleted=0 preserved=0 dry_run=true`,
+      `Prune: pipeline=reports destination=archive backend=local root=${destination.root} status=would_change checked=1 planned=1 deleted=0 preserved=0 dry_run=true`,
     );
   });
 });

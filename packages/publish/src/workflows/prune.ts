@@ -13,15 +13,14 @@ import {
 } from "@distributor/state";
 import type { StorageBackend } from "@distributor/storage";
 import type { Config, PrunePolicy } from "../config/types.js";
-import { destinationRootPath, readRootState, writeRootState } from "./destination-root.js";
-import { errorCode, errorMessage } from "./errors.js";
 import {
-  findDestination,
-  findPipeline,
-  openBackend,
-  type WorkflowOptions,
-  withBackend,
-} from "./shared.js";
+  destinationRootPath,
+  readRootState,
+  scopeReport,
+  writeRootState,
+} from "./destination-root.js";
+import { errorCode, errorMessage } from "./errors.js";
+import { openConfiguredDestination, type WorkflowOptions, withBackend } from "./shared.js";
 
 /** The owner whose outputs a prune considers. */
 export interface PruneOwnerScope {
@@ -166,18 +165,10 @@ export function planDestinationPrune(
  * throws a `PruneError` carrying the partial report.
  */
 export async function prune(options: PruneOptions): Promise<PruneReport> {
-  const pipeline = findPipeline(options.config, options.pipelineId);
-  const destination = findDestination(pipeline, options.destinationId);
   const dryRun = options.dryRun ?? true;
-  const { signal } = options;
-  const backend = await openBackend(options.backends, destination.location, {
-    role: "destination",
-    dryRun,
-    secrets: options.config.secrets,
-    ...(signal === undefined ? {} : { signal }),
-  });
+  const { pipeline, destination, backend } = await openConfiguredDestination(options, dryRun);
   return withBackend(backend, async () => {
-    const document = await readRootState(backend, signal);
+    const document = await readRootState(backend, options.signal);
     const now = options.now?.() ?? new Date();
     const plan = planDestinationPrune(document, destination.retention.prune, {
       pipelineId: pipeline.id,
@@ -222,7 +213,7 @@ async function applyPrune(
         // An output already gone is as pruned as one deleted now.
         ignoreMissing: true,
         pruneEmptyDirs: true,
-        ...(signal === undefined ? {} : { signal }),
+        signal,
       });
     } catch (error) {
       failure = error;
@@ -288,8 +279,4 @@ function outputRecord(candidate: PruneCandidate): PruneOutputRecord {
     updated_at: formatStateTimestamp(candidate.updatedAt),
     ...(candidate.owner === undefined ? {} : { owner: scopeReport(candidate.owner) }),
   };
-}
-
-function scopeReport(scope: OwnerScope): PruneOwnerScope {
-  return { pipeline_id: scope.pipelineId, destination_id: scope.destinationId };
 }

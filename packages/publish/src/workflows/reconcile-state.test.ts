@@ -1,49 +1,41 @@
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import { buildManifest, fileDigest, serializeManifest } from "@distributor/bundle";
+import { mkdir, readFile, rm, stat, truncate, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { fileDigest, serializeManifest } from "@distributor/bundle";
 import {
-  allManagedOutputPaths,
   isSharedRootState,
-  managedOutputPaths,
   type OwnerScope,
-  parseDocument,
   type SharedRootState,
   type SingleOwnerState,
   type StateDocument,
-  serializeDocument,
 } from "@distributor/state";
-import { createLocalBackend, type StorageBackend, StorageError } from "@distributor/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { parseConfig } from "../config/index.js";
-import type { Config } from "../config/types.js";
+import {
+  ARCHIVE_OWNER,
+  DestinationFixture,
+  faultyLocalRegistry,
+  HTML_OWNER,
+  injectedFailure,
+  paths,
+  REPORT,
+  recordedPaths,
+  SOURCE_MANIFEST,
+  SUMMARY,
+} from "../../test/workflows/helpers.js";
+import { MAX_STATE_FILE_BYTES } from "./inspect-state.js";
 import { formatReconcileStateText, reconcileStateStatus } from "./maintenance-text.js";
 import {
   RECONCILE_STATE_WALK_LIMIT,
   type ReconcileStateOptions,
   reconcileState,
 } from "./reconcile-state.js";
-import type { BackendRegistry } from "./shared.js";
 
 const NOW = new Date("2026-06-08T12:00:00Z");
 const CREATED = new Date("2026-05-30T11:12:00Z");
 
-const REPORT = "# Report\nSunny.\n";
-const SUMMARY = "Summary\n";
 const HTML = "<html>report</html>\n";
-const manifest = buildManifest({
-  id: "reports.example.2026-05-30",
-  created: new Date("2026-05-30T11:00:00Z"),
-  files: [
-    { path: "report.md", ...fileDigest(REPORT) },
-    { path: "summary.txt", ...fileDigest(SUMMARY) },
-  ],
-});
-const ARCHIVE: OwnerScope = { pipelineId: "reports", destinationId: "archive" };
-const HTML_OWNER: OwnerScope = { pipelineId: "reports", destinationId: "html" };
 
 /** Like the reference's destination state fixture: report.md and summary.txt of reports/archive. */
-function singleOwnerState(owner: OwnerScope = ARCHIVE): SingleOwnerState {
+function singleOwnerState(owner: OwnerScope = ARCHIVE_OWNER): SingleOwnerState {
   return {
     schemaVersion: 2,
     distributorVersion: "test",
@@ -54,7 +46,7 @@ function singleOwnerState(owner: OwnerScope = ARCHIVE): SingleOwnerState {
     updatedAt: CREATED,
     state: { mode: "single_owner" },
     reconciliation: { mode: "replace" },
-    source: { manifest },
+    source: { manifest: SOURCE_MANIFEST },
     outputs: [
       { path: "report.md", kind: "source", sourcePath: "report.md", ...fileDigest(REPORT) },
       { path: "summary.txt", kind: "source", sourcePath: "summary.txt", ...fileDigest(SUMMARY) },
@@ -70,9 +62,9 @@ function singleOwnerState(owner: OwnerScope = ARCHIVE): SingleOwnerState {
 /** The reference shared-root fixture: report.md of reports/archive, report.html of reports/html. */
 function sharedRootState(): SharedRootState {
   const identity = {
-    sourceId: manifest.id,
-    sourceDigest: manifest.digest,
-    sourceCreated: manifest.created,
+    sourceId: SOURCE_MANIFEST.id,
+    sourceDigest: SOURCE_MANIFEST.digest,
+    sourceCreated: SOURCE_MANIFEST.created,
     createdAt: CREATED,
     updatedAt: CREATED,
   };
@@ -83,8 +75,16 @@ function sharedRootState(): SharedRootState {
     updatedAt: CREATED,
     state: { mode: "shared_root" },
     owners: [
-      { scope: ARCHIVE, reconciliation: { mode: "replace" }, source: { manifest } },
-      { scope: HTML_OWNER, reconciliation: { mode: "merge" }, source: { manifest } },
+      {
+        scope: ARCHIVE_OWNER,
+        reconciliation: { mode: "replace" },
+        source: { manifest: SOURCE_MANIFEST },
+      },
+      {
+        scope: HTML_OWNER,
+        reconciliation: { mode: "merge" },
+        source: { manifest: SOURCE_MANIFEST },
+      },
     ],
     outputs: [
       {
@@ -92,7 +92,7 @@ function sharedRootState(): SharedRootState {
         kind: "source",
         sourcePath: "report.md",
         ...fileDigest(REPORT),
-        owner: ARCHIVE,
+        owner: ARCHIVE_OWNER,
         ...identity,
       },
       {
@@ -114,69 +114,19 @@ const CONTENT: Record<string, string> = {
   "report.html": HTML,
 };
 
-let workspace: string;
-let destinationRoot: string;
+let destination: DestinationFixture;
 
 beforeEach(async () => {
-  workspace = await mkdtemp(join(tmpdir(), "distributor-reconcile-"));
-  destinationRoot = join(workspace, "destination");
-  await mkdir(destinationRoot);
+  destination = await DestinationFixture.create("distributor-reconcile-");
 });
 
-afterEach(async () => {
-  await rm(workspace, { recursive: true, force: true });
-});
+afterEach(() => destination.remove());
 
-async function writeFiles(files: Record<string, string>): Promise<void> {
-  for (const [path, content] of Object.entries(files)) {
-    const target = join(destinationRoot, path);
-    await mkdir(dirname(target), { recursive: true });
-    await writeFile(target, content);
-  }
-}
-
-/** Writes the state file and a file for every recorded output; returns the state text. */
-async function writeDestination(document: StateDocument): Promise<string> {
-  const text = serializeDocument(document);
-  await writeFiles({ ".distributor.json": text });
-  await writeFiles(
-    Object.fromEntries(
-      document.outputs.map((output) => [output.path, CONTENT[output.path] ?? "managed"]),
-    ),
-  );
-  return text;
-}
-
-const stateText = (): Promise<string> =>
-  readFile(join(destinationRoot, ".distributor.json"), "utf8");
-const readState = async (): Promise<StateDocument> => parseDocument(await stateText());
-const removeOutput = (path: string): Promise<void> => rm(join(destinationRoot, path));
-
-function recordedPaths(document: StateDocument): string {
-  return (
-    isSharedRootState(document) ? allManagedOutputPaths(document) : managedOutputPaths(document)
-  ).join(",");
-}
-
-const paths = (records: ReadonlyArray<{ path: string }>): string =>
-  records.map((r) => r.path).join(",");
-
-function config(stateMode = "single_owner"): Config {
-  const yaml = `
-pipelines:
-  - id: reports
-    source:
-      backend: local
-      path: ${JSON.stringify(join(workspace, "source"))}
-    destinations:
-      - id: archive
-        backend: local
-        path: ${JSON.stringify(destinationRoot)}
-        state:
-          mode: ${stateMode}
-`;
-  return parseConfig(yaml, { cwd: workspace });
-}
+/** Writes the state file and every recorded output with its fixture content. */
+const writeDestination = (document: StateDocument): Promise<string> =>
+  destination.writeDestination(document, (path) => CONTENT[path] ?? "managed");
+const removeOutput = (path: string): Promise<void> => rm(join(destination.root, path));
+const config = (stateMode?: string) => destination.config(stateMode);
 
 function options(overrides: Partial<ReconcileStateOptions> = {}): ReconcileStateOptions {
   return {
@@ -188,47 +138,21 @@ function options(overrides: Partial<ReconcileStateOptions> = {}): ReconcileState
   };
 }
 
-/** Wraps the local backend so that `stat` of one path fails with `permission` (fault injection). */
-function statFailingRegistry(failPath: string): BackendRegistry {
-  return {
-    local: async (location) => {
-      const inner = createLocalBackend({ root: location.path });
-      const wrapped: StorageBackend = {
-        name: inner.name,
-        location: inner.location,
-        readFile: (path, readOptions) => inner.readFile(path, readOptions),
-        openRead: (path, readOptions) => inner.openRead(path, readOptions),
-        writeFile: (path, data, writeOptions) => inner.writeFile(path, data, writeOptions),
-        stat: async (path, statOptions) => {
-          if (path === failPath) {
-            throw new StorageError({
-              kind: "permission",
-              operation: "stat",
-              backend: "fake",
-              path,
-            });
-          }
-          return inner.stat(path, statOptions);
-        },
-        walk: (prefix, walkOptions) => inner.walk(prefix, walkOptions),
-        hasAny: (prefix, hasOptions) => inner.hasAny(prefix, hasOptions),
-        deleteManagedOutputs: (bundlePath, outputPaths, deleteOptions) =>
-          inner.deleteManagedOutputs(bundlePath, outputPaths, deleteOptions),
-        deleteManagedBundle: (bundlePath, outputPaths, deleteOptions) =>
-          inner.deleteManagedBundle(bundlePath, outputPaths, deleteOptions),
-        deletePrefix: (prefix, deleteOptions) => inner.deletePrefix(prefix, deleteOptions),
-        close: () => inner.close(),
-      };
-      return wrapped;
+/** Fails `stat` of one path with `permission`, for fault injection only. */
+function statFailingRegistry(failPath: string) {
+  return faultyLocalRegistry((inner) => ({
+    stat: async (path, statOptions) => {
+      if (path === failPath) throw injectedFailure("stat", path);
+      return inner.stat(path, statOptions);
     },
-  };
+  }));
 }
 
 describe("reconcileState", () => {
   it("TestReconcileStateDryRunReportsMissingManagedOutputsWithoutRewrite", async () => {
     const original = await writeDestination(singleOwnerState());
     await removeOutput("summary.txt");
-    await writeFiles({ "extra.txt": "unmanaged" });
+    await destination.writeFiles({ "extra.txt": "unmanaged" });
 
     const report = await reconcileState(options({ dryRun: true }));
 
@@ -236,23 +160,23 @@ describe("reconcileState", () => {
     expect(report.changed).toBe(false);
     expect(paths(report.missing_managed_outputs)).toBe("summary.txt");
     expect(paths(report.unmanaged_entries)).toBe("extra.txt");
-    expect(recordedPaths(await readState())).toBe("report.md,summary.txt");
-    expect(await stateText()).toBe(original);
+    expect(recordedPaths(await destination.readState())).toBe("report.md,summary.txt");
+    expect(await destination.stateText()).toBe(original);
   });
 
   it("TestReconcileStateApplyRemovesMissingRecordsAndPreservesUnmanagedFiles", async () => {
     await writeDestination(singleOwnerState());
     await removeOutput("summary.txt");
-    await writeFiles({ "extra.txt": "unmanaged" });
+    await destination.writeFiles({ "extra.txt": "unmanaged" });
 
     const report = await reconcileState(options());
 
     expect(report.changed).toBe(true);
     expect(report.would_change).toBe(false);
     expect(reconcileStateStatus(report)).toBe("changed");
-    const state = await readState();
+    const state = await destination.readState();
     expect(recordedPaths(state)).toBe("report.md");
-    expect(await readFile(join(destinationRoot, "extra.txt"), "utf8")).toBe("unmanaged");
+    expect(await readFile(join(destination.root, "extra.txt"), "utf8")).toBe("unmanaged");
     // Only the records and updated_at change; published_at and created_at are kept.
     const expected = singleOwnerState();
     expected.outputs = expected.outputs.slice(0, 1);
@@ -262,13 +186,13 @@ describe("reconcileState", () => {
 
   it("TestReconcileStateInvalidStateFailsWithoutRewrite", async () => {
     const invalid = '{"schema_version":2,"pipeline_id":"reports"}';
-    await writeFiles({ ".distributor.json": invalid });
+    await destination.writeFiles({ ".distributor.json": invalid });
 
     await expect(reconcileState(options())).rejects.toMatchObject({
       name: "WorkflowError",
       code: "state_invalid",
     });
-    expect(await stateText()).toBe(invalid);
+    expect(await destination.stateText()).toBe(invalid);
   });
 
   it("TestReconcileStateSharedRootOwnerScopeRepairsCurrentOwnerOnly", async () => {
@@ -287,7 +211,7 @@ describe("reconcileState", () => {
         storage_status: "missing",
       },
     ]);
-    const state = await readState();
+    const state = await destination.readState();
     expect(recordedPaths(state)).toBe("report.html");
     if (!isSharedRootState(state)) throw new Error("expected shared-root state");
     expect(state.owners).toEqual(sharedRootState().owners);
@@ -311,7 +235,7 @@ describe("reconcileState", () => {
       all_owners: true,
     });
     expect(paths(report.missing_managed_outputs)).toBe("report.md,report.html");
-    expect(recordedPaths(await readState())).toBe("");
+    expect(recordedPaths(await destination.readState())).toBe("");
   });
 
   it("TestExecuteReconcileStateAppliesByDefault: repairs unless dryRun is set", async () => {
@@ -322,13 +246,13 @@ describe("reconcileState", () => {
 
     expect(report.dry_run).toBe(false);
     expect(formatReconcileStateText(report)).toContain("status=changed");
-    expect(recordedPaths(await readState())).toBe("report.md");
+    expect(recordedPaths(await destination.readState())).toBe("report.md");
   });
 
   it("reports exactly the reference JSON fields and text line", async () => {
     await writeDestination(singleOwnerState());
     await removeOutput("summary.txt");
-    await writeFiles({ "extra.txt": "unmanaged", "empty.txt": "" });
+    await destination.writeFiles({ "extra.txt": "unmanaged", "empty.txt": "" });
 
     const report = await reconcileState(options({ dryRun: true }));
 
@@ -336,7 +260,7 @@ describe("reconcileState", () => {
       pipeline_id: "reports",
       destination_id: "archive",
       backend: "local",
-      root_path: destinationRoot,
+      root_path: destination.root,
       state_schema: 2,
       owner_scope: { pipeline_id: "reports", destination_id: "archive" },
       checked_count: 2,
@@ -351,7 +275,7 @@ describe("reconcileState", () => {
       dry_run: true,
     });
     expect(formatReconcileStateText(report)).toBe(
-      `Reconcile state: pipeline=reports destination=archive backend=local root=${destinationRoot} status=would_change checked=2 missing=1 unmanaged=2 dry_run=true`,
+      `Reconcile state: pipeline=reports destination=archive backend=local root=${destination.root} status=would_change checked=2 missing=1 unmanaged=2 dry_run=true`,
     );
   });
 
@@ -362,7 +286,7 @@ describe("reconcileState", () => {
 
     expect(reconcileStateStatus(report)).toBe("unchanged");
     expect(report).toMatchObject({ changed: false, would_change: false, checked_count: 2 });
-    expect(await stateText()).toBe(original);
+    expect(await destination.stateText()).toBe(original);
   });
 
   describe("schema 1 state", () => {
@@ -374,7 +298,7 @@ describe("reconcileState", () => {
           pipeline_id: "reports",
           destination_id: "archive",
           published_at: "2026-05-30T11:12:00Z",
-          source: { manifest: JSON.parse(serializeManifest(manifest)) },
+          source: { manifest: JSON.parse(serializeManifest(SOURCE_MANIFEST)) },
           outputs: [
             { path: "report.md", kind: "source", source_path: "report.md", ...fileDigest(REPORT) },
             {
@@ -390,22 +314,26 @@ describe("reconcileState", () => {
       )}\n`;
 
     it("is left byte for byte when nothing is missing", async () => {
-      await writeFiles({ ".distributor.json": v1(), "report.md": REPORT, "summary.txt": SUMMARY });
+      await destination.writeFiles({
+        ".distributor.json": v1(),
+        "report.md": REPORT,
+        "summary.txt": SUMMARY,
+      });
 
       const report = await reconcileState(options());
 
       expect(report.changed).toBe(false);
       expect(report.state_schema).toBe(2);
-      expect(await stateText()).toBe(v1());
+      expect(await destination.stateText()).toBe(v1());
     });
 
     it("is rewritten as schema 2 when a record is removed", async () => {
-      await writeFiles({ ".distributor.json": v1(), "report.md": REPORT });
+      await destination.writeFiles({ ".distributor.json": v1(), "report.md": REPORT });
 
       const report = await reconcileState(options());
 
       expect(report.changed).toBe(true);
-      const written = JSON.parse(await stateText()) as Record<string, unknown>;
+      const written = JSON.parse(await destination.stateText()) as Record<string, unknown>;
       expect(written).toMatchObject({
         schema_version: 2,
         published_at: "2026-05-30T11:12:00Z",
@@ -434,12 +362,16 @@ describe("reconcileState", () => {
     await expect(reconcileState(options())).rejects.toThrow(
       "state owner is reports/other, not reports/archive",
     );
-    expect(await stateText()).toBe(original);
+    expect(await destination.stateText()).toBe(original);
   });
 
   it("excludes every owner's managed paths and the state file from unmanaged entries", async () => {
     await writeDestination(sharedRootState());
-    await writeFiles({ "nested/deep/stray.txt": "x", "zz.txt": "z", "a/.distributor.json": "{}" });
+    await destination.writeFiles({
+      "nested/deep/stray.txt": "x",
+      "zz.txt": "z",
+      "a/.distributor.json": "{}",
+    });
 
     const report = await reconcileState(options({ config: config("shared_root"), dryRun: true }));
 
@@ -470,19 +402,19 @@ describe("reconcileState", () => {
       },
     ]);
     expect(reconcileStateStatus(all)).toBe("would_change");
-    expect(await stateText()).toBe(original);
+    expect(await destination.stateText()).toBe(original);
   });
 
   it("never deletes files: unmanaged files stay after a repair", async () => {
     await writeDestination(singleOwnerState());
     await removeOutput("report.md");
-    await writeFiles({ "extra.txt": "unmanaged", "dir/other.txt": "other" });
+    await destination.writeFiles({ "extra.txt": "unmanaged", "dir/other.txt": "other" });
 
     await reconcileState(options());
 
-    expect(await readFile(join(destinationRoot, "extra.txt"), "utf8")).toBe("unmanaged");
-    expect(await readFile(join(destinationRoot, "dir/other.txt"), "utf8")).toBe("other");
-    expect(await readFile(join(destinationRoot, "summary.txt"), "utf8")).toBe(SUMMARY);
+    expect(await readFile(join(destination.root, "extra.txt"), "utf8")).toBe("unmanaged");
+    expect(await readFile(join(destination.root, "dir/other.txt"), "utf8")).toBe("other");
+    expect(await readFile(join(destination.root, "summary.txt"), "utf8")).toBe(SUMMARY);
   });
 
   it("fails without rewriting when a stat fails for a reason other than not found", async () => {
@@ -495,13 +427,13 @@ describe("reconcileState", () => {
       name: "StorageError",
       kind: "permission",
     });
-    expect(await stateText()).toBe(original);
+    expect(await destination.stateText()).toBe(original);
   });
 
   it("fails when the destination root has more entries than the walk limit", async () => {
     const original = await writeDestination(singleOwnerState());
     await removeOutput("summary.txt");
-    const many = join(destinationRoot, "many");
+    const many = join(destination.root, "many");
     await mkdir(many);
     const names = Array.from({ length: RECONCILE_STATE_WALK_LIMIT }, (_, index) => `f${index}`);
     for (let start = 0; start < names.length; start += 500) {
@@ -511,11 +443,11 @@ describe("reconcileState", () => {
     }
 
     await expect(reconcileState(options())).rejects.toMatchObject({ kind: "limit_exceeded" });
-    expect(await stateText()).toBe(original);
+    expect(await destination.stateText()).toBe(original);
   });
 
   it("fails when the destination root has no state file", async () => {
-    await writeFiles({ "report.md": REPORT });
+    await destination.writeFiles({ "report.md": REPORT });
 
     await expect(reconcileState(options())).rejects.toMatchObject({
       code: "state_not_found",
@@ -525,9 +457,22 @@ describe("reconcileState", () => {
 
   it("fails on a state file that is not UTF-8 and leaves it untouched", async () => {
     const bytes = Buffer.from([0x7b, 0xff, 0xfe, 0x7d]);
-    await writeFile(join(destinationRoot, ".distributor.json"), bytes);
+    await writeFile(join(destination.root, ".distributor.json"), bytes);
 
     await expect(reconcileState(options())).rejects.toMatchObject({ code: "state_invalid" });
-    expect(await readFile(join(destinationRoot, ".distributor.json"))).toEqual(bytes);
+    expect(await readFile(join(destination.root, ".distributor.json"))).toEqual(bytes);
+  });
+
+  it("refuses a state file larger than MAX_STATE_FILE_BYTES without reading it", async () => {
+    const path = join(destination.root, ".distributor.json");
+    await writeFile(path, "");
+    // Sparse: the size is there without writing the bytes.
+    await truncate(path, MAX_STATE_FILE_BYTES + 1);
+
+    await expect(reconcileState(options())).rejects.toMatchObject({
+      name: "StorageError",
+      kind: "limit_exceeded",
+    });
+    expect((await stat(path)).size).toBe(MAX_STATE_FILE_BYTES + 1);
   });
 });

@@ -4,13 +4,13 @@ import {
   isSharedRootState,
   managedOutputPaths,
   type OwnerScope,
+  ownerOutputs,
   ownerScope,
+  type RemovalResult,
   removeMissingOutputs,
   removeMissingOwnerOutputs,
   removeMissingSharedRootOutputs,
-  type SharedRootState,
-  type SingleOwnerState,
-  sameOwnerScope,
+  type StateDocument,
   truncateToSecond,
 } from "@distributor/state";
 import {
@@ -21,14 +21,13 @@ import {
 } from "@distributor/storage";
 import type { Config } from "../config/types.js";
 import { mapPool } from "../publish/pool.js";
-import { destinationRootPath, readRootState, writeRootState } from "./destination-root.js";
 import {
-  findDestination,
-  findPipeline,
-  openBackend,
-  type WorkflowOptions,
-  withBackend,
-} from "./shared.js";
+  destinationRootPath,
+  readRootState,
+  scopeReport,
+  writeRootState,
+} from "./destination-root.js";
+import { openConfiguredDestination, type WorkflowOptions, withBackend } from "./shared.js";
 
 /** Most entries listed under a destination root while looking for unmanaged files. */
 export const RECONCILE_STATE_WALK_LIMIT = 10_000;
@@ -103,168 +102,112 @@ export interface ReconcileStateReport {
 export async function reconcileState(
   options: ReconcileStateOptions,
 ): Promise<ReconcileStateReport> {
-  const pipeline = findPipeline(options.config, options.pipelineId);
-  const destination = findDestination(pipeline, options.destinationId);
   const dryRun = options.dryRun ?? false;
+  const { pipeline, destination, backend } = await openConfiguredDestination(options, dryRun);
   const { signal } = options;
-  const backend = await openBackend(options.backends, destination.location, {
-    role: "destination",
-    dryRun,
-    secrets: options.config.secrets,
-    ...(signal === undefined ? {} : { signal }),
-  });
   return withBackend(backend, async () => {
     const document = await readRootState(backend, signal);
-    const scope = ownerScope(pipeline.id, destination.id);
-    const base = {
+    const scope = repairScope(document, ownerScope(pipeline.id, destination.id), options);
+    const missing = await missingOutputs(backend, scope.checked, signal);
+    const unmanaged = await unmanagedEntries(backend, scope.managed, signal);
+    let changed = false;
+    if (!dryRun && missing.length > 0) {
+      const removal = scope.remove(missing.map((item) => item.path));
+      if (removal.changed) {
+        const now = truncateToSecond(options.now?.() ?? new Date());
+        await writeRootState(backend, { ...removal.state, updatedAt: now }, signal);
+        changed = true;
+      }
+    }
+    return {
       pipeline_id: pipeline.id,
       destination_id: destination.id,
       backend: destination.location.backend,
       root_path: destinationRootPath(destination),
+      state_schema: document.schemaVersion,
+      owner_scope: scope.ownerScope,
+      checked_count: scope.checked.length,
+      missing_managed_outputs: missing,
+      unmanaged_entries: unmanaged,
+      changed,
+      would_change: dryRun && missing.length > 0,
       dry_run: dryRun,
     };
-    const context: RepairContext = {
-      backend,
-      scope,
-      allOwners: options.allOwners ?? false,
-      dryRun,
-      now: () => truncateToSecond(options.now?.() ?? new Date()),
-      signal,
-    };
-    const repair = isSharedRootState(document)
-      ? await repairSharedRoot(document, context)
-      : await repairSingleOwner(document, context);
-    return { ...base, ...repair };
   });
 }
 
-interface RepairContext {
-  backend: StorageBackend;
-  scope: OwnerScope;
-  allOwners: boolean;
-  dryRun: boolean;
-  now: () => Date;
-  signal: AbortSignal | undefined;
+/** What a repair of one state document checks and how it removes missing records. */
+interface RepairScope {
+  ownerScope: ReconcileStateOwnerScope;
+  /** Records checked against storage; shared-root records carry their owner. */
+  checked: ReadonlyArray<{ path: string; owner?: OwnerScope }>;
+  /** Every managed path, whichever owner is repaired: none of them is unmanaged. */
+  managed: readonly string[];
+  remove(missingPaths: readonly string[]): RemovalResult<StateDocument>;
 }
 
-type RepairFields = Omit<
-  ReconcileStateReport,
-  "pipeline_id" | "destination_id" | "backend" | "root_path" | "dry_run"
->;
-
-async function repairSingleOwner(
-  state: SingleOwnerState,
-  context: RepairContext,
-): Promise<RepairFields> {
-  assertSingleOwnerScope(state, context.scope);
-  const managed = managedOutputPaths(state);
-  const missing = await missingOutputs(context, state.outputs, () => undefined);
-  const unmanaged = await unmanagedEntries(context, managed);
-  let changed = false;
-  if (!context.dryRun && missing.length > 0) {
-    const removal = removeMissingOutputs(
-      state,
-      missing.map((item) => item.path),
-    );
-    if (removal.changed) {
-      await writeRootState(
-        context.backend,
-        { ...removal.state, updatedAt: context.now() },
-        context.signal,
-      );
-      changed = true;
-    }
+function repairScope(
+  document: StateDocument,
+  scope: OwnerScope,
+  options: Pick<ReconcileStateOptions, "allOwners">,
+): RepairScope {
+  if (!isSharedRootState(document)) {
+    assertSingleOwnerScope(document, scope);
+    return {
+      ownerScope: scopeReport(scope),
+      checked: document.outputs,
+      managed: managedOutputPaths(document),
+      remove: (paths) => removeMissingOutputs(document, paths),
+    };
   }
+  const allOwners = options.allOwners ?? false;
   return {
-    state_schema: state.schemaVersion,
-    owner_scope: scopeReport(context.scope),
-    checked_count: managed.length,
-    missing_managed_outputs: missing,
-    unmanaged_entries: unmanaged,
-    changed,
-    would_change: context.dryRun && missing.length > 0,
-  };
-}
-
-async function repairSharedRoot(
-  state: SharedRootState,
-  context: RepairContext,
-): Promise<RepairFields> {
-  const checked = context.allOwners
-    ? state.outputs
-    : state.outputs.filter((output) => sameOwnerScope(output.owner, context.scope));
-  const missing = await missingOutputs(context, checked, (output) => scopeReport(output.owner));
-  // Every owner's paths are managed, whichever owner is being repaired.
-  const unmanaged = await unmanagedEntries(context, allManagedOutputPaths(state));
-  let changed = false;
-  if (!context.dryRun && missing.length > 0) {
-    const paths = missing.map((item) => item.path);
-    const removal = context.allOwners
-      ? removeMissingSharedRootOutputs(state, paths)
-      : removeMissingOwnerOutputs(state, context.scope, paths);
-    if (removal.changed) {
-      await writeRootState(
-        context.backend,
-        { ...removal.state, updatedAt: context.now() },
-        context.signal,
-      );
-      changed = true;
-    }
-  }
-  return {
-    state_schema: state.schemaVersion,
-    owner_scope: {
-      ...scopeReport(context.scope),
-      ...(context.allOwners ? { all_owners: true } : {}),
-    },
-    checked_count: checked.length,
-    missing_managed_outputs: missing,
-    unmanaged_entries: unmanaged,
-    changed,
-    would_change: context.dryRun && missing.length > 0,
+    ownerScope: { ...scopeReport(scope), ...(allOwners ? { all_owners: true } : {}) },
+    checked: allOwners ? document.outputs : ownerOutputs(document, scope),
+    managed: allManagedOutputPaths(document),
+    remove: (paths) =>
+      allOwners
+        ? removeMissingSharedRootOutputs(document, paths)
+        : removeMissingOwnerOutputs(document, scope, paths),
   };
 }
 
 /** Records whose path `stat` reports as not found, in record order. Other failures abort. */
-async function missingOutputs<Output extends { path: string }>(
-  context: RepairContext,
-  outputs: readonly Output[],
-  ownerOf: (output: Output) => ReconcileStateOwnerScope | undefined,
+async function missingOutputs(
+  backend: StorageBackend,
+  outputs: RepairScope["checked"],
+  signal: AbortSignal | undefined,
 ): Promise<ReconcileStatePath[]> {
-  const { backend, signal } = context;
   const present = await mapPool(outputs, STAT_CONCURRENCY, async (output) => {
     try {
-      await backend.stat(output.path, signal === undefined ? {} : { signal });
+      await backend.stat(output.path, { signal });
       return true;
     } catch (error) {
       if (isStorageError(error, "not_found")) return false;
       throw error;
     }
   });
-  const missing: ReconcileStatePath[] = [];
-  outputs.forEach((output, index) => {
-    if (present[index]) return;
-    const owner = ownerOf(output);
-    missing.push({
+  return outputs
+    .filter((_, index) => !present[index])
+    .map((output) => ({
       path: output.path,
-      ...(owner === undefined ? {} : { owner_scope: owner }),
-      storage_status: "missing",
-    });
-  });
-  return missing;
+      ...(output.owner === undefined ? {} : { owner_scope: scopeReport(output.owner) }),
+      storage_status: "missing" as const,
+    }));
 }
 
 /** Files under the root that are neither the state file nor any recorded output (bounded walk). */
 async function unmanagedEntries(
-  context: RepairContext,
+  backend: StorageBackend,
   managedPaths: readonly string[],
+  signal: AbortSignal | undefined,
 ): Promise<ReconcileStateEntry[]> {
   const managed = new Set(managedPaths);
   managed.add(STATE_FILE_NAME);
-  const entries = await context.backend.walk("", {
+  const entries = await backend.walk("", {
     recursive: true,
     limit: RECONCILE_STATE_WALK_LIMIT,
-    ...(context.signal === undefined ? {} : { signal: context.signal }),
+    signal,
   });
   return entries
     .filter((entry) => entry.kind === "file" && !managed.has(entry.path))
@@ -274,8 +217,4 @@ async function unmanagedEntries(
       type: "file" as const,
       ...(entry.size === 0 ? {} : { size: entry.size }),
     }));
-}
-
-function scopeReport(scope: OwnerScope): ReconcileStateOwnerScope {
-  return { pipeline_id: scope.pipelineId, destination_id: scope.destinationId };
 }

@@ -126,6 +126,49 @@ export async function openBackend(
   });
 }
 
+/** What selects and opens a configured pipeline's source or one of its destinations. */
+export interface ConfiguredLocationOptions {
+  config: Config;
+  pipelineId: string;
+  backends?: BackendRegistry;
+  signal?: AbortSignal;
+}
+
+/**
+ * Opens the source of a configured pipeline for reading. `bundlePath` is checked first, so a bad
+ * path fails before any connection is made.
+ */
+export async function openConfiguredSource(
+  options: ConfiguredLocationOptions & { bundlePath?: string },
+): Promise<{ pipeline: PipelineConfig; prefix: string | undefined; backend: StorageBackend }> {
+  const pipeline = findPipeline(options.config, options.pipelineId);
+  const location = sourceLocation(pipeline);
+  const prefix = options.bundlePath === undefined ? undefined : bundlePrefix(options.bundlePath);
+  const backend = await openBackend(options.backends, location, {
+    role: "source",
+    dryRun: true,
+    secrets: options.config.secrets,
+    signal: options.signal,
+  });
+  return { pipeline, prefix, backend };
+}
+
+/** Opens one configured destination; `dryRun` promises the backend that nothing is written. */
+export async function openConfiguredDestination(
+  options: ConfiguredLocationOptions & { destinationId: string },
+  dryRun: boolean,
+): Promise<{ pipeline: PipelineConfig; destination: DestinationConfig; backend: StorageBackend }> {
+  const pipeline = findPipeline(options.config, options.pipelineId);
+  const destination = findDestination(pipeline, options.destinationId);
+  const backend = await openBackend(options.backends, destination.location, {
+    role: "destination",
+    dryRun,
+    secrets: options.config.secrets,
+    signal: options.signal,
+  });
+  return { pipeline, destination, backend };
+}
+
 /** Runs `work` with an open backend and closes it afterwards, whatever happened. */
 export async function withBackend<Result>(
   backend: StorageBackend,

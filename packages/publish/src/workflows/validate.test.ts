@@ -1,9 +1,10 @@
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { buildManifest, fileDigest, parseTimestamp, serializeManifest } from "@distributor/bundle";
 import { createMemoryBackend, isStorageError } from "@distributor/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { writeFiles } from "../../test/workflows/helpers.js";
 import { parseConfig } from "../config/index.js";
 import { WorkflowError } from "./shared.js";
 import { type ValidateEvent, validateBundlePath, validateConfiguredSource } from "./validate.js";
@@ -22,14 +23,6 @@ beforeEach(async () => {
 afterEach(async () => {
   await rm(root, { recursive: true, force: true });
 });
-
-async function writeFiles(directory: string, files: Record<string, string>): Promise<void> {
-  for (const [path, content] of Object.entries(files)) {
-    const target = join(directory, path);
-    await mkdir(dirname(target), { recursive: true });
-    await writeFile(target, content);
-  }
-}
 
 /** Writes the files and a manifest listing them. */
 async function writeBundle(

@@ -12,14 +12,7 @@ import {
 import { displayPath, isStorageError, type StorageBackend } from "@distributor/storage";
 import type { Config, ValidationPolicy } from "../config/types.js";
 import { openLocalDirectory } from "./local-directory.js";
-import {
-  bundlePrefix,
-  findPipeline,
-  openBackend,
-  sourceLocation,
-  type WorkflowOptions,
-  withBackend,
-} from "./shared.js";
+import { openConfiguredSource, type WorkflowOptions, withBackend } from "./shared.js";
 
 /** One problem found while validating, as reports print it. */
 export interface IssueReport {
@@ -120,15 +113,7 @@ export async function validateBundlePath(
 export async function validateConfiguredSource(
   options: ValidateConfiguredSourceOptions,
 ): Promise<ValidateReport> {
-  const pipeline = findPipeline(options.config, options.pipelineId);
-  const location = sourceLocation(pipeline);
-  const prefix = options.bundlePath === undefined ? undefined : bundlePrefix(options.bundlePath);
-  const backend = await openBackend(options.backends, location, {
-    role: "source",
-    dryRun: true,
-    secrets: options.config.secrets,
-    ...(options.signal === undefined ? {} : { signal: options.signal }),
-  });
+  const { pipeline, prefix, backend } = await openConfiguredSource(options);
   return withBackend(backend, async () => {
     const checked = await validateBundles(
       backend,
@@ -154,34 +139,48 @@ export function validationRules(policy: ValidationPolicy): ValidationRules {
   };
 }
 
-interface CheckedBundles {
+/** Per-bundle reports of a tree, and whether the tree as a whole passed. */
+export interface CheckedBundles<Report extends { ok: boolean }> {
+  /** True when at least one bundle was found and every bundle passed. */
   ok: boolean;
+  /** Problems of the tree itself: nested bundles, no bundle found. */
   issues: IssueReport[];
-  bundles: BundleValidationReport[];
+  bundles: Report[];
 }
 
 /**
- * Validates the bundle at `bundlePath`, or every bundle discovered in the backend when it is
- * undefined. Bundle problems become report issues; storage failures propagate.
+ * Runs `check` on the bundle at `bundlePath`, or on every bundle discovered in the backend when it
+ * is undefined, one after another. Discovery problems become tree issues; storage failures
+ * propagate.
  */
-export async function validateBundles(
+export async function checkBundles<Report extends { ok: boolean }>(
   backend: StorageBackend,
   bundlePath: string | undefined,
-  rules: ValidationRules,
-  options: Pick<WorkflowOptions<ValidateEvent>, "signal" | "onEvent">,
-): Promise<CheckedBundles> {
-  const found = await bundlePaths(backend, bundlePath, options.signal);
-  const bundles: BundleValidationReport[] = [];
-  for (const path of found.paths) {
-    bundles.push(await validateOne(backend, path, rules, options));
-  }
+  signal: AbortSignal | undefined,
+  check: (bundlePath: string) => Promise<Report>,
+): Promise<CheckedBundles<Report>> {
+  const found = await bundlePaths(backend, bundlePath, signal);
+  const bundles: Report[] = [];
+  for (const path of found.paths) bundles.push(await check(path));
   const ok =
     found.issues.length === 0 && bundles.length > 0 && bundles.every((bundle) => bundle.ok);
   return { ok, issues: found.issues, bundles };
 }
 
+/** Validates the bundle at `bundlePath`, or every bundle discovered in the backend. */
+function validateBundles(
+  backend: StorageBackend,
+  bundlePath: string | undefined,
+  rules: ValidationRules,
+  options: Pick<WorkflowOptions<ValidateEvent>, "signal" | "onEvent">,
+): Promise<CheckedBundles<BundleValidationReport>> {
+  return checkBundles(backend, bundlePath, options.signal, (path) =>
+    validateOne(backend, path, rules, options),
+  );
+}
+
 /** The bundle paths to check, or the problems that prevent finding them. */
-export async function bundlePaths(
+async function bundlePaths(
   backend: StorageBackend,
   bundlePath: string | undefined,
   signal: AbortSignal | undefined,
@@ -191,7 +190,7 @@ export async function bundlePaths(
   if (await isFile(backend, MANIFEST_FILE_NAME, signal)) return { paths: [""], issues: [] };
   let discovered: Awaited<ReturnType<typeof discoverBundles>>;
   try {
-    discovered = await discoverBundles(backend, "", signal === undefined ? {} : { signal });
+    discovered = await discoverBundles(backend, "", { signal });
   } catch (error) {
     if (error instanceof BundleValidationError)
       return { paths: [], issues: issueReports(error.issues) };
@@ -224,10 +223,10 @@ async function validateOne(
   let report: BundleValidationReport;
   try {
     // Read first so a bundle whose files fail still reports which manifest it was checked against.
-    manifest = await readManifest(backend, bundlePath, signal === undefined ? {} : { signal });
+    manifest = await readManifest(backend, bundlePath, { signal });
     const validated = await validateBundle(backend, bundlePath, {
       ...rules,
-      ...(signal === undefined ? {} : { signal }),
+      signal,
       onFile: (progress) =>
         onEvent?.({ type: "file_checked", bundle_path: bundlePath, ...progress }),
     });
@@ -276,7 +275,7 @@ export async function isFile(
   signal: AbortSignal | undefined,
 ): Promise<boolean> {
   try {
-    const entry = await backend.stat(path, signal === undefined ? {} : { signal });
+    const entry = await backend.stat(path, { signal });
     return entry.kind === "file";
   } catch (error) {
     if (isStorageError(error, "not_found")) return false;
