@@ -8,6 +8,8 @@ import {
 } from "@distributor/storage";
 import { mapPool } from "./pool.js";
 
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+
 /** State files larger than this are treated as invalid rather than read into memory. */
 export const MAX_STATE_BYTES = 64 * 1024 * 1024;
 /** Most entries listed under one destination bundle path while checking for unmanaged content. */
@@ -40,20 +42,17 @@ export async function readDestinationStatus(
   signal?: AbortSignal,
 ): Promise<DestinationStatus> {
   const hasContents = await backend.hasAny(bundlePath, { signal });
-  let text: string;
+  let bytes: Uint8Array;
   try {
-    const bytes = await backend.readFile(statePath(bundlePath), {
-      signal,
-      maxBytes: MAX_STATE_BYTES,
-    });
-    text = Buffer.from(bytes).toString("utf8");
+    bytes = await backend.readFile(statePath(bundlePath), { signal, maxBytes: MAX_STATE_BYTES });
   } catch (error) {
     if (isStorageError(error, "not_found")) return { hasContents };
     if (isStorageError(error, "limit_exceeded")) return { hasContents, stateError: error };
     throw error;
   }
   try {
-    return { hasContents, state: parseDocument(text) };
+    // Bytes that are not UTF-8 cannot be state distributor wrote: invalid, like a parse error.
+    return { hasContents, state: parseDocument(strictUtf8.decode(bytes)) };
   } catch (error) {
     return { hasContents, stateError: error };
   }

@@ -1,5 +1,5 @@
 import { serializeManifest } from "@distributor/bundle";
-import { parseDocument, type SingleOwnerState } from "@distributor/state";
+import { parseDocument, type SingleOwnerState, serializeDocument } from "@distributor/state";
 import { createMemoryBackend, type StorageBackend, statePath } from "@distributor/storage";
 import { describe, expect, it } from "vitest";
 import {
@@ -307,5 +307,19 @@ describe("single-owner publication", () => {
       /b\.txt: source changed while copying/,
     );
     expect(await destination.hasAny("")).toBe(false);
+  });
+});
+
+describe("unreadable state", () => {
+  it("treats state that is not valid UTF-8 as invalid state (a conflict)", async () => {
+    const { c, destination, existing } = await olderPublication({ "report.md": "old" });
+    const text = serializeDocument(existing);
+    const bytes = Buffer.from(text, "utf8");
+    // Corrupt one byte inside a string value: the JSON still parses if decoded leniently.
+    bytes[bytes.indexOf('"distributor_version": "test"') + 24] = 0xff;
+    await destination.writeFile(statePath(""), bytes, { overwrite: true });
+    const plan = await planCase(c);
+    expect(plan.action).toBe("fail_conflict");
+    expect(plan.reason).toMatch(/utf-8|encoded/i);
   });
 });
