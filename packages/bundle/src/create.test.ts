@@ -1,8 +1,9 @@
 import { readFile, symlink } from "node:fs/promises";
 import { join } from "node:path";
+import { addAbortSignal, Readable } from "node:stream";
 import { createLocalBackend, createMemoryBackend, StorageError } from "@distributor/storage";
 import { afterEach, describe, expect, it } from "vitest";
-import { rejectionOf, TempDirs, withOverrides, writeTree } from "../test/helpers.js";
+import { endlessStream, rejectionOf, TempDirs, withOverrides, writeTree } from "../test/helpers.js";
 import { createManifest } from "./create.js";
 import { fileDigest } from "./digest.js";
 import { BundleValidationError, ManifestError } from "./errors.js";
@@ -198,6 +199,66 @@ describe("createManifest", () => {
         actual: 3,
       },
     ]);
+  });
+
+  it("rejects with the signal's reason when aborted while hashing", async () => {
+    const memory = createMemoryBackend({ files: { "b/report.md": "first chunk, then more" } });
+    const controller = new AbortController();
+    const reason = new Error("cancelled by operator");
+    // Fault: the read stalls after its first chunk and the caller gives up meanwhile; the stream
+    // is destroyed with a generic AbortError, which must not replace the caller's reason.
+    const stalling = withOverrides(memory, {
+      openRead: async (_path, options) => {
+        let pulls = 0;
+        const stream = new Readable({
+          read() {
+            pulls++;
+            if (pulls === 1) this.push(Buffer.from("first chunk"));
+            else controller.abort(reason);
+          },
+        });
+        return options?.signal === undefined ? stream : addAbortSignal(options.signal, stream);
+      },
+    });
+    const error = await rejectionOf(() =>
+      createManifest(stalling, "b", { id: "reports.example", signal: controller.signal }),
+    );
+    expect(error).toBe(reason);
+    await expect(memory.stat("b/manifest.json")).rejects.toMatchObject({ kind: "not_found" });
+  });
+
+  it("stops hashing a file that grows past its listed size", async () => {
+    const memory = createMemoryBackend({ files: { "b/report.md": "# Report\n" } });
+    let delivered = 0;
+    // Fault: the file keeps growing after the listing saw 9 bytes.
+    const growing = withOverrides(memory, {
+      openRead: async () =>
+        endlessStream("# Report\n", () => {
+          delivered++;
+        }),
+    });
+    const error = await bundleError(() => createManifest(growing, "b", { id: "reports.example" }));
+    expect(error.issues).toEqual([
+      {
+        code: "size_mismatch",
+        path: "report.md",
+        message:
+          "report.md: changed while the manifest was created: listed 9 bytes, read more than 9",
+        expected: 9,
+        actual: "more than 9",
+      },
+    ]);
+    expect(delivered).toBeLessThan(10);
+    await expect(memory.stat("b/manifest.json")).rejects.toMatchObject({ kind: "not_found" });
+  });
+
+  it("refuses a malformed maxFiles", async () => {
+    const { backend } = await bundleDir();
+    for (const maxFiles of [-1, 1.5, Number.NaN]) {
+      await expect(
+        createManifest(backend, "b", { id: "reports.example", maxFiles }),
+      ).rejects.toThrow(RangeError);
+    }
   });
 
   it("creates a manifest for a bundle at the root of a memory backend", async () => {

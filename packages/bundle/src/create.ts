@@ -7,10 +7,11 @@ import {
   type StorageBackend,
   type StorageEntry,
 } from "@distributor/storage";
+import { isNestedManifest, nestedManifestIssue, walkBundle, walkLimit } from "./bundle-walk.js";
 import { mapBounded } from "./concurrency.js";
-import { digestStream } from "./digest.js";
+import { digestAtMost } from "./digest.js";
 import { type BundleIssue, BundleValidationError, ManifestError } from "./errors.js";
-import { fileProblem, storageDetail, walkRefusal } from "./file-problem.js";
+import { fileIssue } from "./file-problem.js";
 import {
   buildManifest,
   bundleIdProblem,
@@ -19,7 +20,7 @@ import {
 } from "./manifest.js";
 import type { Manifest, ManifestFile } from "./manifest-types.js";
 import { isRepresentableDate, truncateToSeconds } from "./timestamp.js";
-import { DEFAULT_VALIDATION_CONCURRENCY, walkLimit } from "./validate.js";
+import { checkLimit, DEFAULT_VALIDATION_CONCURRENCY } from "./validate.js";
 
 /** Default bound on the files `createManifest` lists. */
 export const DEFAULT_CREATE_MAX_FILES = 100_000;
@@ -67,16 +68,15 @@ export async function createManifest(
       field: "created",
     });
   }
+  const maxFiles = checkLimit("maxFiles", options.maxFiles ?? DEFAULT_CREATE_MAX_FILES, 0);
   const force = options.force ?? false;
   const signal = options.signal;
-  const signalOption = signal === undefined ? {} : { signal };
   const manifestPath = joinPrefix(bundlePath, MANIFEST_FILE_NAME);
 
   // Fail before hashing anything; the no-clobber write below still guards against a race.
   if (!force && (await exists(backend, manifestPath, signal)))
     throw manifestExists(bundlePath, manifestPath);
 
-  const maxFiles = options.maxFiles ?? DEFAULT_CREATE_MAX_FILES;
   const candidates = await listBundleFiles(backend, bundlePath, maxFiles, signal);
   const digests = await mapBounded(candidates, DEFAULT_VALIDATION_CONCURRENCY, (entry) =>
     digestEntry(backend, bundlePath, entry, signal),
@@ -91,7 +91,7 @@ export async function createManifest(
     await backend.writeFile(manifestPath, serializeManifest(manifest), {
       overwrite: force,
       contentType: "application/json",
-      ...signalOption,
+      signal,
     });
   } catch (error) {
     if (isStorageError(error, "already_exists"))
@@ -107,7 +107,7 @@ async function exists(
   signal: AbortSignal | undefined,
 ): Promise<boolean> {
   try {
-    await backend.stat(path, signal === undefined ? {} : { signal });
+    await backend.stat(path, { signal });
     return true;
   } catch (error) {
     if (isStorageError(error, "not_found")) return false;
@@ -128,7 +128,7 @@ function manifestExists(
         message: `${displayPath(manifestPath)} already exists; use --force to overwrite it`,
       },
     ],
-    { bundlePath, ...(cause === undefined ? {} : { cause }) },
+    { bundlePath, cause },
   );
 }
 
@@ -139,34 +139,7 @@ async function listBundleFiles(
   maxFiles: number,
   signal: AbortSignal | undefined,
 ): Promise<StorageEntry[]> {
-  const limit = walkLimit(maxFiles);
-  let entries: StorageEntry[];
-  try {
-    entries = await backend.walk(bundlePath, {
-      recursive: true,
-      limit,
-      ...(signal === undefined ? {} : { signal }),
-    });
-  } catch (error) {
-    if (isStorageError(error, "limit_exceeded")) {
-      throw new BundleValidationError(
-        [
-          {
-            code: "too_many_entries",
-            path: "",
-            message: `bundle holds more than ${limit} files and directories`,
-            expected: limit,
-          },
-        ],
-        { bundlePath, cause: error },
-      );
-    }
-    const refusal = walkRefusal(error, bundlePath);
-    if (refusal !== undefined)
-      throw new BundleValidationError([refusal], { bundlePath, cause: error });
-    throw error;
-  }
-
+  const entries = await walkBundle(backend, bundlePath, walkLimit(maxFiles), { signal });
   const issues: BundleIssue[] = [];
   const files: StorageEntry[] = [];
   for (const entry of entries) {
@@ -179,12 +152,8 @@ async function listBundleFiles(
         path,
         message: `${path}: destination state file cannot be part of a bundle; remove it first`,
       });
-    } else if (path.endsWith(`/${MANIFEST_FILE_NAME}`)) {
-      issues.push({
-        code: "nested_manifest",
-        path,
-        message: `${path}: nested ${MANIFEST_FILE_NAME} below the bundle root (bundles never nest)`,
-      });
+    } else if (isNestedManifest(path)) {
+      issues.push(nestedManifestIssue(path));
     } else {
       files.push(entry);
     }
@@ -205,6 +174,10 @@ async function listBundleFiles(
   return files;
 }
 
+/**
+ * Hashes one listed file, reading no more than the listing said it holds: a file that changes
+ * size meanwhile (a producer still writing it) is refused rather than read without bound.
+ */
 async function digestEntry(
   backend: StorageBackend,
   bundlePath: string,
@@ -212,26 +185,24 @@ async function digestEntry(
   signal: AbortSignal | undefined,
 ): Promise<ManifestFile | BundleIssue> {
   const path = relativeTo(bundlePath, entry.path);
+  let digest: Awaited<ReturnType<typeof digestAtMost>>;
   try {
-    const stream = await backend.openRead(entry.path, signal === undefined ? {} : { signal });
-    const digest = await digestStream(stream, signal === undefined ? {} : { signal });
-    return { path, sha256: digest.sha256, size: digest.size };
+    const stream = await backend.openRead(entry.path, { signal });
+    digest = await digestAtMost(stream, entry.size, signal);
   } catch (error) {
-    const problem = fileProblem(error);
-    if (problem === "missing") {
-      return {
-        code: "missing_file",
-        path,
-        message: `${path}: disappeared while the manifest was created`,
-      };
-    }
-    if (problem === "not_regular" && isStorageError(error)) {
-      return {
-        code: "not_regular_file",
-        path,
-        message: `${path}: not a regular file: ${storageDetail(error)}`,
-      };
-    }
+    const issue = fileIssue(error, path, "disappeared while the manifest was created");
+    if (issue !== undefined) return issue;
     throw error;
   }
+  if (digest === undefined || digest.size !== entry.size) {
+    const read = digest === undefined ? `more than ${entry.size}` : digest.size;
+    return {
+      code: "size_mismatch",
+      path,
+      message: `${path}: changed while the manifest was created: listed ${entry.size} bytes, read ${read}`,
+      expected: entry.size,
+      actual: read,
+    };
+  }
+  return { path, sha256: digest.sha256, size: digest.size };
 }

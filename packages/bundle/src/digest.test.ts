@@ -2,7 +2,7 @@ import { execFile } from "node:child_process";
 import { mkdir, mkdtemp, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Readable } from "node:stream";
+import { addAbortSignal, Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
@@ -130,6 +130,24 @@ describe("file and bundle digests", () => {
       })(),
     );
     await expect(digestStream(source, { signal: controller.signal })).rejects.toThrow("stop");
+  });
+
+  it("rejects with the signal's reason when the source is destroyed by the abort", async () => {
+    const controller = new AbortController();
+    const reason = new Error("cancelled by operator");
+    let pulls = 0;
+    // A backend stream bound to the signal: the abort destroys it with a generic AbortError.
+    const source = addAbortSignal(
+      controller.signal,
+      new Readable({
+        read() {
+          pulls++;
+          if (pulls === 1) this.push(Buffer.from("first chunk"));
+          else controller.abort(reason);
+        },
+      }),
+    );
+    await expect(digestStream(source, { signal: controller.signal })).rejects.toBe(reason);
   });
 
   it("recognises only sha256: plus 64 lowercase hex", () => {

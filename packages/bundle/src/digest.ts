@@ -85,17 +85,59 @@ export function fileDigest(content: Uint8Array | string): FileDigest {
   return hasher.digest();
 }
 
-/** Hashes everything a stream yields; memory stays at one chunk whatever the size. */
+/**
+ * Hashes everything a stream yields; memory stays at one chunk whatever the size. A fired signal
+ * rejects with its reason, also when the source failed because of it.
+ */
 export async function digestStream(
   source: AsyncIterable<Uint8Array>,
   options: { signal?: AbortSignal } = {},
 ): Promise<FileDigest> {
+  return (await hashSource(source, Number.POSITIVE_INFINITY, options.signal)).digest();
+}
+
+/**
+ * Like `digestStream`, but stops once the source yields more than `maxBytes` and returns
+ * undefined: a file that keeps growing while it is read must not keep a bounded check reading.
+ */
+export async function digestAtMost(
+  source: AsyncIterable<Uint8Array>,
+  maxBytes: number,
+  signal: AbortSignal | undefined,
+): Promise<FileDigest | undefined> {
+  const hasher = await hashSource(source, maxBytes, signal);
+  return hasher.size > maxBytes ? undefined : hasher.digest();
+}
+
+type Destroyable = { destroy?: (error?: unknown) => void };
+
+/** Feeds the source to a hasher until it ends or passes `maxBytes`; the source is destroyed after. */
+async function hashSource(
+  source: AsyncIterable<Uint8Array>,
+  maxBytes: number,
+  signal: AbortSignal | undefined,
+): Promise<FileHasher> {
   const hasher = new FileHasher();
-  for await (const chunk of source) {
-    options.signal?.throwIfAborted();
-    hasher.update(chunk);
+  const destroy = (error?: unknown) => (source as Destroyable).destroy?.(error);
+  // A source that ignores the signal would otherwise keep us waiting for its next chunk.
+  const onAbort = () => destroy(signal?.reason);
+  signal?.addEventListener("abort", onAbort, { once: true });
+  try {
+    signal?.throwIfAborted();
+    for await (const chunk of source) {
+      signal?.throwIfAborted();
+      hasher.update(chunk);
+      if (hasher.size > maxBytes) break;
+    }
+    return hasher;
+  } catch (error) {
+    // Streams bound to the signal fail with their own AbortError; report the caller's reason.
+    signal?.throwIfAborted();
+    throw error;
+  } finally {
+    signal?.removeEventListener("abort", onAbort);
+    destroy();
   }
-  return hasher.digest();
 }
 
 /**

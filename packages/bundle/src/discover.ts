@@ -48,7 +48,7 @@ export async function discoverBundles(
     entries = await backend.walk(rootPrefix, {
       recursive: true,
       limit: options.limit ?? DEFAULT_DISCOVERY_LIMIT,
-      ...(options.signal === undefined ? {} : { signal: options.signal }),
+      signal: options.signal,
     });
   } catch (error) {
     const refusal = walkRefusal(error, rootPrefix);

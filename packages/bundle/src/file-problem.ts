@@ -8,22 +8,20 @@ import {
 import type { BundleIssue } from "./errors.js";
 
 /**
- * How a storage failure on one bundle file reads as a bundle problem: the file is missing, or it
- * is something the backend refuses to read as a file (a symlink, a directory, a device). Failures
- * of the storage itself (unavailable, permission, limits) are not bundle problems and propagate.
+ * A storage failure on one bundle file as a bundle issue: the file is missing (`missing` says how
+ * that came about), or it is something the backend refuses to read as a file (a symlink, a
+ * directory, a device). Failures of the storage itself (unavailable, permission, limits) say
+ * nothing about the bundle: undefined, so they propagate.
  */
-export type FileProblem = "missing" | "not_regular";
-
-export function fileProblem(error: unknown): FileProblem | undefined {
-  if (!isStorageError(error)) return undefined;
-  switch (error.kind) {
-    case "not_found":
-      return "missing";
-    case "unsupported":
-      return "not_regular";
-    default:
-      return undefined;
+export function fileIssue(error: unknown, path: string, missing: string): BundleIssue | undefined {
+  if (isStorageError(error, "not_found")) {
+    return { code: "missing_file", path, message: `${path}: ${missing}` };
   }
+  if (isStorageError(error, "unsupported")) {
+    const message = `${path}: not a regular file: ${storageDetail(error)}`;
+    return { code: "not_regular_file", path, message };
+  }
+  return undefined;
 }
 
 /** The backend's own explanation, without its `operation backend:path:` prefix. */

@@ -31,7 +31,7 @@ export async function readManifest(
   try {
     bytes = await backend.readFile(manifestPath, {
       maxBytes,
-      ...(options.signal === undefined ? {} : { signal: options.signal }),
+      signal: options.signal,
     });
   } catch (error) {
     if (isStorageError(error, "not_found")) {

@@ -1,6 +1,5 @@
 import { mkdir, readFile, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { Readable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import {
   createLocalBackend,
@@ -10,6 +9,7 @@ import {
 } from "@distributor/storage";
 import { afterEach, describe, expect, it } from "vitest";
 import {
+  endlessStream,
   manifestFor,
   rejectionOf,
   TempDirs,
@@ -308,6 +308,14 @@ describe("validateBundle", () => {
     ]);
   });
 
+  it("accepts a valid bundle whose directories outnumber the maxFiles-based walk bound", async () => {
+    // One file 70 directories deep: 72 entries, more than 2 × maxFiles + 64 = 66 for maxFiles 1.
+    const deep = `${Array.from({ length: 70 }, (_, index) => `d${index}`).join("/")}/leaf.txt`;
+    const { backend } = await localBundle({ [deep]: "deep" });
+    const result = await validateBundle(backend, "bundle", { maxFiles: 1 });
+    expect(result.manifest.files.map((file) => file.path)).toEqual([deep]);
+  });
+
   it("collects every problem in one error, ordered by path", async () => {
     const { root, backend } = await localBundle({ ...FILES, "z.md": "zed", "gone.md": "gone" });
     await writeFile(join(root, "bundle", "report.md"), `${REPORT}!`);
@@ -353,14 +361,9 @@ describe("validateBundle", () => {
     // Fault: the file grows after it was listed, and keeps growing.
     const growing = withOverrides(memory, {
       openRead: async () =>
-        Readable.from(
-          (function* () {
-            for (;;) {
-              delivered++;
-              yield Buffer.from(REPORT);
-            }
-          })(),
-        ),
+        endlessStream(REPORT, () => {
+          delivered++;
+        }),
     });
     const error = await validationError(growing, "");
     expect(error.issues[0]?.message).toBe(

@@ -1,16 +1,17 @@
 import type { Readable } from "node:stream";
 import {
   compareLogicalPaths,
-  isStorageError,
   joinPrefix,
+  parentPath,
   relativeTo,
   type StorageBackend,
   type StorageEntry,
 } from "@distributor/storage";
+import { isNestedManifest, nestedManifestIssue, walkBundle, walkLimit } from "./bundle-walk.js";
 import { mapBounded } from "./concurrency.js";
-import { FileHasher } from "./digest.js";
+import { digestAtMost } from "./digest.js";
 import { type BundleIssue, BundleValidationError } from "./errors.js";
-import { fileProblem, storageDetail, walkRefusal } from "./file-problem.js";
+import { fileIssue } from "./file-problem.js";
 import { MANIFEST_FILE_NAME } from "./manifest.js";
 import type { Manifest, ManifestFile } from "./manifest-types.js";
 import { readManifest } from "./read-manifest.js";
@@ -82,12 +83,14 @@ export async function validateBundle(
   );
   const unlistedPolicy = options.unlistedFiles ?? "reject";
   const signal = options.signal;
-  const signalOption = signal === undefined ? {} : { signal };
 
-  const manifest = await readManifest(backend, bundlePath, signalOption);
+  const manifest = await readManifest(backend, bundlePath, { signal });
   const totalSize = checkDeclaredLimits(manifest, bundlePath, maxFiles, maxTotalSize);
 
-  const entries = await walkBundle(backend, bundlePath, maxFiles, signal);
+  const entries = await walkBundle(backend, bundlePath, bundleWalkLimit(manifest, maxFiles), {
+    signal,
+    limitNote: `validation.max_files is ${maxFiles}`,
+  });
   const files = new Map<string, StorageEntry>();
   const directories = new Set<string>();
   for (const entry of entries) {
@@ -102,11 +105,7 @@ export async function validateBundle(
   for (const path of files.keys()) {
     if (path === MANIFEST_FILE_NAME) continue;
     if (isNestedManifest(path)) {
-      issues.push({
-        code: "nested_manifest",
-        path,
-        message: `${path}: nested ${MANIFEST_FILE_NAME} below the bundle root (bundles never nest)`,
-      });
+      issues.push(nestedManifestIssue(path));
     } else if (!listed.has(path)) {
       if (unlistedPolicy === "ignore") unlistedFiles.push(path);
       else {
@@ -135,7 +134,7 @@ export async function validateBundle(
   return { path: bundlePath, manifest, totalSize, unlistedFiles };
 }
 
-function checkLimit(name: string, value: number, minimum: number): number {
+export function checkLimit(name: string, value: number, minimum: number): number {
   if (!Number.isSafeInteger(value) || value < minimum) {
     throw new RangeError(`${name} must be an integer of at least ${minimum}, got ${String(value)}`);
   }
@@ -175,50 +174,20 @@ function checkDeclaredLimits(
 }
 
 /**
- * Lists the bundle once, bounded: listed files plus a manifest, with room for their directories
- * and a few strays; anything larger is refused rather than walked.
+ * How many entries the one walk of the bundle may list: everything a valid bundle holds (its
+ * listed files, their directories and the manifest) plus room for strays to report, and never
+ * less than `walkLimit(maxFiles)`. Bounded by the manifest, which is itself bounded.
  */
-async function walkBundle(
-  backend: StorageBackend,
-  bundlePath: string,
-  maxFiles: number,
-  signal: AbortSignal | undefined,
-): Promise<StorageEntry[]> {
-  const limit = walkLimit(maxFiles);
-  try {
-    return await backend.walk(bundlePath, {
-      recursive: true,
-      limit,
-      ...(signal === undefined ? {} : { signal }),
-    });
-  } catch (error) {
-    if (isStorageError(error, "limit_exceeded")) {
-      throw new BundleValidationError(
-        [
-          {
-            code: "too_many_entries",
-            path: "",
-            message: `bundle holds more than ${limit} files and directories (validation.max_files is ${maxFiles})`,
-            expected: limit,
-          },
-        ],
-        { bundlePath, cause: error },
-      );
+function bundleWalkLimit(manifest: Manifest, maxFiles: number): number {
+  const directories = new Set<string>();
+  for (const file of manifest.files) {
+    for (let parent = parentPath(file.path); parent !== ""; parent = parentPath(parent)) {
+      if (directories.has(parent)) break;
+      directories.add(parent);
     }
-    const refusal = walkRefusal(error, bundlePath);
-    if (refusal !== undefined)
-      throw new BundleValidationError([refusal], { bundlePath, cause: error });
-    throw error;
   }
-}
-
-/** Walk bound for a bundle: files and directories both count as entries. */
-export function walkLimit(maxFiles: number): number {
-  return maxFiles * 2 + 64;
-}
-
-function isNestedManifest(path: string): boolean {
-  return path.endsWith(`/${MANIFEST_FILE_NAME}`);
+  const needed = manifest.files.length + directories.size + 1;
+  return Math.max(walkLimit(maxFiles), needed + 64);
 }
 
 async function checkListedFile(
@@ -249,17 +218,16 @@ async function checkListedFile(
 
   let stream: Readable;
   try {
-    stream = await backend.openRead(fullPath, signal === undefined ? {} : { signal });
+    stream = await backend.openRead(fullPath, { signal });
   } catch (error) {
-    const problem = storageProblem(error, path);
+    const problem = missingOrIrregular(error, path);
     if (problem !== undefined) return problem;
     throw error;
   }
-  const hashed = await hashAtMost(stream, file.size, signal);
-  if (hashed.overflow) {
+  const digest = await digestAtMost(stream, file.size, signal);
+  if (digest === undefined) {
     return sizeMismatch(path, file.size, `more than ${file.size} (file grew while reading)`);
   }
-  const digest = hashed.hasher.digest();
   if (digest.size !== file.size) return sizeMismatch(path, file.size, digest.size);
   if (digest.sha256 !== file.sha256) {
     return {
@@ -280,7 +248,7 @@ async function statProblem(
   signal: AbortSignal | undefined,
 ): Promise<BundleIssue | undefined> {
   try {
-    const entry = await backend.stat(fullPath, signal === undefined ? {} : { signal });
+    const entry = await backend.stat(fullPath, { signal });
     if (entry.kind !== "file") {
       return {
         code: "not_regular_file",
@@ -290,29 +258,14 @@ async function statProblem(
     }
     return undefined;
   } catch (error) {
-    const problem = storageProblem(error, path);
+    const problem = missingOrIrregular(error, path);
     if (problem !== undefined) return problem;
     throw error;
   }
 }
 
-function storageProblem(error: unknown, path: string): BundleIssue | undefined {
-  const problem = fileProblem(error);
-  if (problem === "missing") {
-    return {
-      code: "missing_file",
-      path,
-      message: `${path}: listed in ${MANIFEST_FILE_NAME} but missing`,
-    };
-  }
-  if (problem === "not_regular" && isStorageError(error)) {
-    return {
-      code: "not_regular_file",
-      path,
-      message: `${path}: not a regular file: ${storageDetail(error)}`,
-    };
-  }
-  return undefined;
+function missingOrIrregular(error: unknown, path: string): BundleIssue | undefined {
+  return fileIssue(error, path, `listed in ${MANIFEST_FILE_NAME} but missing`);
 }
 
 function sizeMismatch(path: string, expected: number, actual: number | string): BundleIssue {
@@ -323,32 +276,4 @@ function sizeMismatch(path: string, expected: number, actual: number | string): 
     expected,
     actual,
   };
-}
-
-/**
- * Hashes a stream, stopping once it yields more than `expected` bytes: a file growing under us
- * must not make validation read without bound.
- */
-async function hashAtMost(
-  stream: Readable,
-  expected: number,
-  signal: AbortSignal | undefined,
-): Promise<{ hasher: FileHasher; overflow: boolean }> {
-  const hasher = new FileHasher();
-  const onAbort = () => stream.destroy(signal?.reason);
-  signal?.addEventListener("abort", onAbort, { once: true });
-  try {
-    signal?.throwIfAborted();
-    for await (const chunk of stream) {
-      hasher.update(chunk as Uint8Array);
-      if (hasher.size > expected) return { hasher, overflow: true };
-    }
-    return { hasher, overflow: false };
-  } catch (error) {
-    signal?.throwIfAborted();
-    throw error;
-  } finally {
-    signal?.removeEventListener("abort", onAbort);
-    stream.destroy();
-  }
 }

@@ -1,6 +1,7 @@
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { Readable } from "node:stream";
 import type { StorageBackend } from "@distributor/storage";
 import { fileDigest } from "../src/digest.js";
 import { buildManifest, serializeManifest } from "../src/manifest.js";
@@ -97,4 +98,16 @@ export function withOverrides(
     deletePrefix: (prefix, options) => backend.deletePrefix(prefix, options),
     close: () => backend.close(),
   };
+}
+
+/** A file that never stops growing: yields `chunk` forever, calling `onChunk` for each. */
+export function endlessStream(chunk: string, onChunk: () => void): Readable {
+  return Readable.from(
+    (function* () {
+      for (;;) {
+        onChunk();
+        yield Buffer.from(chunk);
+      }
+    })(),
+  );
 }

@@ -14,7 +14,7 @@ export function throwIfAborted(signal: AbortSignal | undefined): void {
 export async function abortable<T>(
   signal: AbortSignal | undefined,
   operation: () => Promise<T>,
-  mapError: (error: unknown) => unknown = (error) => error,
+  mapError: (error: unknown) => unknown,
 ): Promise<T> {
   throwIfAborted(signal);
   try {

@@ -1,5 +1,6 @@
 import { join } from "node:path";
-import { StorageError, type StorageErrorKind, type StorageOperation } from "../errors.js";
+import type { StorageError, StorageOperation } from "../errors.js";
+import { backendErrors } from "../internal/backend-error.js";
 import { BACKEND_NAME } from "./errno.js";
 
 /** The resolved root every native path of one local backend hangs from. */
@@ -13,22 +14,7 @@ export function nativePath(local: LocalRoot, logical: string): string {
   return logical === "" ? local.root : join(local.root, ...logical.split("/"));
 }
 
-export function localError(
-  kind: StorageErrorKind,
-  operation: StorageOperation,
-  path: string,
-  detail?: string,
-  cause?: unknown,
-): StorageError {
-  return new StorageError({
-    kind,
-    operation,
-    backend: BACKEND_NAME,
-    path,
-    ...(detail === undefined ? {} : { detail }),
-    ...(cause === undefined ? {} : { cause }),
-  });
-}
+export const localError = backendErrors(BACKEND_NAME);
 
 /** The refusal every operation reports when it meets a symlink below the root. */
 export function symlinkRefused(

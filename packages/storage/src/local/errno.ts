@@ -9,8 +9,6 @@ export const BACKEND_NAME = "local";
 
 interface NativeError {
   code?: unknown;
-  syscall?: unknown;
-  message?: unknown;
 }
 
 const KIND_BY_CODE: Record<string, StorageErrorKind> = {
@@ -39,16 +37,6 @@ function errorCode(error: unknown): string | undefined {
   if (typeof error !== "object" || error === null) return undefined;
   const code = (error as NativeError).code;
   return typeof code === "string" ? code : undefined;
-}
-
-/** True for errors raised by a filesystem call (they carry `syscall`), not by a caller's stream. */
-export function isNativeError(error: unknown): boolean {
-  return (
-    typeof error === "object" &&
-    error !== null &&
-    typeof (error as NativeError).syscall === "string" &&
-    errorCode(error) !== undefined
-  );
 }
 
 export function hasCode(error: unknown, ...codes: string[]): boolean {

@@ -1,3 +1,4 @@
+import { createReadStream } from "node:fs";
 import {
   lstat,
   mkdir,
@@ -187,6 +188,19 @@ describe("local backend", () => {
       );
       expect(await readdir(join(root, "out"))).toEqual(["existing.txt"]);
       expect(await readFile(join(root, "out", "existing.txt"), "utf8")).toBe("existing");
+    });
+
+    it("blames a failing source file stream, not the target, and leaves nothing", async () => {
+      // The source's own ENOENT / EACCES must not read as "the target is missing / forbidden".
+      const source = createReadStream(join(outside, "no-such-source.txt"));
+      const error = await expectStorageError(
+        backend.writeFile("out/new.txt", source),
+        "unavailable",
+      );
+      expect(error.message).toContain("source stream failed");
+      expect(error.path).toBe("out/new.txt");
+      expect(source.destroyed).toBe(true);
+      expect(await readdir(root)).toEqual([]);
     });
 
     it("removes the directories a failed write created", async () => {

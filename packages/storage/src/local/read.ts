@@ -12,7 +12,7 @@ const OPEN_FLAGS = constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0);
 const CHUNK_BYTES = 1 << 20;
 
 /** Opens a regular file below the root for reading, refusing symlinks and non-files. */
-export async function openFile(
+async function openFile(
   local: LocalRoot,
   path: string,
   operation: StorageOperation,

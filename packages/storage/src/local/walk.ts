@@ -35,7 +35,8 @@ export async function walkTree(
     try {
       dir = await opendir(nativePath(local, directory));
     } catch (error) {
-      if (directory === "" && hasCode(error, "ENOENT")) return [];
+      // A root not created yet, or a directory removed since it was listed: nothing below it.
+      if (hasCode(error, "ENOENT")) continue;
       throw toStorageError(error, OPERATION, prefix);
     }
     for await (const dirent of dir) {

@@ -4,11 +4,12 @@ import { dirname, join } from "node:path";
 import { Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { WriteData, WriteOptions } from "../backend.js";
-import { StorageError, type StorageOperation } from "../errors.js";
+import type { StorageError, StorageOperation } from "../errors.js";
 import { throwIfAborted } from "../internal/abort.js";
+import { sourceStreamFailed } from "../internal/backend-error.js";
 import { writeSource } from "../internal/write-source.js";
 import { type LocalRoot, localError, nativePath, symlinkRefused } from "./context.js";
-import { hasCode, isNativeError, toStorageError } from "./errno.js";
+import { hasCode, toStorageError } from "./errno.js";
 import { inspectPath } from "./inspect.js";
 
 // Keeps `.<name>.<random>.tmp` within the usual 255-byte NAME_MAX.
@@ -54,7 +55,7 @@ export async function writeAtomically(
   try {
     const handle = await open(temp, "wx", 0o666);
     try {
-      await pipeline(writeSource(data), fileSink(handle), signal ? { signal } : {});
+      await copyInto(handle, data, signal, operation, path);
     } finally {
       await handle.close();
     }
@@ -74,16 +75,45 @@ export async function writeAtomically(
 }
 
 /**
- * Writes chunks to an open handle and fsyncs it before finishing. The handle stays ours to close
- * (a FileHandle stream with autoClose off would keep it referenced and block `close()`).
+ * Streams the payload into the temp file and fsyncs it. A failure of our own file (ENOSPC, EIO)
+ * is the backend's; anything else came from the caller's source, whose errors can look just like
+ * ours (a source file's ENOENT) but say nothing about the target.
  */
-function fileSink(handle: FileHandle): Writable {
+async function copyInto(
+  handle: FileHandle,
+  data: WriteData,
+  signal: AbortSignal | undefined,
+  operation: StorageOperation,
+  path: string,
+): Promise<void> {
+  let sinkFailure: { error: unknown } | undefined;
+  const sink = fileSink(handle, (error) => {
+    sinkFailure ??= { error };
+  });
+  try {
+    await pipeline(writeSource(data), sink, { signal });
+  } catch (error) {
+    if (sinkFailure !== undefined) throw sinkFailure.error;
+    throw sourceStreamFailed(error, localError, operation, path);
+  }
+}
+
+/**
+ * Writes chunks to an open handle and fsyncs it before finishing, reporting its own failures to
+ * `onFailure`. The handle stays ours to close (a FileHandle stream with autoClose off would keep
+ * it referenced and block `close()`).
+ */
+function fileSink(handle: FileHandle, onFailure: (error: unknown) => void): Writable {
+  const failed = (callback: (error: Error) => void) => (error: Error) => {
+    onFailure(error);
+    callback(error);
+  };
   return new Writable({
     write(chunk: Buffer, _encoding, callback) {
-      writeFully(handle, chunk).then(() => callback(), callback);
+      writeFully(handle, chunk).then(() => callback(), failed(callback));
     },
     final(callback) {
-      handle.sync().then(() => callback(), callback);
+      handle.sync().then(() => callback(), failed(callback));
     },
   });
 }
@@ -152,12 +182,6 @@ function writeError(
   path: string,
   overwrite: boolean,
 ): StorageError {
-  if (error instanceof StorageError) return error;
-  if (!isNativeError(error)) {
-    // The caller's data source failed, not the filesystem.
-    const message = error instanceof Error ? error.message : String(error);
-    return localError("unavailable", operation, path, `source stream failed: ${message}`, error);
-  }
   if (!overwrite && hasCode(error, "EPERM", "ENOTSUP", "EOPNOTSUPP") && isLinkError(error)) {
     return localError(
       "unsupported",

@@ -10,22 +10,16 @@ import type {
   WriteData,
   WriteOptions,
 } from "../backend.js";
-import { StorageError, type StorageErrorKind, type StorageOperation } from "../errors.js";
-import { abortable, throwIfAborted } from "../internal/abort.js";
-import { checkCount } from "../internal/limits.js";
-import { releaseSource, writeSource } from "../internal/write-source.js";
-import {
-  compareLogicalPaths,
-  isWithinPrefix,
-  managedBundleTargets,
-  managedOutputTargets,
-  relativeTo,
-  validatePath,
-  validatePrefix,
-} from "../paths.js";
+import type { StorageOperation } from "../errors.js";
+import { throwIfAborted } from "../internal/abort.js";
+import { backendErrors, sourceStreamFailed } from "../internal/backend-error.js";
+import { type BackendOperations, frameBackend } from "../internal/backend-frame.js";
+import { writeSource } from "../internal/write-source.js";
+import { compareLogicalPaths, isWithinPrefix, relativeTo, validatePath } from "../paths.js";
 import { MemoryTree } from "./tree.js";
 
 const BACKEND_NAME = "memory";
+const memoryError = backendErrors(BACKEND_NAME);
 
 export interface MemoryBackendOptions {
   /** Files to start with, by logical path; strings are stored as UTF-8. */
@@ -38,22 +32,17 @@ export interface MemoryBackendOptions {
 
 /** A backend holding files in process memory, with the same semantics as the local backend. */
 export function createMemoryBackend(options: MemoryBackendOptions = {}): StorageBackend {
-  const backend = new MemoryBackend(options.label ?? "memory", options.now ?? (() => new Date()));
-  for (const [path, data] of Object.entries(options.files ?? {})) backend.seed(path, data);
-  return backend;
+  const operations = new MemoryOperations(options.now ?? (() => new Date()));
+  for (const [path, data] of Object.entries(options.files ?? {})) operations.seed(path, data);
+  const location = `${BACKEND_NAME}:${options.label ?? "memory"}`;
+  return frameBackend({ name: BACKEND_NAME, location }, operations);
 }
 
-type TargetsOf = (bundlePath: string, outputPaths: readonly string[]) => string[];
-
-class MemoryBackend implements StorageBackend {
-  readonly name = BACKEND_NAME;
-  readonly location: string;
+class MemoryOperations implements BackendOperations {
   readonly #tree = new MemoryTree();
   readonly #now: () => Date;
-  #closed = false;
 
-  constructor(label: string, now: () => Date) {
-    this.location = `${BACKEND_NAME}:${label}`;
+  constructor(now: () => Date) {
     this.#now = now;
   }
 
@@ -63,190 +52,118 @@ class MemoryBackend implements StorageBackend {
     this.#commit(path, bytes, false, "write file");
   }
 
-  async readFile(path: string, options: ReadOptions = {}): Promise<Uint8Array> {
-    validatePath(path, "read file", BACKEND_NAME);
-    checkCount("maxBytes", options.maxBytes);
-    return this.#run("read file", path, options.signal, async () => {
-      const bytes = this.#file(path, "read file").bytes;
-      if (options.maxBytes !== undefined && bytes.length > options.maxBytes) {
-        throw memoryError(
-          "limit_exceeded",
-          "read file",
-          path,
-          `file is larger than ${options.maxBytes} bytes`,
-        );
-      }
-      return Buffer.from(bytes);
-    });
-  }
-
-  async openRead(path: string, options: OperationOptions = {}): Promise<Readable> {
-    validatePath(path, "open reader", BACKEND_NAME);
-    const { signal } = options;
-    return this.#run("open reader", path, signal, async () => {
-      const copy = Buffer.from(this.#file(path, "open reader").bytes);
-      const stream = Readable.from([copy], { objectMode: false });
-      return signal ? addAbortSignal(signal, stream) : stream;
-    });
-  }
-
-  async writeFile(path: string, data: WriteData, options: WriteOptions = {}): Promise<void> {
-    try {
-      await this.#writeFile(path, data, options);
-    } catch (error) {
-      releaseSource(data);
-      throw error;
+  async readFile(path: string, options: ReadOptions): Promise<Uint8Array> {
+    const bytes = this.#file(path, "read file").bytes;
+    if (options.maxBytes !== undefined && bytes.length > options.maxBytes) {
+      throw memoryError(
+        "limit_exceeded",
+        "read file",
+        path,
+        `file is larger than ${options.maxBytes} bytes`,
+      );
     }
+    return Buffer.from(bytes);
   }
 
-  async #writeFile(path: string, data: WriteData, options: WriteOptions): Promise<void> {
-    const operation =
-      typeof data === "string" || data instanceof Uint8Array ? "write file" : "write stream";
-    validatePath(path, operation, BACKEND_NAME);
+  async openRead(path: string, options: OperationOptions): Promise<Readable> {
+    const copy = Buffer.from(this.#file(path, "open reader").bytes);
+    const stream = Readable.from([copy], { objectMode: false });
+    return options.signal ? addAbortSignal(options.signal, stream) : stream;
+  }
+
+  async writeFile(
+    path: string,
+    data: WriteData,
+    operation: StorageOperation,
+    options: WriteOptions,
+  ): Promise<void> {
     const overwrite = options.overwrite ?? false;
-    const { signal } = options;
-    return this.#run(operation, path, signal, async () => {
-      // Fail fast before consuming a stream that could never be stored.
-      this.#checkWritable(path, overwrite, operation);
-      const bytes = await collect(data, operation, path, signal);
-      throwIfAborted(signal);
-      // Checked again: the tree may have changed while the stream was being consumed.
-      this.#commit(path, bytes, overwrite, operation);
-    });
+    // Fail fast before consuming a stream that could never be stored.
+    this.#checkWritable(path, overwrite, operation);
+    const bytes = await collect(data, operation, path, options.signal);
+    throwIfAborted(options.signal);
+    // Checked again: the tree may have changed while the stream was being consumed.
+    this.#commit(path, bytes, overwrite, operation);
   }
 
-  async stat(path: string, options: OperationOptions = {}): Promise<StorageEntry> {
-    validatePath(path, "stat", BACKEND_NAME);
-    return this.#run("stat", path, options.signal, async () => {
-      const state = this.#tree.lookup(path);
-      if (state.kind === "file") {
-        const { bytes, modifiedAt } = state.file;
-        return { path, kind: "file", size: bytes.length, modifiedAt: new Date(modifiedAt) };
-      }
-      if (state.kind === "directory") return { path, kind: "directory", size: 0 };
-      throw memoryError("not_found", "stat", path);
-    });
+  async stat(path: string): Promise<StorageEntry> {
+    const state = this.#tree.lookup(path);
+    if (state.kind === "file") {
+      const { bytes, modifiedAt } = state.file;
+      return { path, kind: "file", size: bytes.length, modifiedAt: new Date(modifiedAt) };
+    }
+    if (state.kind === "directory") return { path, kind: "directory", size: 0 };
+    throw memoryError("not_found", "stat", path);
   }
 
   async walk(prefix: string, options: WalkOptions): Promise<StorageEntry[]> {
-    validatePrefix(prefix, "walk", BACKEND_NAME);
-    checkCount("limit", options.limit, true);
-    return this.#run("walk", prefix, options.signal, async () => {
-      if (prefix !== "" && !this.#tree.isDirectory(prefix)) return [];
-      const entries = new Map<string, StorageEntry>();
-      const add = (entry: StorageEntry): void => {
-        if (entries.has(entry.path)) return;
-        entries.set(entry.path, entry);
-        if (entries.size > options.limit) {
-          throw memoryError("limit_exceeded", "walk", prefix, `more than ${options.limit} entries`);
-        }
-      };
-      for (const [path, file] of this.#tree.files) {
-        if (path === prefix || !isWithinPrefix(prefix, path)) continue;
-        const segments = relativeTo(prefix, path).split("/");
-        const depth = options.recursive ? segments.length : 1;
-        for (let index = 1; index <= depth; index++) {
-          const entryPath = joinSegments(prefix, segments.slice(0, index));
-          if (index < segments.length) add({ path: entryPath, kind: "directory", size: 0 });
-          else {
-            add({
-              path: entryPath,
-              kind: "file",
-              size: file.bytes.length,
-              modifiedAt: new Date(file.modifiedAt),
-            });
-          }
+    if (prefix !== "" && !this.#tree.isDirectory(prefix)) return [];
+    const entries = new Map<string, StorageEntry>();
+    const add = (entry: StorageEntry): void => {
+      if (entries.has(entry.path)) return;
+      entries.set(entry.path, entry);
+      if (entries.size > options.limit) {
+        throw memoryError("limit_exceeded", "walk", prefix, `more than ${options.limit} entries`);
+      }
+    };
+    for (const [path, file] of this.#tree.files) {
+      if (path === prefix || !isWithinPrefix(prefix, path)) continue;
+      const segments = relativeTo(prefix, path).split("/");
+      const depth = options.recursive ? segments.length : 1;
+      for (let index = 1; index <= depth; index++) {
+        const entryPath = joinSegments(prefix, segments.slice(0, index));
+        if (index < segments.length) add({ path: entryPath, kind: "directory", size: 0 });
+        else {
+          add({
+            path: entryPath,
+            kind: "file",
+            size: file.bytes.length,
+            modifiedAt: new Date(file.modifiedAt),
+          });
         }
       }
-      return [...entries.values()].sort((left, right) =>
-        compareLogicalPaths(left.path, right.path),
-      );
-    });
+    }
+    return [...entries.values()].sort((left, right) => compareLogicalPaths(left.path, right.path));
   }
 
-  async hasAny(prefix: string, options: OperationOptions = {}): Promise<boolean> {
-    validatePrefix(prefix, "has any", BACKEND_NAME);
-    return this.#run("has any", prefix, options.signal, async () => {
-      if (prefix === "") return this.#tree.files.size > 0;
-      const kind = this.#tree.lookup(prefix).kind;
-      return kind === "file" || kind === "directory";
-    });
+  async hasAny(prefix: string): Promise<boolean> {
+    if (prefix === "") return this.#tree.files.size > 0;
+    const kind = this.#tree.lookup(prefix).kind;
+    return kind === "file" || kind === "directory";
   }
 
-  async deleteManagedOutputs(
-    bundlePath: string,
-    outputPaths: readonly string[],
-    options: DeleteOptions = {},
-  ): Promise<void> {
-    return this.#deleteManaged(
-      "delete managed outputs",
-      managedOutputTargets,
-      bundlePath,
-      outputPaths,
-      options,
-    );
-  }
-
-  async deleteManagedBundle(
-    bundlePath: string,
-    outputPaths: readonly string[],
-    options: DeleteOptions = {},
-  ): Promise<void> {
-    return this.#deleteManaged(
-      "delete managed bundle",
-      managedBundleTargets,
-      bundlePath,
-      outputPaths,
-      options,
-    );
-  }
-
-  async deletePrefix(prefix: string, options: DeleteOptions = {}): Promise<void> {
-    validatePrefix(prefix, "delete prefix", BACKEND_NAME);
-    return this.#run("delete prefix", prefix, options.signal, async () => {
-      if (prefix === "") {
-        this.#tree.clear();
-        return;
-      }
-      const state = this.#tree.lookup(prefix);
-      if (state.kind === "missing" || state.kind === "blocked") {
-        if (options.ignoreMissing) return;
-        throw memoryError("not_found", "delete prefix", prefix);
-      }
-      for (const path of [...this.#tree.files.keys()]) {
-        if (isWithinPrefix(prefix, path)) this.#tree.remove(path);
-      }
-    });
-  }
-
-  async close(): Promise<void> {
-    this.#closed = true;
-  }
-
-  async #deleteManaged(
+  /** Every target is checked before any is deleted, as in the local backend. */
+  async deleteManaged(
     operation: StorageOperation,
-    targetsOf: TargetsOf,
-    bundlePath: string,
-    outputPaths: readonly string[],
+    targets: readonly string[],
     options: DeleteOptions,
   ): Promise<void> {
-    validatePrefix(bundlePath, operation, BACKEND_NAME);
-    for (const outputPath of outputPaths) validatePath(outputPath, operation, BACKEND_NAME);
-    const targets = [...new Set(targetsOf(bundlePath, outputPaths))];
-    return this.#run(operation, bundlePath, options.signal, async () => {
-      // Every target is checked before any is deleted, as in the local backend.
-      for (const target of targets) {
-        const kind = this.#tree.lookup(target).kind;
-        if (kind === "directory") {
-          throw memoryError("unsupported", operation, target, "is a directory, not a managed file");
-        }
-        if (kind !== "file" && !options.ignoreMissing) {
-          throw memoryError("not_found", operation, target);
-        }
+    for (const target of targets) {
+      const kind = this.#tree.lookup(target).kind;
+      if (kind === "directory") {
+        throw memoryError("unsupported", operation, target, "is a directory, not a managed file");
       }
-      // Directories vanish with their last file, so `pruneEmptyDirs` has nothing left to do.
-      for (const target of targets) this.#tree.remove(target);
-    });
+      if (kind !== "file" && !options.ignoreMissing) {
+        throw memoryError("not_found", operation, target);
+      }
+    }
+    // Directories vanish with their last file, so `pruneEmptyDirs` has nothing left to do.
+    for (const target of targets) this.#tree.remove(target);
+  }
+
+  async deletePrefix(prefix: string, options: DeleteOptions): Promise<void> {
+    if (prefix === "") {
+      this.#tree.clear();
+      return;
+    }
+    const state = this.#tree.lookup(prefix);
+    if (state.kind === "missing" || state.kind === "blocked") {
+      if (options.ignoreMissing) return;
+      throw memoryError("not_found", "delete prefix", prefix);
+    }
+    for (const path of [...this.#tree.files.keys()]) {
+      if (isWithinPrefix(prefix, path)) this.#tree.remove(path);
+    }
   }
 
   #file(path: string, operation: StorageOperation) {
@@ -263,24 +180,15 @@ class MemoryBackend implements StorageBackend {
     if (state.kind === "blocked") {
       throw memoryError("conflict", operation, path, `"${state.at}" is a file, not a directory`);
     }
-    if (state.kind === "directory")
+    if (state.kind === "directory") {
       throw memoryError("unsupported", operation, path, "is a directory");
+    }
     if (state.kind === "file" && !overwrite) throw memoryError("already_exists", operation, path);
   }
 
   #commit(path: string, bytes: Buffer, overwrite: boolean, operation: StorageOperation): void {
     this.#checkWritable(path, overwrite, operation);
     this.#tree.put(path, { bytes, modifiedAt: this.#now() });
-  }
-
-  async #run<T>(
-    operation: StorageOperation,
-    path: string,
-    signal: AbortSignal | undefined,
-    body: () => Promise<T>,
-  ): Promise<T> {
-    if (this.#closed) throw memoryError("unavailable", operation, path, "backend is closed");
-    return abortable(signal, body);
   }
 }
 
@@ -304,12 +212,10 @@ async function collect(
     },
   });
   try {
-    await pipeline(writeSource(data), sink, signal ? { signal } : {});
+    await pipeline(writeSource(data), sink, { signal });
   } catch (error) {
-    // An abort is unwrapped to the signal's reason by `abortable`.
-    if (error instanceof StorageError) throw error;
-    const message = error instanceof Error ? error.message : String(error);
-    throw memoryError("unavailable", operation, path, `source stream failed: ${message}`, error);
+    // An abort is unwrapped to the signal's reason by the backend frame.
+    throw sourceStreamFailed(error, memoryError, operation, path);
   }
   return Buffer.concat(chunks, total);
 }
@@ -317,21 +223,4 @@ async function collect(
 function joinSegments(prefix: string, segments: string[]): string {
   const relative = segments.join("/");
   return prefix === "" ? relative : `${prefix}/${relative}`;
-}
-
-function memoryError(
-  kind: StorageErrorKind,
-  operation: StorageOperation,
-  path: string,
-  detail?: string,
-  cause?: unknown,
-): StorageError {
-  return new StorageError({
-    kind,
-    operation,
-    backend: BACKEND_NAME,
-    path,
-    ...(detail === undefined ? {} : { detail }),
-    ...(cause === undefined ? {} : { cause }),
-  });
 }

@@ -42,10 +42,8 @@ export class MemoryTree {
     if (isNew) this.#countAncestors(path, 1);
   }
 
-  remove(path: string): boolean {
-    if (!this.files.delete(path)) return false;
-    this.#countAncestors(path, -1);
-    return true;
+  remove(path: string): void {
+    if (this.files.delete(path)) this.#countAncestors(path, -1);
   }
 
   clear(): void {

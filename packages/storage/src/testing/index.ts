@@ -170,6 +170,24 @@ export function describeBackendContract(name: string, factory: BackendFactory): 
         expect(await files()).toEqual([]);
       });
 
+      it("reports a source that fails with a filesystem error as unavailable", async () => {
+        // What a source file stream throws when its file is missing: it names the source, so it
+        // must not be mistaken for a problem of the target (`not_found`, `permission`).
+        const sourceError = Object.assign(new Error("ENOENT: no such file, open 'in.txt'"), {
+          code: "ENOENT",
+          errno: -2,
+          syscall: "open",
+          path: "in.txt",
+        });
+        async function* failing(): AsyncGenerator<Uint8Array> {
+          yield Buffer.from("partial data");
+          throw sourceError;
+        }
+        const error = await expectKind(backend().writeFile("out.txt", failing()), "unavailable");
+        expect(error.path).toBe("out.txt");
+        expect(await files()).toEqual([]);
+      });
+
       it("keeps the old bytes when a replacing stream fails", async () => {
         await backend().writeFile("keep.txt", "old bytes");
         async function* failing(): AsyncGenerator<Uint8Array> {

@@ -1,0 +1,189 @@
+import type { Readable } from "node:stream";
+import type {
+  DeleteOptions,
+  OperationOptions,
+  ReadOptions,
+  StorageBackend,
+  StorageEntry,
+  WalkOptions,
+  WriteData,
+  WriteOptions,
+} from "../backend.js";
+import type { StorageOperation } from "../errors.js";
+import {
+  managedBundleTargets,
+  managedOutputTargets,
+  validatePath,
+  validatePrefix,
+} from "../paths.js";
+import { abortable } from "./abort.js";
+import { backendErrors } from "./backend-error.js";
+import { checkCount } from "./limits.js";
+import { releaseSource } from "./write-source.js";
+
+export type WriteOperation = "write file" | "write stream";
+
+/**
+ * The storage-specific half of a backend. The frame calls these only with valid paths and bounds,
+ * on an open backend, with a signal that had not fired yet.
+ */
+export interface BackendOperations {
+  readFile(path: string, options: ReadOptions): Promise<Uint8Array>;
+  openRead(path: string, options: OperationOptions): Promise<Readable>;
+  writeFile(
+    path: string,
+    data: WriteData,
+    operation: WriteOperation,
+    options: WriteOptions,
+  ): Promise<void>;
+  stat(path: string, options: OperationOptions): Promise<StorageEntry>;
+  walk(prefix: string, options: WalkOptions): Promise<StorageEntry[]>;
+  hasAny(prefix: string, options: OperationOptions): Promise<boolean>;
+  /** `targets` are full logical paths, distinct; every one is checked before any is deleted. */
+  deleteManaged(
+    operation: StorageOperation,
+    targets: readonly string[],
+    options: DeleteOptions,
+  ): Promise<void>;
+  deletePrefix(prefix: string, options: DeleteOptions): Promise<void>;
+}
+
+export interface BackendIdentity {
+  name: string;
+  location: string;
+  /** Turns a failure that is not a cancellation into a `StorageError` (e.g. errno mapping). */
+  mapError?: (error: unknown, operation: StorageOperation, path: string) => unknown;
+}
+
+/**
+ * Wraps a backend's operations in the parts of the contract that do not depend on where bytes
+ * live: invalid paths and malformed bounds fail before any IO, a closed backend is `unavailable`,
+ * a cancelled call rejects with the signal's reason, and a write owns its source stream.
+ */
+export function frameBackend(
+  identity: BackendIdentity,
+  operations: BackendOperations,
+): StorageBackend {
+  return new FramedBackend(identity, operations);
+}
+
+class FramedBackend implements StorageBackend {
+  readonly name: string;
+  readonly location: string;
+  readonly #operations: BackendOperations;
+  readonly #mapError: (error: unknown, operation: StorageOperation, path: string) => unknown;
+  #closed = false;
+
+  constructor(identity: BackendIdentity, operations: BackendOperations) {
+    this.name = identity.name;
+    this.location = identity.location;
+    this.#operations = operations;
+    this.#mapError = identity.mapError ?? ((error) => error);
+  }
+
+  async readFile(path: string, options: ReadOptions = {}): Promise<Uint8Array> {
+    validatePath(path, "read file", this.name);
+    checkCount("maxBytes", options.maxBytes);
+    return this.#run("read file", path, options.signal, () =>
+      this.#operations.readFile(path, options),
+    );
+  }
+
+  async openRead(path: string, options: OperationOptions = {}): Promise<Readable> {
+    validatePath(path, "open reader", this.name);
+    return this.#run("open reader", path, options.signal, () =>
+      this.#operations.openRead(path, options),
+    );
+  }
+
+  async writeFile(path: string, data: WriteData, options: WriteOptions = {}): Promise<void> {
+    const operation =
+      typeof data === "string" || data instanceof Uint8Array ? "write file" : "write stream";
+    try {
+      validatePath(path, operation, this.name);
+      await this.#run(operation, path, options.signal, () =>
+        this.#operations.writeFile(path, data, operation, options),
+      );
+    } catch (error) {
+      releaseSource(data);
+      throw error;
+    }
+  }
+
+  async stat(path: string, options: OperationOptions = {}): Promise<StorageEntry> {
+    validatePath(path, "stat", this.name);
+    return this.#run("stat", path, options.signal, () => this.#operations.stat(path, options));
+  }
+
+  async walk(prefix: string, options: WalkOptions): Promise<StorageEntry[]> {
+    validatePrefix(prefix, "walk", this.name);
+    checkCount("limit", options.limit, true);
+    return this.#run("walk", prefix, options.signal, () => this.#operations.walk(prefix, options));
+  }
+
+  async hasAny(prefix: string, options: OperationOptions = {}): Promise<boolean> {
+    validatePrefix(prefix, "has any", this.name);
+    return this.#run("has any", prefix, options.signal, () =>
+      this.#operations.hasAny(prefix, options),
+    );
+  }
+
+  async deleteManagedOutputs(
+    bundlePath: string,
+    outputPaths: readonly string[],
+    options: DeleteOptions = {},
+  ): Promise<void> {
+    const operation = "delete managed outputs";
+    const targets = this.#managedTargets(operation, bundlePath, outputPaths, managedOutputTargets);
+    return this.#run(operation, bundlePath, options.signal, () =>
+      this.#operations.deleteManaged(operation, targets, options),
+    );
+  }
+
+  async deleteManagedBundle(
+    bundlePath: string,
+    outputPaths: readonly string[],
+    options: DeleteOptions = {},
+  ): Promise<void> {
+    const operation = "delete managed bundle";
+    const targets = this.#managedTargets(operation, bundlePath, outputPaths, managedBundleTargets);
+    return this.#run(operation, bundlePath, options.signal, () =>
+      this.#operations.deleteManaged(operation, targets, options),
+    );
+  }
+
+  async deletePrefix(prefix: string, options: DeleteOptions = {}): Promise<void> {
+    validatePrefix(prefix, "delete prefix", this.name);
+    return this.#run("delete prefix", prefix, options.signal, () =>
+      this.#operations.deletePrefix(prefix, options),
+    );
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+  }
+
+  /** Validated here, with this operation and backend, so a bad output path names the call. */
+  #managedTargets(
+    operation: StorageOperation,
+    bundlePath: string,
+    outputPaths: readonly string[],
+    targetsOf: (bundlePath: string, outputPaths: readonly string[]) => string[],
+  ): string[] {
+    validatePrefix(bundlePath, operation, this.name);
+    for (const outputPath of outputPaths) validatePath(outputPath, operation, this.name);
+    return [...new Set(targetsOf(bundlePath, outputPaths))];
+  }
+
+  async #run<T>(
+    operation: StorageOperation,
+    path: string,
+    signal: AbortSignal | undefined,
+    body: () => Promise<T>,
+  ): Promise<T> {
+    if (this.#closed) {
+      throw backendErrors(this.name)("unavailable", operation, path, "backend is closed");
+    }
+    return abortable(signal, body, (error) => this.#mapError(error, operation, path));
+  }
+}
