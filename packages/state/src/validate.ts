@@ -1,5 +1,5 @@
 import { isSha256Digest } from "@distributor/bundle";
-import { pathProblem } from "@distributor/storage";
+import { pathProblem, STATE_FILE_NAME } from "@distributor/storage";
 import { embeddedManifestProblem } from "./embedded-manifest.js";
 import { StateError } from "./errors.js";
 import { formatOwnerScope, ownerKey } from "./scope.js";
@@ -123,6 +123,8 @@ function outputProblem(index: number, output: OutputRecord): string | undefined 
   const at = `state outputs[${index}]`;
   const path = logicalPathProblem(output.path);
   if (path !== undefined) return `${at}.path: ${path}`;
+  // A record naming the state file would let prune or cleanup delete the state itself.
+  if (output.path === STATE_FILE_NAME) return `${at}.path must not be ${STATE_FILE_NAME}`;
   if (!OUTPUT_KINDS.includes(output.kind)) return `${at}.kind must be source or generated`;
   const sourcePath = logicalPathProblem(output.sourcePath);
   if (sourcePath !== undefined) return `${at}.source_path: ${sourcePath}`;

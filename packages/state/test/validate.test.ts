@@ -32,6 +32,14 @@ describe("validateSingleOwnerState (in-memory values)", () => {
         "state schema_version must be 2",
       ],
       ["pipeline", (s) => (s.pipelineId = ""), "state pipeline_id is required"],
+      [
+        "state file as output",
+        (s) => {
+          const [first] = s.outputs;
+          if (first) first.path = ".distributor.json";
+        },
+        "state outputs[0].path must not be .distributor.json",
+      ],
       ["destination", (s) => (s.destinationId = ""), "state destination_id is required"],
       [
         "published",
