@@ -19,7 +19,7 @@ import {
 import { abortable } from "./abort.js";
 import { backendErrors } from "./backend-error.js";
 import { checkCount } from "./limits.js";
-import { releaseSource } from "./write-source.js";
+import { holdSourceErrors, releaseSource } from "./write-source.js";
 
 export type WriteOperation = "write file" | "write stream";
 
@@ -97,6 +97,7 @@ class FramedBackend implements StorageBackend {
   }
 
   async writeFile(path: string, data: WriteData, options: WriteOptions = {}): Promise<void> {
+    holdSourceErrors(data);
     const operation =
       typeof data === "string" || data instanceof Uint8Array ? "write file" : "write stream";
     try {

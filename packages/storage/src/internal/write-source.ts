@@ -19,3 +19,15 @@ export function releaseSource(data: WriteData): void {
   const destroy = (data as { destroy?: unknown }).destroy;
   if (typeof destroy === "function") destroy.call(data);
 }
+
+/**
+ * A stream handed to a write may fail before the backend starts reading it (a file stream whose
+ * open fails, a transform that rejects its input). Without a listener that error would crash the
+ * process; with this one it stays on the stream, and the write's pipeline reports it.
+ */
+export function holdSourceErrors(data: WriteData): void {
+  const on = (data as { on?: unknown }).on;
+  if (typeof on === "function") on.call(data, "error", ignore);
+}
+
+function ignore(): void {}

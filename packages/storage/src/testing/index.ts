@@ -188,6 +188,16 @@ export function describeBackendContract(name: string, factory: BackendFactory): 
         expect(await files()).toEqual([]);
       });
 
+      it("reports a stream that fails before the write reads it, instead of crashing", async () => {
+        // A file stream whose open fails errors on its own, maybe before the backend has
+        // attached its pipeline; that error must reach the caller as the write's failure.
+        const source = new Readable({ read() {} });
+        setImmediate(() => source.destroy(new Error("source failed early")));
+        const error = await expectKind(backend().writeFile("early.txt", source), "unavailable");
+        expect(error.message).toContain("source failed early");
+        expect(await files()).toEqual([]);
+      });
+
       it("keeps the old bytes when a replacing stream fails", async () => {
         await backend().writeFile("keep.txt", "old bytes");
         async function* failing(): AsyncGenerator<Uint8Array> {
