@@ -26,6 +26,8 @@ export interface DestinationInspection {
    * holds single-owner state, so that a replacement can prove it holds nothing unmanaged.
    */
   bundleFiles?: string[];
+  /** Set instead of `bundleFiles` when the bundle path holds more entries than this limit. */
+  bundleListingLimit?: number;
 }
 
 export interface InspectDestinationOptions {
@@ -81,16 +83,20 @@ export async function inspectDestination(
     existingOutputPaths: plannedPaths.filter((_, index) => exists[index]),
   };
   if (status.state !== undefined && isSingleOwnerState(status.state)) {
-    const entries = await backend.walk(bundlePath, {
-      recursive: true,
-      limit: options.walkLimit ?? DEFAULT_DESTINATION_WALK_LIMIT,
-      signal,
-    });
-    const prefixLength = bundlePath === "" ? 0 : bundlePath.length + 1;
-    inspection.bundleFiles = entries
-      .filter((entry) => entry.kind === "file")
-      .map((entry) => entry.path.slice(prefixLength))
-      .filter((path) => path !== STATE_FILE_NAME);
+    const limit = options.walkLimit ?? DEFAULT_DESTINATION_WALK_LIMIT;
+    try {
+      const entries = await backend.walk(bundlePath, { recursive: true, limit, signal });
+      const prefixLength = bundlePath === "" ? 0 : bundlePath.length + 1;
+      inspection.bundleFiles = entries
+        .filter((entry) => entry.kind === "file")
+        .map((entry) => entry.path.slice(prefixLength))
+        .filter((path) => path !== STATE_FILE_NAME);
+    } catch (error) {
+      // Too much to list only matters if a replacement has to prove the path holds nothing
+      // unmanaged; a skip must not fail because of it.
+      if (!isStorageError(error, "limit_exceeded")) throw error;
+      inspection.bundleListingLimit = limit;
+    }
   }
   return inspection;
 }

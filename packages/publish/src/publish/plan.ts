@@ -164,6 +164,12 @@ function refuse(
   if (singleOwnerReplace) {
     // Replacement deletes the recorded outputs and then needs an empty bundle path: anything else
     // there is unmanaged and must stop the publication before the first delete.
+    if (inspection.bundleListingLimit !== undefined) {
+      return {
+        action: "fail_unmanaged",
+        reason: `destination bundle path ${displayPath(request.bundlePath)} holds more than ${inspection.bundleListingLimit} entries, so it cannot be confirmed to hold only managed outputs`,
+      };
+    }
     const unmanaged = (inspection.bundleFiles ?? []).filter((path) => !managed.has(path));
     if (unmanaged.length > 0) {
       return {

@@ -200,6 +200,8 @@ export interface PublishCase {
   transfer?: TransferPolicy;
   force?: boolean;
   now?: Date;
+  /** Entries listed below the destination bundle path before giving up. */
+  walkLimit?: number;
 }
 
 /** Prepares, inspects and plans one publication the way `run` does. */
@@ -221,6 +223,7 @@ export async function planCase(c: PublishCase): Promise<PublishPlan> {
     c.destination,
     bundlePath,
     outputs.map((output) => output.path),
+    { walkLimit: c.walkLimit },
   );
   return planPublish(
     {

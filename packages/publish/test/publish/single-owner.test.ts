@@ -67,7 +67,8 @@ describe("single-owner publication", () => {
     const destination = createMemoryBackend();
     const c: PublishCase = { source, sourceBundlePath: "", manifest, destination };
     await executeCase(c, await planCase(c));
-    const again = await planCase(c);
+    // Two entries now (report.md and the state file): listing them fails at a limit of 1.
+    const again = await planCase({ ...c, walkLimit: 1 });
     expect(again.action).toBe("skip_same");
   });
 
@@ -287,6 +288,24 @@ describe("single-owner publication", () => {
     expect(await exists(destination, "bundle/nested/old.txt")).toBe(false);
     expect(await readText(destination, "bundle-sibling/keep.txt")).toBe("keep");
     expect(await readText(destination, "bundle/report.md")).toBe(NEW_REPORT);
+  });
+
+  it("skips despite a destination too large to list, but refuses to replace it", async () => {
+    const { c, destination } = await olderPublication({ "report.md": "old", "summary.txt": "old" });
+    c.walkLimit = 2;
+    const before = await readText(destination, statePath(""));
+    const plan = await planCase(c);
+    expect(plan.action).toBe("fail_unmanaged");
+    expect(plan.reason).toContain("holds more than 2 entries");
+    expect(await readText(destination, statePath(""))).toBe(before);
+
+    await executeCase(
+      { ...c, walkLimit: undefined },
+      await planCase({ ...c, walkLimit: undefined }),
+    );
+    // Two entries now (report.md and the state file): listing them fails at a limit of 1.
+    const again = await planCase({ ...c, walkLimit: 1 });
+    expect(again.action).toBe("skip_same");
   });
 
   it("reports another pipeline's state as a conflict", async () => {
