@@ -6,21 +6,12 @@ import type {
 } from "@distributor/publish";
 import type { CommandOutcome } from "../command.js";
 import { summaryLine } from "./text.js";
-import { bundleProblems, issuesFailure } from "./validate.js";
+import { bundlesOutcome } from "./validate.js";
 
 /** `inspect`: bundles with one line per file, or state with one line per owner and output. */
 export function inspectOutcome(report: InspectReport): CommandOutcome {
   if (report.kind === "state") return { ok: true, result: report, text: stateLines(report) };
-  const text = report.bundles.flatMap(bundleLines);
-  if (report.ok) return { ok: true, result: report, text };
-  const problems = bundleProblems(report.issues, report.bundles);
-  return {
-    ok: false,
-    result: report,
-    text,
-    error: issuesFailure(problems),
-    diagnostics: problems.map((problem) => problem.line),
-  };
+  return bundlesOutcome(report, report.bundles.flatMap(bundleLines));
 }
 
 function bundleLines(bundle: BundleInspection): string[] {

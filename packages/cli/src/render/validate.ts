@@ -15,6 +15,21 @@ export function validateOutcome(report: ValidateReport): CommandOutcome {
       ["status", report.ok ? "valid" : "invalid"],
     ]),
   ];
+  return bundlesOutcome(report, text);
+}
+
+/**
+ * The outcome of a bundle report (`validate` or `inspect`): its lines on stdout and, when it
+ * failed, one stderr line per problem and the envelope error.
+ */
+export function bundlesOutcome(
+  report: {
+    ok: boolean;
+    issues: readonly IssueReport[];
+    bundles: Parameters<typeof bundleProblems>[1];
+  },
+  text: string[],
+): CommandOutcome {
   if (report.ok) return { ok: true, result: report, text };
   const problems = bundleProblems(report.issues, report.bundles);
   return {
@@ -38,14 +53,14 @@ function bundleLine(bundle: BundleValidationReport): string {
   ]);
 }
 
-export interface Problem {
+interface Problem {
   code: string;
   /** The issue message, prefixed with the bundle it concerns. */
   line: string;
 }
 
 /** Every issue of a tree of bundles, each naming its bundle. */
-export function bundleProblems(
+function bundleProblems(
   treeIssues: readonly IssueReport[],
   bundles: ReadonlyArray<{ path: string; issues: readonly IssueReport[] }>,
 ): Problem[] {
@@ -61,7 +76,7 @@ export function bundleProblems(
 }
 
 /** The envelope error for failed bundles: a lone problem keeps its own code. */
-export function issuesFailure(problems: readonly Problem[]): { code: string; message: string } {
+function issuesFailure(problems: readonly Problem[]): { code: string; message: string } {
   const [first] = problems;
   if (first === undefined) return { code: "bundle_invalid", message: "bundle validation failed" };
   if (problems.length === 1) return { code: first.code, message: first.line };

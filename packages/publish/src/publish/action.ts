@@ -12,7 +12,7 @@ export type PublishAction =
   | "fail_conflict"
   | "fail_unmanaged";
 
-export const WRITE_ACTIONS: ReadonlySet<PublishAction> = new Set([
+const WRITE_ACTIONS: ReadonlySet<PublishAction> = new Set([
   "publish_new",
   "replace_older",
   "force_replace",

@@ -1,6 +1,6 @@
 import { posix } from "node:path";
 import type { Manifest } from "@distributor/bundle";
-import { compareLogicalPaths, join, joinPrefix } from "@distributor/storage";
+import { compareLogicalPaths, join } from "@distributor/storage";
 import {
   htmlOutputPath,
   isMarkdownPath,
@@ -119,9 +119,4 @@ export function attachUrls(
     url: outputUrl(links.baseUrl, join(bundlePath, output.path)),
   }));
   return { outputs: withUrls, primaryUrl: selectPrimaryUrl(withUrls, links.primary) };
-}
-
-/** Full logical path of an output below the destination root. */
-export function destinationOutputPath(bundlePath: string, outputPath: string): string {
-  return joinPrefix(bundlePath, outputPath);
 }

@@ -97,7 +97,7 @@ export function planPublish(
     request.stateMode === "shared_root"
       ? compareSharedRootOwner(request.manifest, request.owner, status, compareOptions)
       : compare(request.manifest, request.owner, status, compareOptions);
-  let decision = actionForComparison(comparison, request.transfer, request.force);
+  const decision = actionForComparison(comparison, request.transfer, request.force);
 
   const currentOwnerOutputs = ownedByRequest(request.owner, existingState, existingSharedRoot);
   const plan: PublishPlan = {
@@ -121,10 +121,7 @@ export function planPublish(
   if (!isWriteAction(decision.action) || decision.action === "force_replace") return plan;
 
   const refusal = refuse(request, inspection, plan);
-  if (refusal !== undefined) {
-    decision = refusal;
-    return { ...plan, ...decision };
-  }
+  if (refusal !== undefined) return { ...plan, ...refusal };
 
   if (decision.action === "replace_older") {
     const planned = new Set(request.outputs.map((output) => output.path));
