@@ -12,6 +12,10 @@ export const sourceAliases = [
     find: /^@distributor\/storage\/testing$/,
     replacement: `${packagesDir}storage/src/testing/index.ts`,
   },
+  {
+    find: /^@distributor\/storage\/adapter$/,
+    replacement: `${packagesDir}storage/src/adapter.ts`,
+  },
   { find: /^@distributor\/publish\/(.*)$/, replacement: `${packagesDir}publish/src/$1/index.ts` },
   { find: /^@distributor\/([a-z0-9-]+)$/, replacement: `${packagesDir}$1/src/index.ts` },
 ];

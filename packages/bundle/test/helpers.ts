@@ -85,6 +85,7 @@ export function withOverrides(
     name: backend.name,
     location: backend.location,
     readFile: overrides.readFile ?? ((path, options) => backend.readFile(path, options)),
+    readVersioned: (path, options) => backend.readVersioned(path, options),
     openRead: overrides.openRead ?? ((path, options) => backend.openRead(path, options)),
     writeFile:
       overrides.writeFile ?? ((path, data, options) => backend.writeFile(path, data, options)),

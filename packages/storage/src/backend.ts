@@ -1,15 +1,45 @@
 import type { Readable } from "node:stream";
 
-export type EntryKind = "file" | "directory";
+/**
+ * What a stored entry is. Only files and directories are ever read, written or deleted; `walk`
+ * also reports symlinks and special files (FIFOs, sockets, devices) so that callers looking for
+ * unmanaged content see them, but never follows or touches them.
+ */
+export type EntryKind = "file" | "directory" | "symlink" | "other";
 
 /** What a backend knows about one logical path. */
 export interface StorageEntry {
-  /** Logical path relative to the backend root. */
+  /**
+   * Logical path relative to the backend root. When the stored name cannot be a logical path
+   * (`nameProblem` is set) this is the name shown escaped (`bad\xff`), which always contains a
+   * backslash and so can never be passed back to an operation by mistake.
+   */
   path: string;
   kind: EntryKind;
-  /** Size in bytes; 0 for directories. */
+  /** Size in bytes; 0 for anything but files. */
   size: number;
   modifiedAt?: Date;
+  /**
+   * Version token of a file: changes whenever its bytes are replaced. Opaque; compare it only with
+   * tokens from the same backend (local: inode, size and mtime; S3: the ETag).
+   */
+  version?: string;
+  /** Content type, from backends that store one (S3, memory). */
+  contentType?: string;
+  /** Why the stored name is not a valid logical path (not UTF-8, a control character, ...). */
+  nameProblem?: string;
+}
+
+/** Bytes of a whole file with the version token they were read at. */
+export interface VersionedFile {
+  bytes: Uint8Array;
+  version: string;
+}
+
+/** What a completed write produced. */
+export interface WriteResult {
+  /** Version token of the file now stored at the path. */
+  version: string;
 }
 
 export interface OperationOptions {
@@ -25,10 +55,23 @@ export interface ReadOptions extends OperationOptions {
 export type WriteData = Uint8Array | string | Readable | AsyncIterable<Uint8Array>;
 
 export interface WriteOptions extends OperationOptions {
-  /** Replace an existing file. When false (the default) an existing file fails with `already_exists`. */
+  /**
+   * Replace an existing file. When false (the default) the write is a no-clobber create: an
+   * existing file fails with `already_exists`, atomically, even against a concurrent writer.
+   */
   overwrite?: boolean;
+  /**
+   * Compare-and-swap: replace the file only while its version token is still this one. A missing
+   * file or another version fails with `conflict` and leaves the stored bytes alone. Implies
+   * `overwrite`.
+   */
+  ifMatch?: string;
   /** Content type recorded by backends that store one (S3); inferred from the extension otherwise. */
   contentType?: string;
+  /** Expected byte count of the payload (lets S3 choose a single PUT or a multipart upload). */
+  size?: number;
+  /** Expected `sha256:<hex>` of the payload, for backends that can have the server verify it. */
+  sha256?: string;
 }
 
 export interface WalkOptions extends OperationOptions {
@@ -56,15 +99,21 @@ export interface StorageBackend {
   readonly location: string;
 
   readFile(path: string, options?: ReadOptions): Promise<Uint8Array>;
+  /** Reads a whole file together with the version token of exactly those bytes. */
+  readVersioned(path: string, options?: ReadOptions): Promise<VersionedFile>;
   openRead(path: string, options?: OperationOptions): Promise<Readable>;
   /** Writes atomically: readers see the old bytes or the new bytes, never a partial file. */
-  writeFile(path: string, data: WriteData, options?: WriteOptions): Promise<void>;
+  writeFile(path: string, data: WriteData, options?: WriteOptions): Promise<WriteResult>;
   stat(path: string, options?: OperationOptions): Promise<StorageEntry>;
-  /** Entries below `prefix` (excluding the prefix itself), sorted by path in byte order. */
+  /**
+   * Entries below `prefix` (excluding the prefix itself), sorted by path in byte order. Every kind
+   * is listed, including symlinks, special files and names that are not logical paths; walks never
+   * descend into those.
+   */
   walk(prefix: string, options: WalkOptions): Promise<StorageEntry[]>;
   /** True when anything exists below `prefix`. */
   hasAny(prefix: string, options?: OperationOptions): Promise<boolean>;
-  /** Deletes the given outputs of a bundle path (never its state file). */
+  /** Deletes the given outputs of a bundle path (never its state file), in batches where the store allows. */
   deleteManagedOutputs(
     bundlePath: string,
     outputPaths: readonly string[],
@@ -82,5 +131,6 @@ export interface StorageBackend {
    * A missing prefix fails with `not_found` unless `ignoreMissing`.
    */
   deletePrefix(prefix: string, options?: DeleteOptions): Promise<void>;
+  /** Releases connections and handles; every later call fails with `unavailable`. */
   close(): Promise<void>;
 }

@@ -5,9 +5,11 @@ export type {
   ReadOptions,
   StorageBackend,
   StorageEntry,
+  VersionedFile,
   WalkOptions,
   WriteData,
   WriteOptions,
+  WriteResult,
 } from "./backend.js";
 export {
   isStorageError,
@@ -18,6 +20,15 @@ export {
 } from "./errors.js";
 export { createLocalBackend, type LocalBackendOptions } from "./local/index.js";
 export { createMemoryBackend, type MemoryBackendOptions } from "./memory/index.js";
+export {
+  escapeName,
+  isReservedName,
+  isTempFileName,
+  LEASE_FILE_NAME,
+  nameProblem,
+  reservedSegment,
+  STATE_FILE_NAME,
+} from "./names.js";
 export {
   compareLogicalPaths,
   displayPath,
@@ -31,7 +42,6 @@ export {
   parentPath,
   pathProblem,
   relativeTo,
-  STATE_FILE_NAME,
   statePath,
   validatePath,
   validatePrefix,

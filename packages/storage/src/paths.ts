@@ -1,8 +1,8 @@
 import { posix } from "node:path";
 import { StorageError, type StorageOperation } from "./errors.js";
+import { STATE_FILE_NAME } from "./names.js";
 
-/** Name of the state file distributor keeps in every destination bundle path. */
-export const STATE_FILE_NAME = ".distributor.json";
+export { STATE_FILE_NAME };
 
 const MAX_SEGMENT_BYTES = 255;
 // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what we reject

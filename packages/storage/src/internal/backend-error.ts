@@ -29,3 +29,10 @@ export function sourceStreamFailed(
   const message = error instanceof Error ? error.message : String(error);
   return makeError("unavailable", operation, path, `source stream failed: ${message}`, error);
 }
+
+/** The words every backend uses when a compare-and-swap write finds another version. */
+export function versionMismatch(expected: string, current: string | undefined): string {
+  return current === undefined
+    ? `expected version ${expected}, but the file does not exist`
+    : `expected version ${expected}, found ${current}`;
+}

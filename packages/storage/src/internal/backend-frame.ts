@@ -5,9 +5,11 @@ import type {
   ReadOptions,
   StorageBackend,
   StorageEntry,
+  VersionedFile,
   WalkOptions,
   WriteData,
   WriteOptions,
+  WriteResult,
 } from "../backend.js";
 import type { StorageOperation } from "../errors.js";
 import {
@@ -29,13 +31,18 @@ export type WriteOperation = "write file" | "write stream";
  */
 export interface BackendOperations {
   readFile(path: string, options: ReadOptions): Promise<Uint8Array>;
+  readVersioned(path: string, options: ReadOptions): Promise<VersionedFile>;
   openRead(path: string, options: OperationOptions): Promise<Readable>;
+  /**
+   * Stores `data` atomically. `overwrite: false` must be a no-clobber create that a concurrent
+   * writer cannot race; `ifMatch` a replace of exactly that version (else `conflict`).
+   */
   writeFile(
     path: string,
     data: WriteData,
     operation: WriteOperation,
     options: WriteOptions,
-  ): Promise<void>;
+  ): Promise<WriteResult>;
   stat(path: string, options: OperationOptions): Promise<StorageEntry>;
   walk(prefix: string, options: WalkOptions): Promise<StorageEntry[]>;
   hasAny(prefix: string, options: OperationOptions): Promise<boolean>;
@@ -46,6 +53,8 @@ export interface BackendOperations {
     options: DeleteOptions,
   ): Promise<void>;
   deletePrefix(prefix: string, options: DeleteOptions): Promise<void>;
+  /** Releases connections; called once, after which the frame refuses every operation. */
+  close?(): Promise<void>;
 }
 
 export interface BackendIdentity {
@@ -89,6 +98,14 @@ class FramedBackend implements StorageBackend {
     );
   }
 
+  async readVersioned(path: string, options: ReadOptions = {}): Promise<VersionedFile> {
+    validatePath(path, "read file", this.name);
+    checkCount("maxBytes", options.maxBytes);
+    return this.#run("read file", path, options.signal, () =>
+      this.#operations.readVersioned(path, options),
+    );
+  }
+
   async openRead(path: string, options: OperationOptions = {}): Promise<Readable> {
     validatePath(path, "open reader", this.name);
     return this.#run("open reader", path, options.signal, () =>
@@ -96,13 +113,17 @@ class FramedBackend implements StorageBackend {
     );
   }
 
-  async writeFile(path: string, data: WriteData, options: WriteOptions = {}): Promise<void> {
+  async writeFile(path: string, data: WriteData, options: WriteOptions = {}): Promise<WriteResult> {
     holdSourceErrors(data);
     const operation =
       typeof data === "string" || data instanceof Uint8Array ? "write file" : "write stream";
     try {
       validatePath(path, operation, this.name);
-      await this.#run(operation, path, options.signal, () =>
+      if (options.ifMatch !== undefined && options.ifMatch === "") {
+        throw backendErrors(this.name)("conflict", operation, path, "ifMatch is an empty version");
+      }
+      checkCount("size", options.size);
+      return await this.#run(operation, path, options.signal, () =>
         this.#operations.writeFile(path, data, operation, options),
       );
     } catch (error) {
@@ -161,7 +182,15 @@ class FramedBackend implements StorageBackend {
   }
 
   async close(): Promise<void> {
+    if (this.#closed) return;
     this.#closed = true;
+    const close = this.#operations.close?.bind(this.#operations);
+    if (close === undefined) return;
+    try {
+      await close();
+    } catch (error) {
+      throw this.#mapError(error, "close", "");
+    }
   }
 
   /** Validated here, with this operation and backend, so a bad output path names the call. */

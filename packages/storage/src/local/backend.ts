@@ -7,9 +7,11 @@ import type {
   ReadOptions,
   StorageBackend,
   StorageEntry,
+  VersionedFile,
   WalkOptions,
   WriteData,
   WriteOptions,
+  WriteResult,
 } from "../backend.js";
 import type { StorageOperation } from "../errors.js";
 import { throwIfAborted } from "../internal/abort.js";
@@ -18,7 +20,13 @@ import {
   frameBackend,
   type WriteOperation,
 } from "../internal/backend-frame.js";
-import { type LocalRoot, localError, nativePath } from "./context.js";
+import {
+  type LocalRoot,
+  localError,
+  localVersion,
+  nativePath,
+  rootNotDirectory,
+} from "./context.js";
 import { BACKEND_NAME, hasCode, toStorageError } from "./errno.js";
 import { inspectPath } from "./inspect.js";
 import { openReadStream, readWholeFile } from "./read.js";
@@ -43,7 +51,11 @@ export function createLocalBackend(options: LocalBackendOptions): StorageBackend
 class LocalOperations implements BackendOperations, LocalRoot {
   constructor(readonly root: string) {}
 
-  readFile(path: string, options: ReadOptions): Promise<Uint8Array> {
+  async readFile(path: string, options: ReadOptions): Promise<Uint8Array> {
+    return (await this.readVersioned(path, options)).bytes;
+  }
+
+  readVersioned(path: string, options: ReadOptions): Promise<VersionedFile> {
     return readWholeFile(this, path, options.maxBytes, options.signal);
   }
 
@@ -56,7 +68,7 @@ class LocalOperations implements BackendOperations, LocalRoot {
     data: WriteData,
     operation: WriteOperation,
     options: WriteOptions,
-  ): Promise<void> {
+  ): Promise<WriteResult> {
     return writeAtomically(this, path, data, options, operation);
   }
 
@@ -67,7 +79,13 @@ class LocalOperations implements BackendOperations, LocalRoot {
       case "blocked":
         throw localError("not_found", "stat", path);
       case "file":
-        return { path, kind: "file", size: state.stats.size, modifiedAt: state.stats.mtime };
+        return {
+          path,
+          kind: "file",
+          size: state.stats.size,
+          modifiedAt: state.stats.mtime,
+          version: localVersion(state.stats),
+        };
       case "directory":
         return { path, kind: "directory", size: 0, modifiedAt: state.stats.mtime };
       case "other":
@@ -85,7 +103,12 @@ class LocalOperations implements BackendOperations, LocalRoot {
       if (state.kind === "missing" || state.kind === "blocked") return false;
       if (state.kind !== "directory") return true;
     }
-    return directoryHasEntries(nativePath(this, prefix));
+    try {
+      return await directoryHasEntries(nativePath(this, prefix));
+    } catch (error) {
+      if (prefix === "" && hasCode(error, "ENOTDIR")) throw rootNotDirectory(this, "has any", "");
+      throw error;
+    }
   }
 
   /** Checks every target before deleting any, so a bad target fails without a partial delete. */
@@ -129,6 +152,7 @@ class LocalOperations implements BackendOperations, LocalRoot {
     if (prefix === "") {
       // The root is kept, and a root that does not exist yet is simply empty.
       await emptyDirectory(this.root, signal).catch((error: unknown) => {
+        if (hasCode(error, "ENOTDIR")) throw rootNotDirectory(this, "delete prefix", "");
         if (!hasCode(error, "ENOENT")) throw error;
       });
       return;

@@ -1,3 +1,4 @@
+import type { Stats } from "node:fs";
 import { join } from "node:path";
 import type { StorageError, StorageOperation } from "../errors.js";
 import { backendErrors } from "../internal/backend-error.js";
@@ -28,4 +29,21 @@ export function symlinkRefused(
     path,
     `"${symlinkPath}" is a symlink; symlinks are refused`,
   );
+}
+
+/**
+ * The refusal of every operation on a backend whose root is not a directory (a destination
+ * `path` that names a file): it names the configured root, since no logical path can fix it.
+ */
+export function rootNotDirectory(
+  local: LocalRoot,
+  operation: StorageOperation,
+  path: string,
+): StorageError {
+  return localError("conflict", operation, path, `root ${local.root} is not a directory`);
+}
+
+/** Version token of a local file: a replacement is a new inode, an in-place edit moves mtime. */
+export function localVersion(stats: Stats): string {
+  return `${stats.ino.toString(16)}-${stats.size.toString(16)}-${Math.round(stats.mtimeMs * 1000).toString(16)}`;
 }

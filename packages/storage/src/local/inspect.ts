@@ -1,7 +1,7 @@
 import type { Stats } from "node:fs";
 import { lstat } from "node:fs/promises";
 import type { StorageOperation } from "../errors.js";
-import { type LocalRoot, nativePath, symlinkRefused } from "./context.js";
+import { type LocalRoot, nativePath, rootNotDirectory, symlinkRefused } from "./context.js";
 import { hasCode, toStorageError } from "./errno.js";
 
 /** What lies at a logical path, found without following any symlink below the root. */
@@ -34,8 +34,10 @@ export async function inspectPath(
       stats = await lstat(nativePath(local, partial));
     } catch (error) {
       if (hasCode(error, "ENOENT")) return { kind: "missing", existing: index };
-      if (hasCode(error, "ENOTDIR"))
+      if (hasCode(error, "ENOTDIR")) {
+        if (index === 0) throw rootNotDirectory(local, operation, logical);
         return { kind: "blocked", at: segments.slice(0, index).join("/") };
+      }
       throw toStorageError(error, operation, logical);
     }
     if (stats.isSymbolicLink()) throw symlinkRefused(operation, logical, partial);

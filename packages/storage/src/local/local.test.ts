@@ -146,16 +146,21 @@ describe("local backend", () => {
       expect((await lstat(join(root, "linked-dir"))).isSymbolicLink()).toBe(true);
     });
 
-    it("refuses walks and hasAny through a symlink, and walks that meet one", async () => {
+    it("refuses walks and hasAny through a symlink, and lists the symlinks a walk meets", async () => {
       await refused(backend.walk("linked-dir", { recursive: true, limit: 10 }));
       await refused(backend.hasAny("linked-dir"));
       await refused(backend.hasAny("linked-file.txt"));
-      const error = await expectStorageError(
-        backend.walk("", { recursive: true, limit: 10 }),
-        "unsupported",
-      );
-      expect(error.message).toMatch(/"linked-dir" is a symlink|"linked-file.txt" is a symlink/);
-      await refused(backend.walk("real", { limit: 10 }));
+      const entries = await backend.walk("", { recursive: true, limit: 10 });
+      // Listed, never followed: nothing of `outside` appears.
+      expect(entries.map((entry) => `${entry.kind} ${entry.path}`)).toEqual([
+        "symlink linked-dir",
+        "symlink linked-file.txt",
+        "directory real",
+        "symlink real/nested-link",
+      ]);
+      expect(await backend.walk("real", { limit: 10 })).toMatchObject([
+        { path: "real/nested-link", kind: "symlink", size: 0 },
+      ]);
     });
 
     it("counts a symlink as content and deletePrefix unlinks it without following", async () => {
@@ -293,12 +298,73 @@ describe("local backend", () => {
       await expectStorageError(backend.openRead("d"), "unsupported");
     });
 
-    it("refuses a walk that meets a name no logical path can hold", async () => {
+    it("lists names no logical path can hold escaped, with the problem, and never descends", async () => {
       await writeFile(join(root, "back\\slash"), "x");
-      const error = await expectStorageError(backend.walk("", { limit: 10 }), "unsupported");
-      expect(error.message).toContain("not a valid logical path");
+      await mkdir(Buffer.from(`${root}/sub\xff`, "latin1"));
+      await writeFile(Buffer.from(`${root}/sub\xff/manifest.json`, "latin1"), "{}");
+      await writeFile(Buffer.from(`${root}/f\xfe.txt`, "latin1"), "odd");
+      await writeFile(join(root, "tab\there"), "t");
+      const entries = await backend.walk("", { recursive: true, limit: 10 });
+      expect(entries.map((e) => [e.kind, e.path, e.nameProblem])).toEqual([
+        ["file", "back\\\\slash", "name contains a backslash"],
+        ["file", "f\\xfe.txt", "name is not valid UTF-8"],
+        ["directory", "sub\\xff", "name is not valid UTF-8"],
+        ["file", "tab\\x09here", "name contains a control character"],
+      ]);
       expect(await backend.hasAny("")).toBe(true);
+      // The escaped form is never a valid logical path, so it cannot be operated on by mistake.
+      await expectStorageError(backend.readFile(entries[1]!.path), "invalid_path");
     });
+
+    it("deletePrefix removes entries whose names are not UTF-8", async () => {
+      await mkdir(join(root, "bundle"));
+      await writeFile(Buffer.from(`${root}/bundle/f\xfe.txt`, "latin1"), "odd");
+      await mkdir(Buffer.from(`${root}/bundle/d\xff`, "latin1"));
+      await backend.deletePrefix("bundle");
+      expect(await readdir(root)).toEqual([]);
+    });
+  });
+
+  it("refuses every operation on a root that is a file, naming the root", async () => {
+    const fileRoot = join(dir, "root-file");
+    await writeFile(fileRoot, "not a directory");
+    const onFile = createLocalBackend({ root: fileRoot });
+    for (const call of [
+      () => onFile.readFile(".distributor.json"),
+      () => onFile.stat("a.txt"),
+      () => onFile.hasAny(""),
+      () => onFile.walk("", { limit: 10 }),
+      () => onFile.writeFile("a.txt", "x"),
+      () => onFile.deletePrefix(""),
+    ]) {
+      const error = await expectStorageError(call(), "conflict");
+      expect(error.message).toContain(`root ${fileRoot} is not a directory`);
+    }
+    expect(await readFile(fileRoot, "utf8")).toBe("not a directory");
+  });
+
+  it("changes the version when a file is edited in place, so a compare-and-swap refuses", async () => {
+    const { version } = await backend.writeFile("state.json", "one");
+    await writeFile(join(root, "state.json"), "edited by hand");
+    expect((await backend.stat("state.json")).version).not.toBe(version);
+    await expectStorageError(
+      backend.writeFile("state.json", "two", { ifMatch: version }),
+      "conflict",
+    );
+    expect(await readFile(join(root, "state.json"), "utf8")).toBe("edited by hand");
+  });
+
+  it("streams into a reserved temp name beside the target and leaves none behind", async () => {
+    let seen: string[] = [];
+    async function* slow(): AsyncGenerator<Uint8Array> {
+      yield Buffer.from("first");
+      seen = await readdir(join(root, "out"));
+      yield Buffer.from("second");
+    }
+    await backend.writeFile("out/file.txt", slow());
+    expect(seen).toHaveLength(1);
+    expect(seen[0]).toMatch(/^\.distributor\.[0-9a-f]{12}\.tmp$/);
+    expect(await readdir(join(root, "out"))).toEqual(["file.txt"]);
   });
 
   it("fails every operation with unavailable after close", async () => {

@@ -1,9 +1,10 @@
+import type { Stats } from "node:fs";
 import { constants } from "node:fs";
 import { type FileHandle, open } from "node:fs/promises";
 import { addAbortSignal, type Readable } from "node:stream";
 import type { StorageOperation } from "../errors.js";
 import { throwIfAborted } from "../internal/abort.js";
-import { type LocalRoot, localError, nativePath, symlinkRefused } from "./context.js";
+import { type LocalRoot, localError, localVersion, nativePath, symlinkRefused } from "./context.js";
 import { hasCode, toStorageError } from "./errno.js";
 import { inspectPath } from "./inspect.js";
 
@@ -16,7 +17,7 @@ async function openFile(
   local: LocalRoot,
   path: string,
   operation: StorageOperation,
-): Promise<{ handle: FileHandle; size: number }> {
+): Promise<{ handle: FileHandle; stats: Stats }> {
   const state = await inspectPath(local, path, operation);
   if (state.kind === "missing" || state.kind === "blocked") {
     throw localError("not_found", operation, path);
@@ -36,23 +37,28 @@ async function openFile(
   try {
     const stats = await handle.stat();
     if (!stats.isFile()) throw localError("unsupported", operation, path, "is not a regular file");
-    return { handle, size: stats.size };
+    return { handle, stats };
   } catch (error) {
     await handle.close();
     throw toStorageError(error, operation, path);
   }
 }
 
-/** Reads a whole file, failing with `limit_exceeded` as soon as it passes `maxBytes`. */
+/**
+ * Reads a whole file, failing with `limit_exceeded` as soon as it passes `maxBytes`. The version
+ * comes from the open handle: atomic writers replace files by rename, never in place, so the
+ * bytes of one handle are those of one version.
+ */
 export async function readWholeFile(
   local: LocalRoot,
   path: string,
   maxBytes: number | undefined,
   signal: AbortSignal | undefined,
-): Promise<Uint8Array> {
+): Promise<{ bytes: Uint8Array; version: string }> {
   const operation = "read file";
   const limit = maxBytes ?? Number.POSITIVE_INFINITY;
-  const { handle, size } = await openFile(local, path, operation);
+  const { handle, stats } = await openFile(local, path, operation);
+  const size = stats.size;
   try {
     if (size > limit) throw tooLarge(path, limit);
     // Sized from the stat, plus one byte that detects a file growing past the limit meanwhile.
@@ -74,7 +80,8 @@ export async function readWholeFile(
       }
     }
     chunks.push(chunk.subarray(0, filled));
-    return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
+    const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
+    return { bytes, version: localVersion(stats) };
   } catch (error) {
     throw toStorageError(error, operation, path);
   } finally {

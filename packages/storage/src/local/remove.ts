@@ -1,5 +1,4 @@
 import { lstat, opendir, rmdir, unlink } from "node:fs/promises";
-import { join } from "node:path";
 import { throwIfAborted } from "../internal/abort.js";
 import { parentPath } from "../paths.js";
 import { type LocalRoot, nativePath } from "./context.js";
@@ -9,7 +8,10 @@ import { hasCode } from "./errno.js";
  * Removes a file or a whole directory tree. Symlinks inside the tree are unlinked, never followed,
  * so nothing outside the tree is touched. Checks the signal between entries, unlike `fs.rm`.
  */
-export async function removeTree(native: string, signal: AbortSignal | undefined): Promise<void> {
+export async function removeTree(
+  native: string | Buffer,
+  signal: AbortSignal | undefined,
+): Promise<void> {
   throwIfAborted(signal);
   const stats = await lstat(native);
   if (!stats.isDirectory()) {
@@ -20,13 +22,17 @@ export async function removeTree(native: string, signal: AbortSignal | undefined
   await rmdir(native);
 }
 
-/** Removes everything inside a directory, keeping the directory. */
+/**
+ * Removes everything inside a directory, keeping the directory. Names are read as raw bytes, so
+ * an entry whose name is not UTF-8 is removed too instead of being looked up under a mangled name.
+ */
 export async function emptyDirectory(
-  native: string,
+  native: string | Buffer,
   signal: AbortSignal | undefined,
 ): Promise<void> {
-  for await (const dirent of await opendir(native)) {
-    const child = join(native, dirent.name);
+  const parent = Buffer.concat([Buffer.from(native), Buffer.from("/")]);
+  for await (const dirent of await opendir(native, { encoding: "buffer" as BufferEncoding })) {
+    const child = Buffer.concat([parent, dirent.name as unknown as Buffer]);
     try {
       await removeTree(child, signal);
     } catch (error) {

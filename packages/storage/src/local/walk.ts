@@ -1,9 +1,16 @@
-import type { Dirent } from "node:fs";
+import type { Dirent, Stats } from "node:fs";
 import { lstat, opendir } from "node:fs/promises";
 import type { StorageEntry, WalkOptions } from "../backend.js";
 import { throwIfAborted } from "../internal/abort.js";
-import { compareLogicalPaths, isValidPath } from "../paths.js";
-import { type LocalRoot, localError, nativePath, symlinkRefused } from "./context.js";
+import { escapeName, nameProblem } from "../names.js";
+import { compareLogicalPaths } from "../paths.js";
+import {
+  type LocalRoot,
+  localError,
+  localVersion,
+  nativePath,
+  rootNotDirectory,
+} from "./context.js";
 import { hasCode, toStorageError } from "./errno.js";
 import { inspectPath } from "./inspect.js";
 
@@ -12,9 +19,11 @@ const OPERATION = "walk";
 /**
  * Lists entries below `prefix` in byte order. Directories are read entry by entry and the walk stops
  * with `limit_exceeded` on the first entry past the limit, so memory stays bounded by the limit.
- * A symlink met anywhere fails the walk (`unsupported`) rather than being silently skipped, so that
- * callers looking for unmanaged content never miss it. A missing prefix, or one that is a file, has
- * nothing below it and yields an empty list.
+ * Every entry is listed, never followed: symlinks and special files as `symlink` / `other`, and a
+ * name that is not a logical path (not UTF-8, a control character, a backslash) escaped, with its
+ * `nameProblem`; the walk descends only into directories it can address. Names are read as bytes,
+ * because string APIs silently replace bytes that are not UTF-8. A missing prefix, or one that is
+ * a file, has nothing below it and yields an empty list.
  */
 export async function walkTree(
   local: LocalRoot,
@@ -33,28 +42,26 @@ export async function walkTree(
     throwIfAborted(signal);
     let dir: Awaited<ReturnType<typeof opendir>>;
     try {
-      dir = await opendir(nativePath(local, directory));
+      dir = await opendir(nativePath(local, directory), { encoding: "buffer" as BufferEncoding });
     } catch (error) {
       // A root not created yet, or a directory removed since it was listed: nothing below it.
       if (hasCode(error, "ENOENT")) continue;
+      if (directory === "" && hasCode(error, "ENOTDIR"))
+        throw rootNotDirectory(local, OPERATION, "");
       throw toStorageError(error, OPERATION, prefix);
     }
     for await (const dirent of dir) {
       throwIfAborted(signal);
-      if (!isValidPath(dirent.name)) {
-        const where = directory === "" ? "the root" : `"${directory}"`;
-        const detail = `entry ${JSON.stringify(dirent.name)} in ${where} is not a valid logical path`;
-        throw localError("unsupported", OPERATION, prefix, detail);
-      }
-      const path = directory === "" ? dirent.name : `${directory}/${dirent.name}`;
-      const entry = await describe(local, prefix, path, dirent);
+      const entry = await describe(local, directory, dirent as unknown as Dirent<Buffer>);
       // Removed between listing and lstat: it no longer exists, so it is not listed.
       if (entry === undefined) continue;
       entries.push(entry);
       if (entries.length > limit) {
         throw localError("limit_exceeded", OPERATION, prefix, `more than ${limit} entries`);
       }
-      if (entry.kind === "directory" && options.recursive) pending.push(path);
+      if (entry.kind === "directory" && entry.nameProblem === undefined && options.recursive) {
+        pending.push(entry.path);
+      }
     }
   }
   return entries.sort((left, right) => compareLogicalPaths(left.path, right.path));
@@ -62,25 +69,33 @@ export async function walkTree(
 
 async function describe(
   local: LocalRoot,
-  prefix: string,
-  path: string,
-  dirent: Dirent,
+  directory: string,
+  dirent: Dirent<Buffer>,
 ): Promise<StorageEntry | undefined> {
-  if (dirent.isSymbolicLink()) throw symlinkRefused(OPERATION, prefix, path);
-  let stats: Awaited<ReturnType<typeof lstat>>;
+  const rawName = dirent.name;
+  const problem = nameProblem(rawName);
+  const name = problem === undefined ? rawName.toString("utf8") : escapeName(rawName);
+  const path = directory === "" ? name : `${directory}/${name}`;
+  const native = Buffer.concat([Buffer.from(`${nativePath(local, directory)}/`), rawName]);
+  let stats: Stats;
   try {
-    stats = await lstat(nativePath(local, path));
+    stats = await lstat(native);
   } catch (error) {
     if (hasCode(error, "ENOENT")) return undefined;
     throw toStorageError(error, OPERATION, path);
   }
-  if (stats.isSymbolicLink()) throw symlinkRefused(OPERATION, prefix, path);
-  if (stats.isDirectory()) return { path, kind: "directory", size: 0, modifiedAt: stats.mtime };
-  if (stats.isFile()) return { path, kind: "file", size: stats.size, modifiedAt: stats.mtime };
-  throw localError(
-    "unsupported",
-    OPERATION,
-    prefix,
-    `"${path}" is not a regular file or directory`,
-  );
+  const entry: StorageEntry = { path, kind: kindOf(stats), size: 0, modifiedAt: stats.mtime };
+  if (entry.kind === "file") {
+    entry.size = stats.size;
+    entry.version = localVersion(stats);
+  }
+  if (problem !== undefined) entry.nameProblem = problem;
+  return entry;
+}
+
+function kindOf(stats: Stats): StorageEntry["kind"] {
+  if (stats.isSymbolicLink()) return "symlink";
+  if (stats.isDirectory()) return "directory";
+  if (stats.isFile()) return "file";
+  return "other";
 }

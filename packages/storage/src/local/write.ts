@@ -1,25 +1,25 @@
-import { randomBytes } from "node:crypto";
 import { type FileHandle, link, lstat, mkdir, open, rename, rmdir, unlink } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import type { WriteData, WriteOptions } from "../backend.js";
+import type { WriteData, WriteOptions, WriteResult } from "../backend.js";
 import type { StorageError, StorageOperation } from "../errors.js";
 import { throwIfAborted } from "../internal/abort.js";
-import { sourceStreamFailed } from "../internal/backend-error.js";
+import { sourceStreamFailed, versionMismatch } from "../internal/backend-error.js";
 import { writeSource } from "../internal/write-source.js";
-import { type LocalRoot, localError, nativePath, symlinkRefused } from "./context.js";
+import { tempFileName } from "../names.js";
+import { type LocalRoot, localError, localVersion, nativePath, symlinkRefused } from "./context.js";
 import { hasCode, toStorageError } from "./errno.js";
-import { inspectPath } from "./inspect.js";
-
-// Keeps `.<name>.<random>.tmp` within the usual 255-byte NAME_MAX.
-const MAX_NAME_IN_TEMP_BYTES = 200;
+import { inspectPath, type PathState } from "./inspect.js";
 
 /**
  * Streams `data` into a temp file beside the target, fsyncs it and moves it into place: rename
  * when overwriting, hard link + unlink otherwise, because `link` fails with EEXIST atomically and so
- * can never clobber a file that appeared after our check. On any failure the temp file and the
- * directories this call created are removed, so no partial target is ever visible.
+ * can never clobber a file that appeared after our check. A compare-and-swap (`ifMatch`) checks
+ * the target's version just before the rename; the check and the rename are not one atomic step,
+ * which is why distributor makes them only while holding the state file's lease. On any failure
+ * the temp file and the directories this call created are removed, so no partial target is ever
+ * visible.
  */
 export async function writeAtomically(
   local: LocalRoot,
@@ -27,10 +27,11 @@ export async function writeAtomically(
   data: WriteData,
   options: WriteOptions,
   operation: StorageOperation,
-): Promise<void> {
-  const { signal } = options;
-  const overwrite = options.overwrite ?? false;
+): Promise<WriteResult> {
+  const { signal, ifMatch } = options;
+  const overwrite = ifMatch !== undefined || (options.overwrite ?? false);
   const state = await inspectPath(local, path, operation);
+  if (ifMatch !== undefined) checkVersion(state, ifMatch, operation, path);
   switch (state.kind) {
     case "blocked":
       throw localError("conflict", operation, path, `"${state.at}" is a file, not a directory`);
@@ -50,22 +51,28 @@ export async function writeAtomically(
   const existing = state.kind === "missing" ? state.existing : segments.length - 1;
   throwIfAborted(signal);
   const created = await createParents(local, path, segments, existing, operation);
-  const temp = join(dirname(target), tempName(segments[segments.length - 1] ?? "file"));
+  const temp = join(dirname(target), tempFileName());
   let committed = false;
   try {
     const handle = await open(temp, "wx", 0o666);
+    let version: string;
     try {
       await copyInto(handle, data, signal, operation, path);
+      version = localVersion(await handle.stat());
     } finally {
       await handle.close();
     }
     throwIfAborted(signal);
+    if (ifMatch !== undefined) {
+      checkVersion(await inspectPath(local, path, operation), ifMatch, operation, path);
+    }
     if (overwrite) {
       await rename(temp, target);
     } else {
       await link(temp, target);
     }
     committed = true;
+    return { version };
   } catch (error) {
     throw writeError(error, operation, path, overwrite);
   } finally {
@@ -126,9 +133,16 @@ async function writeFully(handle: FileHandle, chunk: Buffer): Promise<void> {
   }
 }
 
-function tempName(name: string): string {
-  const shown = Buffer.byteLength(name, "utf8") <= MAX_NAME_IN_TEMP_BYTES ? name : "distributor";
-  return `.${shown}.${randomBytes(6).toString("hex")}.tmp`;
+function checkVersion(
+  state: PathState,
+  expected: string,
+  operation: StorageOperation,
+  path: string,
+): void {
+  const current = state.kind === "file" ? localVersion(state.stats) : undefined;
+  if (current !== expected) {
+    throw localError("conflict", operation, path, versionMismatch(expected, current));
+  }
 }
 
 /** Creates the missing parents one level at a time so each new level is checked, not followed. */

@@ -6,17 +6,20 @@ import type {
   ReadOptions,
   StorageBackend,
   StorageEntry,
+  VersionedFile,
   WalkOptions,
   WriteData,
   WriteOptions,
+  WriteResult,
 } from "../backend.js";
+import { inferContentType } from "../content-type.js";
 import type { StorageOperation } from "../errors.js";
 import { throwIfAborted } from "../internal/abort.js";
-import { backendErrors, sourceStreamFailed } from "../internal/backend-error.js";
+import { backendErrors, sourceStreamFailed, versionMismatch } from "../internal/backend-error.js";
 import { type BackendOperations, frameBackend } from "../internal/backend-frame.js";
 import { writeSource } from "../internal/write-source.js";
 import { compareLogicalPaths, isWithinPrefix, relativeTo, validatePath } from "../paths.js";
-import { MemoryTree } from "./tree.js";
+import { MemoryTree, type StoredFile } from "./tree.js";
 
 const BACKEND_NAME = "memory";
 const memoryError = backendErrors(BACKEND_NAME);
@@ -41,6 +44,7 @@ export function createMemoryBackend(options: MemoryBackendOptions = {}): Storage
 class MemoryOperations implements BackendOperations {
   readonly #tree = new MemoryTree();
   readonly #now: () => Date;
+  #writes = 0;
 
   constructor(now: () => Date) {
     this.#now = now;
@@ -49,11 +53,15 @@ class MemoryOperations implements BackendOperations {
   seed(path: string, data: Uint8Array | string): void {
     validatePath(path, "write file", BACKEND_NAME);
     const bytes = typeof data === "string" ? Buffer.from(data, "utf8") : Buffer.from(data);
-    this.#commit(path, bytes, false, "write file");
+    this.#commit(path, bytes, { overwrite: false }, "write file");
   }
 
   async readFile(path: string, options: ReadOptions): Promise<Uint8Array> {
-    const bytes = this.#file(path, "read file").bytes;
+    return (await this.readVersioned(path, options)).bytes;
+  }
+
+  async readVersioned(path: string, options: ReadOptions): Promise<VersionedFile> {
+    const { bytes, version } = this.#file(path, "read file");
     if (options.maxBytes !== undefined && bytes.length > options.maxBytes) {
       throw memoryError(
         "limit_exceeded",
@@ -62,7 +70,7 @@ class MemoryOperations implements BackendOperations {
         `file is larger than ${options.maxBytes} bytes`,
       );
     }
-    return Buffer.from(bytes);
+    return { bytes: Buffer.from(bytes), version };
   }
 
   async openRead(path: string, options: OperationOptions): Promise<Readable> {
@@ -76,22 +84,18 @@ class MemoryOperations implements BackendOperations {
     data: WriteData,
     operation: StorageOperation,
     options: WriteOptions,
-  ): Promise<void> {
-    const overwrite = options.overwrite ?? false;
+  ): Promise<WriteResult> {
     // Fail fast before consuming a stream that could never be stored.
-    this.#checkWritable(path, overwrite, operation);
+    this.#checkWritable(path, options, operation);
     const bytes = await collect(data, operation, path, options.signal);
     throwIfAborted(options.signal);
     // Checked again: the tree may have changed while the stream was being consumed.
-    this.#commit(path, bytes, overwrite, operation);
+    return { version: this.#commit(path, bytes, options, operation) };
   }
 
   async stat(path: string): Promise<StorageEntry> {
     const state = this.#tree.lookup(path);
-    if (state.kind === "file") {
-      const { bytes, modifiedAt } = state.file;
-      return { path, kind: "file", size: bytes.length, modifiedAt: new Date(modifiedAt) };
-    }
+    if (state.kind === "file") return fileEntry(path, state.file);
     if (state.kind === "directory") return { path, kind: "directory", size: 0 };
     throw memoryError("not_found", "stat", path);
   }
@@ -114,12 +118,7 @@ class MemoryOperations implements BackendOperations {
         const entryPath = joinSegments(prefix, segments.slice(0, index));
         if (index < segments.length) add({ path: entryPath, kind: "directory", size: 0 });
         else {
-          add({
-            path: entryPath,
-            kind: "file",
-            size: file.bytes.length,
-            modifiedAt: new Date(file.modifiedAt),
-          });
+          add(fileEntry(entryPath, file));
         }
       }
     }
@@ -175,7 +174,7 @@ class MemoryOperations implements BackendOperations {
     throw memoryError("not_found", operation, path);
   }
 
-  #checkWritable(path: string, overwrite: boolean, operation: StorageOperation): void {
+  #checkWritable(path: string, options: WriteOptions, operation: StorageOperation): void {
     const state = this.#tree.lookup(path);
     if (state.kind === "blocked") {
       throw memoryError("conflict", operation, path, `"${state.at}" is a file, not a directory`);
@@ -183,12 +182,29 @@ class MemoryOperations implements BackendOperations {
     if (state.kind === "directory") {
       throw memoryError("unsupported", operation, path, "is a directory");
     }
-    if (state.kind === "file" && !overwrite) throw memoryError("already_exists", operation, path);
+    if (options.ifMatch !== undefined) {
+      const current = state.kind === "file" ? state.file.version : undefined;
+      if (current !== options.ifMatch) {
+        throw memoryError("conflict", operation, path, versionMismatch(options.ifMatch, current));
+      }
+      return;
+    }
+    if (state.kind === "file" && !options.overwrite) {
+      throw memoryError("already_exists", operation, path);
+    }
   }
 
-  #commit(path: string, bytes: Buffer, overwrite: boolean, operation: StorageOperation): void {
-    this.#checkWritable(path, overwrite, operation);
-    this.#tree.put(path, { bytes, modifiedAt: this.#now() });
+  #commit(path: string, bytes: Buffer, options: WriteOptions, operation: StorageOperation): string {
+    this.#checkWritable(path, options, operation);
+    this.#writes += 1;
+    const version = `m${this.#writes}`;
+    this.#tree.put(path, {
+      bytes,
+      modifiedAt: this.#now(),
+      version,
+      contentType: options.contentType ?? inferContentType(path),
+    });
+    return version;
   }
 }
 
@@ -218,6 +234,18 @@ async function collect(
     throw sourceStreamFailed(error, memoryError, operation, path);
   }
   return Buffer.concat(chunks, total);
+}
+
+function fileEntry(path: string, file: StoredFile): StorageEntry {
+  const entry: StorageEntry = {
+    path,
+    kind: "file",
+    size: file.bytes.length,
+    modifiedAt: new Date(file.modifiedAt),
+    version: file.version,
+  };
+  if (file.contentType !== undefined) entry.contentType = file.contentType;
+  return entry;
 }
 
 function joinSegments(prefix: string, segments: string[]): string {

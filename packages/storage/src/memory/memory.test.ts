@@ -25,6 +25,8 @@ describe("memory backend", () => {
       kind: "file",
       size: 3,
       modifiedAt: now,
+      version: "m2",
+      contentType: "application/octet-stream",
     });
   });
 

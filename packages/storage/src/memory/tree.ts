@@ -3,6 +3,9 @@ import { parentPath } from "../paths.js";
 export interface StoredFile {
   bytes: Buffer;
   modifiedAt: Date;
+  /** Changes with every write of the path. */
+  version: string;
+  contentType?: string | undefined;
 }
 
 /** What lies at a logical path in a memory tree. */

@@ -1,0 +1,24 @@
+/**
+ * What an adapter package (S3, SFTP, ...) builds a backend from. `frameBackend` supplies the parts
+ * of the contract that do not depend on where bytes live: path validation before any IO, the
+ * closed state, cancellation with the signal's own reason, ownership of a write's source stream
+ * and error wrapping. An adapter writes only its `BackendOperations`.
+ */
+
+export { inferContentType } from "./content-type.js";
+export { abortable, throwIfAborted } from "./internal/abort.js";
+export {
+  type BackendErrorFactory,
+  backendErrors,
+  sourceStreamFailed,
+  versionMismatch,
+} from "./internal/backend-error.js";
+export {
+  type BackendIdentity,
+  type BackendOperations,
+  frameBackend,
+  type WriteOperation,
+} from "./internal/backend-frame.js";
+export { checkCount } from "./internal/limits.js";
+export { type WriteSource, writeSource } from "./internal/write-source.js";
+export { escapeName, nameProblem, tempFileName } from "./names.js";
