@@ -1,4 +1,10 @@
-import { isStorageError, type StorageBackend, type StorageEntry } from "@distributor/storage";
+import {
+  isReservedName,
+  isStorageError,
+  relativeTo,
+  type StorageBackend,
+  type StorageEntry,
+} from "@distributor/storage";
 import { type BundleIssue, BundleValidationError } from "./errors.js";
 import { walkRefusal } from "./file-problem.js";
 import { MANIFEST_FILE_NAME } from "./manifest.js";
@@ -8,9 +14,17 @@ export function walkLimit(maxFiles: number): number {
   return maxFiles * 2 + 64;
 }
 
+/** A bundle directory as listed once: what it may hold, and what no bundle may hold. */
+export interface BundleListing {
+  /** Regular files and directories with valid, unreserved names. */
+  entries: StorageEntry[];
+  /** One issue per entry no bundle may hold (symlinks, special files, odd or reserved names). */
+  issues: BundleIssue[];
+}
+
 /**
  * Lists a bundle directory once, recursively and bounded by `limit` entries. A larger tree fails
- * as `too_many_entries` (`limitNote` says where the bound came from) and an entry the backend
+ * as `too_many_entries` (`limitNote` says where the bound came from); a bundle path the backend
  * refuses to list (a symlink on local storage) as `unsupported_entry`.
  */
 export async function walkBundle(
@@ -18,9 +32,10 @@ export async function walkBundle(
   bundlePath: string,
   limit: number,
   options: { signal?: AbortSignal | undefined; limitNote?: string },
-): Promise<StorageEntry[]> {
+): Promise<BundleListing> {
+  let entries: StorageEntry[];
   try {
-    return await backend.walk(bundlePath, { recursive: true, limit, signal: options.signal });
+    entries = await backend.walk(bundlePath, { recursive: true, limit, signal: options.signal });
   } catch (error) {
     if (isStorageError(error, "limit_exceeded")) {
       const note = options.limitNote === undefined ? "" : ` (${options.limitNote})`;
@@ -38,6 +53,56 @@ export async function walkBundle(
     }
     throw error;
   }
+  const listing: BundleListing = { entries: [], issues: [] };
+  for (const entry of entries) {
+    const issue = entryIssue(entry, bundlePath, { reserved: true });
+    if (issue === undefined) listing.entries.push(entry);
+    else listing.issues.push(issue);
+  }
+  return listing;
+}
+
+/**
+ * Why a listed entry cannot be part of a bundle, or undefined when it can: a name that is not a
+ * logical path (shown escaped), a symlink or special file, or (with `reserved`) a name distributor
+ * keeps for its own files at any depth.
+ */
+export function entryIssue(
+  entry: StorageEntry,
+  prefix: string,
+  options: { reserved: boolean },
+): BundleIssue | undefined {
+  const path = relativeTo(prefix, entry.path);
+  if (entry.nameProblem !== undefined) {
+    return { code: "invalid_name", path, message: `${path}: ${entry.nameProblem}` };
+  }
+  if (entry.kind === "symlink") {
+    return {
+      code: "unsupported_entry",
+      path,
+      message: `${path}: is a symlink; symlinks are refused`,
+    };
+  }
+  if (entry.kind === "other") {
+    return {
+      code: "unsupported_entry",
+      path,
+      message: `${path}: is not a regular file or directory`,
+    };
+  }
+  if (options.reserved) {
+    const name = path.slice(path.lastIndexOf("/") + 1);
+    if (isReservedName(name)) return reservedNameIssue(path, name);
+  }
+  return undefined;
+}
+
+export function reservedNameIssue(path: string, name: string): BundleIssue {
+  return {
+    code: "forbidden_file",
+    path,
+    message: `${path}: ${name} is reserved for distributor's own files (state, lease, temp files) and cannot be part of a bundle`,
+  };
 }
 
 /** A `manifest.json` below the bundle root: bundles never nest, whatever else is allowed. */

@@ -1,4 +1,4 @@
-import { readFile, symlink } from "node:fs/promises";
+import { readFile, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { addAbortSignal, Readable } from "node:stream";
 import { createLocalBackend, createMemoryBackend, StorageError } from "@distributor/storage";
@@ -134,7 +134,7 @@ describe("createManifest", () => {
     expect(error.issues.map((issue) => [issue.code, issue.path])).toEqual([
       ["unsupported_entry", "data/link.md"],
     ]);
-    expect(error.message).toMatch(/data\/link\.md: refused by local storage: .*symlink/);
+    expect(error.message).toContain("data/link.md: is a symlink; symlinks are refused");
     await expect(readFile(join(root, "b", "manifest.json"))).rejects.toThrow(/ENOENT/);
   });
 
@@ -150,7 +150,7 @@ describe("createManifest", () => {
         code: "forbidden_file",
         path: ".distributor.json",
         message:
-          ".distributor.json: destination state file cannot be part of a bundle; remove it first",
+          ".distributor.json: .distributor.json is reserved for distributor's own files (state, lease, temp files) and cannot be part of a bundle",
       },
       {
         code: "nested_manifest",
@@ -161,10 +161,15 @@ describe("createManifest", () => {
     ]);
   });
 
-  it("lists a .distributor.json below the root like any file", async () => {
-    const { backend } = await bundleDir({ ...FILES, "sub/.distributor.json": "{}" });
-    const { manifest } = await createManifest(backend, "b", { id: "reports.example" });
-    expect(manifest.files.map((file) => file.path)).toContain("sub/.distributor.json");
+  it("refuses reserved names below the root too, and names that are not UTF-8", async () => {
+    const { root, backend } = await bundleDir({ ...FILES, "sub/.distributor.json": "{}" });
+    await writeFile(Buffer.from(`${root}/b/odd\xff.txt`, "latin1"), "odd");
+    const error = await bundleError(() => createManifest(backend, "b", { id: "reports.example" }));
+    expect(error.issues.map((issue) => [issue.code, issue.path])).toEqual([
+      ["invalid_name", "odd\\xff.txt"],
+      ["forbidden_file", "sub/.distributor.json"],
+    ]);
+    await expect(readFile(join(root, "b", "manifest.json"))).rejects.toThrow(/ENOENT/);
   });
 
   it("refuses an invalid id before touching storage", async () => {

@@ -139,20 +139,14 @@ async function listBundleFiles(
   maxFiles: number,
   signal: AbortSignal | undefined,
 ): Promise<StorageEntry[]> {
-  const entries = await walkBundle(backend, bundlePath, walkLimit(maxFiles), { signal });
-  const issues: BundleIssue[] = [];
+  const listing = await walkBundle(backend, bundlePath, walkLimit(maxFiles), { signal });
+  const issues: BundleIssue[] = [...listing.issues];
   const files: StorageEntry[] = [];
-  for (const entry of entries) {
+  for (const entry of listing.entries) {
     if (entry.kind !== "file") continue;
     const path = relativeTo(bundlePath, entry.path);
     if (path === MANIFEST_FILE_NAME) continue;
-    if (path === STATE_FILE_NAME) {
-      issues.push({
-        code: "forbidden_file",
-        path,
-        message: `${path}: destination state file cannot be part of a bundle; remove it first`,
-      });
-    } else if (isNestedManifest(path)) {
+    if (isNestedManifest(path)) {
       issues.push(nestedManifestIssue(path));
     } else {
       files.push(entry);

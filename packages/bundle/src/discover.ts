@@ -8,6 +8,7 @@ import {
   type StorageEntry,
   validatePrefix,
 } from "@distributor/storage";
+import { entryIssue } from "./bundle-walk.js";
 import { type BundleIssue, BundleValidationError } from "./errors.js";
 import { walkRefusal } from "./file-problem.js";
 import { MANIFEST_FILE_NAME } from "./manifest.js";
@@ -57,6 +58,11 @@ export async function discoverBundles(
     }
     throw error;
   }
+  // An entry no logical path can address might hide a bundle, so it fails discovery outright.
+  const refused = entries.flatMap(
+    (entry) => entryIssue(entry, rootPrefix, { reserved: false }) ?? [],
+  );
+  if (refused.length > 0) throw new BundleValidationError(refused, { bundlePath: rootPrefix });
   const bundlePaths: string[] = [];
   for (const entry of entries) {
     if (entry.kind !== "file") continue;

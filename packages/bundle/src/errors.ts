@@ -7,6 +7,7 @@ export type BundleIssueCode =
   | "missing_file"
   | "not_regular_file"
   | "unsupported_entry"
+  | "invalid_name"
   | "size_mismatch"
   | "sha256_mismatch"
   | "unlisted_file"

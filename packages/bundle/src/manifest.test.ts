@@ -237,7 +237,10 @@ describe("parseManifest", () => {
     ["", "path is empty"],
     ["\ud800.md", "path is not well-formed Unicode"],
     ["manifest.json", "manifest.json at the bundle root is the manifest itself"],
-    [".distributor.json", ".distributor.json at the bundle root is reserved for destination state"],
+    [".distributor.json", ".distributor.json is reserved for distributor's own files"],
+    ["sub/.distributor.json", ".distributor.json is reserved for distributor's own files"],
+    ["a/.distributor.lease.json", ".distributor.lease.json is reserved"],
+    [".distributor.0123456789ab.tmp", ".distributor.0123456789ab.tmp is reserved"],
   ])("rejects file path %j", (path, detail) => {
     const doc = validDoc();
     (doc.files[1] as { path: string }).path = path;
@@ -247,11 +250,11 @@ describe("parseManifest", () => {
     expect(error.message).toContain(detail);
   });
 
-  it("allows manifest.json and .distributor.json names below the root", () => {
+  it("allows look-alikes of reserved names", () => {
     const doc = validDoc();
-    (doc.files[1] as { path: string }).path = "sub/.distributor.json";
+    (doc.files[1] as { path: string }).path = "sub/.distributor.yml";
     expect(parseManifest(JSON.stringify(redigest(doc))).files[1]?.path).toBe(
-      "sub/.distributor.json",
+      "sub/.distributor.yml",
     );
   });
 

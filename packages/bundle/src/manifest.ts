@@ -1,4 +1,4 @@
-import { compareLogicalPaths, pathProblem, STATE_FILE_NAME } from "@distributor/storage";
+import { compareLogicalPaths, pathProblem, reservedSegment } from "@distributor/storage";
 import { bundleDigest, isSha256Digest } from "./digest.js";
 import { ManifestError } from "./errors.js";
 import type { Manifest, ManifestFile } from "./manifest-types.js";
@@ -118,8 +118,10 @@ export function manifestPathProblem(path: string): string | undefined {
   if (problem !== undefined) return problem;
   if (LONE_SURROGATE.test(path)) return "path is not well-formed Unicode";
   if (path === MANIFEST_FILE_NAME) return "manifest.json at the bundle root is the manifest itself";
-  if (path === STATE_FILE_NAME)
-    return `${STATE_FILE_NAME} at the bundle root is reserved for destination state`;
+  const reserved = reservedSegment(path);
+  if (reserved !== undefined) {
+    return `${reserved} is reserved for distributor's own files (state, lease, temp files) at any depth`;
+  }
   return undefined;
 }
 

@@ -165,18 +165,46 @@ describe("validateBundle", () => {
 
   it("accepts unlisted files under unlistedFiles: ignore and reports them", async () => {
     const { root, backend } = await localBundle();
-    await writeTree(root, { "bundle/extra.txt": "surprise", "bundle/.distributor.json": "{}" });
+    await writeTree(root, { "bundle/extra.txt": "surprise", "bundle/sub/more.txt": "more" });
     const result = await validateBundle(backend, "bundle", { unlistedFiles: "ignore" });
-    expect(result.unlistedFiles).toEqual([".distributor.json", "extra.txt"]);
+    expect(result.unlistedFiles).toEqual(["extra.txt", "sub/more.txt"]);
   });
 
-  it("treats a root .distributor.json as unlisted", async () => {
+  it("refuses reserved names at any depth, even when unlisted files are ignored", async () => {
     const { root, backend } = await localBundle();
-    await writeTree(root, { "bundle/.distributor.json": "{}" });
-    const error = await validationError(backend, "bundle");
-    expect(error.issues.map((issue) => issue.message)).toEqual([
-      ".distributor.json: present but not listed in manifest.json",
-    ]);
+    await writeTree(root, {
+      "bundle/.distributor.json": "{}",
+      "bundle/sub/.distributor.json": "{}",
+      "bundle/sub/.distributor.lease.json": "{}",
+      "bundle/deep/x/.distributor.0123456789ab.tmp": "partial",
+      // Look-alikes are ordinary files.
+      "bundle/.distributor.yml": "x",
+    });
+    for (const unlistedFiles of ["reject", "ignore"] as const) {
+      const error = await validationError(backend, "bundle", { unlistedFiles });
+      const forbidden = error.issues.filter((issue) => issue.code === "forbidden_file");
+      expect(forbidden.map((issue) => issue.path)).toEqual([
+        ".distributor.json",
+        "deep/x/.distributor.0123456789ab.tmp",
+        "sub/.distributor.json",
+        "sub/.distributor.lease.json",
+      ]);
+      expect(forbidden[0]?.message).toContain(".distributor.json is reserved");
+    }
+  });
+
+  it("refuses names that are not UTF-8, shown escaped, wherever they are", async () => {
+    const { root, backend } = await localBundle();
+    await mkdir(Buffer.from(`${root}/bundle/sub\xff`, "latin1"));
+    await writeFile(Buffer.from(`${root}/bundle/sub\xff/manifest.json`, "latin1"), "{}");
+    await writeFile(Buffer.from(`${root}/bundle/f\xfe.txt`, "latin1"), "odd");
+    for (const unlistedFiles of ["reject", "ignore"] as const) {
+      const error = await validationError(backend, "bundle", { unlistedFiles });
+      expect(error.issues.map((issue) => [issue.code, issue.message])).toEqual([
+        ["invalid_name", "f\\xfe.txt: name is not valid UTF-8"],
+        ["invalid_name", "sub\\xff: name is not valid UTF-8"],
+      ]);
+    }
   });
 
   it("rejects a nested manifest.json even when unlisted files are ignored", async () => {
@@ -202,7 +230,7 @@ describe("validateBundle", () => {
     expect(error.issues).toHaveLength(1);
     expect(error.issues[0]?.code).toBe("unsupported_entry");
     expect(error.issues[0]?.path).toBe("link.md");
-    expect(error.issues[0]?.message).toMatch(/^link\.md: refused by local storage: .*symlink/);
+    expect(error.issues[0]?.message).toBe("link.md: is a symlink; symlinks are refused");
   });
 
   it("rejects a listed file that is a symlink", async () => {

@@ -87,19 +87,20 @@ export async function validateBundle(
   const manifest = await readManifest(backend, bundlePath, { signal });
   const totalSize = checkDeclaredLimits(manifest, bundlePath, maxFiles, maxTotalSize);
 
-  const entries = await walkBundle(backend, bundlePath, bundleWalkLimit(manifest, maxFiles), {
+  const listing = await walkBundle(backend, bundlePath, bundleWalkLimit(manifest, maxFiles), {
     signal,
     limitNote: `validation.max_files is ${maxFiles}`,
   });
   const files = new Map<string, StorageEntry>();
   const directories = new Set<string>();
-  for (const entry of entries) {
+  for (const entry of listing.entries) {
     const relative = relativeTo(bundlePath, entry.path);
     if (entry.kind === "file") files.set(relative, entry);
     else directories.add(relative);
   }
 
-  const issues: BundleIssue[] = [];
+  // Entries no bundle may hold fail whatever `unlisted_files` says: they are not files to ignore.
+  const issues: BundleIssue[] = [...listing.issues];
   const listed = new Set(manifest.files.map((file) => file.path));
   const unlistedFiles: string[] = [];
   for (const path of files.keys()) {
@@ -124,7 +125,11 @@ export async function validateBundle(
     options.onFile?.({ path: file.path, size: file.size, index, count, ok: problem === undefined });
     return problem;
   });
-  for (const issue of fileIssues) if (issue !== undefined) issues.push(issue);
+  // A listed file the listing already refused (a symlink) is reported once, by the listing.
+  const refused = new Set(listing.issues.map((issue) => issue.path));
+  for (const issue of fileIssues) {
+    if (issue !== undefined && !refused.has(issue.path)) issues.push(issue);
+  }
 
   if (issues.length > 0) {
     issues.sort((a, b) => compareLogicalPaths(a.path, b.path));
