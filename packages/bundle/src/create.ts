@@ -8,7 +8,7 @@ import {
   type StorageEntry,
 } from "@distributor/storage";
 import { isNestedManifest, nestedManifestIssue, walkBundle, walkLimit } from "./bundle-walk.js";
-import { mapBounded } from "./concurrency.js";
+import { mapBounded } from "@distributor/storage";
 import { digestAtMost } from "./digest.js";
 import { type BundleIssue, BundleValidationError, ManifestError } from "./errors.js";
 import { fileIssue } from "./file-problem.js";

@@ -4,6 +4,8 @@
  */
 export class StateError extends Error {
   override readonly name = "StateError";
+  /** The CLI's JSON `error.code` for every state problem. */
+  readonly code = "state_invalid";
 
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);

@@ -15,6 +15,7 @@ export {
   findOutputByPath,
   managedOutputPaths,
   mergeOutputRecords,
+  outputsByPath,
   projectOutputs,
   removeMissingOutputs,
 } from "./outputs.js";

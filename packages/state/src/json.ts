@@ -14,13 +14,25 @@ export function decodeStateJson(text: string): JsonObject {
     value = JSON.parse(text);
   } catch (error) {
     if (hasTrailingData(text)) throw new StateError("parse distributor state: trailing data");
-    const detail = error instanceof Error ? error.message : String(error);
-    throw new StateError(`parse distributor state: ${detail}`, { cause: error });
+    throw new StateError(`parse distributor state: ${syntaxDetail(error)}`, { cause: error });
   }
   if (!isJsonObject(value)) {
     throw new StateError("parse distributor state: document must be a JSON object");
   }
   return value;
+}
+
+/**
+ * The engine's JSON syntax message without the excerpt of the document it quotes (which may hold
+ * newlines or anything else the file contains): `invalid JSON: Unexpected token 'o' at position 1`.
+ */
+function syntaxDetail(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  const reason = message.split(/, "|\n/)[0]?.trim() ?? "";
+  const position = /position (\d+)/.exec(message)?.[1];
+  const where =
+    position !== undefined && !reason.includes("position") ? ` at position ${position}` : "";
+  return `invalid JSON: ${reason}${where}`;
 }
 
 function isJsonObject(value: unknown): value is JsonObject {

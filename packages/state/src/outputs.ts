@@ -2,12 +2,19 @@ import { StateError } from "./errors.js";
 import { truncateToSecond } from "./time.js";
 import type { OutputProjection, OutputRecord, RemovalResult, SingleOwnerState } from "./types.js";
 
-/** The record for `path`, or undefined. */
+/** The record for `path`, or undefined. One lookup; index with `outputsByPath` for many. */
 export function findOutputByPath<Output extends { path: string }>(
   outputs: readonly Output[],
   path: string,
 ): Output | undefined {
   return outputs.find((output) => output.path === path);
+}
+
+/** Records indexed by path, so planners look each path up once instead of scanning. */
+export function outputsByPath<Output extends { path: string }>(
+  outputs: readonly Output[],
+): Map<string, Output> {
+  return new Map(outputs.map((output) => [output.path, output]));
 }
 
 /**
@@ -20,8 +27,9 @@ export function projectOutputs(
   now: Date,
 ): OutputRecord[] {
   const updatedAt = truncateToSecond(now);
+  const existingByPath = outputsByPath(existing);
   return planned.map((output) => {
-    const previous = findOutputByPath(existing, output.path);
+    const previous = existingByPath.get(output.path);
     return {
       ...projectionFields(output),
       createdAt: new Date(previous?.createdAt ?? updatedAt),

@@ -3,6 +3,7 @@ import { StateError } from "./errors.js";
 import {
   findOutputByPath,
   mergeByPath,
+  outputsByPath,
   projectionFields,
   rejectDuplicatePaths,
 } from "./outputs.js";
@@ -67,8 +68,9 @@ export function pathOwnershipConflict(
   scope: OwnerScope,
   paths: Iterable<string>,
 ): PathOwnershipConflict | undefined {
+  const recorded = outputsByPath(state.outputs);
   for (const path of paths) {
-    const owner = outputOwner(state, path);
+    const owner = recorded.get(path)?.owner;
     if (owner !== undefined && !sameOwnerScope(owner, scope)) return { path, owner };
   }
   return undefined;
@@ -86,8 +88,9 @@ export function projectOwnerOutputs(
   now: Date,
 ): SharedRootOutputRecord[] {
   const updatedAt = truncateToSecond(now);
+  const existingByPath = outputsByPath(existing);
   return planned.map((output) => {
-    const previous = findOutputByPath(existing, output.path);
+    const previous = existingByPath.get(output.path);
     const keepCreated = previous !== undefined && sameOwnerScope(previous.owner, scope);
     return {
       ...projectionFields(output),

@@ -86,6 +86,11 @@ export interface DeleteOptions extends OperationOptions {
   ignoreMissing?: boolean;
   /** Remove directories left empty by the delete, up to but never including the backend root. */
   pruneEmptyDirs?: boolean;
+  /**
+   * `deletePrefix` only: paths relative to the prefix that survive, with the directories above
+   * them. Everything else below the prefix goes, whatever its kind or name.
+   */
+  keep?: readonly string[];
 }
 
 /**
@@ -128,7 +133,8 @@ export interface StorageBackend {
   /**
    * Deletes `prefix` and everything below it, never its parent or siblings (`bundle` leaves
    * `bundle-sibling/` alone). For `""` it empties the backend root but keeps the root itself.
-   * A missing prefix fails with `not_found` unless `ignoreMissing`.
+   * A missing prefix fails with `not_found` unless `ignoreMissing`. With `keep`, the kept paths
+   * (and the prefix itself) stay.
    */
   deletePrefix(prefix: string, options?: DeleteOptions): Promise<void>;
   /** Releases connections and handles; every later call fails with `unavailable`. */

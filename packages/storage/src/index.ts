@@ -11,6 +11,7 @@ export type {
   WriteOptions,
   WriteResult,
 } from "./backend.js";
+export { mapBounded } from "./concurrency.js";
 export {
   isStorageError,
   StorageError,

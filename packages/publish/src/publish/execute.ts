@@ -1,26 +1,16 @@
+import { type StateDocument, serializeDocument } from "@distributor/state";
 import {
-  formatOwnerScope,
-  mergeOutputRecords,
-  mergeOwnerOutputs,
-  newSharedRootState,
-  type OutputProjection,
-  type OwnerRecord,
-  projectOutputs,
-  projectOwnerOutputs,
-  replaceOwnerOutputs,
-  type SharedRootState,
-  type SingleOwnerState,
-  serializeSharedRootState,
-  serializeSingleOwnerState,
-  singleOwnerAsOwnerOutputs,
-  singleOwnerAsOwnerRecord,
-  truncateToSecond,
-} from "@distributor/state";
-import { displayPath, joinPrefix, type StorageBackend, statePath } from "@distributor/storage";
+  isStorageError,
+  joinPrefix,
+  LEASE_FILE_NAME,
+  mapBounded,
+  STATE_FILE_NAME,
+  type StorageBackend,
+  statePath,
+} from "@distributor/storage";
 import { isWriteAction } from "./action.js";
 import type { PlannedOutput } from "./outputs.js";
-import { isManagedByOwner, type PublishPlan } from "./plan.js";
-import { mapPool } from "./pool.js";
+import type { PlannedWrite, PublishPlan } from "./plan.js";
 import { VerifyingStream } from "./verify-stream.js";
 
 export interface ExecuteContext {
@@ -28,9 +18,6 @@ export interface ExecuteContext {
   /** Bundle path in the source backend, where the manifest's files live. */
   sourceBundlePath: string;
   destination: StorageBackend;
-  distributorVersion?: string | undefined;
-  /** Clock for state timestamps (truncated to whole seconds). */
-  now?: (() => Date) | undefined;
   signal?: AbortSignal | undefined;
   /** Parallel output writes (default 4). */
   concurrency?: number | undefined;
@@ -43,12 +30,15 @@ export class PublishExecutionError extends Error {
 }
 
 /**
- * Carries out a write plan: deletes what the plan replaces, writes every output (source copies
- * streamed and re-verified against the manifest), and writes `.distributor.json` last. On a
- * failure it removes the outputs this attempt created and rethrows.
+ * Carries out a write plan in the commit order of SPEC §5: outputs first (source copies streamed
+ * and re-verified against the manifest; each write atomic, replacing in place only where the plan
+ * allows), then `.distributor.json` (a compare-and-swap against the version planning read), then
+ * the deletes of what the new state no longer records. Before the state is written, a failure
+ * removes exactly the outputs this attempt created and rethrows; the previous state still
+ * describes the destination.
  */
 export async function executePublish(context: ExecuteContext, plan: PublishPlan): Promise<void> {
-  if (!isWriteAction(plan.action)) {
+  if (!isWriteAction(plan.action) || plan.nextState === undefined) {
     if (plan.action.startsWith("skip_")) return;
     throw new PublishExecutionError(`cannot execute action ${plan.action}: ${plan.reason}`);
   }
@@ -56,92 +46,119 @@ export async function executePublish(context: ExecuteContext, plan: PublishPlan)
   const bundlePath = plan.bundlePath;
   const deleteOptions = { ignoreMissing: true, pruneEmptyDirs: true, signal };
 
-  if (plan.action === "force_replace") {
-    await destination.deletePrefix(bundlePath, deleteOptions);
-    await ensureEmpty(destination, bundlePath, signal);
-  } else if (plan.action === "replace_older" && plan.reconciliation === "replace") {
-    if (plan.stateMode === "single_owner" && plan.existingState !== undefined) {
-      await destination.deleteManagedBundle(
-        bundlePath,
-        plan.existingState.outputs.map((output) => output.path),
-        deleteOptions,
-      );
-      await ensureEmpty(destination, bundlePath, signal);
-    } else if (plan.ownerOutputsToDelete.length > 0) {
-      await destination.deleteManagedOutputs(
-        bundlePath,
-        plan.ownerOutputsToDelete.map((output) => output.path),
-        deleteOptions,
-      );
+  const created: string[] = [];
+  let stateVersion: string;
+  try {
+    if (plan.deletesFirst.length > 0) {
+      await destination.deleteManagedOutputs(bundlePath, plan.deletesFirst, deleteOptions);
     }
+    await mapBounded(plan.writes, context.concurrency ?? 4, async (write) => {
+      await writeOutput(context, bundlePath, write);
+      if (!write.overwrite) created.push(write.output.path);
+      context.onOutputWritten?.(write.output);
+    });
+    stateVersion = await writeState(destination, plan, plan.nextState, signal);
+  } catch (error) {
+    await removeCreated(destination, bundlePath, created);
+    throw error;
   }
 
-  // Paths this attempt may overwrite in place: outputs this owner already manages, unless the
-  // deletes above removed them all (forced or single-owner replacement).
-  const clearedFirst =
-    plan.action === "force_replace" ||
-    (plan.action === "replace_older" &&
-      plan.reconciliation === "replace" &&
-      plan.stateMode === "single_owner");
-  const overwrites = new Set(
-    clearedFirst
-      ? []
-      : plan.outputs.map((o) => o.path).filter((path) => isManagedByOwner(plan, path)),
-  );
-  const written: string[] = [];
-  const cleanup = async () => {
-    // Merge keeps overwritten managed outputs: they belonged to the managed set before.
-    const created =
-      plan.reconciliation === "merge" ? written.filter((path) => !overwrites.has(path)) : written;
-    try {
-      await destination.deleteManagedOutputs(bundlePath, created, {
-        ignoreMissing: true,
-        pruneEmptyDirs: true,
-      });
-    } catch {
-      // The original failure is what the operator needs to see; the destination must be
-      // inspected before a retry either way.
-    }
-  };
-
   try {
-    await mapPool(plan.outputs, context.concurrency ?? 4, async (output) => {
-      await writeOutput(context, bundlePath, output, overwrites.has(output.path));
-      written.push(output.path);
-      context.onOutputWritten?.(output);
-    });
-    const now = truncateToSecond(context.now?.() ?? new Date());
-    const text =
-      plan.stateMode === "shared_root"
-        ? serializeSharedRootState(nextSharedRootState(plan, now, context.distributorVersion))
-        : serializeSingleOwnerState(nextSingleOwnerState(plan, now, context.distributorVersion));
-    await destination.writeFile(statePath(bundlePath), text, {
-      overwrite: true,
-      contentType: "application/json",
-      signal,
-    });
+    if (plan.clearBundlePath) {
+      const keep = [...plan.outputs.map((output) => output.path), STATE_FILE_NAME, LEASE_FILE_NAME];
+      await destination.deletePrefix(bundlePath, { ...deleteOptions, keep });
+    } else if (plan.deletes.length > 0) {
+      await destination.deleteManagedOutputs(bundlePath, plan.deletes, deleteOptions);
+    }
   } catch (error) {
-    await cleanup();
-    throw error;
+    await recordSurvivors(context, plan, plan.nextState, stateVersion);
+    throw new PublishExecutionError(
+      `published, but removing the replaced outputs failed: ${(error as Error).message}; outputs still present stay recorded in the state`,
+      { cause: error },
+    );
   }
 }
 
-async function ensureEmpty(backend: StorageBackend, bundlePath: string, signal?: AbortSignal) {
-  if (await backend.hasAny(bundlePath, { signal })) {
-    throw new PublishExecutionError(
-      `destination bundle path ${displayPath(bundlePath)} is not empty after removing managed outputs`,
-    );
+/** Writes the next state only while the state is still the version planning read. */
+async function writeState(
+  destination: StorageBackend,
+  plan: PublishPlan,
+  document: StateDocument,
+  signal: AbortSignal | undefined,
+): Promise<string> {
+  const text = serializeDocument(document);
+  const target = statePath(plan.bundlePath);
+  const options = { contentType: "application/json", signal };
+  const { version } =
+    plan.stateVersion === undefined
+      ? // No state when planning: a state that appeared since belongs to someone else.
+        await destination.writeFile(target, text, { ...options, overwrite: false })
+      : await destination.writeFile(target, text, { ...options, ifMatch: plan.stateVersion });
+  return version;
+}
+
+/**
+ * After a failed delete-after, the outputs still present must not become unmanaged: their old
+ * records go back into the state (against the version just written), so a later replacement or
+ * prune deletes them. Best effort; the delete failure is what gets reported.
+ */
+async function recordSurvivors(
+  context: ExecuteContext,
+  plan: PublishPlan,
+  written: StateDocument,
+  version: string,
+): Promise<void> {
+  const { destination, signal } = context;
+  const survivors = [];
+  for (const record of plan.deletedRecords) {
+    try {
+      await destination.stat(joinPrefix(plan.bundlePath, record.path), { signal });
+      survivors.push(record);
+    } catch (error) {
+      if (!isStorageError(error, "not_found")) survivors.push(record);
+    }
+  }
+  if (survivors.length === 0) return;
+  const repaired = { ...written, outputs: [...written.outputs, ...survivors] } as StateDocument;
+  await destination
+    .writeFile(statePath(plan.bundlePath), serializeDocument(repaired), {
+      ifMatch: version,
+      contentType: "application/json",
+      signal,
+    })
+    .catch(() => undefined);
+}
+
+async function removeCreated(
+  destination: StorageBackend,
+  bundlePath: string,
+  created: readonly string[],
+): Promise<void> {
+  if (created.length === 0) return;
+  try {
+    await destination.deleteManagedOutputs(bundlePath, created, {
+      ignoreMissing: true,
+      pruneEmptyDirs: true,
+    });
+  } catch {
+    // The original failure is what the operator needs to see; what is left is not recorded
+    // anywhere and the next run's recovery or an operator removes it.
   }
 }
 
 async function writeOutput(
   context: ExecuteContext,
   bundlePath: string,
-  output: PlannedOutput,
-  overwrite: boolean,
+  write: PlannedWrite,
 ): Promise<void> {
+  const { output, overwrite } = write;
   const target = joinPrefix(bundlePath, output.path);
-  const options = { overwrite, signal: context.signal };
+  const options = {
+    overwrite,
+    size: output.size,
+    sha256: output.sha256,
+    signal: context.signal,
+  };
   if (output.kind === "generated") {
     if (output.content === undefined) {
       throw new PublishExecutionError(`generated output ${output.path} has no rendered content`);
@@ -160,111 +177,4 @@ async function writeOutput(
   } finally {
     readable.destroy();
   }
-}
-
-function projections(outputs: readonly PlannedOutput[]): OutputProjection[] {
-  return outputs.map((output) => {
-    const projection: OutputProjection = {
-      path: output.path,
-      kind: output.kind,
-      sourcePath: output.sourcePath,
-      sha256: output.sha256,
-      size: output.size,
-    };
-    if (output.transform !== undefined) projection.transform = output.transform;
-    if (output.url !== undefined) projection.url = output.url;
-    return projection;
-  });
-}
-
-function nextSingleOwnerState(
-  plan: PublishPlan,
-  now: Date,
-  distributorVersion: string | undefined,
-): SingleOwnerState {
-  const previous = isSameOwnerState(plan) ? plan.existingState : undefined;
-  const planned = projectOutputs(projections(plan.outputs), previous?.outputs ?? [], now);
-  const merging = plan.action === "replace_older" && plan.reconciliation === "merge";
-  const next: SingleOwnerState = {
-    schemaVersion: 2,
-    pipelineId: plan.ownerScope.pipelineId,
-    destinationId: plan.ownerScope.destinationId,
-    publishedAt: now,
-    createdAt: previous?.createdAt ?? now,
-    updatedAt: now,
-    state: { mode: "single_owner" },
-    reconciliation: { mode: plan.reconciliation },
-    source: { manifest: plan.manifest },
-    outputs:
-      merging && previous !== undefined ? mergeOutputRecords(previous.outputs, planned) : planned,
-  };
-  if (distributorVersion) next.distributorVersion = distributorVersion;
-  if (plan.primaryUrl !== undefined) next.links = { primaryUrl: plan.primaryUrl };
-  return next;
-}
-
-function isSameOwnerState(plan: PublishPlan): boolean {
-  const state = plan.existingState;
-  return (
-    state !== undefined &&
-    state.pipelineId === plan.ownerScope.pipelineId &&
-    state.destinationId === plan.ownerScope.destinationId
-  );
-}
-
-function nextSharedRootState(
-  plan: PublishPlan,
-  now: Date,
-  distributorVersion: string | undefined,
-): SharedRootState {
-  const base = sharedRootBase(plan, now, distributorVersion);
-  const owner: OwnerRecord = {
-    scope: { ...plan.ownerScope },
-    reconciliation: { mode: plan.reconciliation },
-    source: { manifest: plan.manifest },
-  };
-  if (plan.primaryUrl !== undefined) owner.links = { primaryUrl: plan.primaryUrl };
-  const existing = plan.action === "force_replace" ? [] : plan.currentOwnerOutputs;
-  const planned = projectOwnerOutputs(
-    projections(plan.outputs),
-    existing,
-    owner.scope,
-    plan.manifest,
-    now,
-  );
-  const merging = plan.action === "replace_older" && plan.reconciliation === "merge";
-  return merging
-    ? mergeOwnerOutputs(base, owner, planned)
-    : replaceOwnerOutputs(base, owner, planned);
-}
-
-function sharedRootBase(
-  plan: PublishPlan,
-  now: Date,
-  distributorVersion: string | undefined,
-): SharedRootState {
-  const fresh = newSharedRootState(now, distributorVersion);
-  if (plan.action === "force_replace") return fresh;
-  if (plan.existingSharedRoot !== undefined) {
-    const base: SharedRootState = { ...plan.existingSharedRoot, updatedAt: now };
-    delete base.distributorVersion;
-    if (distributorVersion) base.distributorVersion = distributorVersion;
-    return base;
-  }
-  if (plan.existingState !== undefined && isSameOwnerState(plan)) {
-    // Migration: compatible single-owner state becomes this owner's record in a shared root, so
-    // merge keeps its omitted outputs managed.
-    return {
-      ...fresh,
-      createdAt: plan.existingState.createdAt,
-      owners: [singleOwnerAsOwnerRecord(plan.existingState)],
-      outputs: singleOwnerAsOwnerOutputs(plan.existingState),
-    };
-  }
-  if (plan.existingState !== undefined) {
-    throw new PublishExecutionError(
-      `destination state belongs to ${formatOwnerScope({ pipelineId: plan.existingState.pipelineId, destinationId: plan.existingState.destinationId })}, not ${formatOwnerScope(plan.ownerScope)}`,
-    );
-  }
-  return fresh;
 }

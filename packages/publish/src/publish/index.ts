@@ -11,13 +11,11 @@ export { PublishPlanError } from "./errors.js";
 export { type ExecuteContext, executePublish, PublishExecutionError } from "./execute.js";
 export {
   DEFAULT_DESTINATION_WALK_LIMIT,
-  type DestinationInspection,
   type InspectDestinationOptions,
   inspectDestination,
-  MAX_STATE_BYTES,
-  readDestinationStatus,
 } from "./inspect.js";
 export { outputUrl, type PrimaryPolicy, selectPrimaryUrl } from "./links.js";
+export { nextStateDocument } from "./next-state.js";
 export {
   attachUrls,
   type LinkPolicy,
@@ -27,6 +25,24 @@ export {
   type PlannedOutput,
   selectOutputs,
 } from "./outputs.js";
-export { isManagedByOwner, type PublishPlan, type PublishRequest, planPublish } from "./plan.js";
-export { type PrepareOutputsOptions, prepareOutputs, type RenderCache } from "./prepare.js";
+export {
+  type DestinationInspection,
+  decideAction,
+  needsBundleListing,
+  type PlannedWrite,
+  type PublishPlan,
+  type PublishRequest,
+  type PublishTarget,
+  planPublish,
+} from "./plan.js";
+export { type PlanTargetOptions, planTarget } from "./plan-target.js";
+export { type PrepareOutputsOptions, prepareOutputs } from "./prepare.js";
+export { DEFAULT_RENDER_CACHE_BYTES, RenderCache } from "./render-cache.js";
+export {
+  type DestinationStateRead,
+  MAX_STATE_BYTES,
+  readDestinationStatus,
+  readStateFile,
+  type StateFile,
+} from "./state-file.js";
 export { SourceChangedError } from "./verify-stream.js";

@@ -2,42 +2,49 @@ import type { Manifest } from "@distributor/bundle";
 import {
   compare,
   compareSharedRootOwner,
-  findOutputByPath,
+  type DestinationStatus,
   formatOwnerScope,
   isSharedRootState,
+  type OutputRecord,
   type OwnerScope,
-  otherOwnerOutputs,
+  outputsByPath,
   ownerOutputs,
   type PathMappingMode,
   pathOwnershipConflict,
   type ReconciliationMode,
   type SharedRootOutputRecord,
-  type SharedRootState,
   type SingleOwnerState,
+  type StateDocument,
   type StateMode,
   sameOwnerScope,
   singleOwnerAsOwnerOutputs,
   singleOwnerScope,
 } from "@distributor/state";
-import { displayPath } from "@distributor/storage";
+import {
+  displayPath,
+  isWithinPrefix,
+  LEASE_FILE_NAME,
+  relativeTo,
+  STATE_FILE_NAME,
+  type StorageEntry,
+} from "@distributor/storage";
 import type { TransferPolicy } from "../config/types.js";
 import {
   type ActionDecision,
   actionForComparison,
+  applyForce,
   isWriteAction,
   type PublishAction,
 } from "./action.js";
-import type { DestinationInspection } from "./inspect.js";
+import { nextStateDocument } from "./next-state.js";
 import type { PlannedOutput } from "./outputs.js";
 
-/** Everything the planner needs besides the destination inspection. */
-export interface PublishRequest {
+/** Where and as whom a bundle is published: everything the action decision depends on. */
+export interface PublishTarget {
   owner: OwnerScope;
   manifest: Manifest;
   /** Destination bundle path, relative to the destination root (`""` for the root). */
   bundlePath: string;
-  outputs: PlannedOutput[];
-  primaryUrl?: string | undefined;
   stateMode: StateMode;
   reconciliation: ReconciliationMode;
   pathMapping: PathMappingMode;
@@ -45,28 +52,77 @@ export interface PublishRequest {
   force: boolean;
 }
 
-/** A decided publication: what will be deleted, written and recorded. Plain data. */
+/** A target with the outputs it would publish and what the next state records. */
+export interface PublishRequest extends PublishTarget {
+  outputs: PlannedOutput[];
+  primaryUrl?: string | undefined;
+  /** Time recorded in the next state (truncated to whole seconds). */
+  now: Date;
+  distributorVersion?: string | undefined;
+}
+
+/** What the planner knows about one destination bundle path, as plain data. */
+export interface DestinationInspection {
+  bundlePath: string;
+  status: DestinationStatus;
+  /** Version token of the state file read, when there is one. */
+  stateVersion?: string | undefined;
+  /**
+   * Planned output paths (relative to the bundle path) where something is stored already, with
+   * its kind: a directory or symlink there can never be overwritten as a managed file.
+   */
+  existingOutputs: ReadonlyMap<string, StorageEntry["kind"]>;
+  /**
+   * Every entry below the bundle path (backend-relative paths), listed when the decision needs to
+   * prove the path holds nothing unmanaged (single-owner replacement).
+   */
+  bundleEntries?: readonly StorageEntry[] | undefined;
+  /** Set instead of `bundleEntries` when the bundle path holds more entries than this limit. */
+  bundleListingLimit?: number | undefined;
+}
+
+/** One output to write, and whether it may replace what is stored at its path. */
+export interface PlannedWrite {
+  output: PlannedOutput;
+  overwrite: boolean;
+}
+
+/**
+ * A decided publication, plain data: the executor writes `writes`, then `nextState`, then deletes
+ * `deletes` (and, for a forced replacement, everything else below the bundle path). It decides
+ * nothing itself.
+ */
 export interface PublishPlan {
   action: PublishAction;
   reason: string;
-  force: boolean;
-  stateMode: StateMode;
-  ownerScope: OwnerScope;
-  reconciliation: ReconciliationMode;
   bundlePath: string;
+  ownerScope: OwnerScope;
+  stateMode: StateMode;
+  reconciliation: ReconciliationMode;
   manifest: Manifest;
+  /** What this publication publishes (reported for every action). */
   outputs: PlannedOutput[];
   primaryUrl?: string | undefined;
-  existingState?: SingleOwnerState | undefined;
-  existingSharedRoot?: SharedRootState | undefined;
-  /** Outputs this owner already manages here (for single-owner state: all recorded outputs). */
-  currentOwnerOutputs: SharedRootOutputRecord[];
-  /** Shared root: outputs of other owners, preserved as they are. */
-  otherOwnerOutputs: SharedRootOutputRecord[];
-  /** Managed outputs omitted by this publication that merge keeps. */
-  retainedOwnerOutputs: SharedRootOutputRecord[];
-  /** Managed outputs omitted by this publication that replace deletes. */
-  ownerOutputsToDelete: SharedRootOutputRecord[];
+  writes: PlannedWrite[];
+  /**
+   * Managed outputs the next state no longer records that stand in the way of a planned output
+   * (a file `a` when `a/b` is planned, or `a/b` when `a` is): deleted before the writes. Their
+   * paths are in one version only, so no path of both versions is ever missing.
+   */
+  deletesFirst: string[];
+  /** Bundle-relative paths of managed outputs the next state no longer records. */
+  deletes: string[];
+  /**
+   * The previous records of `deletes`, shaped for the next state: if deleting fails after the
+   * state is written, the executor records again those still present, so none goes unmanaged.
+   */
+  deletedRecords: Array<OutputRecord | SharedRootOutputRecord>;
+  /** Forced replacement: every entry below the bundle path not in the next state goes too. */
+  clearBundlePath: boolean;
+  /** The state written after the outputs; absent unless the action writes. */
+  nextState?: StateDocument | undefined;
+  /** Version of the state planning read (undefined when there was none). */
+  stateVersion?: string | undefined;
 }
 
 const MAX_LISTED_PATHS = 5;
@@ -79,55 +135,107 @@ function listPaths(paths: readonly string[]): string {
 }
 
 /**
+ * The action the state comparison and transfer policy choose, before anything stored besides the
+ * state is looked at. Pure; inspection uses it to read only what the plan will need.
+ */
+export function decideAction(target: PublishTarget, status: DestinationStatus): ActionDecision {
+  const options = { pathMapping: target.pathMapping };
+  const comparison =
+    target.stateMode === "shared_root"
+      ? compareSharedRootOwner(target.manifest, target.owner, status, options)
+      : compare(target.manifest, target.owner, status, options);
+  const decision = actionForComparison(comparison, target.transfer, target.force);
+  const singleOwnerInShared =
+    target.stateMode === "shared_root" &&
+    status.state !== undefined &&
+    !isSharedRootState(status.state) &&
+    !sameOwnerScope(singleOwnerScope(status.state), target.owner);
+  if (
+    singleOwnerInShared &&
+    isWriteAction(decision.action) &&
+    decision.action !== "force_replace"
+  ) {
+    // Only the owner's own single-owner state migrates into a shared root.
+    const state = status.state as SingleOwnerState;
+    return applyForce(
+      {
+        action: "fail_conflict",
+        reason: `destination state belongs to ${formatOwnerScope(singleOwnerScope(state))}, not ${formatOwnerScope(target.owner)}`,
+      },
+      target.force,
+    );
+  }
+  return decision;
+}
+
+/** True when planning must list the bundle path: a single-owner replacement proves it is clean. */
+export function needsBundleListing(target: PublishTarget, decision: ActionDecision): boolean {
+  return (
+    decision.action === "replace_older" &&
+    target.stateMode === "single_owner" &&
+    target.reconciliation === "replace"
+  );
+}
+
+/**
  * Decides what publishing `request` at the inspected destination does. Pure: every refusal
- * (conflict, unmanaged content, ownership) is decided here, before anything is deleted or written.
+ * (conflict, unmanaged content, ownership, policy) is decided here, before anything is written or
+ * deleted, and `--force` turns the refusals it may override into a forced replacement.
  */
 export function planPublish(
   request: PublishRequest,
   inspection: DestinationInspection,
 ): PublishPlan {
-  const { status } = inspection;
-  const document = status.state;
-  const existingState =
-    document !== undefined && !isSharedRootState(document) ? document : undefined;
-  const existingSharedRoot =
-    document !== undefined && isSharedRootState(document) ? document : undefined;
-  const compareOptions = { pathMapping: request.pathMapping };
-  const comparison =
-    request.stateMode === "shared_root"
-      ? compareSharedRootOwner(request.manifest, request.owner, status, compareOptions)
-      : compare(request.manifest, request.owner, status, compareOptions);
-  const decision = actionForComparison(comparison, request.transfer, request.force);
-
-  const currentOwnerOutputs = ownedByRequest(request.owner, existingState, existingSharedRoot);
+  const decided = decideAction(request, inspection.status);
+  const current = currentOwnerPaths(request.owner, inspection.status.state);
+  let decision = decided;
+  if (isWriteAction(decided.action) && decided.action !== "force_replace") {
+    const refusal = refuse(request, decided, inspection, current);
+    if (refusal !== undefined) decision = applyForce(refusal, request.force);
+  }
   const plan: PublishPlan = {
     ...decision,
-    force: decision.action === "force_replace",
-    stateMode: request.stateMode,
-    ownerScope: request.owner,
-    reconciliation: request.reconciliation,
     bundlePath: request.bundlePath,
+    ownerScope: request.owner,
+    stateMode: request.stateMode,
+    reconciliation: request.reconciliation,
     manifest: request.manifest,
     outputs: request.outputs,
     primaryUrl: request.primaryUrl,
-    existingState,
-    existingSharedRoot,
-    currentOwnerOutputs,
-    otherOwnerOutputs:
-      existingSharedRoot !== undefined ? otherOwnerOutputs(existingSharedRoot, request.owner) : [],
-    retainedOwnerOutputs: [],
-    ownerOutputsToDelete: [],
+    writes: [],
+    deletesFirst: [],
+    deletes: [],
+    deletedRecords: [],
+    clearBundlePath: false,
+    stateVersion: inspection.stateVersion,
   };
-  if (!isWriteAction(decision.action) || decision.action === "force_replace") return plan;
+  if (!isWriteAction(plan.action)) return plan;
 
-  const refusal = refuse(request, inspection, plan);
-  if (refusal !== undefined) return { ...plan, ...refusal };
-
-  if (decision.action === "replace_older") {
+  const forced = plan.action === "force_replace";
+  plan.clearBundlePath = forced;
+  plan.writes = request.outputs.map((output) => ({
+    output,
+    // A forced replacement claims whatever is there; otherwise only this owner's own outputs are
+    // replaced in place and every other path is a no-clobber create.
+    overwrite: forced || (inspection.existingOutputs.has(output.path) && current.has(output.path)),
+  }));
+  const merging = plan.action === "replace_older" && request.reconciliation === "merge";
+  if (!forced && !merging) {
     const planned = new Set(request.outputs.map((output) => output.path));
-    const omitted = currentOwnerOutputs.filter((output) => !planned.has(output.path));
-    if (request.reconciliation === "merge") plan.retainedOwnerOutputs = omitted;
-    else plan.ownerOutputsToDelete = omitted;
+    const plannedAncestors = ancestorsOf(planned);
+    for (const path of current) {
+      if (planned.has(path)) continue;
+      const blocks =
+        plannedAncestors.has(path) || [...ancestorsOf([path])].some((dir) => planned.has(dir));
+      (blocks ? plan.deletesFirst : plan.deletes).push(path);
+    }
+  }
+  plan.nextState = nextStateDocument(request, inspection.status.state, plan.action);
+  if (plan.deletes.length > 0) {
+    const deleted = new Set(plan.deletes);
+    plan.deletedRecords = previousOwnerRecords(request, inspection.status.state).filter((record) =>
+      deleted.has(record.path),
+    );
   }
   return plan;
 }
@@ -135,13 +243,14 @@ export function planPublish(
 /** The refusals that depend on what is stored, not only on the state comparison. */
 function refuse(
   request: PublishRequest,
+  decided: ActionDecision,
   inspection: DestinationInspection,
-  plan: PublishPlan,
+  current: ReadonlySet<string>,
 ): ActionDecision | undefined {
-  const managed = new Set(plan.currentOwnerOutputs.map((output) => output.path));
-  if (plan.existingSharedRoot !== undefined) {
+  const document = inspection.status.state;
+  if (document !== undefined && isSharedRootState(document)) {
     const conflict = pathOwnershipConflict(
-      plan.existingSharedRoot,
+      document,
       request.owner,
       request.outputs.map((output) => output.path),
     );
@@ -153,31 +262,21 @@ function refuse(
     }
   }
 
-  const singleOwnerReplace =
-    request.stateMode === "single_owner" &&
-    plan.existingState !== undefined &&
-    plan.action === "replace_older" &&
-    request.reconciliation === "replace";
-  if (singleOwnerReplace) {
-    // Replacement deletes the recorded outputs and then needs an empty bundle path: anything else
-    // there is unmanaged and must stop the publication before the first delete.
-    if (inspection.bundleListingLimit !== undefined) {
-      return {
-        action: "fail_unmanaged",
-        reason: `destination bundle path ${displayPath(request.bundlePath)} holds more than ${inspection.bundleListingLimit} entries, so it cannot be confirmed to hold only managed outputs`,
-      };
-    }
-    const unmanaged = (inspection.bundleFiles ?? []).filter((path) => !managed.has(path));
-    if (unmanaged.length > 0) {
-      return {
-        action: "fail_unmanaged",
-        reason: `destination bundle path ${displayPath(request.bundlePath)} holds content not managed by destination state: ${listPaths(unmanaged)}`,
-      };
-    }
-    return undefined;
+  if (needsBundleListing(request, decided)) {
+    const unmanaged = unmanagedEntries(request, inspection, current);
+    if (unmanaged !== undefined) return unmanaged;
   }
 
-  const collisions = inspection.existingOutputPaths.filter((path) => !managed.has(path));
+  const currentAncestors = ancestorsOf(current);
+  const collisions = request.outputs
+    .map((output) => output.path)
+    .filter((path) => {
+      const kind = inspection.existingOutputs.get(path);
+      if (kind === undefined) return false;
+      if (kind === "file") return !current.has(path);
+      // A directory of this owner's outputs that this publication turns into a file.
+      return !(kind === "directory" && currentAncestors.has(path));
+    });
   if (collisions.length > 0) {
     const what =
       request.stateMode === "single_owner" ? "merge output path" : "destination output path";
@@ -189,20 +288,81 @@ function refuse(
   return undefined;
 }
 
-/** Outputs the requesting owner manages at this destination, as shared-root records. */
-function ownedByRequest(
-  owner: OwnerScope,
-  existingState: SingleOwnerState | undefined,
-  existingSharedRoot: SharedRootState | undefined,
-): SharedRootOutputRecord[] {
-  if (existingSharedRoot !== undefined) return ownerOutputs(existingSharedRoot, owner);
-  if (existingState !== undefined && sameOwnerScope(singleOwnerScope(existingState), owner)) {
-    return singleOwnerAsOwnerOutputs(existingState);
+/**
+ * A single-owner replacement needs a bundle path holding only the recorded outputs, the state,
+ * the lease and the directories on their way: any other file, directory, link or odd name is
+ * unmanaged and stops the publication before anything is touched.
+ */
+function unmanagedEntries(
+  request: PublishRequest,
+  inspection: DestinationInspection,
+  current: ReadonlySet<string>,
+): ActionDecision | undefined {
+  const where = `destination bundle path ${displayPath(request.bundlePath)}`;
+  if (inspection.bundleListingLimit !== undefined) {
+    return {
+      action: "fail_unmanaged",
+      reason: `${where} holds more than ${inspection.bundleListingLimit} entries, so it cannot be confirmed to hold only managed outputs`,
+    };
   }
-  return [];
+  if (inspection.bundleEntries === undefined) {
+    // A caller that skipped the listing cannot prove the path clean: refuse rather than guess.
+    return { action: "fail_unmanaged", reason: `${where} was not listed before replacement` };
+  }
+  const ancestors = ancestorsOf(current);
+  const unmanaged: string[] = [];
+  for (const entry of inspection.bundleEntries) {
+    if (!isWithinPrefix(request.bundlePath, entry.path)) continue;
+    const path = relativeTo(request.bundlePath, entry.path);
+    if (entry.nameProblem !== undefined) unmanaged.push(path);
+    else if (entry.kind === "file") {
+      if (!current.has(path) && path !== STATE_FILE_NAME && path !== LEASE_FILE_NAME) {
+        unmanaged.push(path);
+      }
+    } else if (entry.kind !== "directory" || !ancestors.has(path)) {
+      unmanaged.push(entry.kind === "directory" ? `${path}/` : path);
+    }
+  }
+  if (unmanaged.length === 0) return undefined;
+  return {
+    action: "fail_unmanaged",
+    reason: `${where} holds content not managed by destination state: ${listPaths(unmanaged)}`,
+  };
 }
 
-/** True when `path` is recorded as managed by the requesting owner. */
-export function isManagedByOwner(plan: PublishPlan, path: string): boolean {
-  return findOutputByPath(plan.currentOwnerOutputs, path) !== undefined;
+/** This owner's previous output records, in the shape of the next state's records. */
+function previousOwnerRecords(
+  request: PublishRequest,
+  document: StateDocument | undefined,
+): Array<OutputRecord | SharedRootOutputRecord> {
+  if (document === undefined) return [];
+  if (isSharedRootState(document)) return ownerOutputs(document, request.owner);
+  if (!sameOwnerScope(singleOwnerScope(document), request.owner)) return [];
+  return request.stateMode === "shared_root"
+    ? singleOwnerAsOwnerOutputs(document)
+    : document.outputs;
+}
+
+/** Every directory above the given paths (`a` and `a/b` for `a/b/c`). */
+function ancestorsOf(paths: Iterable<string>): Set<string> {
+  const ancestors = new Set<string>();
+  for (const path of paths) {
+    for (let index = path.indexOf("/"); index !== -1; index = path.indexOf("/", index + 1)) {
+      ancestors.add(path.slice(0, index));
+    }
+  }
+  return ancestors;
+}
+
+/** Paths the requesting owner manages at this destination. */
+function currentOwnerPaths(
+  owner: OwnerScope,
+  document: StateDocument | undefined,
+): ReadonlySet<string> {
+  if (document === undefined) return new Set();
+  if (isSharedRootState(document)) {
+    return new Set(ownerOutputs(document, owner).map((output) => output.path));
+  }
+  if (!sameOwnerScope(singleOwnerScope(document), owner)) return new Set();
+  return new Set(outputsByPath(document.outputs).keys());
 }

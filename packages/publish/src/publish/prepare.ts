@@ -3,15 +3,13 @@ import { joinPrefix, type StorageBackend } from "@distributor/storage";
 import { MAX_MARKDOWN_BYTES, renderMarkdownDocument } from "../transform/markdown.js";
 import { PublishPlanError } from "./errors.js";
 import type { OutputSelection, PlannedOutput } from "./outputs.js";
-
-/** Rendered HTML by source path and mode, shared by every destination of one bundle. */
-export type RenderCache = Map<string, Promise<Uint8Array>>;
+import { RenderCache } from "./render-cache.js";
 
 export interface PrepareOutputsOptions {
   source: StorageBackend;
   sourceBundlePath: string;
   manifest: Manifest;
-  cache?: RenderCache;
+  cache?: RenderCache | undefined;
   signal?: AbortSignal | undefined;
 }
 
@@ -24,7 +22,7 @@ export async function prepareOutputs(
   options: PrepareOutputsOptions,
 ): Promise<Omit<PlannedOutput, "url">[]> {
   const files = new Map(options.manifest.files.map((file) => [file.path, file]));
-  const cache = options.cache ?? new Map();
+  const cache = options.cache ?? new RenderCache();
   const prepared: Omit<PlannedOutput, "url">[] = [];
   for (const output of selection) {
     const file = files.get(output.sourcePath);
@@ -37,13 +35,10 @@ export async function prepareOutputs(
       prepared.push({ ...output, sha256: file.sha256, size: file.size });
       continue;
     }
-    const key = `${output.transform}:${output.path}:${output.sourcePath}`;
-    let rendering = cache.get(key);
-    if (rendering === undefined) {
-      rendering = render(options, output.sourcePath, file.sha256, file.size);
-      cache.set(key, rendering);
-    }
-    const content = await rendering;
+    const key = RenderCache.key(output.transform ?? "", file.sha256, output.sourcePath);
+    const content = await cache.get(key, () =>
+      render(options, output.sourcePath, file.sha256, file.size),
+    );
     const hasher = new FileHasher();
     hasher.update(content);
     prepared.push({ ...output, ...hasher.digest(), content });

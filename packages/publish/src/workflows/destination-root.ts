@@ -1,7 +1,7 @@
 import { type OwnerScope, type StateDocument, serializeDocument } from "@distributor/state";
 import { isStorageError, STATE_FILE_NAME, type StorageBackend } from "@distributor/storage";
 import type { DestinationConfig } from "../config/types.js";
-import { readStateFile } from "./inspect-state.js";
+import { readStateFile } from "../publish/state-file.js";
 import { WorkflowError } from "./shared.js";
 
 /**

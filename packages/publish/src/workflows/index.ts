@@ -14,11 +14,10 @@ export {
   inspectStatePath,
   type StateTreeInspection,
 } from "./inspect.js";
-export {
-  MAX_STATE_FILE_BYTES,
-  type StateOutputReport,
-  type StateOwnerReport,
-  type StateReport,
+export type {
+  StateOutputReport,
+  StateOwnerReport,
+  StateReport,
 } from "./inspect-state.js";
 export { openLocalDirectory } from "./local-directory.js";
 export {

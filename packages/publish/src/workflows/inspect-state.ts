@@ -3,7 +3,6 @@ import {
   formatStateTimestamp,
   isSharedRootState,
   ownerOutputs,
-  parseDocument,
   type ReconciliationMode,
   type StateDocument,
   type StateMode,
@@ -14,11 +13,7 @@ import {
   STATE_FILE_NAME,
   type StorageBackend,
 } from "@distributor/storage";
-import { MAX_STATE_BYTES } from "../publish/inspect.js";
-import { WorkflowError } from "./shared.js";
-
-/** Largest `.distributor.json` read; the same cap as publishing applies. */
-export const MAX_STATE_FILE_BYTES = MAX_STATE_BYTES;
+import { readStateFile } from "../publish/state-file.js";
 
 /** A pipeline/destination pair that published into a state file. */
 export interface StateOwnerReport {
@@ -63,29 +58,6 @@ export interface StateReport {
   published_at?: string;
   owners: StateOwnerReport[];
   outputs: StateOutputReport[];
-}
-
-/**
- * Reads and parses the state file at `statePath`, at most `MAX_STATE_FILE_BYTES` of it. Text that
- * is not UTF-8 or not valid state fails with `state_invalid`, naming the file; storage failures
- * (`not_found`, `limit_exceeded`, ...) propagate as they are.
- */
-export async function readStateFile(
-  backend: StorageBackend,
-  statePath: string,
-  signal: AbortSignal | undefined,
-): Promise<{ text: string; document: StateDocument }> {
-  const bytes = await backend.readFile(statePath, { maxBytes: MAX_STATE_FILE_BYTES, signal });
-  try {
-    const text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
-    return { text, document: parseDocument(text) };
-  } catch (error) {
-    throw new WorkflowError(
-      "state_invalid",
-      `${backend.location} ${displayPath(statePath)}: ${(error as Error).message}`,
-      { cause: error },
-    );
-  }
 }
 
 /** Reads and describes the state file at `statePath`; an unparseable one fails with `state_invalid`. */

@@ -197,15 +197,14 @@ describe("inspectPath on bundles", () => {
     expect(bundle?.unlisted_files).toEqual(["extra.txt"]);
   });
 
-  it("marks files unchecked when validation stops early", async () => {
-    // The walk of the bundle refuses the symlink before any listed file is hashed.
+  it("reports an unlisted symlink and still checks every listed file", async () => {
     await writeBundle(root, { "report.md": REPORT });
     await symlink(join(root, "report.md"), join(root, "link.md"));
 
     const report = await inspectPath({ path: root });
 
     if (report.kind !== "bundles") throw new Error("expected bundles");
-    expect(report.bundles[0]?.files.map((file) => file.status)).toEqual(["unchecked"]);
+    expect(report.bundles[0]?.files.map((file) => file.status)).toEqual(["ok"]);
     expect(report.bundles[0]?.issues.map((issue) => issue.path)).toEqual(["link.md"]);
     expect(report.bundles[0]?.ok).toBe(false);
   });
@@ -381,7 +380,7 @@ describe("inspectPath on destination state", () => {
 
     const failure = await inspectPath({ path: root }).catch((error: unknown) => error);
 
-    expect(failure).toMatchObject({ name: "WorkflowError", code: "state_invalid" });
+    expect(failure).toMatchObject({ name: "StateError", code: "state_invalid" });
     expect((failure as Error).message).toContain(`local:${root} .distributor.json`);
     expect((failure as Error).message).toContain("created_at must be RFC3339");
   });

@@ -605,7 +605,7 @@ describe("prune", () => {
     const config = configWith(retentionYaml({ keepLatest: 0 }));
 
     await expect(prune(pruneOptions(config, { dryRun: false }))).rejects.toMatchObject({
-      name: "WorkflowError",
+      name: "StateError",
       code: "state_invalid",
     });
     expect(await destination.stateText()).toBe(invalid);

@@ -21,7 +21,7 @@ import {
   SOURCE_MANIFEST,
   SUMMARY,
 } from "../../test/workflows/helpers.js";
-import { MAX_STATE_FILE_BYTES } from "./inspect-state.js";
+import { MAX_STATE_BYTES } from "../publish/state-file.js";
 import { formatReconcileStateText, reconcileStateStatus } from "./maintenance-text.js";
 import {
   RECONCILE_STATE_WALK_LIMIT,
@@ -189,7 +189,7 @@ describe("reconcileState", () => {
     await destination.writeFiles({ ".distributor.json": invalid });
 
     await expect(reconcileState(options())).rejects.toMatchObject({
-      name: "WorkflowError",
+      name: "StateError",
       code: "state_invalid",
     });
     expect(await destination.stateText()).toBe(invalid);
@@ -463,16 +463,16 @@ describe("reconcileState", () => {
     expect(await readFile(join(destination.root, ".distributor.json"))).toEqual(bytes);
   });
 
-  it("refuses a state file larger than MAX_STATE_FILE_BYTES without reading it", async () => {
+  it("refuses a state file larger than MAX_STATE_BYTES without reading it", async () => {
     const path = join(destination.root, ".distributor.json");
     await writeFile(path, "");
     // Sparse: the size is there without writing the bytes.
-    await truncate(path, MAX_STATE_FILE_BYTES + 1);
+    await truncate(path, MAX_STATE_BYTES + 1);
 
     await expect(reconcileState(options())).rejects.toMatchObject({
       name: "StorageError",
       kind: "limit_exceeded",
     });
-    expect((await stat(path)).size).toBe(MAX_STATE_FILE_BYTES + 1);
+    expect((await stat(path)).size).toBe(MAX_STATE_BYTES + 1);
   });
 });

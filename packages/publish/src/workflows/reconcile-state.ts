@@ -16,11 +16,11 @@ import {
 import {
   compareLogicalPaths,
   isStorageError,
+  mapBounded,
   STATE_FILE_NAME,
   type StorageBackend,
 } from "@distributor/storage";
 import type { Config } from "../config/types.js";
-import { mapPool } from "../publish/pool.js";
 import {
   destinationRootPath,
   readRootState,
@@ -178,7 +178,7 @@ async function missingOutputs(
   outputs: RepairScope["checked"],
   signal: AbortSignal | undefined,
 ): Promise<ReconcileStatePath[]> {
-  const present = await mapPool(outputs, STAT_CONCURRENCY, async (output) => {
+  const present = await mapBounded(outputs, STAT_CONCURRENCY, async (output) => {
     try {
       await backend.stat(output.path, { signal });
       return true;

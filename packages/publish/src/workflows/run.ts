@@ -11,10 +11,9 @@ import { displayPath, type StorageBackend } from "@distributor/storage";
 import type { Config, DestinationConfig, PipelineConfig } from "../config/types.js";
 import { isFailAction, isWriteAction, type PublishAction } from "../publish/action.js";
 import { executePublish } from "../publish/execute.js";
-import { inspectDestination } from "../publish/inspect.js";
-import { attachUrls, type PlannedOutput, selectOutputs } from "../publish/outputs.js";
-import { planPublish } from "../publish/plan.js";
-import { prepareOutputs, type RenderCache } from "../publish/prepare.js";
+import { type PlannedOutput, selectOutputs } from "../publish/outputs.js";
+import { planTarget } from "../publish/plan-target.js";
+import { RenderCache } from "../publish/render-cache.js";
 import { errorCode, errorMessage } from "./errors.js";
 import {
   findPipeline,
@@ -26,12 +25,13 @@ import {
 
 export type RunStatus = "published" | "planned" | "skipped" | "failed";
 
+/** One output of an action; every field is present, `null` where it has no value (SPEC §9). */
 export interface RunOutputReport {
   path: string;
   kind: "source" | "generated";
   source_path: string;
-  transform?: string;
-  url?: string;
+  transform: string | null;
+  url: string | null;
   sha256: string;
   size: number;
 }
@@ -46,9 +46,9 @@ export interface RunActionReport {
   action: PublishAction | null;
   reason: string;
   status: RunStatus;
-  primary_url?: string;
+  primary_url: string | null;
   outputs: RunOutputReport[];
-  error?: string;
+  error: string | null;
 }
 
 /** A pipeline that stopped before planning any destination (source unreadable or invalid). */
@@ -127,7 +127,14 @@ export async function run(options: RunOptions): Promise<RunReport> {
 
 function selectPipelines(config: Config, ids: readonly string[]): PipelineConfig[] {
   if (ids.length === 0) {
-    return config.pipelines.filter((pipeline) => pipeline.source.backend !== "http_upload");
+    const runnable = config.pipelines.filter((p) => p.source.backend !== "http_upload");
+    if (runnable.length === 0) {
+      throw new WorkflowError(
+        "nothing_to_run",
+        "nothing ran: every pipeline of the configuration has an http_upload source, and those run only under distributor serve",
+      );
+    }
+    return runnable;
   }
   const wanted = ids.map((id) => findPipeline(config, id));
   for (const pipeline of wanted) {
@@ -150,6 +157,8 @@ async function runPipeline(options: RunOptions, pipeline: PipelineConfig, report
   });
   try {
     const bundles = await validatePipelineBundles(options, pipeline, source);
+    // Renderings are keyed by content, so every destination and bundle may share them.
+    const cache = new RenderCache();
     for (const destination of pipeline.destinations) {
       const targets =
         destination.pathMapping.mode === "fixed"
@@ -157,10 +166,11 @@ async function runPipeline(options: RunOptions, pipeline: PipelineConfig, report
               .filter((b) => b !== undefined)
               .map((b) => ({ bundle: b, bundlePath: "" }))
           : bundles.map((bundle) => ({ bundle, bundlePath: bundle.path }));
-      await runDestination(options, pipeline, destination, source, targets, report);
+      await runDestination(options, pipeline, destination, source, targets, cache, report);
     }
   } finally {
-    await source.close();
+    // A source that fails to close has already given what the run needed.
+    await source.close().catch(() => undefined);
   }
 }
 
@@ -171,10 +181,7 @@ async function validatePipelineBundles(
 ): Promise<ValidatedBundle[]> {
   const discovered = await discoverBundles(source, "", { signal: options.signal });
   if (discovered.length === 0) {
-    throw new WorkflowError(
-      "no_bundles",
-      `pipeline ${pipeline.id}: no bundles found in source (${source.location})`,
-    );
+    throw new WorkflowError("no_bundles", `no bundles found in source ${source.location}`);
   }
   const validated: ValidatedBundle[] = [];
   for (const bundle of discovered) {
@@ -195,11 +202,11 @@ async function validatePipelineBundles(
       });
     } catch (error) {
       if (error instanceof BundleValidationError) {
-        throw new WorkflowError(
-          "bundle_invalid",
-          `pipeline ${pipeline.id}: bundle ${displayPath(bundle.path)} is invalid: ${error.message}`,
-          { cause: error },
-        );
+        // The message already names the bundle; the report names the pipeline.
+        const message = error.message.startsWith("bundle ")
+          ? error.message
+          : `bundle ${displayPath(bundle.path)}: ${error.message}`;
+        throw new WorkflowError("bundle_invalid", message, { cause: error });
       }
       throw error;
     }
@@ -219,6 +226,7 @@ async function runDestination(
   destination: DestinationConfig,
   source: StorageBackend,
   targets: readonly Target[],
+  cache: RenderCache,
   report: RunReport,
 ) {
   let backend: StorageBackend;
@@ -239,7 +247,6 @@ async function runDestination(
     }
     return;
   }
-  const cache: RenderCache = new Map();
   try {
     for (const target of targets) {
       const action = await publishTarget(
@@ -255,7 +262,8 @@ async function runDestination(
       options.onEvent?.({ type: "destination_done", action });
     }
   } finally {
-    await backend.close();
+    // Fan-out: a destination that fails to close must not stop the pipeline's other destinations.
+    await backend.close().catch(() => undefined);
   }
 }
 
@@ -273,7 +281,9 @@ function baseAction(
     action: null,
     reason: "",
     status: "failed",
+    primary_url: null,
     outputs: [],
+    error: null,
   };
 }
 
@@ -302,40 +312,31 @@ async function publishTarget(
       html: destination.publish.html,
       markdownMode: html ? destination.transform.markdownToHtml.mode : undefined,
     });
-    const prepared = await prepareOutputs(selection, {
+    const plan = await planTarget({
       source,
       sourceBundlePath: target.bundle.path,
-      manifest,
-      cache,
-      signal,
-    });
-    const { outputs, primaryUrl } = attachUrls(prepared, target.bundlePath, destination.links);
-    action.outputs = outputs.map(outputReport);
-    if (primaryUrl !== undefined) action.primary_url = primaryUrl;
-
-    const inspection = await inspectDestination(
-      backend,
-      target.bundlePath,
-      outputs.map((output) => output.path),
-      { signal },
-    );
-    const plan = planPublish(
-      {
+      destination: backend,
+      target: {
         owner: ownerScope(pipeline.id, destination.id),
         manifest,
         bundlePath: target.bundlePath,
-        outputs,
-        primaryUrl,
         stateMode: destination.state.mode,
         reconciliation: destination.reconciliation.mode,
         pathMapping: destination.pathMapping.mode,
         transfer: destination.transfer,
         force: options.force ?? false,
       },
-      inspection,
-    );
+      selection,
+      links: destination.links,
+      now: options.now?.() ?? new Date(),
+      distributorVersion: options.distributorVersion,
+      cache,
+      signal,
+    });
     action.action = plan.action;
     action.reason = plan.reason;
+    action.outputs = plan.outputs.map(outputReport);
+    action.primary_url = plan.primaryUrl ?? null;
     if (isFailAction(plan.action)) {
       action.status = "failed";
       action.error = `${plan.action}: ${plan.reason}`;
@@ -351,8 +352,6 @@ async function publishTarget(
           source,
           sourceBundlePath: target.bundle.path,
           destination: backend,
-          distributorVersion: options.distributorVersion,
-          now: options.now,
           signal,
           onOutputWritten: (output: PlannedOutput) =>
             options.onEvent?.({
@@ -374,14 +373,13 @@ async function publishTarget(
 }
 
 function outputReport(output: PlannedOutput): RunOutputReport {
-  const report: RunOutputReport = {
+  return {
     path: output.path,
     kind: output.kind,
     source_path: output.sourcePath,
+    transform: output.transform ?? null,
+    url: output.url ?? null,
     sha256: output.sha256,
     size: output.size,
   };
-  if (output.transform !== undefined) report.transform = output.transform;
-  if (output.url !== undefined) report.url = output.url;
-  return report;
 }

@@ -1,3 +1,6 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
 import { buildManifest, FileHasher, type Manifest, serializeManifest } from "@distributor/bundle";
 import {
   ownerScope,
@@ -10,6 +13,8 @@ import {
   serializeDocument,
 } from "@distributor/state";
 import {
+  createLocalBackend,
+  createMemoryBackend,
   joinPrefix,
   type StorageBackend,
   StorageError,
@@ -19,13 +24,10 @@ import {
 } from "@distributor/storage";
 import type { LinksPolicy, PublishPolicy, TransferPolicy } from "../../src/config/types.js";
 import {
-  attachUrls,
   DEFAULT_TRANSFER_POLICY,
   executePublish,
-  inspectDestination,
   type PublishPlan,
-  planPublish,
-  prepareOutputs,
+  planTarget,
   selectOutputs,
 } from "../../src/publish/index.js";
 
@@ -213,44 +215,31 @@ export async function planCase(c: PublishCase): Promise<PublishPlan> {
     html: publish.html,
     markdownMode: publish.html ? (c.markdownMode ?? "sidecar") : undefined,
   });
-  const prepared = await prepareOutputs(selection, {
+  return planTarget({
     source: c.source,
     sourceBundlePath: c.sourceBundlePath,
-    manifest: c.manifest,
-  });
-  const { outputs, primaryUrl } = attachUrls(prepared, bundlePath, c.links);
-  const inspection = await inspectDestination(
-    c.destination,
-    bundlePath,
-    outputs.map((output) => output.path),
-    { walkLimit: c.walkLimit },
-  );
-  return planPublish(
-    {
+    destination: c.destination,
+    target: {
       owner: ownerScope(c.pipelineId ?? "reports", c.destinationId ?? "archive"),
       manifest: c.manifest,
       bundlePath,
-      outputs,
-      primaryUrl,
       stateMode: c.stateMode ?? "single_owner",
       reconciliation: c.reconciliation ?? "replace",
       pathMapping: c.pathMapping ?? "preserve_relative",
       transfer: c.transfer ?? DEFAULT_TRANSFER_POLICY,
       force: c.force ?? false,
     },
-    inspection,
-  );
+    selection,
+    links: c.links,
+    now: c.now ?? new Date("2026-06-04T12:00:00Z"),
+    distributorVersion: "test",
+    walkLimit: c.walkLimit,
+  });
 }
 
 export async function executeCase(c: PublishCase, plan: PublishPlan): Promise<void> {
   await executePublish(
-    {
-      source: c.source,
-      sourceBundlePath: c.sourceBundlePath,
-      destination: c.destination,
-      distributorVersion: "test",
-      now: () => c.now ?? new Date("2026-06-04T12:00:00Z"),
-    },
+    { source: c.source, sourceBundlePath: c.sourceBundlePath, destination: c.destination },
     plan,
   );
 }
@@ -277,4 +266,33 @@ export function failingWrites(backend: StorageBackend, failPath: string): Storag
       return typeof value === "function" ? value.bind(target) : value;
     },
   });
+}
+
+/** The backends the engine suites run on: memory, and the real filesystem (SPEC conventions). */
+export const BACKEND_KINDS = ["memory", "local"] as const;
+export type BackendKind = (typeof BACKEND_KINDS)[number];
+
+let backendKind: BackendKind = "memory";
+const tempDirs: string[] = [];
+
+/** Chooses what `newBackend` creates, for the tests of one `describe.each(BACKEND_KINDS)` block. */
+export function useBackendKind(kind: BackendKind): void {
+  backendKind = kind;
+}
+
+/** A fresh, empty (or seeded) backend of the kind in use: memory, or a temp directory. */
+export function newBackend(options: { files?: Record<string, string> } = {}): StorageBackend {
+  if (backendKind === "memory") return createMemoryBackend(options);
+  const root = mkdtempSync(join(tmpdir(), "distributor-engine-"));
+  tempDirs.push(root);
+  for (const [path, text] of Object.entries(options.files ?? {})) {
+    mkdirSync(dirname(join(root, path)), { recursive: true });
+    writeFileSync(join(root, path), text);
+  }
+  return createLocalBackend({ root });
+}
+
+/** Removes the temp directories `newBackend` made; call from `afterAll`. */
+export function removeTempBackends(): void {
+  for (const dir of tempDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 }

@@ -4,32 +4,36 @@ import {
   ownerScope,
   parseSharedRootState,
 } from "@distributor/state";
-import { createMemoryBackend, statePath } from "@distributor/storage";
-import { describe, expect, it } from "vitest";
+import { type StorageBackend, statePath } from "@distributor/storage";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
+  BACKEND_KINDS,
   CREATED,
   EARLIER,
   executeCase,
   exists,
   manifestFor,
+  newBackend,
   type PublishCase,
   planCase,
   readText,
+  removeTempBackends,
   sharedRootWithOther,
   singleOwnerState,
+  useBackendKind,
   withCurrentOwner,
   writeSourceBundle,
   writeStateWithOutputs,
 } from "./fixtures.js";
 
 async function sharedCase(options: { includeCurrent: boolean; files?: Record<string, string> }) {
-  const source = createMemoryBackend();
+  const source = newBackend();
   const manifest = await writeSourceBundle(
     source,
     "bundle",
     options.files ?? { "report.md": "# Report\nNew.\n" },
   );
-  const destination = createMemoryBackend();
+  const destination = newBackend();
   let existing = sharedRootWithOther();
   if (options.includeCurrent) existing = withCurrentOwner(existing, manifest);
   await writeStateWithOutputs(destination, "bundle", existing);
@@ -43,45 +47,52 @@ async function sharedCase(options: { includeCurrent: boolean; files?: Record<str
   return { c, destination, existing };
 }
 
-async function readShared(backend: ReturnType<typeof createMemoryBackend>, bundlePath = "bundle") {
+async function readShared(backend: StorageBackend, bundlePath = "bundle") {
   return parseSharedRootState(await readText(backend, statePath(bundlePath)));
 }
 
 const paths = (outputs: { path: string }[]) => outputs.map((o) => o.path).join(",");
 
-describe("shared-root planning", () => {
+describe.each(BACKEND_KINDS)("%s: shared-root planning", (kind) => {
+  beforeAll(() => useBackendKind(kind));
+  afterAll(removeTempBackends);
   it("TestBuildSharedRootTreatsAbsentOwnerAsPublishable", async () => {
     const { c } = await sharedCase({ includeCurrent: false, files: { "report.md": "# Report\n" } });
     const plan = await planCase(c);
     expect(plan.action).toBe("publish_new");
     expect(plan.ownerScope).toEqual(ownerScope("reports", "archive"));
-    expect(plan.otherOwnerOutputs).toHaveLength(1);
     expect(plan.outputs).toHaveLength(1);
-    expect(plan.ownerOutputsToDelete).toHaveLength(0);
-    expect(plan.retainedOwnerOutputs).toHaveLength(0);
+    expect(plan.deletes).toEqual([]);
+    expect(plan.writes.map((write) => [write.output.path, write.overwrite])).toEqual([
+      ["report.md", false],
+    ]);
+    expect(plan.nextState?.outputs.map((o) => o.path)).toEqual(["other/report.md", "report.md"]);
   });
 
   it("TestBuildSharedRootReplaceDeletesOnlyCurrentOwnerOmittedOutputs", async () => {
     const { c } = await sharedCase({ includeCurrent: true });
     const plan = await planCase(c);
     expect(plan.action).toBe("replace_older");
-    expect(paths(plan.ownerOutputsToDelete)).toBe("old.md");
-    expect(paths(plan.otherOwnerOutputs)).toBe("other/report.md");
-    expect(plan.retainedOwnerOutputs).toHaveLength(0);
+    expect(plan.deletes).toEqual(["old.md"]);
+    expect(paths(plan.deletedRecords)).toBe("old.md");
+    expect(plan.writes.map((write) => [write.output.path, write.overwrite])).toEqual([
+      ["report.md", true],
+    ]);
+    expect(paths(plan.nextState?.outputs ?? [])).toBe("other/report.md,report.md");
   });
 
   it("TestBuildSharedRootMergeRetainsCurrentOwnerOmittedOutputs", async () => {
     const { c } = await sharedCase({ includeCurrent: true });
     c.reconciliation = "merge";
     const plan = await planCase(c);
-    expect(paths(plan.retainedOwnerOutputs)).toBe("old.md");
-    expect(plan.ownerOutputsToDelete).toHaveLength(0);
+    expect(plan.deletes).toEqual([]);
+    expect(paths(plan.nextState?.outputs ?? [])).toBe("other/report.md,old.md,report.md");
   });
 
   it("TestBuildSharedRootRejectsOtherOwnerPathConflict", async () => {
-    const source = createMemoryBackend();
+    const source = newBackend();
     const manifest = await writeSourceBundle(source, "bundle", { "report.md": "# Report\n" });
-    const destination = createMemoryBackend();
+    const destination = newBackend();
     const existing = sharedRootWithOther();
     const [first] = existing.outputs;
     if (first) first.path = "report.md";
@@ -111,9 +122,9 @@ describe("shared-root planning", () => {
   });
 
   it("refuses a single-owner state of another owner as a conflict", async () => {
-    const source = createMemoryBackend();
+    const source = newBackend();
     const manifest = await writeSourceBundle(source, "", { "report.md": "# Report\n" });
-    const destination = createMemoryBackend();
+    const destination = newBackend();
     await writeStateWithOutputs(
       destination,
       "",
@@ -130,7 +141,9 @@ describe("shared-root planning", () => {
   });
 });
 
-describe("shared-root execution", () => {
+describe.each(BACKEND_KINDS)("%s: shared-root execution", (kind) => {
+  beforeAll(() => useBackendKind(kind));
+  afterAll(removeTempBackends);
   it("TestExecuteSharedRootPublishesOwnerAndPreservesOtherOwners", async () => {
     const { c, destination } = await sharedCase({
       includeCurrent: false,
@@ -179,9 +192,9 @@ describe("shared-root execution", () => {
   });
 
   it("TestExecuteSharedRootForceReplaceDeletesOnlyBundlePath", async () => {
-    const source = createMemoryBackend();
+    const source = newBackend();
     const manifest = await writeSourceBundle(source, "bundle", { "report.md": "# Report\n" });
-    const destination = createMemoryBackend({
+    const destination = newBackend({
       files: {
         "bundle/unmanaged.txt": "unmanaged",
         "bundle/nested/old.txt": "old",
@@ -208,9 +221,9 @@ describe("shared-root execution", () => {
 
   for (const mode of ["replace", "merge"] as const) {
     it(`migrates compatible single-owner state to schema 3 (${mode})`, async () => {
-      const source = createMemoryBackend();
+      const source = newBackend();
       const manifest = await writeSourceBundle(source, "", { "report.md": "# Report\nNew.\n" });
-      const destination = createMemoryBackend();
+      const destination = newBackend();
       const older = manifestFor(
         { "report.md": "old", "gone.md": "old" },
         { created: new Date(CREATED.getTime() - 3_600_000) },

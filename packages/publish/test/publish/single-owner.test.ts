@@ -1,17 +1,21 @@
 import { serializeManifest } from "@distributor/bundle";
 import { parseDocument, type SingleOwnerState, serializeDocument } from "@distributor/state";
-import { createMemoryBackend, type StorageBackend, statePath } from "@distributor/storage";
-import { describe, expect, it } from "vitest";
+import { type StorageBackend, statePath } from "@distributor/storage";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
+  BACKEND_KINDS,
   CREATED,
   executeCase,
   exists,
   failingWrites,
   manifestFor,
+  newBackend,
   type PublishCase,
   planCase,
   readText,
+  removeTempBackends,
   singleOwnerState,
+  useBackendKind,
   writeSourceBundle,
   writeStateWithOutputs,
 } from "./fixtures.js";
@@ -30,9 +34,9 @@ async function olderPublication(
   olderFiles: Record<string, string>,
   sourceFiles = { "report.md": NEW_REPORT },
 ) {
-  const source = createMemoryBackend();
+  const source = newBackend();
   const manifest = await writeSourceBundle(source, "", sourceFiles);
-  const destination = createMemoryBackend();
+  const destination = newBackend();
   const older = manifestFor(olderFiles, { created: new Date(CREATED.getTime() - HOUR) });
   const existing = singleOwnerState(older);
   await writeStateWithOutputs(destination, "", existing);
@@ -40,14 +44,16 @@ async function olderPublication(
   return { c, existing, source, destination };
 }
 
-describe("single-owner publication", () => {
+describe.each(BACKEND_KINDS)("%s: single-owner publication", (kind) => {
+  beforeAll(() => useBackendKind(kind));
+  afterAll(removeTempBackends);
   it("publishes new outputs and writes schema 2 state last", async () => {
-    const source = createMemoryBackend();
+    const source = newBackend();
     const manifest = await writeSourceBundle(source, "daily", {
       "report.md": NEW_REPORT,
       "data/a.txt": "a",
     });
-    const destination = createMemoryBackend();
+    const destination = newBackend();
     const c: PublishCase = { source, sourceBundlePath: "daily", manifest, destination };
     const plan = await planCase(c);
     expect(plan.action).toBe("publish_new");
@@ -62,9 +68,9 @@ describe("single-owner publication", () => {
   });
 
   it("skips an identical source on the next run", async () => {
-    const source = createMemoryBackend();
+    const source = newBackend();
     const manifest = await writeSourceBundle(source, "", { "report.md": NEW_REPORT });
-    const destination = createMemoryBackend();
+    const destination = newBackend();
     const c: PublishCase = { source, sourceBundlePath: "", manifest, destination };
     await executeCase(c, await planCase(c));
     // Two entries now (report.md and the state file): listing them fails at a limit of 1.
@@ -92,7 +98,8 @@ describe("single-owner publication", () => {
     c.reconciliation = "merge";
     const plan = await planCase(c);
     expect(plan.action).toBe("replace_older");
-    expect(plan.retainedOwnerOutputs.map((o) => o.path)).toEqual(["summary.txt"]);
+    expect(plan.deletes).toEqual([]);
+    expect(plan.nextState?.outputs.map((o) => o.path)).toEqual(["report.md", "summary.txt"]);
     await executeCase(c, plan);
     expect(await readText(destination, "report.md")).toBe(NEW_REPORT);
     expect(await readText(destination, "summary.txt")).toBe("old");
@@ -140,9 +147,9 @@ describe("single-owner publication", () => {
   });
 
   it("TestExecuteCleansUpAfterWriteFailure: replace removes this attempt's outputs", async () => {
-    const source = createMemoryBackend();
+    const source = newBackend();
     const manifest = await writeSourceBundle(source, "", { "a.md": "a", "b.md": "b", "c.md": "c" });
-    const store = createMemoryBackend();
+    const store = newBackend();
     const destination = failingWrites(store, "c.md");
     const c: PublishCase = { source, sourceBundlePath: "", manifest, destination };
     const plan = await planCase(c);
@@ -151,10 +158,10 @@ describe("single-owner publication", () => {
   });
 
   it("TestExecuteMergeFailureCleansUpOnlyNewOutputs", async () => {
-    const source = createMemoryBackend();
+    const source = newBackend();
     const files = { "report.md": NEW_REPORT, "new.md": "new\n", "fail.md": "fail\n" };
     const manifest = await writeSourceBundle(source, "", files);
-    const store = createMemoryBackend();
+    const store = newBackend();
     const older = manifestFor(
       { "report.md": NEW_REPORT },
       { created: new Date(CREATED.getTime() - HOUR) },
@@ -180,9 +187,9 @@ describe("single-owner publication", () => {
 
   for (const mode of ["replace", "merge"] as const) {
     it(`TestExecuteFixedPathSupportsReconciliationModes/${mode}`, async () => {
-      const source = createMemoryBackend();
+      const source = newBackend();
       const manifest = await writeSourceBundle(source, "new", { "report.md": NEW_REPORT });
-      const destination = createMemoryBackend();
+      const destination = newBackend();
       const older = manifestFor(
         { "report.md": NEW_REPORT },
         {
@@ -233,9 +240,9 @@ describe("single-owner publication", () => {
   }
 
   it("rewrites a schema 1 destination as schema 2 on replacement", async () => {
-    const source = createMemoryBackend();
+    const source = newBackend();
     const manifest = await writeSourceBundle(source, "", { "report.md": NEW_REPORT });
-    const destination = createMemoryBackend();
+    const destination = newBackend();
     const older = manifestFor(
       { "report.md": "old" },
       { created: new Date(CREATED.getTime() - HOUR) },
@@ -269,9 +276,9 @@ describe("single-owner publication", () => {
   });
 
   it("force replaces only inside the bundle path", async () => {
-    const source = createMemoryBackend();
+    const source = newBackend();
     const manifest = await writeSourceBundle(source, "bundle", { "report.md": NEW_REPORT });
-    const destination = createMemoryBackend({
+    const destination = newBackend({
       files: {
         "bundle/unmanaged.txt": "x",
         "bundle/nested/old.txt": "y",
@@ -317,10 +324,10 @@ describe("single-owner publication", () => {
   });
 
   it("refuses a source file that changed after validation and cleans up", async () => {
-    const source = createMemoryBackend();
+    const source = newBackend();
     const manifest = await writeSourceBundle(source, "", { "a.txt": "a", "b.txt": "b" });
     await source.writeFile("b.txt", "tampered", { overwrite: true });
-    const destination = createMemoryBackend();
+    const destination = newBackend();
     const c: PublishCase = { source, sourceBundlePath: "", manifest, destination };
     await expect(executeCase(c, await planCase(c))).rejects.toThrow(
       /b\.txt: source changed while copying/,
@@ -329,7 +336,9 @@ describe("single-owner publication", () => {
   });
 });
 
-describe("unreadable state", () => {
+describe.each(BACKEND_KINDS)("%s: unreadable state", (kind) => {
+  beforeAll(() => useBackendKind(kind));
+  afterAll(removeTempBackends);
   it("treats state that is not valid UTF-8 as invalid state (a conflict)", async () => {
     const { c, destination, existing } = await olderPublication({ "report.md": "old" });
     const text = serializeDocument(existing);

@@ -176,6 +176,7 @@ class FramedBackend implements StorageBackend {
 
   async deletePrefix(prefix: string, options: DeleteOptions = {}): Promise<void> {
     validatePrefix(prefix, "delete prefix", this.name);
+    for (const kept of options.keep ?? []) validatePath(kept, "delete prefix", this.name);
     return this.#run("delete prefix", prefix, options.signal, () =>
       this.#operations.deletePrefix(prefix, options),
     );

@@ -30,7 +30,7 @@ import {
 import { BACKEND_NAME, hasCode, toStorageError } from "./errno.js";
 import { inspectPath } from "./inspect.js";
 import { openReadStream, readWholeFile } from "./read.js";
-import { emptyDirectory, pruneEmptyParents, removeTree } from "./remove.js";
+import { emptyDirectory, emptyDirectoryExcept, pruneEmptyParents, removeTree } from "./remove.js";
 import { walkTree } from "./walk.js";
 import { writeAtomically } from "./write.js";
 
@@ -151,7 +151,12 @@ class LocalOperations implements BackendOperations, LocalRoot {
     const { signal } = options;
     if (prefix === "") {
       // The root is kept, and a root that does not exist yet is simply empty.
-      await emptyDirectory(this.root, signal).catch((error: unknown) => {
+      const keep = options.keep;
+      const empty =
+        keep === undefined
+          ? emptyDirectory(this.root, signal)
+          : emptyDirectoryExcept(this.root, new Set(keep), signal);
+      await empty.catch((error: unknown) => {
         if (hasCode(error, "ENOTDIR")) throw rootNotDirectory(this, "delete prefix", "");
         if (!hasCode(error, "ENOENT")) throw error;
       });
@@ -169,6 +174,10 @@ class LocalOperations implements BackendOperations, LocalRoot {
         prefix,
         "is not a regular file or directory",
       );
+    }
+    if (options.keep !== undefined && state.kind === "directory") {
+      await emptyDirectoryExcept(nativePath(this, prefix), new Set(options.keep), signal);
+      return;
     }
     await removeTree(nativePath(this, prefix), signal);
     if (options.pruneEmptyDirs) await pruneEmptyParents(this, prefix);

@@ -316,6 +316,16 @@ describe("local backend", () => {
       await expectStorageError(backend.readFile(entries[1]!.path), "invalid_path");
     });
 
+    it("deletePrefix with keep removes empty directories, symlinks and odd names too", async () => {
+      await mkdir(join(root, "bundle", "empty"), { recursive: true });
+      await writeFile(join(root, "bundle", "kept.txt"), "k");
+      await writeFile(Buffer.from(`${root}/bundle/f\xfe.txt`, "latin1"), "odd");
+      await symlink(outside, join(root, "bundle", "link"));
+      await backend.deletePrefix("bundle", { keep: ["kept.txt"] });
+      expect(await readdir(join(root, "bundle"))).toEqual(["kept.txt"]);
+      expect(await readdir(outside)).toEqual(["secret.txt"]);
+    });
+
     it("deletePrefix removes entries whose names are not UTF-8", async () => {
       await mkdir(join(root, "bundle"));
       await writeFile(Buffer.from(`${root}/bundle/f\xfe.txt`, "latin1"), "odd");

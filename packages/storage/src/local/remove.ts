@@ -43,6 +43,42 @@ export async function emptyDirectory(
 }
 
 /**
+ * Removes everything below a directory except the `keep` paths (relative, logical) and the
+ * directories above them. Names are read as bytes, like `emptyDirectory`.
+ */
+export async function emptyDirectoryExcept(
+  native: string,
+  keep: ReadonlySet<string>,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  const keptDirectories = new Set<string>();
+  for (const path of keep) {
+    for (let index = path.indexOf("/"); index !== -1; index = path.indexOf("/", index + 1)) {
+      keptDirectories.add(path.slice(0, index));
+    }
+  }
+  const visit = async (directory: Buffer, relative: string): Promise<void> => {
+    const parent = Buffer.concat([directory, Buffer.from("/")]);
+    for await (const dirent of await opendir(directory, { encoding: "buffer" as BufferEncoding })) {
+      throwIfAborted(signal);
+      const rawName = dirent.name as unknown as Buffer;
+      const child = Buffer.concat([parent, rawName]);
+      // A name that is not UTF-8 can match no kept (logical) path.
+      const name = rawName.toString("utf8");
+      const path = relative === "" ? name : `${relative}/${name}`;
+      if (keep.has(path)) continue;
+      try {
+        if (keptDirectories.has(path) && dirent.isDirectory()) await visit(child, path);
+        else await removeTree(child, signal);
+      } catch (error) {
+        if (!hasCode(error, "ENOENT")) throw error;
+      }
+    }
+  };
+  await visit(Buffer.from(native), "");
+}
+
+/**
  * Removes the now-empty directories above a deleted logical path, deepest first, stopping at the
  * first one that is not empty and never removing the root. Best effort: a directory that cannot be
  * removed is left in place, because the delete itself already succeeded.

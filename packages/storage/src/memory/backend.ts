@@ -151,17 +151,18 @@ class MemoryOperations implements BackendOperations {
   }
 
   async deletePrefix(prefix: string, options: DeleteOptions): Promise<void> {
-    if (prefix === "") {
+    const keep = new Set((options.keep ?? []).map((path) => joinSegments(prefix, [path])));
+    if (prefix === "" && keep.size === 0) {
       this.#tree.clear();
       return;
     }
-    const state = this.#tree.lookup(prefix);
+    const state = prefix === "" ? { kind: "directory" } : this.#tree.lookup(prefix);
     if (state.kind === "missing" || state.kind === "blocked") {
       if (options.ignoreMissing) return;
       throw memoryError("not_found", "delete prefix", prefix);
     }
     for (const path of [...this.#tree.files.keys()]) {
-      if (isWithinPrefix(prefix, path)) this.#tree.remove(path);
+      if (isWithinPrefix(prefix, path) && !keep.has(path)) this.#tree.remove(path);
     }
   }
 

@@ -568,6 +568,27 @@ export function describeBackendContract(name: string, factory: BackendFactory): 
         expect(await files()).toEqual(["bundle/y.txt"]);
       });
 
+      it("keeps the listed paths and the directories above them, deleting the rest", async () => {
+        await put({
+          "bundle/.distributor.json": "{}",
+          "bundle/keep/a.txt": "a",
+          "bundle/keep/gone.txt": "g",
+          "bundle/old/b.txt": "b",
+          "bundle/top.txt": "t",
+          "bundle-sibling/x.txt": "x",
+        });
+        await backend().deletePrefix("bundle", {
+          keep: [".distributor.json", "keep/a.txt", "not/there.txt"],
+        });
+        expect(await files()).toEqual([
+          "bundle-sibling/x.txt",
+          "bundle/.distributor.json",
+          "bundle/keep/a.txt",
+        ]);
+        await backend().deletePrefix("", { keep: ["bundle/keep/a.txt"] });
+        expect(await files()).toEqual(["bundle/keep/a.txt"]);
+      });
+
       it("fails with not_found for a missing prefix unless ignoreMissing", async () => {
         await put({ "bundle-sibling/x.txt": "x" });
         await expectKind(backend().deletePrefix("bundle"), "not_found");

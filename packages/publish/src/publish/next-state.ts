@@ -1,0 +1,142 @@
+import {
+  isSharedRootState,
+  mergeOutputRecords,
+  mergeOwnerOutputs,
+  newSharedRootState,
+  type OutputProjection,
+  type OwnerRecord,
+  ownerOutputs,
+  projectOutputs,
+  projectOwnerOutputs,
+  replaceOwnerOutputs,
+  type SharedRootState,
+  type SingleOwnerState,
+  type StateDocument,
+  sameOwnerScope,
+  singleOwnerAsOwnerOutputs,
+  singleOwnerAsOwnerRecord,
+  singleOwnerScope,
+  truncateToSecond,
+} from "@distributor/state";
+import type { PublishAction } from "./action.js";
+import type { PlannedOutput } from "./outputs.js";
+import type { PublishRequest } from "./plan.js";
+
+/**
+ * The state document a write action leaves behind: the request's outputs recorded for its owner,
+ * with what reconciliation keeps of the previous document. Pure; timestamps come from `now`.
+ */
+export function nextStateDocument(
+  request: PublishRequest,
+  previous: StateDocument | undefined,
+  action: PublishAction,
+): StateDocument {
+  const now = truncateToSecond(request.now);
+  const forced = action === "force_replace";
+  const merging = action === "replace_older" && request.reconciliation === "merge";
+  return request.stateMode === "shared_root"
+    ? nextSharedRootState(request, previous, now, forced, merging)
+    : nextSingleOwnerState(request, previous, now, merging);
+}
+
+function projections(outputs: readonly PlannedOutput[]): OutputProjection[] {
+  return outputs.map((output) => {
+    const projection: OutputProjection = {
+      path: output.path,
+      kind: output.kind,
+      sourcePath: output.sourcePath,
+      sha256: output.sha256,
+      size: output.size,
+    };
+    if (output.transform !== undefined) projection.transform = output.transform;
+    if (output.url !== undefined) projection.url = output.url;
+    return projection;
+  });
+}
+
+/** The previous single-owner state when it is this owner's own (its timestamps carry over). */
+function ownSingleOwnerState(
+  request: PublishRequest,
+  previous: StateDocument | undefined,
+): SingleOwnerState | undefined {
+  if (previous === undefined || isSharedRootState(previous)) return undefined;
+  return sameOwnerScope(singleOwnerScope(previous), request.owner) ? previous : undefined;
+}
+
+function nextSingleOwnerState(
+  request: PublishRequest,
+  previous: StateDocument | undefined,
+  now: Date,
+  merging: boolean,
+): SingleOwnerState {
+  const own = ownSingleOwnerState(request, previous);
+  const planned = projectOutputs(projections(request.outputs), own?.outputs ?? [], now);
+  const next: SingleOwnerState = {
+    schemaVersion: 2,
+    pipelineId: request.owner.pipelineId,
+    destinationId: request.owner.destinationId,
+    publishedAt: now,
+    createdAt: own?.createdAt ?? now,
+    updatedAt: now,
+    state: { mode: "single_owner" },
+    reconciliation: { mode: request.reconciliation },
+    source: { manifest: request.manifest },
+    outputs: merging && own !== undefined ? mergeOutputRecords(own.outputs, planned) : planned,
+  };
+  if (request.distributorVersion) next.distributorVersion = request.distributorVersion;
+  if (request.primaryUrl !== undefined) next.links = { primaryUrl: request.primaryUrl };
+  return next;
+}
+
+function nextSharedRootState(
+  request: PublishRequest,
+  previous: StateDocument | undefined,
+  now: Date,
+  forced: boolean,
+  merging: boolean,
+): SharedRootState {
+  // A forced replacement clears the bundle path, other owners included (SPEC §5).
+  const base = forced
+    ? newSharedRootState(now, request.distributorVersion)
+    : sharedRootBase(request, previous, now);
+  const owner: OwnerRecord = {
+    scope: { ...request.owner },
+    reconciliation: { mode: request.reconciliation },
+    source: { manifest: request.manifest },
+  };
+  if (request.primaryUrl !== undefined) owner.links = { primaryUrl: request.primaryUrl };
+  const planned = projectOwnerOutputs(
+    projections(request.outputs),
+    ownerOutputs(base, request.owner),
+    owner.scope,
+    request.manifest,
+    now,
+  );
+  return merging
+    ? mergeOwnerOutputs(base, owner, planned)
+    : replaceOwnerOutputs(base, owner, planned);
+}
+
+function sharedRootBase(
+  request: PublishRequest,
+  previous: StateDocument | undefined,
+  now: Date,
+): SharedRootState {
+  if (previous !== undefined && isSharedRootState(previous)) {
+    const base: SharedRootState = { ...previous, updatedAt: now };
+    delete base.distributorVersion;
+    if (request.distributorVersion) base.distributorVersion = request.distributorVersion;
+    return base;
+  }
+  const fresh = newSharedRootState(now, request.distributorVersion);
+  const own = ownSingleOwnerState(request, previous);
+  if (own === undefined) return fresh;
+  // Migration: this owner's single-owner state becomes its record in a shared root, so merge
+  // keeps its omitted outputs managed.
+  return {
+    ...fresh,
+    createdAt: own.createdAt,
+    owners: [singleOwnerAsOwnerRecord(own)],
+    outputs: singleOwnerAsOwnerOutputs(own),
+  };
+}

@@ -1,0 +1,86 @@
+import {
+  type DestinationStatus,
+  parseDocument,
+  type StateDocument,
+  StateError,
+} from "@distributor/state";
+import { displayPath, isStorageError, type StorageBackend, statePath } from "@distributor/storage";
+
+/** State files larger than this are refused rather than read into memory. */
+export const MAX_STATE_BYTES = 64 * 1024 * 1024;
+
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+
+/** A parsed `.distributor.json` with the version token of the bytes it was parsed from. */
+export interface StateFile {
+  text: string;
+  document: StateDocument;
+  version: string;
+}
+
+/**
+ * Reads and parses the state file at `path`, at most `MAX_STATE_BYTES` of it. Bytes that are not
+ * UTF-8 (they cannot be state distributor wrote) or not valid state fail with a `StateError`
+ * naming the file; storage failures (`not_found`, `limit_exceeded`, ...) propagate as they are.
+ */
+export async function readStateFile(
+  backend: StorageBackend,
+  path: string,
+  signal?: AbortSignal,
+): Promise<StateFile> {
+  const { bytes, version } = await backend.readVersioned(path, {
+    maxBytes: MAX_STATE_BYTES,
+    signal,
+  });
+  return { ...parseStateBytes(backend, path, bytes), version };
+}
+
+function parseStateBytes(
+  backend: StorageBackend,
+  path: string,
+  bytes: Uint8Array,
+): { text: string; document: StateDocument } {
+  try {
+    const text = strictUtf8.decode(bytes);
+    return { text, document: parseDocument(text) };
+  } catch (error) {
+    const detail = error instanceof TypeError ? "not UTF-8 text" : (error as Error).message;
+    throw new StateError(
+      `state file ${backend.location} ${displayPath(path)} is not valid state: ${detail}`,
+      { cause: error },
+    );
+  }
+}
+
+/** What planning knows about a bundle path's state: parsed, missing, or invalid (as data). */
+export interface DestinationStateRead {
+  status: DestinationStatus;
+  /** Version of the state file read; undefined when there is none. */
+  version?: string | undefined;
+}
+
+/** Reads a destination bundle path's state; an unreadable or invalid file becomes `stateError`. */
+export async function readDestinationStatus(
+  backend: StorageBackend,
+  bundlePath: string,
+  signal?: AbortSignal,
+): Promise<DestinationStateRead> {
+  const hasContents = await backend.hasAny(bundlePath, { signal });
+  const path = statePath(bundlePath);
+  let read: { bytes: Uint8Array; version: string };
+  try {
+    read = await backend.readVersioned(path, { maxBytes: MAX_STATE_BYTES, signal });
+  } catch (error) {
+    if (isStorageError(error, "not_found")) return { status: { hasContents } };
+    if (!isStorageError(error, "limit_exceeded")) throw error;
+    // Too large to be state; its version still lets a forced replacement swap it.
+    const { version } = await backend.stat(path, { signal });
+    return { status: { hasContents, stateError: error }, version };
+  }
+  try {
+    const { document } = parseStateBytes(backend, path, read.bytes);
+    return { status: { hasContents, state: document }, version: read.version };
+  } catch (error) {
+    return { status: { hasContents, stateError: error }, version: read.version };
+  }
+}
