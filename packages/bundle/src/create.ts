@@ -2,13 +2,13 @@ import {
   displayPath,
   isStorageError,
   joinPrefix,
+  mapBounded,
   relativeTo,
   STATE_FILE_NAME,
   type StorageBackend,
   type StorageEntry,
 } from "@distributor/storage";
 import { isNestedManifest, nestedManifestIssue, walkBundle, walkLimit } from "./bundle-walk.js";
-import { mapBounded } from "@distributor/storage";
 import { digestAtMost } from "./digest.js";
 import { type BundleIssue, BundleValidationError, ManifestError } from "./errors.js";
 import { fileIssue } from "./file-problem.js";

@@ -2,13 +2,13 @@ import type { Readable } from "node:stream";
 import {
   compareLogicalPaths,
   joinPrefix,
+  mapBounded,
   parentPath,
   relativeTo,
   type StorageBackend,
   type StorageEntry,
 } from "@distributor/storage";
 import { isNestedManifest, nestedManifestIssue, walkBundle, walkLimit } from "./bundle-walk.js";
-import { mapBounded } from "@distributor/storage";
 import { digestAtMost } from "./digest.js";
 import { type BundleIssue, BundleValidationError } from "./errors.js";
 import { fileIssue } from "./file-problem.js";
