@@ -1,5 +1,15 @@
 import { spawn } from "node:child_process";
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { createHash } from "node:crypto";
+import {
+  lstat,
+  mkdir,
+  mkdtemp,
+  readdir,
+  readFile,
+  readlink,
+  rm,
+  writeFile,
+} from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -127,4 +137,39 @@ export async function writeConfig(directory: string, source: string, destination
 `,
   );
   return path;
+}
+
+/**
+ * Every entry below `root` — directories, files with their bytes, symlinks with their targets —
+ * with names read as raw bytes (shown as hex escapes where not UTF-8), so that a comparison of two
+ * snapshots proves a tree byte- and entry-identical, empty directories and odd names included.
+ */
+export async function snapshotTree(root: string): Promise<string[]> {
+  const lines: string[] = [];
+  const visit = async (dir: Buffer, shown: string) => {
+    let names: Buffer[];
+    try {
+      names = (await readdir(dir, { encoding: "buffer" })) as Buffer[];
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return;
+      throw error;
+    }
+    for (const name of names.sort(Buffer.compare)) {
+      const path = Buffer.concat([dir, Buffer.from("/"), name]);
+      const label = `${shown}${[...name].map((b) => (b >= 0x20 && b < 0x7f ? String.fromCharCode(b) : `\\x${b.toString(16).padStart(2, "0")}`)).join("")}`;
+      const info = await lstat(path);
+      if (info.isSymbolicLink()) lines.push(`l ${label} -> ${await readlink(path)}`);
+      else if (info.isDirectory()) {
+        lines.push(`d ${label}/`);
+        await visit(path, `${label}/`);
+      } else {
+        const digest = createHash("sha256")
+          .update(await readFile(path))
+          .digest("hex");
+        lines.push(`f ${label} ${digest.slice(0, 16)}`);
+      }
+    }
+  };
+  await visit(Buffer.from(root), "");
+  return lines;
 }

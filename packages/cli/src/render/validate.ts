@@ -32,14 +32,13 @@ export function bundlesOutcome(
 ): CommandOutcome {
   if (report.ok) return { ok: true, result: report, text };
   const problems = bundleProblems(report.issues, report.bundles);
-  return {
-    ok: false,
-    result: report,
-    text,
-    error: issuesFailure(problems),
-    diagnostics: problems.map((p) => p.line),
-  };
+  const shown = problems.slice(0, MAX_PRINTED_PROBLEMS).map((p) => p.line);
+  if (problems.length > shown.length) shown.push(`... and ${problems.length - shown.length} more`);
+  return { ok: false, result: report, text, error: issuesFailure(problems), diagnostics: shown };
 }
+
+/** Problems printed on stderr in text mode; JSON carries every one. */
+const MAX_PRINTED_PROBLEMS = 20;
 
 function bundleLine(bundle: BundleValidationReport): string {
   return summaryLine("Bundle", [

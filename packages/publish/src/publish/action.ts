@@ -51,13 +51,18 @@ export function applyForce(decision: ActionDecision, force: boolean): ActionDeci
   }
 }
 
-/** Maps a comparison outcome through the transfer policy, then applies `--force`. */
+/**
+ * Maps a comparison outcome through the transfer policy, then applies `--force`. An identical
+ * source is never republished: `skip_same` stays a skip and `on_destination_same: fail` stays a
+ * failure under `--force`, which exists to claim conflicting, unmanaged or newer content.
+ */
 export function actionForComparison(
   comparison: Comparison,
   transfer: TransferPolicy,
   force: boolean,
 ): ActionDecision {
-  return applyForce(decide(comparison, transfer), force);
+  const decision = decide(comparison, transfer);
+  return comparison.outcome === "same_source" ? decision : applyForce(decision, force);
 }
 
 function decide(comparison: Comparison, transfer: TransferPolicy): ActionDecision {

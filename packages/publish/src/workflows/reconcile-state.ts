@@ -63,8 +63,10 @@ export interface ReconcileStatePath {
 
 /** A file under the destination root that no state record manages. */
 export interface ReconcileStateEntry {
+  /** Backend-relative path; a name that is not a logical path is shown escaped (`bad\\xff`). */
   path: string;
-  type: "file";
+  /** `directory` only for a directory whose name no logical path can hold. */
+  type: "file" | "symlink" | "other" | "directory";
   /** Omitted for empty files. */
   size?: number;
 }
@@ -196,7 +198,10 @@ async function missingOutputs(
     }));
 }
 
-/** Files under the root that are neither the state file nor any recorded output (bounded walk). */
+/**
+ * Entries under the root that are neither the state file nor any recorded output (bounded walk):
+ * files, symlinks, special files, and anything whose name is not a logical path.
+ */
 async function unmanagedEntries(
   backend: StorageBackend,
   managedPaths: readonly string[],
@@ -210,11 +215,14 @@ async function unmanagedEntries(
     signal,
   });
   return entries
-    .filter((entry) => entry.kind === "file" && !managed.has(entry.path))
+    .filter((entry) => {
+      if (entry.nameProblem !== undefined) return true;
+      return entry.kind !== "directory" && !managed.has(entry.path);
+    })
     .sort((a, b) => compareLogicalPaths(a.path, b.path))
     .map((entry) => ({
       path: entry.path,
-      type: "file" as const,
+      type: entry.kind,
       ...(entry.size === 0 ? {} : { size: entry.size }),
     }));
 }

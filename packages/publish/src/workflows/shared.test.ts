@@ -56,7 +56,7 @@ describe("openBackend", () => {
 
     expect(isStorageError(failure, "unsupported")).toBe(true);
     expect((failure as Error).message).toBe(
-      "open backend s3:.: no s3 backend is registered (available: local)",
+      "open backend s3:b-1: no s3 backend is registered (available: local)",
     );
   });
 });

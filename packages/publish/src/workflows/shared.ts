@@ -121,9 +121,21 @@ export async function openBackend(
     kind: "unsupported",
     operation: "open backend",
     backend: location.backend,
-    path: "",
+    path: describeLocation(location),
     detail: `no ${location.backend} backend is registered (available: ${available.join(", ")})`,
   });
+}
+
+/** A configured location as operators wrote it: the directory, `user@host:port/path`, or `bucket/prefix`. */
+export function describeLocation(location: StorageLocation): string {
+  switch (location.backend) {
+    case "local":
+      return location.path;
+    case "ssh":
+      return `${location.user}@${location.host}:${location.port}/${location.path.replace(/^\//, "")}`;
+    case "s3":
+      return location.prefix === "" ? location.bucket : `${location.bucket}/${location.prefix}`;
+  }
 }
 
 /** What selects and opens a configured pipeline's source or one of its destinations. */

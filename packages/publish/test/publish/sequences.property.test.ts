@@ -1,23 +1,46 @@
+import { mkdir, symlink, writeFile } from "node:fs/promises";
 import { parseDocument, type StateDocument } from "@distributor/state";
 import {
   createMemoryBackend,
+  isWithinPrefix,
   joinPrefix,
+  STATE_FILE_NAME,
   type StorageBackend,
   statePath,
 } from "@distributor/storage";
 import fc from "fast-check";
-import { describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PublishPlanError } from "../../src/publish/index.js";
-import { executeCase, exists, planCase, readText, writeSourceBundle } from "./fixtures.js";
+import {
+  BACKEND_KINDS,
+  executeCase,
+  exists,
+  newBackend,
+  planCase,
+  readText,
+  removeTempBackends,
+  useBackendKind,
+  writeSourceBundle,
+} from "./fixtures.js";
 
 const BUNDLE = "site";
 const PATHS = ["report.md", "notes.txt", "docs/guide.md", "docs/notes.txt", "u1.txt"];
 const OUTSIDE: Record<string, string> = { "elsewhere/file.txt": "outside the bundle path" };
 
-/** An operator drops a file into the destination; it must never be deleted or changed. */
+/**
+ * An operator drops something into the destination; it must never be deleted, changed or adopted.
+ * On the real filesystem that includes empty directories, symlinks and names that are not UTF-8.
+ */
 const drop = fc.record({
   kind: fc.constant("drop" as const),
   path: fc.constantFrom("u1.txt", "docs/keep.txt", "report.md", "docs/guide.html"),
+  entry: fc.constantFrom(
+    "file" as const,
+    "file" as const,
+    "directory" as const,
+    "symlink" as const,
+    "odd" as const,
+  ),
 });
 
 const publish = fc.record({
@@ -37,12 +60,14 @@ const publish = fc.record({
   html: fc.boolean(),
 });
 
+/** Every entry with its kind, and every addressable file with its bytes. */
 async function snapshot(backend: StorageBackend): Promise<Map<string, string>> {
-  const files = new Map<string, string>();
+  const entries = new Map<string, string>();
   for (const entry of await backend.walk("", { recursive: true, limit: 1000 })) {
-    if (entry.kind === "file") files.set(entry.path, await readText(backend, entry.path));
+    const addressable = entry.kind === "file" && entry.nameProblem === undefined;
+    entries.set(entry.path, addressable ? await readText(backend, entry.path) : entry.kind);
   }
-  return files;
+  return entries;
 }
 
 async function readState(backend: StorageBackend): Promise<StateDocument | undefined> {
@@ -54,25 +79,60 @@ function otherMode(mode: "single_owner" | "shared_root") {
   return mode === "single_owner" ? "shared_root" : "single_owner";
 }
 
-describe("random publication sequences into one destination", () => {
-  it("keep managed outputs present, unmanaged files and other owners untouched, state valid", async () => {
+describe.each(BACKEND_KINDS)("%s: random publication sequences into one destination", (kind) => {
+  beforeAll(() => useBackendKind(kind));
+  afterAll(removeTempBackends);
+
+  /** Drops an unmanaged entry next to the destination's outputs; returns it as `snapshot` shows it. */
+  async function dropEntry(
+    destination: StorageBackend,
+    root: string | undefined,
+    path: string,
+    entry: "file" | "directory" | "symlink" | "odd",
+    text: string,
+  ): Promise<[string, string] | undefined> {
+    // Something (perhaps a symlink the backend refuses to stat) is there already.
+    if (await exists(destination, path).catch(() => true)) return undefined;
+    if (root === undefined || entry === "file") {
+      await destination.writeFile(path, text);
+      return [path, text];
+    }
+    const native = `${root}/${path}`;
+    await mkdir(native.slice(0, native.lastIndexOf("/")), { recursive: true });
+    if (entry === "directory") {
+      await mkdir(native);
+      return [path, "directory"];
+    }
+    if (entry === "symlink") {
+      await symlink("/etc/hostname", native);
+      return [path, "symlink"];
+    }
+    await writeFile(Buffer.from(`${native}\xff`, "latin1"), text);
+    return [`${path}\\xff`, "file"];
+  }
+
+  it("keep managed outputs present, unmanaged entries and other owners untouched, state valid", async () => {
     const seen = new Set<string>();
     await fc.assert(
       fc.asyncProperty(
         fc.constantFrom("single_owner" as const, "shared_root" as const),
         fc.array(fc.oneof(publish, publish, drop), { minLength: 1, maxLength: 8 }),
         async (mode, steps) => {
-          const destination = createMemoryBackend({ files: OUTSIDE });
+          const destination = newBackend({ files: OUTSIDE });
+          const root = kind === "local" ? destination.location.slice("local:".length) : undefined;
           const unmanaged = new Map(Object.entries(OUTSIDE));
           let last: { id: string; hour: number; files: Record<string, string> } | undefined;
           for (const s of steps) {
             if (s.kind === "drop") {
               const path = joinPrefix(BUNDLE, s.path);
-              if (!(await exists(destination, path))) {
-                const text = `dropped ${unmanaged.size}`;
-                await destination.writeFile(path, text);
-                unmanaged.set(path, text);
-              }
+              const dropped = await dropEntry(
+                destination,
+                root,
+                path,
+                s.entry,
+                `dropped ${unmanaged.size}`,
+              );
+              if (dropped !== undefined) unmanaged.set(dropped[0], dropped[1]);
               continue;
             }
             const bundle = s.repeat && last !== undefined ? last : s;
@@ -113,8 +173,17 @@ describe("random publication sequences into one destination", () => {
             const after = await snapshot(destination);
             for (const [path, text] of unmanaged) expect(after.get(path)).toBe(text);
             const state = await readState(destination);
-            for (const output of state?.outputs ?? []) {
-              expect(after.has(joinPrefix(BUNDLE, output.path))).toBe(true);
+            const recorded = new Set((state?.outputs ?? []).map((o) => joinPrefix(BUNDLE, o.path)));
+            for (const path of recorded) {
+              expect(after.has(path)).toBe(true);
+              // Never adopted: an unmanaged entry does not become a managed output.
+              expect(unmanaged.has(path)).toBe(false);
+            }
+            // Nothing else is left behind: replaced outputs are gone, no temp files remain.
+            for (const [path, what] of after) {
+              if (!isWithinPrefix(BUNDLE, path) || what === "directory") continue;
+              if (unmanaged.has(path) || recorded.has(path)) continue;
+              expect(path).toBe(joinPrefix(BUNDLE, STATE_FILE_NAME));
             }
             if (stateBefore?.schemaVersion === 3 && state?.schemaVersion === 3) {
               const others = (doc: typeof state) =>

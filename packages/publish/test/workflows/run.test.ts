@@ -6,6 +6,7 @@ import { createLocalBackend } from "@distributor/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/index.js";
 import { type RunEvent, run, runSucceeded } from "../../src/workflows/run.js";
+import type { BackendRegistry } from "../../src/workflows/shared.js";
 import {
   CREATED,
   manifestFor,
@@ -187,5 +188,39 @@ describe("run workflow", () => {
     );
     const all = await run({ config });
     expect(all.actions.map((a) => a.pipeline_id)).toEqual(["one", "two"]);
+  });
+
+  it("keeps publishing the other destinations when one destination's backend fails to close", async () => {
+    const source = join(dir, "src");
+    await writeSourceBundle(createLocalBackend({ root: source }), "", { "r.md": "r\n" });
+    const first = join(dir, "first");
+    const second = join(dir, "second");
+    const config = parseConfig(
+      `pipelines:\n${pipeline("reports", source, destination("first", first) + destination("second", second))}`,
+    );
+    // Fault injection: the first destination's backend fails when closed.
+    const backends: BackendRegistry = {
+      local: async (location) => {
+        const backend = createLocalBackend({ root: location.path });
+        if (location.path !== first) return backend;
+        return new Proxy(backend, {
+          get(target, property) {
+            if (property === "close") {
+              return async () => {
+                throw new Error("injected close failure");
+              };
+            }
+            const value = Reflect.get(target, property, target);
+            return typeof value === "function" ? value.bind(target) : value;
+          },
+        });
+      },
+    };
+    const report = await run({ config, backends });
+    expect(report.actions.map((a) => `${a.destination_id}:${a.status}`)).toEqual([
+      "first:published",
+      "second:published",
+    ]);
+    expect(await readFile(join(second, "r.md"), "utf8")).toBe("r\n");
   });
 });
