@@ -11,13 +11,6 @@ export {
 export { errorCode, errorMessage } from "./workflows/errors.js";
 export * from "./workflows/index.js";
 export {
-  formatPruneText,
-  formatReconcileStateText,
-  type MaintenanceStatus,
-  pruneStatus,
-  reconcileStateStatus,
-} from "./workflows/maintenance-text.js";
-export {
   type DestinationPrunePlanOptions,
   isPruneError,
   PruneError,

@@ -1,4 +1,5 @@
 import type { CommandHandler, PruneCommandOptions } from "../command.js";
+import { formatPruneText } from "../render/maintenance.js";
 
 export const pruneCommand: CommandHandler<PruneCommandOptions> = async (options, context) => {
   const publish = await import("@distributor/publish");
@@ -12,14 +13,14 @@ export const pruneCommand: CommandHandler<PruneCommandOptions> = async (options,
       backends: context.backends,
       signal: context.signal,
     });
-    return { ok: true, result: report, text: [publish.formatPruneText(report)] };
+    return { ok: true, result: report, text: [formatPruneText(report)] };
   } catch (error) {
     // A prune that stopped part-way still reports what it deleted and what it kept.
     if (!publish.isPruneError(error)) throw error;
     return {
       ok: false,
       result: error.report,
-      text: [publish.formatPruneText(error.report)],
+      text: [formatPruneText(error.report)],
       error: { code: publish.errorCode(error), message: error.message },
     };
   }

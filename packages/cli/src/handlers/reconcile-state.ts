@@ -1,4 +1,5 @@
 import type { CommandHandler, ReconcileStateCommandOptions } from "../command.js";
+import { formatReconcileStateText } from "../render/maintenance.js";
 
 export const reconcileStateCommand: CommandHandler<ReconcileStateCommandOptions> = async (
   options,
@@ -15,5 +16,5 @@ export const reconcileStateCommand: CommandHandler<ReconcileStateCommandOptions>
     backends: context.backends,
     signal: context.signal,
   });
-  return { ok: true, result: report, text: [publish.formatReconcileStateText(report)] };
+  return { ok: true, result: report, text: [formatReconcileStateText(report)] };
 };

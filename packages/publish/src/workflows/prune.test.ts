@@ -23,7 +23,6 @@ import {
 } from "../../test/workflows/helpers.js";
 import type { Config, PrunePolicy } from "../config/types.js";
 import { errorCode } from "./errors.js";
-import { formatPruneText, pruneStatus } from "./maintenance-text.js";
 import {
   isPruneError,
   type PruneError,
@@ -396,14 +395,14 @@ describe("prune", () => {
     await destination.writeDestination(referenceSingleOwner());
     const config = configWith(retentionYaml({ olderThan: "48h" }));
     const first = await prune(pruneOptions(config, { dryRun: false }));
-    expect(pruneStatus(first)).toBe("changed");
+    expect(first).toMatchObject({ state_changed: true });
     const afterFirst = await destination.stateText();
 
     const second = await prune(
       pruneOptions(config, { dryRun: false, now: () => new Date(NOW.getTime() + HOUR) }),
     );
 
-    expect(pruneStatus(second)).toBe("unchanged");
+    expect(second).toMatchObject({ state_changed: false, would_change: false });
     expect(second.planned_outputs).toEqual([]);
     expect(second.deleted_outputs).toEqual([]);
     expect(second.state_changed).toBe(false);
@@ -457,9 +456,10 @@ describe("prune", () => {
     expect(await destination.fileText("two.txt")).toBe("managed");
     expect(await destination.fileText("three.txt")).toBe("managed");
     expect(recordedPaths(await destination.readState())).toBe("two.txt,three.txt");
-    expect(formatPruneText(error.report)).toContain(
-      "status=changed checked=3 planned=3 deleted=1 preserved=0",
-    );
+    expect(error.report).toMatchObject({ state_changed: true, checked_count: 3 });
+    expect(error.report.planned_outputs).toHaveLength(3);
+    expect(error.report.deleted_outputs).toHaveLength(1);
+    expect(error.report.preserved_outputs).toHaveLength(0);
   });
 
   it("reports a state rewrite failure after deletes, with the confirmed deletes", async () => {
@@ -515,7 +515,7 @@ describe("prune", () => {
     const report = await prune(pruneOptions(config));
 
     expect(report.dry_run).toBe(true);
-    expect(pruneStatus(report)).toBe("would_change");
+    expect(report).toMatchObject({ state_changed: false, would_change: true });
     expect(paths(report.planned_outputs)).toBe("old.txt,fresh.txt");
     expect(await destination.exists("old.txt")).toBe(true);
     expect(await destination.stateText()).toBe(original);
@@ -533,7 +533,7 @@ describe("prune", () => {
       planned_outputs: [],
       state_changed: false,
     });
-    expect(pruneStatus(report)).toBe("unchanged");
+    expect(report).toMatchObject({ state_changed: false, would_change: false });
     expect(await destination.stateText()).toBe(original);
     expect(await destination.exists("old.txt")).toBe(true);
   });
@@ -550,9 +550,8 @@ describe("prune", () => {
 
     const report = await prune(pruneOptions(config, { dryRun: false }));
 
-    expect(formatPruneText(report)).toBe(
-      `Prune: pipeline=reports destination=archive backend=local root=${destination.root} status=changed checked=2 planned=2 deleted=2 preserved=0 dry_run=false`,
-    );
+    expect(report).toMatchObject({ state_changed: true, checked_count: 2, dry_run: false });
+    expect(report.deleted_outputs).toHaveLength(2);
     expect((await readdir(destination.root)).sort()).toEqual([".distributor.json", "extra.txt"]);
     expect(recordedPaths(await destination.readState())).toBe("");
   });
@@ -662,8 +661,5 @@ describe("prune", () => {
       would_change: true,
       dry_run: true,
     });
-    expect(formatPruneText(report)).toBe(
-      `Prune: pipeline=reports destination=archive backend=local root=${destination.root} status=would_change checked=1 planned=1 deleted=0 preserved=0 dry_run=true`,
-    );
   });
 });

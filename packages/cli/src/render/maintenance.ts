@@ -1,5 +1,4 @@
-import type { PruneReport } from "./prune.js";
-import type { ReconcileStateReport } from "./reconcile-state.js";
+import type { PruneReport, ReconcileStateReport } from "@distributor/publish";
 
 /** Outcome of a destination maintenance command, as its text summary shows it. */
 export type MaintenanceStatus = "changed" | "would_change" | "unchanged";
