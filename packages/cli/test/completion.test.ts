@@ -20,6 +20,7 @@ async function completeInBash(script: string, directory: string, words: string[]
     `COMP_WORDS=(${words.map((word) => `'${word}'`).join(" ")})`,
     `COMP_CWORD=${words.length - 1}`,
     "_distributor_yargs_completions",
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: a bash array expansion, not a template.
     'printf "%s\\n" "${COMPREPLY[@]}"',
   ].join("\n");
   const { stdout } = await promisify(execFile)("bash", ["-c", program], {
