@@ -121,10 +121,11 @@ afterAll(async () => {
 describe.each(packages.map(({ manifest }) => [manifest.name, manifest] as const))(
   "%s",
   (name, manifest) => {
-    it("ships every file its exports and bin name, and its README", () => {
+    it("ships every file its exports and bin name, its README and its LICENSE", () => {
       const files = tarballs.get(name)?.files ?? [];
       expect(files).toContain("package.json");
       expect(files).toContain("README.md");
+      expect(files).toContain("LICENSE");
       for (const target of entryTargets(manifest)) {
         expect(files, `${name}: ${target}`).toContain(target.replace(/^\.\//, ""));
       }
