@@ -1,6 +1,6 @@
 import { execFile } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { access, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { builtinModules } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -8,6 +8,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { publint } from "publint";
 import { formatMessage } from "publint/utils";
+import semver from "semver";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 /*
@@ -29,6 +30,7 @@ interface Manifest {
   exports?: Record<string, string | Record<string, string>>;
   dependencies?: Record<string, string>;
   peerDependencies?: Record<string, string>;
+  engines?: { node?: string };
 }
 
 const packages = readdirSync(join(root, "packages"))
@@ -206,6 +208,24 @@ console.log(JSON.stringify(report));
   },
 );
 
+describe("dependencies", () => {
+  it("support every Node version the packages' engines allow", async () => {
+    const ranges = new Set(packages.map(({ manifest }) => manifest.engines?.node ?? ""));
+    expect([...ranges]).toHaveLength(1);
+    const ours = [...ranges][0] ?? "";
+    const narrower: string[] = [];
+    for (const file of await installedManifests(join(project, "node_modules"))) {
+      const dependency = JSON.parse(await readFile(file, "utf8")) as Manifest;
+      const theirs = dependency.engines?.node;
+      if (theirs === undefined || names.includes(dependency.name)) continue;
+      // A dependency that dropped a Node line we still name must be held back (or engines raised).
+      if (!semver.subset(ours, theirs))
+        narrower.push(`${dependency.name}@${dependency.version}: ${theirs}`);
+    }
+    expect(narrower).toEqual([]);
+  });
+});
+
 describe("the installed distributor binary", () => {
   const cli = packages.find(({ manifest }) => manifest.bin?.distributor !== undefined)?.manifest;
   const bin = () => join(project, "node_modules", ".bin", "distributor");
@@ -290,4 +310,38 @@ function importedSpecifiers(code: string): string[] {
     for (const match of code.matchAll(pattern)) if (match[1] !== undefined) found.push(match[1]);
   }
   return found;
+}
+
+/** package.json of every package below a node_modules directory, nested ones included. */
+async function installedManifests(nodeModules: string): Promise<string[]> {
+  const found: string[] = [];
+  const visit = async (directory: string): Promise<void> => {
+    let entries: string[];
+    try {
+      entries = await readdir(directory);
+    } catch {
+      return;
+    }
+    for (const entry of entries) {
+      if (entry.startsWith(".")) continue;
+      if (entry.startsWith("@")) {
+        await visit(join(directory, entry));
+        continue;
+      }
+      const manifest = join(directory, entry, "package.json");
+      if (await exists(manifest)) found.push(manifest);
+      await visit(join(directory, entry, "node_modules"));
+    }
+  };
+  await visit(nodeModules);
+  return found;
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await access(path);
+    return true;
+  } catch {
+    return false;
+  }
 }
