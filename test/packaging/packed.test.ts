@@ -57,7 +57,7 @@ async function exec(command: string, args: string[], cwd: string) {
   }
 }
 
-/** The environment without what pnpm and vitest set for their children. */
+/** The environment without the npm and pnpm settings pnpm passes to scripts, which npm would obey. */
 function plainEnv(): NodeJS.ProcessEnv {
   const env = { ...process.env };
   for (const key of Object.keys(env)) {
@@ -65,8 +65,6 @@ function plainEnv(): NodeJS.ProcessEnv {
       delete env[key];
     }
   }
-  env.NODE_ENV = undefined;
-  delete env.NODE_ENV;
   return env;
 }
 
