@@ -10,6 +10,7 @@ import {
   uploadTokenSchema,
 } from "../src/config/schema.js";
 import { BACKEND_KEYS, REQUIRED_KEYS } from "../src/config/validate.js";
+import { CONFIG_DESCRIPTIONS } from "./config-descriptions.js";
 
 /**
  * Builds config-schema.json, the JSON Schema editors use to complete and check distributor
@@ -79,7 +80,39 @@ export function buildConfigSchema(): JsonSchema {
       { required: ["upload_tokens"], properties: { upload_tokens: { minItems: 1 } } },
     ),
   ];
+  dropRefusedKeys(root);
+  describeKeys(root, defs);
   return root;
+}
+
+/**
+ * Keys that exist only to be refused with a pointer (a literal `password:`, `token:`, ...) are
+ * left out of `properties`: `additionalProperties: false` still refuses them, and editors do not
+ * offer them for completion.
+ */
+function dropRefusedKeys(schema: unknown): void {
+  if (typeof schema !== "object" || schema === null) return;
+  const node = schema as Record<string, unknown>;
+  const properties = node.properties as Record<string, JsonSchema> | undefined;
+  if (properties !== undefined) {
+    for (const [key, value] of Object.entries(properties)) {
+      if (JSON.stringify(value) === '{"not":{}}') delete properties[key];
+    }
+  }
+  for (const value of Object.values(node)) dropRefusedKeys(value);
+}
+
+/** Adds CONFIG_DESCRIPTIONS; a path that names no key fails the generation. */
+function describeKeys(root: JsonSchema, defs: Record<string, JsonSchema>): void {
+  for (const [path, description] of Object.entries(CONFIG_DESCRIPTIONS)) {
+    const [first = "", ...rest] = path.split(".");
+    const definition = rest.length > 0 ? defs[first] : undefined;
+    let node = definition ?? root;
+    for (const segment of definition === undefined ? [first, ...rest] : rest) {
+      node = propertyOf(node, segment);
+    }
+    node.description = description;
+  }
 }
 
 /** Action types the converter cannot translate; schema.ts pairs each with `jsonSchema(...)`. */

@@ -45,6 +45,22 @@ describe("config-schema.json", () => {
     expect(unpaired).toEqual([]);
   });
 
+  it("describes every key", () => {
+    const generated = JSON.parse(renderConfigSchema()) as JsonNode;
+    const undescribed: string[] = [];
+    const visit = (node: JsonNode, path: string) => {
+      for (const [key, child] of Object.entries(node.properties ?? {})) {
+        if (child.description === undefined) undescribed.push(`${path}${key}`);
+        visit(child.items ?? child, `${path}${key}.`);
+      }
+    };
+    visit(generated, "");
+    for (const [name, definition] of Object.entries(generated.$defs ?? {})) {
+      visit(definition, `${name}.`);
+    }
+    expect(undescribed).toEqual([]);
+  });
+
   it("is shipped by @distributor/publish", () => {
     const manifest = JSON.parse(readFileSync(join(packageDir, "package.json"), "utf8")) as {
       files: string[];
@@ -286,6 +302,13 @@ describe("schema and loader agree", () => {
     expect(schemaVerdict(text).valid).toBe(true);
   });
 });
+
+interface JsonNode {
+  description?: string;
+  properties?: Record<string, JsonNode>;
+  items?: JsonNode;
+  $defs?: Record<string, JsonNode>;
+}
 
 type AnySchema = v.GenericSchema & {
   pipe?: ReadonlyArray<{ kind: string; type: string }>;
