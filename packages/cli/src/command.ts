@@ -34,6 +34,8 @@ export interface CommandContext {
   command: string;
   format: OutputFormat;
   io: CliIO;
+  /** Whether text may be coloured (see render/colour.ts); never under `--format json`. */
+  colour: boolean;
   signal: AbortSignal;
   /** Storage backends by name; each entry loads its adapter on first use. */
   backends: BackendRegistry;

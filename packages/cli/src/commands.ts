@@ -32,6 +32,8 @@ export type Invocation =
       /** Name used in the JSON envelope, e.g. `manifest create`. */
       command: string;
       format: OutputFormat;
+      /** `--no-color` was given (NO_COLOR is read where the output is drawn). */
+      noColor: boolean;
       execute(context: CommandContext): Promise<CommandOutcome>;
     };
 
@@ -44,6 +46,8 @@ const BOOLEAN_FLAGS: ReadonlySet<string> = new Set([
   "force",
   "apply",
   "all-owners",
+  "no-color",
+  "version",
 ]);
 
 const COMMAND_NAMES: ReadonlySet<string> = new Set([
@@ -55,6 +59,7 @@ const COMMAND_NAMES: ReadonlySet<string> = new Set([
   "manifest",
   "reconcile-state",
   "prune",
+  "completion",
 ]);
 
 /**
@@ -64,6 +69,7 @@ const COMMAND_NAMES: ReadonlySet<string> = new Set([
 export async function parseCommandLine(argv: readonly string[]): Promise<Invocation> {
   // Help wins over every other flag on the line, malformed ones included.
   if (!argv.includes("--help")) checkBooleanAssignments(argv, BOOLEAN_FLAGS);
+  if (argv.find((token) => !token.startsWith("-")) === "completion") return completion(argv);
   const selection: Selection = {};
   const output = await runParser(argv, selection);
   if (selection.helpFor !== undefined) {
@@ -80,8 +86,36 @@ interface Selection {
   helpFor?: string[];
 }
 
+const COMPLETION_HELP =
+  "Usage:\n  distributor completion\n\n" +
+  "Prints a shell script that completes distributor's commands and flags: for bash, or for zsh\n" +
+  "when SHELL names zsh. Install it with\n" +
+  "  distributor completion >> ~/.bashrc    (bash)\n" +
+  "  distributor completion >> ~/.zshrc     (zsh)\n";
+
+/**
+ * `distributor completion` prints yargs' completion script. yargs prints it while parsing and
+ * then, since it may not exit the process, would go on to the default command, whose run discards
+ * the printed text; so the script is asked of a parser without one. yargs would print the script
+ * for `--help` too, so the help text is distributor's own.
+ */
+async function completion(argv: readonly string[]): Promise<Invocation> {
+  if (argv.includes("--help")) return { kind: "help", text: COMPLETION_HELP };
+  let script = "";
+  let positionals: unknown[] = [];
+  await buildParser({}, { defaultCommand: false }).parseAsync([...argv], {}, (_e, parsed, text) => {
+    script = text;
+    positionals = parsed._;
+  });
+  if (positionals.length > 1) {
+    throw new UsageError("completion does not accept positional arguments");
+  }
+  return { kind: "help", text: script };
+}
+
 async function helpText(words: readonly string[]): Promise<string> {
   const [name, sub] = words;
+  if (name === "completion" && words.length === 1) return COMPLETION_HELP;
   if (name !== undefined) {
     const known =
       COMMAND_NAMES.has(name) &&
@@ -104,8 +138,10 @@ function command(
   name: string,
   format: OutputFormat,
   execute: (context: CommandContext) => Promise<CommandOutcome>,
+  flags: RawFlags,
 ): void {
-  selection.invocation = { kind: "command", command: name, format, execute };
+  const noColor = booleanFlag(flags, "no-color");
+  selection.invocation = { kind: "command", command: name, format, noColor, execute };
 }
 
 /** Runs a handler module loaded on first use, so `--help` loads nothing but yargs. */
@@ -116,8 +152,8 @@ function lazily<Options>(
   return async (context) => (await load())(options, context);
 }
 
-function buildParser(selection: Selection): Argv {
-  return yargs()
+function buildParser(selection: Selection, options = { defaultCommand: true }): Argv {
+  const parser = yargs()
     .scriptName("distributor")
     .locale("en")
     .exitProcess(false)
@@ -133,6 +169,16 @@ function buildParser(selection: Selection): Argv {
     })
     .strictOptions()
     .help("help", "Show this help")
+    .option("no-color", {
+      type: "boolean",
+      global: true,
+      describe: "Print without colours (a non-empty NO_COLOR environment variable does the same)",
+    })
+    // yargs answers `--get-yargs-completions`, which the printed script calls, by itself.
+    .completion(
+      "completion",
+      "Print a completion script for bash, or for zsh when SHELL names zsh (append it to ~/.bashrc or ~/.zshrc)",
+    )
     .usage("Usage:\n  distributor <command> [flags]\n  distributor help [command]")
     .epilog(
       "Exit status: 0 success, 1 failure (any failed destination included), 2 usage error.\n" +
@@ -161,12 +207,7 @@ function buildParser(selection: Selection): Argv {
         const flags = argv as RawFlags;
         rejectPositionals(flags, "version", 1);
         const format = outputFormat(flags);
-        command(
-          selection,
-          "version",
-          format,
-          lazily(async () => (await import("./handlers/version.js")).versionCommand, {}),
-        );
+        command(selection, "version", format, lazily(loadVersion, {}), flags);
       },
     )
     .command(
@@ -216,6 +257,7 @@ function buildParser(selection: Selection): Argv {
           "run",
           format,
           lazily(async () => (await import("./handlers/run.js")).runCommand, options),
+          flags,
         );
       },
     )
@@ -253,6 +295,7 @@ function buildParser(selection: Selection): Argv {
           "validate",
           format,
           lazily(async () => (await import("./handlers/validate.js")).validateCommand, options),
+          flags,
         );
       },
     )
@@ -294,6 +337,7 @@ function buildParser(selection: Selection): Argv {
           "inspect",
           format,
           lazily(async () => (await import("./handlers/inspect.js")).inspectCommand, options),
+          flags,
         );
       },
     )
@@ -331,6 +375,7 @@ function buildParser(selection: Selection): Argv {
             async () => (await import("./handlers/manifest-create.js")).manifestCreateCommand,
             options,
           ),
+          flags,
         );
       },
     )
@@ -383,6 +428,7 @@ function buildParser(selection: Selection): Argv {
             async () => (await import("./handlers/reconcile-state.js")).reconcileStateCommand,
             options,
           ),
+          flags,
         );
       },
     )
@@ -433,15 +479,33 @@ function buildParser(selection: Selection): Argv {
           "prune",
           format,
           lazily(async () => (await import("./handlers/prune.js")).pruneCommand, options),
+          flags,
         );
       },
-    )
-    .command("$0", false, {}, (argv) => {
-      const [word] = extraPositionals(argv as RawFlags, 0);
+    );
+  if (!options.defaultCommand) return parser;
+  return parser.command(
+    "$0",
+    false,
+    (y) =>
+      y.option("version", {
+        type: "boolean",
+        describe: "Print the distributor version (the same as distributor version)",
+      }),
+    (argv) => {
+      const flags = argv as RawFlags;
+      const [word] = extraPositionals(flags, 0);
       if (word !== undefined) throw new UsageError(`unknown command ${JSON.stringify(word)}`);
+      if (booleanFlag(flags, "version")) {
+        command(selection, "version", "text", lazily(loadVersion, {}), flags);
+        return;
+      }
       selection.helpFor = [];
-    });
+    },
+  );
 }
+
+const loadVersion = async () => (await import("./handlers/version.js")).versionCommand;
 
 const formatOption = {
   type: "string",

@@ -9,6 +9,10 @@ export interface CliIO {
   stderr: TextSink;
   /** Progress is drawn on stderr only when it is an interactive terminal. */
   stderrIsTTY?: boolean;
+  /** Whether stdout is an interactive terminal (colour is drawn only there). */
+  stdoutIsTTY?: boolean;
+  /** The process environment, for NO_COLOR; defaults to none. */
+  env?: Readonly<Record<string, string | undefined>>;
   /** Aborted when the operator interrupts the process. */
   signal?: AbortSignal;
 }

@@ -10,6 +10,7 @@ import {
   isUsageError,
 } from "./errors.js";
 import type { CliIO } from "./io.js";
+import { colourEnabled } from "./render/colour.js";
 import { envelope, renderEnvelope } from "./render/envelope.js";
 
 /**
@@ -29,12 +30,20 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
   }
 
   const { command, format } = invocation;
+  const colour =
+    format === "text" &&
+    colourEnabled({
+      noColorFlag: invocation.noColor,
+      env: io.env ?? {},
+      isTTY: io.stdoutIsTTY === true,
+    });
   let outcome: CommandOutcome;
   try {
     outcome = await invocation.execute({
       command,
       format,
       io,
+      colour,
       signal: io.signal ?? new AbortController().signal,
       backends: cliBackends,
     });

@@ -126,6 +126,21 @@ describe("version", () => {
     expect(result.stdout.endsWith("}\n")).toBe(true);
   });
 
+  it("answers --version like the version command", async () => {
+    const result = await runCli(["--version"]);
+
+    expect(result.code).toBe(0);
+    expect(result.stdout).toBe(`distributor ${await packageVersion()}\n`);
+    expect(result.stderr).toBe("");
+  });
+
+  it("takes --version only before a command", async () => {
+    const result = await runCli(["run", "--version"]);
+
+    expect(result.code).toBe(2);
+    expect(result.stderr).toBe("distributor: unknown flag --version\n");
+  });
+
   it("accepts --format=text", async () => {
     const result = await runCli(["version", "--format=text"]);
 

@@ -1,5 +1,5 @@
 import { access, readdir, readFile } from "node:fs/promises";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
 
@@ -8,6 +8,10 @@ const packagesDir = fileURLToPath(new URL("../../", import.meta.url));
 
 interface Manifest {
   name: string;
+  private?: boolean;
+  license?: string;
+  engines?: { node?: string };
+  repository?: { type?: string; url?: string; directory?: string };
   type?: string;
   files?: string[];
   bin?: Record<string, string>;
@@ -29,7 +33,8 @@ describe("published package layout", () => {
   it("every export and bin points at built files that load", async () => {
     for (const [dir, manifest] of await manifests()) {
       expect(manifest.type, manifest.name).toBe("module");
-      expect(manifest.files, manifest.name).toEqual(["dist"]);
+      expect(manifest.files?.[0], manifest.name).toBe("dist");
+      for (const entry of manifest.files ?? []) await access(join(dir, entry));
       for (const [subpath, target] of Object.entries(manifest.exports ?? {})) {
         if (typeof target === "string") {
           await access(join(dir, target));
@@ -59,5 +64,25 @@ describe("published package layout", () => {
           expect(range, `${manifest.name} → ${name}`).toBe("workspace:^");
       }
     }
+  });
+
+  it("every package carries the metadata users and registries read", async () => {
+    const root = JSON.parse(await readFile(join(packagesDir, "..", "package.json"), "utf8")) as {
+      engines: { node: string };
+    };
+    const urls = new Set<string>();
+    for (const [dir, manifest] of await manifests()) {
+      if (manifest.private === true) continue;
+      const name = manifest.name;
+      expect(manifest.license, name).toBe("MIT");
+      expect(manifest.engines?.node, name).toBe(root.engines.node);
+      expect(manifest.repository?.type, name).toBe("git");
+      expect(manifest.repository?.directory, name).toBe(`packages/${basename(dir)}`);
+      urls.add(manifest.repository?.url ?? "");
+      // npm packs README and LICENSE whatever `files` says.
+      expect((await readFile(join(dir, "README.md"), "utf8")).startsWith(`# ${name}\n`)).toBe(true);
+      await access(join(dir, "LICENSE"));
+    }
+    expect([...urls]).toHaveLength(1);
   });
 });

@@ -2,13 +2,17 @@ import { pathProblem } from "@distributor/storage";
 import * as v from "valibot";
 import { parseDuration } from "./duration.js";
 import { SECRET_NAME_PATTERN } from "./secret-name.js";
-import { parseSize } from "./size.js";
+import { parseSize, SIZE_UNITS } from "./size.js";
 
 /*
  * The shape of the YAML document: every key, its type and its allowed values. Every key is
  * optional here; which keys are required (often depending on the backend) and every rule that
  * relates two keys lives in validate.ts, so that one broken value never hides the other problems.
  * Durations come out as milliseconds and sizes as bytes.
+ *
+ * Rules written as code (`rawCheck`, `rawTransform`, `check`) carry their JSON Schema equivalent in
+ * a `jsonSchema(...)` metadata entry beside them, from which the published config-schema.json is
+ * generated; where JSON Schema can only approximate a rule, the fragment says so.
  */
 
 /** Message of the issue valibot reports for a key the schema does not know. */
@@ -22,6 +26,16 @@ export const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
 const DURATION_HINT = "must be a duration such as 500ms, 45s, 30m, 1h30m or 168h";
 const SIZE_HINT = "must be a size such as 512KiB, 64MiB or 10GB";
+
+/**
+ * The JSON Schema keywords equivalent to the code-written rule beside it. Ignored at run time;
+ * read by the config-schema.json generator.
+ */
+function jsonSchema<TInput>(
+  keywords: Record<string, unknown>,
+): v.MetadataAction<TInput, Record<string, unknown>> {
+  return v.metadata<TInput, Record<string, unknown>>(keywords);
+}
 
 function isMapping(input: unknown): input is Record<string, unknown> {
   return typeof input === "object" && input !== null && !Array.isArray(input);
@@ -67,13 +81,20 @@ function integer(minimum: number, belowMinimum: string, maximum = Number.MAX_SAF
       else if (value < minimum) addIssue({ message: belowMinimum });
       else if (value > maximum) addIssue({ message: `must be at most ${maximum}` });
     }),
+    jsonSchema({ type: "integer", minimum, maximum }),
   );
 }
+
+// A Go duration without a sign and with a non-zero digit somewhere; values too small to count
+// (`0.0000001ns`) or too large for Go pass this pattern and are refused by the loader only.
+const POSITIVE_DURATION_PATTERN =
+  "^\\+?(?=[^1-9]*[1-9])(?:(?:\\d+(?:\\.\\d*)?|\\.\\d+)(?:ns|us|\u00b5s|\u03bcs|ms|s|m|h))+$";
 
 /** A Go duration greater than zero, in milliseconds. */
 function duration() {
   return v.pipe(
     v.string(DURATION_HINT),
+    jsonSchema({ pattern: POSITIVE_DURATION_PATTERN }),
     v.rawTransform(({ dataset, addIssue, NEVER }) => {
       let milliseconds: number;
       try {
@@ -91,10 +112,15 @@ function duration() {
   );
 }
 
+// A size with a unit and a non-zero digit; a fraction that is not a whole number of bytes
+// (`1.5B`) or a size beyond 2^53 passes this pattern and is refused by the loader only.
+const POSITIVE_SIZE_PATTERN = `^(?=[^1-9]*[1-9])\\d+(?:\\.\\d+)? ?(?:${SIZE_UNITS.join("|")})$`;
+
 /** A size greater than zero, in bytes. */
 function size() {
   return v.pipe(
     v.string(SIZE_HINT),
+    jsonSchema({ pattern: POSITIVE_SIZE_PATTERN }),
     v.rawTransform(({ dataset, addIssue, NEVER }) => {
       let bytes: number;
       try {
@@ -148,6 +174,13 @@ function httpUrl(options: { bare?: boolean } = {}) {
         addIssue({ message: "must not have a query or fragment" });
       }
     }),
+    // Scheme and an authority without user information; the loader also parses the whole URL.
+    jsonSchema({
+      pattern:
+        options.bare === true
+          ? "^[Hh][Tt][Tt][Pp][Ss]?://[^/?#@\\s]+(?:/[^?#]*)?$"
+          : "^[Hh][Tt][Tt][Pp][Ss]?://[^/?#@\\s]+(?:[/?#]\\S*)?$",
+    }),
   );
 }
 
@@ -162,6 +195,10 @@ function listenAddress() {
       const port = LISTEN.exec(value)?.[1];
       return port !== undefined && Number(port) <= 65_535;
     }, hint),
+    jsonSchema({
+      pattern:
+        "^(?:\\[[0-9A-Fa-f:.]+\\]|[^\\s:[\\]]*):0*(?:6553[0-5]|655[0-2]\\d|65[0-4]\\d{2}|6[0-4]\\d{3}|[1-5]\\d{4}|\\d{1,4})$",
+    }),
   );
 }
 
@@ -174,6 +211,11 @@ function s3Prefix() {
       if (problem !== undefined) {
         addIssue({ message: `must be a clean relative path such as reports/daily (${problem})` });
       }
+    }),
+    // SPEC §3 without the 255-byte segment limit: no leading, trailing or doubled /, no . or ..
+    // segment, no backslash or control character.
+    jsonSchema({
+      pattern: "^(?!/)(?!.*//)(?!.*/$)(?!(?:.*/)?\\.\\.?(?:/|$))[^\\\\\\u0000-\\u001f\\u007f]*$",
     }),
   );
 }
@@ -225,13 +267,13 @@ const locationEntries = {
   private_key: literalSecret("private_key_env or private_key_file", "a private key"),
 };
 
-const sourceSchema = mapping({
+export const sourceSchema = mapping({
   backend: v.optional(choice(SOURCE_BACKENDS)),
   ...locationEntries,
   max_upload_size: v.optional(size()),
 });
 
-const destinationSchema = mapping({
+export const destinationSchema = mapping({
   id: v.optional(id()),
   backend: v.optional(
     v.picklist(DESTINATION_BACKENDS, (issue) =>
@@ -282,7 +324,7 @@ const destinationSchema = mapping({
   ),
 });
 
-const pipelineSchema = mapping({
+export const pipelineSchema = mapping({
   id: v.optional(id()),
   source: v.optional(sourceSchema),
   validation: v.optional(
@@ -295,7 +337,7 @@ const pipelineSchema = mapping({
   destinations: v.optional(list(destinationSchema)),
 });
 
-const uploadTokenSchema = mapping({
+export const uploadTokenSchema = mapping({
   id: v.optional(id()),
   token_env: v.optional(secretName()),
   token: literalSecret("token_env", "upload tokens"),

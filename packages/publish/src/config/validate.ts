@@ -12,7 +12,7 @@ import type { SourceBackend } from "./types.js";
 type Path = readonly KeySegment[];
 
 /** The backends each backend-specific key belongs to (SPEC §7). */
-const BACKEND_KEYS: Readonly<Record<string, readonly SourceBackend[]>> = {
+export const BACKEND_KEYS: Readonly<Record<string, readonly SourceBackend[]>> = {
   path: ["local", "ssh"],
   host: ["ssh"],
   port: ["ssh"],
@@ -32,7 +32,7 @@ const BACKEND_KEYS: Readonly<Record<string, readonly SourceBackend[]>> = {
   max_upload_size: ["http_upload"],
 };
 
-const REQUIRED_KEYS: Readonly<Record<SourceBackend, readonly string[]>> = {
+export const REQUIRED_KEYS: Readonly<Record<SourceBackend, readonly string[]>> = {
   local: ["path"],
   ssh: ["host", "user", "path"],
   s3: ["bucket"],

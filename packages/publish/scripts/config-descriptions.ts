@@ -1,0 +1,118 @@
+/**
+ * What each key of the configuration means, as editors show it on hover and completion. Paths
+ * start at the document root or at one of the schema's definitions (`pipeline`, `source`,
+ * `destination`, `upload_token`); `location.*` applies to both sources and destinations. The
+ * generator fails on a path the schema does not have, and a test fails on a key without one.
+ * docs/config.md is the long form.
+ */
+const location: Record<string, string> = {
+  path: "local: root directory (relative paths resolve against the working directory). ssh: root directory on the server, kept as written.",
+  host: "ssh: server name or address.",
+  port: "ssh: port, default 22.",
+  user: "ssh: login name.",
+  private_key_file: "ssh: private key file on this machine (not with private_key_env).",
+  private_key_env: "ssh: secret reference holding the private key (not with private_key_file).",
+  passphrase_env: "ssh: secret reference holding the private key's passphrase.",
+  password_env: "ssh: secret reference holding the password.",
+  known_hosts_file: "ssh: host keys the server is checked against, default ~/.ssh/known_hosts.",
+  host_key_policy:
+    "ssh: strict (default) refuses unknown hosts; accept_new records an unknown host's key on first contact and still refuses a changed one.",
+  bucket: "s3: bucket name.",
+  prefix: "s3: key prefix everything lives below, a clean relative path; default the bucket root.",
+  region: "s3: region, default us-east-1.",
+  endpoint: "s3: endpoint of an S3-compatible service, such as http://127.0.0.1:9000.",
+  force_path_style: "s3: address the bucket in the URL path (most self-hosted stores need true).",
+  credentials:
+    "s3: secret references for both keys, or leave it out to use the AWS SDK's default credential chain.",
+  "credentials.access_key_id_env": "Secret reference holding the access key id.",
+  "credentials.secret_access_key_env": "Secret reference holding the secret access key.",
+};
+
+export const CONFIG_DESCRIPTIONS: Readonly<Record<string, string>> = {
+  server: "Settings of distributor serve.",
+  "server.http": "The HTTP upload server; every key is optional.",
+  "server.http.listen":
+    "host:port to listen on, default 127.0.0.1:8080; [::1]:8080 for IPv6, :8080 for every interface, port 0 for a free one.",
+  "server.http.retention":
+    "How long the status of a finished upload run is kept in memory (a duration such as 24h, the default).",
+  "server.http.queue_size":
+    "Uploads accepted but not started; beyond it the server answers 503. Default 16.",
+  "server.http.workers":
+    "Runs executed concurrently (runs of one pipeline never overlap). Default 2.",
+  "server.http.staging_directory":
+    "Where uploads are received and extracted; default distributor-uploads in the temporary directory.",
+  secrets: "Where secret references are looked up besides the environment.",
+  "secrets.directory":
+    "Directory with one file per secret reference (a mounted Docker or Kubernetes secret).",
+  upload_tokens: "Bearer tokens accepted by the upload API; required when a source is http_upload.",
+  pipelines: "What is published where; pipelines run in the order written.",
+
+  "upload_token.id":
+    "Names the token in logs and scopes its idempotency keys; unique among tokens.",
+  "upload_token.token_env": "Secret reference holding the token value.",
+  "upload_token.allow_pipelines":
+    "Pipelines (with an http_upload source) this token may upload to.",
+
+  "pipeline.id": "Unique among pipelines; appears in state files, reports and upload URLs.",
+  "pipeline.source": "Where bundles come from.",
+  "pipeline.validation":
+    "Limits and rules applied to every source bundle before anything is written.",
+  "pipeline.validation.unlisted_files":
+    "A file present but missing from manifest.json: reject (default) fails validation, ignore leaves it out.",
+  "pipeline.validation.max_files": "Most files a bundle may list; default 10000.",
+  "pipeline.validation.max_total_size": "Largest total size of the listed files; default 10GB.",
+  "pipeline.destinations": "Where bundles are published; each is planned and written on its own.",
+
+  "source.backend": "local, ssh, s3 or http_upload (bundles pushed to distributor serve).",
+  "source.max_upload_size": "http_upload: largest request body accepted; default 64MiB.",
+  ...prefixed("source", location),
+
+  "destination.id": "Unique within the pipeline.",
+  "destination.backend": "local, ssh or s3.",
+  ...prefixed("destination", location),
+  "destination.publish":
+    "What is written: copies of the bundle files, HTML rendered from Markdown, or both.",
+  "destination.publish.source": "Copy every file of the manifest; default true.",
+  "destination.publish.html":
+    "Write HTML rendered from Markdown; needs transform.markdown_to_html.enabled. Default false.",
+  "destination.transform": "Transforms producing generated outputs.",
+  "destination.transform.markdown_to_html": "Render .md and .markdown files to HTML.",
+  "destination.transform.markdown_to_html.enabled": "Default false.",
+  "destination.transform.markdown_to_html.mode":
+    "sidecar (default): dir/name.md becomes dir/name.html; index: dir/name.md becomes dir/index.html.",
+  "destination.path_mapping": "Where bundles land below the destination root.",
+  "destination.path_mapping.mode":
+    "preserve_relative (default): each bundle at its source-relative path; fixed: only the newest bundle, at the root.",
+  "destination.links": "Public URLs for outputs, recorded in state and reported.",
+  "destination.links.base_url": "Absolute http(s) URL the output paths are joined below.",
+  "destination.links.primary":
+    "Which URL is the bundle's main one: auto (default), html, source or none.",
+  "destination.state": "How .distributor.json records ownership.",
+  "destination.state.mode":
+    "single_owner (default): one pipeline and destination own the path; shared_root: several owners publish disjoint outputs into one root.",
+  "destination.reconciliation":
+    "What happens to an older publication's outputs when a newer bundle replaces it.",
+  "destination.reconciliation.mode":
+    "replace (default): outputs the new bundle no longer produces are deleted; merge: they stay published and managed.",
+  "destination.retention": "Retention policy used by distributor prune (never automatic).",
+  "destination.retention.prune": "Which outputs distributor prune may delete.",
+  "destination.retention.prune.enabled":
+    "Allow prune to select outputs of this destination; default false.",
+  "destination.retention.prune.older_than":
+    "Outputs last updated longer ago than this duration may be pruned.",
+  "destination.retention.prune.keep_latest": "The newest this-many outputs are always kept.",
+  "destination.transfer": "How the comparison of source and destination state becomes an action.",
+  "destination.transfer.on_destination_same":
+    "The destination holds this exact bundle: skip (default) or fail.",
+  "destination.transfer.on_destination_older":
+    "The destination holds an older created of the same bundle id: replace (default), skip or fail.",
+  "destination.transfer.on_destination_newer":
+    "The destination holds a newer created of the same bundle id: skip (default) or fail.",
+  "destination.transfer.on_conflict": "The two cannot be ordered: fail, the only value.",
+};
+
+function prefixed(definition: string, entries: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(entries).map(([path, text]) => [`${definition}.${path}`, text]),
+  );
+}
