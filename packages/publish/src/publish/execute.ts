@@ -22,6 +22,20 @@ export interface ExecuteContext {
   /** Parallel output writes (default 4). */
   concurrency?: number | undefined;
   onOutputWritten?: ((output: PlannedOutput) => void) | undefined;
+  /**
+   * Called just before the state is written; throwing stops the commit (the held lease checks
+   * that no other run broke it). Cleanup of this attempt's outputs follows as for any failure.
+   */
+  beforeStateWrite?: (() => void) | undefined;
+}
+
+/**
+ * The state changed since planning read it (another writer committed first): nothing of this
+ * attempt was committed and its new outputs were removed, so the caller may plan again.
+ */
+export class StateChangedError extends Error {
+  override readonly name = "StateChangedError";
+  readonly code = "state_changed";
 }
 
 /** A failure while executing a plan; cleanup of this attempt's outputs has already run. */
@@ -57,6 +71,7 @@ export async function executePublish(context: ExecuteContext, plan: PublishPlan)
       if (!write.overwrite) created.push(write.output.path);
       context.onOutputWritten?.(write.output);
     });
+    context.beforeStateWrite?.();
     stateVersion = await writeState(destination, plan, plan.nextState, signal);
   } catch (error) {
     await removeCreated(destination, bundlePath, created);
@@ -89,12 +104,22 @@ async function writeState(
   const text = serializeDocument(document);
   const target = statePath(plan.bundlePath);
   const options = { contentType: "application/json", signal };
-  const { version } =
-    plan.stateVersion === undefined
-      ? // No state when planning: a state that appeared since belongs to someone else.
-        await destination.writeFile(target, text, { ...options, overwrite: false })
-      : await destination.writeFile(target, text, { ...options, ifMatch: plan.stateVersion });
-  return version;
+  try {
+    const { version } =
+      plan.stateVersion === undefined
+        ? // No state when planning: a state that appeared since belongs to someone else.
+          await destination.writeFile(target, text, { ...options, overwrite: false })
+        : await destination.writeFile(target, text, { ...options, ifMatch: plan.stateVersion });
+    return version;
+  } catch (error) {
+    if (isStorageError(error, "conflict") || isStorageError(error, "already_exists")) {
+      throw new StateChangedError(
+        `${destination.location} ${statePath(plan.bundlePath)} changed since it was planned from; nothing was committed`,
+        { cause: error },
+      );
+    }
+    throw error;
+  }
 }
 
 /**

@@ -4,7 +4,15 @@ import {
   type StateDocument,
   StateError,
 } from "@distributor/state";
-import { displayPath, isStorageError, type StorageBackend, statePath } from "@distributor/storage";
+import {
+  displayPath,
+  isStorageError,
+  joinPrefix,
+  LEASE_FILE_NAME,
+  type StorageBackend,
+  type StorageEntry,
+  statePath,
+} from "@distributor/storage";
 
 /** State files larger than this are refused rather than read into memory. */
 export const MAX_STATE_BYTES = 64 * 1024 * 1024;
@@ -65,7 +73,7 @@ export async function readDestinationStatus(
   bundlePath: string,
   signal?: AbortSignal,
 ): Promise<DestinationStateRead> {
-  const hasContents = await backend.hasAny(bundlePath, { signal });
+  const hasContents = await hasContentsBesidesLease(backend, bundlePath, signal);
   const path = statePath(bundlePath);
   let read: { bytes: Uint8Array; version: string };
   try {
@@ -83,4 +91,26 @@ export async function readDestinationStatus(
   } catch (error) {
     return { status: { hasContents, stateError: error }, version: read.version };
   }
+}
+
+/**
+ * Whether the bundle path holds anything but a lease: the lease a writing run takes before it
+ * plans again must not make an empty destination look unmanaged. Lists at most two entries.
+ */
+async function hasContentsBesidesLease(
+  backend: StorageBackend,
+  bundlePath: string,
+  signal: AbortSignal | undefined,
+): Promise<boolean> {
+  if (!(await backend.hasAny(bundlePath, { signal }))) return false;
+  let entries: StorageEntry[];
+  try {
+    entries = await backend.walk(bundlePath, { limit: 2, signal });
+  } catch (error) {
+    if (isStorageError(error, "limit_exceeded")) return true;
+    throw error;
+  }
+  // A prefix that is itself a file lists nothing below it, and is content.
+  if (entries.length === 0) return true;
+  return entries.some((entry) => entry.path !== joinPrefix(bundlePath, LEASE_FILE_NAME));
 }
