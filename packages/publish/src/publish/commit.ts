@@ -1,6 +1,11 @@
 import { posix } from "node:path";
 import { isWriteAction } from "./action.js";
-import { type ExecuteContext, executePublish, StateChangedError } from "./execute.js";
+import {
+  type ExecuteContext,
+  executePublish,
+  PendingDeletesError,
+  StateChangedError,
+} from "./execute.js";
 import type { Lease, LeaseOptions } from "./lease.js";
 import type { PublishPlan } from "./plan.js";
 import { type PlanTargetOptions, planTarget } from "./plan-target.js";
@@ -77,6 +82,12 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
         return current;
       } catch (error) {
         if (error instanceof StateChangedError && attempt < MAX_PUBLISH_ATTEMPTS) continue;
+        if (error instanceof PendingDeletesError) {
+          // The lease stays, expired, journaling what is left to delete for the next run.
+          const abandoned = lease;
+          lease = undefined;
+          await abandoned.abandon(error.pending);
+        }
         throw error;
       }
     }

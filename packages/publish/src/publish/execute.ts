@@ -61,7 +61,6 @@ export async function executePublish(context: ExecuteContext, plan: PublishPlan)
   const deleteOptions = { ignoreMissing: true, pruneEmptyDirs: true, signal };
 
   const created: string[] = [];
-  let stateVersion: string;
   try {
     if (plan.deletesFirst.length > 0) {
       await destination.deleteManagedOutputs(bundlePath, plan.deletesFirst, deleteOptions);
@@ -72,7 +71,7 @@ export async function executePublish(context: ExecuteContext, plan: PublishPlan)
       context.onOutputWritten?.(write.output);
     });
     context.beforeStateWrite?.();
-    stateVersion = await writeState(destination, plan, plan.nextState, signal);
+    await writeState(destination, plan, plan.nextState, signal);
   } catch (error) {
     await removeCreated(destination, bundlePath, created);
     throw error;
@@ -86,11 +85,26 @@ export async function executePublish(context: ExecuteContext, plan: PublishPlan)
       await destination.deleteManagedOutputs(bundlePath, plan.deletes, deleteOptions);
     }
   } catch (error) {
-    await recordSurvivors(context, plan, plan.nextState, stateVersion);
-    throw new PublishExecutionError(
-      `published, but removing the replaced outputs failed: ${(error as Error).message}; outputs still present stay recorded in the state`,
+    throw new PendingDeletesError(
+      `published, but removing the outputs it replaced failed: ${(error as Error).message}; the next run removes them`,
+      plan.clearBundlePath ? [] : plan.deletes,
       { cause: error },
     );
+  }
+}
+
+/**
+ * The new state is written but deleting what it no longer records failed: the publication
+ * stands, and `pending` (bundle-relative) must stay journaled so the next run removes them.
+ */
+export class PendingDeletesError extends Error {
+  override readonly name = "PendingDeletesError";
+  readonly code = "delete_failed";
+  readonly pending: readonly string[];
+
+  constructor(message: string, pending: readonly string[], options?: { cause?: unknown }) {
+    super(message, options);
+    this.pending = pending;
   }
 }
 
@@ -100,17 +114,17 @@ async function writeState(
   plan: PublishPlan,
   document: StateDocument,
   signal: AbortSignal | undefined,
-): Promise<string> {
+): Promise<void> {
   const text = serializeDocument(document);
   const target = statePath(plan.bundlePath);
   const options = { contentType: "application/json", signal };
   try {
-    const { version } =
-      plan.stateVersion === undefined
-        ? // No state when planning: a state that appeared since belongs to someone else.
-          await destination.writeFile(target, text, { ...options, overwrite: false })
-        : await destination.writeFile(target, text, { ...options, ifMatch: plan.stateVersion });
-    return version;
+    if (plan.stateVersion === undefined) {
+      // No state when planning: a state that appeared since belongs to someone else.
+      await destination.writeFile(target, text, { ...options, overwrite: false });
+    } else {
+      await destination.writeFile(target, text, { ...options, ifMatch: plan.stateVersion });
+    }
   } catch (error) {
     if (isStorageError(error, "conflict") || isStorageError(error, "already_exists")) {
       throw new StateChangedError(
@@ -120,38 +134,6 @@ async function writeState(
     }
     throw error;
   }
-}
-
-/**
- * After a failed delete-after, the outputs still present must not become unmanaged: their old
- * records go back into the state (against the version just written), so a later replacement or
- * prune deletes them. Best effort; the delete failure is what gets reported.
- */
-async function recordSurvivors(
-  context: ExecuteContext,
-  plan: PublishPlan,
-  written: StateDocument,
-  version: string,
-): Promise<void> {
-  const { destination, signal } = context;
-  const survivors = [];
-  for (const record of plan.deletedRecords) {
-    try {
-      await destination.stat(joinPrefix(plan.bundlePath, record.path), { signal });
-      survivors.push(record);
-    } catch (error) {
-      if (!isStorageError(error, "not_found")) survivors.push(record);
-    }
-  }
-  if (survivors.length === 0) return;
-  const repaired = { ...written, outputs: [...written.outputs, ...survivors] } as StateDocument;
-  await destination
-    .writeFile(statePath(plan.bundlePath), serializeDocument(repaired), {
-      ifMatch: version,
-      contentType: "application/json",
-      signal,
-    })
-    .catch(() => undefined);
 }
 
 async function removeCreated(

@@ -17,6 +17,7 @@ export { PublishPlanError } from "./errors.js";
 export {
   type ExecuteContext,
   executePublish,
+  PendingDeletesError,
   PublishExecutionError,
   StateChangedError,
 } from "./execute.js";

@@ -161,6 +161,7 @@ export class Lease {
   #lost: LeaseLostError | undefined;
   #queue: Promise<void> = Promise.resolve();
   #released = false;
+  #ttlOverride: number | undefined;
 
   constructor(
     backend: StorageBackend,
@@ -208,6 +209,18 @@ export class Lease {
     await this.#update({ journal: [], directories: [] });
   }
 
+  /**
+   * Gives the lease up without removing it: its journal becomes `pending` and it expires now, so
+   * the next run recovers it at once and deletes what this run could not. Never throws.
+   */
+  async abandon(pending: readonly string[]): Promise<void> {
+    if (this.#released) return;
+    this.#ttlOverride = 0;
+    await this.#update({ journal: [...pending] }).catch(() => undefined);
+    this.#released = true;
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+  }
+
   /** Stops renewing and removes the lease file if it is still ours. Never throws. */
   async release(): Promise<void> {
     if (this.#released) return;
@@ -237,7 +250,7 @@ export class Lease {
     const next = this.#queue.then(async () => {
       this.assertHeld();
       const now = this.#options.now?.() ?? new Date();
-      const ttl = this.#options.ttlMs ?? DEFAULT_LEASE_TTL_MS;
+      const ttl = this.#ttlOverride ?? this.#options.ttlMs ?? DEFAULT_LEASE_TTL_MS;
       const document: LeaseDocument = {
         ...this.#document,
         ...changes,

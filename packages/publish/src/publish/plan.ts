@@ -112,11 +112,7 @@ export interface PublishPlan {
   deletesFirst: string[];
   /** Bundle-relative paths of managed outputs the next state no longer records. */
   deletes: string[];
-  /**
-   * The previous records of `deletes`, shaped for the next state: if deleting fails after the
-   * state is written, the executor records again those still present, so none goes unmanaged.
-   */
-  deletedRecords: Array<OutputRecord | SharedRootOutputRecord>;
+
   /** Forced replacement: every entry below the bundle path not in the next state goes too. */
   clearBundlePath: boolean;
   /** The state written after the outputs; absent unless the action writes. */
@@ -205,7 +201,6 @@ export function planPublish(
     writes: [],
     deletesFirst: [],
     deletes: [],
-    deletedRecords: [],
     clearBundlePath: false,
     stateVersion: inspection.stateVersion,
   };
@@ -231,12 +226,6 @@ export function planPublish(
     }
   }
   plan.nextState = nextStateDocument(request, inspection.status.state, plan.action);
-  if (plan.deletes.length > 0) {
-    const deleted = new Set(plan.deletes);
-    plan.deletedRecords = previousOwnerRecords(request, inspection.status.state).filter((record) =>
-      deleted.has(record.path),
-    );
-  }
   return plan;
 }
 
@@ -328,19 +317,6 @@ function unmanagedEntries(
     action: "fail_unmanaged",
     reason: `${where} holds content not managed by destination state: ${listPaths(unmanaged)}`,
   };
-}
-
-/** This owner's previous output records, in the shape of the next state's records. */
-function previousOwnerRecords(
-  request: PublishRequest,
-  document: StateDocument | undefined,
-): Array<OutputRecord | SharedRootOutputRecord> {
-  if (document === undefined) return [];
-  if (isSharedRootState(document)) return ownerOutputs(document, request.owner);
-  if (!sameOwnerScope(singleOwnerScope(document), request.owner)) return [];
-  return request.stateMode === "shared_root"
-    ? singleOwnerAsOwnerOutputs(document)
-    : document.outputs;
 }
 
 /** Every directory above the given paths (`a` and `a/b` for `a/b/c`). */
