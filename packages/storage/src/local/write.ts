@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { type FileHandle, link, lstat, mkdir, open, rename, rmdir, unlink } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { Writable } from "node:stream";
@@ -64,9 +65,13 @@ export async function writeAtomically(
     }
     throwIfAborted(signal);
     if (ifMatch !== undefined) {
-      checkVersion(await inspectPath(local, path, operation), ifMatch, operation, path);
-    }
-    if (overwrite) {
+      // Check and rename under a lock on the target, so that of two compare-and-swaps of one
+      // version exactly one succeeds; readers still see one rename, old bytes or new.
+      await withSwapLock(dirname(target), segments[segments.length - 1] ?? "", async () => {
+        checkVersion(await inspectPath(local, path, operation), ifMatch, operation, path);
+        await rename(temp, target);
+      });
+    } else if (overwrite) {
       await rename(temp, target);
     } else {
       await link(temp, target);
@@ -130,6 +135,37 @@ async function writeFully(handle: FileHandle, chunk: Buffer): Promise<void> {
   while (offset < chunk.length) {
     const { bytesWritten } = await handle.write(chunk, offset, chunk.length - offset);
     offset += bytesWritten;
+  }
+}
+
+/** A swap lock older than this is left by a killed process: the critical section takes microseconds. */
+const STALE_SWAP_LOCK_MS = 2000;
+
+/**
+ * Runs `body` holding an exclusive lock file beside the target. The lock's name is derived from
+ * the target's and follows the reserved temp pattern, so leftovers are recognised as debris.
+ */
+async function withSwapLock(directory: string, name: string, body: () => Promise<void>) {
+  const hash = createHash("sha256").update(name).digest("hex").slice(0, 12);
+  const lock = join(directory, `.distributor.${hash}.tmp`);
+  for (;;) {
+    try {
+      await (await open(lock, "wx", 0o600)).close();
+      break;
+    } catch (error) {
+      if (!hasCode(error, "EEXIST")) throw error;
+      const held = await lstat(lock).catch(() => undefined);
+      if (held !== undefined && Date.now() - held.mtimeMs > STALE_SWAP_LOCK_MS) {
+        await unlink(lock).catch(() => undefined);
+      } else {
+        await new Promise((resolve) => setTimeout(resolve, 2));
+      }
+    }
+  }
+  try {
+    await body();
+  } finally {
+    await unlink(lock).catch(() => undefined);
   }
 }
 
