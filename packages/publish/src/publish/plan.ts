@@ -22,6 +22,7 @@ import {
 } from "@distributor/state";
 import {
   displayPath,
+  isTempFileName,
   isWithinPrefix,
   LEASE_FILE_NAME,
   relativeTo,
@@ -305,9 +306,10 @@ function unmanagedEntries(
     const path = relativeTo(request.bundlePath, entry.path);
     if (entry.nameProblem !== undefined) unmanaged.push(path);
     else if (entry.kind === "file") {
-      if (!current.has(path) && path !== STATE_FILE_NAME && path !== LEASE_FILE_NAME) {
-        unmanaged.push(path);
-      }
+      // Temp files of a killed write are distributor's own; the lease holder removes them.
+      const name = path.slice(path.lastIndexOf("/") + 1);
+      const own = path === STATE_FILE_NAME || path === LEASE_FILE_NAME || isTempFileName(name);
+      if (!current.has(path) && !own) unmanaged.push(path);
     } else if (entry.kind !== "directory" || !ancestors.has(path)) {
       unmanaged.push(entry.kind === "directory" ? `${path}/` : path);
     }

@@ -47,17 +47,26 @@ export async function recoverJournal(
   await deleteEach(backend, bundlePath, report.deleted, signal);
 
   for (const directory of new Set(["", ...directories])) {
-    const prefix = joinPrefix(bundlePath, directory);
-    const entries = await backend.walk(prefix, { limit: 100_000, signal });
-    for (const entry of entries) {
-      const name = entry.path.slice(entry.path.lastIndexOf("/") + 1);
-      if (entry.kind === "file" && entry.nameProblem === undefined && isTempFileName(name)) {
-        report.tempFiles.push(relativeTo(bundlePath, entry.path));
-      }
-    }
+    report.tempFiles.push(...(await tempFilesIn(backend, bundlePath, directory, signal)));
   }
   await deleteEach(backend, bundlePath, report.tempFiles, signal);
   return report;
+}
+
+/** Reserved-pattern temp files directly in one directory (bundle-relative paths). */
+async function tempFilesIn(
+  backend: StorageBackend,
+  bundlePath: string,
+  directory: string,
+  signal: AbortSignal | undefined,
+): Promise<string[]> {
+  const entries = await backend.walk(joinPrefix(bundlePath, directory), { limit: 100_000, signal });
+  return entries
+    .filter((entry) => {
+      const name = entry.path.slice(entry.path.lastIndexOf("/") + 1);
+      return entry.kind === "file" && entry.nameProblem === undefined && isTempFileName(name);
+    })
+    .map((entry) => relativeTo(bundlePath, entry.path));
 }
 
 /** Deletes in one batch; a batch refused as a whole (a path became a directory) goes one by one. */
@@ -83,7 +92,10 @@ async function deleteEach(
 
 /**
  * Takes the lease of the state at `bundlePath`, recovering first what a dead holder left (its
- * journal), then empties the journal. The returned lease is held until `release`.
+ * journal), then empties the journal. Temp files of the reserved pattern directly in the bundle
+ * path (a lease or state write killed half-way, perhaps before any journal existed) are removed
+ * whenever the lease is taken: while it is held nobody else writes there. The returned lease is
+ * held until `release`.
  */
 export async function holdLease(
   backend: StorageBackend,
@@ -93,6 +105,8 @@ export async function holdLease(
 ): Promise<Lease> {
   const lease = await acquireLease(backend, bundlePath, owner, options);
   try {
+    const leftovers = await tempFilesIn(backend, bundlePath, "", options.signal);
+    await deleteEach(backend, bundlePath, leftovers, options.signal);
     if (lease.broken !== undefined) {
       const report = await recoverJournal(
         backend,

@@ -7,8 +7,9 @@ import {
 import {
   displayPath,
   isStorageError,
-  joinPrefix,
+  isTempFileName,
   LEASE_FILE_NAME,
+  relativeTo,
   type StorageBackend,
   type StorageEntry,
   statePath,
@@ -94,8 +95,10 @@ export async function readDestinationStatus(
 }
 
 /**
- * Whether the bundle path holds anything but a lease: the lease a writing run takes before it
- * plans again must not make an empty destination look unmanaged. Lists at most two entries.
+ * Whether the bundle path holds anything but distributor's own transient files: the lease a
+ * writing run takes before it plans again, or the temp file of a write killed half-way, must not
+ * make an empty destination look unmanaged (the lease holder removes such temp files). Lists at
+ * most a few entries.
  */
 async function hasContentsBesidesLease(
   backend: StorageBackend,
@@ -105,12 +108,15 @@ async function hasContentsBesidesLease(
   if (!(await backend.hasAny(bundlePath, { signal }))) return false;
   let entries: StorageEntry[];
   try {
-    entries = await backend.walk(bundlePath, { limit: 2, signal });
+    entries = await backend.walk(bundlePath, { limit: 16, signal });
   } catch (error) {
     if (isStorageError(error, "limit_exceeded")) return true;
     throw error;
   }
   // A prefix that is itself a file lists nothing below it, and is content.
   if (entries.length === 0) return true;
-  return entries.some((entry) => entry.path !== joinPrefix(bundlePath, LEASE_FILE_NAME));
+  return entries.some((entry) => {
+    const name = relativeTo(bundlePath, entry.path);
+    return !(entry.kind === "file" && (name === LEASE_FILE_NAME || isTempFileName(name)));
+  });
 }
