@@ -1,4 +1,5 @@
 import { posix } from "node:path";
+import { isStorageError, statePath } from "@distributor/storage";
 import { isWriteAction } from "./action.js";
 import {
   type ExecuteContext,
@@ -52,6 +53,18 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
     }
     for (let attempt = 1; ; attempt++) {
       let current = await plan();
+      if (lease === undefined && !isWriteAction(current.action)) {
+        // Planned without the lease: final only if no writer was at work meanwhile — no lease
+        // appeared and the state is the version planning read. Otherwise plan again (under the
+        // lease, unless this is a dry run).
+        if ((await unchangedSincePlanning(current, options)) || attempt >= MAX_PUBLISH_ATTEMPTS) {
+          options.onPlan?.(current);
+          return current;
+        }
+        if (options.dryRun) continue;
+        lease = await hold();
+        current = await plan();
+      }
       if (!isWriteAction(current.action) || options.dryRun) {
         options.onPlan?.(current);
         return current;
@@ -93,6 +106,26 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
     }
   } finally {
     await lease?.release();
+  }
+}
+
+/**
+ * True when a plan made without the lease saw one consistent destination: a writer holds the
+ * lease for as long as it writes and changes the state when it commits, so no lease now and the
+ * same state version mean nobody wrote while planning looked.
+ */
+async function unchangedSincePlanning(
+  plan: PublishPlan,
+  options: PublishTargetOptions,
+): Promise<boolean> {
+  const { destination, signal } = options.plan;
+  if (await leasePresent(destination, plan.bundlePath, signal)) return false;
+  try {
+    const { version } = await destination.stat(statePath(plan.bundlePath), { signal });
+    return version === plan.stateVersion;
+  } catch (error) {
+    if (isStorageError(error, "not_found")) return plan.stateVersion === undefined;
+    throw error;
   }
 }
 

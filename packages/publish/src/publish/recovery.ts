@@ -1,6 +1,7 @@
 import type { OwnerScope } from "@distributor/state";
 import {
   isStorageError,
+  isTempFileFor,
   isTempFileName,
   joinPrefix,
   LEASE_FILE_NAME,
@@ -53,7 +54,13 @@ export async function recoverJournal(
   return report;
 }
 
-/** Reserved-pattern temp files directly in one directory (bundle-relative paths). */
+/** A lease write takes milliseconds; its temp file this old was left by a killed process. */
+const STALE_LEASE_TEMP_MS = 60_000;
+
+/**
+ * Reserved-pattern temp files directly in one directory (bundle-relative paths), except those of
+ * the lease file: other runs write them while trying to take the lease, so only old ones count.
+ */
 async function tempFilesIn(
   backend: StorageBackend,
   bundlePath: string,
@@ -61,10 +68,16 @@ async function tempFilesIn(
   signal: AbortSignal | undefined,
 ): Promise<string[]> {
   const entries = await backend.walk(joinPrefix(bundlePath, directory), { limit: 100_000, signal });
+  const now = Date.now();
   return entries
     .filter((entry) => {
       const name = entry.path.slice(entry.path.lastIndexOf("/") + 1);
-      return entry.kind === "file" && entry.nameProblem === undefined && isTempFileName(name);
+      if (entry.kind !== "file" || entry.nameProblem !== undefined || !isTempFileName(name)) {
+        return false;
+      }
+      if (!isTempFileFor(name, LEASE_FILE_NAME)) return true;
+      const age = now - (entry.modifiedAt?.getTime() ?? now);
+      return age > STALE_LEASE_TEMP_MS;
     })
     .map((entry) => relativeTo(bundlePath, entry.path));
 }

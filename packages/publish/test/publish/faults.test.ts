@@ -60,7 +60,7 @@ function faulty(inner: StorageBackend, mode: Mode, at: number, counter: { n: num
               // Killed mid-write: a partial temp file stays beside the target.
               const path = String(args[0]);
               const dir = path.includes("/") ? path.slice(0, path.lastIndexOf("/") + 1) : "";
-              await target.writeFile(`${dir}.distributor.0badc0ffee00.tmp`, "partial", {
+              await target.writeFile(`${dir}.distributor.0badc0ffee001234.tmp`, "partial", {
                 overwrite: true,
               });
             }

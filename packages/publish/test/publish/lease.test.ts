@@ -197,11 +197,11 @@ describe.each(BACKEND_KINDS)("%s: recovery", (kind) => {
         "site/kept.txt": "recorded",
         "site/created.txt": "from the dead run",
         "site/docs/created.md": "from the dead run",
-        "site/docs/.distributor.0123456789ab.tmp": "partial",
-        "site/.distributor.abcdefabcdef.tmp": "partial state",
+        "site/docs/.distributor.0123456789abcdef.tmp": "partial",
+        "site/.distributor.abcdefabcdef0123.tmp": "partial state",
         "site/unmanaged.txt": "placed by hand",
         "site/docs/.report.0123456789ab.tmp": "a user's file that merely looks like a temp file",
-        "elsewhere/.distributor.0123456789ab.tmp": "another directory",
+        "elsewhere/.distributor.0123456789abcdef.tmp": "another directory",
       },
     });
     const report = await recoverJournal(
@@ -213,14 +213,14 @@ describe.each(BACKEND_KINDS)("%s: recovery", (kind) => {
     expect(report.deleted.sort()).toEqual(["created.txt", "docs/created.md", "never-written.txt"]);
     expect(report.kept).toEqual(["kept.txt"]);
     expect(report.tempFiles.sort()).toEqual([
-      ".distributor.abcdefabcdef.tmp",
-      "docs/.distributor.0123456789ab.tmp",
+      ".distributor.abcdefabcdef0123.tmp",
+      "docs/.distributor.0123456789abcdef.tmp",
     ]);
     const left = (await backend.walk("", { recursive: true, limit: 100 }))
       .filter((entry) => entry.kind === "file")
       .map((entry) => entry.path);
     expect(left).toEqual([
-      "elsewhere/.distributor.0123456789ab.tmp",
+      "elsewhere/.distributor.0123456789abcdef.tmp",
       "site/.distributor.json",
       "site/docs/.report.0123456789ab.tmp",
       "site/kept.txt",

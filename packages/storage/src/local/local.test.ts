@@ -386,7 +386,7 @@ describe("local backend", () => {
     }
     await backend.writeFile("out/file.txt", slow());
     expect(seen).toHaveLength(1);
-    expect(seen[0]).toMatch(/^\.distributor\.[0-9a-f]{12}\.tmp$/);
+    expect(seen[0]).toMatch(/^\.distributor\.[0-9a-f]{16}\.tmp$/);
     expect(await readdir(join(root, "out"))).toEqual(["file.txt"]);
   });
 

@@ -1,4 +1,3 @@
-import { createHash } from "node:crypto";
 import { type FileHandle, link, lstat, mkdir, open, rename, rmdir, unlink } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { Writable } from "node:stream";
@@ -8,7 +7,7 @@ import type { StorageError, StorageOperation } from "../errors.js";
 import { throwIfAborted } from "../internal/abort.js";
 import { sourceStreamFailed, versionMismatch } from "../internal/backend-error.js";
 import { writeSource } from "../internal/write-source.js";
-import { tempFileName } from "../names.js";
+import { swapLockName, tempFileName } from "../names.js";
 import { type LocalRoot, localError, localVersion, nativePath, symlinkRefused } from "./context.js";
 import { hasCode, toStorageError } from "./errno.js";
 import { inspectPath, type PathState } from "./inspect.js";
@@ -52,7 +51,7 @@ export async function writeAtomically(
   const existing = state.kind === "missing" ? state.existing : segments.length - 1;
   throwIfAborted(signal);
   const created = await createParents(local, path, segments, existing, operation);
-  const temp = join(dirname(target), tempFileName());
+  const temp = join(dirname(target), tempFileName(segments[segments.length - 1] ?? ""));
   let committed = false;
   try {
     const handle = await open(temp, "wx", 0o666);
@@ -146,8 +145,7 @@ const STALE_SWAP_LOCK_MS = 2000;
  * the target's and follows the reserved temp pattern, so leftovers are recognised as debris.
  */
 async function withSwapLock(directory: string, name: string, body: () => Promise<void>) {
-  const hash = createHash("sha256").update(name).digest("hex").slice(0, 12);
-  const lock = join(directory, `.distributor.${hash}.tmp`);
+  const lock = join(directory, swapLockName(name));
   for (;;) {
     try {
       await (await open(lock, "wx", 0o600)).close();
