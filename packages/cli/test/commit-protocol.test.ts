@@ -52,7 +52,10 @@ async function expectStateMatchesFiles(root: string) {
   expect(onDisk).toEqual(Object.fromEntries(state.outputs.map((o) => [o.path, o.sha256])));
 }
 
-function spawnCli(args: string[]): { done: Promise<CliResult>; kill: () => void } {
+function spawnCli(args: string[]): {
+  done: Promise<CliResult>;
+  kill: (signal?: NodeJS.Signals) => void;
+} {
   const child = spawn(process.execPath, [BIN, ...args], { stdio: ["ignore", "pipe", "pipe"] });
   let stdout = "";
   let stderr = "";
@@ -66,7 +69,7 @@ function spawnCli(args: string[]): { done: Promise<CliResult>; kill: () => void 
     child.on("error", reject);
     child.on("close", (code) => resolve({ code, stdout, stderr }));
   });
-  return { done, kill: () => child.kill("SIGKILL") };
+  return { done, kill: (signal = "SIGKILL") => child.kill(signal) };
 }
 
 function config(source: string, dest: string, extra = ""): string {
@@ -236,4 +239,30 @@ describe("a run killed with SIGKILL", () => {
       expect(onDisk["data/000.txt"]).toBe(sha(many("v2")["data/000.txt"] as string));
     }, 60_000);
   }
+
+  it("interrupted with SIGTERM removes what it created and releases its lease", async () => {
+    const source = join(tmp(), "src");
+    const dest = join(tmp(), "dest");
+    const configPath = join(tmp(), "distributor.yml");
+    await writeFile(configPath, config(source, dest));
+    await bundle(source, "reports", "2026-06-04T10:00:00Z", many("v1"));
+
+    const victim = spawnCli(["run", "--config", configPath, "--format", "json"]);
+    const deadline = Date.now() + 20_000;
+    for (;;) {
+      const names = await readdir(join(dest, "data")).catch(() => [] as string[]);
+      if (names.length > 10) break;
+      if (Date.now() > deadline) throw new Error("the run never started writing");
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+    victim.kill("SIGTERM");
+    const stopped = await victim.done;
+
+    expect(stopped.code).toBe(1);
+    expect(JSON.parse(stopped.stdout).error.code).toBe("aborted");
+    expect(await files(dest)).toEqual({});
+    const after = await runCli(["run", "--config", configPath]);
+    expect(after.code, after.stderr).toBe(0);
+    await expectStateMatchesFiles(dest);
+  }, 60_000);
 });
