@@ -212,8 +212,10 @@ export function planPublish(
   plan.writes = request.outputs.map((output) => ({
     output,
     // A forced replacement claims whatever is there; otherwise only this owner's own outputs are
-    // replaced in place and every other path is a no-clobber create.
-    overwrite: forced || (inspection.existingOutputs.has(output.path) && current.has(output.path)),
+    // replaced in place. Every path where nothing is stored is a no-clobber create (and so is
+    // journaled as one this attempt may create).
+    overwrite:
+      inspection.existingOutputs.has(output.path) && (forced || current.has(output.path)),
   }));
   const merging = plan.action === "replace_older" && request.reconciliation === "merge";
   if (!forced && !merging) {
