@@ -24,6 +24,11 @@ export interface PublishTargetOptions {
   execute: Omit<ExecuteContext, "source" | "sourceBundlePath" | "destination" | "beforeStateWrite">;
   /** Called with each plan about to be carried out (or reported, for skips and refusals). */
   onPlan?: ((plan: PublishPlan) => void) | undefined;
+  /**
+   * Called once a write is decided, before the lease is taken (and in a dry run, before the
+   * planned write is reported): the caller validates the source bundle in full here.
+   */
+  beforeWrite?: (() => Promise<void>) | undefined;
   onRecovered?: ((report: RecoveryReport) => void) | undefined;
 }
 
@@ -65,6 +70,7 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
         lease = await hold();
         current = await plan();
       }
+      if (isWriteAction(current.action)) await options.beforeWrite?.();
       if (!isWriteAction(current.action) || options.dryRun) {
         options.onPlan?.(current);
         return current;

@@ -214,8 +214,7 @@ export function planPublish(
     // A forced replacement claims whatever is there; otherwise only this owner's own outputs are
     // replaced in place. Every path where nothing is stored is a no-clobber create (and so is
     // journaled as one this attempt may create).
-    overwrite:
-      inspection.existingOutputs.has(output.path) && (forced || current.has(output.path)),
+    overwrite: inspection.existingOutputs.has(output.path) && (forced || current.has(output.path)),
   }));
   const merging = plan.action === "replace_older" && request.reconciliation === "merge";
   if (!forced && !merging) {

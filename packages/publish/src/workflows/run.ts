@@ -2,8 +2,8 @@ import {
   BundleValidationError,
   discoverBundles,
   type Manifest,
+  readManifest,
   selectNewestBundle,
-  type ValidatedBundle,
   validateBundle,
 } from "@distributor/bundle";
 import { ownerScope } from "@distributor/state";
@@ -168,7 +168,15 @@ async function runPipeline(options: RunOptions, pipeline: PipelineConfig, report
     ...(options.signal ? { signal: options.signal } : {}),
   });
   try {
-    const bundles = await validatePipelineBundles(options, pipeline, source);
+    const bundles = await readPipelineManifests(options, pipeline, source);
+    // Full validation hashes every file, so it waits until some destination will write: a run
+    // in which every destination skips reads manifests and state files only (SPEC §4). Once
+    // needed, every bundle of the pipeline is validated, so one invalid bundle publishes nothing.
+    let validation: Promise<void> | undefined;
+    const validateAll = () => {
+      validation ??= validatePipelineBundles(options, pipeline, source, bundles);
+      return validation;
+    };
     // Renderings are keyed by content, so every destination and bundle may share them.
     const cache = new RenderCache();
     for (const destination of pipeline.destinations) {
@@ -178,7 +186,8 @@ async function runPipeline(options: RunOptions, pipeline: PipelineConfig, report
               .filter((b) => b !== undefined)
               .map((b) => ({ bundle: b, bundlePath: "" }))
           : bundles.map((bundle) => ({ bundle, bundlePath: bundle.path }));
-      await runDestination(options, pipeline, destination, source, targets, cache, report);
+      const context = { options, pipeline, destination, source, cache, validateAll };
+      await runDestination(context, targets, report);
     }
   } finally {
     // A source that fails to close has already given what the run needed.
@@ -186,61 +195,108 @@ async function runPipeline(options: RunOptions, pipeline: PipelineConfig, report
   }
 }
 
-async function validatePipelineBundles(
+/** Discovers the bundles of a pipeline's source and reads their manifests (no hashing yet). */
+async function readPipelineManifests(
   options: RunOptions,
   pipeline: PipelineConfig,
   source: StorageBackend,
-): Promise<ValidatedBundle[]> {
+): Promise<SourceBundle[]> {
   const discovered = await discoverBundles(source, "", { signal: options.signal });
   if (discovered.length === 0) {
     throw new WorkflowError("no_bundles", `no bundles found in source ${source.location}`);
   }
-  const validated: ValidatedBundle[] = [];
+  const bundles: SourceBundle[] = [];
   for (const bundle of discovered) {
     try {
-      const result = await validateBundle(source, bundle.bundlePath, {
+      const manifest = await readManifest(source, bundle.bundlePath, { signal: options.signal });
+      bundles.push({ path: bundle.path, manifest });
+    } catch (error) {
+      throw bundleInvalid(error, bundle.path);
+    }
+  }
+  return bundles;
+}
+
+/** Validates every bundle in full (SPEC §4), each against the manifest planning used. */
+async function validatePipelineBundles(
+  options: RunOptions,
+  pipeline: PipelineConfig,
+  source: StorageBackend,
+  bundles: readonly SourceBundle[],
+): Promise<void> {
+  for (const bundle of bundles) {
+    let result: Awaited<ReturnType<typeof validateBundle>>;
+    try {
+      result = await validateBundle(source, bundle.path, {
         unlistedFiles: pipeline.validation.unlistedFiles,
         maxFiles: pipeline.validation.maxFiles,
         maxTotalSize: pipeline.validation.maxTotalSize,
         ...(options.signal ? { signal: options.signal } : {}),
       });
-      validated.push({ ...result, path: bundle.path });
-      options.onEvent?.({
-        type: "bundle_validated",
-        pipeline_id: pipeline.id,
-        bundle_path: bundle.path,
-        files: result.manifest.files.length,
-        bytes: result.totalSize,
-      });
     } catch (error) {
-      if (error instanceof BundleValidationError) {
-        // The message already names the bundle; the report names the pipeline.
-        const message = error.message.startsWith("bundle ")
-          ? error.message
-          : `bundle ${displayPath(bundle.path)}: ${error.message}`;
-        throw new WorkflowError("bundle_invalid", message, { cause: error });
-      }
-      throw error;
+      throw bundleInvalid(error, bundle.path);
     }
+    if (result.manifest.digest !== bundle.manifest.digest) {
+      throw new WorkflowError(
+        "source_changed",
+        `bundle ${displayPath(bundle.path)}: manifest.json changed while the run was planning`,
+      );
+    }
+    options.onEvent?.({
+      type: "bundle_validated",
+      pipeline_id: pipeline.id,
+      bundle_path: bundle.path,
+      files: result.manifest.files.length,
+      bytes: result.totalSize,
+    });
   }
-  return validated;
+}
+
+function bundleInvalid(error: unknown, path: string): unknown {
+  if (!(error instanceof BundleValidationError)) return error;
+  // The message already names the bundle; the report names the pipeline.
+  const message = error.message.startsWith("bundle ")
+    ? error.message
+    : `bundle ${displayPath(path)}: ${error.message}`;
+  return new WorkflowError("bundle_invalid", message, { cause: error });
+}
+
+/** A discovered bundle and its manifest, read but not yet validated. */
+interface SourceBundle {
+  path: string;
+  manifest: Manifest;
+}
+
+/** What every destination of one pipeline shares while it runs. */
+interface DestinationContext {
+  options: RunOptions;
+  pipeline: PipelineConfig;
+  destination: DestinationConfig;
+  source: StorageBackend;
+  cache: RenderCache;
+  /** Validates every bundle of the pipeline once; a failure stops the whole pipeline. */
+  validateAll: () => Promise<void>;
+}
+
+/** Marks a validation failure met inside a destination, which stops the whole pipeline. */
+class PipelineStop extends Error {
+  constructor(readonly reason: unknown) {
+    super("pipeline stopped");
+  }
 }
 
 interface Target {
-  bundle: ValidatedBundle;
+  bundle: SourceBundle;
   /** Destination bundle path. */
   bundlePath: string;
 }
 
 async function runDestination(
-  options: RunOptions,
-  pipeline: PipelineConfig,
-  destination: DestinationConfig,
-  source: StorageBackend,
+  context: DestinationContext,
   targets: readonly Target[],
-  cache: RenderCache,
   report: RunReport,
 ) {
+  const { options, pipeline, destination } = context;
   let backend: StorageBackend;
   try {
     backend = await openBackend(options.backends, destination.location, {
@@ -261,15 +317,7 @@ async function runDestination(
   }
   try {
     for (const target of targets) {
-      const action = await runTarget(
-        options,
-        pipeline,
-        destination,
-        source,
-        backend,
-        target,
-        cache,
-      );
+      const action = await runTarget(context, backend, target);
       report.actions.push(action);
       options.onEvent?.({ type: "destination_done", action });
     }
@@ -306,14 +354,11 @@ function fail(action: RunActionReport, error: unknown) {
 }
 
 async function runTarget(
-  options: RunOptions,
-  pipeline: PipelineConfig,
-  destination: DestinationConfig,
-  source: StorageBackend,
+  context: DestinationContext,
   backend: StorageBackend,
   target: Target,
-  cache: RenderCache,
 ): Promise<RunActionReport> {
+  const { options, pipeline, destination, source, cache } = context;
   const { manifest } = target.bundle;
   const action = baseAction(pipeline, destination, target.bundlePath, manifest);
   const signal = options.signal;
@@ -364,6 +409,13 @@ async function runTarget(
             size: output.size,
           }),
       },
+      beforeWrite: async () => {
+        try {
+          await context.validateAll();
+        } catch (error) {
+          throw new PipelineStop(error);
+        }
+      },
       onRecovered: (recovery) =>
         options.onEvent?.({
           type: "recovered",
@@ -392,6 +444,7 @@ async function runTarget(
     });
   } catch (error) {
     if (signal?.aborted) throw error;
+    if (error instanceof PipelineStop) throw error.reason;
     fail(action, error);
   }
   return action;

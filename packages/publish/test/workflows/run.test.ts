@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
+import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { allManagedOutputPaths, findOwner, ownerScope, parseDocument } from "@distributor/state";
@@ -222,5 +222,65 @@ describe("run workflow", () => {
       "second:published",
     ]);
     expect(await readFile(join(second, "r.md"), "utf8")).toBe("r\n");
+  });
+
+  it("reads only manifests and state when every destination skips (SPEC §4)", async () => {
+    const source = join(dir, "src");
+    const backend = createLocalBackend({ root: source });
+    await writeSourceBundle(backend, "a", { "r.md": "# A\n", "big.bin": "x".repeat(100_000) });
+    await writeSourceBundle(backend, "b", { "r.md": "# B\n" });
+    const config = parseConfig(
+      `pipelines:\n${pipeline("reports", source, destination("one", join(dir, "one")) + destination("two", join(dir, "two"), "        publish: {source: true, html: true}\n        transform: {markdown_to_html: {enabled: true}}\n"))}`,
+    );
+    expect(runSucceeded(await run({ config }))).toBe(true);
+
+    const sourceReads: string[] = [];
+    const backends: BackendRegistry = {
+      local: async (location) => {
+        const inner = createLocalBackend({ root: location.path });
+        if (location.path !== source) return inner;
+        return new Proxy(inner, {
+          get(target, property) {
+            const value = Reflect.get(target, property, target);
+            if (typeof value !== "function") return value;
+            return (...args: unknown[]) => {
+              if (["openRead", "readFile", "readVersioned"].includes(String(property))) {
+                sourceReads.push(String(args[0]));
+              }
+              return (value as (...a: unknown[]) => unknown).apply(target, args);
+            };
+          },
+        });
+      },
+    };
+    const events: string[] = [];
+    const again = await run({ config, backends, onEvent: (event) => events.push(event.type) });
+
+    expect(again.actions.map((a) => a.action)).toEqual([
+      "skip_same",
+      "skip_same",
+      "skip_same",
+      "skip_same",
+    ]);
+    expect(sourceReads.sort()).toEqual(["a/manifest.json", "b/manifest.json"]);
+    expect(events).not.toContain("bundle_validated");
+  });
+
+  it("still validates every bundle before the first write and publishes nothing if one is invalid", async () => {
+    const source = join(dir, "src");
+    const backend = createLocalBackend({ root: source });
+    await writeSourceBundle(backend, "a", { "r.md": "# A\n" });
+    await writeSourceBundle(backend, "b", { "r.md": "# B\n" });
+    await writeFile(join(source, "b", "r.md"), "# B, changed after the manifest\n");
+    const dest = join(dir, "dest");
+    const config = parseConfig(
+      `pipelines:\n${pipeline("reports", source, destination("one", dest))}`,
+    );
+
+    const report = await run({ config });
+
+    expect(report.pipeline_errors.map((e) => e.code)).toEqual(["bundle_invalid"]);
+    expect(report.pipeline_errors[0]?.message).toContain("bundle b");
+    expect(await exists(dest)).toBe(false);
   });
 });
