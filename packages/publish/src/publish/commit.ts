@@ -2,12 +2,13 @@ import { posix } from "node:path";
 import { isStorageError, statePath } from "@distributor/storage";
 import { isWriteAction } from "./action.js";
 import {
+  CleanupIncompleteError,
   type ExecuteContext,
   executePublish,
   PendingDeletesError,
   StateChangedError,
 } from "./execute.js";
-import type { Lease, LeaseOptions } from "./lease.js";
+import { type Lease, type LeaseOptions, leaseStatus } from "./lease.js";
 import type { PublishPlan } from "./plan.js";
 import { type PlanTargetOptions, planTarget } from "./plan-target.js";
 import { holdLease, leasePresent, type RecoveryReport } from "./recovery.js";
@@ -53,7 +54,12 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
 
   let lease: Lease | undefined;
   try {
-    if (!options.dryRun && (await leasePresent(destination, bundlePath, options.plan.signal))) {
+    // A stale lease means a run died here: recover before planning. A live one is waited for
+    // only if this turns out to be a write; a skip takes no lease (SPEC §5).
+    if (
+      !options.dryRun &&
+      (await leaseStatus(destination, bundlePath, { signal: options.plan.signal })) === "stale"
+    ) {
       lease = await hold();
     }
     for (let attempt = 1; ; attempt++) {
@@ -94,18 +100,24 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
             source: options.plan.source,
             sourceBundlePath: options.plan.sourceBundlePath,
             destination,
-            beforeStateWrite: () => held.assertHeld(),
+            beforeStateWrite: () => held.confirm(),
+            // Only while the lease is provably ours: after a takeover the new holder's recovery
+            // decides what of this attempt goes.
+            mayCleanUp: () =>
+              held.confirm().then(
+                () => true,
+                () => !held.lost,
+              ),
           },
           current,
         );
         return current;
       } catch (error) {
         if (error instanceof StateChangedError && attempt < MAX_PUBLISH_ATTEMPTS) continue;
-        if (error instanceof PendingDeletesError) {
+        if (error instanceof PendingDeletesError || error instanceof CleanupIncompleteError) {
           // The lease stays, expired, journaling what is left to delete for the next run.
-          const abandoned = lease;
           lease = undefined;
-          await abandoned.abandon(error.pending);
+          await held.abandon(error.pending);
         }
         throw error;
       }
@@ -116,16 +128,23 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
 }
 
 /**
- * True when a plan made without the lease saw one consistent destination: a writer holds the
- * lease for as long as it writes and changes the state when it commits, so no lease now and the
- * same state version mean nobody wrote while planning looked.
+ * True when a plan made without the lease can stand. A decision from the state alone (a skip, a
+ * conflict) needs only the state to be the version planning read. A refusal for unmanaged
+ * content also looked at the files, which a writer changes while it holds the lease: it stands
+ * only with no lease present either — a writer holds the lease for as long as it writes and
+ * changes the state when it commits.
  */
 async function unchangedSincePlanning(
   plan: PublishPlan,
   options: PublishTargetOptions,
 ): Promise<boolean> {
   const { destination, signal } = options.plan;
-  if (await leasePresent(destination, plan.bundlePath, signal)) return false;
+  if (
+    plan.action === "fail_unmanaged" &&
+    (await leasePresent(destination, plan.bundlePath, signal))
+  ) {
+    return false;
+  }
   try {
     const { version } = await destination.stat(statePath(plan.bundlePath), { signal });
     return version === plan.stateVersion;

@@ -23,10 +23,15 @@ export interface ExecuteContext {
   concurrency?: number | undefined;
   onOutputWritten?: ((output: PlannedOutput) => void) | undefined;
   /**
-   * Called just before the state is written; throwing stops the commit (the held lease checks
+   * Called just before the state is written; throwing stops the commit (the held lease proves
    * that no other run broke it). Cleanup of this attempt's outputs follows as for any failure.
    */
-  beforeStateWrite?: (() => void) | undefined;
+  beforeStateWrite?: (() => Promise<void>) | undefined;
+  /**
+   * Asked before cleaning up after a failure: false when this attempt's outputs are no longer
+   * its own to remove (another run broke the lease and recovers them).
+   */
+  mayCleanUp?: (() => Promise<boolean>) | undefined;
 }
 
 /**
@@ -70,10 +75,17 @@ export async function executePublish(context: ExecuteContext, plan: PublishPlan)
       if (!write.overwrite) created.push(write.output.path);
       context.onOutputWritten?.(write.output);
     });
-    context.beforeStateWrite?.();
+    await context.beforeStateWrite?.();
     await writeState(destination, plan, plan.nextState, signal);
   } catch (error) {
-    await removeCreated(destination, bundlePath, created);
+    if ((await context.mayCleanUp?.()) === false) throw error;
+    if (!(await removeCreated(destination, bundlePath, created))) {
+      throw new CleanupIncompleteError(
+        `${(error as Error).message}; removing what this attempt created failed too, the next run removes it`,
+        created,
+        { cause: error },
+      );
+    }
     throw error;
   }
 
@@ -136,20 +148,35 @@ async function writeState(
   }
 }
 
+/** Removes what this attempt created; false when that failed (the journal then keeps them). */
 async function removeCreated(
   destination: StorageBackend,
   bundlePath: string,
   created: readonly string[],
-): Promise<void> {
-  if (created.length === 0) return;
+): Promise<boolean> {
+  if (created.length === 0) return true;
   try {
     await destination.deleteManagedOutputs(bundlePath, created, {
       ignoreMissing: true,
       pruneEmptyDirs: true,
     });
+    return true;
   } catch {
-    // The original failure is what the operator needs to see; what is left is not recorded
-    // anywhere and the next run's recovery or an operator removes it.
+    return false;
+  }
+}
+
+/**
+ * A failure before the state write whose cleanup failed as well: `pending` (bundle-relative) may
+ * still exist, recorded by no state, and must stay journaled for the next run to remove.
+ */
+export class CleanupIncompleteError extends Error {
+  override readonly name = "CleanupIncompleteError";
+  readonly pending: readonly string[];
+
+  constructor(message: string, pending: readonly string[], options?: { cause?: unknown }) {
+    super(message, options);
+    this.pending = pending;
   }
 }
 

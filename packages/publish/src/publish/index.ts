@@ -15,6 +15,7 @@ export {
 } from "./commit.js";
 export { PublishPlanError } from "./errors.js";
 export {
+  CleanupIncompleteError,
   type ExecuteContext,
   executePublish,
   PendingDeletesError,
@@ -36,6 +37,7 @@ export {
   LeaseLostError,
   type LeaseOptions,
   type LeaseReport,
+  leaseStatus,
   parseLease,
   readLease,
 } from "./lease.js";

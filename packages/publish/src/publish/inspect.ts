@@ -57,6 +57,18 @@ export async function inspectDestination(
       return kind === undefined ? [] : [[path, kind] as const];
     }),
   );
+  // A planned path below something that is not a directory cannot be written: find those now,
+  // not half-way through the writes.
+  const directories = [...directoriesOf(plannedPaths)];
+  const dirKinds = await mapBounded(directories, options.concurrency ?? 8, (dir) =>
+    storedKind(backend, joinPrefix(bundlePath, dir), signal),
+  );
+  inspection.blockingAncestors = new Map(
+    directories.flatMap((dir, index) => {
+      const kind = dirKinds[index];
+      return kind === undefined || kind === "directory" ? [] : [[dir, kind] as const];
+    }),
+  );
   if (needsBundleListing(target, decision)) {
     const limit = options.walkLimit ?? DEFAULT_DESTINATION_WALK_LIMIT;
     try {
@@ -68,6 +80,17 @@ export async function inspectDestination(
     }
   }
   return { inspection, decision };
+}
+
+/** Every directory above the given paths (`a`, `a/b` for `a/b/c`). */
+function directoriesOf(paths: readonly string[]): Set<string> {
+  const directories = new Set<string>();
+  for (const path of paths) {
+    for (let index = path.indexOf("/"); index !== -1; index = path.indexOf("/", index + 1)) {
+      directories.add(path.slice(0, index));
+    }
+  }
+  return directories;
 }
 
 /** What is stored at `path`: a symlink the backend refuses to stat still counts as something. */

@@ -187,9 +187,23 @@ export class Lease {
     }
   }
 
-  /** Fails when another run broke this lease; callers check before committing. */
+  /** Fails when another run broke this lease (as far as this process has seen). */
   assertHeld(): void {
     if (this.#lost !== undefined) throw this.#lost;
+  }
+
+  /**
+   * Proves the lease is still ours right now, by renewing it with a compare-and-swap: a run that
+   * stalled past its expiry and was broken by another learns it here, before committing or
+   * cleaning up anything the new holder now owns.
+   */
+  async confirm(): Promise<void> {
+    await this.#update({});
+  }
+
+  /** True once this run knows another run took the lease over. */
+  get lost(): boolean {
+    return this.#lost !== undefined;
   }
 
   /**
@@ -266,7 +280,7 @@ export class Lease {
       } catch (error) {
         if (isStorageError(error, "conflict")) {
           this.#lost = new LeaseLostError(
-            `lease ${displayPath(this.#path)} of run ${this.runId} was taken over by another run`,
+            `lease ${this.#backend.location} ${displayPath(this.#path)} of run ${this.runId} expired and was taken over by another run; nothing more was committed`,
           );
           throw this.#lost;
         }
@@ -422,6 +436,33 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
     };
     signal?.addEventListener("abort", onAbort, { once: true });
   });
+}
+
+/**
+ * Whether a lease lies at a bundle path and, if so, whether it is stale. An unreadable lease
+ * counts as live (only its age can make it stale, which `acquireLease` checks).
+ */
+export async function leaseStatus(
+  backend: StorageBackend,
+  bundlePath: string,
+  options: Pick<LeaseOptions, "now" | "processAlive" | "signal"> = {},
+): Promise<"absent" | "live" | "stale"> {
+  let bytes: Uint8Array;
+  try {
+    bytes = await backend.readFile(joinPrefix(bundlePath, LEASE_FILE_NAME), {
+      maxBytes: LEASE_BYTES_LIMIT,
+      signal: options.signal,
+    });
+  } catch (error) {
+    if (isStorageError(error, "not_found")) return "absent";
+    throw error;
+  }
+  const lease = parseLease(Buffer.from(bytes).toString("utf8"));
+  if (lease === undefined) return "live";
+  const now = options.now?.() ?? new Date();
+  return isStale(lease, now, hostname(), options.processAlive ?? defaultProcessAlive)
+    ? "stale"
+    : "live";
 }
 
 /** Reads the lease at a bundle path for reports; undefined when there is none. */

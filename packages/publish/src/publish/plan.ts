@@ -73,6 +73,8 @@ export interface DestinationInspection {
    * its kind: a directory or symlink there can never be overwritten as a managed file.
    */
   existingOutputs: ReadonlyMap<string, StorageEntry["kind"]>;
+  /** Directories above planned paths where something else is stored (a file, a symlink). */
+  blockingAncestors?: ReadonlyMap<string, StorageEntry["kind"]> | undefined;
   /**
    * Every entry below the bundle path (backend-relative paths), listed when the decision needs to
    * prove the path holds nothing unmanaged (single-owner replacement).
@@ -258,6 +260,7 @@ function refuse(
     if (unmanaged !== undefined) return unmanaged;
   }
 
+  const merging = decided.action === "replace_older" && request.reconciliation === "merge";
   const currentAncestors = ancestorsOf(current);
   const collisions = request.outputs
     .map((output) => output.path)
@@ -265,8 +268,8 @@ function refuse(
       const kind = inspection.existingOutputs.get(path);
       if (kind === undefined) return false;
       if (kind === "file") return !current.has(path);
-      // A directory of this owner's outputs that this publication turns into a file.
-      return !(kind === "directory" && currentAncestors.has(path));
+      // A directory of this owner's outputs that a replacement turns into a file.
+      return !(kind === "directory" && currentAncestors.has(path) && !merging);
     });
   if (collisions.length > 0) {
     const what =
@@ -275,6 +278,25 @@ function refuse(
       action: "fail_unmanaged",
       reason: `${what} ${listPaths(collisions)} exists but is not managed by destination state`,
     };
+  }
+
+  // Something stored where a planned output needs a directory: only this owner's own output,
+  // which a replacement deletes first, may stand there.
+  const blocked: string[] = [];
+  for (const [dir] of inspection.blockingAncestors ?? []) {
+    if (!(current.has(dir) && !merging)) blocked.push(dir);
+  }
+  if (blocked.length > 0) {
+    const own = blocked.filter((dir) => current.has(dir));
+    return own.length === blocked.length
+      ? {
+          action: "fail_conflict",
+          reason: `merge keeps recorded output ${listPaths(own)}, which stands where new outputs need a directory`,
+        }
+      : {
+          action: "fail_unmanaged",
+          reason: `${listPaths(blocked)} exists where new outputs need a directory and is not managed by destination state`,
+        };
   }
   return undefined;
 }

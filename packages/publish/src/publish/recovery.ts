@@ -133,12 +133,16 @@ export async function holdLease(
     }
     return lease;
   } catch (error) {
-    await lease.release();
+    // Recovery did not finish: keep the dead run's journal (in an already expired lease) for
+    // the next run, rather than releasing and forgetting it.
+    const broken = lease.broken;
+    if (broken === undefined) await lease.release();
+    else await lease.abandon(broken.journal);
     throw error;
   }
 }
 
-/** True when a lease file (live or stale) lies beside the state at `bundlePath`. */
+/** True when a lease file (live, stale or unreadable) lies beside the state at `bundlePath`. */
 export async function leasePresent(
   backend: StorageBackend,
   bundlePath: string,

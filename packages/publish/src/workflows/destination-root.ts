@@ -81,24 +81,23 @@ export interface MaintenanceLeaseOptions {
 
 /**
  * Runs `work` holding the lease of the destination root's state, recovering a stale lease
- * first; a dry run reads without one.
+ * first; a dry run reads without one. `work` calls `confirm` before each change it makes, which
+ * proves (by renewing it) that the lease is still ours.
  */
 export async function withRootLease<Result>(
   backend: StorageBackend,
   owner: OwnerScope,
   dryRun: boolean,
   options: MaintenanceLeaseOptions,
-  work: () => Promise<Result>,
+  work: (confirm: () => Promise<void>) => Promise<Result>,
 ): Promise<Result> {
-  if (dryRun) return work();
+  if (dryRun) return work(async () => undefined);
   const lease = await holdLease(backend, "", owner, {
     lockTimeoutMs: options.lockTimeoutMs,
     signal: options.signal,
   });
   try {
-    const result = await work();
-    lease.assertHeld();
-    return result;
+    return await work(() => lease.confirm());
   } finally {
     await lease.release();
   }

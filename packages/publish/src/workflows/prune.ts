@@ -172,7 +172,7 @@ export async function prune(options: PruneOptions): Promise<PruneReport> {
   const { pipeline, destination, backend } = await openConfiguredDestination(options, dryRun);
   const owner = ownerScope(pipeline.id, destination.id);
   return withBackend(backend, () =>
-    withRootLease(backend, owner, dryRun, options, async () => {
+    withRootLease(backend, owner, dryRun, options, async (confirm) => {
       const { document, version } = await readRootState(backend, options.signal);
       const now = options.now?.() ?? new Date();
       const plan = planDestinationPrune(document, destination.retention.prune, {

@@ -113,7 +113,7 @@ export async function reconcileState(
   const { signal } = options;
   const owner = ownerScope(pipeline.id, destination.id);
   return withBackend(backend, () =>
-    withRootLease(backend, owner, dryRun, options, async () => {
+    withRootLease(backend, owner, dryRun, options, async (confirm) => {
       const { document, version } = await readRootState(backend, signal);
       const scope = repairScope(document, ownerScope(pipeline.id, destination.id), options);
       const missing = await missingOutputs(backend, scope.checked, signal);

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { parseDocument } from "@distributor/state";
@@ -281,6 +281,7 @@ describe("a publication failing or crashing at every write and delete", () => {
   it("a state changed by another writer after planning makes the run plan again, not overwrite", async () => {
     const scenario = SCENARIOS[1] as Scenario;
     const ctx = await setup(scenario);
+    const statePath = join(ctx.dest, ".distributor.json");
     let swapped = false;
     const backends: BackendRegistry = {
       local: async (location) => {
@@ -289,19 +290,22 @@ describe("a publication failing or crashing at every write and delete", () => {
         return new Proxy(backend, {
           get(target, property) {
             const value = Reflect.get(target, property, target);
-            if (property !== "writeFile")
+            if (property !== "writeFile") {
               return typeof value === "function" ? value.bind(target) : value;
+            }
             return async (path: string, data: never, options: never) => {
               if (path === ".distributor.json" && !swapped) {
-                // Another writer rewrites the state between our planning and our commit.
+                // Another writer commits between our planning and our commit: the state now
+                // says it was created in 2020, which a blind overwrite would lose.
                 swapped = true;
-                const text = await readFile(join(ctx.dest, ".distributor.json"), "utf8");
-                await writeFile(join(ctx.dest, ".distributor.json"), `${text}`);
-                await new Promise((resolve) => setTimeout(resolve, 5));
-                await writeFile(join(ctx.dest, ".distributor.json.swap"), text);
-                await rm(join(ctx.dest, ".distributor.json"));
-                await writeFile(join(ctx.dest, ".distributor.json"), text);
-                await rm(join(ctx.dest, ".distributor.json.swap"));
+                const text = await readFile(statePath, "utf8");
+                const edited = text.replace(
+                  /"created_at": "[^"]+"/,
+                  '"created_at": "2020-01-01T00:00:00Z"',
+                );
+                expect(edited).not.toBe(text);
+                await writeFile(`${statePath}.new`, edited);
+                await rename(`${statePath}.new`, statePath);
               }
               return target.writeFile(path, data, options);
             };
@@ -309,9 +313,71 @@ describe("a publication failing or crashing at every write and delete", () => {
         });
       },
     };
-    const report = await run({ config: ctx.config, pipelineIds: ["reports"], backends });
+    const plans: string[] = [];
+    const report = await run({
+      config: ctx.config,
+      pipelineIds: ["reports"],
+      backends,
+      onEvent: (event) => {
+        if (event.type === "plan") plans.push(event.action.action ?? "");
+      },
+    });
     expect(swapped).toBe(true);
     expect(runSucceeded(report), JSON.stringify(report.actions)).toBe(true);
+    // Planned twice: the first commit found another version and was not made.
+    expect(plans).toEqual(["replace_older", "replace_older"]);
+    const state = JSON.parse(await readFile(statePath, "utf8"));
+    expect(state.created_at).toBe("2020-01-01T00:00:00Z");
     await expectExactlyNewVersion(ctx, scenario);
+  });
+
+  it("a run stalled past its lease's expiry and broken by another leaves the other's publication alone", async () => {
+    const scenario = SCENARIOS[0] as Scenario;
+    const ctx = await setup(scenario);
+    let resume: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => {
+      resume = resolve;
+    });
+    let stalled = false;
+    const stalling: BackendRegistry = {
+      local: async (location) => {
+        const backend = createLocalBackend({ root: location.path });
+        if (location.path !== ctx.dest) return backend;
+        return new Proxy(backend, {
+          get(target, property) {
+            const value = Reflect.get(target, property, target);
+            if (property !== "writeFile") {
+              return typeof value === "function" ? value.bind(target) : value;
+            }
+            return async (path: string, data: never, options: never) => {
+              if (path === "docs/c.txt" && !stalled) {
+                stalled = true;
+                await gate;
+              }
+              return target.writeFile(path, data, options);
+            };
+          },
+        });
+      },
+    };
+    const first = run({
+      config: ctx.config,
+      pipelineIds: ["reports"],
+      backends: stalling,
+      lease: { ttlMs: 25, renew: false },
+    });
+    while (!stalled) await new Promise((resolve) => setTimeout(resolve, 5));
+    await new Promise((resolve) => setTimeout(resolve, 40));
+
+    // The lease expired: another run breaks it, recovers the stalled run's journal, publishes.
+    const second = await run({ config: ctx.config, pipelineIds: ["reports"] });
+    expect(runSucceeded(second), JSON.stringify(second.actions)).toBe(true);
+    resume();
+    const stalledReport = await first;
+
+    expect(runSucceeded(stalledReport)).toBe(false);
+    await expectExactlyNewVersion(ctx, scenario);
+    const after = await run({ config: ctx.config, pipelineIds: ["reports"] });
+    expect(after.actions.map((a) => a.action)).toEqual(["skip_same"]);
   });
 });

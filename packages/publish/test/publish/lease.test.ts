@@ -255,4 +255,34 @@ describe.each(BACKEND_KINDS)("%s: recovery", (kind) => {
     expect((await leaseOf(backend)).journal).toEqual([]);
     await lease.release();
   });
+
+  it("keeps the dead run's journal when recovery itself fails", async () => {
+    const backend = newBackend({ files: { "site/created.txt": "x" } });
+    await writeLease(
+      backend,
+      "site",
+      leaseDocument({ expires_at: new Date(0).toISOString(), journal: ["created.txt"] }),
+    );
+    const failing = new Proxy(backend, {
+      get(target, property) {
+        if (property === "deleteManagedOutputs") {
+          return async () => {
+            throw new Error("disk went read-only");
+          };
+        }
+        const value = Reflect.get(target, property, target);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    await expect(holdLease(failing, "site", OWNER, { renew: false })).rejects.toThrow(
+      "disk went read-only",
+    );
+    const left = await leaseOf(backend);
+    expect(left.journal).toEqual(["created.txt"]);
+    expect(Date.parse(left.expires_at)).toBeLessThanOrEqual(Date.now());
+
+    const lease = await holdLease(backend, "site", OWNER, { renew: false });
+    expect(await exists(backend, "site/created.txt")).toBe(false);
+    await lease.release();
+  });
 });

@@ -78,6 +78,39 @@ describe.each(BACKEND_KINDS)("%s: single-owner publication", (kind) => {
     expect(again.action).toBe("skip_same");
   });
 
+  it("turns a recorded file into a directory on replace, deleting the file first", async () => {
+    const { c, destination } = await olderPublication(
+      { "report.md": "old", docs: "old docs file" },
+      { "report.md": NEW_REPORT, "docs/index.md": "# Docs\n" },
+    );
+    const plan = await planCase(c);
+    expect(plan.action).toBe("replace_older");
+    expect(plan.deletesFirst).toEqual(["docs"]);
+    await executeCase(c, plan);
+    expect(await readText(destination, "docs/index.md")).toBe("# Docs\n");
+    const state = await readState(destination);
+    expect(state.outputs.map((o) => o.path)).toEqual(["docs/index.md", "report.md"]);
+  });
+
+  it("refuses, before writing anything, an output below an unmanaged file or a file merge keeps", async () => {
+    for (const [merge, recorded, expected] of [
+      [true, { "report.md": "old", docs: "kept by merge" }, "fail_conflict"],
+      [true, { "report.md": "old" }, "fail_unmanaged"],
+      [false, { "report.md": "old" }, "fail_unmanaged"],
+    ] as const) {
+      const { c, destination } = await olderPublication(recorded, {
+        "report.md": NEW_REPORT,
+        "docs/guide.md": "# Guide\n",
+      });
+      if (!("docs" in recorded)) await destination.writeFile("docs", "an unmanaged file");
+      if (merge) c.reconciliation = "merge";
+      const plan = await planCase(c);
+      expect(plan.action, JSON.stringify(recorded)).toBe(expected);
+      expect(plan.writes).toEqual([]);
+      expect(await readText(destination, "report.md")).toBe("old");
+    }
+  });
+
   it("TestExecuteReplaceDeletesOmittedManagedOutputs", async () => {
     const { c, destination } = await olderPublication({ "report.md": "old", "summary.txt": "old" });
     const plan = await planCase(c);
