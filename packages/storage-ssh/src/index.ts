@@ -1,1 +1,19 @@
-export {};
+export { createSshBackend } from "./backend.js";
+export { readPrivateKeyFile } from "./connect.js";
+export {
+  checkHostKey,
+  decideHostKey,
+  type HostKeyDecision,
+  type HostKeyPolicy,
+  type HostKeyStatus,
+} from "./known-hosts/check.js";
+export {
+  fingerprint,
+  hashHostName,
+  hostFieldMatches,
+  type KnownHostEntry,
+  knownHostName,
+  knownHostsLine,
+  parseKnownHosts,
+} from "./known-hosts/parse.js";
+export type { SshAuthentication, SshBackendOptions } from "./options.js";
