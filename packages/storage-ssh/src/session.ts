@@ -54,6 +54,19 @@ export class Session {
     return this.#lost;
   }
 
+  /**
+   * Calls `listener` once if the session is lost while subscribed (at once when it already is),
+   * so work that is not waiting on a request (a write waiting on its source) stops too.
+   */
+  onLost(listener: (error: SessionLost) => void): () => void {
+    if (this.#lost !== undefined) {
+      listener(this.#lost);
+      return () => undefined;
+    }
+    this.#failures.add(listener);
+    return () => this.#failures.delete(listener);
+  }
+
   /** Whether the server offers an SFTP extension (e.g. `posix-rename@openssh.com`). */
   supports(extension: string): boolean {
     const extensions = (this.#sftp as unknown as { _extensions?: Record<string, string> })

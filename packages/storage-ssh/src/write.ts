@@ -204,11 +204,18 @@ async function copyInto(
   const sink = remoteSink(remote, handle, (error) => {
     sinkFailure ??= { error };
   });
+  // A dropped connection fails the write even while it waits for its source.
+  const unsubscribe = remote.session.onLost((error) => {
+    sinkFailure ??= { error };
+    sink.destroy(error);
+  });
   try {
     await pipeline(writeSource(data), sink, { signal });
   } catch (error) {
     if (sinkFailure !== undefined) throw sinkFailure.error;
     throw sourceStreamFailed(error, sshError, operation, path);
+  } finally {
+    unsubscribe();
   }
 }
 

@@ -41,6 +41,9 @@ export interface TestSshd {
   stop(): Promise<void>;
   /** Kills the server and every connection process at once, as a crash would. */
   kill(): Promise<void>;
+  /** Stops (SIGSTOP) the connection processes: sockets stay open, nothing answers. */
+  suspendConnections(): Promise<void>;
+  resumeConnections(): Promise<void>;
 }
 
 export interface StartSshdOptions {
@@ -138,11 +141,20 @@ export async function startSshd(options: StartSshdOptions = {}): Promise<TestSsh
       for (const descendant of await descendantsOf(pid)) {
         try {
           process.kill(descendant, signal);
+          process.kill(descendant, "SIGCONT");
         } catch {}
       }
     }
     child.kill(signal);
     await exited;
+  };
+  const signalConnections = async (signal: NodeJS.Signals) => {
+    if (child.pid === undefined) return;
+    for (const descendant of await descendantsOf(child.pid)) {
+      try {
+        process.kill(descendant, signal);
+      } catch {}
+    }
   };
   return {
     host: "127.0.0.1",
@@ -160,6 +172,12 @@ export async function startSshd(options: StartSshdOptions = {}): Promise<TestSsh
     },
     async kill() {
       await stopAll("SIGKILL");
+    },
+    async suspendConnections() {
+      await signalConnections("SIGSTOP");
+    },
+    async resumeConnections() {
+      await signalConnections("SIGCONT");
     },
   };
 }
