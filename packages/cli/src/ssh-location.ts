@@ -1,8 +1,4 @@
-import {
-  type OpenBackendOptions,
-  resolveSecret,
-  type SshLocation,
-} from "@distributor/publish";
+import { type OpenBackendOptions, resolveSecret, type SshLocation } from "@distributor/publish";
 import type { StorageBackend } from "@distributor/storage";
 import {
   createSshBackend,
