@@ -1,4 +1,3 @@
-import { readFile } from "node:fs/promises";
 import type { Client, ConnectConfig } from "ssh2";
 import SftpClient from "ssh2-sftp-client";
 import { sshError } from "./errors.js";
@@ -147,21 +146,6 @@ async function authenticationConfig(
       }
       return { agent: socket };
     }
-  }
-}
-
-/** Reads a private key file, naming the file (never its contents) when that fails. */
-export async function readPrivateKeyFile(file: string): Promise<Buffer> {
-  try {
-    return await readFile(file);
-  } catch (error) {
-    throw sshError(
-      "permission",
-      "open backend",
-      "",
-      `cannot read private key file ${file}: ${(error as Error).message}`,
-      error,
-    );
   }
 }
 

@@ -1,5 +1,4 @@
 export { createSshBackend } from "./backend.js";
-export { readPrivateKeyFile } from "./connect.js";
 export {
   checkHostKey,
   decideHostKey,
@@ -17,3 +16,4 @@ export {
   parseKnownHosts,
 } from "./known-hosts/parse.js";
 export type { SshAuthentication, SshBackendOptions } from "./options.js";
+export { readPrivateKeyFile } from "./private-key.js";
