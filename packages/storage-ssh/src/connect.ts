@@ -10,6 +10,7 @@ import { Session } from "./session.js";
 const DEFAULT_CONNECT_TIMEOUT_MS = 20_000;
 const DEFAULT_OPERATION_TIMEOUT_MS = 60_000;
 const DEFAULT_MAX_REQUESTS = 64;
+const DEFAULT_CHANNELS = 4;
 
 /** Host key algorithms ssh2 can use for each key type a `known_hosts` line records. */
 const ALGORITHMS_BY_KEY_TYPE: Record<string, string[]> = {
@@ -100,11 +101,14 @@ export async function openSession(options: SshBackendOptions): Promise<Session> 
   } finally {
     options.signal?.removeEventListener("abort", abort);
   }
-  const session = new Session(client, sftp, {
+  const session = new Session(client, [sftp], {
     label,
     maxRequests: options.maxRequests ?? DEFAULT_MAX_REQUESTS,
     timeoutMs: options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS,
   });
+  // More channels open in the background: the first request need not wait for them, and a
+  // server that allows fewer sessions simply leaves us with fewer.
+  openExtraChannels(client, session, (options.channels ?? DEFAULT_CHANNELS) - 1);
   if (toRecord !== undefined && !options.dryRun) {
     try {
       await appendKnownHost(options.knownHostsFile, knownHostsLine(options.host, port, toRecord));
@@ -118,6 +122,20 @@ export async function openSession(options: SshBackendOptions): Promise<Session> 
     }
   }
   return session;
+}
+
+/** Opens more SFTP channels on the connection (each is its own sftp-server on the host). */
+function openExtraChannels(client: SftpClient, session: Session, count: number): void {
+  const ssh = (client as unknown as { client: Client }).client;
+  for (let index = 0; index < count; index++) {
+    try {
+      ssh.sftp((error, channel) => {
+        if (error === undefined || error === null) session.addChannel(channel);
+      });
+    } catch {
+      return;
+    }
+  }
 }
 
 type Fail = (kind: "permission" | "unavailable", detail: string, cause?: unknown) => Error;

@@ -10,10 +10,11 @@ import { kindOf, type Remote, remoteVersion } from "./remote.js";
  * once that many entries were read.
  */
 export async function listDirectory(
-  remote: Remote,
+  shared: Remote,
   remotePath: string,
   stopAfter = Number.POSITIVE_INFINITY,
 ): Promise<FileEntryWithStats[] | undefined> {
+  const remote = shared.onLane();
   let handle: Buffer;
   try {
     handle = await remote.call<Buffer>((sftp, done) => sftp.opendir(remotePath, done));

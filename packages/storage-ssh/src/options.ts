@@ -30,5 +30,10 @@ export interface SshBackendOptions {
   operationTimeoutMs?: number;
   /** SFTP requests outstanding at once over the one connection (default 64). */
   maxRequests?: number;
+  /**
+   * SFTP channels opened on the one connection (default 4). OpenSSH serves each channel's
+   * requests one at a time, so several let files transfer (and fsync) side by side.
+   */
+  channels?: number;
   signal?: AbortSignal;
 }

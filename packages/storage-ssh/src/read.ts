@@ -73,11 +73,12 @@ async function readAt(
  * bytes of one version.
  */
 export async function readWholeFile(
-  remote: Remote,
+  shared: Remote,
   path: string,
   maxBytes: number | undefined,
   signal: AbortSignal | undefined,
 ): Promise<VersionedFile> {
+  const remote = shared.onLane();
   const operation = "read file";
   const limit = maxBytes ?? Number.POSITIVE_INFINITY;
   const { handle, attrs } = await openFile(remote, path, operation);
@@ -125,10 +126,11 @@ function tooLarge(path: string, limit: number) {
  * handle is closed when the stream ends or is destroyed; a signal destroys it with the reason.
  */
 export async function openReadStream(
-  remote: Remote,
+  shared: Remote,
   path: string,
   signal: AbortSignal | undefined,
 ): Promise<Readable> {
+  const remote = shared.onLane();
   const { handle } = await openFile(remote, path, "open reader");
   if (signal?.aborted) {
     await closeQuietly(remote, handle);

@@ -47,14 +47,40 @@ export type PathState =
  * path segment of every file.
  */
 export class Remote {
-  readonly #verified = new Set<string>();
-  /** Set once the root is known to exist as a directory (it is created on first write). */
-  rootReady = false;
+  readonly #verified: Set<string>;
+  readonly #shared: { rootReady: boolean };
+  readonly #lane: number | undefined;
 
   constructor(
     readonly session: Session,
     readonly root: string,
-  ) {}
+    shared?: { verified: Set<string>; state: { rootReady: boolean }; lane: number },
+  ) {
+    this.#verified = shared?.verified ?? new Set();
+    this.#shared = shared?.state ?? { rootReady: false };
+    this.#lane = shared?.lane;
+  }
+
+  /** Set once the root is known to exist as a directory (it is created on first write). */
+  get rootReady(): boolean {
+    return this.#shared.rootReady;
+  }
+
+  set rootReady(ready: boolean) {
+    this.#shared.rootReady = ready;
+  }
+
+  /**
+   * The same remote with every request on one channel, for an operation holding a handle (a
+   * handle is only valid on the channel that opened it).
+   */
+  onLane(): Remote {
+    return new Remote(this.session, this.root, {
+      verified: this.#verified,
+      state: this.#shared,
+      lane: this.session.lane(),
+    });
+  }
 
   /** Remote path of a logical path or prefix. */
   path(logical: string): string {
@@ -63,7 +89,7 @@ export class Remote {
   }
 
   call<T>(send: (sftp: SFTPWrapper, done: (error: unknown, value?: T) => void) => void) {
-    return this.session.request<T>(send);
+    return this.session.request<T>(send, this.#lane);
   }
 
   /** lstat of a logical path, or undefined when it does not exist. */

@@ -7,14 +7,18 @@ export class SessionLost extends Error {
 }
 
 /**
- * One SFTP session shared by every operation of a backend. Requests are raw ssh2 calls; at most
- * `maxRequests` are outstanding at once (more wait their turn), each must be answered within
- * `timeoutMs`, and once the connection drops every waiting and later request fails with
+ * The SFTP channels of one SSH connection, shared by every operation of a backend. OpenSSH's
+ * sftp-server answers the requests of one channel strictly one after another (an fsync holds up
+ * everything behind it), so the session spreads work over a few channels of the same connection;
+ * a request that uses a handle goes to the channel (`lane`) that opened it. At most
+ * `maxRequests` requests are outstanding at once (more wait their turn), each must be answered
+ * within `timeoutMs`, and once the connection drops every waiting and later request fails with
  * `SessionLost` naming the cause.
  */
 export class Session {
   readonly #client: SftpClient;
-  readonly #sftp: SFTPWrapper;
+  readonly #channels: SFTPWrapper[];
+  readonly #load: number[];
   readonly #label: string;
   readonly #maxRequests: number;
   readonly #timeoutMs: number;
@@ -26,11 +30,12 @@ export class Session {
 
   constructor(
     client: SftpClient,
-    sftp: SFTPWrapper,
+    channels: SFTPWrapper[],
     options: { label: string; maxRequests: number; timeoutMs: number },
   ) {
     this.#client = client;
-    this.#sftp = sftp;
+    this.#channels = channels;
+    this.#load = channels.map(() => 0);
     this.#label = options.label;
     this.#maxRequests = options.maxRequests;
     this.#timeoutMs = options.timeoutMs;
@@ -42,11 +47,30 @@ export class Session {
     client.on("error", onGone);
     client.on("close", () => onGone());
     client.on("end", () => onGone());
-    sftp.on("close", () => onGone());
+    this.#onGone = onGone;
+    for (const sftp of channels) sftp.on("close", () => onGone());
   }
 
-  get sftp(): SFTPWrapper {
-    return this.#sftp;
+  readonly #onGone: () => void;
+
+  /** Adds a channel opened after the session started serving requests. */
+  addChannel(sftp: SFTPWrapper): void {
+    if (this.#lost !== undefined) {
+      sftp.end();
+      return;
+    }
+    sftp.on("close", () => this.#onGone());
+    this.#channels.push(sftp);
+    this.#load.push(0);
+  }
+
+  /** The channel with the least work in flight, for an operation to keep its handles on. */
+  lane(): number {
+    let best = 0;
+    for (let index = 1; index < this.#load.length; index++) {
+      if ((this.#load[index] as number) < (this.#load[best] as number)) best = index;
+    }
+    return best;
   }
 
   /** The failure that ended the session, if it ended other than by `close`. */
@@ -69,26 +93,32 @@ export class Session {
 
   /** Whether the server offers an SFTP extension (e.g. `posix-rename@openssh.com`). */
   supports(extension: string): boolean {
-    const extensions = (this.#sftp as unknown as { _extensions?: Record<string, string> })
+    const extensions = (this.#channels[0] as unknown as { _extensions?: Record<string, string> })
       ._extensions;
     return extensions?.[extension] !== undefined;
   }
 
   /** Largest data length one WRITE / READ request carries, as the server's limits allow. */
   get maxWriteLength(): number {
-    return (this.#sftp as unknown as { _maxWriteLen?: number })._maxWriteLen ?? 32 * 1024;
+    return (this.#channels[0] as unknown as { _maxWriteLen?: number })._maxWriteLen ?? 32 * 1024;
   }
 
   get maxReadLength(): number {
-    return (this.#sftp as unknown as { _maxReadLen?: number })._maxReadLen ?? 32 * 1024;
+    return (this.#channels[0] as unknown as { _maxReadLen?: number })._maxReadLen ?? 32 * 1024;
   }
 
   /**
-   * Sends one request. `send` receives the raw wrapper and a node-style callback; the promise
-   * settles with the server's answer, a timeout, or the loss of the connection.
+   * Sends one request on channel `lane` (default: the least busy). `send` receives the raw
+   * wrapper and a node-style callback; the promise settles with the server's answer, a timeout,
+   * or the loss of the connection.
    */
-  async request<T>(send: (sftp: SFTPWrapper, done: (error: unknown, value?: T) => void) => void) {
+  async request<T>(
+    send: (sftp: SFTPWrapper, done: (error: unknown, value?: T) => void) => void,
+    lane?: number,
+  ) {
     await this.#acquire();
+    const channel = lane ?? this.lane();
+    this.#load[channel] = (this.#load[channel] as number) + 1;
     try {
       return await new Promise<T>((resolve, reject) => {
         if (this.#lost !== undefined) {
@@ -120,12 +150,13 @@ export class Session {
         }, this.#timeoutMs);
         this.#failures.add(fail);
         try {
-          send(this.#sftp, finish);
+          send(this.#channels[channel] as SFTPWrapper, finish);
         } catch (error) {
           finish(error);
         }
       });
     } finally {
+      this.#load[channel] = (this.#load[channel] as number) - 1;
       this.#release();
     }
   }

@@ -27,12 +27,14 @@ const BLOCK_BYTES = 256 * 1024;
  * directories this call created are removed.
  */
 export async function writeAtomically(
-  remote: Remote,
+  shared: Remote,
   path: string,
   data: WriteData,
   options: WriteOptions,
   operation: StorageOperation,
 ): Promise<WriteResult> {
+  // The temp file's handle lives on one channel; the whole write stays there.
+  const remote = shared.onLane();
   const { signal, ifMatch } = options;
   const overwrite = ifMatch !== undefined || (options.overwrite ?? false);
   const state = await remote.inspect(path, operation);
@@ -62,16 +64,32 @@ export async function writeAtomically(
     const handle = await openExclusive(remote, temp, path, parent, operation);
     tempExists = true;
     let attrs: Attributes;
+    let closed = false;
     try {
       await copyInto(remote, handle, data, signal, operation, path);
-      if (remote.session.supports("fsync@openssh.com")) {
-        await remote.call((sftp, done) => sftp.ext_openssh_fsync(handle, done));
+      // One channel answers in order, so these go out together: one round trip, not three.
+      const flushed = remote.session.supports("fsync@openssh.com")
+        ? remote.call((sftp, done) => sftp.ext_openssh_fsync(handle, done))
+        : Promise.resolve();
+      const described = remote.call<Attributes>((sftp, done) => sftp.fstat(handle, done));
+      // Awaited below; until then a failure of one must not surface as an unhandled rejection.
+      flushed.catch(() => undefined);
+      described.catch(() => undefined);
+      if (overwrite) {
+        await flushed;
+        attrs = await described;
+        throwIfAborted(signal);
+        attrs = await prepareReplace(remote, handle, attrs, path, ifMatch, operation);
+      } else {
+        const closing = remote.call((sftp, done) => sftp.close(handle, done));
+        closed = true;
+        await Promise.all([flushed, closing]);
+        attrs = await described;
       }
-      attrs = await remote.call<Attributes>((sftp, done) => sftp.fstat(handle, done));
-      throwIfAborted(signal);
-      if (overwrite) attrs = await prepareReplace(remote, handle, attrs, path, ifMatch, operation);
     } finally {
-      await remote.call((sftp, done) => sftp.close(handle, done)).catch(() => undefined);
+      if (!closed) {
+        await remote.call((sftp, done) => sftp.close(handle, done)).catch(() => undefined);
+      }
     }
     throwIfAborted(signal);
     if (overwrite) {
@@ -80,6 +98,7 @@ export async function writeAtomically(
       );
       tempExists = false;
     } else {
+      tempExists = false;
       await linkNoClobber(remote, temp, path, operation);
     }
     committed = true;
@@ -158,21 +177,25 @@ async function linkNoClobber(
   const from = remote.path(temp);
   const to = remote.path(path);
   const hardlink = remote.session.supports("hardlink@openssh.com");
+  // The temp name goes whether the link worked or not, so its unlink is sent right behind the
+  // link on the same channel: one round trip.
+  const linked = hardlink
+    ? remote.call((sftp, done) => sftp.ext_openssh_hardlink(from, to, done))
+    : remote.call((sftp, done) => sftp.rename(from, to, done));
+  const removed = hardlink
+    ? remote.call((sftp, done) => sftp.unlink(from, done)).catch(() => undefined)
+    : Promise.resolve();
   try {
-    if (hardlink) {
-      await remote.call((sftp, done) => sftp.ext_openssh_hardlink(from, to, done));
-    } else {
-      await remote.call((sftp, done) => sftp.rename(from, to, done));
-    }
+    await linked;
   } catch (error) {
+    await removed;
     // OpenSSH reports EEXIST as a generic failure: look before naming it.
     if ((await remote.lstat(path).catch(() => undefined)) !== undefined) {
       throw sshError("already_exists", operation, path, undefined, error);
     }
     throw error;
-  }
-  if (hardlink) {
-    await remote.call((sftp, done) => sftp.unlink(from, done)).catch(() => undefined);
+  } finally {
+    await removed;
   }
 }
 
