@@ -277,13 +277,17 @@ function remoteSink(remote: Remote, handle: Buffer, onFailure: (error: unknown) 
   };
   const flushBlocks = async (all: boolean) => {
     while (failure === undefined && (pendingBytes >= blockBytes || (all && pendingBytes > 0))) {
-      const joined = pending.length === 1 ? (pending[0] as Buffer) : Buffer.concat(pending);
-      const block = joined.subarray(0, Math.min(blockBytes, joined.length));
-      const rest = joined.subarray(block.length);
+      // A block may wait for a request slot, so it must not share memory the caller may reuse:
+      // concat copies already; a block cut from one caller chunk is copied once.
+      const single = pending.length === 1;
+      const joined = single ? (pending[0] as Buffer) : Buffer.concat(pending);
+      const cut = joined.subarray(0, Math.min(blockBytes, joined.length));
+      const block = single ? Buffer.from(cut) : cut;
+      const rest = joined.subarray(cut.length);
       pending = rest.length > 0 ? [rest] : [];
       pendingBytes = rest.length;
       await room();
-      if (failure === undefined) send(Buffer.from(block));
+      if (failure === undefined) send(block);
     }
   };
   return new Writable({
