@@ -46,6 +46,32 @@ describe.skipIf(sshd === null)("ssh backend", () => {
     expect(backend.location).toBe(`ssh:${server().user}@127.0.0.1:${server().port}${root}`);
   });
 
+  it("serves a whole run over one connection", async () => {
+    const own = await ownServer();
+    const knownHostsFile = join(dir, "known_hosts");
+    await writeFile(knownHostsFile, own.knownHostsLine);
+    const started = performance.now();
+    const backend = await createSshBackend({
+      host: own.host,
+      port: own.port,
+      user: own.user,
+      root: own.sftpRoot,
+      authentication: { method: "private_key", privateKey: await readFile(own.clientKeyFile) },
+      knownHostsFile,
+      maxRequests: 4,
+    });
+    const connectMs = performance.now() - started;
+    opened.push(backend);
+    const paths = Array.from({ length: 40 }, (_, index) => `d${index % 4}/f${index}.txt`);
+    await Promise.all(paths.map((path) => backend.writeFile(path, path)));
+    await Promise.all(paths.map((path) => backend.readFile(path)));
+    expect(await backend.walk("", { recursive: true, limit: 100 })).toHaveLength(44);
+    await backend.deletePrefix("");
+    const accepted = own.log().match(/Accepted publickey/g) ?? [];
+    expect(accepted).toHaveLength(1);
+    console.info(`connection setup (TCP, key exchange, auth, SFTP): ${connectMs.toFixed(0)} ms`);
+  });
+
   describe("host keys", () => {
     it("strict: refuses an unknown host key, naming host, port and fingerprint, and writes nothing", async () => {
       const knownHostsFile = join(dir, "known_hosts");

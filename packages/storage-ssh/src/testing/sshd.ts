@@ -41,6 +41,8 @@ export interface TestSshd {
   stop(): Promise<void>;
   /** Kills the server and every connection process at once, as a crash would. */
   kill(): Promise<void>;
+  /** What sshd has logged so far (`-e`: its log goes to stderr). */
+  log(): string;
   /** Stops (SIGSTOP) the connection processes: sockets stay open, nothing answers. */
   suspendConnections(): Promise<void>;
   resumeConnections(): Promise<void>;
@@ -127,7 +129,10 @@ export async function startSshd(options: StartSshdOptions = {}): Promise<TestSsh
   const publicKey = (await readFile(`${hostKeyFile}.pub`, "utf8")).trim().split(/\s+/);
   const hostKey = Buffer.from(publicKey[1] ?? "", "base64");
   const child = spawn(sshd, ["-D", "-e", "-f", config], { stdio: ["ignore", "ignore", "pipe"] });
-  await waitUntilListening(child, port);
+  let log = "";
+  await waitUntilListening(child, port, (text) => {
+    log += text;
+  });
   let stopped = false;
   const stopAll = async (signal: NodeJS.Signals) => {
     if (stopped) return;
@@ -173,6 +178,7 @@ export async function startSshd(options: StartSshdOptions = {}): Promise<TestSsh
     async kill() {
       await stopAll("SIGKILL");
     },
+    log: () => log,
     async suspendConnections() {
       await signalConnections("SIGSTOP");
     },
@@ -182,7 +188,11 @@ export async function startSshd(options: StartSshdOptions = {}): Promise<TestSsh
   };
 }
 
-function waitUntilListening(child: ChildProcess, port: number): Promise<void> {
+function waitUntilListening(
+  child: ChildProcess,
+  port: number,
+  onOutput: (text: string) => void,
+): Promise<void> {
   return new Promise((resolve, reject) => {
     let output = "";
     const timer = setTimeout(() => {
@@ -191,6 +201,7 @@ function waitUntilListening(child: ChildProcess, port: number): Promise<void> {
     }, 10_000);
     child.stderr?.setEncoding("utf8").on("data", (text: string) => {
       output += text;
+      onOutput(text);
       if (output.includes(`Server listening on 127.0.0.1 port ${port}`)) {
         clearTimeout(timer);
         // Keep draining stderr so sshd never blocks on a full pipe.
