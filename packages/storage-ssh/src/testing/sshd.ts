@@ -59,7 +59,17 @@ export interface StartSshdOptions {
 
 const SSHD_CANDIDATES = ["/usr/sbin/sshd", "/usr/local/sbin/sshd", "/sbin/sshd"];
 
+/** The sshd binary: `$SSHD` when set (and then only that), else PATH and the usual sbin places. */
 async function findSshd(): Promise<string> {
+  const chosen = process.env.SSHD;
+  if (chosen !== undefined && chosen !== "") {
+    try {
+      await access(chosen, constants.X_OK);
+      return chosen;
+    } catch {
+      throw new SshdUnavailable(`SSHD=${chosen} is not an executable sshd`);
+    }
+  }
   const fromPath = (process.env.PATH ?? "").split(":").map((dir) => join(dir, "sshd"));
   for (const candidate of [...fromPath, ...SSHD_CANDIDATES]) {
     try {
