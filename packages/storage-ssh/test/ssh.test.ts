@@ -70,6 +70,39 @@ describe.skipIf(sshd === null)("ssh backend", () => {
     const accepted = own.log().match(/Accepted publickey/g) ?? [];
     expect(accepted).toHaveLength(1);
     console.info(`connection setup (TCP, key exchange, auth, SFTP): ${connectMs.toFixed(0)} ms`);
+
+    // close ends the session on the server too.
+    opened.splice(opened.indexOf(backend), 1);
+    await backend.close();
+    for (
+      let attempt = 0;
+      attempt < 100 && !/Disconnected from|Received disconnect/.test(own.log());
+      attempt++
+    ) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(own.log()).toMatch(/Disconnected from|Received disconnect/);
+    await expectStorageError(backend.stat("d0/f0.txt"), "unavailable");
+  });
+
+  it("gives up on a server that accepts TCP but never speaks SSH, with unavailable", async () => {
+    const { createServer } = await import("node:net");
+    const sockets: import("node:net").Socket[] = [];
+    const silent = createServer((socket) => sockets.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    const port = (silent.address() as import("node:net").AddressInfo).port;
+    try {
+      const started = Date.now();
+      const error = await expectStorageError(
+        open(await freshRoot(), { port, connectTimeoutMs: 500 }),
+        "unavailable",
+      );
+      expect(Date.now() - started).toBeLessThan(5_000);
+      expect(error.message).toContain("no SSH handshake within");
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
   });
 
   describe("host keys", () => {
