@@ -240,7 +240,7 @@ describe("parseManifest", () => {
     [".distributor.json", ".distributor.json is reserved for distributor's own files"],
     ["sub/.distributor.json", ".distributor.json is reserved for distributor's own files"],
     ["a/.distributor.lease.json", ".distributor.lease.json is reserved"],
-    [".distributor.0123456789ab.tmp", ".distributor.0123456789ab.tmp is reserved"],
+    [".distributor.0123456789abcdef.tmp", ".distributor.0123456789abcdef.tmp is reserved"],
   ])("rejects file path %j", (path, detail) => {
     const doc = validDoc();
     (doc.files[1] as { path: string }).path = path;

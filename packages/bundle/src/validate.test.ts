@@ -176,7 +176,7 @@ describe("validateBundle", () => {
       "bundle/.distributor.json": "{}",
       "bundle/sub/.distributor.json": "{}",
       "bundle/sub/.distributor.lease.json": "{}",
-      "bundle/deep/x/.distributor.0123456789ab.tmp": "partial",
+      "bundle/deep/x/.distributor.0123456789abcdef.tmp": "partial",
       // Look-alikes are ordinary files.
       "bundle/.distributor.yml": "x",
     });
@@ -185,7 +185,7 @@ describe("validateBundle", () => {
       const forbidden = error.issues.filter((issue) => issue.code === "forbidden_file");
       expect(forbidden.map((issue) => issue.path)).toEqual([
         ".distributor.json",
-        "deep/x/.distributor.0123456789ab.tmp",
+        "deep/x/.distributor.0123456789abcdef.tmp",
         "sub/.distributor.json",
         "sub/.distributor.lease.json",
       ]);

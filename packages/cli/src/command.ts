@@ -74,6 +74,8 @@ export interface RunCommandOptions {
   pipelineIds: string[];
   dryRun: boolean;
   force: boolean;
+  /** `--lock-timeout` as typed (a Go duration); the handler parses it. */
+  lockTimeout?: string;
 }
 
 export interface ReconcileStateCommandOptions {
@@ -82,6 +84,7 @@ export interface ReconcileStateCommandOptions {
   destinationId: string;
   allOwners: boolean;
   dryRun: boolean;
+  lockTimeout?: string;
 }
 
 export interface PruneCommandOptions {
@@ -90,4 +93,5 @@ export interface PruneCommandOptions {
   destinationId: string;
   /** True for `--dry-run`, false for `--apply` (exactly one is given). */
   dryRun: boolean;
+  lockTimeout?: string;
 }

@@ -37,6 +37,12 @@ export type Invocation =
       execute(context: CommandContext): Promise<CommandOutcome>;
     };
 
+/** `--lock-timeout` when given; parsed by the handler, which has the duration parser loaded. */
+function lockTimeoutFlag(flags: RawFlags): { lockTimeout?: string } {
+  const value = optionalString(flags, "lock-timeout");
+  return value === undefined ? {} : { lockTimeout: value };
+}
+
 /** `--config` of `run` when the flag is omitted. */
 export const DEFAULT_CONFIG_PATH = "./distributor.yml";
 
@@ -216,7 +222,7 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
       (y) =>
         y
           .usage(
-            "Usage:\n  distributor run [--config <path>] [--pipeline <id>]... [--dry-run] [--force] [--format text|json]",
+            "Usage:\n  distributor run [--config <path>] [--pipeline <id>]... [--dry-run] [--force] [--lock-timeout <duration>] [--format text|json]",
           )
           .option("config", {
             type: "string",
@@ -237,6 +243,11 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
             describe:
               "Replace destination content that would otherwise fail as a conflict, as unmanaged, or as newer",
           })
+          .option("lock-timeout", {
+            type: "string",
+            describe:
+              "Wait this long (Go duration: 500ms, 30s, 2m) for another run's lease on a state file before failing (default 0s)",
+          })
           .option("format", formatOption)
           .epilog(
             "Pipelines run in configuration order. Each destination is planned and written on its own;\n" +
@@ -251,6 +262,7 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
           pipelineIds: stringList(flags, "pipeline"),
           dryRun: booleanFlag(flags, "dry-run"),
           force: booleanFlag(flags, "force"),
+          ...lockTimeoutFlag(flags),
         };
         command(
           selection,
@@ -385,7 +397,7 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
       (y) =>
         y
           .usage(
-            "Usage:\n  distributor reconcile-state --config <path> --pipeline <id> --destination <id> [--all-owners] [--dry-run] [--format text|json]",
+            "Usage:\n  distributor reconcile-state --config <path> --pipeline <id> --destination <id> [--all-owners] [--dry-run] [--lock-timeout <duration>] [--format text|json]",
           )
           .option("config", { type: "string", describe: "Configuration file (required)" })
           .option("pipeline", {
@@ -405,6 +417,11 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
             type: "boolean",
             describe: "Report the repair without rewriting .distributor.json",
           })
+          .option("lock-timeout", {
+            type: "string",
+            describe:
+              "Wait this long (Go duration: 500ms, 30s, 2m) for another run's lease on a state file before failing (default 0s)",
+          })
           .option("format", formatOption)
           .epilog(
             "Unmanaged entries are reported, never deleted or adopted; output digests are not checked.",
@@ -419,6 +436,7 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
           destinationId: requiredString(flags, "destination", "reconcile-state"),
           allOwners: booleanFlag(flags, "all-owners"),
           dryRun: booleanFlag(flags, "dry-run"),
+          ...lockTimeoutFlag(flags),
         };
         command(
           selection,
@@ -438,7 +456,7 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
       (y) =>
         y
           .usage(
-            "Usage:\n  distributor prune --config <path> --pipeline <id> --destination <id> (--dry-run|--apply) [--format text|json]",
+            "Usage:\n  distributor prune --config <path> --pipeline <id> --destination <id> (--dry-run|--apply) [--lock-timeout <duration>] [--format text|json]",
           )
           .option("config", { type: "string", describe: "Configuration file (required)" })
           .option("pipeline", {
@@ -457,6 +475,11 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
             type: "boolean",
             describe: "Delete the planned outputs, then rewrite .distributor.json",
           })
+          .option("lock-timeout", {
+            type: "string",
+            describe:
+              "Wait this long (Go duration: 500ms, 30s, 2m) for another run's lease on a state file before failing (default 0s)",
+          })
           .option("format", formatOption)
           .epilog(
             "Exactly one of --dry-run or --apply is required. Only managed outputs are deleted;\n" +
@@ -473,7 +496,13 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
         if (dryRun === booleanFlag(flags, "apply")) {
           throw new UsageError("prune requires exactly one of --dry-run or --apply");
         }
-        const options: PruneCommandOptions = { configPath, pipelineId, destinationId, dryRun };
+        const options: PruneCommandOptions = {
+          configPath,
+          pipelineId,
+          destinationId,
+          dryRun,
+          ...lockTimeoutFlag(flags),
+        };
         command(
           selection,
           "prune",

@@ -78,11 +78,11 @@ describe("help", () => {
     expect(viaHelp.stdout).toBe(viaFlag.stdout);
   });
 
-  it("shows the SPEC synopsis of a command", async () => {
+  it("shows the SPEC synopsis of a command, with the lease wait of SPEC §5", async () => {
     const result = await runCli(["prune", "--help"]);
 
     expect(result.stdout).toContain(
-      "distributor prune --config <path> --pipeline <id> --destination <id> (--dry-run|--apply) [--format text|json]",
+      "distributor prune --config <path> --pipeline <id> --destination <id> (--dry-run|--apply) [--lock-timeout <duration>] [--format text|json]",
     );
   });
 

@@ -21,4 +21,4 @@ export {
 } from "./internal/backend-frame.js";
 export { checkCount } from "./internal/limits.js";
 export { type WriteSource, writeSource } from "./internal/write-source.js";
-export { escapeName, nameProblem, tempFileName } from "./names.js";
+export { escapeName, nameProblem, swapLockName, tempFileName } from "./names.js";

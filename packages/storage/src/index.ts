@@ -24,6 +24,7 @@ export { createMemoryBackend, type MemoryBackendOptions } from "./memory/index.j
 export {
   escapeName,
   isReservedName,
+  isTempFileFor,
   isTempFileName,
   LEASE_FILE_NAME,
   nameProblem,

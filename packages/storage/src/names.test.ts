@@ -1,5 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { escapeName, isReservedName, nameProblem, reservedSegment, tempFileName } from "./names.js";
+import {
+  escapeName,
+  isReservedName,
+  isTempFileFor,
+  nameProblem,
+  reservedSegment,
+  swapLockName,
+  tempFileName,
+} from "./names.js";
 
 const bytes = (text: string) => Buffer.from(text, "latin1");
 
@@ -23,7 +31,12 @@ describe("stored names", () => {
   it("reserves the state, lease and temp names, and nothing that merely looks alike", () => {
     expect(isReservedName(".distributor.json")).toBe(true);
     expect(isReservedName(".distributor.lease.json")).toBe(true);
-    expect(isReservedName(tempFileName())).toBe(true);
+    expect(isReservedName(tempFileName("report.md"))).toBe(true);
+    expect(isTempFileFor(tempFileName(".distributor.lease.json"), ".distributor.lease.json")).toBe(
+      true,
+    );
+    expect(isTempFileFor(tempFileName("report.md"), ".distributor.lease.json")).toBe(false);
+    expect(isTempFileFor(swapLockName("a.json"), "a.json")).toBe(true);
     for (const name of [
       "distributor.json",
       ".distributor.json.bak",

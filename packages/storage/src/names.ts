@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { pathProblem } from "./paths.js";
 
 /** Name of the state file distributor keeps in every destination bundle path. */
@@ -6,16 +6,42 @@ export const STATE_FILE_NAME = ".distributor.json";
 /** Name of the lease (and journal) a writing run holds beside a state file (SPEC §5). */
 export const LEASE_FILE_NAME = ".distributor.lease.json";
 
-const TEMP_NAME = /^\.distributor\.[0-9a-f]{12}\.tmp$/;
+const TEMP_NAME = /^\.distributor\.[0-9a-f]{16}\.tmp$/;
+const TARGET_TAG_LENGTH = 6;
 
-/** A fresh name for the temp file an atomic write streams into before moving it into place. */
-export function tempFileName(): string {
-  return `.distributor.${randomBytes(6).toString("hex")}.tmp`;
+/** Six hex digits naming the target a temp file belongs to. */
+function targetTag(targetName: string): string {
+  return createHash("sha256").update(targetName).digest("hex").slice(0, TARGET_TAG_LENGTH);
 }
 
-/** True for a name an atomic write uses for its temp file. */
+/**
+ * A fresh name for the temp file an atomic write of `targetName` streams into before moving it
+ * into place: `.distributor.<tag of the target><random>.tmp`, 16 hex digits in all, so that
+ * recovery can tell a lease being written by a concurrent run from debris.
+ */
+export function tempFileName(targetName: string): string {
+  return `.distributor.${targetTag(targetName)}${randomBytes(5).toString("hex")}.tmp`;
+}
+
+/**
+ * The one lock name per target that a compare-and-swap holds while it checks and renames
+ * (same pattern and target tag as the temp files, so leftovers are recognised as debris).
+ */
+export function swapLockName(targetName: string): string {
+  const rest = createHash("sha256").update(`swap:${targetName}`).digest("hex");
+  return `.distributor.${targetTag(targetName)}${rest.slice(0, 10)}.tmp`;
+}
+
+/** True for a name an atomic write uses for its temp file (or a compare-and-swap for its lock). */
 export function isTempFileName(name: string): boolean {
   return TEMP_NAME.test(name);
+}
+
+/** True for a temp file (or swap lock) of a write of `targetName`. */
+export function isTempFileFor(name: string, targetName: string): boolean {
+  return (
+    isTempFileName(name) && name.slice(".distributor.".length).startsWith(targetTag(targetName))
+  );
 }
 
 /**

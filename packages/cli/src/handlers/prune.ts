@@ -1,5 +1,6 @@
 import type { CommandHandler, PruneCommandOptions } from "../command.js";
 import { formatPruneText } from "../render/maintenance.js";
+import { lockTimeoutMs } from "./lock-timeout.js";
 
 export const pruneCommand: CommandHandler<PruneCommandOptions> = async (options, context) => {
   const publish = await import("@distributor/publish");
@@ -10,6 +11,7 @@ export const pruneCommand: CommandHandler<PruneCommandOptions> = async (options,
       pipelineId: options.pipelineId,
       destinationId: options.destinationId,
       dryRun: options.dryRun,
+      lockTimeoutMs: lockTimeoutMs(publish.parseDuration, options.lockTimeout),
       backends: context.backends,
       signal: context.signal,
     });

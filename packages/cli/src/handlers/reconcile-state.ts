@@ -1,5 +1,6 @@
 import type { CommandHandler, ReconcileStateCommandOptions } from "../command.js";
 import { formatReconcileStateText } from "../render/maintenance.js";
+import { lockTimeoutMs } from "./lock-timeout.js";
 
 export const reconcileStateCommand: CommandHandler<ReconcileStateCommandOptions> = async (
   options,
@@ -13,6 +14,7 @@ export const reconcileStateCommand: CommandHandler<ReconcileStateCommandOptions>
     destinationId: options.destinationId,
     allOwners: options.allOwners,
     dryRun: options.dryRun,
+    lockTimeoutMs: lockTimeoutMs(publish.parseDuration, options.lockTimeout),
     backends: context.backends,
     signal: context.signal,
   });

@@ -3,6 +3,7 @@ import type { CommandHandler, CommandOutcome, RunCommandOptions } from "../comma
 import type { TextSink } from "../io.js";
 import { summaryLine } from "../render/text.js";
 import { cliPackage } from "../version.js";
+import { lockTimeoutMs } from "./lock-timeout.js";
 
 export const runCommand: CommandHandler<RunCommandOptions> = async (options, context) => {
   const publish = await import("@distributor/publish");
@@ -13,6 +14,7 @@ export const runCommand: CommandHandler<RunCommandOptions> = async (options, con
     pipelineIds: options.pipelineIds,
     dryRun: options.dryRun,
     force: options.force,
+    lockTimeoutMs: lockTimeoutMs(publish.parseDuration, options.lockTimeout),
     distributorVersion: (await cliPackage()).version,
     backends: context.backends,
     signal: context.signal,

@@ -67,6 +67,20 @@ function stateReportLines(state: StateReport): string[] {
       ["owners", state.owners.length],
       ["outputs", state.outputs.length],
     ]),
+    ...(state.lease === null
+      ? []
+      : [
+          summaryLine("Lease", [
+            ["path", state.path],
+            ["owner", `${state.lease.owner.pipeline_id}/${state.lease.owner.destination_id}`],
+            ["run_id", state.lease.run_id],
+            ["host", state.lease.host],
+            ["pid", state.lease.pid],
+            ["acquired_at", state.lease.acquired_at],
+            ["expires_at", state.lease.expires_at],
+            ["journal", state.lease.journal_entries],
+          ]),
+        ]),
     ...state.owners.map((owner) =>
       summaryLine("Owner", [
         ["pipeline", owner.pipeline_id],

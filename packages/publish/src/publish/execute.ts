@@ -22,6 +22,20 @@ export interface ExecuteContext {
   /** Parallel output writes (default 4). */
   concurrency?: number | undefined;
   onOutputWritten?: ((output: PlannedOutput) => void) | undefined;
+  /**
+   * Called just before the state is written; throwing stops the commit (the held lease checks
+   * that no other run broke it). Cleanup of this attempt's outputs follows as for any failure.
+   */
+  beforeStateWrite?: (() => void) | undefined;
+}
+
+/**
+ * The state changed since planning read it (another writer committed first): nothing of this
+ * attempt was committed and its new outputs were removed, so the caller may plan again.
+ */
+export class StateChangedError extends Error {
+  override readonly name = "StateChangedError";
+  readonly code = "state_changed";
 }
 
 /** A failure while executing a plan; cleanup of this attempt's outputs has already run. */
@@ -47,7 +61,6 @@ export async function executePublish(context: ExecuteContext, plan: PublishPlan)
   const deleteOptions = { ignoreMissing: true, pruneEmptyDirs: true, signal };
 
   const created: string[] = [];
-  let stateVersion: string;
   try {
     if (plan.deletesFirst.length > 0) {
       await destination.deleteManagedOutputs(bundlePath, plan.deletesFirst, deleteOptions);
@@ -57,7 +70,8 @@ export async function executePublish(context: ExecuteContext, plan: PublishPlan)
       if (!write.overwrite) created.push(write.output.path);
       context.onOutputWritten?.(write.output);
     });
-    stateVersion = await writeState(destination, plan, plan.nextState, signal);
+    context.beforeStateWrite?.();
+    await writeState(destination, plan, plan.nextState, signal);
   } catch (error) {
     await removeCreated(destination, bundlePath, created);
     throw error;
@@ -71,11 +85,26 @@ export async function executePublish(context: ExecuteContext, plan: PublishPlan)
       await destination.deleteManagedOutputs(bundlePath, plan.deletes, deleteOptions);
     }
   } catch (error) {
-    await recordSurvivors(context, plan, plan.nextState, stateVersion);
-    throw new PublishExecutionError(
-      `published, but removing the replaced outputs failed: ${(error as Error).message}; outputs still present stay recorded in the state`,
+    throw new PendingDeletesError(
+      `published, but removing the outputs it replaced failed: ${(error as Error).message}; the next run removes them`,
+      plan.clearBundlePath ? [] : plan.deletes,
       { cause: error },
     );
+  }
+}
+
+/**
+ * The new state is written but deleting what it no longer records failed: the publication
+ * stands, and `pending` (bundle-relative) must stay journaled so the next run removes them.
+ */
+export class PendingDeletesError extends Error {
+  override readonly name = "PendingDeletesError";
+  readonly code = "delete_failed";
+  readonly pending: readonly string[];
+
+  constructor(message: string, pending: readonly string[], options?: { cause?: unknown }) {
+    super(message, options);
+    this.pending = pending;
   }
 }
 
@@ -85,48 +114,26 @@ async function writeState(
   plan: PublishPlan,
   document: StateDocument,
   signal: AbortSignal | undefined,
-): Promise<string> {
+): Promise<void> {
   const text = serializeDocument(document);
   const target = statePath(plan.bundlePath);
   const options = { contentType: "application/json", signal };
-  const { version } =
-    plan.stateVersion === undefined
-      ? // No state when planning: a state that appeared since belongs to someone else.
-        await destination.writeFile(target, text, { ...options, overwrite: false })
-      : await destination.writeFile(target, text, { ...options, ifMatch: plan.stateVersion });
-  return version;
-}
-
-/**
- * After a failed delete-after, the outputs still present must not become unmanaged: their old
- * records go back into the state (against the version just written), so a later replacement or
- * prune deletes them. Best effort; the delete failure is what gets reported.
- */
-async function recordSurvivors(
-  context: ExecuteContext,
-  plan: PublishPlan,
-  written: StateDocument,
-  version: string,
-): Promise<void> {
-  const { destination, signal } = context;
-  const survivors = [];
-  for (const record of plan.deletedRecords) {
-    try {
-      await destination.stat(joinPrefix(plan.bundlePath, record.path), { signal });
-      survivors.push(record);
-    } catch (error) {
-      if (!isStorageError(error, "not_found")) survivors.push(record);
+  try {
+    if (plan.stateVersion === undefined) {
+      // No state when planning: a state that appeared since belongs to someone else.
+      await destination.writeFile(target, text, { ...options, overwrite: false });
+    } else {
+      await destination.writeFile(target, text, { ...options, ifMatch: plan.stateVersion });
     }
+  } catch (error) {
+    if (isStorageError(error, "conflict") || isStorageError(error, "already_exists")) {
+      throw new StateChangedError(
+        `${destination.location} ${statePath(plan.bundlePath)} changed since it was planned from; nothing was committed`,
+        { cause: error },
+      );
+    }
+    throw error;
   }
-  if (survivors.length === 0) return;
-  const repaired = { ...written, outputs: [...written.outputs, ...survivors] } as StateDocument;
-  await destination
-    .writeFile(statePath(plan.bundlePath), serializeDocument(repaired), {
-      ifMatch: version,
-      contentType: "application/json",
-      signal,
-    })
-    .catch(() => undefined);
 }
 
 async function removeCreated(

@@ -7,13 +7,38 @@ export {
   isWriteAction,
   type PublishAction,
 } from "./action.js";
+export {
+  journalOf,
+  MAX_PUBLISH_ATTEMPTS,
+  type PublishTargetOptions,
+  publishTarget,
+} from "./commit.js";
 export { PublishPlanError } from "./errors.js";
-export { type ExecuteContext, executePublish, PublishExecutionError } from "./execute.js";
+export {
+  type ExecuteContext,
+  executePublish,
+  PendingDeletesError,
+  PublishExecutionError,
+  StateChangedError,
+} from "./execute.js";
 export {
   DEFAULT_DESTINATION_WALK_LIMIT,
   type InspectDestinationOptions,
   inspectDestination,
 } from "./inspect.js";
+export {
+  acquireLease,
+  DEFAULT_LEASE_TTL_MS,
+  isStale,
+  Lease,
+  type LeaseDocument,
+  LeaseHeldError,
+  LeaseLostError,
+  type LeaseOptions,
+  type LeaseReport,
+  parseLease,
+  readLease,
+} from "./lease.js";
 export { outputUrl, type PrimaryPolicy, selectPrimaryUrl } from "./links.js";
 export { nextStateDocument } from "./next-state.js";
 export {
@@ -37,6 +62,12 @@ export {
 } from "./plan.js";
 export { type PlanTargetOptions, planTarget } from "./plan-target.js";
 export { type PrepareOutputsOptions, prepareOutputs } from "./prepare.js";
+export {
+  holdLease,
+  leasePresent,
+  type RecoveryReport,
+  recoverJournal,
+} from "./recovery.js";
 export { DEFAULT_RENDER_CACHE_BYTES, RenderCache } from "./render-cache.js";
 export {
   type DestinationStateRead,

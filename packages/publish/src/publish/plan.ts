@@ -22,6 +22,7 @@ import {
 } from "@distributor/state";
 import {
   displayPath,
+  isTempFileName,
   isWithinPrefix,
   LEASE_FILE_NAME,
   relativeTo,
@@ -112,11 +113,7 @@ export interface PublishPlan {
   deletesFirst: string[];
   /** Bundle-relative paths of managed outputs the next state no longer records. */
   deletes: string[];
-  /**
-   * The previous records of `deletes`, shaped for the next state: if deleting fails after the
-   * state is written, the executor records again those still present, so none goes unmanaged.
-   */
-  deletedRecords: Array<OutputRecord | SharedRootOutputRecord>;
+
   /** Forced replacement: every entry below the bundle path not in the next state goes too. */
   clearBundlePath: boolean;
   /** The state written after the outputs; absent unless the action writes. */
@@ -205,7 +202,6 @@ export function planPublish(
     writes: [],
     deletesFirst: [],
     deletes: [],
-    deletedRecords: [],
     clearBundlePath: false,
     stateVersion: inspection.stateVersion,
   };
@@ -216,8 +212,10 @@ export function planPublish(
   plan.writes = request.outputs.map((output) => ({
     output,
     // A forced replacement claims whatever is there; otherwise only this owner's own outputs are
-    // replaced in place and every other path is a no-clobber create.
-    overwrite: forced || (inspection.existingOutputs.has(output.path) && current.has(output.path)),
+    // replaced in place. Every path where nothing is stored is a no-clobber create (and so is
+    // journaled as one this attempt may create).
+    overwrite:
+      inspection.existingOutputs.has(output.path) && (forced || current.has(output.path)),
   }));
   const merging = plan.action === "replace_older" && request.reconciliation === "merge";
   if (!forced && !merging) {
@@ -231,12 +229,6 @@ export function planPublish(
     }
   }
   plan.nextState = nextStateDocument(request, inspection.status.state, plan.action);
-  if (plan.deletes.length > 0) {
-    const deleted = new Set(plan.deletes);
-    plan.deletedRecords = previousOwnerRecords(request, inspection.status.state).filter((record) =>
-      deleted.has(record.path),
-    );
-  }
   return plan;
 }
 
@@ -316,9 +308,10 @@ function unmanagedEntries(
     const path = relativeTo(request.bundlePath, entry.path);
     if (entry.nameProblem !== undefined) unmanaged.push(path);
     else if (entry.kind === "file") {
-      if (!current.has(path) && path !== STATE_FILE_NAME && path !== LEASE_FILE_NAME) {
-        unmanaged.push(path);
-      }
+      // Temp files of a killed write are distributor's own; the lease holder removes them.
+      const name = path.slice(path.lastIndexOf("/") + 1);
+      const own = path === STATE_FILE_NAME || path === LEASE_FILE_NAME || isTempFileName(name);
+      if (!current.has(path) && !own) unmanaged.push(path);
     } else if (entry.kind !== "directory" || !ancestors.has(path)) {
       unmanaged.push(entry.kind === "directory" ? `${path}/` : path);
     }
@@ -328,19 +321,6 @@ function unmanagedEntries(
     action: "fail_unmanaged",
     reason: `${where} holds content not managed by destination state: ${listPaths(unmanaged)}`,
   };
-}
-
-/** This owner's previous output records, in the shape of the next state's records. */
-function previousOwnerRecords(
-  request: PublishRequest,
-  document: StateDocument | undefined,
-): Array<OutputRecord | SharedRootOutputRecord> {
-  if (document === undefined) return [];
-  if (isSharedRootState(document)) return ownerOutputs(document, request.owner);
-  if (!sameOwnerScope(singleOwnerScope(document), request.owner)) return [];
-  return request.stateMode === "shared_root"
-    ? singleOwnerAsOwnerOutputs(document)
-    : document.outputs;
 }
 
 /** Every directory above the given paths (`a` and `a/b` for `a/b/c`). */

@@ -4,7 +4,16 @@ import {
   type StateDocument,
   StateError,
 } from "@distributor/state";
-import { displayPath, isStorageError, type StorageBackend, statePath } from "@distributor/storage";
+import {
+  displayPath,
+  isStorageError,
+  isTempFileName,
+  LEASE_FILE_NAME,
+  relativeTo,
+  type StorageBackend,
+  type StorageEntry,
+  statePath,
+} from "@distributor/storage";
 
 /** State files larger than this are refused rather than read into memory. */
 export const MAX_STATE_BYTES = 64 * 1024 * 1024;
@@ -65,7 +74,7 @@ export async function readDestinationStatus(
   bundlePath: string,
   signal?: AbortSignal,
 ): Promise<DestinationStateRead> {
-  const hasContents = await backend.hasAny(bundlePath, { signal });
+  const hasContents = await hasContentsBesidesLease(backend, bundlePath, signal);
   const path = statePath(bundlePath);
   let read: { bytes: Uint8Array; version: string };
   try {
@@ -83,4 +92,31 @@ export async function readDestinationStatus(
   } catch (error) {
     return { status: { hasContents, stateError: error }, version: read.version };
   }
+}
+
+/**
+ * Whether the bundle path holds anything but distributor's own transient files: the lease a
+ * writing run takes before it plans again, or the temp file of a write killed half-way, must not
+ * make an empty destination look unmanaged (the lease holder removes such temp files). Lists at
+ * most a few entries.
+ */
+async function hasContentsBesidesLease(
+  backend: StorageBackend,
+  bundlePath: string,
+  signal: AbortSignal | undefined,
+): Promise<boolean> {
+  if (!(await backend.hasAny(bundlePath, { signal }))) return false;
+  let entries: StorageEntry[];
+  try {
+    entries = await backend.walk(bundlePath, { limit: 16, signal });
+  } catch (error) {
+    if (isStorageError(error, "limit_exceeded")) return true;
+    throw error;
+  }
+  // A prefix that is itself a file lists nothing below it, and is content.
+  if (entries.length === 0) return true;
+  return entries.some((entry) => {
+    const name = relativeTo(bundlePath, entry.path);
+    return !(entry.kind === "file" && (name === LEASE_FILE_NAME || isTempFileName(name)));
+  });
 }

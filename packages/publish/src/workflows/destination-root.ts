@@ -1,6 +1,8 @@
 import { type OwnerScope, type StateDocument, serializeDocument } from "@distributor/state";
 import { isStorageError, STATE_FILE_NAME, type StorageBackend } from "@distributor/storage";
 import type { DestinationConfig } from "../config/types.js";
+import { StateChangedError } from "../publish/execute.js";
+import { holdLease } from "../publish/recovery.js";
 import { readStateFile } from "../publish/state-file.js";
 import { WorkflowError } from "./shared.js";
 
@@ -27,9 +29,10 @@ export function scopeReport(scope: OwnerScope): { pipeline_id: string; destinati
 export async function readRootState(
   backend: StorageBackend,
   signal: AbortSignal | undefined,
-): Promise<StateDocument> {
+): Promise<{ document: StateDocument; version: string }> {
   try {
-    return (await readStateFile(backend, STATE_FILE_NAME, signal)).document;
+    const { document, version } = await readStateFile(backend, STATE_FILE_NAME, signal);
+    return { document, version };
   } catch (error) {
     if (isStorageError(error, "not_found")) {
       throw new WorkflowError(
@@ -43,14 +46,60 @@ export async function readRootState(
 }
 
 /**
- * Replaces the root `.distributor.json` with `document` (atomic write). Serialising validates, so
- * invalid state is refused before anything is written.
+ * Replaces the root `.distributor.json` with `document` while it is still the version read
+ * (atomic compare-and-swap). Serialising validates, so invalid state is refused before anything
+ * is written; a state changed meanwhile fails with `state_changed` and is left as it is.
  */
 export async function writeRootState(
   backend: StorageBackend,
   document: StateDocument,
+  version: string,
   signal: AbortSignal | undefined,
 ): Promise<void> {
   const text = serializeDocument(document);
-  await backend.writeFile(STATE_FILE_NAME, text, { overwrite: true, signal });
+  try {
+    await backend.writeFile(STATE_FILE_NAME, text, {
+      ifMatch: version,
+      contentType: "application/json",
+      signal,
+    });
+  } catch (error) {
+    if (!isStorageError(error, "conflict")) throw error;
+    throw new StateChangedError(
+      `${backend.location} ${STATE_FILE_NAME} changed while it was being maintained; nothing was written`,
+      { cause: error },
+    );
+  }
+}
+
+/** What maintenance commands accept about the lease they take (SPEC §5). */
+export interface MaintenanceLeaseOptions {
+  /** How long to wait for another run's live lease (default 0: fail at once). */
+  lockTimeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+/**
+ * Runs `work` holding the lease of the destination root's state, recovering a stale lease
+ * first; a dry run reads without one.
+ */
+export async function withRootLease<Result>(
+  backend: StorageBackend,
+  owner: OwnerScope,
+  dryRun: boolean,
+  options: MaintenanceLeaseOptions,
+  work: () => Promise<Result>,
+): Promise<Result> {
+  if (dryRun) return work();
+  const lease = await holdLease(backend, "", owner, {
+    lockTimeoutMs: options.lockTimeoutMs,
+    signal: options.signal,
+  });
+  try {
+    const result = await work();
+    lease.assertHeld();
+    return result;
+  } finally {
+    await lease.release();
+  }
 }

@@ -13,6 +13,7 @@ import {
   STATE_FILE_NAME,
   type StorageBackend,
 } from "@distributor/storage";
+import { type LeaseReport, readLease } from "../publish/lease.js";
 import { readStateFile } from "../publish/state-file.js";
 
 /** A pipeline/destination pair that published into a state file. */
@@ -58,6 +59,8 @@ export interface StateReport {
   published_at?: string;
   owners: StateOwnerReport[];
   outputs: StateOutputReport[];
+  /** The lease beside the state file, when a run holds (or a dead run left) one; else null. */
+  lease: LeaseReport | null;
 }
 
 /** Reads and describes the state file at `statePath`; an unparseable one fails with `state_invalid`. */
@@ -69,7 +72,9 @@ export async function inspectStateFile(
   const { text, document } = await readStateFile(backend, statePath, signal);
   // Parsing normalises schema 1 to 2; the report shows what the file says.
   const written = (JSON.parse(text) as { schema_version: number }).schema_version;
-  return stateReport(document, parentPath(statePath), statePath, written);
+  const bundlePath = parentPath(statePath);
+  const lease = (await readLease(backend, bundlePath, signal)) ?? null;
+  return { ...stateReport(document, bundlePath, statePath, written), lease };
 }
 
 /** Logical paths of every state file in the backend, in path order (bounded walk). */
@@ -93,7 +98,7 @@ function stateReport(
   bundlePath: string,
   statePath: string,
   writtenVersion: number,
-): StateReport {
+): Omit<StateReport, "lease"> {
   const common = {
     path: displayPath(bundlePath),
     state_file: statePath,

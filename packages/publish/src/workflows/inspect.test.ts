@@ -311,8 +311,38 @@ describe("inspectPath on destination state", () => {
             destination_id: "archive",
           },
         ],
+        lease: null,
       },
     ]);
+  });
+
+  it("shows the lease a run holds beside the state", async () => {
+    await writeState(root, v2State);
+    const lease = {
+      format: "distributor-lease/1",
+      owner: { pipeline_id: "reports", destination_id: "archive" },
+      run_id: "8f1c6c0e-1111-4222-8333-944444444444",
+      host: "build-7",
+      pid: 4242,
+      acquired_at: "2026-06-04T12:00:00.000Z",
+      expires_at: "2026-06-04T12:01:00.000Z",
+      journal: ["report.md"],
+      directories: [""],
+    };
+    await writeFile(join(root, ".distributor.lease.json"), JSON.stringify(lease));
+
+    const report = await inspectPath({ path: root });
+
+    if (report.kind !== "state") throw new Error("expected state");
+    expect(report.states[0]?.lease).toEqual({
+      owner: lease.owner,
+      run_id: lease.run_id,
+      host: "build-7",
+      pid: 4242,
+      acquired_at: lease.acquired_at,
+      expires_at: lease.expires_at,
+      journal_entries: 1,
+    });
   });
 
   it("reports schema 2 with its reconciliation mode and primary URL", async () => {

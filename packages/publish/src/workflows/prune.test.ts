@@ -146,8 +146,10 @@ function faultyRegistry(faults: { deleteFails?: string; writeFails?: boolean }) 
       ({
         ...(faults.writeFails
           ? {
-              writeFile: async (path: string) => {
-                throw injectedFailure("write file", path);
+              // The state rewrite fails; the lease beside it is written as usual.
+              writeFile: async (path, data, options) => {
+                if (path === ".distributor.json") throw injectedFailure("write file", path);
+                return inner.writeFile(path, data, options);
               },
             }
           : {}),

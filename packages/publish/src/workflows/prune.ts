@@ -17,6 +17,7 @@ import {
   destinationRootPath,
   readRootState,
   scopeReport,
+  withRootLease,
   writeRootState,
 } from "./destination-root.js";
 import { errorCode, errorMessage } from "./errors.js";
@@ -93,6 +94,8 @@ export interface PruneOptions extends WorkflowOptions<PruneEvent> {
    * `dryRun: false` (the CLI's `--apply`) to delete.
    */
   dryRun?: boolean;
+  /** How long to wait for another run's lease on the state (default 0: fail at once). */
+  lockTimeoutMs?: number;
 }
 
 export interface DestinationPrunePlanOptions {
@@ -167,39 +170,42 @@ export function planDestinationPrune(
 export async function prune(options: PruneOptions): Promise<PruneReport> {
   const dryRun = options.dryRun ?? true;
   const { pipeline, destination, backend } = await openConfiguredDestination(options, dryRun);
-  return withBackend(backend, async () => {
-    const document = await readRootState(backend, options.signal);
-    const now = options.now?.() ?? new Date();
-    const plan = planDestinationPrune(document, destination.retention.prune, {
-      pipelineId: pipeline.id,
-      destinationId: destination.id,
-      now,
-    });
-    const report: PruneReport = {
-      pipeline_id: pipeline.id,
-      destination_id: destination.id,
-      backend: destination.location.backend,
-      root_path: destinationRootPath(destination),
-      owner_scope: plan.owner_scope,
-      enabled: plan.enabled,
-      checked_count: plan.checked_count,
-      planned_outputs: plan.pruned_outputs,
-      deleted_outputs: [],
-      preserved_outputs: plan.preserved_outputs,
-      state_changed: false,
-      would_change: dryRun && plan.pruned_outputs.length > 0,
-      dry_run: dryRun,
-    };
-    if (dryRun || report.planned_outputs.length === 0) return report;
-    await applyPrune(backend, document, report, truncateToSecond(now), options);
-    return report;
-  });
+  const owner = ownerScope(pipeline.id, destination.id);
+  return withBackend(backend, () =>
+    withRootLease(backend, owner, dryRun, options, async () => {
+      const { document, version } = await readRootState(backend, options.signal);
+      const now = options.now?.() ?? new Date();
+      const plan = planDestinationPrune(document, destination.retention.prune, {
+        pipelineId: pipeline.id,
+        destinationId: destination.id,
+        now,
+      });
+      const report: PruneReport = {
+        pipeline_id: pipeline.id,
+        destination_id: destination.id,
+        backend: destination.location.backend,
+        root_path: destinationRootPath(destination),
+        owner_scope: plan.owner_scope,
+        enabled: plan.enabled,
+        checked_count: plan.checked_count,
+        planned_outputs: plan.pruned_outputs,
+        deleted_outputs: [],
+        preserved_outputs: plan.preserved_outputs,
+        state_changed: false,
+        would_change: dryRun && plan.pruned_outputs.length > 0,
+        dry_run: dryRun,
+      };
+      if (dryRun || report.planned_outputs.length === 0) return report;
+      await applyPrune(backend, { document, version }, report, truncateToSecond(now), options);
+      return report;
+    }),
+  );
 }
 
 /** Deletes the planned outputs one by one and records the confirmed deletes in state. */
 async function applyPrune(
   backend: StorageBackend,
-  document: StateDocument,
+  state: { document: StateDocument; version: string },
   report: PruneReport,
   now: Date,
   options: PruneOptions,
@@ -234,7 +240,7 @@ async function applyPrune(
     const scope = ownerScope(report.pipeline_id, report.destination_id);
     const paths = report.deleted_outputs.map((output) => output.path);
     try {
-      report.state_changed = await removePrunedRecords(backend, document, scope, paths, now);
+      report.state_changed = await removePrunedRecords(backend, state, scope, paths, now);
     } catch (error) {
       // State that still lists deleted files is the worse problem, so it leads the message.
       const message =
@@ -260,7 +266,7 @@ function interruption(report: PruneReport, failure: unknown): string {
  */
 async function removePrunedRecords(
   backend: StorageBackend,
-  document: StateDocument,
+  { document, version }: { document: StateDocument; version: string },
   scope: OwnerScope,
   paths: readonly string[],
   now: Date,
@@ -269,7 +275,7 @@ async function removePrunedRecords(
     ? removeMissingOwnerOutputs(document, scope, paths)
     : removeMissingOutputs(document, paths);
   if (!removal.changed) return false;
-  await writeRootState(backend, { ...removal.state, updatedAt: now }, undefined);
+  await writeRootState(backend, { ...removal.state, updatedAt: now }, version, undefined);
   return true;
 }
 

@@ -16,6 +16,7 @@ import {
 import {
   compareLogicalPaths,
   isStorageError,
+  LEASE_FILE_NAME,
   mapBounded,
   STATE_FILE_NAME,
   type StorageBackend,
@@ -25,6 +26,7 @@ import {
   destinationRootPath,
   readRootState,
   scopeReport,
+  withRootLease,
   writeRootState,
 } from "./destination-root.js";
 import { openConfiguredDestination, type WorkflowOptions, withBackend } from "./shared.js";
@@ -43,6 +45,8 @@ export interface ReconcileStateOptions extends WorkflowOptions {
   allOwners?: boolean;
   /** Report what would be repaired without rewriting `.distributor.json`. */
   dryRun?: boolean;
+  /** How long to wait for another run's lease on the state (default 0: fail at once). */
+  lockTimeoutMs?: number;
 }
 
 /** The owner a repair is scoped to. */
@@ -107,35 +111,38 @@ export async function reconcileState(
   const dryRun = options.dryRun ?? false;
   const { pipeline, destination, backend } = await openConfiguredDestination(options, dryRun);
   const { signal } = options;
-  return withBackend(backend, async () => {
-    const document = await readRootState(backend, signal);
-    const scope = repairScope(document, ownerScope(pipeline.id, destination.id), options);
-    const missing = await missingOutputs(backend, scope.checked, signal);
-    const unmanaged = await unmanagedEntries(backend, scope.managed, signal);
-    let changed = false;
-    if (!dryRun && missing.length > 0) {
-      const removal = scope.remove(missing.map((item) => item.path));
-      if (removal.changed) {
-        const now = truncateToSecond(options.now?.() ?? new Date());
-        await writeRootState(backend, { ...removal.state, updatedAt: now }, signal);
-        changed = true;
+  const owner = ownerScope(pipeline.id, destination.id);
+  return withBackend(backend, () =>
+    withRootLease(backend, owner, dryRun, options, async () => {
+      const { document, version } = await readRootState(backend, signal);
+      const scope = repairScope(document, ownerScope(pipeline.id, destination.id), options);
+      const missing = await missingOutputs(backend, scope.checked, signal);
+      const unmanaged = await unmanagedEntries(backend, scope.managed, signal);
+      let changed = false;
+      if (!dryRun && missing.length > 0) {
+        const removal = scope.remove(missing.map((item) => item.path));
+        if (removal.changed) {
+          const now = truncateToSecond(options.now?.() ?? new Date());
+          await writeRootState(backend, { ...removal.state, updatedAt: now }, version, signal);
+          changed = true;
+        }
       }
-    }
-    return {
-      pipeline_id: pipeline.id,
-      destination_id: destination.id,
-      backend: destination.location.backend,
-      root_path: destinationRootPath(destination),
-      state_schema: document.schemaVersion,
-      owner_scope: scope.ownerScope,
-      checked_count: scope.checked.length,
-      missing_managed_outputs: missing,
-      unmanaged_entries: unmanaged,
-      changed,
-      would_change: dryRun && missing.length > 0,
-      dry_run: dryRun,
-    };
-  });
+      return {
+        pipeline_id: pipeline.id,
+        destination_id: destination.id,
+        backend: destination.location.backend,
+        root_path: destinationRootPath(destination),
+        state_schema: document.schemaVersion,
+        owner_scope: scope.ownerScope,
+        checked_count: scope.checked.length,
+        missing_managed_outputs: missing,
+        unmanaged_entries: unmanaged,
+        changed,
+        would_change: dryRun && missing.length > 0,
+        dry_run: dryRun,
+      };
+    }),
+  );
 }
 
 /** What a repair of one state document checks and how it removes missing records. */
@@ -209,6 +216,8 @@ async function unmanagedEntries(
 ): Promise<ReconcileStateEntry[]> {
   const managed = new Set(managedPaths);
   managed.add(STATE_FILE_NAME);
+  // The lease of a run holding the state (ours, unless this is a dry run) is not content.
+  managed.add(LEASE_FILE_NAME);
   const entries = await backend.walk("", {
     recursive: true,
     limit: RECONCILE_STATE_WALK_LIMIT,

@@ -10,9 +10,8 @@ import { ownerScope } from "@distributor/state";
 import { displayPath, type StorageBackend } from "@distributor/storage";
 import type { Config, DestinationConfig, PipelineConfig } from "../config/types.js";
 import { isFailAction, isWriteAction, type PublishAction } from "../publish/action.js";
-import { executePublish } from "../publish/execute.js";
+import { publishTarget } from "../publish/commit.js";
 import { type PlannedOutput, selectOutputs } from "../publish/outputs.js";
-import { planTarget } from "../publish/plan-target.js";
 import { RenderCache } from "../publish/render-cache.js";
 import { errorCode, errorMessage } from "./errors.js";
 import {
@@ -82,6 +81,15 @@ export type RunEvent =
       size: number;
     }
   | { type: "destination_done"; action: RunActionReport }
+  | {
+      /** A stale lease was broken and what its dead holder left behind was removed. */
+      type: "recovered";
+      pipeline_id: string;
+      destination_id: string;
+      bundle_path: string;
+      deleted: string[];
+      temp_files: string[];
+    }
   | { type: "pipeline_error"; error: RunPipelineError };
 
 export interface RunOptions extends WorkflowOptions<RunEvent> {
@@ -92,6 +100,10 @@ export interface RunOptions extends WorkflowOptions<RunEvent> {
   force?: boolean;
   /** Recorded as `distributor_version` in written state. */
   distributorVersion?: string;
+  /** How long to wait for another run's live lease on a state file (default 0: fail at once). */
+  lockTimeoutMs?: number;
+  /** Lease lifetime and renewal, for tests that simulate crashed runs. */
+  lease?: { ttlMs?: number; renew?: boolean };
 }
 
 /** True when every pipeline ran and no destination failed. */
@@ -249,7 +261,7 @@ async function runDestination(
   }
   try {
     for (const target of targets) {
-      const action = await publishTarget(
+      const action = await runTarget(
         options,
         pipeline,
         destination,
@@ -293,7 +305,7 @@ function fail(action: RunActionReport, error: unknown) {
   if (action.reason === "") action.reason = action.error;
 }
 
-async function publishTarget(
+async function runTarget(
   options: RunOptions,
   pipeline: PipelineConfig,
   destination: DestinationConfig,
@@ -312,59 +324,72 @@ async function publishTarget(
       html: destination.publish.html,
       markdownMode: html ? destination.transform.markdownToHtml.mode : undefined,
     });
-    const plan = await planTarget({
-      source,
-      sourceBundlePath: target.bundle.path,
-      destination: backend,
-      target: {
-        owner: ownerScope(pipeline.id, destination.id),
-        manifest,
-        bundlePath: target.bundlePath,
-        stateMode: destination.state.mode,
-        reconciliation: destination.reconciliation.mode,
-        pathMapping: destination.pathMapping.mode,
-        transfer: destination.transfer,
-        force: options.force ?? false,
-      },
-      selection,
-      links: destination.links,
-      now: options.now?.() ?? new Date(),
-      distributorVersion: options.distributorVersion,
-      cache,
-      signal,
-    });
-    action.action = plan.action;
-    action.reason = plan.reason;
-    action.outputs = plan.outputs.map(outputReport);
-    action.primary_url = plan.primaryUrl ?? null;
-    if (isFailAction(plan.action)) {
-      action.status = "failed";
-      action.error = `${plan.action}: ${plan.reason}`;
-    } else if (!isWriteAction(plan.action)) {
-      action.status = "skipped";
-    } else {
-      action.status = options.dryRun ? "planned" : "published";
-    }
-    options.onEvent?.({ type: "plan", action: { ...action } });
-    if (action.status === "published") {
-      await executePublish(
-        {
-          source,
-          sourceBundlePath: target.bundle.path,
-          destination: backend,
-          signal,
-          onOutputWritten: (output: PlannedOutput) =>
-            options.onEvent?.({
-              type: "output_written",
-              pipeline_id: pipeline.id,
-              destination_id: destination.id,
-              path: output.path,
-              size: output.size,
-            }),
+    await publishTarget({
+      plan: {
+        source,
+        sourceBundlePath: target.bundle.path,
+        destination: backend,
+        target: {
+          owner: ownerScope(pipeline.id, destination.id),
+          manifest,
+          bundlePath: target.bundlePath,
+          stateMode: destination.state.mode,
+          reconciliation: destination.reconciliation.mode,
+          pathMapping: destination.pathMapping.mode,
+          transfer: destination.transfer,
+          force: options.force ?? false,
         },
-        plan,
-      );
-    }
+        selection,
+        links: destination.links,
+        distributorVersion: options.distributorVersion,
+        cache,
+        signal,
+      },
+      now: () => options.now?.() ?? new Date(),
+      dryRun: options.dryRun ?? false,
+      lease: {
+        lockTimeoutMs: options.lockTimeoutMs,
+        ttlMs: options.lease?.ttlMs,
+        renew: options.lease?.renew,
+        now: options.now,
+      },
+      execute: {
+        signal,
+        onOutputWritten: (output: PlannedOutput) =>
+          options.onEvent?.({
+            type: "output_written",
+            pipeline_id: pipeline.id,
+            destination_id: destination.id,
+            path: output.path,
+            size: output.size,
+          }),
+      },
+      onRecovered: (recovery) =>
+        options.onEvent?.({
+          type: "recovered",
+          pipeline_id: pipeline.id,
+          destination_id: destination.id,
+          bundle_path: target.bundlePath,
+          deleted: recovery.deleted,
+          temp_files: recovery.tempFiles,
+        }),
+      onPlan: (plan) => {
+        action.action = plan.action;
+        action.reason = plan.reason;
+        action.outputs = plan.outputs.map(outputReport);
+        action.primary_url = plan.primaryUrl ?? null;
+        action.error = null;
+        if (isFailAction(plan.action)) {
+          action.status = "failed";
+          action.error = `${plan.action}: ${plan.reason}`;
+        } else if (!isWriteAction(plan.action)) {
+          action.status = "skipped";
+        } else {
+          action.status = options.dryRun ? "planned" : "published";
+        }
+        options.onEvent?.({ type: "plan", action: { ...action } });
+      },
+    });
   } catch (error) {
     if (signal?.aborted) throw error;
     fail(action, error);

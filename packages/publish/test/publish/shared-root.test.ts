@@ -74,7 +74,6 @@ describe.each(BACKEND_KINDS)("%s: shared-root planning", (kind) => {
     const plan = await planCase(c);
     expect(plan.action).toBe("replace_older");
     expect(plan.deletes).toEqual(["old.md"]);
-    expect(paths(plan.deletedRecords)).toBe("old.md");
     expect(plan.writes.map((write) => [write.output.path, write.overwrite])).toEqual([
       ["report.md", true],
     ]);

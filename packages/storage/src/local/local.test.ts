@@ -364,6 +364,19 @@ describe("local backend", () => {
     expect(await readFile(join(root, "state.json"), "utf8")).toBe("edited by hand");
   });
 
+  it("lets exactly one of many concurrent compare-and-swaps of one version win", async () => {
+    const { version } = await backend.writeFile("lease.json", "start");
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 12 }, (_, index) =>
+        backend.writeFile("lease.json", `swap ${index}`, { ifMatch: version }),
+      ),
+    );
+    const winners = outcomes.flatMap((o, index) => (o.status === "fulfilled" ? [index] : []));
+    expect(winners).toHaveLength(1);
+    expect(await readFile(join(root, "lease.json"), "utf8")).toBe(`swap ${winners[0]}`);
+    expect(await readdir(root)).toEqual(["lease.json"]);
+  });
+
   it("streams into a reserved temp name beside the target and leaves none behind", async () => {
     let seen: string[] = [];
     async function* slow(): AsyncGenerator<Uint8Array> {
@@ -373,7 +386,7 @@ describe("local backend", () => {
     }
     await backend.writeFile("out/file.txt", slow());
     expect(seen).toHaveLength(1);
-    expect(seen[0]).toMatch(/^\.distributor\.[0-9a-f]{12}\.tmp$/);
+    expect(seen[0]).toMatch(/^\.distributor\.[0-9a-f]{16}\.tmp$/);
     expect(await readdir(join(root, "out"))).toEqual(["file.txt"]);
   });
 

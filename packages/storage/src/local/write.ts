@@ -7,7 +7,7 @@ import type { StorageError, StorageOperation } from "../errors.js";
 import { throwIfAborted } from "../internal/abort.js";
 import { sourceStreamFailed, versionMismatch } from "../internal/backend-error.js";
 import { writeSource } from "../internal/write-source.js";
-import { tempFileName } from "../names.js";
+import { swapLockName, tempFileName } from "../names.js";
 import { type LocalRoot, localError, localVersion, nativePath, symlinkRefused } from "./context.js";
 import { hasCode, toStorageError } from "./errno.js";
 import { inspectPath, type PathState } from "./inspect.js";
@@ -51,7 +51,7 @@ export async function writeAtomically(
   const existing = state.kind === "missing" ? state.existing : segments.length - 1;
   throwIfAborted(signal);
   const created = await createParents(local, path, segments, existing, operation);
-  const temp = join(dirname(target), tempFileName());
+  const temp = join(dirname(target), tempFileName(segments[segments.length - 1] ?? ""));
   let committed = false;
   try {
     const handle = await open(temp, "wx", 0o666);
@@ -64,9 +64,13 @@ export async function writeAtomically(
     }
     throwIfAborted(signal);
     if (ifMatch !== undefined) {
-      checkVersion(await inspectPath(local, path, operation), ifMatch, operation, path);
-    }
-    if (overwrite) {
+      // Check and rename under a lock on the target, so that of two compare-and-swaps of one
+      // version exactly one succeeds; readers still see one rename, old bytes or new.
+      await withSwapLock(dirname(target), segments[segments.length - 1] ?? "", async () => {
+        checkVersion(await inspectPath(local, path, operation), ifMatch, operation, path);
+        await rename(temp, target);
+      });
+    } else if (overwrite) {
       await rename(temp, target);
     } else {
       await link(temp, target);
@@ -130,6 +134,36 @@ async function writeFully(handle: FileHandle, chunk: Buffer): Promise<void> {
   while (offset < chunk.length) {
     const { bytesWritten } = await handle.write(chunk, offset, chunk.length - offset);
     offset += bytesWritten;
+  }
+}
+
+/** A swap lock older than this is left by a killed process: the critical section takes microseconds. */
+const STALE_SWAP_LOCK_MS = 2000;
+
+/**
+ * Runs `body` holding an exclusive lock file beside the target. The lock's name is derived from
+ * the target's and follows the reserved temp pattern, so leftovers are recognised as debris.
+ */
+async function withSwapLock(directory: string, name: string, body: () => Promise<void>) {
+  const lock = join(directory, swapLockName(name));
+  for (;;) {
+    try {
+      await (await open(lock, "wx", 0o600)).close();
+      break;
+    } catch (error) {
+      if (!hasCode(error, "EEXIST")) throw error;
+      const held = await lstat(lock).catch(() => undefined);
+      if (held !== undefined && Date.now() - held.mtimeMs > STALE_SWAP_LOCK_MS) {
+        await unlink(lock).catch(() => undefined);
+      } else {
+        await new Promise((resolve) => setTimeout(resolve, 2));
+      }
+    }
+  }
+  try {
+    await body();
+  } finally {
+    await unlink(lock).catch(() => undefined);
   }
 }
 

@@ -1,0 +1,268 @@
+import { spawn } from "node:child_process";
+import { createHash } from "node:crypto";
+import { readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { BIN, type CliResult, resultOf, runCli, useTempDir, writeFiles } from "./helpers.js";
+
+// The commit protocol (SPEC §5) with real processes on the local backend: concurrent runs lose no
+// record, and a run killed with SIGKILL is followed by a plain run that succeeds.
+
+const tmp = useTempDir();
+const LOOP = fileURLToPath(new URL("./fixtures/concurrency/publish-loop.mjs", import.meta.url));
+
+const sha = (bytes: string | Buffer) =>
+  `sha256:${createHash("sha256").update(bytes).digest("hex")}`;
+
+async function bundle(dir: string, id: string, created: string, files: Record<string, string>) {
+  await rm(dir, { recursive: true, force: true });
+  await writeFiles(dir, files);
+  const listed = Object.entries(files)
+    .map(([path, text]) => ({ path, sha256: sha(text), size: Buffer.byteLength(text) }))
+    .sort((a, b) => Buffer.compare(Buffer.from(a.path), Buffer.from(b.path)));
+  const digest = sha(listed.map((f) => `${f.sha256} ${f.size} ${f.path}\n`).join(""));
+  await writeFile(
+    join(dir, "manifest.json"),
+    JSON.stringify({ schema_version: 1, id, created, digest, files: listed }),
+  );
+}
+
+/** Every file below `root` with its digest. */
+async function files(root: string): Promise<Record<string, string>> {
+  const found: Record<string, string> = {};
+  const visit = async (dir: string) => {
+    for (const entry of await readdir(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) await visit(path);
+      else found[relative(root, path)] = sha(await readFile(path));
+    }
+  };
+  await visit(root);
+  return found;
+}
+
+/** The state at `root` records exactly the files on disk (with their digests), and nothing else lies there. */
+async function expectStateMatchesFiles(root: string) {
+  const onDisk = await files(root);
+  const state = JSON.parse(await readFile(join(root, ".distributor.json"), "utf8")) as {
+    outputs: Array<{ path: string; sha256: string }>;
+  };
+  delete onDisk[".distributor.json"];
+  expect(onDisk).toEqual(Object.fromEntries(state.outputs.map((o) => [o.path, o.sha256])));
+}
+
+function spawnCli(args: string[]): {
+  done: Promise<CliResult>;
+  kill: (signal?: NodeJS.Signals) => void;
+} {
+  const child = spawn(process.execPath, [BIN, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.setEncoding("utf8").on("data", (c: string) => {
+    stdout += c;
+  });
+  child.stderr.setEncoding("utf8").on("data", (c: string) => {
+    stderr += c;
+  });
+  const done = new Promise<CliResult>((resolve, reject) => {
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+  });
+  return { done, kill: (signal = "SIGKILL") => child.kill(signal) };
+}
+
+function config(source: string, dest: string, extra = ""): string {
+  return `pipelines:
+  - id: reports
+    source: {backend: local, path: ${source}}
+    destinations:
+      - id: archive
+        backend: local
+        path: ${dest}
+${extra}`;
+}
+
+describe("concurrent runs", () => {
+  it("two owners publishing into one shared root for 50 rounds lose no record", async () => {
+    const dest = join(tmp(), "site");
+    const configPath = join(tmp(), "distributor.yml");
+    const owner = (id: string) =>
+      `  - id: ${id}\n    source: {backend: local, path: ${join(tmp(), id)}}\n    destinations:\n      - {id: site, backend: local, path: ${dest}, state: {mode: shared_root}}\n`;
+    await writeFile(configPath, `pipelines:\n${owner("alpha")}${owner("beta")}`);
+
+    const loops = ["alpha", "beta"].map(
+      (id) =>
+        new Promise<{ published: number; failures: unknown[] }>((resolve, reject) => {
+          const child = spawn(
+            process.execPath,
+            [LOOP, configPath, id, join(tmp(), id), "50", dest],
+            {
+              cwd: fileURLToPath(new URL("..", import.meta.url)),
+              stdio: ["ignore", "pipe", "inherit"],
+            },
+          );
+          let out = "";
+          child.stdout.setEncoding("utf8").on("data", (c: string) => {
+            out += c;
+          });
+          child.on("error", reject);
+          child.on("close", (code) => {
+            if (code !== 0) reject(new Error(`${id} exited ${code}`));
+            else resolve(JSON.parse(out));
+          });
+        }),
+    );
+    const [alpha, beta] = await Promise.all(loops);
+
+    expect(alpha?.failures).toEqual([]);
+    expect(beta?.failures).toEqual([]);
+    expect(alpha?.published).toBe(50);
+    expect(beta?.published).toBe(50);
+    const state = JSON.parse(await readFile(join(dest, ".distributor.json"), "utf8"));
+    const owners = state.owners as Array<{
+      pipeline_id: string;
+      source: { manifest: { created: string } };
+    }>;
+    expect(
+      Object.fromEntries(owners.map((o) => [o.pipeline_id, o.source.manifest.created])),
+    ).toEqual({
+      alpha: "2026-06-04T00:50:00Z",
+      beta: "2026-06-04T00:50:00Z",
+    });
+    await expectStateMatchesFiles(dest);
+  }, 120_000);
+
+  it("three simultaneous runs of one pipeline leave a state recording exactly the files on disk", async () => {
+    const source = join(tmp(), "src");
+    const dest = join(tmp(), "dest");
+    const configPath = join(tmp(), "distributor.yml");
+    await writeFile(configPath, config(source, dest));
+    for (let round = 1; round <= 8; round++) {
+      const files: Record<string, string> = { "index.md": `# Round ${round}\n` };
+      for (let i = 0; i < 12; i++)
+        files[`data/${(round + i) % 16}.txt`] = `round ${round} file ${i}\n`;
+      await bundle(source, "reports", new Date(Date.UTC(2026, 5, 4, round)).toISOString(), files);
+
+      const runs = Array.from({ length: 3 }, () =>
+        spawnCli(["run", "--config", configPath, "--lock-timeout", "60s", "--format", "json"]),
+      );
+      const results = await Promise.all(runs.map((r) => r.done));
+
+      for (const result of results) expect(result.code, result.stderr + result.stdout).toBe(0);
+      const statuses = results.map(
+        (r) => (resultOf(r).actions as Array<{ status: string }>)[0]?.status,
+      );
+      // Exactly one publishes; the others waited for its lease and found the same source.
+      expect(statuses.filter((s) => s === "published")).toHaveLength(1);
+      expect(statuses.filter((s) => s === "skipped")).toHaveLength(2);
+      await expectStateMatchesFiles(dest);
+    }
+  }, 120_000);
+
+  it("without --lock-timeout the losing run fails at once, naming the lease holder", async () => {
+    const source = join(tmp(), "src");
+    const dest = join(tmp(), "dest");
+    const configPath = join(tmp(), "distributor.yml");
+    await writeFile(configPath, config(source, dest));
+    await bundle(source, "reports", "2026-06-04T10:00:00Z", { "a.txt": "a\n" });
+    await writeFiles(dest, {
+      ".distributor.lease.json": JSON.stringify({
+        format: "distributor-lease/1",
+        owner: { pipeline_id: "reports", destination_id: "archive" },
+        run_id: "0c1d2e3f-4a5b-4c6d-8e7f-8091a2b3c4d5",
+        host: "other-host.example",
+        pid: 31337,
+        acquired_at: new Date().toISOString(),
+        expires_at: new Date(Date.now() + 120_000).toISOString(),
+        journal: [],
+        directories: [""],
+      }),
+    });
+
+    const result = await runCli(["run", "--config", configPath]);
+
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(
+      "is held by run 0c1d2e3f-4a5b-4c6d-8e7f-8091a2b3c4d5 of reports/archive",
+    );
+    expect(result.stderr).toContain("host other-host.example (pid 31337)");
+    expect(result.stderr).toContain("raise --lock-timeout");
+  });
+});
+
+describe("a run killed with SIGKILL", () => {
+  const many = (version: string) =>
+    Object.fromEntries(
+      Array.from({ length: 400 }, (_, i) => [
+        `data/${String(i).padStart(3, "0")}.txt`,
+        `${version} ${i} ${"x".repeat(16_000)}\n`,
+      ]),
+    );
+
+  for (const replace of [false, true]) {
+    it(`mid-${replace ? "replacement" : "publication"} is followed by a plain run that succeeds`, async () => {
+      const source = join(tmp(), "src");
+      const dest = join(tmp(), "dest");
+      const configPath = join(tmp(), "distributor.yml");
+      await writeFile(configPath, config(source, dest));
+      if (replace) {
+        await bundle(source, "reports", "2026-06-04T09:00:00Z", many("v1"));
+        expect((await runCli(["run", "--config", configPath])).code).toBe(0);
+      }
+      await bundle(source, "reports", "2026-06-04T10:00:00Z", many("v2"));
+
+      const victim = spawnCli(["run", "--config", configPath]);
+      // Kill it once it has visibly started writing the new version.
+      const deadline = Date.now() + 20_000;
+      for (;;) {
+        const leased = await readFile(join(dest, ".distributor.lease.json")).then(
+          () => true,
+          () => false,
+        );
+        const first = await readFile(join(dest, "data", "000.txt"), "utf8").catch(() => "");
+        if (leased && first.startsWith("v2")) break;
+        if (Date.now() > deadline) throw new Error("the run never started writing");
+        await new Promise((resolve) => setTimeout(resolve, 2));
+      }
+      victim.kill();
+      const killed = await victim.done;
+      expect(killed.code).toBeNull();
+
+      const after = await runCli(["run", "--config", configPath, "--format", "json"]);
+      expect(after.code, after.stdout).toBe(0);
+      const [action] = resultOf(after).actions as Array<{ action: string; status: string }>;
+      expect(action?.status).toBe("published");
+      await expectStateMatchesFiles(dest);
+      const onDisk = await files(dest);
+      expect(Object.keys(onDisk).length).toBe(401);
+      expect(onDisk["data/000.txt"]).toBe(sha(many("v2")["data/000.txt"] as string));
+    }, 60_000);
+  }
+
+  it("interrupted with SIGTERM removes what it created and releases its lease", async () => {
+    const source = join(tmp(), "src");
+    const dest = join(tmp(), "dest");
+    const configPath = join(tmp(), "distributor.yml");
+    await writeFile(configPath, config(source, dest));
+    await bundle(source, "reports", "2026-06-04T10:00:00Z", many("v1"));
+
+    const victim = spawnCli(["run", "--config", configPath, "--format", "json"]);
+    const deadline = Date.now() + 20_000;
+    for (;;) {
+      const names = await readdir(join(dest, "data")).catch(() => [] as string[]);
+      if (names.length > 10) break;
+      if (Date.now() > deadline) throw new Error("the run never started writing");
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+    victim.kill("SIGTERM");
+    const stopped = await victim.done;
+
+    expect(stopped.code).toBe(1);
+    expect(JSON.parse(stopped.stdout).error.code).toBe("aborted");
+    expect(await files(dest)).toEqual({});
+    const after = await runCli(["run", "--config", configPath]);
+    expect(after.code, after.stderr).toBe(0);
+    await expectStateMatchesFiles(dest);
+  }, 60_000);
+});

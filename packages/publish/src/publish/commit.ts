@@ -1,0 +1,148 @@
+import { posix } from "node:path";
+import { isStorageError, statePath } from "@distributor/storage";
+import { isWriteAction } from "./action.js";
+import {
+  type ExecuteContext,
+  executePublish,
+  PendingDeletesError,
+  StateChangedError,
+} from "./execute.js";
+import type { Lease, LeaseOptions } from "./lease.js";
+import type { PublishPlan } from "./plan.js";
+import { type PlanTargetOptions, planTarget } from "./plan-target.js";
+import { holdLease, leasePresent, type RecoveryReport } from "./recovery.js";
+
+/** How often a publication is planned again after another writer changed the state first. */
+export const MAX_PUBLISH_ATTEMPTS = 3;
+
+export interface PublishTargetOptions {
+  plan: Omit<PlanTargetOptions, "now">;
+  /** Time for each planning attempt's next state. */
+  now: () => Date;
+  dryRun: boolean;
+  lease: LeaseOptions;
+  execute: Omit<ExecuteContext, "source" | "sourceBundlePath" | "destination" | "beforeStateWrite">;
+  /** Called with each plan about to be carried out (or reported, for skips and refusals). */
+  onPlan?: ((plan: PublishPlan) => void) | undefined;
+  onRecovered?: ((report: RecoveryReport) => void) | undefined;
+}
+
+/**
+ * Plans and, for a write, commits one bundle at one destination under the commit protocol of
+ * SPEC §5: a skip or refusal reads and takes no lease (unless a lease is already there, which is
+ * waited for or, when stale, recovered first); a write takes the state file's lease, plans again
+ * under it, journals the paths it may create or will delete, executes, and releases. When the
+ * state changed after planning the attempt is planned again, at most `MAX_PUBLISH_ATTEMPTS`
+ * times. Returns the plan that was carried out.
+ */
+export async function publishTarget(options: PublishTargetOptions): Promise<PublishPlan> {
+  const { destination, target } = options.plan;
+  const bundlePath = target.bundlePath;
+  const hold = () =>
+    holdLease(destination, bundlePath, target.owner, {
+      ...options.lease,
+      signal: options.plan.signal,
+      onRecovered: options.onRecovered,
+    });
+  const plan = () => planTarget({ ...options.plan, now: options.now() });
+
+  let lease: Lease | undefined;
+  try {
+    if (!options.dryRun && (await leasePresent(destination, bundlePath, options.plan.signal))) {
+      lease = await hold();
+    }
+    for (let attempt = 1; ; attempt++) {
+      let current = await plan();
+      if (lease === undefined && !isWriteAction(current.action)) {
+        // Planned without the lease: final only if no writer was at work meanwhile — no lease
+        // appeared and the state is the version planning read. Otherwise plan again (under the
+        // lease, unless this is a dry run).
+        if ((await unchangedSincePlanning(current, options)) || attempt >= MAX_PUBLISH_ATTEMPTS) {
+          options.onPlan?.(current);
+          return current;
+        }
+        if (options.dryRun) continue;
+        lease = await hold();
+        current = await plan();
+      }
+      if (!isWriteAction(current.action) || options.dryRun) {
+        options.onPlan?.(current);
+        return current;
+      }
+      if (lease === undefined) {
+        lease = await hold();
+        // What was planned without the lease may be stale by now.
+        current = await plan();
+        if (!isWriteAction(current.action)) {
+          options.onPlan?.(current);
+          return current;
+        }
+      }
+      options.onPlan?.(current);
+      await lease.journal(...journalOf(current));
+      const held = lease;
+      try {
+        await executePublish(
+          {
+            ...options.execute,
+            source: options.plan.source,
+            sourceBundlePath: options.plan.sourceBundlePath,
+            destination,
+            beforeStateWrite: () => held.assertHeld(),
+          },
+          current,
+        );
+        return current;
+      } catch (error) {
+        if (error instanceof StateChangedError && attempt < MAX_PUBLISH_ATTEMPTS) continue;
+        if (error instanceof PendingDeletesError) {
+          // The lease stays, expired, journaling what is left to delete for the next run.
+          const abandoned = lease;
+          lease = undefined;
+          await abandoned.abandon(error.pending);
+        }
+        throw error;
+      }
+    }
+  } finally {
+    await lease?.release();
+  }
+}
+
+/**
+ * True when a plan made without the lease saw one consistent destination: a writer holds the
+ * lease for as long as it writes and changes the state when it commits, so no lease now and the
+ * same state version mean nobody wrote while planning looked.
+ */
+async function unchangedSincePlanning(
+  plan: PublishPlan,
+  options: PublishTargetOptions,
+): Promise<boolean> {
+  const { destination, signal } = options.plan;
+  if (await leasePresent(destination, plan.bundlePath, signal)) return false;
+  try {
+    const { version } = await destination.stat(statePath(plan.bundlePath), { signal });
+    return version === plan.stateVersion;
+  } catch (error) {
+    if (isStorageError(error, "not_found")) return plan.stateVersion === undefined;
+    throw error;
+  }
+}
+
+/**
+ * The journal of a plan: paths it may create (no-clobber writes) or will delete, and the
+ * directories its temp files may appear in (the bundle path itself holds the state's).
+ */
+export function journalOf(plan: PublishPlan): [string[], string[]] {
+  const paths = [
+    ...plan.writes.filter((write) => !write.overwrite).map((write) => write.output.path),
+    ...plan.deletesFirst,
+    ...plan.deletes,
+  ];
+  const directories = new Set([""]);
+  for (const write of plan.writes) {
+    const dir = posix.dirname(write.output.path);
+    directories.add(dir === "." ? "" : dir);
+  }
+  return [paths, [...directories]];
+}

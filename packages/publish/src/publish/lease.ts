@@ -1,0 +1,444 @@
+import { randomUUID } from "node:crypto";
+import { hostname } from "node:os";
+import { formatOwnerScope, type OwnerScope } from "@distributor/state";
+import {
+  displayPath,
+  isStorageError,
+  joinPrefix,
+  LEASE_FILE_NAME,
+  type StorageBackend,
+} from "@distributor/storage";
+
+/** How long a lease lives unless renewed; renewals happen every third of it. */
+export const DEFAULT_LEASE_TTL_MS = 60_000;
+/** Pause between looks at a live lease while waiting for it. */
+const WAIT_INTERVAL_MS = 200;
+const LEASE_BYTES_LIMIT = 16 * 1024 * 1024;
+const LEASE_FORMAT = "distributor-lease/1";
+
+/**
+ * What a lease file records (SPEC §5): who holds the state file beside it, until when, and the
+ * journal of paths (relative to the bundle path) the holder may create or is about to delete.
+ */
+export interface LeaseDocument {
+  format: typeof LEASE_FORMAT;
+  owner: { pipeline_id: string; destination_id: string };
+  run_id: string;
+  host: string;
+  pid: number;
+  acquired_at: string;
+  expires_at: string;
+  /** Paths the holder may create, or is deleting after its state write. */
+  journal: string[];
+  /** Directories (bundle-relative, `""` for the bundle path) where its temp files may be. */
+  directories: string[];
+}
+
+/** A lease found at a bundle path, as `inspect` and error messages show it. */
+export interface LeaseReport {
+  owner: { pipeline_id: string; destination_id: string };
+  run_id: string;
+  host: string;
+  pid: number;
+  acquired_at: string;
+  expires_at: string;
+  journal_entries: number;
+}
+
+/** A live lease held by another run outlasted `--lock-timeout`. */
+export class LeaseHeldError extends Error {
+  override readonly name = "LeaseHeldError";
+  readonly code = "lease_held";
+  readonly holder: LeaseReport;
+
+  constructor(message: string, holder: LeaseReport) {
+    super(message);
+    this.holder = holder;
+  }
+}
+
+/** Our lease was broken or replaced by another run while we held it. */
+export class LeaseLostError extends Error {
+  override readonly name = "LeaseLostError";
+  readonly code = "lease_lost";
+}
+
+export interface LeaseOptions {
+  /** How long to wait for a live lease of another run (default 0: fail at once). */
+  lockTimeoutMs?: number | undefined;
+  /** Lifetime of the lease between renewals (tests shorten it). */
+  ttlMs?: number | undefined;
+  /** Renew the lease on a timer while held (default true). */
+  renew?: boolean | undefined;
+  now?: (() => Date) | undefined;
+  signal?: AbortSignal | undefined;
+  /** Tells whether a process of this host still runs (tests inject it). */
+  processAlive?: ((pid: number) => boolean) | undefined;
+}
+
+/** Parses a lease file; anything unreadable is undefined (then only its age can make it stale). */
+export function parseLease(text: string): LeaseDocument | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  const doc = value as Partial<LeaseDocument>;
+  if (
+    typeof doc !== "object" ||
+    doc === null ||
+    doc.format !== LEASE_FORMAT ||
+    typeof doc.run_id !== "string" ||
+    typeof doc.host !== "string" ||
+    typeof doc.pid !== "number" ||
+    typeof doc.expires_at !== "string" ||
+    Number.isNaN(Date.parse(doc.expires_at)) ||
+    !Array.isArray(doc.journal) ||
+    !doc.journal.every((path) => typeof path === "string") ||
+    !Array.isArray(doc.directories) ||
+    !doc.directories.every((path) => typeof path === "string") ||
+    typeof doc.owner?.pipeline_id !== "string" ||
+    typeof doc.owner?.destination_id !== "string"
+  ) {
+    return undefined;
+  }
+  return doc as LeaseDocument;
+}
+
+export function leaseReport(lease: LeaseDocument): LeaseReport {
+  return {
+    owner: { ...lease.owner },
+    run_id: lease.run_id,
+    host: lease.host,
+    pid: lease.pid,
+    acquired_at: lease.acquired_at,
+    expires_at: lease.expires_at,
+    journal_entries: lease.journal.length,
+  };
+}
+
+/** True when nobody holds `lease` any more: it expired, or its process on this host is gone. */
+export function isStale(
+  lease: LeaseDocument,
+  now: Date,
+  thisHost: string,
+  processAlive: (pid: number) => boolean,
+): boolean {
+  if (Date.parse(lease.expires_at) <= now.getTime()) return true;
+  return lease.host === thisHost && !processAlive(lease.pid);
+}
+
+function defaultProcessAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: it exists, we just may not signal it.
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** What `acquireLease` found before taking the lease over: a stale lease to recover. */
+export interface BrokenLease {
+  lease: LeaseDocument | undefined;
+  /** Paths the stale holder may have created or was deleting (bundle-relative). */
+  journal: string[];
+  directories: string[];
+}
+
+/** A held lease: renewed on a timer, journaled before writes, released at the end. */
+export class Lease {
+  readonly bundlePath: string;
+  readonly runId: string;
+  /** The stale lease this one replaced, whose journal recovery must process first. */
+  readonly broken: BrokenLease | undefined;
+  #document: LeaseDocument;
+  #version: string;
+  readonly #backend: StorageBackend;
+  readonly #options: LeaseOptions;
+  #timer: NodeJS.Timeout | undefined;
+  #lost: LeaseLostError | undefined;
+  #queue: Promise<void> = Promise.resolve();
+  #released = false;
+  #ttlOverride: number | undefined;
+
+  constructor(
+    backend: StorageBackend,
+    bundlePath: string,
+    document: LeaseDocument,
+    version: string,
+    options: LeaseOptions,
+    broken: BrokenLease | undefined,
+  ) {
+    this.#backend = backend;
+    this.bundlePath = bundlePath;
+    this.runId = document.run_id;
+    this.#document = document;
+    this.#version = version;
+    this.#options = options;
+    this.broken = broken;
+    if (options.renew ?? true) {
+      const every = Math.max(1, Math.floor((options.ttlMs ?? DEFAULT_LEASE_TTL_MS) / 3));
+      this.#timer = setInterval(() => {
+        this.#update({}).catch(() => undefined);
+      }, every);
+      this.#timer.unref();
+    }
+  }
+
+  /** Fails when another run broke this lease; callers check before committing. */
+  assertHeld(): void {
+    if (this.#lost !== undefined) throw this.#lost;
+  }
+
+  /**
+   * Records, before the first write, the paths an attempt may create or will delete after its
+   * state write, and the directories its temp files may appear in (all bundle-relative).
+   */
+  async journal(paths: readonly string[], directories: readonly string[]): Promise<void> {
+    await this.#update({
+      journal: [...new Set([...this.#document.journal, ...paths])],
+      directories: [...new Set([...this.#document.directories, ...directories])],
+    });
+  }
+
+  /** Empties the journal once what it listed is either recorded in state or gone. */
+  async clearJournal(): Promise<void> {
+    if (this.#document.journal.length === 0 && this.#document.directories.length === 0) return;
+    await this.#update({ journal: [], directories: [] });
+  }
+
+  /**
+   * Gives the lease up without removing it: its journal becomes `pending` and it expires now, so
+   * the next run recovers it at once and deletes what this run could not. Never throws.
+   */
+  async abandon(pending: readonly string[]): Promise<void> {
+    if (this.#released) return;
+    this.#ttlOverride = 0;
+    await this.#update({ journal: [...pending] }).catch(() => undefined);
+    this.#released = true;
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+  }
+
+  /** Stops renewing and removes the lease file if it is still ours. Never throws. */
+  async release(): Promise<void> {
+    if (this.#released) return;
+    this.#released = true;
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    await this.#queue.catch(() => undefined);
+    if (this.#lost !== undefined) return;
+    try {
+      const current = await this.#backend.readVersioned(this.#path, {
+        maxBytes: LEASE_BYTES_LIMIT,
+      });
+      if (current.version !== this.#version) return;
+      await this.#backend.deleteManagedOutputs(this.bundlePath, [LEASE_FILE_NAME], {
+        ignoreMissing: true,
+      });
+    } catch {
+      // A lease left behind is stale once our process is gone; the next run recovers it.
+    }
+  }
+
+  get #path(): string {
+    return joinPrefix(this.bundlePath, LEASE_FILE_NAME);
+  }
+
+  /** Rewrites the lease (renewed expiry, changes applied) as a compare-and-swap, in order. */
+  #update(changes: Partial<LeaseDocument>): Promise<void> {
+    const next = this.#queue.then(async () => {
+      this.assertHeld();
+      const now = this.#options.now?.() ?? new Date();
+      const ttl = this.#ttlOverride ?? this.#options.ttlMs ?? DEFAULT_LEASE_TTL_MS;
+      const document: LeaseDocument = {
+        ...this.#document,
+        ...changes,
+        expires_at: new Date(now.getTime() + ttl).toISOString(),
+      };
+      try {
+        const { version } = await this.#backend.writeFile(this.#path, serializeLease(document), {
+          ifMatch: this.#version,
+          contentType: "application/json",
+        });
+        this.#document = document;
+        this.#version = version;
+      } catch (error) {
+        if (isStorageError(error, "conflict")) {
+          this.#lost = new LeaseLostError(
+            `lease ${displayPath(this.#path)} of run ${this.runId} was taken over by another run`,
+          );
+          throw this.#lost;
+        }
+        throw error;
+      }
+    });
+    this.#queue = next.catch(() => undefined);
+    return next;
+  }
+}
+
+export function serializeLease(document: LeaseDocument): string {
+  return `${JSON.stringify(document, null, 2)}\n`;
+}
+
+/**
+ * Takes the lease of the state file at `bundlePath` for `owner`: a no-clobber create of
+ * `.distributor.lease.json`. A live lease of another run is waited for up to `lockTimeoutMs`,
+ * then refused with a `LeaseHeldError` naming holder, host, pid and expiry. A stale lease is
+ * taken over with a compare-and-swap (so of two runs breaking it, one wins) and its journal is
+ * carried into ours, for the caller to recover before planning.
+ */
+export async function acquireLease(
+  backend: StorageBackend,
+  bundlePath: string,
+  owner: OwnerScope,
+  options: LeaseOptions = {},
+): Promise<Lease> {
+  const now = () => options.now?.() ?? new Date();
+  const processAlive = options.processAlive ?? defaultProcessAlive;
+  const thisHost = hostname();
+  const ttl = options.ttlMs ?? DEFAULT_LEASE_TTL_MS;
+  const path = joinPrefix(bundlePath, LEASE_FILE_NAME);
+  const deadline = now().getTime() + (options.lockTimeoutMs ?? 0);
+  const fresh = (journal: string[], directories: string[]): LeaseDocument => {
+    const at = now();
+    return {
+      format: LEASE_FORMAT,
+      owner: { pipeline_id: owner.pipelineId, destination_id: owner.destinationId },
+      run_id: randomUUID(),
+      host: thisHost,
+      pid: process.pid,
+      acquired_at: at.toISOString(),
+      expires_at: new Date(at.getTime() + ttl).toISOString(),
+      journal,
+      directories,
+    };
+  };
+  for (;;) {
+    options.signal?.throwIfAborted();
+    const document = fresh([], []);
+    try {
+      const { version } = await backend.writeFile(path, serializeLease(document), {
+        overwrite: false,
+        contentType: "application/json",
+        signal: options.signal,
+      });
+      return new Lease(backend, bundlePath, document, version, options, undefined);
+    } catch (error) {
+      if (!isStorageError(error, "already_exists")) throw error;
+    }
+    let found: { bytes: Uint8Array; version: string };
+    try {
+      found = await backend.readVersioned(path, {
+        maxBytes: LEASE_BYTES_LIMIT,
+        signal: options.signal,
+      });
+    } catch (error) {
+      // Released between our create and our read: try again at once.
+      if (isStorageError(error, "not_found")) continue;
+      throw error;
+    }
+    const held = parseLease(Buffer.from(found.bytes).toString("utf8"));
+    // An unreadable lease is stale once its file is older than a lease can live.
+    const stale =
+      held === undefined
+        ? await unreadableLeaseIsStale(backend, path, now(), ttl)
+        : isStale(held, now(), thisHost, processAlive);
+    if (stale) {
+      // The stale journal is carried over, so a crash during recovery loses nothing.
+      const journal = held?.journal ?? [];
+      const directories = held?.directories ?? [""];
+      const takeover = fresh(journal, directories);
+      try {
+        const { version } = await backend.writeFile(path, serializeLease(takeover), {
+          ifMatch: found.version,
+          contentType: "application/json",
+          signal: options.signal,
+        });
+        return new Lease(backend, bundlePath, takeover, version, options, {
+          lease: held,
+          journal,
+          directories,
+        });
+      } catch (error) {
+        // Another run broke it first, or it was released: look again.
+        if (isStorageError(error, "conflict")) continue;
+        throw error;
+      }
+    }
+    if (now().getTime() >= deadline) {
+      const holder = held === undefined ? undefined : leaseReport(held);
+      throw heldError(path, holder, backend, options.lockTimeoutMs ?? 0);
+    }
+    await sleep(
+      Math.min(WAIT_INTERVAL_MS, Math.max(1, deadline - now().getTime())),
+      options.signal,
+    );
+  }
+}
+
+async function unreadableLeaseIsStale(
+  backend: StorageBackend,
+  path: string,
+  now: Date,
+  ttl: number,
+): Promise<boolean> {
+  const entry = await backend.stat(path);
+  const modified = entry.modifiedAt?.getTime() ?? now.getTime();
+  return modified + ttl <= now.getTime();
+}
+
+function heldError(
+  path: string,
+  holder: LeaseReport | undefined,
+  backend: StorageBackend,
+  waitedMs: number,
+): LeaseHeldError | Error {
+  const where = `${backend.location} ${displayPath(path)}`;
+  const waited = waitedMs > 0 ? ` after waiting ${waitedMs}ms` : "";
+  if (holder === undefined) {
+    return new Error(`${where} is an unreadable lease that has not expired yet${waited}`);
+  }
+  const who = formatOwnerScope({
+    pipelineId: holder.owner.pipeline_id,
+    destinationId: holder.owner.destination_id,
+  });
+  return new LeaseHeldError(
+    `destination is locked${waited}: lease ${where} is held by run ${holder.run_id} of ${who} on host ${holder.host} (pid ${holder.pid}) until ${holder.expires_at}; retry later or raise --lock-timeout`,
+    holder,
+  );
+}
+
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/** Reads the lease at a bundle path for reports; undefined when there is none. */
+export async function readLease(
+  backend: StorageBackend,
+  bundlePath: string,
+  signal?: AbortSignal,
+): Promise<LeaseReport | undefined> {
+  try {
+    const bytes = await backend.readFile(joinPrefix(bundlePath, LEASE_FILE_NAME), {
+      maxBytes: LEASE_BYTES_LIMIT,
+      signal,
+    });
+    const lease = parseLease(Buffer.from(bytes).toString("utf8"));
+    return lease === undefined ? undefined : leaseReport(lease);
+  } catch (error) {
+    if (isStorageError(error, "not_found")) return undefined;
+    throw error;
+  }
+}

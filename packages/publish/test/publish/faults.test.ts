@@ -1,0 +1,317 @@
+import { createHash } from "node:crypto";
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, relative } from "node:path";
+import { parseDocument } from "@distributor/state";
+import {
+  createLocalBackend,
+  isTempFileName,
+  LEASE_FILE_NAME,
+  type StorageBackend,
+  StorageError,
+} from "@distributor/storage";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { parseConfig } from "../../src/config/index.js";
+import { run, runSucceeded } from "../../src/workflows/run.js";
+import type { BackendRegistry } from "../../src/workflows/shared.js";
+import { writeSourceBundle } from "./fixtures.js";
+
+// Fault injection over the real filesystem (SPEC §5): a destination backend that fails, or
+// "crashes" (stops answering, so no cleanup and no lease release), at each write or delete of a
+// publication. After every one, a plain run must succeed without --force and leave exactly the
+// new version, a state matching the files, and no temp or lease debris.
+
+const MUTATIONS = new Set([
+  "writeFile",
+  "deleteManagedOutputs",
+  "deleteManagedBundle",
+  "deletePrefix",
+]);
+
+class Crash extends Error {
+  override readonly name = "Crash";
+}
+
+type Mode = "count" | "fail" | "crash";
+
+/** Wraps `inner` so that its `at`-th mutation fails once, or crashes it for good. */
+function faulty(inner: StorageBackend, mode: Mode, at: number, counter: { n: number }) {
+  let crashed = false;
+  return new Proxy(inner, {
+    get(target, property) {
+      const value = Reflect.get(target, property, target);
+      if (typeof value !== "function") return value;
+      return async (...args: unknown[]) => {
+        if (crashed) throw new Crash("the process is gone");
+        if (MUTATIONS.has(String(property))) {
+          counter.n += 1;
+          if (mode !== "count" && counter.n === at) {
+            if (mode === "fail") {
+              throw new StorageError({
+                kind: "unavailable",
+                operation: "write file",
+                backend: "local",
+                path: String(args[0]),
+                detail: "injected failure",
+              });
+            }
+            crashed = true;
+            if (property === "writeFile") {
+              // Killed mid-write: a partial temp file stays beside the target.
+              const path = String(args[0]);
+              const dir = path.includes("/") ? path.slice(0, path.lastIndexOf("/") + 1) : "";
+              await target.writeFile(`${dir}.distributor.0badc0ffee001234.tmp`, "partial", {
+                overwrite: true,
+              });
+            }
+            throw new Crash("killed");
+          }
+        }
+        return (value as (...a: unknown[]) => unknown).apply(target, args);
+      };
+    },
+  });
+}
+
+function registry(
+  destRoot: string,
+  mode: Mode,
+  at: number,
+  counter: { n: number },
+): BackendRegistry {
+  return {
+    local: async (location) => {
+      const backend = createLocalBackend({ root: location.path });
+      return location.path === destRoot ? faulty(backend, mode, at, counter) : backend;
+    },
+  };
+}
+
+async function tree(root: string): Promise<Map<string, string>> {
+  const files = new Map<string, string>();
+  const visit = async (dir: string) => {
+    for (const entry of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) await visit(path);
+      else files.set(relative(root, path), await readFile(path, "utf8"));
+    }
+  };
+  await visit(root);
+  return files;
+}
+
+const sha = (text: string) => `sha256:${createHash("sha256").update(text).digest("hex")}`;
+
+interface Scenario {
+  name: string;
+  shared: boolean;
+  merge: boolean;
+  /** Publishes what must be there before the faulty run. */
+  before: (ctx: Context) => Promise<void>;
+  /** The new version of our source. */
+  files: Record<string, string>;
+  /** Every file the destination must hold in the end, besides the state. */
+  expected: Record<string, string>;
+}
+
+interface Context {
+  dir: string;
+  src: string;
+  other: string;
+  dest: string;
+  config: ReturnType<typeof parseConfig>;
+}
+
+const V1 = { "a.md": "# A one\n", "b.txt": "b one\n", "docs/c.txt": "c one\n" };
+const V2 = { "a.md": "# A two\n", "b.txt": "b one\n", "d.txt": "d two\n" };
+
+async function publishVersion(
+  ctx: Context,
+  files: Record<string, string>,
+  hour: number,
+  id = "reports.example",
+) {
+  await rm(ctx.src, { recursive: true, force: true });
+  await writeSourceBundle(createLocalBackend({ root: ctx.src }), "", files, {
+    id,
+    created: new Date(Date.UTC(2026, 5, 4, hour)),
+  });
+}
+
+const SCENARIOS: Scenario[] = [
+  {
+    name: "a first publication",
+    shared: false,
+    merge: false,
+    before: async () => {},
+    files: V1,
+    expected: V1,
+  },
+  {
+    name: "a replacement",
+    shared: false,
+    merge: false,
+    before: async (ctx) => {
+      await publishVersion(ctx, V1, 1);
+      expect(runSucceeded(await run({ config: ctx.config }))).toBe(true);
+    },
+    files: V2,
+    expected: V2,
+  },
+  {
+    name: "a merge",
+    shared: false,
+    merge: true,
+    before: async (ctx) => {
+      await publishVersion(ctx, V1, 1);
+      expect(runSucceeded(await run({ config: ctx.config }))).toBe(true);
+    },
+    files: V2,
+    expected: { ...V1, ...V2 },
+  },
+  {
+    name: "a shared-root replacement beside another owner",
+    shared: true,
+    merge: false,
+    before: async (ctx) => {
+      await writeSourceBundle(
+        createLocalBackend({ root: ctx.other }),
+        "",
+        { "other.txt": "theirs\n" },
+        { id: "other.source" },
+      );
+      await publishVersion(ctx, V1, 1);
+      expect(runSucceeded(await run({ config: ctx.config }))).toBe(true);
+    },
+    files: V2,
+    expected: { ...V2, "other.txt": "theirs\n" },
+  },
+];
+
+let dir: string;
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), "distributor-faults-"));
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function setup(scenario: Scenario): Promise<Context> {
+  const base = await mkdtemp(join(dir, "case-"));
+  const ctx = {
+    dir: base,
+    src: join(base, "src"),
+    other: join(base, "other"),
+    dest: join(base, "dest"),
+  } as Context;
+  const state = scenario.shared ? "\n        state: {mode: shared_root}" : "";
+  const reconciliation = scenario.merge ? "\n        reconciliation: {mode: merge}" : "";
+  const destination = (id: string) =>
+    `    destinations:\n      - id: ${id}\n        backend: local\n        path: ${ctx.dest}${state}${reconciliation}\n`;
+  const other = scenario.shared
+    ? `  - id: other\n    source: {backend: local, path: ${ctx.other}}\n${destination("site")}`
+    : "";
+  ctx.config = parseConfig(
+    `pipelines:\n${other}  - id: reports\n    source: {backend: local, path: ${ctx.src}}\n${destination("archive")}`,
+  );
+  await scenario.before(ctx);
+  await publishVersion(ctx, scenario.files, 2);
+  return ctx;
+}
+
+async function expectExactlyNewVersion(ctx: Context, scenario: Scenario) {
+  const files = await tree(ctx.dest);
+  const state = parseDocument(files.get(".distributor.json") ?? "");
+  files.delete(".distributor.json");
+  expect(Object.fromEntries(files)).toEqual(scenario.expected);
+  const recorded = Object.fromEntries(state.outputs.map((o) => [o.path, o.sha256]));
+  expect(recorded).toEqual(
+    Object.fromEntries(Object.entries(scenario.expected).map(([path, text]) => [path, sha(text)])),
+  );
+  for (const path of files.keys()) {
+    expect(isTempFileName(path.slice(path.lastIndexOf("/") + 1))).toBe(false);
+    expect(path.endsWith(LEASE_FILE_NAME)).toBe(false);
+  }
+}
+
+describe("a publication failing or crashing at every write and delete", () => {
+  for (const scenario of SCENARIOS) {
+    it(`recovers ${scenario.name} without --force`, async () => {
+      const counting = await setup(scenario);
+      const counter = { n: 0 };
+      const clean = await run({
+        config: counting.config,
+        pipelineIds: ["reports"],
+        backends: registry(counting.dest, "count", 0, counter),
+      });
+      expect(runSucceeded(clean)).toBe(true);
+      await expectExactlyNewVersion(counting, scenario);
+      const positions = counter.n;
+      // A lease write, its journal, one write per new or changed output, the state, the deletes
+      // and the lease's removal: every one of them is a fault position below.
+      expect(positions).toBeGreaterThanOrEqual(5);
+
+      for (const mode of ["fail", "crash"] as const) {
+        for (let at = 1; at <= positions; at++) {
+          const ctx = await setup(scenario);
+          const faulted = await run({
+            config: ctx.config,
+            pipelineIds: ["reports"],
+            backends: registry(ctx.dest, mode, at, { n: 0 }),
+            // The crashed run's lease must look stale to the next run of this same process.
+            lease: { ttlMs: 25, renew: false },
+          });
+          // A crash at the very end (the lease's removal) leaves a publication that succeeded.
+          if (mode === "crash" && at < positions) {
+            expect(runSucceeded(faulted), `${mode} at ${at}`).toBe(false);
+          }
+          await new Promise((resolve) => setTimeout(resolve, 30));
+
+          const after = await run({ config: ctx.config, pipelineIds: ["reports"] });
+          expect(
+            runSucceeded(after),
+            `${mode} at ${at}/${positions}: ${JSON.stringify(after.actions.map((a) => a.error))}`,
+          ).toBe(true);
+          await expectExactlyNewVersion(ctx, scenario);
+        }
+      }
+    }, 120_000);
+  }
+
+  it("a state changed by another writer after planning makes the run plan again, not overwrite", async () => {
+    const scenario = SCENARIOS[1] as Scenario;
+    const ctx = await setup(scenario);
+    let swapped = false;
+    const backends: BackendRegistry = {
+      local: async (location) => {
+        const backend = createLocalBackend({ root: location.path });
+        if (location.path !== ctx.dest) return backend;
+        return new Proxy(backend, {
+          get(target, property) {
+            const value = Reflect.get(target, property, target);
+            if (property !== "writeFile")
+              return typeof value === "function" ? value.bind(target) : value;
+            return async (path: string, data: never, options: never) => {
+              if (path === ".distributor.json" && !swapped) {
+                // Another writer rewrites the state between our planning and our commit.
+                swapped = true;
+                const text = await readFile(join(ctx.dest, ".distributor.json"), "utf8");
+                await writeFile(join(ctx.dest, ".distributor.json"), `${text}`);
+                await new Promise((resolve) => setTimeout(resolve, 5));
+                await writeFile(join(ctx.dest, ".distributor.json.swap"), text);
+                await rm(join(ctx.dest, ".distributor.json"));
+                await writeFile(join(ctx.dest, ".distributor.json"), text);
+                await rm(join(ctx.dest, ".distributor.json.swap"));
+              }
+              return target.writeFile(path, data, options);
+            };
+          },
+        });
+      },
+    };
+    const report = await run({ config: ctx.config, pipelineIds: ["reports"], backends });
+    expect(swapped).toBe(true);
+    expect(runSucceeded(report), JSON.stringify(report.actions)).toBe(true);
+    await expectExactlyNewVersion(ctx, scenario);
+  });
+});

@@ -1,0 +1,258 @@
+import { spawnSync } from "node:child_process";
+import { hostname } from "node:os";
+import { ownerScope, serializeDocument } from "@distributor/state";
+import { LEASE_FILE_NAME, type StorageBackend } from "@distributor/storage";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  acquireLease,
+  holdLease,
+  type LeaseDocument,
+  LeaseHeldError,
+  LeaseLostError,
+  parseLease,
+  recoverJournal,
+} from "../../src/publish/index.js";
+import {
+  BACKEND_KINDS,
+  exists,
+  manifestFor,
+  newBackend,
+  readText,
+  removeTempBackends,
+  singleOwnerState,
+  useBackendKind,
+} from "./fixtures.js";
+
+const OWNER = ownerScope("reports", "archive");
+const OTHER = ownerScope("other", "site");
+
+/** A pid that certainly ran on this host and is gone now. */
+function deadPid(): number {
+  const child = spawnSync(process.execPath, ["-e", "process.stdout.write(String(process.pid))"]);
+  return Number(child.stdout.toString());
+}
+
+function leaseDocument(overrides: Partial<LeaseDocument> = {}): LeaseDocument {
+  return {
+    format: "distributor-lease/1",
+    owner: { pipeline_id: "other", destination_id: "site" },
+    run_id: "11111111-2222-4333-8444-555555555555",
+    host: "elsewhere.example",
+    pid: 4242,
+    acquired_at: new Date(Date.now() - 1000).toISOString(),
+    expires_at: new Date(Date.now() + 60_000).toISOString(),
+    journal: [],
+    directories: [""],
+    ...overrides,
+  };
+}
+
+async function writeLease(backend: StorageBackend, bundlePath: string, lease: LeaseDocument) {
+  const path = bundlePath === "" ? LEASE_FILE_NAME : `${bundlePath}/${LEASE_FILE_NAME}`;
+  await backend.writeFile(path, JSON.stringify(lease), { overwrite: true });
+}
+
+async function leaseOf(backend: StorageBackend, bundlePath = "site"): Promise<LeaseDocument> {
+  const lease = parseLease(await readText(backend, `${bundlePath}/${LEASE_FILE_NAME}`));
+  if (lease === undefined) throw new Error("no readable lease");
+  return lease;
+}
+
+describe.each(BACKEND_KINDS)("%s: leases", (kind) => {
+  beforeAll(() => useBackendKind(kind));
+  afterAll(removeTempBackends);
+
+  it("is created beside the state, naming owner, run, host, pid and expiry, and released", async () => {
+    const backend = newBackend();
+    const lease = await acquireLease(backend, "site", OWNER, { renew: false });
+    const stored = await leaseOf(backend);
+    expect(stored).toMatchObject({
+      owner: { pipeline_id: "reports", destination_id: "archive" },
+      run_id: lease.runId,
+      host: hostname(),
+      pid: process.pid,
+      journal: [],
+    });
+    expect(Date.parse(stored.expires_at)).toBeGreaterThan(Date.now());
+    await lease.release();
+    expect(await exists(backend, `site/${LEASE_FILE_NAME}`)).toBe(false);
+  });
+
+  it("refuses a live lease of another run at once, naming the holder", async () => {
+    const backend = newBackend();
+    const held = leaseDocument();
+    await writeLease(backend, "site", held);
+    const error = await acquireLease(backend, "site", OWNER, { renew: false }).catch((e) => e);
+    expect(error).toBeInstanceOf(LeaseHeldError);
+    expect(error.message).toContain(`run ${held.run_id} of other/site`);
+    expect(error.message).toContain("host elsewhere.example (pid 4242)");
+    expect(error.message).toContain(`until ${held.expires_at}`);
+    expect((await leaseOf(backend)).run_id).toBe(held.run_id);
+  });
+
+  it("waits up to the lock timeout for a live lease to be released", async () => {
+    const backend = newBackend();
+    const first = await acquireLease(backend, "site", OTHER, { renew: false });
+    setTimeout(() => void first.release(), 300);
+    const started = Date.now();
+    const second = await acquireLease(backend, "site", OWNER, {
+      lockTimeoutMs: 5000,
+      renew: false,
+    });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(250);
+    expect((await leaseOf(backend)).run_id).toBe(second.runId);
+    await second.release();
+
+    const third = await acquireLease(backend, "site", OTHER, { renew: false });
+    const timedOut = await acquireLease(backend, "site", OWNER, {
+      lockTimeoutMs: 300,
+      renew: false,
+    }).catch((e) => e);
+    expect(timedOut).toBeInstanceOf(LeaseHeldError);
+    expect(timedOut.message).toContain("after waiting 300ms");
+    await third.release();
+  });
+
+  it("breaks an expired lease and hands its journal over for recovery", async () => {
+    const backend = newBackend();
+    const stale = leaseDocument({
+      expires_at: new Date(Date.now() - 1).toISOString(),
+      journal: ["new.txt"],
+      directories: ["", "docs"],
+    });
+    await writeLease(backend, "site", stale);
+    const lease = await acquireLease(backend, "site", OWNER, { renew: false });
+    expect(lease.broken?.journal).toEqual(["new.txt"]);
+    expect(lease.broken?.directories).toEqual(["", "docs"]);
+    // The journal is carried into the new lease until recovery clears it.
+    expect((await leaseOf(backend)).journal).toEqual(["new.txt"]);
+    await lease.release();
+  });
+
+  it("breaks an unexpired lease of a process of this host that is gone (restic's rule)", async () => {
+    const backend = newBackend();
+    await writeLease(backend, "site", leaseDocument({ host: hostname(), pid: deadPid() }));
+    const lease = await acquireLease(backend, "site", OWNER, { renew: false });
+    expect(lease.broken).toBeDefined();
+    await lease.release();
+  });
+
+  it("lets exactly one of two runs break the same stale lease", async () => {
+    const backend = newBackend();
+    await writeLease(backend, "site", leaseDocument({ host: hostname(), pid: deadPid() }));
+    const outcomes = await Promise.allSettled([
+      acquireLease(backend, "site", OWNER, { renew: false }),
+      acquireLease(backend, "site", OTHER, { renew: false }),
+    ]);
+    const won = outcomes.filter((o) => o.status === "fulfilled");
+    expect(won).toHaveLength(1);
+    const lost = outcomes.find((o) => o.status === "rejected");
+    expect(lost?.status === "rejected" && lost.reason).toBeInstanceOf(LeaseHeldError);
+    if (won[0]?.status === "fulfilled") await won[0].value.release();
+  });
+
+  it("renews its expiry while held, and notices when another run took it over", async () => {
+    const backend = newBackend();
+    const lease = await acquireLease(backend, "site", OWNER, { ttlMs: 600 });
+    const first = Date.parse((await leaseOf(backend)).expires_at);
+    await new Promise((resolve) => setTimeout(resolve, 450));
+    expect(Date.parse((await leaseOf(backend)).expires_at)).toBeGreaterThan(first);
+
+    const intruder = leaseDocument();
+    await writeLease(backend, "site", intruder);
+    await new Promise((resolve) => setTimeout(resolve, 450));
+    expect(() => lease.assertHeld()).toThrow(LeaseLostError);
+    await lease.release();
+    // Release never removes another run's lease.
+    expect((await leaseOf(backend)).run_id).toBe(intruder.run_id);
+  });
+
+  it("leaves an abandoned lease expired, journaling what is left to delete", async () => {
+    const backend = newBackend();
+    const lease = await acquireLease(backend, "site", OWNER, { renew: false });
+    await lease.journal(["a.txt", "old.txt"], [""]);
+    await lease.abandon(["old.txt"]);
+    const left = await leaseOf(backend);
+    expect(left.journal).toEqual(["old.txt"]);
+    expect(Date.parse(left.expires_at)).toBeLessThanOrEqual(Date.now());
+    const next = await acquireLease(backend, "site", OWNER, { renew: false });
+    expect(next.broken?.journal).toEqual(["old.txt"]);
+    await next.release();
+  });
+});
+
+describe.each(BACKEND_KINDS)("%s: recovery", (kind) => {
+  beforeAll(() => useBackendKind(kind));
+  afterAll(removeTempBackends);
+
+  const state = (outputs: string[]) =>
+    serializeDocument(
+      singleOwnerState(manifestFor(Object.fromEntries(outputs.map((path) => [path, "x"])))),
+    );
+
+  it("deletes journaled paths no state records and temp files, and nothing else", async () => {
+    const backend = newBackend({
+      files: {
+        "site/.distributor.json": state(["kept.txt"]),
+        "site/kept.txt": "recorded",
+        "site/created.txt": "from the dead run",
+        "site/docs/created.md": "from the dead run",
+        "site/docs/.distributor.0123456789abcdef.tmp": "partial",
+        "site/.distributor.abcdefabcdef0123.tmp": "partial state",
+        "site/unmanaged.txt": "placed by hand",
+        "site/docs/.report.0123456789ab.tmp": "a user's file that merely looks like a temp file",
+        "elsewhere/.distributor.0123456789abcdef.tmp": "another directory",
+      },
+    });
+    const report = await recoverJournal(
+      backend,
+      "site",
+      ["kept.txt", "created.txt", "docs/created.md", "never-written.txt"],
+      ["", "docs"],
+    );
+    expect(report.deleted.sort()).toEqual(["created.txt", "docs/created.md", "never-written.txt"]);
+    expect(report.kept).toEqual(["kept.txt"]);
+    expect(report.tempFiles.sort()).toEqual([
+      ".distributor.abcdefabcdef0123.tmp",
+      "docs/.distributor.0123456789abcdef.tmp",
+    ]);
+    const left = (await backend.walk("", { recursive: true, limit: 100 }))
+      .filter((entry) => entry.kind === "file")
+      .map((entry) => entry.path);
+    expect(left).toEqual([
+      "elsewhere/.distributor.0123456789abcdef.tmp",
+      "site/.distributor.json",
+      "site/docs/.report.0123456789ab.tmp",
+      "site/kept.txt",
+      "site/unmanaged.txt",
+    ]);
+  });
+
+  it("deletes nothing journaled when the state cannot be read", async () => {
+    const backend = newBackend({
+      files: { "site/.distributor.json": "{ broken", "site/created.txt": "x" },
+    });
+    const report = await recoverJournal(backend, "site", ["created.txt"], [""]);
+    expect(report.deleted).toEqual([]);
+    expect(report.kept).toEqual(["created.txt"]);
+    expect(await exists(backend, "site/created.txt")).toBe(true);
+  });
+
+  it("holdLease recovers a stale lease, then empties its journal", async () => {
+    const backend = newBackend({ files: { "site/created.txt": "x" } });
+    await writeLease(
+      backend,
+      "site",
+      leaseDocument({ expires_at: new Date(0).toISOString(), journal: ["created.txt"] }),
+    );
+    const recovered: string[][] = [];
+    const lease = await holdLease(backend, "site", OWNER, {
+      renew: false,
+      onRecovered: (report) => recovered.push(report.deleted),
+    });
+    expect(recovered).toEqual([["created.txt"]]);
+    expect(await exists(backend, "site/created.txt")).toBe(false);
+    expect((await leaseOf(backend)).journal).toEqual([]);
+    await lease.release();
+  });
+});
