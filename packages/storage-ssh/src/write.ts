@@ -3,6 +3,7 @@ import { pipeline } from "node:stream/promises";
 import type { StorageOperation, WriteData, WriteOptions, WriteResult } from "@distributor/storage";
 import {
   sourceStreamFailed,
+  swapLockName,
   tempFileName,
   throwIfAborted,
   versionMismatch,
@@ -22,9 +23,10 @@ const BLOCK_BYTES = 256 * 1024;
  * replace), a hard link (`hardlink@openssh.com`, else the plain SFTP rename, which OpenSSH also
  * implements with link(2)) when not, because a link fails atomically when the name exists and so
  * can never clobber a file that appeared after our check. A compare-and-swap checks the target's
- * version just before the rename; check and rename are two requests, which is why distributor
- * makes them only while holding the state file's lease. On failure the temp file and the
- * directories this call created are removed.
+ * version and renames while holding the target's swap lock (an exclusively created file beside
+ * it, named as the local backend names its own), so of two swaps of one version exactly one
+ * wins. On failure the temp file and the directories this call
+ * created are removed.
  */
 export async function writeAtomically(
   shared: Remote,
@@ -57,7 +59,8 @@ export async function writeAtomically(
   throwIfAborted(signal);
   const created = await createParents(remote, path, segments, existing, operation);
   const parent = segments.slice(0, -1).join("/");
-  const temp = parent === "" ? tempFileName() : `${parent}/${tempFileName()}`;
+  const name = segments[segments.length - 1] as string;
+  const temp = parent === "" ? tempFileName(name) : `${parent}/${tempFileName(name)}`;
   let tempExists = false;
   let committed = false;
   try {
@@ -65,6 +68,10 @@ export async function writeAtomically(
     tempExists = true;
     let attrs: Attributes;
     let closed = false;
+    const close = () => {
+      closed = true;
+      return remote.call((sftp, done) => sftp.close(handle, done));
+    };
     try {
       await copyInto(remote, handle, data, signal, operation, path);
       // One channel answers in order, so these go out together: one round trip, not three.
@@ -79,27 +86,28 @@ export async function writeAtomically(
         await flushed;
         attrs = await described;
         throwIfAborted(signal);
-        attrs = await prepareReplace(remote, handle, attrs, path, ifMatch, operation);
+        const replace = async () => {
+          attrs = await prepareReplace(remote, handle, attrs, path, ifMatch, operation);
+          await close();
+          await remote.call((sftp, done) =>
+            sftp.ext_openssh_rename(remote.path(temp), remote.path(path), done),
+          );
+          tempExists = false;
+        };
+        // Of two compare-and-swaps of one version exactly one may win: check and rename under
+        // the target's swap lock, as the local backend does.
+        if (ifMatch === undefined) await replace();
+        else await withSwapLock(remote, parent, name, signal, replace);
       } else {
-        const closing = remote.call((sftp, done) => sftp.close(handle, done));
-        closed = true;
+        const closing = close();
         await Promise.all([flushed, closing]);
         attrs = await described;
+        throwIfAborted(signal);
+        tempExists = false;
+        await linkNoClobber(remote, temp, path, operation);
       }
     } finally {
-      if (!closed) {
-        await remote.call((sftp, done) => sftp.close(handle, done)).catch(() => undefined);
-      }
-    }
-    throwIfAborted(signal);
-    if (overwrite) {
-      await remote.call((sftp, done) =>
-        sftp.ext_openssh_rename(remote.path(temp), remote.path(path), done),
-      );
-      tempExists = false;
-    } else {
-      tempExists = false;
-      await linkNoClobber(remote, temp, path, operation);
+      if (!closed) await close().catch(() => undefined);
     }
     committed = true;
     return { version: remoteVersion(attrs) };
@@ -110,6 +118,58 @@ export async function writeAtomically(
         .catch(() => undefined);
     }
     if (!committed) await removeCreated(remote, created);
+  }
+}
+
+/**
+ * A swap lock still there after this long (as we observe it, so clocks of client and server
+ * need not agree) was left by a dead writer: the critical section is a few round trips.
+ */
+const STALE_SWAP_LOCK_MS = 5_000;
+
+/** Runs `body` holding the target's swap lock, an exclusively created file beside it. */
+async function withSwapLock(
+  remote: Remote,
+  parent: string,
+  name: string,
+  signal: AbortSignal | undefined,
+  body: () => Promise<void>,
+): Promise<void> {
+  const lock = parent === "" ? swapLockName(name) : `${parent}/${swapLockName(name)}`;
+  let seen: { identity: string; since: number } | undefined;
+  let vanished = 0;
+  for (;;) {
+    throwIfAborted(signal);
+    try {
+      const handle = await remote.call<Buffer>((sftp, done) =>
+        sftp.open(remote.path(lock), "wx", done),
+      );
+      await remote.call((sftp, done) => sftp.close(handle, done));
+      break;
+    } catch (error) {
+      const held = await remote.lstat(lock);
+      if (held === undefined) {
+        // Released meanwhile; a failure that keeps coming without a lock is not contention.
+        if (!hasStatus(error, STATUS.FAILURE) || ++vanished > 100) throw error;
+        continue;
+      }
+      const identity = `${held.mtime}-${held.size}-${held.uid}`;
+      if (seen?.identity !== identity) {
+        seen = { identity, since: Date.now() };
+      } else if (Date.now() - seen.since > STALE_SWAP_LOCK_MS) {
+        await remote
+          .call((sftp, done) => sftp.unlink(remote.path(lock), done))
+          .catch(() => undefined);
+        seen = undefined;
+        continue;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  }
+  try {
+    await body();
+  } finally {
+    await remote.call((sftp, done) => sftp.unlink(remote.path(lock), done)).catch(() => undefined);
   }
 }
 

@@ -105,6 +105,28 @@ describe.skipIf(sshd === null)("ssh backend", () => {
     }
   });
 
+  it("lets exactly one of several compare-and-swaps of one version win", async () => {
+    const root = await freshRoot();
+    const backend = await open(root);
+    const { version } = await backend.writeFile("state/.distributor.json", "v1");
+    const attempts = await Promise.allSettled(
+      Array.from({ length: 8 }, (_, index) =>
+        backend.writeFile("state/.distributor.json", `v2 by ${index}`, { ifMatch: version }),
+      ),
+    );
+    const winners = attempts.flatMap((attempt, index) =>
+      attempt.status === "fulfilled" ? [index] : [],
+    );
+    expect(winners).toHaveLength(1);
+    for (const attempt of attempts) {
+      if (attempt.status === "rejected") expect(attempt.reason).toMatchObject({ kind: "conflict" });
+    }
+    expect(await readFile(join(root, "state", ".distributor.json"), "utf8")).toBe(
+      `v2 by ${winners[0]}`,
+    );
+    expect(await readdir(join(root, "state"))).toEqual([".distributor.json"]);
+  });
+
   describe("host keys", () => {
     it("strict: refuses an unknown host key, naming host, port and fingerprint, and writes nothing", async () => {
       const knownHostsFile = join(dir, "known_hosts");
@@ -415,7 +437,7 @@ describe.skipIf(sshd === null)("ssh backend", () => {
       const next = await createSshBackend(options);
       const left = await next.walk("", { recursive: true, limit: 10 });
       for (const entry of left.filter((listed) => listed.kind === "file")) {
-        expect(entry.path).toMatch(/^big\/\.distributor\.[0-9a-f]{12}\.tmp$/);
+        expect(entry.path).toMatch(/^big\/\.distributor\.[0-9a-f]{16}\.tmp$/);
       }
       await expectStorageError(next.stat("big/file.bin"), "not_found");
       await next.writeFile("big/file.bin", "recovered");
