@@ -55,13 +55,15 @@ interface SshKeys {
   knownHostsFile: string;
   policy?: "strict" | "accept_new";
   extra?: string;
+  /** Another server than the file's shared one. */
+  on?: TestSshd;
 }
 
 function sshFields(
-  { root, knownHostsFile, policy = "strict", extra = "" }: SshKeys,
+  { root, knownHostsFile, policy = "strict", extra = "", on }: SshKeys,
   indent: string,
 ) {
-  const s = server();
+  const s = on ?? server();
   return [
     "backend: ssh",
     `host: ${s.host}`,
@@ -342,5 +344,55 @@ describe.skipIf(sshd === undefined)("distributor with an SSH destination", () =>
     const after = await readdir(root);
     expect(after.filter((name) => TEMP.test(name))).toEqual([]);
     expect((await stat(join(root, "big.bin"))).size).toBe(256 * 1024 * 1024);
+  }, 120_000);
+
+  it("fails clearly when sshd dies mid-publish, and the next run recovers", async () => {
+    const own = await startSshd();
+    let restarted: TestSshd | undefined;
+    try {
+      const source = join(tmp(), "src");
+      const root = own.sftpRoot;
+      const knownHostsFile = join(tmp(), "own_known_hosts");
+      await writeFile(knownHostsFile, own.knownHostsLine);
+      await rm(source, { recursive: true, force: true });
+      await writeFiles(source, { "small.md": "# Small\n" });
+      await writeFile(join(source, "big.bin"), Buffer.alloc(256 * 1024 * 1024, 9));
+      const made = await runCli([
+        "manifest",
+        "create",
+        "--id",
+        "reports.big",
+        "--created",
+        "2026-06-01T00:00:00Z",
+        source,
+      ]);
+      expect(made.code, made.stderr).toBe(0);
+      const configPath = await sshConfig(source, { root, knownHostsFile, on: own });
+
+      const running = runCli(["run", "--config", configPath]);
+      for (let attempt = 0; attempt < 400; attempt++) {
+        await new Promise((resolve) => setTimeout(resolve, 25));
+        if ((await readdir(root)).some((name) => TEMP.test(name))) break;
+      }
+      await own.kill();
+      const failed = await running;
+      expect(failed.code).toBe(1);
+      expect(failed.stderr).toContain(`connection to ${own.user}@127.0.0.1:${own.port} was lost`);
+      await expect(stat(join(root, "big.bin"))).rejects.toMatchObject({ code: "ENOENT" });
+
+      restarted = await startSshd({
+        port: own.port,
+        hostKeyFile: own.hostKeyFile,
+        directory: own.directory,
+      });
+      const next = await runCli(["run", "--config", configPath]);
+      expect(next.code, next.stderr).toBe(0);
+      expect(next.stdout).toContain("action=publish_new status=published outputs=2");
+      expect((await readdir(root)).filter((name) => TEMP.test(name))).toEqual([]);
+      expect((await stat(join(root, "big.bin"))).size).toBe(256 * 1024 * 1024);
+    } finally {
+      await restarted?.stop();
+      await own.stop();
+    }
   }, 120_000);
 });
