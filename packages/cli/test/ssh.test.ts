@@ -1,6 +1,7 @@
-import { spawn } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { join, relative } from "node:path";
+import { promisify } from "node:util";
 import { isTempFileFor, LEASE_FILE_NAME } from "@distributor/storage";
 import { startSshd, type TestSshd } from "@distributor/storage-ssh/testing";
 import { afterAll, describe, expect, it } from "vitest";
@@ -405,4 +406,48 @@ describe.skipIf(sshd === undefined)("distributor with an SSH destination", () =>
       await own.stop();
     }
   }, 120_000);
+
+  it("authenticates with an encrypted key from the environment and its passphrase from secrets.directory", async () => {
+    const s = server();
+    const keyFile = join(tmp(), "locked_key");
+    // A copy of the client key, re-encrypted with a passphrase.
+    await writeFile(keyFile, await readFile(s.clientKeyFile), { mode: 0o600 });
+    await promisify(execFile)("ssh-keygen", [
+      "-q",
+      "-p",
+      "-P",
+      "",
+      "-N",
+      "open sesame",
+      "-f",
+      keyFile,
+    ]);
+    const secrets = join(tmp(), "secrets");
+    await writeFiles(secrets, { SSH_TEST_PASSPHRASE: "open sesame\n" });
+    const source = join(tmp(), "src");
+    const root = await freshRoot();
+    const knownHostsFile = await trustingKnownHosts();
+    await bundle(source, "reports.daily", "2026-06-01T00:00:00Z", { "report.md": "# R\n" });
+    const configPath = join(tmp(), "distributor.yml");
+    await writeFile(
+      configPath,
+      `secrets: {directory: ${secrets}}\npipelines:\n  - id: reports\n    source: {backend: local, path: ${source}}\n    destinations:\n      - id: remote\n        backend: ssh\n        host: ${s.host}\n        port: ${s.port}\n        user: ${s.user}\n        path: ${root}\n        private_key_env: SSH_TEST_KEY\n        passphrase_env: SSH_TEST_PASSPHRASE\n        known_hosts_file: ${knownHostsFile}\n`,
+    );
+    const key = await readFile(keyFile, "utf8");
+    const published = await runCli(["run", "--config", configPath], { env: { SSH_TEST_KEY: key } });
+    expect(published.code, published.stderr).toBe(0);
+    expect(await readFile(join(root, "report.md"), "utf8")).toBe("# R\n");
+
+    // Without the passphrase the key cannot be used: a permission error naming the problem.
+    await writeFiles(secrets, { SSH_TEST_PASSPHRASE: "wrong words\n" });
+    const refused = await runCli(["run", "--config", configPath, "--format", "json"], {
+      env: { SSH_TEST_KEY: key },
+    });
+    expect(refused.code).toBe(1);
+    const [action] = resultOf(refused).actions as { status: string; error: string }[];
+    expect(action?.status).toBe("failed");
+    expect(action?.error).toContain("the private key cannot be used");
+    expect(action?.error).toContain("bad passphrase");
+    expect(refused.stdout).not.toContain("OPENSSH PRIVATE KEY");
+  });
 });
