@@ -10,4 +10,8 @@ export const cliBackends: BackendRegistry = {
     const { createLocalBackend } = await import("@distributor/storage");
     return createLocalBackend({ root: location.path });
   },
+  ssh: async (location, options) => {
+    const { openSshLocation } = await import("./ssh-location.js");
+    return openSshLocation(location, options);
+  },
 };

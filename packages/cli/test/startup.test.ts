@@ -32,6 +32,8 @@ describe("startup", () => {
       expect(modules.filter(workspaceModule(name))).toEqual([]);
     }
     expect(modules.some((url) => url.endsWith("/handlers/validate.js"))).toBe(false);
+    expect(modules.filter(workspaceModule("storage-ssh"))).toEqual([]);
+    expect(modules.filter((url) => url.includes("/node_modules/ssh2"))).toEqual([]);
   });
 
   it("loads the workflows once a command needs them", async () => {

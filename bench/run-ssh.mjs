@@ -1,0 +1,128 @@
+#!/usr/bin/env node
+// Benchmark: `distributor run` local → SSH against `rclone copy` to an sftp remote, both to the
+// same throwaway sshd on loopback (needs sshd, rclone, and `pnpm build` first).
+//
+//   pnpm build && node bench/run-ssh.mjs [--files 1000] [--size 102400] [--big 1073741824] [--runs 3]
+//
+// --files N     number of small files (default 1000; 0 for none)
+// --size BYTES  size of each small file (default 100 KiB)
+// --big BYTES   add one large file of this size (default none)
+// --runs N      timed repetitions of each command (default 3); the median is reported
+//
+// rclone runs with `shell_type none`, so it does not run md5sum remotely for every file.
+import { spawnSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { createWriteStream } from "node:fs";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+
+const repo = dirname(dirname(fileURLToPath(import.meta.url)));
+const bin = join(repo, "packages/cli/dist/bin.js");
+const { startSshd } = await import(join(repo, "packages/storage-ssh/dist/testing/index.js"));
+const { values } = parseArgs({
+  options: {
+    files: { type: "string", default: "1000" },
+    size: { type: "string", default: String(100 * 1024) },
+    big: { type: "string", default: "0" },
+    runs: { type: "string", default: "3" },
+  },
+});
+const files = Number(values.files);
+const size = Number(values.size);
+const big = Number(values.big);
+const runs = Number(values.runs);
+
+async function writeSized(path, bytes) {
+  const chunk = randomBytes(Math.min(bytes, 1 << 20));
+  const out = createWriteStream(path);
+  let left = bytes;
+  while (left > 0) {
+    const piece = left >= chunk.length ? chunk : chunk.subarray(0, left);
+    if (!out.write(piece)) await new Promise((resolve) => out.once("drain", resolve));
+    left -= piece.length;
+  }
+  await new Promise((resolve, reject) => out.end((error) => (error ? reject(error) : resolve())));
+}
+
+/** Runs a command under `/usr/bin/time -f %M` when available, for the peak RSS of any process. */
+function time(command, args, options = {}) {
+  const timed = ["-f", "peak_rss_kib=%M", command, ...args];
+  const start = process.hrtime.bigint();
+  const result = spawnSync("/usr/bin/time", timed, { encoding: "utf8", ...options });
+  const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+  if (result.status !== 0) {
+    throw new Error(`${command} ${args.join(" ")} failed (${result.status}):\n${result.stderr}`);
+  }
+  const peak = /peak_rss_kib=(\d+)/.exec(result.stderr ?? "");
+  return { seconds, peakRss: peak ? Number(peak[1]) * 1024 : undefined };
+}
+
+const median = (list) => [...list].sort((a, b) => a - b)[Math.floor(list.length / 2)];
+const mib = (bytes) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
+
+const work = await mkdtemp(join(tmpdir(), "distributor-bench-ssh-"));
+const sshd = await startSshd();
+try {
+  const bundle = join(work, "source", "bundle");
+  await mkdir(bundle, { recursive: true });
+  for (let i = 0; i < files; i++) {
+    const path = join(bundle, `dir${String(i % 20).padStart(2, "0")}`, `file${i}.bin`);
+    await mkdir(dirname(path), { recursive: true });
+    await writeSized(path, size);
+  }
+  if (big > 0) await writeSized(join(bundle, "large.bin"), big);
+  time("node", [bin, "manifest", "create", "--id", "bench.bundle", bundle]);
+  const knownHosts = join(work, "known_hosts");
+  await writeFile(knownHosts, sshd.knownHostsLine);
+  const dest = join(sshd.sftpRoot, "published");
+  const config = join(work, "bench.yml");
+  await writeFile(
+    config,
+    `pipelines:\n  - id: bench\n    source: {backend: local, path: ${join(work, "source")}}\n` +
+      `    validation: {max_files: ${files + 10}, max_total_size: 1000GB}\n` +
+      `    destinations:\n      - id: remote\n        backend: ssh\n        host: 127.0.0.1\n` +
+      `        port: ${sshd.port}\n        user: ${sshd.user}\n        path: ${dest}\n` +
+      `        private_key_file: ${sshd.clientKeyFile}\n        known_hosts_file: ${knownHosts}\n`,
+  );
+  const rcloneEnv = {
+    ...process.env,
+    RCLONE_CONFIG_BENCH_TYPE: "sftp",
+    RCLONE_CONFIG_BENCH_HOST: "127.0.0.1",
+    RCLONE_CONFIG_BENCH_PORT: String(sshd.port),
+    RCLONE_CONFIG_BENCH_USER: sshd.user,
+    RCLONE_CONFIG_BENCH_KEY_FILE: sshd.clientKeyFile,
+    RCLONE_CONFIG_BENCH_KNOWN_HOSTS_FILE: knownHosts,
+    RCLONE_CONFIG_BENCH_SHELL_TYPE: "none",
+  };
+  const rcloneDest = join(sshd.sftpRoot, "rclone");
+
+  const distributor = [];
+  const rclone = [];
+  for (let run = 0; run < runs; run++) {
+    await rm(dest, { recursive: true, force: true });
+    distributor.push(time("node", [bin, "run", "--config", config]));
+    await rm(rcloneDest, { recursive: true, force: true });
+    rclone.push(time("rclone", ["copy", bundle, `bench:${rcloneDest}`], { env: rcloneEnv }));
+  }
+  const total = files * size + big;
+  const d = median(distributor.map((r) => r.seconds));
+  const r = median(rclone.map((result) => result.seconds));
+  console.log(
+    `tree: ${files} files x ${size} B${big > 0 ? ` + 1 file of ${big} B` : ""} = ${mib(total)}`,
+  );
+  console.log(`distributor run (local -> ssh): median ${d.toFixed(2)} s over ${runs} runs`);
+  console.log(`rclone copy (sftp):             median ${r.toFixed(2)} s over ${runs} runs`);
+  console.log(`ratio distributor / rclone:     ${(d / r).toFixed(2)}x`);
+  console.log(
+    `peak RSS distributor:           ${mib(Math.max(...distributor.map((x) => x.peakRss ?? 0)))}`,
+  );
+  console.log(
+    `peak RSS rclone:                ${mib(Math.max(...rclone.map((x) => x.peakRss ?? 0)))}`,
+  );
+} finally {
+  await sshd.stop();
+  await rm(work, { recursive: true, force: true });
+}

@@ -1,0 +1,203 @@
+import type { Readable } from "node:stream";
+import {
+  type DeleteOptions,
+  mapBounded,
+  type OperationOptions,
+  type ReadOptions,
+  type StorageBackend,
+  type StorageEntry,
+  StorageError,
+  type StorageOperation,
+  type VersionedFile,
+  type WalkOptions,
+  type WriteData,
+  type WriteOptions,
+  type WriteResult,
+} from "@distributor/storage";
+import {
+  type BackendOperations,
+  frameBackend,
+  throwIfAborted,
+  type WriteOperation,
+} from "@distributor/storage/adapter";
+import { describeServer, openSession } from "./connect.js";
+import { BACKEND_NAME, hasStatus, STATUS, sshError, toStorageError } from "./errors.js";
+import { listDirectory } from "./list.js";
+import type { SshBackendOptions } from "./options.js";
+import { openReadStream, readWholeFile } from "./read.js";
+import { Remote, remoteVersion } from "./remote.js";
+import { emptyDirectory, pruneEmptyParents, removeTree } from "./remove.js";
+import type { Session } from "./session.js";
+import { walkTree } from "./walk.js";
+import { writeAtomically } from "./write.js";
+
+/** Targets of one managed delete checked or deleted at once. */
+const TARGETS_IN_FLIGHT = 16;
+
+/**
+ * Connects to the server and returns a backend over the directory `root` there. The one SSH
+ * connection is reused by every operation until `close`. See the package README for semantics.
+ */
+export async function createSshBackend(options: SshBackendOptions): Promise<StorageBackend> {
+  const session = await openSession(options);
+  const root = normaliseRoot(options.root);
+  const location = `${BACKEND_NAME}:${describeServer(options)}${root.startsWith("/") ? "" : "/"}${root}`;
+  return frameBackend(
+    {
+      name: BACKEND_NAME,
+      location,
+      mapError: (error, operation, path) => mapError(session, error, operation, path),
+    },
+    new SshOperations(new Remote(session, root)),
+  );
+}
+
+function normaliseRoot(root: string): string {
+  if (root === "" || root === ".") return ".";
+  const trimmed = root.replace(/\/+$/, "");
+  return trimmed === "" ? "/" : trimmed;
+}
+
+/** A dropped or timed-out connection is `unavailable`, whatever the request itself reported. */
+function mapError(
+  session: Session,
+  error: unknown,
+  operation: StorageOperation,
+  path: string,
+): StorageError {
+  if (error instanceof StorageError) return error;
+  const lost = session.lost;
+  if (lost !== undefined) return sshError("unavailable", operation, path, lost.message, error);
+  return toStorageError(error, operation, path);
+}
+
+class SshOperations implements BackendOperations {
+  constructor(readonly remote: Remote) {}
+
+  async readFile(path: string, options: ReadOptions): Promise<Uint8Array> {
+    return (await this.readVersioned(path, options)).bytes;
+  }
+
+  readVersioned(path: string, options: ReadOptions): Promise<VersionedFile> {
+    return readWholeFile(this.remote, path, options.maxBytes, options.signal);
+  }
+
+  openRead(path: string, options: OperationOptions): Promise<Readable> {
+    return openReadStream(this.remote, path, options.signal);
+  }
+
+  writeFile(
+    path: string,
+    data: WriteData,
+    operation: WriteOperation,
+    options: WriteOptions,
+  ): Promise<WriteResult> {
+    return writeAtomically(this.remote, path, data, options, operation);
+  }
+
+  async stat(path: string): Promise<StorageEntry> {
+    const state = await this.remote.inspect(path, "stat");
+    switch (state.kind) {
+      case "missing":
+      case "blocked":
+        throw sshError("not_found", "stat", path);
+      case "file":
+        return {
+          path,
+          kind: "file",
+          size: state.attrs.size,
+          modifiedAt: new Date(state.attrs.mtime * 1000),
+          version: remoteVersion(state.attrs),
+        };
+      case "directory":
+        return {
+          path,
+          kind: "directory",
+          size: 0,
+          modifiedAt: new Date(state.attrs.mtime * 1000),
+        };
+      case "other":
+        throw sshError("unsupported", "stat", path, "is not a regular file or directory");
+    }
+  }
+
+  walk(prefix: string, options: WalkOptions): Promise<StorageEntry[]> {
+    return walkTree(this.remote, prefix, options);
+  }
+
+  async hasAny(prefix: string): Promise<boolean> {
+    if (prefix !== "") {
+      const state = await this.remote.inspect(prefix, "has any");
+      if (state.kind === "missing" || state.kind === "blocked") return false;
+      if (state.kind !== "directory") return true;
+    }
+    const entries = await listDirectory(this.remote, this.remote.path(prefix), 1);
+    return entries !== undefined && entries.length > 0;
+  }
+
+  /** Checks every target before deleting any, so a bad target fails without a partial delete. */
+  async deleteManaged(
+    operation: StorageOperation,
+    targets: readonly string[],
+    options: DeleteOptions,
+  ): Promise<void> {
+    const { signal } = options;
+    const checked = await mapBounded(targets, TARGETS_IN_FLIGHT, async (target) => {
+      throwIfAborted(signal);
+      const state = await this.remote.inspect(target, operation);
+      if (state.kind === "missing" || state.kind === "blocked") {
+        if (options.ignoreMissing) return undefined;
+        throw sshError("not_found", operation, target);
+      }
+      if (state.kind === "directory") {
+        throw sshError("unsupported", operation, target, "is a directory, not a managed file");
+      }
+      if (state.kind === "other") {
+        throw sshError("unsupported", operation, target, "is not a regular file");
+      }
+      return target;
+    });
+    const present = checked.filter((target): target is string => target !== undefined);
+    await mapBounded(present, TARGETS_IN_FLIGHT, async (target) => {
+      throwIfAborted(signal);
+      try {
+        await this.remote.call((sftp, done) => sftp.unlink(this.remote.path(target), done));
+      } catch (error) {
+        if (!(options.ignoreMissing && hasStatus(error, STATUS.NO_SUCH_FILE))) {
+          throw toStorageError(error, operation, target);
+        }
+      }
+    });
+    if (options.pruneEmptyDirs) await pruneEmptyParents(this.remote, present);
+  }
+
+  async deletePrefix(prefix: string, options: DeleteOptions): Promise<void> {
+    const { signal } = options;
+    const keep = options.keep === undefined ? undefined : new Set(options.keep);
+    if (prefix === "") {
+      // The root is kept, and a root that does not exist yet is simply empty.
+      this.remote.forget("");
+      await emptyDirectory(this.remote, this.remote.path(""), keep, "", signal);
+      return;
+    }
+    const state = await this.remote.inspect(prefix, "delete prefix");
+    if (state.kind === "missing" || state.kind === "blocked") {
+      if (options.ignoreMissing) return;
+      throw sshError("not_found", "delete prefix", prefix);
+    }
+    if (state.kind === "other") {
+      throw sshError("unsupported", "delete prefix", prefix, "is not a regular file or directory");
+    }
+    this.remote.forget(prefix);
+    if (keep !== undefined && state.kind === "directory") {
+      await emptyDirectory(this.remote, this.remote.path(prefix), keep, "", signal);
+      return;
+    }
+    await removeTree(this.remote, this.remote.path(prefix), state.kind === "directory", signal);
+    if (options.pruneEmptyDirs) await pruneEmptyParents(this.remote, [prefix]);
+  }
+
+  close(): Promise<void> {
+    return this.remote.session.close();
+  }
+}

@@ -1,0 +1,187 @@
+import type { Client, ConnectConfig } from "ssh2";
+import SftpClient from "ssh2-sftp-client";
+import { sshError } from "./errors.js";
+import { checkHostKey, decideHostKey, recordedKeyTypes } from "./known-hosts/check.js";
+import { appendKnownHost, readKnownHosts } from "./known-hosts/file.js";
+import { knownHostsLine } from "./known-hosts/parse.js";
+import type { SshAuthentication, SshBackendOptions } from "./options.js";
+import { Session } from "./session.js";
+
+const DEFAULT_CONNECT_TIMEOUT_MS = 20_000;
+const DEFAULT_OPERATION_TIMEOUT_MS = 60_000;
+const DEFAULT_MAX_REQUESTS = 64;
+const DEFAULT_CHANNELS = 4;
+
+/** Host key algorithms ssh2 can use for each key type a `known_hosts` line records. */
+const ALGORITHMS_BY_KEY_TYPE: Record<string, string[]> = {
+  "ssh-ed25519": ["ssh-ed25519"],
+  "ecdsa-sha2-nistp256": ["ecdsa-sha2-nistp256"],
+  "ecdsa-sha2-nistp384": ["ecdsa-sha2-nistp384"],
+  "ecdsa-sha2-nistp521": ["ecdsa-sha2-nistp521"],
+  "ssh-rsa": ["rsa-sha2-512", "rsa-sha2-256", "ssh-rsa"],
+};
+
+export function describeServer(options: SshBackendOptions): string {
+  return `${options.user}@${options.host}:${options.port ?? 22}`;
+}
+
+/**
+ * Opens the one SSH connection and SFTP session a backend uses. The server's host key is checked
+ * against `known_hosts` before authentication; an unknown key accepted under `accept_new` is
+ * recorded only once the session is up, and never in a dry run. Failures are `StorageError`s of
+ * the `open backend` operation: `permission` for host key and authentication refusals,
+ * `unavailable` for everything that may pass (refused connection, timeout).
+ */
+export async function openSession(options: SshBackendOptions): Promise<Session> {
+  const port = options.port ?? 22;
+  const policy = options.hostKeyPolicy ?? "strict";
+  const label = describeServer(options);
+  const fail = (kind: "permission" | "unavailable", detail: string, cause?: unknown) =>
+    sshError(kind, "open backend", "", `${label}: ${detail}`, cause);
+
+  let entries: Awaited<ReturnType<typeof readKnownHosts>>;
+  try {
+    entries = await readKnownHosts(options.knownHostsFile);
+  } catch (error) {
+    throw fail(
+      "permission",
+      `cannot read known_hosts file ${options.knownHostsFile}: ${(error as Error).message}`,
+      error,
+    );
+  }
+  const auth = await authenticationConfig(options.authentication, fail);
+
+  let refusal: string | undefined;
+  let toRecord: Buffer | undefined;
+  const preferred = recordedKeyTypes(entries, options.host, port).flatMap(
+    (type) => ALGORITHMS_BY_KEY_TYPE[type] ?? [],
+  );
+  const config: ConnectConfig = {
+    host: options.host,
+    port,
+    username: options.user,
+    ...auth,
+    readyTimeout: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+    keepaliveInterval: 15_000,
+    keepaliveCountMax: 3,
+    hostVerifier: (key: Buffer) => {
+      const decision = decideHostKey(checkHostKey(entries, options.host, port, key), policy, {
+        host: options.host,
+        port,
+        key,
+        knownHostsFile: options.knownHostsFile,
+      });
+      if (decision.action === "refuse") {
+        refusal = decision.reason;
+        return false;
+      }
+      if (decision.action === "record") toRecord = Buffer.from(key);
+      return true;
+    },
+    ...(preferred.length > 0 ? { algorithms: { serverHostKey: { prepend: preferred } } } : {}),
+  } as ConnectConfig;
+
+  // The wrapper's global listeners would print to the console; the session reports instead.
+  const ignore = () => undefined;
+  const client = new SftpClient("distributor", { error: ignore, end: ignore, close: ignore });
+  // SFTP is request/response: without TCP_NODELAY, Nagle's algorithm and delayed ACKs add tens of
+  // milliseconds to every round trip.
+  client.on("connect", () => (client as unknown as { client: Client }).client.setNoDelay(true));
+  const started = Date.now();
+  let sftp: Awaited<ReturnType<SftpClient["connect"]>>;
+  const abort = () => client.end().catch(() => undefined);
+  options.signal?.addEventListener("abort", abort, { once: true });
+  try {
+    sftp = await client.connect(config);
+  } catch (error) {
+    await client.end().catch(() => undefined);
+    options.signal?.throwIfAborted();
+    if (refusal !== undefined) throw fail("permission", refusal, error);
+    throw connectError(error, fail, Date.now() - started);
+  } finally {
+    options.signal?.removeEventListener("abort", abort);
+  }
+  const session = new Session(client, [sftp], {
+    label,
+    maxRequests: options.maxRequests ?? DEFAULT_MAX_REQUESTS,
+    timeoutMs: options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS,
+  });
+  // More channels open in the background: the first request need not wait for them, and a
+  // server that allows fewer sessions simply leaves us with fewer.
+  openExtraChannels(client, session, (options.channels ?? DEFAULT_CHANNELS) - 1);
+  if (toRecord !== undefined && !options.dryRun) {
+    try {
+      await appendKnownHost(options.knownHostsFile, knownHostsLine(options.host, port, toRecord));
+    } catch (error) {
+      await session.close();
+      throw fail(
+        "permission",
+        `cannot record the host key in ${options.knownHostsFile}: ${(error as Error).message}`,
+        error,
+      );
+    }
+  }
+  return session;
+}
+
+/** Opens more SFTP channels on the connection (each is its own sftp-server on the host). */
+function openExtraChannels(client: SftpClient, session: Session, count: number): void {
+  const ssh = (client as unknown as { client: Client }).client;
+  for (let index = 0; index < count; index++) {
+    try {
+      ssh.sftp((error, channel) => {
+        if (error === undefined || error === null) session.addChannel(channel);
+      });
+    } catch {
+      return;
+    }
+  }
+}
+
+type Fail = (kind: "permission" | "unavailable", detail: string, cause?: unknown) => Error;
+
+async function authenticationConfig(
+  authentication: SshAuthentication,
+  fail: Fail,
+): Promise<Partial<ConnectConfig>> {
+  switch (authentication.method) {
+    case "private_key":
+      return {
+        privateKey: authentication.privateKey,
+        ...(authentication.passphrase === undefined
+          ? {}
+          : { passphrase: authentication.passphrase }),
+      };
+    case "password":
+      return { password: authentication.password };
+    case "agent": {
+      const socket = authentication.socket ?? process.env.SSH_AUTH_SOCK;
+      if (socket === undefined || socket === "") {
+        throw fail(
+          "permission",
+          "no authentication configured: set private_key_file, private_key_env or password_env, or run an SSH agent (SSH_AUTH_SOCK is not set)",
+        );
+      }
+      return { agent: socket };
+    }
+  }
+}
+
+function connectError(error: unknown, fail: Fail, elapsedMs: number): Error {
+  const message = error instanceof Error ? error.message : String(error);
+  const level = (error as { level?: unknown }).level;
+  if (level === "client-authentication" || /authentication methods failed/i.test(message)) {
+    return fail("permission", `authentication failed: ${message}`, error);
+  }
+  if (/privateKey|passphrase|Cannot parse/i.test(message)) {
+    return fail("permission", `the private key cannot be used: ${message}`, error);
+  }
+  if (level === "client-timeout" || /Timed out/i.test(message)) {
+    return fail(
+      "unavailable",
+      `no SSH handshake within ${Math.round(elapsedMs / 1000)}s: ${message}`,
+      error,
+    );
+  }
+  return fail("unavailable", `cannot connect: ${message}`, error);
+}

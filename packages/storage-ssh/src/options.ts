@@ -1,0 +1,39 @@
+import type { HostKeyPolicy } from "./known-hosts/check.js";
+
+/** How the backend authenticates; secrets are values here, resolved by the caller. */
+export type SshAuthentication =
+  | { method: "private_key"; privateKey: string | Buffer; passphrase?: string }
+  | { method: "password"; password: string }
+  /** The SSH agent listening on `socket` (default `SSH_AUTH_SOCK`). */
+  | { method: "agent"; socket?: string };
+
+export interface SshBackendOptions {
+  host: string;
+  /** Default 22. */
+  port?: number;
+  user: string;
+  /**
+   * Root directory on the server every logical path is confined to; a relative path is relative
+   * to the login directory.
+   */
+  root: string;
+  authentication: SshAuthentication;
+  /** Absolute path of the OpenSSH `known_hosts` file checked (and, for `accept_new`, updated). */
+  knownHostsFile: string;
+  /** Default `strict`. */
+  hostKeyPolicy?: HostKeyPolicy;
+  /** Never write `known_hosts` (a dry run): an unknown key is accepted for this session only. */
+  dryRun?: boolean;
+  /** Time allowed for TCP connect, key exchange and authentication (default 20 s). */
+  connectTimeoutMs?: number;
+  /** Time one SFTP request may go unanswered before the session is given up (default 60 s). */
+  operationTimeoutMs?: number;
+  /** SFTP requests outstanding at once over the one connection (default 64). */
+  maxRequests?: number;
+  /**
+   * SFTP channels opened on the one connection (default 4). OpenSSH serves each channel's
+   * requests one at a time, so several let files transfer (and fsync) side by side.
+   */
+  channels?: number;
+  signal?: AbortSignal;
+}

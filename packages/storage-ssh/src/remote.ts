@@ -1,0 +1,169 @@
+import type { StorageOperation } from "@distributor/storage";
+import type { Attributes, FileEntryWithStats, SFTPWrapper } from "ssh2";
+import { hasStatus, STATUS, sshError } from "./errors.js";
+import type { Session } from "./session.js";
+
+const S_IFMT = 0o170000;
+const S_IFDIR = 0o040000;
+const S_IFREG = 0o100000;
+const S_IFLNK = 0o120000;
+
+export type RemoteKind = "file" | "directory" | "symlink" | "other";
+
+export function kindOf(attrs: Attributes): RemoteKind {
+  switch (attrs.mode & S_IFMT) {
+    case S_IFREG:
+      return "file";
+    case S_IFDIR:
+      return "directory";
+    case S_IFLNK:
+      return "symlink";
+    default:
+      return "other";
+  }
+}
+
+/**
+ * Version token of a remote file. SFTP v3 attributes carry no inode and whole-second mtimes, so
+ * the token is size and mtime; writes through this backend make it unique per path by giving
+ * every replacement an mtime past the one it replaces (see `write.ts`).
+ */
+export function remoteVersion(attrs: Attributes): string {
+  return `${attrs.size.toString(16)}-${attrs.mtime.toString(16)}`;
+}
+
+/** What lies at a logical path, found without following any symlink below the root. */
+export type PathState =
+  | { kind: "missing"; existing: number }
+  | { kind: "blocked"; at: string }
+  | { kind: "file"; attrs: Attributes }
+  | { kind: "directory"; attrs: Attributes }
+  | { kind: "other"; attrs: Attributes };
+
+/**
+ * The remote side of one backend: its root, its session, and the directories below the root it
+ * has already seen to be real directories (not symlinks). The cache lives as long as the backend,
+ * which distributor opens per run, so a publish checks each directory once instead of once per
+ * path segment of every file.
+ */
+export class Remote {
+  readonly #verified: Set<string>;
+  readonly #shared: { rootReady: boolean };
+  readonly #lane: number | undefined;
+
+  constructor(
+    readonly session: Session,
+    readonly root: string,
+    shared?: { verified: Set<string>; state: { rootReady: boolean }; lane: number },
+  ) {
+    this.#verified = shared?.verified ?? new Set();
+    this.#shared = shared?.state ?? { rootReady: false };
+    this.#lane = shared?.lane;
+  }
+
+  /** Set once the root is known to exist as a directory (it is created on first write). */
+  get rootReady(): boolean {
+    return this.#shared.rootReady;
+  }
+
+  set rootReady(ready: boolean) {
+    this.#shared.rootReady = ready;
+  }
+
+  /**
+   * The same remote with every request on one channel, for an operation holding a handle (a
+   * handle is only valid on the channel that opened it).
+   */
+  onLane(): Remote {
+    return new Remote(this.session, this.root, {
+      verified: this.#verified,
+      state: this.#shared,
+      lane: this.session.lane(),
+    });
+  }
+
+  /** Remote path of a logical path or prefix. */
+  path(logical: string): string {
+    if (logical === "") return this.root;
+    return this.root === "/" ? `/${logical}` : `${this.root}/${logical}`;
+  }
+
+  call<T>(send: (sftp: SFTPWrapper, done: (error: unknown, value?: T) => void) => void) {
+    return this.session.request<T>(send, this.#lane);
+  }
+
+  /** lstat of a logical path, or undefined when it does not exist. */
+  async lstat(logical: string): Promise<Attributes | undefined> {
+    try {
+      return await this.call<Attributes>((sftp, done) => sftp.lstat(this.path(logical), done));
+    } catch (error) {
+      if (hasStatus(error, STATUS.NO_SUCH_FILE)) return undefined;
+      throw error;
+    }
+  }
+
+  markVerified(directory: string): void {
+    this.#verified.add(directory);
+  }
+
+  /** Forgets a directory (and everything below it) once it has been removed. */
+  forget(directory: string): void {
+    if (directory === "") {
+      this.#verified.clear();
+      return;
+    }
+    for (const known of this.#verified) {
+      if (known === directory || known.startsWith(`${directory}/`)) this.#verified.delete(known);
+    }
+  }
+
+  /**
+   * Lstats the path and each ancestor not yet verified, all at once, then reads the answers from
+   * the root down: a symlink anywhere below the root is refused (`unsupported`), never followed.
+   * The root itself is trusted operator configuration.
+   */
+  async inspect(logical: string, operation: StorageOperation): Promise<PathState> {
+    const segments = logical.split("/");
+    const partials = segments.map((_, index) => segments.slice(0, index + 1).join("/"));
+    const answers = await Promise.all(
+      partials.map((partial, index) =>
+        index < partials.length - 1 && this.#verified.has(partial)
+          ? Promise.resolve<Attributes | "verified" | undefined>("verified")
+          : // Below a file OpenSSH answers "no such file" (ENOTDIR), read as missing here.
+            this.lstat(partial),
+      ),
+    );
+    for (let index = 0; index < partials.length; index++) {
+      const partial = partials[index] as string;
+      const attrs = answers[index];
+      if (attrs === "verified") continue;
+      if (attrs === undefined) return { kind: "missing", existing: index };
+      const kind = kindOf(attrs);
+      if (kind === "symlink") throw symlinkRefused(operation, logical, partial);
+      const last = index === partials.length - 1;
+      if (!last) {
+        if (kind !== "directory") return { kind: "blocked", at: partial };
+        this.#verified.add(partial);
+        continue;
+      }
+      if (kind === "file") return { kind: "file", attrs };
+      if (kind === "directory") {
+        this.#verified.add(partial);
+        return { kind: "directory", attrs };
+      }
+      return { kind: "other", attrs };
+    }
+    return { kind: "missing", existing: 0 };
+  }
+}
+
+export function symlinkRefused(operation: StorageOperation, path: string, symlinkPath: string) {
+  return sshError(
+    "unsupported",
+    operation,
+    path,
+    `"${symlinkPath}" is a symlink; symlinks are refused`,
+  );
+}
+
+export type { FileEntryWithStats };

@@ -1,0 +1,477 @@
+import { execFile, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Readable } from "node:stream";
+import { promisify } from "node:util";
+import type { StorageBackend } from "@distributor/storage";
+import { expectStorageError } from "@distributor/storage/testing";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { createSshBackend, fingerprint, hashHostName } from "../src/index.js";
+import { generateKey, startSshd, type TestSshd } from "../src/testing/index.js";
+import { backendOptions, freshRoot, server, sshd } from "./fixture.js";
+
+const run = promisify(execFile);
+
+describe.skipIf(sshd === null)("ssh backend", () => {
+  let dir: string;
+  const opened: StorageBackend[] = [];
+  const servers: TestSshd[] = [];
+
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), "distributor-ssh-"));
+  });
+  afterEach(async () => {
+    for (const backend of opened.splice(0)) await backend.close();
+    for (const started of servers.splice(0)) await started.stop();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  const open = async (...args: Parameters<typeof backendOptions>) => {
+    const backend = await createSshBackend(backendOptions(...args));
+    opened.push(backend);
+    return backend;
+  };
+  const ownServer = async (options: Parameters<typeof startSshd>[0] = {}) => {
+    const started = await startSshd(options);
+    servers.push(started);
+    return started;
+  };
+
+  it("names itself and the server it is rooted at", async () => {
+    const root = await freshRoot();
+    const backend = await open(root);
+    expect(backend.name).toBe("ssh");
+    expect(backend.location).toBe(`ssh:${server().user}@127.0.0.1:${server().port}${root}`);
+  });
+
+  it("serves a whole run over one connection", async () => {
+    const own = await ownServer();
+    const knownHostsFile = join(dir, "known_hosts");
+    await writeFile(knownHostsFile, own.knownHostsLine);
+    const started = performance.now();
+    const backend = await createSshBackend({
+      host: own.host,
+      port: own.port,
+      user: own.user,
+      root: own.sftpRoot,
+      authentication: { method: "private_key", privateKey: await readFile(own.clientKeyFile) },
+      knownHostsFile,
+      maxRequests: 4,
+    });
+    const connectMs = performance.now() - started;
+    opened.push(backend);
+    const paths = Array.from({ length: 40 }, (_, index) => `d${index % 4}/f${index}.txt`);
+    await Promise.all(paths.map((path) => backend.writeFile(path, path)));
+    await Promise.all(paths.map((path) => backend.readFile(path)));
+    expect(await backend.walk("", { recursive: true, limit: 100 })).toHaveLength(44);
+    await backend.deletePrefix("");
+    const accepted = own.log().match(/Accepted publickey/g) ?? [];
+    expect(accepted).toHaveLength(1);
+    console.info(`connection setup (TCP, key exchange, auth, SFTP): ${connectMs.toFixed(0)} ms`);
+
+    // close ends the session on the server too.
+    opened.splice(opened.indexOf(backend), 1);
+    await backend.close();
+    for (
+      let attempt = 0;
+      attempt < 100 && !/Disconnected from|Received disconnect/.test(own.log());
+      attempt++
+    ) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(own.log()).toMatch(/Disconnected from|Received disconnect/);
+    await expectStorageError(backend.stat("d0/f0.txt"), "unavailable");
+  });
+
+  it("gives up on a server that accepts TCP but never speaks SSH, with unavailable", async () => {
+    const { createServer } = await import("node:net");
+    const sockets: import("node:net").Socket[] = [];
+    const silent = createServer((socket) => sockets.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    const port = (silent.address() as import("node:net").AddressInfo).port;
+    try {
+      const started = Date.now();
+      const error = await expectStorageError(
+        open(await freshRoot(), { port, connectTimeoutMs: 500 }),
+        "unavailable",
+      );
+      expect(Date.now() - started).toBeLessThan(5_000);
+      expect(error.message).toContain("no SSH handshake within");
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
+  });
+
+  it("lets exactly one of several compare-and-swaps of one version win", async () => {
+    const root = await freshRoot();
+    const backend = await open(root);
+    const { version } = await backend.writeFile("state/.distributor.json", "v1");
+    const attempts = await Promise.allSettled(
+      Array.from({ length: 8 }, (_, index) =>
+        backend.writeFile("state/.distributor.json", `v2 by ${index}`, { ifMatch: version }),
+      ),
+    );
+    const winners = attempts.flatMap((attempt, index) =>
+      attempt.status === "fulfilled" ? [index] : [],
+    );
+    expect(winners).toHaveLength(1);
+    for (const attempt of attempts) {
+      if (attempt.status === "rejected") expect(attempt.reason).toMatchObject({ kind: "conflict" });
+    }
+    expect(await readFile(join(root, "state", ".distributor.json"), "utf8")).toBe(
+      `v2 by ${winners[0]}`,
+    );
+    expect(await readdir(join(root, "state"))).toEqual([".distributor.json"]);
+  });
+
+  describe("host keys", () => {
+    it("strict: refuses an unknown host key, naming host, port and fingerprint, and writes nothing", async () => {
+      const knownHostsFile = join(dir, "known_hosts");
+      await writeFile(knownHostsFile, "# nothing trusted yet\n");
+      const root = join(await freshRoot(), "never-created");
+      const error = await expectStorageError(
+        open(root, { knownHostsFile, hostKeyPolicy: "strict" }),
+        "permission",
+      );
+      const hostKey = Buffer.from(server().knownHostsLine.trim().split(" ")[2] as string, "base64");
+      expect(error.message).toContain(`host 127.0.0.1 port ${server().port}`);
+      expect(error.message).toContain(fingerprint(hostKey));
+      expect(error.message).toContain(knownHostsFile);
+      expect(error.message).toContain("not in");
+      expect(await readFile(knownHostsFile, "utf8")).toBe("# nothing trusted yet\n");
+      await expect(stat(root)).rejects.toMatchObject({ code: "ENOENT" });
+    });
+
+    it("prints the fingerprint exactly as ssh-keygen -l does", async () => {
+      const { stdout } = await run("ssh-keygen", ["-l", "-f", `${server().hostKeyFile}.pub`]);
+      const printed = stdout.split(" ")[1];
+      const hostKey = Buffer.from(server().knownHostsLine.trim().split(" ")[2] as string, "base64");
+      expect(fingerprint(hostKey)).toBe(printed);
+    });
+
+    it("accept_new: records an unknown key atomically, then refuses a changed key", async () => {
+      const first = await ownServer();
+      const knownHostsFile = join(dir, "ssh", "known_hosts");
+      const options = {
+        host: first.host,
+        port: first.port,
+        user: first.user,
+        root: first.sftpRoot,
+        authentication: {
+          method: "private_key" as const,
+          privateKey: await readFile(first.clientKeyFile),
+        },
+        knownHostsFile,
+        hostKeyPolicy: "accept_new" as const,
+      };
+      // A dry run trusts the key for its own session only.
+      const dry = await createSshBackend({ ...options, dryRun: true });
+      await dry.close();
+      await expect(stat(knownHostsFile)).rejects.toMatchObject({ code: "ENOENT" });
+
+      const backend = await createSshBackend(options);
+      await backend.writeFile("a.txt", "recorded");
+      await backend.close();
+      expect(await readFile(knownHostsFile, "utf8")).toBe(first.knownHostsLine);
+      // Now known: strict accepts it, and nothing is appended twice.
+      await (await createSshBackend({ ...options, hostKeyPolicy: "strict" })).close();
+      await (await createSshBackend(options)).close();
+      expect(await readFile(knownHostsFile, "utf8")).toBe(first.knownHostsLine);
+      expect((await readdir(join(dir, "ssh"))).sort()).toEqual(["known_hosts"]);
+
+      // Same address, new host key: refused under accept_new too.
+      await first.stop();
+      servers.splice(servers.indexOf(first), 1);
+      const second = await ownServer({ port: first.port });
+      const error = await expectStorageError(
+        createSshBackend({
+          ...options,
+          root: second.sftpRoot,
+          authentication: {
+            method: "private_key",
+            privateKey: await readFile(second.clientKeyFile),
+          },
+        }),
+        "permission",
+      );
+      expect(error.message).toContain("has changed");
+      expect(error.message).toContain(`port ${first.port}`);
+      expect(error.message).toContain(fingerprint(second.hostKey));
+      expect(error.message).toContain(fingerprint(first.hostKey));
+      expect(await readFile(knownHostsFile, "utf8")).toBe(first.knownHostsLine);
+    });
+
+    it("matches a hashed known_hosts entry", async () => {
+      const [name, type, key] = server().knownHostsLine.trim().split(" ");
+      const knownHostsFile = join(dir, "known_hosts");
+      const hashed = `${hashHostName(name as string, randomBytes(20))} ${type} ${key}\n`;
+      await writeFile(knownHostsFile, hashed);
+      const backend = await open(await freshRoot(), { knownHostsFile });
+      await backend.writeFile("x.txt", "x");
+      expect(await readFile(knownHostsFile, "utf8")).toBe(hashed);
+    });
+
+    it("refuses a key marked @revoked", async () => {
+      const [, type, key] = server().knownHostsLine.trim().split(" ");
+      const knownHostsFile = join(dir, "known_hosts");
+      await writeFile(knownHostsFile, `${server().knownHostsLine}@revoked * ${type} ${key}\n`);
+      const error = await expectStorageError(
+        open(await freshRoot(), { knownHostsFile, hostKeyPolicy: "accept_new" }),
+        "permission",
+      );
+      expect(error.message).toContain("@revoked");
+    });
+  });
+
+  describe("authentication", () => {
+    it("fails with permission for a client key the server does not know", async () => {
+      const other = join(dir, "other_key");
+      await generateKey(other);
+      const error = await expectStorageError(
+        open(await freshRoot(), {
+          authentication: { method: "private_key", privateKey: await readFile(other) },
+        }),
+        "permission",
+      );
+      expect(error.message).toContain("authentication failed");
+      expect(error.message).toContain(`${server().user}@127.0.0.1:${server().port}`);
+    });
+
+    it("fails with permission for an encrypted key without its passphrase", async () => {
+      const key = join(dir, "locked_key");
+      await run("ssh-keygen", ["-q", "-t", "ed25519", "-N", "secret words", "-f", key]);
+      await expectStorageError(
+        open(await freshRoot(), {
+          authentication: { method: "private_key", privateKey: await readFile(key) },
+        }),
+        "permission",
+      );
+    });
+
+    it("fails with permission for a password the server does not accept", async () => {
+      await expectStorageError(
+        open(await freshRoot(), { authentication: { method: "password", password: "nope" } }),
+        "permission",
+      );
+    });
+
+    it("authenticates through an SSH agent", async () => {
+      const socket = join(dir, "agent.sock");
+      const agent = spawn("ssh-agent", ["-D", "-a", socket], { stdio: "ignore" });
+      try {
+        for (let attempt = 0; attempt < 50; attempt++) {
+          if (
+            await stat(socket).then(
+              () => true,
+              () => false,
+            )
+          )
+            break;
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+        await run("ssh-add", [server().clientKeyFile], {
+          env: { ...process.env, SSH_AUTH_SOCK: socket },
+        });
+        const backend = await open(await freshRoot(), {
+          authentication: { method: "agent", socket },
+        });
+        await backend.writeFile("agent.txt", "via agent");
+        expect(Buffer.from(await backend.readFile("agent.txt")).toString()).toBe("via agent");
+      } finally {
+        agent.kill();
+      }
+    });
+
+    it("reports a missing agent as permission, naming the settings to use", async () => {
+      const error = await expectStorageError(
+        open(await freshRoot(), { authentication: { method: "agent", socket: "" } }),
+        "permission",
+      );
+      expect(error.message).toContain("SSH_AUTH_SOCK");
+    });
+
+    it("reports a refused connection as unavailable", async () => {
+      const { freePort } = await import("../src/testing/index.js");
+      const port = await freePort();
+      const error = await expectStorageError(open(await freshRoot(), { port }), "unavailable");
+      expect(error.message).toContain(`:${port}`);
+    });
+  });
+
+  describe("symlinks and odd names", () => {
+    it("refuses a symlinked ancestor for every operation and never follows it", async () => {
+      const root = await freshRoot();
+      const outside = join(dir, "outside");
+      await mkdir(outside);
+      await writeFile(join(outside, "secret.txt"), "outside bytes");
+      await symlink(outside, join(root, "link"));
+      const backend = await open(root);
+      for (const call of [
+        () => backend.readFile("link/secret.txt"),
+        () => backend.openRead("link/secret.txt"),
+        () => backend.stat("link/secret.txt"),
+        () => backend.writeFile("link/new.txt", "x"),
+        () => backend.writeFile("link/secret.txt", "x", { overwrite: true }),
+        () => backend.deleteManagedOutputs("link", ["secret.txt"]),
+        () => backend.deletePrefix("link/secret.txt"),
+        () => backend.walk("link", { recursive: true, limit: 10 }),
+      ]) {
+        const error = await expectStorageError(call(), "unsupported");
+        expect(error.message).toContain('"link" is a symlink');
+      }
+      expect(await readdir(outside)).toEqual(["secret.txt"]);
+      expect(await readFile(join(outside, "secret.txt"), "utf8")).toBe("outside bytes");
+    });
+
+    it("refuses a symlinked file and lists symlinks without following them", async () => {
+      const root = await freshRoot();
+      await writeFile(join(dir, "target.txt"), "outside");
+      await symlink(join(dir, "target.txt"), join(root, "file-link.txt"));
+      const backend = await open(root);
+      await expectStorageError(backend.readFile("file-link.txt"), "unsupported");
+      await expectStorageError(
+        backend.writeFile("file-link.txt", "x", { overwrite: true }),
+        "unsupported",
+      );
+      expect(await backend.walk("", { recursive: true, limit: 10 })).toMatchObject([
+        { path: "file-link.txt", kind: "symlink", size: 0 },
+      ]);
+      // deletePrefix("") removes the link itself, never its target.
+      await backend.deletePrefix("");
+      expect(await readFile(join(dir, "target.txt"), "utf8")).toBe("outside");
+    });
+
+    it("refuses a directory replaced by a symlink after the cache forgot it", async () => {
+      const root = await freshRoot();
+      const backend = await open(root);
+      await backend.writeFile("site/a.txt", "a");
+      await backend.deletePrefix("site");
+      await symlink(dir, join(root, "site"));
+      await expectStorageError(backend.writeFile("site/b.txt", "b"), "unsupported");
+      expect(await readdir(dir)).not.toContain("b.txt");
+    });
+
+    it("escapes names that are not logical paths and reports their problem", async () => {
+      const root = await freshRoot();
+      await writeFile(join(root, "bad\u0001name"), "c");
+      await writeFile(join(root, "back\\slash"), "b");
+      await writeFile(Buffer.concat([Buffer.from(`${root}/`), Buffer.from([0x6e, 0xff])]), "n");
+      const backend = await open(root);
+      const entries = await backend.walk("", { limit: 10 });
+      expect(entries.map((entry) => [entry.path, entry.nameProblem !== undefined])).toEqual([
+        ["back\\\\slash", true],
+        ["bad\\x01name", true],
+        ["n\\ufffd", true],
+      ]);
+      for (const entry of entries) expect(entry.path).toContain("\\");
+    });
+  });
+
+  describe("failures", () => {
+    it("removes its temp file when the commit fails: a racing creator wins a no-clobber write", async () => {
+      const root = await freshRoot();
+      const backend = await open(root);
+      await backend.writeFile("dir/x.txt", "x");
+      let pulls = 0;
+      const source = new Readable({
+        read() {
+          pulls++;
+          if (pulls === 1) this.push(Buffer.from("ours"));
+          else {
+            // Someone else creates the target while our bytes are still streaming.
+            writeFile(join(root, "dir", "y.txt"), "theirs").then(() => this.push(null));
+          }
+        },
+      });
+      await expectStorageError(backend.writeFile("dir/y.txt", source), "already_exists");
+      expect((await readdir(join(root, "dir"))).sort()).toEqual(["x.txt", "y.txt"]);
+      expect(await readFile(join(root, "dir", "y.txt"), "utf8")).toBe("theirs");
+    });
+
+    it("fails the running write with unavailable when sshd is killed, and the next run recovers", async () => {
+      const own = await ownServer();
+      const options = {
+        host: own.host,
+        port: own.port,
+        user: own.user,
+        root: own.sftpRoot,
+        authentication: {
+          method: "private_key" as const,
+          privateKey: await readFile(own.clientKeyFile),
+        },
+        knownHostsFile: join(dir, "known_hosts"),
+      };
+      await writeFile(options.knownHostsFile, own.knownHostsLine);
+      const backend = await createSshBackend(options);
+      let sent = 0;
+      const source = new Readable({
+        read() {
+          sent++;
+          if (sent <= 4) this.push(Buffer.alloc(256 * 1024, 1));
+          else if (sent === 5) own.kill().catch(() => undefined);
+        },
+      });
+      const started = Date.now();
+      const error = await expectStorageError(
+        backend.writeFile("big/file.bin", source),
+        "unavailable",
+      );
+      expect(Date.now() - started).toBeLessThan(10_000);
+      expect(error.message).toContain(`connection to ${own.user}@127.0.0.1:${own.port} was lost`);
+      expect(error.path).toBe("big/file.bin");
+      // Every later call fails the same way instead of hanging.
+      await expectStorageError(backend.stat("big/file.bin"), "unavailable");
+      await backend.close();
+
+      // The server comes back: the target never appeared; the temp file the crash left is the
+      // reserved name that the commit protocol's recovery deletes.
+      const again = await startSshd({
+        port: own.port,
+        hostKeyFile: own.hostKeyFile,
+        directory: own.directory,
+      });
+      servers.push(again);
+      const next = await createSshBackend(options);
+      const left = await next.walk("", { recursive: true, limit: 10 });
+      for (const entry of left.filter((listed) => listed.kind === "file")) {
+        expect(entry.path).toMatch(/^big\/\.distributor\.[0-9a-f]{16}\.tmp$/);
+      }
+      await expectStorageError(next.stat("big/file.bin"), "not_found");
+      await next.writeFile("big/file.bin", "recovered");
+      expect(Buffer.from(await next.readFile("big/file.bin")).toString()).toBe("recovered");
+      await next.close();
+    });
+
+    it("fails a request the server does not answer in time with unavailable", async () => {
+      const own = await ownServer();
+      const knownHostsFile = join(dir, "known_hosts");
+      await writeFile(knownHostsFile, own.knownHostsLine);
+      const backend = await createSshBackend({
+        host: own.host,
+        port: own.port,
+        user: own.user,
+        root: own.sftpRoot,
+        authentication: { method: "private_key", privateKey: await readFile(own.clientKeyFile) },
+        knownHostsFile,
+        operationTimeoutMs: 1_000,
+      });
+      opened.push(backend);
+      await backend.writeFile("a.txt", "a");
+      // The connection stays open, but nothing answers.
+      await own.suspendConnections();
+      try {
+        const started = Date.now();
+        const error = await expectStorageError(backend.stat("a.txt"), "unavailable");
+        expect(Date.now() - started).toBeLessThan(5_000);
+        expect(error.message).toContain("no answer from");
+        expect(error.message).toContain("within 1s");
+        await expectStorageError(backend.readFile("a.txt"), "unavailable");
+      } finally {
+        await own.resumeConnections();
+      }
+    });
+  });
+});
