@@ -1,0 +1,8 @@
+import { packageProject } from "../../vitest.shared.ts";
+
+// One Ceph RGW gateway serves every suite of a run; the global setup starts and stops it.
+export default packageProject("storage-s3", {
+  globalSetup: ["test/global-setup.ts"],
+  testTimeout: 60_000,
+  hookTimeout: 60_000,
+});
