@@ -211,8 +211,10 @@ class S3Operations implements BackendOperations {
         options.size,
         this.tuning,
       );
-      const version = versionOf(result.etag) ?? (await this.#head(path, signal))?.version;
-      return { version: version ?? "" };
+      // Some services (Ceph RGW for multipart uploads) answer without an ETag; HEAD has it.
+      const version = versionOf(result.etag) || (await this.#head(path, signal))?.version;
+      if (!version) throw s3Error("unavailable", operation, path, "the service reported no ETag");
+      return { version };
     } catch (error) {
       signal?.throwIfAborted();
       throw await this.#writeFailure(error, condition, operation, path);
@@ -283,7 +285,8 @@ class S3Operations implements BackendOperations {
     const operation = "delete prefix";
     const keep = new Set(options.keep ?? []);
     const pending: string[] = [];
-    let found = false;
+    // The root always exists; only a named prefix can be missing.
+    let found = prefix === "";
     const flush = async (all: boolean) => {
       while (pending.length >= 1000 || (all && pending.length > 0)) {
         const batch = pending.splice(0, 1000);

@@ -111,11 +111,13 @@ function addRelative(
     const isFile = last && !marker && object !== undefined;
     const problem = pathProblem(segment);
     if (problem !== undefined) {
+      // The rest of the key is one odd name: a file when the key is an object, not a folder.
       const rest = segments.slice(index).join("/") + (marker ? "/" : "");
+      const oddFile = !marker && object !== undefined && (recursive || segments.length === 1);
       const entry: StorageEntry = {
         path: joinPath(prefix, [...segments.slice(0, index), shownName(rest)]),
-        kind: isFile ? "file" : "directory",
-        size: isFile ? (object?.Size ?? 0) : 0,
+        kind: oddFile ? "file" : "directory",
+        size: oddFile ? (object?.Size ?? 0) : 0,
         nameProblem: problem.replace(/^path/, "name"),
       };
       add(entry);
