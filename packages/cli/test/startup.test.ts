@@ -34,6 +34,13 @@ describe("startup", () => {
     expect(modules.some((url) => url.endsWith("/handlers/validate.js"))).toBe(false);
   });
 
+  it("loads neither the S3 adapter nor the AWS SDK for --help", async () => {
+    const modules = await loadedModules(["--help"], join(dir(), "trace"));
+
+    expect(modules.filter(workspaceModule("storage-s3"))).toEqual([]);
+    expect(modules.filter((url) => url.includes("/@aws-sdk/"))).toEqual([]);
+  });
+
   it("loads the workflows once a command needs them", async () => {
     await writeSpecBundle(join(dir(), "bundle"));
 
