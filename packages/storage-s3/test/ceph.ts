@@ -138,6 +138,10 @@ keyring = /dev/null
 [client.rgw.a]
 rgw_frontends = beast endpoint=127.0.0.1:${rgwPort}
 rgw_data = ${directory}/rgw
+# Deleted objects' data is garbage-collected after two hours by default; the OSD keeps it in
+# memory, so large tests and benchmarks would fill it.
+rgw_gc_obj_min_wait = 0
+rgw_gc_processor_period = 5
 `;
 }
 
