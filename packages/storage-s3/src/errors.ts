@@ -106,6 +106,9 @@ export function describeFailure(
   if (failure.code === "NoSuchBucket") {
     return `bucket "${where.bucket}" does not exist (${at}; ${code})`;
   }
+  if (failure.code === "CredentialsProviderError") {
+    return `no credentials for ${at} (${failure.message}); name them with credentials.access_key_id_env / secret_access_key_env or configure the AWS SDK's default chain`;
+  }
   if (kind === "permission") {
     return `access denied for ${at} (${code}${said}); check the credentials and the bucket policy`;
   }
