@@ -10,6 +10,10 @@ export const cliBackends: BackendRegistry = {
     const { createLocalBackend } = await import("@distributor/storage");
     return createLocalBackend({ root: location.path });
   },
+  s3: async (location, options) => {
+    const { openS3Location } = await import("./s3-location.js");
+    return openS3Location(location, options);
+  },
   ssh: async (location, options) => {
     const { openSshLocation } = await import("./ssh-location.js");
     return openSshLocation(location, options);

@@ -436,7 +436,9 @@ pipelines:
     expect(result.stderr).toContain("distributor serve");
   });
 
-  it("names the configured location when no backend is registered for it", async () => {
+  it("names the configured S3 location when the service cannot be reached", async () => {
+    // (An unregistered backend's message is covered by the publish workflow tests: the CLI now
+    // registers every backend the configuration accepts.) Port 9 on loopback refuses connections.
     const source = join(tmp(), "src");
     await bundle(source, "reports", "2026-06-04T10:00:00Z", { "report.md": "x\n" });
     const configPath = await config(`pipelines:
@@ -447,11 +449,16 @@ pipelines:
         backend: s3
         bucket: reports-bucket
         prefix: archive
+        endpoint: http://127.0.0.1:9
+        force_path_style: true
+        credentials: {access_key_id_env: TEST_S3_KEY, secret_access_key_env: TEST_S3_SECRET}
 `);
-    const result = await runJson(configPath);
+    const result = await runCli(["run", "--config", configPath, "--format", "json"], {
+      env: { TEST_S3_KEY: "key", TEST_S3_SECRET: "secret" },
+    });
     expect(result.code).toBe(1);
-    expect(actionsOf(result)[0]?.error).toContain(
-      "open backend s3:reports-bucket/archive: no s3 backend is registered",
-    );
+    const error = actionsOf(result)[0]?.error ?? "";
+    expect(error).toContain("request for s3://reports-bucket/archive/");
+    expect(error).toContain("failed (ECONNREFUSED");
   });
 });

@@ -36,6 +36,13 @@ describe("startup", () => {
     expect(modules.filter((url) => url.includes("/node_modules/ssh2"))).toEqual([]);
   });
 
+  it("loads neither the S3 adapter nor the AWS SDK for --help", async () => {
+    const modules = await loadedModules(["--help"], join(dir(), "trace"));
+
+    expect(modules.filter(workspaceModule("storage-s3"))).toEqual([]);
+    expect(modules.filter((url) => url.includes("/@aws-sdk/"))).toEqual([]);
+  });
+
   it("loads the workflows once a command needs them", async () => {
     await writeSpecBundle(join(dir(), "bundle"));
 

@@ -1,0 +1,575 @@
+import type { Readable } from "node:stream";
+import { addAbortSignal } from "node:stream";
+import {
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  type HeadObjectCommandOutput,
+  PutObjectCommand,
+  type S3Client,
+} from "@aws-sdk/client-s3";
+import {
+  type DeleteOptions,
+  mapBounded,
+  type OperationOptions,
+  parentPath,
+  type ReadOptions,
+  type StorageBackend,
+  type StorageEntry,
+  StorageError,
+  type StorageOperation,
+  type VersionedFile,
+  validatePrefix,
+  type WalkOptions,
+  type WriteData,
+  type WriteOptions,
+  type WriteResult,
+} from "@distributor/storage";
+import {
+  type BackendOperations,
+  frameBackend,
+  inferContentType,
+  tempFileName,
+  versionMismatch,
+  type WriteOperation,
+} from "@distributor/storage/adapter";
+import { createClient, type S3Credentials } from "./client.js";
+import { deleteKeys } from "./delete.js";
+import {
+  BACKEND_NAME,
+  kindOf,
+  s3Error,
+  serviceFailure,
+  statusOf,
+  toStorageError,
+} from "./errors.js";
+import { KeySpace, versionOf } from "./keys.js";
+import { anyKeyBelow, listPages, walkKeys } from "./list.js";
+import {
+  DigestMismatch,
+  SourceFailure,
+  type UploadTuning,
+  upload,
+  type WriteCondition,
+} from "./upload.js";
+
+export interface S3BackendOptions {
+  bucket: string;
+  /** Logical prefix inside the bucket every key is confined to; `""` (default) is the bucket root. */
+  prefix?: string;
+  /** Default `us-east-1`. */
+  region?: string;
+  /** URL of an S3-compatible service (Ceph RGW, MinIO, R2, ...); absent for AWS. */
+  endpoint?: string;
+  /** Address buckets as `endpoint/bucket` instead of `bucket.endpoint`. Default false. */
+  forcePathStyle?: boolean;
+  /** Absent: the SDK's default credential chain (environment, profile, instance role, ...). */
+  credentials?: S3Credentials;
+  /** Attempts per request, retries included (SDK adaptive retry mode). Default 3. */
+  maxAttempts?: number;
+  /** Payloads up to this many bytes are one PUT; larger ones go in parts. Default 8 MiB. */
+  multipartThreshold?: number;
+  /** Bytes per multipart part (at least 5 MiB). Default 8 MiB. */
+  partSize?: number;
+  /** Parts uploaded at once. Default 4. */
+  partConcurrency?: number;
+  /**
+   * Check once, before the first conditional write, that the service enforces `If-None-Match: *`
+   * and `If-Match` (a probe object under a temp name beside the write). Default true.
+   */
+  verifyConditionalWrites?: boolean;
+}
+
+const MIB = 1024 * 1024;
+const MIN_PART_SIZE = 5 * MIB;
+const INSPECT_CONCURRENCY = 16;
+/** A managed delete lists its bundle directory when it holds at most this many keys per target. */
+const LISTING_PER_TARGET = 8;
+const LISTING_MINIMUM = 10_000;
+
+/** A backend over a bucket (and optional prefix) of S3 or an S3-compatible service. */
+export function createS3Backend(options: S3BackendOptions): StorageBackend {
+  const prefix = options.prefix ?? "";
+  validatePrefix(prefix, "open backend", BACKEND_NAME);
+  if (!/^[^\s/]+$/.test(options.bucket)) {
+    throw s3Error(
+      "unavailable",
+      "open backend",
+      "",
+      `invalid bucket name ${JSON.stringify(options.bucket)}`,
+    );
+  }
+  const partSize = options.partSize ?? 8 * MIB;
+  if (partSize < MIN_PART_SIZE) throw new RangeError(`partSize must be at least ${MIN_PART_SIZE}`);
+  const keys = new KeySpace(options.bucket, prefix);
+  const client = createClient({
+    region: options.region ?? "us-east-1",
+    endpoint: options.endpoint,
+    forcePathStyle: options.forcePathStyle ?? false,
+    credentials: options.credentials,
+    maxAttempts: options.maxAttempts ?? 3,
+  });
+  const tuning: UploadTuning = {
+    multipartThreshold: options.multipartThreshold ?? 8 * MIB,
+    partSize,
+    partConcurrency: Math.max(1, options.partConcurrency ?? 4),
+  };
+  const location = `${BACKEND_NAME}://${options.bucket}${prefix === "" ? "" : `/${prefix}`}`;
+  return frameBackend(
+    {
+      name: BACKEND_NAME,
+      location,
+      mapError: (error, operation, path) =>
+        toStorageError(error, operation, path, { bucket: options.bucket, key: keys.key(path) }),
+    },
+    new S3Operations(client, keys, tuning, options.verifyConditionalWrites ?? true),
+  );
+}
+
+type ProbeOutcome = { supported: true } | { supported: false; problem: string };
+
+class S3Operations implements BackendOperations {
+  readonly #bucket: string;
+  #probe: Promise<ProbeOutcome> | undefined;
+
+  constructor(
+    readonly client: S3Client,
+    readonly keys: KeySpace,
+    readonly tuning: UploadTuning,
+    readonly verifyConditionalWrites: boolean,
+  ) {
+    this.#bucket = keys.bucket;
+  }
+
+  async readFile(path: string, options: ReadOptions): Promise<Uint8Array> {
+    return (await this.readVersioned(path, options)).bytes;
+  }
+
+  async readVersioned(path: string, options: ReadOptions): Promise<VersionedFile> {
+    const response = await this.#get(path, "read file", options.signal);
+    const body = response.Body as Readable;
+    const { maxBytes } = options;
+    const tooLarge = () =>
+      s3Error("limit_exceeded", "read file", path, `file is larger than ${maxBytes} bytes`);
+    if (maxBytes !== undefined && (response.ContentLength ?? 0) > maxBytes) {
+      body.destroy();
+      throw tooLarge();
+    }
+    const chunks: Buffer[] = [];
+    let total = 0;
+    for await (const chunk of body) {
+      const buffer = chunk as Buffer;
+      total += buffer.length;
+      if (maxBytes !== undefined && total > maxBytes) {
+        body.destroy();
+        throw tooLarge();
+      }
+      chunks.push(buffer);
+    }
+    return {
+      bytes: new Uint8Array(Buffer.concat(chunks, total)),
+      version: versionOf(response.ETag) ?? "",
+    };
+  }
+
+  async openRead(path: string, options: OperationOptions): Promise<Readable> {
+    const response = await this.#get(path, "open reader", options.signal);
+    const body = response.Body as Readable;
+    return options.signal ? addAbortSignal(options.signal, body) : body;
+  }
+
+  async writeFile(
+    path: string,
+    data: WriteData,
+    operation: WriteOperation,
+    options: WriteOptions,
+  ): Promise<WriteResult> {
+    const { signal } = options;
+    const condition: WriteCondition =
+      options.ifMatch !== undefined
+        ? { kind: "match", etag: options.ifMatch }
+        : options.overwrite
+          ? { kind: "none" }
+          : { kind: "absent" };
+    if (condition.kind !== "none") await this.#requireConditionalWrites(operation, path);
+    const key = this.keys.key(path);
+    try {
+      const result = await upload(
+        {
+          client: this.client,
+          bucket: this.#bucket,
+          key,
+          contentType: options.contentType ?? inferContentType(path),
+          condition,
+          expectedSha256: options.sha256,
+          signal,
+          // CompleteMultipartUpload does not enforce conditions everywhere (Ceph RGW ignores
+          // If-None-Match there), so a large write checks first; its race window is the upload's.
+          beforeMultipart: () => this.#checkCondition(condition, operation, path, signal),
+        },
+        data,
+        options.size,
+        this.tuning,
+      );
+      // Some services (Ceph RGW for multipart uploads) answer without an ETag; HEAD has it.
+      const version = versionOf(result.etag) || (await this.#head(path, signal))?.version;
+      if (!version) throw s3Error("unavailable", operation, path, "the service reported no ETag");
+      return { version };
+    } catch (error) {
+      signal?.throwIfAborted();
+      throw await this.#writeFailure(error, condition, operation, path);
+    }
+  }
+
+  async stat(path: string, options: OperationOptions): Promise<StorageEntry> {
+    const head = await this.#head(path, options.signal);
+    if (head !== undefined) return head;
+    if (await this.#isDirectory(path, options.signal)) return { path, kind: "directory", size: 0 };
+    throw this.#notFound("stat", path);
+  }
+
+  walk(prefix: string, options: WalkOptions): Promise<StorageEntry[]> {
+    return walkKeys(this.client, this.keys, prefix, {
+      recursive: options.recursive ?? false,
+      limit: options.limit,
+      signal: options.signal,
+    });
+  }
+
+  async hasAny(prefix: string, options: OperationOptions): Promise<boolean> {
+    const { signal } = options;
+    if (prefix === "") {
+      for await (const page of listPages(this.client, this.#bucket, this.keys.base, {
+        pageSize: 2,
+        signal,
+      })) {
+        // The root's own folder marker is not content.
+        return page.objects.some((object) => object.Key !== this.keys.base);
+      }
+      return false;
+    }
+    const [below, itself] = await Promise.all([
+      this.#isDirectory(prefix, signal),
+      this.#head(prefix, signal),
+    ]);
+    return below || itself !== undefined;
+  }
+
+  async deleteManaged(
+    operation: StorageOperation,
+    targets: readonly string[],
+    options: DeleteOptions,
+  ): Promise<void> {
+    const kinds = await this.#inspectTargets(targets, options.signal);
+    for (const target of targets) {
+      const kind = kinds.get(target);
+      if (kind === "directory") {
+        throw s3Error("unsupported", operation, target, "is a directory, not a managed file");
+      }
+      if (kind === undefined && !options.ignoreMissing) throw this.#notFound(operation, target);
+    }
+    // Directories are virtual: they vanish with their last key, so `pruneEmptyDirs` is implied.
+    const present = targets.filter((target) => kinds.get(target) === "file");
+    await deleteKeys(
+      this.client,
+      this.#bucket,
+      present.map((target) => this.keys.key(target)),
+      operation,
+      targets[0] ?? "",
+      options.signal,
+    );
+  }
+
+  async deletePrefix(prefix: string, options: DeleteOptions): Promise<void> {
+    const { signal } = options;
+    const operation = "delete prefix";
+    const keep = new Set(options.keep ?? []);
+    const pending: string[] = [];
+    // The root always exists; only a named prefix can be missing.
+    let found = prefix === "";
+    const flush = async (all: boolean) => {
+      while (pending.length >= 1000 || (all && pending.length > 0)) {
+        const batch = pending.splice(0, 1000);
+        await deleteKeys(this.client, this.#bucket, batch, operation, prefix, signal);
+      }
+    };
+    if (prefix !== "" && (await this.#head(prefix, signal)) !== undefined) {
+      found = true;
+      pending.push(this.keys.key(prefix));
+    }
+    const below = this.keys.below(prefix);
+    // Page by page: each page's keys are deleted before the next is listed, so memory stays bounded.
+    for await (const page of listPages(this.client, this.#bucket, below, { signal })) {
+      for (const object of page.objects) {
+        if (object.Key === undefined) continue;
+        const relative = object.Key.slice(below.length);
+        // The root stays, and with it its folder marker.
+        if (relative === "" && prefix === "") continue;
+        found = true;
+        if (keep.has(relative)) continue;
+        pending.push(object.Key);
+      }
+      await flush(false);
+    }
+    await flush(true);
+    if (!found && !options.ignoreMissing) throw this.#notFound(operation, prefix);
+  }
+
+  async close(): Promise<void> {
+    this.client.destroy();
+  }
+
+  async #get(path: string, operation: StorageOperation, signal: AbortSignal | undefined) {
+    try {
+      return await this.client.send(
+        new GetObjectCommand({ Bucket: this.#bucket, Key: this.keys.key(path) }),
+        { abortSignal: signal },
+      );
+    } catch (error) {
+      if (kindOf(serviceFailure(error)) !== "not_found") throw error;
+      if (await this.#isDirectory(path, signal)) {
+        throw s3Error("unsupported", operation, path, "is a directory", error);
+      }
+      throw this.#notFound(operation, path, error);
+    }
+  }
+
+  /** The file at `path`, or undefined when no object has exactly that key. */
+  async #head(path: string, signal: AbortSignal | undefined): Promise<StorageEntry | undefined> {
+    let response: HeadObjectCommandOutput;
+    try {
+      response = await this.client.send(
+        new HeadObjectCommand({ Bucket: this.#bucket, Key: this.keys.key(path) }),
+        { abortSignal: signal },
+      );
+    } catch (error) {
+      // HEAD has no body, so a missing bucket is a bare 404 too; the listing that usually follows
+      // reports it by name.
+      if (statusOf(error) === 404) return undefined;
+      throw error;
+    }
+    const entry: StorageEntry = { path, kind: "file", size: response.ContentLength ?? 0 };
+    if (response.LastModified !== undefined) entry.modifiedAt = response.LastModified;
+    const version = versionOf(response.ETag);
+    if (version !== undefined) entry.version = version;
+    if (response.ContentType !== undefined) entry.contentType = response.ContentType;
+    return entry;
+  }
+
+  #isDirectory(path: string, signal: AbortSignal | undefined): Promise<boolean> {
+    return anyKeyBelow(this.client, this.#bucket, this.keys.below(path), signal);
+  }
+
+  #notFound(operation: StorageOperation, path: string, cause?: unknown): StorageError {
+    return s3Error("not_found", operation, path, `not found (${this.keys.url(path)})`, cause);
+  }
+
+  /**
+   * Whether each target is a file, a directory (keys below it) or missing. One listing of the
+   * targets' common directory answers all of them when it is small enough; otherwise each target
+   * is looked at on its own.
+   */
+  async #inspectTargets(
+    targets: readonly string[],
+    signal: AbortSignal | undefined,
+  ): Promise<Map<string, "file" | "directory">> {
+    const kinds = new Map<string, "file" | "directory">();
+    if (targets.length === 0) return kinds;
+    const listed = await this.#listCommonDirectory(targets, signal);
+    if (listed !== undefined) {
+      for (const target of targets) {
+        const key = this.keys.key(target);
+        if (listed.files.has(key)) kinds.set(target, "file");
+        else if (listed.directories.has(key)) kinds.set(target, "directory");
+      }
+      return kinds;
+    }
+    await mapBounded(targets, INSPECT_CONCURRENCY, async (target) => {
+      if ((await this.#head(target, signal)) !== undefined) kinds.set(target, "file");
+      else if (await this.#isDirectory(target, signal)) kinds.set(target, "directory");
+    });
+    return kinds;
+  }
+
+  async #listCommonDirectory(
+    targets: readonly string[],
+    signal: AbortSignal | undefined,
+  ): Promise<{ files: Set<string>; directories: Set<string> } | undefined> {
+    const budget = Math.max(LISTING_MINIMUM, targets.length * LISTING_PER_TARGET);
+    const common = commonDirectory(targets);
+    const files = new Set<string>();
+    const directories = new Set<string>();
+    for await (const page of listPages(this.client, this.#bucket, this.keys.below(common), {
+      signal,
+    })) {
+      for (const object of page.objects) {
+        const key = object.Key;
+        if (key === undefined) continue;
+        if (!key.endsWith("/")) files.add(key);
+        for (let slash = key.indexOf("/"); slash !== -1; slash = key.indexOf("/", slash + 1)) {
+          directories.add(key.slice(0, slash));
+        }
+        if (files.size > budget) return undefined;
+      }
+    }
+    return { files, directories };
+  }
+
+  async #requireConditionalWrites(operation: StorageOperation, path: string): Promise<void> {
+    if (!this.verifyConditionalWrites) return;
+    this.#probe ??= this.#probeConditionalWrites(parentPath(path)).catch((error: unknown) => {
+      // A transient failure is not a verdict: the next conditional write probes again.
+      this.#probe = undefined;
+      throw error;
+    });
+    const outcome = await this.#probe;
+    if (!outcome.supported) throw s3Error("unsupported", operation, path, outcome.problem);
+  }
+
+  /**
+   * Writes a probe object under a reserved temp name beside the first conditional write, then
+   * repeats the create with `If-None-Match: *` and replaces it with `If-Match` on a wrong ETag:
+   * both must be refused with 412. A service that accepts them would let two runs race silently.
+   */
+  async #probeConditionalWrites(directory: string): Promise<ProbeOutcome> {
+    const name = tempFileName("conditional-write-probe");
+    const key = this.keys.key(directory === "" ? name : `${directory}/${name}`);
+    const put = (headers: { IfNoneMatch?: string; IfMatch?: string }) =>
+      this.client.send(
+        new PutObjectCommand({
+          Bucket: this.#bucket,
+          Key: key,
+          Body: "distributor conditional-write probe\n",
+          ContentType: "text/plain; charset=utf-8",
+          ...headers,
+        }),
+      );
+    const requirement =
+      "distributor needs an S3 service that enforces conditional writes (If-None-Match: * and " +
+      "If-Match on PUT), as AWS S3 and Ceph RGW do; see docs/integrations/s3.md";
+    try {
+      await put({ IfNoneMatch: "*" });
+    } catch (error) {
+      if (rejectsConditions(error)) {
+        return {
+          supported: false,
+          problem: `the service rejects If-None-Match: * (${serviceFailure(error).code}); ${requirement}`,
+        };
+      }
+      throw error;
+    }
+    try {
+      const checks: [string, { IfNoneMatch?: string; IfMatch?: string }][] = [
+        ["If-None-Match: * on an existing object", { IfNoneMatch: "*" }],
+        ["If-Match with a wrong ETag", { IfMatch: "0123456789abcdef0123456789abcdef" }],
+      ];
+      for (const [what, headers] of checks) {
+        const refused = await put(headers).then(
+          () => false,
+          (error: unknown) => {
+            if (statusOf(error) === 412) return true;
+            if (rejectsConditions(error)) return undefined;
+            throw error;
+          },
+        );
+        if (refused === false) {
+          return {
+            supported: false,
+            problem: `the service ignores ${what} (it accepted the write); ${requirement}`,
+          };
+        }
+        if (refused === undefined) {
+          return { supported: false, problem: `the service rejects ${what}; ${requirement}` };
+        }
+      }
+      return { supported: true };
+    } finally {
+      await this.client
+        .send(new DeleteObjectCommand({ Bucket: this.#bucket, Key: key }))
+        .catch(() => undefined);
+    }
+  }
+
+  /** Refuses a multipart write whose condition already fails (see `writeFile`). */
+  async #checkCondition(
+    condition: WriteCondition,
+    operation: StorageOperation,
+    path: string,
+    signal: AbortSignal | undefined,
+  ): Promise<void> {
+    if (condition.kind === "none") return;
+    const current = (await this.#head(path, signal))?.version;
+    if (condition.kind === "absent" && current !== undefined) {
+      throw s3Error("already_exists", operation, path);
+    }
+    if (condition.kind === "match" && current !== condition.etag) {
+      throw s3Error("conflict", operation, path, versionMismatch(condition.etag, current));
+    }
+  }
+
+  async #writeFailure(
+    error: unknown,
+    condition: WriteCondition,
+    operation: StorageOperation,
+    path: string,
+  ): Promise<unknown> {
+    if (error instanceof StorageError) return error;
+    if (error instanceof SourceFailure) {
+      return s3Error("unavailable", operation, path, error.message, error.cause);
+    }
+    if (error instanceof DigestMismatch) {
+      return s3Error("unavailable", operation, path, error.message, error);
+    }
+    const failure = serviceFailure(error);
+    if (
+      condition.kind === "absent" &&
+      (failure.status === 412 || failure.code === "PreconditionFailed")
+    ) {
+      return s3Error("already_exists", operation, path, undefined, error);
+    }
+    if (condition.kind === "match" && (failure.status === 412 || failure.status === 404)) {
+      const current = await this.#head(path, undefined).then(
+        (entry) => entry?.version,
+        () => undefined,
+      );
+      return s3Error("conflict", operation, path, versionMismatch(condition.etag, current), error);
+    }
+    if (failure.status === 409 && condition.kind !== "none") {
+      return s3Error(
+        "conflict",
+        operation,
+        path,
+        `another conditional write to ${this.keys.url(path)} was in progress (${failure.code})`,
+        error,
+      );
+    }
+    if (condition.kind !== "none" && rejectsConditions(error)) {
+      return s3Error(
+        "unsupported",
+        operation,
+        path,
+        `the service rejects conditional writes (${failure.code}); see docs/integrations/s3.md`,
+        error,
+      );
+    }
+    return error;
+  }
+}
+
+/** A service that does not implement a conditional header says so with 501 (or 400 on some). */
+function rejectsConditions(error: unknown): boolean {
+  const { code, status } = serviceFailure(error);
+  return status === 501 || code === "NotImplemented";
+}
+
+/** The deepest directory holding every target. */
+function commonDirectory(targets: readonly string[]): string {
+  let common = parentPath(targets[0] as string).split("/");
+  for (const target of targets.slice(1)) {
+    const segments = parentPath(target).split("/");
+    let index = 0;
+    while (index < common.length && common[index] === segments[index]) index++;
+    common = common.slice(0, index);
+  }
+  return common.join("/");
+}

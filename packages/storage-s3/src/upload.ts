@@ -1,0 +1,288 @@
+import { createHash, type Hash } from "node:crypto";
+import { addAbortSignal, Readable } from "node:stream";
+import {
+  AbortMultipartUploadCommand,
+  type CompletedPart,
+  CompleteMultipartUploadCommand,
+  CreateMultipartUploadCommand,
+  PutObjectCommand,
+  type S3Client,
+  UploadPartCommand,
+} from "@aws-sdk/client-s3";
+import type { WriteData } from "@distributor/storage";
+import { writeSource } from "@distributor/storage/adapter";
+
+/** The conditional header a write carries: none, a no-clobber create, or a compare-and-swap. */
+export type WriteCondition =
+  | { kind: "none" }
+  | { kind: "absent" }
+  | { kind: "match"; etag: string };
+
+export interface UploadTarget {
+  client: S3Client;
+  bucket: string;
+  key: string;
+  contentType: string;
+  condition: WriteCondition;
+  /** `sha256:<hex>` the caller expects; stored up front so multipart objects carry it too. */
+  expectedSha256?: string | undefined;
+  signal?: AbortSignal | undefined;
+  /** Runs before a multipart upload starts (a single PUT carries its condition itself). */
+  beforeMultipart?: () => Promise<void>;
+}
+
+export interface UploadTuning {
+  /** Payloads up to this many bytes go in one PUT; larger ones in parts. */
+  multipartThreshold: number;
+  partSize: number;
+  partConcurrency: number;
+}
+
+export interface UploadResult {
+  etag: string | undefined;
+  sha256: string;
+}
+
+/** The payload's bytes could not be read: the source's fault, not the bucket's. */
+export class SourceFailure extends Error {
+  override readonly name = "SourceFailure";
+}
+
+/** The payload's digest differs from the one the caller promised. */
+export class DigestMismatch extends Error {
+  override readonly name = "DigestMismatch";
+}
+
+const MAX_PARTS = 10_000;
+
+/**
+ * Stores a payload under one key: a single PUT when it fits below the threshold (the head is
+ * buffered until then), else a multipart upload with at most `partConcurrency` parts in flight.
+ * Memory stays within (concurrency + 1) parts whatever the object's size. A multipart upload
+ * that fails or is cancelled is aborted before this returns, so no parts are left behind.
+ */
+export async function upload(
+  target: UploadTarget,
+  data: WriteData,
+  size: number | undefined,
+  tuning: UploadTuning,
+): Promise<UploadResult> {
+  const hash = createHash("sha256");
+  if (typeof data === "string" || data instanceof Uint8Array) {
+    const body = typeof data === "string" ? Buffer.from(data, "utf8") : Buffer.from(data);
+    if (body.length <= tuning.multipartThreshold) return putOnce(target, body, hash);
+  }
+  const chunks = readChunks(data, target.signal);
+  try {
+    const partSize = Math.max(tuning.partSize, Math.ceil((size ?? 0) / MAX_PARTS));
+    const expectsLarge = size !== undefined && size > tuning.multipartThreshold;
+    const head = expectsLarge ? undefined : await readUpTo(chunks, tuning.multipartThreshold + 1);
+    if (head?.done) return await putOnce(target, head.bytes, hash);
+    const body = prepend(head?.bytes, chunks);
+    return await putInParts(target, body, partSize, tuning.partConcurrency, hash);
+  } finally {
+    // Releases the source when the upload stopped before reading all of it.
+    await chunks.return(undefined);
+  }
+}
+
+async function putOnce(target: UploadTarget, body: Buffer, hash: Hash): Promise<UploadResult> {
+  const sha256 = `sha256:${hash.update(body).digest("hex")}`;
+  checkDigest(target, sha256);
+  const response = await target.client.send(
+    new PutObjectCommand({
+      Bucket: target.bucket,
+      Key: target.key,
+      Body: body,
+      ContentLength: body.length,
+      ContentType: target.contentType,
+      Metadata: { sha256 },
+      ...conditionHeaders(target.condition),
+    }),
+    { abortSignal: target.signal },
+  );
+  return { etag: response.ETag, sha256 };
+}
+
+async function putInParts(
+  target: UploadTarget,
+  chunks: AsyncIterable<Buffer>,
+  partSize: number,
+  concurrency: number,
+  hash: Hash,
+): Promise<UploadResult> {
+  const { client, bucket, key, signal } = target;
+  await target.beforeMultipart?.();
+  const created = await client.send(
+    new CreateMultipartUploadCommand({
+      Bucket: bucket,
+      Key: key,
+      ContentType: target.contentType,
+      ...(target.expectedSha256 === undefined
+        ? {}
+        : { Metadata: { sha256: target.expectedSha256 } }),
+    }),
+    { abortSignal: signal },
+  );
+  const uploadId = created.UploadId;
+  if (uploadId === undefined) throw new Error("CreateMultipartUpload returned no UploadId");
+  const parts: CompletedPart[] = [];
+  const inFlight = new Set<Promise<void>>();
+  let failure: { error: unknown } | undefined;
+  try {
+    let partNumber = 0;
+    for await (const part of partsOf(chunks, partSize)) {
+      if (failure !== undefined) break;
+      hash.update(part);
+      partNumber += 1;
+      if (partNumber > MAX_PARTS) throw new Error(`more than ${MAX_PARTS} parts`);
+      const number = partNumber;
+      const sent = client
+        .send(
+          new UploadPartCommand({
+            Bucket: bucket,
+            Key: key,
+            UploadId: uploadId,
+            PartNumber: number,
+            Body: part,
+            ContentLength: part.length,
+          }),
+          { abortSignal: signal },
+        )
+        .then(
+          (response) => {
+            parts[number - 1] = { PartNumber: number, ETag: response.ETag };
+          },
+          (error: unknown) => {
+            failure ??= { error };
+          },
+        )
+        .finally(() => inFlight.delete(sent));
+      inFlight.add(sent);
+      while (inFlight.size >= concurrency) await Promise.race(inFlight);
+    }
+    await Promise.all(inFlight);
+    if (failure !== undefined) throw failure.error;
+    const sha256 = `sha256:${hash.digest("hex")}`;
+    checkDigest(target, sha256);
+    const response = await client.send(
+      new CompleteMultipartUploadCommand({
+        Bucket: bucket,
+        Key: key,
+        UploadId: uploadId,
+        MultipartUpload: { Parts: parts },
+        ...conditionHeaders(target.condition),
+      }),
+      { abortSignal: signal },
+    );
+    return { etag: response.ETag, sha256 };
+  } catch (error) {
+    // Parts still uploading would survive an abort sent before they finish.
+    await Promise.allSettled(inFlight);
+    // Sent without the caller's signal: a cancelled write must still clean up.
+    await client
+      .send(new AbortMultipartUploadCommand({ Bucket: bucket, Key: key, UploadId: uploadId }))
+      .catch((abortError: unknown) => {
+        if (error instanceof Error && error.cause === undefined) error.cause = abortError;
+      });
+    throw error;
+  }
+}
+
+export function conditionHeaders(condition: WriteCondition): {
+  IfNoneMatch?: string;
+  IfMatch?: string;
+} {
+  switch (condition.kind) {
+    case "none":
+      return {};
+    case "absent":
+      return { IfNoneMatch: "*" };
+    case "match":
+      // Ceph RGW (and DigitalOcean Spaces) compare If-Match with the bare ETag; AWS accepts it too.
+      return { IfMatch: condition.etag };
+  }
+}
+
+function checkDigest(target: UploadTarget, sha256: string): void {
+  if (target.expectedSha256 !== undefined && target.expectedSha256 !== sha256) {
+    throw new DigestMismatch(`payload is ${sha256}, expected ${target.expectedSha256}`);
+  }
+}
+
+/** The payload as Buffers; a failing or cancelled source surfaces as `SourceFailure`/the abort. */
+async function* readChunks(
+  data: WriteData,
+  signal: AbortSignal | undefined,
+): AsyncGenerator<Buffer> {
+  const source = writeSource(data);
+  const readable =
+    source instanceof Readable ? source : Readable.from(source, { objectMode: false });
+  if (signal !== undefined) addAbortSignal(signal, readable);
+  try {
+    for await (const chunk of readable) {
+      yield typeof chunk === "string"
+        ? Buffer.from(chunk, "utf8")
+        : Buffer.from(chunk as Uint8Array);
+    }
+  } catch (error) {
+    signal?.throwIfAborted();
+    const message = error instanceof Error ? error.message : String(error);
+    throw new SourceFailure(`source stream failed: ${message}`, { cause: error });
+  } finally {
+    readable.destroy();
+  }
+}
+
+/** Reads until `limit` bytes or the end; `done` when the payload ended first. */
+async function readUpTo(
+  chunks: AsyncIterator<Buffer>,
+  limit: number,
+): Promise<{ bytes: Buffer; done: boolean }> {
+  const collected: Buffer[] = [];
+  let total = 0;
+  while (total < limit) {
+    const next = await chunks.next();
+    if (next.done) return { bytes: Buffer.concat(collected, total), done: true };
+    collected.push(next.value);
+    total += next.value.length;
+  }
+  return { bytes: Buffer.concat(collected, total), done: false };
+}
+
+async function* prepend(
+  head: Buffer | undefined,
+  rest: AsyncIterator<Buffer>,
+): AsyncGenerator<Buffer> {
+  if (head !== undefined && head.length > 0) yield head;
+  for (;;) {
+    const next = await rest.next();
+    if (next.done) return;
+    yield next.value;
+  }
+}
+
+/** Re-cuts a chunk stream into parts of exactly `partSize` bytes (the last may be shorter). */
+async function* partsOf(chunks: AsyncIterable<Buffer>, partSize: number): AsyncGenerator<Buffer> {
+  let part = Buffer.allocUnsafe(partSize);
+  let filled = 0;
+  for await (const chunk of chunks) {
+    let offset = 0;
+    while (offset < chunk.length) {
+      const copied = chunk.copy(
+        part,
+        filled,
+        offset,
+        offset + Math.min(partSize - filled, chunk.length - offset),
+      );
+      filled += copied;
+      offset += copied;
+      if (filled === partSize) {
+        yield part;
+        part = Buffer.allocUnsafe(partSize);
+        filled = 0;
+      }
+    }
+  }
+  if (filled > 0) yield part.subarray(0, filled);
+}

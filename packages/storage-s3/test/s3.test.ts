@@ -1,0 +1,364 @@
+import { createHash } from "node:crypto";
+import { Readable } from "node:stream";
+import {
+  HeadObjectCommand,
+  ListMultipartUploadsCommand,
+  PutObjectCommand,
+} from "@aws-sdk/client-s3";
+import { isStorageError } from "@distributor/storage";
+import { expectStorageError } from "@distributor/storage/testing";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { S3Server } from "./ceph.js";
+import {
+  backendOn,
+  createBucket,
+  emptyBucket,
+  listKeys,
+  rawClient,
+  s3Server,
+  uniqueName,
+} from "./server.js";
+
+const found = s3Server();
+const MIB = 1024 * 1024;
+
+/** A deterministic byte pattern of `size` bytes in 1 MiB chunks; `onChunk` may interrupt it. */
+async function* pattern(
+  size: number,
+  onChunk?: (sent: number) => void,
+): AsyncGenerator<Uint8Array> {
+  for (let offset = 0; offset < size; offset += MIB) {
+    onChunk?.(offset);
+    const length = Math.min(MIB, size - offset);
+    yield Uint8Array.from({ length }, (_, index) => (offset + index) % 253);
+  }
+}
+
+async function digestOf(chunks: AsyncIterable<Uint8Array>): Promise<string> {
+  const hash = createHash("sha256");
+  for await (const chunk of chunks) hash.update(chunk);
+  return `sha256:${hash.digest("hex")}`;
+}
+
+async function pendingUploads(server: S3Server, bucket: string): Promise<number> {
+  const client = rawClient(server);
+  try {
+    const response = await client.send(new ListMultipartUploadsCommand({ Bucket: bucket }));
+    return response.Uploads?.length ?? 0;
+  } finally {
+    client.destroy();
+  }
+}
+
+async function putRaw(server: S3Server, bucket: string, keys: readonly string[]): Promise<void> {
+  const client = rawClient(server);
+  try {
+    for (let start = 0; start < keys.length; start += 64) {
+      await Promise.all(
+        keys
+          .slice(start, start + 64)
+          .map((Key) => client.send(new PutObjectCommand({ Bucket: bucket, Key, Body: "x" }))),
+      );
+    }
+  } finally {
+    client.destroy();
+  }
+}
+
+describe.skipIf(found === undefined)("s3 backend on Ceph RGW", () => {
+  const server = found as S3Server;
+  let bucket = "";
+  beforeAll(async () => {
+    bucket = await createBucket(server, "s3cases");
+  });
+  afterAll(async () => {
+    if (bucket) await emptyBucket(server, bucket, "", true);
+  });
+  const fresh = (extra = {}) => {
+    const prefix = uniqueName("p");
+    return { prefix, backend: backendOn(server, bucket, prefix, extra) };
+  };
+
+  it("lists and deletes more than 1 000 keys, page by page and batch by batch", async () => {
+    const { prefix, backend } = fresh();
+    const keys = Array.from(
+      { length: 2500 },
+      (_, i) => `${prefix}/bulk/f${String(i).padStart(5, "0")}`,
+    );
+    await putRaw(server, bucket, keys);
+    try {
+      const entries = await backend.walk("bulk", { recursive: true, limit: 3000 });
+      expect(entries).toHaveLength(2500);
+      expect(entries.map((entry) => entry.path)).toEqual(
+        keys.map((key) => key.slice(prefix.length + 1)),
+      );
+      await expectStorageError(backend.walk("bulk", { limit: 2499 }), "limit_exceeded");
+      await backend.deletePrefix("bulk");
+      expect(await listKeys(server, bucket, `${prefix}/`)).toEqual([]);
+    } finally {
+      await backend.close();
+    }
+  }, 120_000);
+
+  it("uploads a 20 MiB object in parts and reads it back intact, with its sha256 stored", async () => {
+    const { prefix, backend } = fresh();
+    const size = 20 * MIB + 3;
+    const sha256 = await digestOf(pattern(size));
+    try {
+      const { version } = await backend.writeFile("big/blob.bin", pattern(size), { size, sha256 });
+      // A multipart ETag is `<md5 of part md5s>-<part count>`: proof that it went in parts.
+      expect(version).toMatch(/-3$/);
+      expect(await digestOf(await backend.openRead("big/blob.bin"))).toBe(sha256);
+      const client = rawClient(server);
+      const head = await client.send(
+        new HeadObjectCommand({ Bucket: bucket, Key: `${prefix}/big/blob.bin` }),
+      );
+      client.destroy();
+      expect(head.ContentLength).toBe(size);
+      expect(head.Metadata?.sha256).toBe(sha256);
+      expect(head.ContentType).toBe("application/octet-stream");
+      // Without a size hint the head is buffered to the threshold, then the rest goes in parts.
+      await backend.writeFile("big/unsized.bin", pattern(size), { overwrite: true });
+      expect(await digestOf(await backend.openRead("big/unsized.bin"))).toBe(sha256);
+      expect(await pendingUploads(server, bucket)).toBe(0);
+    } finally {
+      await backend.close();
+    }
+  }, 120_000);
+
+  it("stores the sha256 of a single-PUT object without being told", async () => {
+    const { prefix, backend } = fresh();
+    try {
+      await backend.writeFile("small/page.html", "<p>hello</p>");
+      const client = rawClient(server);
+      const head = await client.send(
+        new HeadObjectCommand({ Bucket: bucket, Key: `${prefix}/small/page.html` }),
+      );
+      client.destroy();
+      expect(head.Metadata?.sha256).toBe(
+        `sha256:${createHash("sha256").update("<p>hello</p>").digest("hex")}`,
+      );
+      expect(head.ContentType).toBe("text/html; charset=utf-8");
+    } finally {
+      await backend.close();
+    }
+  });
+
+  it("refuses a payload whose digest differs from the promised sha256 and stores nothing", async () => {
+    const { prefix, backend } = fresh();
+    const wrong = `sha256:${"0".repeat(64)}`;
+    try {
+      await expectStorageError(
+        backend.writeFile("d/small.txt", "abc", { sha256: wrong }),
+        "unavailable",
+      );
+      const size = 12 * MIB;
+      await expectStorageError(
+        backend.writeFile("d/large.bin", pattern(size), { size, sha256: wrong }),
+        "unavailable",
+      );
+      expect(await listKeys(server, bucket, `${prefix}/`)).toEqual([]);
+      expect(await pendingUploads(server, bucket)).toBe(0);
+    } finally {
+      await backend.close();
+    }
+  }, 60_000);
+
+  it("aborts a multipart upload that is cancelled or whose source fails, leaving no parts", async () => {
+    const { prefix, backend } = fresh();
+    const size = 20 * MIB;
+    try {
+      const controller = new AbortController();
+      const reason = new Error("stopped mid-upload");
+      const aborted = backend.writeFile(
+        "mp/cancelled.bin",
+        pattern(size, (sent) => {
+          if (sent >= 12 * MIB) controller.abort(reason);
+        }),
+        { size, signal: controller.signal },
+      );
+      await expect(aborted).rejects.toBe(reason);
+      expect(await pendingUploads(server, bucket)).toBe(0);
+
+      async function* failing(): AsyncGenerator<Uint8Array> {
+        yield* pattern(17 * MIB);
+        throw new Error("source broke");
+      }
+      await expectStorageError(backend.writeFile("mp/failed.bin", failing()), "unavailable");
+      expect(await pendingUploads(server, bucket)).toBe(0);
+      expect(await listKeys(server, bucket, `${prefix}/`)).toEqual([]);
+    } finally {
+      await backend.close();
+    }
+  }, 120_000);
+
+  it("refuses a large no-clobber create over an existing object and keeps its bytes", async () => {
+    const { backend } = fresh();
+    try {
+      await backend.writeFile("mp/existing.bin", "old");
+      const size = 10 * MIB;
+      await expectStorageError(
+        backend.writeFile("mp/existing.bin", pattern(size), { size }),
+        "already_exists",
+      );
+      expect(Buffer.from(await backend.readFile("mp/existing.bin")).toString()).toBe("old");
+      expect(await pendingUploads(server, bucket)).toBe(0);
+    } finally {
+      await backend.close();
+    }
+  }, 60_000);
+
+  it("never lists, writes or deletes keys outside its prefix", async () => {
+    const prefix = uniqueName("confined");
+    const outside = [
+      `${prefix}`,
+      `${prefix}-sibling/a.txt`,
+      `${prefix}.txt`,
+      `other/${prefix}/b.txt`,
+    ];
+    await putRaw(server, bucket, [...outside, `${prefix}/inside.txt`]);
+    const backend = backendOn(server, bucket, prefix);
+    try {
+      expect((await backend.walk("", { recursive: true, limit: 100 })).map((e) => e.path)).toEqual([
+        "inside.txt",
+      ]);
+      await backend.writeFile("new/file.txt", "n");
+      await backend.deleteManagedOutputs("", ["inside.txt"]);
+      await backend.deletePrefix("");
+      expect(await backend.hasAny("")).toBe(false);
+      const remaining = (await listKeys(server, bucket)).filter(
+        (key) => key.startsWith(prefix) || key.startsWith("other/"),
+      );
+      expect(remaining.sort()).toEqual([...outside].sort());
+    } finally {
+      await backend.close();
+      await emptyBucket(server, bucket, prefix);
+      await emptyBucket(server, bucket, `other/${prefix}/`);
+    }
+  });
+
+  it("reports keys that are no logical paths, and folder markers as directories", async () => {
+    const prefix = uniqueName("odd");
+    await putRaw(server, bucket, [
+      `${prefix}/a//b.txt`,
+      `${prefix}/dir/`,
+      `${prefix}/x/../y.txt`,
+      `${prefix}/ok.txt`,
+    ]);
+    const backend = backendOn(server, bucket, prefix);
+    try {
+      const entries = await backend.walk("", { recursive: true, limit: 100 });
+      expect(entries.map((entry) => [entry.path, entry.kind, entry.nameProblem])).toEqual([
+        ["a", "directory", undefined],
+        ["a/\\x2fb.txt", "file", "name is empty"],
+        ["dir", "directory", undefined],
+        ["ok.txt", "file", undefined],
+        ["x", "directory", undefined],
+        ["x/\\x2e./y.txt", "file", 'name has a ".." segment'],
+      ]);
+      expect(await backend.stat("dir")).toMatchObject({ kind: "directory" });
+    } finally {
+      await backend.close();
+      await emptyBucket(server, bucket, `${prefix}/`);
+    }
+  });
+
+  it("reports wrong credentials as permission, naming bucket and key", async () => {
+    for (const credentials of [
+      { accessKeyId: "NOSUCHKEY", secretAccessKey: server.secretAccessKey },
+      { accessKeyId: server.accessKeyId, secretAccessKey: "wrong-secret" },
+    ]) {
+      const backend = backendOn(server, bucket, "denied", { credentials, maxAttempts: 1 });
+      try {
+        const error = await expectStorageError(backend.stat("report.txt"), "permission");
+        expect(error.message).toContain(`s3://${bucket}/denied/report.txt`);
+        await expectStorageError(backend.readFile("report.txt"), "permission");
+        await expectStorageError(backend.walk("", { limit: 10 }), "permission");
+        await expectStorageError(
+          backend.writeFile("report.txt", "x", { overwrite: true }),
+          "permission",
+        );
+        await expectStorageError(backend.writeFile("report.txt", "x"), "permission");
+        await expectStorageError(backend.deletePrefix("", {}), "permission");
+      } finally {
+        await backend.close();
+      }
+    }
+  });
+
+  it("names a missing bucket in every failure", async () => {
+    const missing = uniqueName("missing");
+    const backend = backendOn(server, missing, "p", { maxAttempts: 1 });
+    try {
+      const calls = [
+        () => backend.stat("a.txt"),
+        () => backend.readFile("a.txt"),
+        () => backend.walk("", { limit: 10 }),
+        () => backend.hasAny(""),
+        () => backend.writeFile("a.txt", "x", { overwrite: true }),
+        () => backend.writeFile("a.txt", "x"),
+        () => backend.deletePrefix("", {}),
+      ];
+      for (const call of calls) {
+        const error = await expectStorageError(call(), "unavailable");
+        expect(error.message).toContain(`bucket "${missing}" does not exist`);
+      }
+    } finally {
+      await backend.close();
+    }
+  });
+
+  it("lets exactly one of two backends racing a no-clobber create win", async () => {
+    const prefix = uniqueName("race");
+    for (let round = 0; round < 5; round++) {
+      const backends = [backendOn(server, bucket, prefix), backendOn(server, bucket, prefix)];
+      const outcomes = await Promise.allSettled(
+        backends.map((backend, index) =>
+          backend.writeFile(`round${round}/.distributor.lease.json`, `holder ${index}`),
+        ),
+      );
+      const winners = outcomes.filter((outcome) => outcome.status === "fulfilled");
+      expect(winners).toHaveLength(1);
+      for (const outcome of outcomes) {
+        if (outcome.status === "rejected")
+          expect(isStorageError(outcome.reason, "already_exists")).toBe(true);
+      }
+      await Promise.all(backends.map((backend) => backend.close()));
+    }
+    await emptyBucket(server, bucket, `${prefix}/`);
+  });
+
+  it("works at the bucket root", async () => {
+    const rootBucket = await createBucket(server, "root");
+    const backend = backendOn(server, rootBucket, "");
+    try {
+      await backend.writeFile("a/b.txt", "b");
+      await backend.writeFile(".distributor.json", "{}");
+      expect(await backend.hasAny("")).toBe(true);
+      expect((await backend.walk("", { recursive: true, limit: 10 })).map((e) => e.path)).toEqual([
+        ".distributor.json",
+        "a",
+        "a/b.txt",
+      ]);
+      await backend.deletePrefix("", { keep: [".distributor.json"] });
+      expect(await listKeys(server, rootBucket)).toEqual([".distributor.json"]);
+    } finally {
+      await backend.close();
+      await emptyBucket(server, rootBucket, "", true);
+    }
+  });
+
+  it("streams a read without buffering it whole", async () => {
+    const { backend } = fresh();
+    try {
+      await backend.writeFile("s/data.bin", pattern(3 * MIB));
+      const stream = await backend.openRead("s/data.bin");
+      expect(stream).toBeInstanceOf(Readable);
+      let chunks = 0;
+      for await (const _ of stream) chunks++;
+      expect(chunks).toBeGreaterThan(1);
+    } finally {
+      await backend.close();
+    }
+  });
+});
