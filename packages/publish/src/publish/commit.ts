@@ -65,9 +65,8 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
     for (let attempt = 1; ; attempt++) {
       let current = await plan();
       if (lease === undefined && !isWriteAction(current.action)) {
-        // Planned without the lease: final only if no writer was at work meanwhile — no lease
-        // appeared and the state is the version planning read. Otherwise plan again (under the
-        // lease, unless this is a dry run).
+        // Planned without the lease: final only if no writer changed what it looked at (see
+        // `unchangedSincePlanning`). Otherwise plan again (under the lease, unless a dry run).
         if ((await unchangedSincePlanning(current, options)) || attempt >= MAX_PUBLISH_ATTEMPTS) {
           options.onPlan?.(current);
           return current;
