@@ -142,22 +142,29 @@ class SshOperations implements BackendOperations {
     options: DeleteOptions,
   ): Promise<void> {
     const { signal } = options;
+    // Checked in parallel, but the refusal reported is that of the first target in order, as on
+    // every other backend (a result must not depend on which reply arrived first).
     const checked = await mapBounded(targets, TARGETS_IN_FLIGHT, async (target) => {
       throwIfAborted(signal);
       const state = await this.remote.inspect(target, operation);
       if (state.kind === "missing" || state.kind === "blocked") {
-        if (options.ignoreMissing) return undefined;
-        throw sshError("not_found", operation, target);
+        if (options.ignoreMissing) return { target: undefined };
+        return { refusal: sshError("not_found", operation, target) };
       }
       if (state.kind === "directory") {
-        throw sshError("unsupported", operation, target, "is a directory, not a managed file");
+        const detail = "is a directory, not a managed file";
+        return { refusal: sshError("unsupported", operation, target, detail) };
       }
       if (state.kind === "other") {
-        throw sshError("unsupported", operation, target, "is not a regular file");
+        return { refusal: sshError("unsupported", operation, target, "is not a regular file") };
       }
-      return target;
+      return { target };
     });
-    const present = checked.filter((target): target is string => target !== undefined);
+    const refusal = checked.find((result) => "refusal" in result);
+    if (refusal !== undefined && "refusal" in refusal) throw refusal.refusal;
+    const present = checked.flatMap((result) =>
+      "target" in result && result.target !== undefined ? [result.target] : [],
+    );
     await mapBounded(present, TARGETS_IN_FLIGHT, async (target) => {
       throwIfAborted(signal);
       try {
