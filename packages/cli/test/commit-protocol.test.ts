@@ -1,10 +1,18 @@
 import { spawn } from "node:child_process";
-import { createHash } from "node:crypto";
 import { readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { BIN, type CliResult, resultOf, runCli, useTempDir, writeFiles } from "./helpers.js";
+import {
+  BIN,
+  type CliResult,
+  resultOf,
+  runCli,
+  sha256Of,
+  useTempDir,
+  writeBundle,
+  writeFiles,
+} from "./helpers.js";
 
 // The commit protocol (SPEC §5) with real processes on the local backend: concurrent runs lose no
 // record, and a run killed with SIGKILL is followed by a plain run that succeeds.
@@ -12,21 +20,8 @@ import { BIN, type CliResult, resultOf, runCli, useTempDir, writeFiles } from ".
 const tmp = useTempDir();
 const LOOP = fileURLToPath(new URL("./fixtures/concurrency/publish-loop.mjs", import.meta.url));
 
-const sha = (bytes: string | Buffer) =>
-  `sha256:${createHash("sha256").update(bytes).digest("hex")}`;
-
-async function bundle(dir: string, id: string, created: string, files: Record<string, string>) {
-  await rm(dir, { recursive: true, force: true });
-  await writeFiles(dir, files);
-  const listed = Object.entries(files)
-    .map(([path, text]) => ({ path, sha256: sha(text), size: Buffer.byteLength(text) }))
-    .sort((a, b) => Buffer.compare(Buffer.from(a.path), Buffer.from(b.path)));
-  const digest = sha(listed.map((f) => `${f.sha256} ${f.size} ${f.path}\n`).join(""));
-  await writeFile(
-    join(dir, "manifest.json"),
-    JSON.stringify({ schema_version: 1, id, created, digest, files: listed }),
-  );
-}
+const sha = sha256Of;
+const bundle = writeBundle;
 
 /** Every file below `root` with its digest. */
 async function files(root: string): Promise<Record<string, string>> {

@@ -173,3 +173,27 @@ export async function snapshotTree(root: string): Promise<string[]> {
   await visit(Buffer.from(root), "");
   return lines;
 }
+
+/** `sha256:<hex>` of some bytes, as manifests and state record it. */
+export const sha256Of = (bytes: string | Buffer) =>
+  `sha256:${createHash("sha256").update(bytes).digest("hex")}`;
+
+/**
+ * Replaces `dir` with a bundle: `files` and a manifest listing them with the digests of SPEC §4,
+ * written directly (not through `manifest create`, which refuses some of what tests need).
+ */
+export async function writeBundle(
+  dir: string,
+  id: string,
+  created: string,
+  files: Record<string, string>,
+): Promise<void> {
+  await rm(dir, { recursive: true, force: true });
+  await writeFiles(dir, files);
+  const listed = Object.entries(files)
+    .map(([path, text]) => ({ path, sha256: sha256Of(text), size: Buffer.byteLength(text) }))
+    .sort((a, b) => Buffer.compare(Buffer.from(a.path), Buffer.from(b.path)));
+  const digest = sha256Of(listed.map((f) => `${f.sha256} ${f.size} ${f.path}\n`).join(""));
+  const manifest = { schema_version: 1, id, created, digest, files: listed };
+  await writeFile(join(dir, "manifest.json"), `${JSON.stringify(manifest, null, 2)}\n`);
+}

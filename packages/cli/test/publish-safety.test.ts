@@ -1,4 +1,3 @@
-import { createHash } from "node:crypto";
 import { mkdir, readFile, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -7,8 +6,10 @@ import {
   envelopeOf,
   resultOf,
   runCli,
+  sha256Of,
   snapshotTree,
   useTempDir,
+  writeBundle,
   writeFiles,
 } from "./helpers.js";
 
@@ -16,24 +17,8 @@ import {
 
 const tmp = useTempDir();
 
-const sha256 = (bytes: string | Buffer) =>
-  `sha256:${createHash("sha256").update(bytes).digest("hex")}`;
-
-/** Writes `files` and a manifest listing them (SPEC §4 digests) into `dir`. */
-async function bundle(
-  dir: string,
-  id: string,
-  created: string,
-  files: Record<string, string>,
-): Promise<void> {
-  await writeFiles(dir, files);
-  const listed = Object.entries(files)
-    .map(([path, text]) => ({ path, sha256: sha256(text), size: Buffer.byteLength(text) }))
-    .sort((a, b) => Buffer.compare(Buffer.from(a.path), Buffer.from(b.path)));
-  const digestText = listed.map((f) => `${f.sha256} ${f.size} ${f.path}\n`).join("");
-  const manifest = { schema_version: 1, id, created, digest: sha256(digestText), files: listed };
-  await writeFile(join(dir, "manifest.json"), `${JSON.stringify(manifest, null, 2)}\n`);
-}
+const sha256 = sha256Of;
+const bundle = writeBundle;
 
 async function config(text: string): Promise<string> {
   const path = join(tmp(), "distributor.yml");

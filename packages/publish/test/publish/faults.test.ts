@@ -87,6 +87,31 @@ function registry(
   };
 }
 
+/**
+ * A registry whose backend for `destRoot` runs `before(path)` ahead of every `writeFile`, to
+ * slip something in between planning and a write.
+ */
+function beforeWrites(destRoot: string, before: (path: string) => Promise<void>): BackendRegistry {
+  return {
+    local: async (location) => {
+      const backend = createLocalBackend({ root: location.path });
+      if (location.path !== destRoot) return backend;
+      return new Proxy(backend, {
+        get(target, property) {
+          const value = Reflect.get(target, property, target);
+          if (property !== "writeFile") {
+            return typeof value === "function" ? value.bind(target) : value;
+          }
+          return async (path: string, data: never, options: never) => {
+            await before(path);
+            return target.writeFile(path, data, options);
+          };
+        },
+      });
+    },
+  };
+}
+
 async function tree(root: string): Promise<Map<string, string>> {
   const files = new Map<string, string>();
   const visit = async (dir: string) => {
@@ -283,36 +308,17 @@ describe("a publication failing or crashing at every write and delete", () => {
     const ctx = await setup(scenario);
     const statePath = join(ctx.dest, ".distributor.json");
     let swapped = false;
-    const backends: BackendRegistry = {
-      local: async (location) => {
-        const backend = createLocalBackend({ root: location.path });
-        if (location.path !== ctx.dest) return backend;
-        return new Proxy(backend, {
-          get(target, property) {
-            const value = Reflect.get(target, property, target);
-            if (property !== "writeFile") {
-              return typeof value === "function" ? value.bind(target) : value;
-            }
-            return async (path: string, data: never, options: never) => {
-              if (path === ".distributor.json" && !swapped) {
-                // Another writer commits between our planning and our commit: the state now
-                // says it was created in 2020, which a blind overwrite would lose.
-                swapped = true;
-                const text = await readFile(statePath, "utf8");
-                const edited = text.replace(
-                  /"created_at": "[^"]+"/,
-                  '"created_at": "2020-01-01T00:00:00Z"',
-                );
-                expect(edited).not.toBe(text);
-                await writeFile(`${statePath}.new`, edited);
-                await rename(`${statePath}.new`, statePath);
-              }
-              return target.writeFile(path, data, options);
-            };
-          },
-        });
-      },
-    };
+    const backends = beforeWrites(ctx.dest, async (path) => {
+      if (path !== ".distributor.json" || swapped) return;
+      // Another writer commits between our planning and our commit: the state now says it was
+      // created in 2020, which a blind overwrite would lose.
+      swapped = true;
+      const text = await readFile(statePath, "utf8");
+      const edited = text.replace(/"created_at": "[^"]+"/, '"created_at": "2020-01-01T00:00:00Z"');
+      expect(edited).not.toBe(text);
+      await writeFile(`${statePath}.new`, edited);
+      await rename(`${statePath}.new`, statePath);
+    });
     const plans: string[] = [];
     const report = await run({
       config: ctx.config,
@@ -339,27 +345,11 @@ describe("a publication failing or crashing at every write and delete", () => {
       resume = resolve;
     });
     let stalled = false;
-    const stalling: BackendRegistry = {
-      local: async (location) => {
-        const backend = createLocalBackend({ root: location.path });
-        if (location.path !== ctx.dest) return backend;
-        return new Proxy(backend, {
-          get(target, property) {
-            const value = Reflect.get(target, property, target);
-            if (property !== "writeFile") {
-              return typeof value === "function" ? value.bind(target) : value;
-            }
-            return async (path: string, data: never, options: never) => {
-              if (path === "docs/c.txt" && !stalled) {
-                stalled = true;
-                await gate;
-              }
-              return target.writeFile(path, data, options);
-            };
-          },
-        });
-      },
-    };
+    const stalling = beforeWrites(ctx.dest, async (path) => {
+      if (path !== "docs/c.txt" || stalled) return;
+      stalled = true;
+      await gate;
+    });
     const first = run({
       config: ctx.config,
       pipelineIds: ["reports"],

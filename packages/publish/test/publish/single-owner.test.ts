@@ -32,7 +32,7 @@ async function readState(backend: StorageBackend, bundlePath = ""): Promise<Sing
 /** A source with `report.md` (new content) and a destination holding an older publication. */
 async function olderPublication(
   olderFiles: Record<string, string>,
-  sourceFiles = { "report.md": NEW_REPORT },
+  sourceFiles: Record<string, string> = { "report.md": NEW_REPORT },
 ) {
   const source = newBackend();
   const manifest = await writeSourceBundle(source, "", sourceFiles);
