@@ -9,13 +9,12 @@
 // --runs N      timed repetitions of each command (default 3); the median is reported
 // --keep        keep the generated tree (printed) instead of deleting it
 import { spawnSync } from "node:child_process";
-import { randomBytes } from "node:crypto";
-import { createWriteStream } from "node:fs";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { median, mib, writeSized } from "./common.mjs";
 
 const repo = dirname(dirname(fileURLToPath(import.meta.url)));
 const bin = join(repo, "packages/cli/dist/bin.js");
@@ -33,18 +32,6 @@ const size = Number(values.size);
 const big = Number(values.big);
 const runs = Number(values.runs);
 
-async function writeSized(path, bytes) {
-  const chunk = randomBytes(Math.min(bytes, 1 << 20));
-  const out = createWriteStream(path);
-  let left = bytes;
-  while (left > 0) {
-    const piece = left >= chunk.length ? chunk : chunk.subarray(0, left);
-    if (!out.write(piece)) await new Promise((resolve) => out.once("drain", resolve));
-    left -= piece.length;
-  }
-  await new Promise((resolve, reject) => out.end((error) => (error ? reject(error) : resolve())));
-}
-
 function time(command, args, options = {}) {
   const start = process.hrtime.bigint();
   const result = spawnSync(command, args, { encoding: "utf8", ...options });
@@ -55,9 +42,6 @@ function time(command, args, options = {}) {
   const peak = /peak_rss_bytes=(\d+)/.exec(result.stderr ?? "");
   return { seconds, peakRss: peak ? Number(peak[1]) : undefined };
 }
-
-const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
-const mib = (bytes) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
 
 const work = await mkdtemp(join(tmpdir(), "distributor-bench-"));
 try {

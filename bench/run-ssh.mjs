@@ -11,13 +11,12 @@
 //
 // rclone runs with `shell_type none`, so it does not run md5sum remotely for every file.
 import { spawnSync } from "node:child_process";
-import { randomBytes } from "node:crypto";
-import { createWriteStream } from "node:fs";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { median, mib, writeSized } from "./common.mjs";
 
 const repo = dirname(dirname(fileURLToPath(import.meta.url)));
 const bin = join(repo, "packages/cli/dist/bin.js");
@@ -35,18 +34,6 @@ const size = Number(values.size);
 const big = Number(values.big);
 const runs = Number(values.runs);
 
-async function writeSized(path, bytes) {
-  const chunk = randomBytes(Math.min(bytes, 1 << 20));
-  const out = createWriteStream(path);
-  let left = bytes;
-  while (left > 0) {
-    const piece = left >= chunk.length ? chunk : chunk.subarray(0, left);
-    if (!out.write(piece)) await new Promise((resolve) => out.once("drain", resolve));
-    left -= piece.length;
-  }
-  await new Promise((resolve, reject) => out.end((error) => (error ? reject(error) : resolve())));
-}
-
 /** Runs a command under `/usr/bin/time -f %M` when available, for the peak RSS of any process. */
 function time(command, args, options = {}) {
   const timed = ["-f", "peak_rss_kib=%M", command, ...args];
@@ -59,9 +46,6 @@ function time(command, args, options = {}) {
   const peak = /peak_rss_kib=(\d+)/.exec(result.stderr ?? "");
   return { seconds, peakRss: peak ? Number(peak[1]) * 1024 : undefined };
 }
-
-const median = (list) => [...list].sort((a, b) => a - b)[Math.floor(list.length / 2)];
-const mib = (bytes) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
 
 const work = await mkdtemp(join(tmpdir(), "distributor-bench-ssh-"));
 const sshd = await startSshd();

@@ -9,6 +9,7 @@ import {
   resultOf,
   runCli,
   sha256Of,
+  singlePipelineConfig,
   useTempDir,
   writeBundle,
   writeFiles,
@@ -67,16 +68,7 @@ function spawnCli(args: string[]): {
   return { done, kill: (signal = "SIGKILL") => child.kill(signal) };
 }
 
-function config(source: string, dest: string, extra = ""): string {
-  return `pipelines:
-  - id: reports
-    source: {backend: local, path: ${source}}
-    destinations:
-      - id: archive
-        backend: local
-        path: ${dest}
-${extra}`;
-}
+const config = singlePipelineConfig;
 
 describe("concurrent runs", () => {
   it("two owners publishing into one shared root for 50 rounds lose no record", async () => {

@@ -120,22 +120,25 @@ export async function writeStateFixture(directory: string, name: string): Promis
   );
 }
 
-/** A configuration with one local pipeline `reports` and its destination `archive`. */
-export async function writeConfig(directory: string, source: string, destination: string) {
-  const path = join(directory, "distributor.yml");
-  await writeFile(
-    path,
-    `pipelines:
+/**
+ * Configuration text with one local pipeline `reports` and its local destination `archive`;
+ * `extra` holds further destination keys, each line indented by eight spaces.
+ */
+export function singlePipelineConfig(source: string, destination: string, extra = ""): string {
+  return `pipelines:
   - id: reports
-    source:
-      backend: local
-      path: ${source}
+    source: {backend: local, path: ${source}}
     destinations:
       - id: archive
         backend: local
         path: ${destination}
-`,
-  );
+${extra}`;
+}
+
+/** Writes `singlePipelineConfig` to `<directory>/distributor.yml` and returns its path. */
+export async function writeConfig(directory: string, source: string, destination: string) {
+  const path = join(directory, "distributor.yml");
+  await writeFile(path, singlePipelineConfig(source, destination));
   return path;
 }
 

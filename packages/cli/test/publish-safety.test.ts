@@ -7,6 +7,7 @@ import {
   resultOf,
   runCli,
   sha256Of,
+  singlePipelineConfig,
   snapshotTree,
   useTempDir,
   writeBundle,
@@ -50,16 +51,7 @@ async function stateOf(dir: string): Promise<Record<string, unknown>> {
   return JSON.parse(await readFile(join(dir, ".distributor.json"), "utf8"));
 }
 
-function singleDestination(source: string, dest: string, extra = ""): string {
-  return `pipelines:
-  - id: reports
-    source: {backend: local, path: ${source}}
-    destinations:
-      - id: archive
-        backend: local
-        path: ${dest}
-${extra}`;
-}
+const singleDestination = singlePipelineConfig;
 
 describe("each bundle publishes its own HTML", () => {
   it("renders r.md of a/x and of b separately under preserve_relative", async () => {
