@@ -6,8 +6,7 @@ export {
   MARKDOWN_TO_HTML,
   MAX_MARKDOWN_BYTES,
   type MarkdownMode,
-  renderMarkdownDocument,
-} from "./transform/markdown.js";
+} from "./transform/markdown-paths.js";
 export { errorCode, errorMessage } from "./workflows/errors.js";
 export * from "./workflows/index.js";
 export {

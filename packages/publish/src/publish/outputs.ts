@@ -6,7 +6,7 @@ import {
   isMarkdownPath,
   MARKDOWN_TO_HTML,
   type MarkdownMode,
-} from "../transform/markdown.js";
+} from "../transform/markdown-paths.js";
 import { PublishPlanError } from "./errors.js";
 import { outputUrl, type PrimaryPolicy, selectPrimaryUrl } from "./links.js";
 

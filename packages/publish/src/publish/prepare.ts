@@ -1,6 +1,6 @@
 import { FileHasher, type Manifest } from "@distributor/bundle";
 import { joinPrefix, type StorageBackend } from "@distributor/storage";
-import { MAX_MARKDOWN_BYTES, renderMarkdownDocument } from "../transform/markdown.js";
+import { MAX_MARKDOWN_BYTES } from "../transform/markdown-paths.js";
 import { PublishPlanError } from "./errors.js";
 import type { OutputSelection, PlannedOutput } from "./outputs.js";
 import { RenderCache } from "./render-cache.js";
@@ -69,6 +69,8 @@ async function render(
       `${sourcePath}: source changed since validation: expected ${sha256}, got ${digest.sha256}`,
     );
   }
+  // Loaded on first use: runs that render nothing never pay for the unified/remark modules.
+  const { renderMarkdownDocument } = await import("../transform/markdown.js");
   const html = renderMarkdownDocument(Buffer.from(bytes).toString("utf8"), sourcePath);
   return Buffer.from(html, "utf8");
 }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { htmlOutputPath, isMarkdownPath, renderMarkdownDocument } from "./markdown.js";
+import { renderMarkdownDocument } from "./markdown.js";
+import { htmlOutputPath, isMarkdownPath } from "./markdown-paths.js";
 
 describe("markdown paths", () => {
   it("recognises .md and .markdown in any case", () => {
