@@ -1,6 +1,7 @@
 import type { Dirent, Stats } from "node:fs";
 import { lstat, opendir } from "node:fs/promises";
 import type { StorageEntry, WalkOptions } from "../backend.js";
+import { mapBounded } from "../concurrency.js";
 import { throwIfAborted } from "../internal/abort.js";
 import { escapeName, nameProblem } from "../names.js";
 import { compareLogicalPaths } from "../paths.js";
@@ -15,6 +16,9 @@ import { hasCode, toStorageError } from "./errno.js";
 import { inspectPath } from "./inspect.js";
 
 const OPERATION = "walk";
+
+/** lstats in flight while describing one directory's entries. */
+const STAT_CONCURRENCY = 16;
 
 /**
  * Lists entries below `prefix` in byte order. Directories are read entry by entry and the walk stops
@@ -50,15 +54,24 @@ export async function walkTree(
         throw rootNotDirectory(local, OPERATION, "");
       throw toStorageError(error, OPERATION, prefix);
     }
+    // Names first, then their lstats in parallel: a thread-pool round trip each, which one at a
+    // time would leave the walk waiting on the disk for every entry.
+    const dirents: Dirent<Buffer>[] = [];
     for await (const dirent of dir) {
       throwIfAborted(signal);
-      const entry = await describe(local, directory, dirent as unknown as Dirent<Buffer>);
+      dirents.push(dirent as unknown as Dirent<Buffer>);
+      if (entries.length + dirents.length > limit) {
+        throw localError("limit_exceeded", OPERATION, prefix, `more than ${limit} entries`);
+      }
+    }
+    const described = await mapBounded(dirents, STAT_CONCURRENCY, (dirent) => {
+      throwIfAborted(signal);
+      return describe(local, directory, dirent);
+    });
+    for (const entry of described) {
       // Removed between listing and lstat: it no longer exists, so it is not listed.
       if (entry === undefined) continue;
       entries.push(entry);
-      if (entries.length > limit) {
-        throw localError("limit_exceeded", OPERATION, prefix, `more than ${limit} entries`);
-      }
       if (entry.kind === "directory" && entry.nameProblem === undefined && options.recursive) {
         pending.push(entry.path);
       }
