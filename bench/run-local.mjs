@@ -17,7 +17,7 @@ import { parseArgs } from "node:util";
 import { median, mib, writeSized } from "./common.mjs";
 
 const repo = dirname(dirname(fileURLToPath(import.meta.url)));
-const bin = join(repo, "packages/cli/dist/bin.js");
+const bin = join(repo, "packages/cli/dist/bin.cjs");
 const { values } = parseArgs({
   options: {
     files: { type: "string", default: "1000" },

@@ -19,7 +19,7 @@ import { parseArgs } from "node:util";
 import { median, mib, writeSized } from "./common.mjs";
 
 const repo = dirname(dirname(fileURLToPath(import.meta.url)));
-const bin = join(repo, "packages/cli/dist/bin.js");
+const bin = join(repo, "packages/cli/dist/bin.cjs");
 const { startSshd } = await import(join(repo, "packages/storage-ssh/dist/testing/index.js"));
 const { values } = parseArgs({
   options: {

@@ -12,7 +12,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 
 const repo = dirname(dirname(fileURLToPath(import.meta.url)));
-const bin = join(repo, "packages/cli/dist/bin.js");
+const bin = join(repo, "packages/cli/dist/bin.cjs");
 const { values } = parseArgs({
   options: { sizes: { type: "string", default: "1MiB,256MiB,1GiB,3GiB" } },
 });

@@ -1,4 +1,4 @@
-#!/usr/bin/env node
+// The body of the `distributor` binary, loaded by bin.cjs once the process is set up.
 import { main } from "./main.js";
 
 const controller = new AbortController();

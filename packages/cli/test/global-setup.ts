@@ -7,10 +7,10 @@ import { promisify } from "node:util";
 const repositoryRoot = fileURLToPath(new URL("../../../", import.meta.url));
 // The workspace's own turbo, so the suite needs neither pnpm nor a global install on the PATH.
 const turbo = join(repositoryRoot, "node_modules", ".bin", "turbo");
-const bin = fileURLToPath(new URL("../dist/bin.js", import.meta.url));
+const bin = fileURLToPath(new URL("../dist/bin.cjs", import.meta.url));
 
 /**
- * The CLI suites run the real `dist/bin.js`, so it must match the sources. Turbo rebuilds the CLI
+ * The CLI suites run the real `dist/bin.cjs`, so it must match the sources. Turbo rebuilds the CLI
  * and its dependencies only when their inputs changed; after the root `pnpm test` build this is a
  * cache hit.
  */

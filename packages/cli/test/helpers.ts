@@ -15,7 +15,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach } from "vitest";
 
-export const BIN = fileURLToPath(new URL("../dist/bin.js", import.meta.url));
+export const BIN = fileURLToPath(new URL("../dist/bin.cjs", import.meta.url));
 export const FIXTURES = fileURLToPath(new URL("./fixtures/", import.meta.url));
 
 export interface CliResult {
@@ -24,7 +24,7 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Runs `node dist/bin.js ...args` as a separate process and collects what it printed. */
+/** Runs `node dist/bin.cjs ...args` as a separate process and collects what it printed. */
 export function runCli(
   args: readonly string[],
   options: { cwd?: string; env?: NodeJS.ProcessEnv } = {},

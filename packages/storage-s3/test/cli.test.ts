@@ -8,7 +8,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import type { S3Server } from "./ceph.js";
 import { createBucket, emptyBucket, listKeys, rawClient, s3Server, uniqueName } from "./server.js";
 
-const BIN = fileURLToPath(new URL("../../cli/dist/bin.js", import.meta.url));
+const BIN = fileURLToPath(new URL("../../cli/dist/bin.cjs", import.meta.url));
 const found = s3Server();
 
 interface CliResult {

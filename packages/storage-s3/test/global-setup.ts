@@ -23,7 +23,7 @@ const repositoryRoot = fileURLToPath(new URL("../../../", import.meta.url));
 export default async function setup(
   project: TestProject,
 ): Promise<(() => Promise<void>) | undefined> {
-  // The CLI-process suite runs the real dist/bin.js with the s3 entry; turbo rebuilds it only
+  // The CLI-process suite runs the real dist/bin.cjs with the s3 entry; turbo rebuilds it only
   // when its inputs changed.
   await buildCli();
   const strict = process.env.CI === "true" || process.env.CI === "1";
