@@ -8,7 +8,10 @@ import type { BackendRegistry } from "@distributor/publish";
 export const cliBackends: BackendRegistry = {
   local: async (location) => {
     const { createLocalBackend } = await import("@distributor/storage");
-    return createLocalBackend({ root: location.path });
+    return createLocalBackend({
+      root: location.path,
+      ...(location.fsync === undefined ? {} : { fsync: location.fsync }),
+    });
   },
   s3: async (location, options) => {
     const { openS3Location } = await import("./s3-location.js");

@@ -45,6 +45,7 @@ export async function openSshLocation(
     knownHostsFile: location.knownHostsFile,
     hostKeyPolicy: location.hostKeyPolicy,
     dryRun: options.dryRun ?? false,
+    ...(location.fsync === undefined ? {} : { fsync: location.fsync }),
     ...(options.signal === undefined ? {} : { signal: options.signal }),
   });
 }

@@ -69,6 +69,8 @@ export const CONFIG_DESCRIPTIONS: Readonly<Record<string, string>> = {
 
   "destination.id": "Unique within the pipeline.",
   "destination.backend": "local, ssh or s3.",
+  "destination.fsync":
+    "local and ssh: flush every written file to disk before it is moved into place (default true); false flushes only the state and lease files, so a power cut may lose outputs the state records.",
   ...prefixed("destination", location),
   "destination.publish":
     "What is written: copies of the bundle files, HTML rendered from Markdown, or both.",

@@ -46,9 +46,11 @@ export async function createSshBackend(options: SshBackendOptions): Promise<Stor
     {
       name: BACKEND_NAME,
       location,
+      // Enough files in flight to keep every channel busy while others wait on an fsync.
+      writeConcurrency: 8,
       mapError: (error, operation, path) => mapError(session, error, operation, path),
     },
-    new SshOperations(new Remote(session, root)),
+    new SshOperations(new Remote(session, root), options.fsync ?? true),
   );
 }
 
@@ -72,7 +74,10 @@ function mapError(
 }
 
 class SshOperations implements BackendOperations {
-  constructor(readonly remote: Remote) {}
+  constructor(
+    readonly remote: Remote,
+    readonly fsync: boolean,
+  ) {}
 
   async readFile(path: string, options: ReadOptions): Promise<Uint8Array> {
     return (await this.readVersioned(path, options)).bytes;
@@ -92,7 +97,7 @@ class SshOperations implements BackendOperations {
     operation: WriteOperation,
     options: WriteOptions,
   ): Promise<WriteResult> {
-    return writeAtomically(this.remote, path, data, options, operation);
+    return writeAtomically(this.remote, path, data, options, operation, this.fsync);
   }
 
   async stat(path: string): Promise<StorageEntry> {

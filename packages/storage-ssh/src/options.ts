@@ -35,5 +35,10 @@ export interface SshBackendOptions {
    * requests one at a time, so several let files transfer (and fsync) side by side.
    */
   channels?: number;
+  /**
+   * Flush every written file (`fsync@openssh.com`) before moving it into place (default true).
+   * With false, only commit files (`.distributor.json`, the lease) are flushed.
+   */
+  fsync?: boolean;
   signal?: AbortSignal;
 }

@@ -1,6 +1,13 @@
 import { Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import type { StorageOperation, WriteData, WriteOptions, WriteResult } from "@distributor/storage";
+import {
+  LEASE_FILE_NAME,
+  STATE_FILE_NAME,
+  type StorageOperation,
+  type WriteData,
+  type WriteOptions,
+  type WriteResult,
+} from "@distributor/storage";
 import {
   sourceStreamFailed,
   swapLockName,
@@ -34,6 +41,7 @@ export async function writeAtomically(
   data: WriteData,
   options: WriteOptions,
   operation: StorageOperation,
+  fsync: boolean,
 ): Promise<WriteResult> {
   // The temp file's handle lives on one channel; the whole write stays there.
   const remote = shared.onLane();
@@ -75,9 +83,12 @@ export async function writeAtomically(
     try {
       await copyInto(remote, handle, data, signal, operation, path);
       // One channel answers in order, so these go out together: one round trip, not three.
-      const flushed = remote.session.supports("fsync@openssh.com")
-        ? remote.call((sftp, done) => sftp.ext_openssh_fsync(handle, done))
-        : Promise.resolve();
+      // Commit files are flushed even when the destination runs without fsync.
+      const flush = fsync || name === STATE_FILE_NAME || name === LEASE_FILE_NAME;
+      const flushed =
+        flush && remote.session.supports("fsync@openssh.com")
+          ? remote.call((sftp, done) => sftp.ext_openssh_fsync(handle, done))
+          : Promise.resolve();
       const described = remote.call<Attributes>((sftp, done) => sftp.fstat(handle, done));
       // Awaited below; until then a failure of one must not surface as an unhandled rejection.
       flushed.catch(() => undefined);

@@ -102,6 +102,11 @@ export interface StorageBackend {
   readonly name: string;
   /** Human description of the root, e.g. `local:/srv/reports`. */
   readonly location: string;
+  /**
+   * How many writes an engine should keep in flight against this backend: enough to overlap its
+   * waits (fsyncs, round trips). Absent: the engine's own default.
+   */
+  readonly writeConcurrency?: number;
 
   readFile(path: string, options?: ReadOptions): Promise<Uint8Array>;
   /** Reads a whole file together with the version token of exactly those bytes. */

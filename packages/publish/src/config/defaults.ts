@@ -18,6 +18,7 @@ export const CONFIG_DEFAULTS = Object.freeze({
   workers: 2,
   /** Below `os.tmpdir()`. */
   stagingDirectoryName: "distributor-uploads",
+  fsync: true,
   maxUploadSize: 64 * 1024 ** 2,
   unlistedFiles: "reject",
   maxFiles: 10_000,
@@ -153,13 +154,20 @@ function storageLocation(raw: RawLocation, files: LocalPaths): StorageLocation {
   }
 }
 
+/** A destination's location: a local or SSH one also says whether every write is flushed. */
+function destinationLocation(raw: RawDestination, files: LocalPaths): StorageLocation {
+  const location = storageLocation({ ...raw, backend: present(raw.backend) }, files);
+  if (location.backend === "s3") return location;
+  return { ...location, fsync: raw.fsync ?? CONFIG_DEFAULTS.fsync };
+}
+
 function destinationConfig(raw: RawDestination, files: LocalPaths): DestinationConfig {
   const markdown = raw.transform?.markdown_to_html;
   const prune = raw.retention?.prune;
   const transfer = raw.transfer;
   return {
     id: present(raw.id),
-    location: storageLocation({ ...raw, backend: present(raw.backend) }, files),
+    location: destinationLocation(raw, files),
     publish: {
       source: raw.publish?.source ?? CONFIG_DEFAULTS.publishSource,
       html: raw.publish?.html ?? CONFIG_DEFAULTS.publishHtml,

@@ -51,7 +51,7 @@ describe("parseConfig defaults", () => {
           destinations: [
             {
               id: "archive",
-              location: { backend: "local", path: "/srv/reports/archive" },
+              location: { backend: "local", path: "/srv/reports/archive", fsync: true },
               publish: { source: true, html: false },
               transform: { markdownToHtml: { enabled: false, mode: "sidecar" } },
               pathMapping: { mode: "preserve_relative" },
@@ -96,6 +96,7 @@ pipelines:
         path: "/srv/reports",
         knownHostsFile: "/home/operator/.ssh/known_hosts",
         hostKeyPolicy: "strict",
+        fsync: true,
       },
       { backend: "s3", bucket: "reports", prefix: "", region: "us-east-1", forcePathStyle: false },
     ]);
@@ -190,6 +191,7 @@ pipelines:
         passphrase_env: KEY_PASSPHRASE
         known_hosts_file: ~/known
         host_key_policy: accept_new
+        fsync: false
 `,
       { cwd: "/work/site", env: { HOME: "/home/operator" } },
     );
@@ -244,6 +246,7 @@ pipelines:
       passphraseEnv: "KEY_PASSPHRASE",
       knownHostsFile: "/home/operator/known",
       hostKeyPolicy: "accept_new",
+      fsync: false,
     });
   });
 
@@ -519,9 +522,9 @@ pipelines:
       path: join(directory, "spool", "reports"),
     });
     expect(pipeline?.destinations.map((destination) => destination.location)).toEqual([
-      { backend: "local", path: join(directory, "..", "published", "archive") },
-      { backend: "local", path: "/srv/archive" },
-      { backend: "local", path: "/home/operator/published" },
+      { backend: "local", path: join(directory, "..", "published", "archive"), fsync: true },
+      { backend: "local", path: "/srv/archive", fsync: true },
+      { backend: "local", path: "/home/operator/published", fsync: true },
       {
         backend: "ssh",
         host: "example.com",
@@ -531,6 +534,7 @@ pipelines:
         privateKeyFile: join(directory, "keys", "id"),
         knownHostsFile: "/home/operator/.ssh/known_hosts",
         hostKeyPolicy: "strict",
+        fsync: true,
       },
     ]);
   });

@@ -283,6 +283,7 @@ export const destinationSchema = mapping({
     ),
   ),
   ...locationEntries,
+  fsync: v.optional(flag()),
   publish: v.optional(mapping({ source: v.optional(flag()), html: v.optional(flag()) })),
   transform: v.optional(
     mapping({

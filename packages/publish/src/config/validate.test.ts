@@ -189,8 +189,19 @@ describe("backend-specific keys", () => {
       { backend: "ssh", host: "h", user: "u", path: "/p", force_path_style: true },
       `${D}.force_path_style is valid only for the s3 backend`,
     ],
+    [
+      { backend: "s3", bucket: "b", fsync: false },
+      `${D}.fsync is valid only for the local and ssh backends`,
+    ],
+    [{ backend: "local", path: "/a", fsync: "no" }, `${D}.fsync must be true or false`],
   ])("rejects a key of another backend: %j", (fields, message) => {
     expect(onlyProblem(destinationText(fields))).toBe(message);
+  });
+
+  it("rejects fsync on a source, which never writes", () => {
+    expect(
+      onlyProblem(configText({}, { source: { backend: "local", path: "/s", fsync: false } })),
+    ).toContain("pipelines[0].source.fsync");
   });
 
   it("rejects max_upload_size on a source that is not http_upload", () => {

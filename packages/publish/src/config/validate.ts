@@ -30,6 +30,7 @@ export const BACKEND_KEYS: Readonly<Record<string, readonly SourceBackend[]>> = 
   force_path_style: ["s3"],
   credentials: ["s3"],
   max_upload_size: ["http_upload"],
+  fsync: ["local", "ssh"],
 };
 
 export const REQUIRED_KEYS: Readonly<Record<SourceBackend, readonly string[]>> = {

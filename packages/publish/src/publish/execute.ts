@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import { type StateDocument, serializeDocument } from "@distributor/state";
 import {
   isStorageError,
@@ -19,7 +20,7 @@ export interface ExecuteContext {
   sourceBundlePath: string;
   destination: StorageBackend;
   signal?: AbortSignal | undefined;
-  /** Parallel output writes (default 4). */
+  /** Parallel output writes (default: the destination's `writeConcurrency`, else 4). */
   concurrency?: number | undefined;
   onOutputWritten?: ((output: PlannedOutput) => void) | undefined;
   /**
@@ -61,6 +62,43 @@ export async function executePublish(context: ExecuteContext, plan: PublishPlan)
     if (plan.action.startsWith("skip_")) return;
     throw new PublishExecutionError(`cannot execute action ${plan.action}: ${plan.reason}`);
   }
+  const { destination } = context;
+  const concurrency = context.concurrency ?? destination.writeConcurrency ?? 4;
+  const scope = writeScope(context.signal, concurrency);
+  try {
+    const writable = plan as PublishPlan & { nextState: StateDocument };
+    await executeWrites({ ...context, signal: scope.signal }, writable, concurrency);
+  } finally {
+    scope.dispose();
+  }
+}
+
+/**
+ * Every write in flight listens to the caller's signal (a read stream, a pipeline), so more than
+ * Node's default ten would warn of a listener leak. The writes get their own signal instead,
+ * which follows the caller's through one listener and may have as many as there are writes.
+ */
+function writeScope(
+  signal: AbortSignal | undefined,
+  concurrency: number,
+): { signal: AbortSignal | undefined; dispose(): void } {
+  if (signal === undefined) return { signal, dispose: () => undefined };
+  const controller = new AbortController();
+  setMaxListeners(concurrency * 4 + 10, controller.signal);
+  const follow = () => controller.abort(signal.reason);
+  if (signal.aborted) follow();
+  else signal.addEventListener("abort", follow, { once: true });
+  return {
+    signal: controller.signal,
+    dispose: () => signal.removeEventListener("abort", follow),
+  };
+}
+
+async function executeWrites(
+  context: ExecuteContext,
+  plan: PublishPlan & { nextState: StateDocument },
+  concurrency: number,
+): Promise<void> {
   const { destination, signal } = context;
   const bundlePath = plan.bundlePath;
   const deleteOptions = { ignoreMissing: true, pruneEmptyDirs: true, signal };
@@ -70,7 +108,7 @@ export async function executePublish(context: ExecuteContext, plan: PublishPlan)
     if (plan.deletesFirst.length > 0) {
       await destination.deleteManagedOutputs(bundlePath, plan.deletesFirst, deleteOptions);
     }
-    await mapBounded(plan.writes, context.concurrency ?? 4, async (write) => {
+    await mapBounded(plan.writes, concurrency, async (write) => {
       await writeOutput(context, bundlePath, write);
       if (!write.overwrite) created.push(write.output.path);
       context.onOutputWritten?.(write.output);

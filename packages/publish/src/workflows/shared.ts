@@ -40,7 +40,11 @@ export type BackendRegistry = {
 
 /** The registry used when a caller passes none: the local filesystem only. */
 export const defaultBackends: BackendRegistry = {
-  local: async (location) => createLocalBackend({ root: location.path }),
+  local: async (location) =>
+    createLocalBackend({
+      root: location.path,
+      ...(location.fsync === undefined ? {} : { fsync: location.fsync }),
+    }),
 };
 
 /** Options every workflow accepts (SPEC §11). */

@@ -60,6 +60,8 @@ export interface BackendOperations {
 export interface BackendIdentity {
   name: string;
   location: string;
+  /** See `StorageBackend.writeConcurrency`. */
+  writeConcurrency?: number;
   /** Turns a failure that is not a cancellation into a `StorageError` (e.g. errno mapping). */
   mapError?: (error: unknown, operation: StorageOperation, path: string) => unknown;
 }
@@ -79,6 +81,7 @@ export function frameBackend(
 class FramedBackend implements StorageBackend {
   readonly name: string;
   readonly location: string;
+  readonly writeConcurrency?: number;
   readonly #operations: BackendOperations;
   readonly #mapError: (error: unknown, operation: StorageOperation, path: string) => unknown;
   #closed = false;
@@ -86,6 +89,7 @@ class FramedBackend implements StorageBackend {
   constructor(identity: BackendIdentity, operations: BackendOperations) {
     this.name = identity.name;
     this.location = identity.location;
+    if (identity.writeConcurrency !== undefined) this.writeConcurrency = identity.writeConcurrency;
     this.#operations = operations;
     this.#mapError = identity.mapError ?? ((error) => error);
   }

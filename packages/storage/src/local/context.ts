@@ -8,6 +8,17 @@ import { BACKEND_NAME } from "./errno.js";
 export interface LocalRoot {
   /** Absolute, resolved once when the backend is created. */
   readonly root: string;
+  /**
+   * Whether every written file is flushed to disk before it is moved into place. Commit files
+   * (the state and the lease) are flushed, with their directory, either way.
+   */
+  readonly fsync: boolean;
+  /**
+   * Directories (native paths) whose new entries are not flushed yet: the parents of files moved
+   * into place and of directories created. A commit flushes them first (in `fsync` mode), so the
+   * state never records an output whose name a power cut could still lose.
+   */
+  readonly unflushed: Set<string>;
 }
 
 /** Native path of a logical path or prefix; validated logical paths cannot climb out of the root. */

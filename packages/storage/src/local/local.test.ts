@@ -25,6 +25,15 @@ describeBackendContract("local", async () => {
   };
 });
 
+// Without fsync only the flushing changes: every rule of the contract must hold the same.
+describeBackendContract("local (fsync: false)", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "distributor-local-nofsync-"));
+  return {
+    backend: createLocalBackend({ root: join(dir, "root"), fsync: false }),
+    cleanup: () => rm(dir, { recursive: true, force: true }),
+  };
+});
+
 describe("local backend", () => {
   let dir: string;
   let root: string;

@@ -11,6 +11,7 @@ import { inspectPath } from "./inspect.js";
 // O_NOFOLLOW closes the gap between the lstat walk and the open for the final component.
 const OPEN_FLAGS = constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0);
 const CHUNK_BYTES = 1 << 20;
+const MIN_READ_BYTES = 16 * 1024;
 
 /** Opens a regular file below the root for reading, refusing symlinks and non-files. */
 async function openFile(
@@ -99,11 +100,14 @@ export async function openReadStream(
   path: string,
   signal: AbortSignal | undefined,
 ): Promise<Readable> {
-  const { handle } = await openFile(local, path, "open reader");
+  const { handle, stats } = await openFile(local, path, "open reader");
   if (signal?.aborted) {
     await handle.close();
     throwIfAborted(signal);
   }
-  const stream = handle.createReadStream();
+  // One read for a small file, 1 MiB at a time for a large one: each read is a thread-pool
+  // round trip, and the default 64 KiB makes a 1 GiB file cost 16 384 of them.
+  const highWaterMark = Math.min(Math.max(stats.size + 1, MIN_READ_BYTES), CHUNK_BYTES);
+  const stream = handle.createReadStream({ highWaterMark });
   return signal ? addAbortSignal(signal, stream) : stream;
 }

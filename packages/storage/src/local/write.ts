@@ -3,17 +3,19 @@ import { dirname, join } from "node:path";
 import { Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { WriteData, WriteOptions, WriteResult } from "../backend.js";
+import { mapBounded } from "../concurrency.js";
 import type { StorageError, StorageOperation } from "../errors.js";
 import { throwIfAborted } from "../internal/abort.js";
 import { sourceStreamFailed, versionMismatch } from "../internal/backend-error.js";
 import { writeSource } from "../internal/write-source.js";
-import { swapLockName, tempFileName } from "../names.js";
+import { LEASE_FILE_NAME, STATE_FILE_NAME, swapLockName, tempFileName } from "../names.js";
 import { type LocalRoot, localError, localVersion, nativePath, symlinkRefused } from "./context.js";
 import { hasCode, toStorageError } from "./errno.js";
 import { inspectPath, type PathState } from "./inspect.js";
 
 /**
- * Streams `data` into a temp file beside the target, fsyncs it and moves it into place: rename
+ * Streams `data` into a temp file beside the target, fsyncs it (unless the backend runs without
+ * fsync and the target is not a commit file) and moves it into place: rename
  * when overwriting, hard link + unlink otherwise, because `link` fails with EEXIST atomically and so
  * can never clobber a file that appeared after our check. A compare-and-swap (`ifMatch`) checks
  * the target's version just before the rename; the check and the rename are not one atomic step,
@@ -51,18 +53,26 @@ export async function writeAtomically(
   const existing = state.kind === "missing" ? state.existing : segments.length - 1;
   throwIfAborted(signal);
   const created = await createParents(local, path, segments, existing, operation);
-  const temp = join(dirname(target), tempFileName(segments[segments.length - 1] ?? ""));
+  const name = segments[segments.length - 1] ?? "";
+  const directory = dirname(target);
+  const commit = isCommitFile(name);
+  const temp = join(directory, tempFileName(name));
   let committed = false;
   try {
     const handle = await open(temp, "wx", 0o666);
     let version: string;
     try {
-      await copyInto(handle, data, signal, operation, path);
+      await copyInto(handle, data, local.fsync || commit, signal, operation, path);
       version = localVersion(await handle.stat());
     } finally {
       await handle.close();
     }
     throwIfAborted(signal);
+    // Everything the commit file will describe must be durable before it is.
+    if (commit) {
+      const own = created.map((made) => dirname(made));
+      await flushDirectories(local, local.fsync ? [...local.unflushed, ...own] : own);
+    }
     if (ifMatch !== undefined) {
       // Check and rename under a lock on the target, so that of two compare-and-swaps of one
       // version exactly one succeeds; readers still see one rename, old bytes or new.
@@ -76,6 +86,12 @@ export async function writeAtomically(
       await link(temp, target);
     }
     committed = true;
+    if (commit) {
+      await syncDirectory(directory);
+    } else {
+      local.unflushed.add(directory);
+      for (const made of created) local.unflushed.add(dirname(made));
+    }
     return { version };
   } catch (error) {
     throw writeError(error, operation, path, overwrite);
@@ -93,12 +109,13 @@ export async function writeAtomically(
 async function copyInto(
   handle: FileHandle,
   data: WriteData,
+  fsync: boolean,
   signal: AbortSignal | undefined,
   operation: StorageOperation,
   path: string,
 ): Promise<void> {
   let sinkFailure: { error: unknown } | undefined;
-  const sink = fileSink(handle, (error) => {
+  const sink = fileSink(handle, fsync, (error) => {
     sinkFailure ??= { error };
   });
   try {
@@ -110,11 +127,15 @@ async function copyInto(
 }
 
 /**
- * Writes chunks to an open handle and fsyncs it before finishing, reporting its own failures to
- * `onFailure`. The handle stays ours to close (a FileHandle stream with autoClose off would keep
+ * Writes chunks to an open handle and (with `fsync`) flushes it before finishing, reporting its
+ * own failures to `onFailure`. The handle stays ours to close (a FileHandle stream with autoClose off would keep
  * it referenced and block `close()`).
  */
-function fileSink(handle: FileHandle, onFailure: (error: unknown) => void): Writable {
+function fileSink(
+  handle: FileHandle,
+  fsync: boolean,
+  onFailure: (error: unknown) => void,
+): Writable {
   const failed = (callback: (error: Error) => void) => (error: Error) => {
     onFailure(error);
     callback(error);
@@ -124,6 +145,10 @@ function fileSink(handle: FileHandle, onFailure: (error: unknown) => void): Writ
       writeFully(handle, chunk).then(() => callback(), failed(callback));
     },
     final(callback) {
+      if (!fsync) {
+        callback();
+        return;
+      }
       handle.sync().then(() => callback(), failed(callback));
     },
   });
@@ -134,6 +159,40 @@ async function writeFully(handle: FileHandle, chunk: Buffer): Promise<void> {
   while (offset < chunk.length) {
     const { bytesWritten } = await handle.write(chunk, offset, chunk.length - offset);
     offset += bytesWritten;
+  }
+}
+
+/** The files whose write commits a publication or a lease: always flushed with their directory. */
+function isCommitFile(name: string): boolean {
+  return name === STATE_FILE_NAME || name === LEASE_FILE_NAME;
+}
+
+/** Directory fsyncs in flight at once; each waits on the disk, not on this process. */
+const FLUSH_CONCURRENCY = 16;
+
+/**
+ * Flushes the given directories' entries. Each is forgotten only once flushed, so a failure leaves
+ * the rest for the next commit to retry; a directory removed meanwhile has nothing left to flush.
+ */
+async function flushDirectories(local: LocalRoot, directories: readonly string[]): Promise<void> {
+  await mapBounded([...new Set(directories)], FLUSH_CONCURRENCY, async (directory) => {
+    await syncDirectory(directory);
+    local.unflushed.delete(directory);
+  });
+}
+
+async function syncDirectory(directory: string): Promise<void> {
+  let handle: FileHandle;
+  try {
+    handle = await open(directory, "r");
+  } catch (error) {
+    if (hasCode(error, "ENOENT")) return;
+    throw error;
+  }
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
   }
 }
 
