@@ -21,6 +21,7 @@ import {
   type WriteOperation,
 } from "../internal/backend-frame.js";
 import {
+  type DirectoryIdentity,
   type LocalRoot,
   localError,
   localVersion,
@@ -67,6 +68,7 @@ export function createLocalBackend(options: LocalBackendOptions): StorageBackend
 
 class LocalOperations implements BackendOperations, LocalRoot {
   readonly unflushed = new Set<string>();
+  readonly verified = new Map<string, DirectoryIdentity>();
 
   constructor(
     readonly root: string,

@@ -19,6 +19,17 @@ export interface LocalRoot {
    * state never records an output whose name a power cut could still lose.
    */
   readonly unflushed: Set<string>;
+  /**
+   * Directories (logical paths) this backend has lstatted component by component, with the
+   * identity they had. See `inspectPath`.
+   */
+  readonly verified: Map<string, DirectoryIdentity>;
+}
+
+/** Device and inode of a directory: what a swapped path component could not keep. */
+export interface DirectoryIdentity {
+  readonly dev: number;
+  readonly ino: number;
 }
 
 /** Native path of a logical path or prefix; validated logical paths cannot climb out of the root. */

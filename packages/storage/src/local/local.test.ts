@@ -5,6 +5,7 @@ import {
   mkdtemp,
   readdir,
   readFile,
+  rename,
   rm,
   stat,
   symlink,
@@ -142,6 +143,31 @@ describe("local backend", () => {
       expect(await readdir(outside)).toEqual(["secret.txt"]);
       expect(await readFile(join(outside, "secret.txt"), "utf8")).toBe("outside bytes");
       expect((await lstat(join(root, "linked-file.txt"))).isSymbolicLink()).toBe(true);
+    });
+
+    it("refuses an ancestor swapped for a symlink after the backend verified it", async () => {
+      // The backend remembers directories it verified; a swap above or at one must not be
+      // followed. a/b/c is verified by the first writes, then a/b is moved out of the root and
+      // replaced by a symlink, once to the moved directory and once to another one.
+      await backend.writeFile("a/b/c/first.txt", "1");
+      await backend.writeFile("a/b/second.txt", "2");
+      await rename(join(root, "a", "b"), join(outside, "moved"));
+      await symlink(join(outside, "moved"), join(root, "a", "b"));
+      await refused(backend.writeFile("a/b/c/third.txt", "3"));
+      await refused(backend.writeFile("a/b/fourth.txt", "4"));
+      await refused(backend.readFile("a/b/c/first.txt"));
+      await rm(join(root, "a", "b"));
+      await mkdir(join(outside, "other", "c"), { recursive: true });
+      await symlink(join(outside, "other"), join(root, "a", "b"));
+      await refused(backend.writeFile("a/b/c/third.txt", "3"));
+      await refused(backend.stat("a/b/c"));
+      expect(await readdir(join(outside, "moved", "c"))).toEqual(["first.txt"]);
+      expect(await readdir(join(outside, "other", "c"))).toEqual([]);
+      // A real directory put back is accepted again.
+      await rm(join(root, "a", "b"));
+      await mkdir(join(root, "a", "b", "c"), { recursive: true });
+      await backend.writeFile("a/b/c/third.txt", "3");
+      expect(await text("a/b/c/third.txt")).toBe("3");
     });
 
     it("refuses deletes through a symlinked ancestor or of a symlinked file", async () => {
