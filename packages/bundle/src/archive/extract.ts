@@ -134,17 +134,23 @@ export async function extractArchive(
         return;
       }
       const gunzip = createGunzip();
+      // A failure of the input itself (a body over its limit, a lost client) is not a gzip error.
+      let inputError: unknown;
       const feeding = pipeline(rest, gunzip).catch((error: unknown) => {
+        inputError ??= error;
         gunzip.destroy(error as Error);
       });
       try {
         yield* gunzip;
       } catch (error) {
+        await feeding;
+        if (inputError !== undefined && !isZlibError(inputError)) throw inputError;
         throw new ArchiveError("invalid_archive", `archive is not valid gzip: ${message(error)}`, {
           cause: error,
         });
       }
       await feeding;
+      if (inputError !== undefined) throw inputError;
     },
     (source: AsyncIterable<Buffer>) => extraction.consume(source),
     ...(options.signal ? [{ signal: options.signal }] : []),
@@ -422,6 +428,11 @@ function drain(entry: ReadEntry): Promise<void> {
 /** An entry name as it can be shown in one line of a message. */
 function printable(path: string): string {
   return JSON.stringify(path);
+}
+
+function isZlibError(error: unknown): boolean {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  return typeof code === "string" && code.startsWith("Z_");
 }
 
 function message(error: unknown): string {
