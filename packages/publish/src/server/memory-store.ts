@@ -37,7 +37,7 @@ export function createMemoryUploadStore(options: MemoryUploadStoreOptions): Uplo
       const entry = keys.get(key);
       if (entry?.kind === "accepted") return { kind: "accepted", accepted: entry.accepted };
       if (entry?.kind === "pending") return { kind: "pending", settled: entry.settled };
-      let settle = () => undefined as void;
+      let settle: () => void = () => undefined;
       const settled = new Promise<void>((resolve) => {
         settle = resolve;
       });

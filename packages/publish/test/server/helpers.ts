@@ -186,7 +186,11 @@ export async function upload(
     headers,
     body: new Uint8Array(body),
   });
-  return { status: response.status, headers: response.headers, json: (await response.json()) as Record<string, unknown> };
+  return {
+    status: response.status,
+    headers: response.headers,
+    json: (await response.json()) as Record<string, unknown>,
+  };
 }
 
 export async function getJson(
@@ -197,7 +201,11 @@ export async function getJson(
   const response = await fetch(`${url}${path}`, {
     headers: token === null ? {} : { Authorization: `Bearer ${token}` },
   });
-  return { status: response.status, headers: response.headers, json: (await response.json()) as Record<string, unknown> };
+  return {
+    status: response.status,
+    headers: response.headers,
+    json: (await response.json()) as Record<string, unknown>,
+  };
 }
 
 /** Polls a run until it has finished. */

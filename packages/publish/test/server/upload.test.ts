@@ -371,7 +371,7 @@ describe("upload server", () => {
   });
 
   it("queues runs of one pipeline one after another and answers 503 when the queue is full", async () => {
-    let open = () => undefined as void;
+    let open: () => void = () => undefined;
     const gate = new Promise<void>((resolve) => {
       open = resolve;
     });
@@ -412,7 +412,7 @@ describe("upload server", () => {
   });
 
   it("shuts down gracefully: refuses new connections and lets the running run finish", async () => {
-    let open = () => undefined as void;
+    let open: () => void = () => undefined;
     const gate = new Promise<void>((resolve) => {
       open = resolve;
     });
