@@ -202,6 +202,8 @@ describe("extractArchive", () => {
     expect((await refusal(whole.subarray(0, 1024))).code).toBe("invalid_archive");
     expect((await refusal(Buffer.alloc(0))).code).toBe("invalid_archive");
     expect((await refusal(Buffer.from([0x1f, 0x8b, 1, 2, 3, 4]))).code).toBe("invalid_archive");
+    const twice = gzipSync(gzipSync(rawTar([{ path: "manifest.json", body: "{}" }])));
+    expect((await refusal(twice)).message).toMatch(/compressed twice/);
   });
 
   it("refuses an archive without a manifest at the root or in one top-level directory", async () => {

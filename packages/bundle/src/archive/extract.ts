@@ -259,6 +259,11 @@ class Extraction {
     let tarBytes = 0;
     for await (const chunk of source) {
       if (this.failure !== undefined) throw this.failure;
+      // The parser would decompress a second layer on its own, past the limits' accounting.
+      if (tarBytes === 0 && chunk[0] === GZIP_MAGIC[0] && chunk[1] === GZIP_MAGIC[1]) {
+        fail(new ArchiveError("invalid_archive", "archive is compressed twice"));
+        throw this.failure;
+      }
       tarBytes += chunk.length;
       if (tarBytes > this.maxTarBytes) {
         fail(this.sizeExceeded());

@@ -550,18 +550,19 @@ function decodeSegment(segment: string): string {
   }
 }
 
-/** `host:port` or `[v6]:port`. */
-export function parseListen(address: string): { host: string; port: number } {
-  const match = /^(?:\[([^\]]+)\]|([^:[\]]+)):(\d{1,5})$/.exec(address);
+/** `host:port`, `[v6]:port` or `:port` (every interface). */
+export function parseListen(address: string): { host: string | undefined; port: number } {
+  const match = /^(?:\[([^\]]+)\]|([^:[\]]*)):(\d{1,5})$/.exec(address);
   const port = Number(match?.[3]);
-  const host = match?.[1] ?? match?.[2];
-  if (host === undefined || !Number.isInteger(port) || port > 65535) {
+  if (match === null || !Number.isInteger(port) || port > 65535) {
     throw new WorkflowError(
       "invalid_listen_address",
-      `listen address ${JSON.stringify(address)} must be host:port or [ipv6]:port`,
+      `listen address ${JSON.stringify(address)} must be host:port, [ipv6]:port or :port`,
     );
   }
-  return { host, port };
+  // An empty host (`:8080`) listens on every interface.
+  const host = match[1] ?? match[2];
+  return { host: host === "" ? undefined : host, port };
 }
 
 function listenError(address: string, error: NodeJS.ErrnoException): WorkflowError {
