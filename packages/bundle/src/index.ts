@@ -1,4 +1,13 @@
 export {
+  ARCHIVE_LIMIT_CODES,
+  ArchiveError,
+  type ArchiveErrorCode,
+  type ExtractArchiveOptions,
+  type ExtractedArchive,
+  extractArchive,
+  locateBundle,
+} from "./archive/extract.js";
+export {
   type CreatedManifest,
   type CreateManifestOptions,
   createManifest,

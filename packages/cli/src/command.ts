@@ -95,3 +95,10 @@ export interface PruneCommandOptions {
   dryRun: boolean;
   lockTimeout?: string;
 }
+
+export interface ServeCommandOptions {
+  /** `--config`, defaulting to `./distributor.yml`. */
+  configPath: string;
+  /** `--listen`, overriding `server.http.listen`. */
+  listen?: string;
+}

@@ -9,6 +9,7 @@ import type {
   PruneCommandOptions,
   ReconcileStateCommandOptions,
   RunCommandOptions,
+  ServeCommandOptions,
   ValidateCommandOptions,
 } from "./command.js";
 import { UsageError } from "./errors.js";
@@ -65,6 +66,7 @@ const COMMAND_NAMES: ReadonlySet<string> = new Set([
   "manifest",
   "reconcile-state",
   "prune",
+  "serve",
   "completion",
 ]);
 
@@ -508,6 +510,47 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
           "prune",
           format,
           lazily(async () => (await import("./handlers/prune.js")).pruneCommand, options),
+          flags,
+        );
+      },
+    )
+    .command(
+      "serve",
+      "Run the HTTP upload API: accept bundles for http_upload pipelines and publish them",
+      (y) =>
+        y
+          .usage("Usage:\n  distributor serve [--config <path>] [--listen <host:port>]")
+          .option("config", {
+            type: "string",
+            describe: `Configuration file (default ${DEFAULT_CONFIG_PATH})`,
+          })
+          .option("listen", {
+            type: "string",
+            describe:
+              "Address to listen on, host:port or [ipv6]:port (default server.http.listen, 127.0.0.1:8080); port 0 picks a free port",
+          })
+          .epilog(
+            "Producers POST gzip or plain tar archives to /pipelines/<id>/uploads with a bearer token\n" +
+              "from upload_tokens; each accepted bundle is validated, queued and published by the\n" +
+              "pipeline's destinations. GET /runs/<run_id> reports a run, GET /healthz the server.\n" +
+              "Every upload token must resolve (environment or secrets.directory) or serve does not start.\n" +
+              "Logs are JSON lines on stderr, one per request and per run; tokens are never logged.\n" +
+              "SIGINT or SIGTERM stops accepting, lets accepted runs finish and exits 0; a second\n" +
+              "signal exits at once.",
+          ),
+      (argv) => {
+        const flags = argv as RawFlags;
+        rejectPositionals(flags, "serve", 1);
+        const listen = optionalString(flags, "listen");
+        const options: ServeCommandOptions = {
+          configPath: optionalString(flags, "config") ?? DEFAULT_CONFIG_PATH,
+          ...(listen === undefined ? {} : { listen }),
+        };
+        command(
+          selection,
+          "serve",
+          "text",
+          lazily(async () => (await import("./handlers/serve.js")).serveCommand, options),
           flags,
         );
       },

@@ -104,6 +104,12 @@ export interface RunOptions extends WorkflowOptions<RunEvent> {
   lockTimeoutMs?: number;
   /** Lease lifetime and renewal, for tests that simulate crashed runs. */
   lease?: { ttlMs?: number; renew?: boolean };
+  /**
+   * Already-open source backends by pipeline id, read instead of the configured source and left
+   * open for the caller to close. This is how `http_upload` pipelines run: the upload server
+   * passes the staged bundle directory.
+   */
+  sources?: Readonly<Record<string, StorageBackend>>;
 }
 
 /** True when every pipeline ran and no destination failed. */
@@ -118,7 +124,8 @@ export function runSucceeded(report: RunReport): boolean {
  */
 export async function run(options: RunOptions): Promise<RunReport> {
   const report: RunReport = { dry_run: options.dryRun ?? false, actions: [], pipeline_errors: [] };
-  for (const pipeline of selectPipelines(options.config, options.pipelineIds ?? [])) {
+  const selected = selectPipelines(options.config, options.pipelineIds ?? [], options.sources);
+  for (const pipeline of selected) {
     options.signal?.throwIfAborted();
     options.onEvent?.({ type: "pipeline_start", pipeline_id: pipeline.id });
     try {
@@ -137,7 +144,11 @@ export async function run(options: RunOptions): Promise<RunReport> {
   return report;
 }
 
-function selectPipelines(config: Config, ids: readonly string[]): PipelineConfig[] {
+function selectPipelines(
+  config: Config,
+  ids: readonly string[],
+  sources: RunOptions["sources"],
+): PipelineConfig[] {
   if (ids.length === 0) {
     const runnable = config.pipelines.filter((p) => p.source.backend !== "http_upload");
     if (runnable.length === 0) {
@@ -150,7 +161,7 @@ function selectPipelines(config: Config, ids: readonly string[]): PipelineConfig
   }
   const wanted = ids.map((id) => findPipeline(config, id));
   for (const pipeline of wanted) {
-    if (pipeline.source.backend === "http_upload") {
+    if (pipeline.source.backend === "http_upload" && sources?.[pipeline.id] === undefined) {
       throw new WorkflowError(
         "unsupported_source",
         `pipeline ${pipeline.id} has an http_upload source and runs only under serve`,
@@ -161,12 +172,15 @@ function selectPipelines(config: Config, ids: readonly string[]): PipelineConfig
 }
 
 async function runPipeline(options: RunOptions, pipeline: PipelineConfig, report: RunReport) {
-  const source = await openBackend(options.backends, sourceLocation(pipeline), {
-    role: "source",
-    dryRun: options.dryRun ?? false,
-    secrets: options.config.secrets,
-    ...(options.signal ? { signal: options.signal } : {}),
-  });
+  const given = options.sources?.[pipeline.id];
+  const source =
+    given ??
+    (await openBackend(options.backends, sourceLocation(pipeline), {
+      role: "source",
+      dryRun: options.dryRun ?? false,
+      secrets: options.config.secrets,
+      ...(options.signal ? { signal: options.signal } : {}),
+    }));
   try {
     const bundles = await readPipelineManifests(options, pipeline, source);
     // Full validation hashes every file, so it waits until some destination will write: a run
@@ -191,7 +205,7 @@ async function runPipeline(options: RunOptions, pipeline: PipelineConfig, report
     }
   } finally {
     // A source that fails to close has already given what the run needed.
-    await source.close().catch(() => undefined);
+    if (given === undefined) await source.close().catch(() => undefined);
   }
 }
 

@@ -1,0 +1,41 @@
+import type { CommandHandler, ServeCommandOptions } from "../command.js";
+import { UsageError } from "../errors.js";
+import { cliPackage } from "../version.js";
+
+/**
+ * `distributor serve`: runs the upload server until the process is interrupted, then shuts it
+ * down gracefully (accepted runs finish). Log lines are JSON on stderr, one per event.
+ */
+export const serveCommand: CommandHandler<ServeCommandOptions> = async (options, context) => {
+  const publish = await import("@distributor/publish");
+  const { createUploadServer, parseListen } = await import("@distributor/publish/server");
+  const config = await publish.loadConfig(options.configPath);
+  // A bad --listen is the command line's mistake; check it before tokens are resolved.
+  if (options.listen !== undefined) {
+    try {
+      parseListen(options.listen);
+    } catch (error) {
+      throw new UsageError(`--listen: ${(error as Error).message}`);
+    }
+  }
+  const log = (event: object) =>
+    context.io.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), ...event })}\n`);
+  const server = await createUploadServer({
+    config,
+    backends: context.backends,
+    distributorVersion: (await cliPackage()).version,
+    onEvent: log,
+  });
+  try {
+    await server.listen(options.listen ?? config.server.http.listen);
+  } catch (error) {
+    await server.close();
+    throw error;
+  }
+  await new Promise<void>((resolve) => {
+    if (context.signal.aborted) return resolve();
+    context.signal.addEventListener("abort", () => resolve(), { once: true });
+  });
+  await server.close();
+  return { ok: true, result: null, text: [] };
+};

@@ -1,0 +1,76 @@
+import { createHash, timingSafeEqual } from "node:crypto";
+import { resolveSecret } from "../config/secrets.js";
+import type { Config, UploadTokenConfig } from "../config/types.js";
+import { WorkflowError } from "../workflows/shared.js";
+
+/** An upload token with its secret resolved; the value never leaves this module's callers. */
+export interface ResolvedToken {
+  id: string;
+  allowPipelines: ReadonlySet<string>;
+  /** SHA-256 of the token: equal-length values to compare in constant time. */
+  digest: Buffer;
+}
+
+/**
+ * Resolves every configured upload token at startup. A missing or empty secret fails with the
+ * reference's name (never its value); two tokens with the same value fail too, since the server
+ * could not tell which one's permissions apply.
+ */
+export async function resolveUploadTokens(
+  config: Config,
+  options: { env?: NodeJS.ProcessEnv; signal?: AbortSignal } = {},
+): Promise<ResolvedToken[]> {
+  const resolved: ResolvedToken[] = [];
+  for (const [index, token] of config.uploadTokens.entries()) {
+    const value = await resolveSecret(token.tokenEnv, {
+      secretsDirectory: config.secrets.directory,
+      ...(options.env ? { env: options.env } : {}),
+      ...(options.signal ? { signal: options.signal } : {}),
+    }).catch((error: unknown) => {
+      throw new WorkflowError(
+        "token_unavailable",
+        `upload_tokens[${index}] (id ${token.id}): ${(error as Error).message}`,
+        { cause: error },
+      );
+    });
+    const digest = tokenDigest(value);
+    const twin = resolved.findIndex((other) => timingSafeEqual(other.digest, digest));
+    if (twin >= 0) {
+      throw new WorkflowError(
+        "duplicate_token",
+        `upload_tokens[${index}] (id ${token.id}) has the same value as upload_tokens[${twin}] (id ${config.uploadTokens[twin]?.id}); every token needs its own value`,
+      );
+    }
+    resolved.push(resolvedToken(token, digest));
+  }
+  return resolved;
+}
+
+function resolvedToken(token: UploadTokenConfig, digest: Buffer): ResolvedToken {
+  return { id: token.id, allowPipelines: new Set(token.allowPipelines), digest };
+}
+
+function tokenDigest(value: string): Buffer {
+  return createHash("sha256").update(value, "utf8").digest();
+}
+
+const BEARER = /^Bearer +([^\s]+) *$/i;
+
+/**
+ * The token an `Authorization: Bearer …` header presents, or undefined. Every token is compared,
+ * each in constant time, so the answer's timing says nothing about which one nearly matched.
+ */
+export function authenticate(
+  tokens: readonly ResolvedToken[],
+  header: string | undefined,
+): ResolvedToken | "missing" | "invalid" {
+  if (header === undefined || header === "") return "missing";
+  const match = BEARER.exec(header);
+  if (match?.[1] === undefined) return "invalid";
+  const digest = tokenDigest(match[1]);
+  let found: ResolvedToken | undefined;
+  for (const token of tokens) {
+    if (timingSafeEqual(token.digest, digest) && found === undefined) found = token;
+  }
+  return found ?? "invalid";
+}

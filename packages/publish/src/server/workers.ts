@@ -1,0 +1,75 @@
+import type { UploadJob, UploadStore } from "./store.js";
+
+/** Runs queued jobs, at most `workers` at a time and never two of one pipeline at once. */
+export interface Workers {
+  /** Starts queued jobs while workers are free; call after each enqueue. */
+  pump(): void;
+  /** Resolves once nothing runs and nothing is queued (after a shutdown stopped new uploads). */
+  drained(): Promise<void>;
+  running(): number;
+}
+
+export function createWorkers(options: {
+  store: UploadStore;
+  workers: number;
+  execute: (job: UploadJob) => Promise<void>;
+}): Workers {
+  const busyPipelines = new Set<string>();
+  let active = 0;
+  let pumping = false;
+  let again = false;
+  let waiters: (() => void)[] = [];
+
+  const settleWaiters = async () => {
+    if (active > 0 || pumping) return;
+    if ((await options.store.queueLength()) > 0) return;
+    const done = waiters;
+    waiters = [];
+    for (const resolve of done) resolve();
+  };
+
+  const pump = async () => {
+    if (pumping) {
+      again = true;
+      return;
+    }
+    pumping = true;
+    try {
+      do {
+        again = false;
+        while (active < options.workers) {
+          const job = await options.store.takeNext(busyPipelines);
+          if (job === undefined) break;
+          start(job);
+        }
+      } while (again);
+    } finally {
+      pumping = false;
+    }
+    await settleWaiters();
+  };
+
+  const start = (job: UploadJob) => {
+    active += 1;
+    busyPipelines.add(job.pipelineId);
+    // `execute` records every outcome itself; nothing it throws may stop the workers.
+    void options
+      .execute(job)
+      .catch(() => undefined)
+      .finally(() => {
+        active -= 1;
+        busyPipelines.delete(job.pipelineId);
+        void pump();
+      });
+  };
+
+  return {
+    pump: () => void pump(),
+    drained: () =>
+      new Promise<void>((resolve) => {
+        waiters.push(resolve);
+        void settleWaiters();
+      }),
+    running: () => active,
+  };
+}
