@@ -1,4 +1,12 @@
 export {
+  ARCHIVE_DIRECTORY_MODE,
+  ARCHIVE_FILE_MODE,
+  BUNDLE_ARCHIVE_CONTENT_TYPE,
+  type PackBundleOptions,
+  type PackedBundle,
+  packBundle,
+} from "./archive/pack.js";
+export {
   type CreatedManifest,
   type CreateManifestOptions,
   createManifest,
