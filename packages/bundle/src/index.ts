@@ -70,3 +70,4 @@ export {
   type ValidatedBundle,
   validateBundle,
 } from "./validate.js";
+export { validateBundleDirectory } from "./validate-directory.js";
