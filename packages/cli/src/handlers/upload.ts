@@ -23,7 +23,10 @@ export const uploadCommand: CommandHandler<UploadCommandOptions> = async (option
     if (problem !== undefined) throw new UsageError(`upload --idempotency-key: ${problem}`);
   }
   const uploader = client.createUploadClient({ server: options.server, token });
+  // Under --format json stderr carries only what an interactive terminal shows (SPEC §9).
+  const tellRetries = context.format === "text" || context.io.stderrIsTTY === true;
   const onRetry = ({ error, delayMs, attempt }: RetryNotice) => {
+    if (!tellRetries) return;
     context.io.stderr.write(
       `distributor: ${error.message}; retrying in ${(delayMs / 1000).toFixed(1)}s (attempt ${attempt + 1})\n`,
     );
