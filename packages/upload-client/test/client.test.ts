@@ -187,6 +187,21 @@ describe("upload", () => {
       });
     }
 
+    it("a refusal answered before a large body was read is not mistaken for a broken connection", async () => {
+      const { dir } = await bundle({ "big.bin": randomBytes(4 * 1024 * 1024) });
+      server.uploadFaults.push({
+        kind: "refuse",
+        status: 401,
+        code: "unauthorized",
+        message: "no",
+      });
+
+      const error = await rejection(() => client.upload(dir, { pipeline: "reports" }));
+
+      expect(error).toMatchObject({ status: 401, code: "unauthorized", attempts: 1 });
+      expect(uploadRequests()).toHaveLength(1);
+    });
+
     it("409 idempotency_conflict for the same key with another bundle", async () => {
       const { dir } = await bundle();
       const { dir: other } = await bundle({ "report.md": "# Another report\n" });
@@ -466,6 +481,23 @@ describe("waitForRun", () => {
     expect(seen).toEqual(["queued", "queued", "running", "running", "succeeded"]);
     expect(record).toMatchObject({ status: "succeeded", error: null });
     expect(record.finished_at).not.toBeNull();
+  });
+
+  it("backs off between polls up to the longest interval", async () => {
+    server.runStatuses = ["queued", "running", "running", "running", "running", "succeeded"];
+    const runId = await accepted();
+
+    await client.waitForRun(runId, { pollIntervalMs: 40, maxPollIntervalMs: 100 });
+
+    const times = server.requests.filter((r) => r.method === "GET").map((r) => r.at);
+    const gaps = times.slice(1).map((time, i) => time - (times[i] as number));
+    // 40, 60, 90, then capped at 100 (timers fire late, never early).
+    const planned = [40, 60, 90, 100, 100];
+    expect(gaps).toHaveLength(planned.length);
+    gaps.forEach((gap, i) => {
+      expect(gap).toBeGreaterThanOrEqual((planned[i] as number) - 5);
+      expect(gap).toBeLessThan((planned[i] as number) + 200);
+    });
   });
 
   it("resolves with a failed run", async () => {

@@ -56,6 +56,8 @@ export interface ReceivedUpload {
 }
 
 export interface ReceivedRequest {
+  /** When it arrived (`Date.now()`). */
+  at: number;
   method: string;
   url: string;
   headers: IncomingHttpHeaders;
@@ -139,6 +141,7 @@ export class WireServer {
   async #handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
     const url = new URL(request.url ?? "/", "http://test");
     this.requests.push({
+      at: Date.now(),
       method: request.method ?? "",
       url: url.pathname,
       headers: request.headers,
