@@ -8,6 +8,14 @@ export {
   locateBundle,
 } from "./archive/extract.js";
 export {
+  ARCHIVE_DIRECTORY_MODE,
+  ARCHIVE_FILE_MODE,
+  BUNDLE_ARCHIVE_CONTENT_TYPE,
+  type PackBundleOptions,
+  type PackedBundle,
+  packBundle,
+} from "./archive/pack.js";
+export {
   type CreatedManifest,
   type CreateManifestOptions,
   createManifest,
@@ -71,3 +79,4 @@ export {
   type ValidatedBundle,
   validateBundle,
 } from "./validate.js";
+export { validateBundleDirectory } from "./validate-directory.js";

@@ -102,3 +102,16 @@ export interface ServeCommandOptions {
   /** `--listen`, overriding `server.http.listen`. */
   listen?: string;
 }
+
+export interface UploadCommandOptions {
+  /** `--server`: base URL of `distributor serve`, checked to be http(s). */
+  server: string;
+  pipelineId: string;
+  /** `--token-env`: the environment variable holding the upload token. */
+  tokenEnv: string;
+  /** `--idempotency-key` as typed; the handler checks it (generated when absent). */
+  idempotencyKey?: string;
+  wait: boolean;
+  /** The bundle directory as typed. */
+  path: string;
+}

@@ -10,6 +10,7 @@ import type {
   ReconcileStateCommandOptions,
   RunCommandOptions,
   ServeCommandOptions,
+  UploadCommandOptions,
   ValidateCommandOptions,
 } from "./command.js";
 import { UsageError } from "./errors.js";
@@ -55,6 +56,7 @@ const BOOLEAN_FLAGS: ReadonlySet<string> = new Set([
   "all-owners",
   "no-color",
   "version",
+  "wait",
 ]);
 
 const COMMAND_NAMES: ReadonlySet<string> = new Set([
@@ -67,6 +69,7 @@ const COMMAND_NAMES: ReadonlySet<string> = new Set([
   "reconcile-state",
   "prune",
   "serve",
+  "upload",
   "completion",
 ]);
 
@@ -554,6 +557,59 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
           flags,
         );
       },
+    )
+    .command(
+      "upload [path]",
+      "Send a bundle to a distributor serve endpoint for a pipeline to publish",
+      (y) =>
+        y
+          .usage(
+            "Usage:\n  distributor upload --server <url> --pipeline <id> [--token-env <NAME>] [--idempotency-key <key>] [--wait] [--format text|json] <bundle-path>",
+          )
+          .positional("path", {
+            type: "string",
+            describe: "Bundle directory (holding manifest.json) to upload",
+          })
+          .option("server", {
+            type: "string",
+            describe: "Base URL of the upload server, e.g. https://publish.example.com (required)",
+          })
+          .option("pipeline", {
+            type: "string",
+            describe: "Pipeline whose http_upload source receives the bundle (required)",
+          })
+          .option("token-env", {
+            type: "string",
+            describe: `Environment variable holding the upload token (default ${DEFAULT_UPLOAD_TOKEN_ENV})`,
+          })
+          .option("idempotency-key", {
+            type: "string",
+            describe:
+              "Key that makes a repeated upload return the first one's run (1-255 visible ASCII; default: generated)",
+          })
+          .option("wait", {
+            type: "boolean",
+            describe: "Wait for the run to finish; the exit status is then 1 when it failed",
+          })
+          .option("format", formatOption)
+          .epilog(
+            "The bundle is validated locally first (manifest, sizes, sha256, no unlisted files or\n" +
+              "symlinks), then streamed as a gzip tar archive. A 503 or a broken connection is retried\n" +
+              "with the same idempotency key, honouring Retry-After. Without --wait the command succeeds\n" +
+              "once the server has accepted the upload.",
+          ),
+      (argv) => {
+        const flags = argv as RawFlags;
+        const options = uploadOptions(flags);
+        const format = outputFormat(flags);
+        command(
+          selection,
+          "upload",
+          format,
+          lazily(async () => (await import("./handlers/upload.js")).uploadCommand, options),
+          flags,
+        );
+      },
     );
   if (!options.defaultCommand) return parser;
   return parser.command(
@@ -654,6 +710,45 @@ function manifestCreateOptions(flags: RawFlags): ManifestCreateCommandOptions {
   const created = optionalString(flags, "created");
   const force = booleanFlag(flags, "force");
   return created === undefined ? { path, id, force } : { path, id, created, force };
+}
+
+/** `--token-env` of `upload` when the flag is omitted. */
+export const DEFAULT_UPLOAD_TOKEN_ENV = "DISTRIBUTOR_UPLOAD_TOKEN";
+
+function uploadOptions(flags: RawFlags): UploadCommandOptions {
+  if (extraPositionals(flags, 1).length > 0) {
+    throw new UsageError("upload accepts one bundle path");
+  }
+  const server = requiredString(flags, "server", "upload");
+  const pipelineId = requiredString(flags, "pipeline", "upload");
+  const path = positionalPath(flags);
+  if (path === undefined) throw new UsageError("upload requires a bundle path");
+  let url: URL | undefined;
+  try {
+    url = new URL(server);
+  } catch {
+    url = undefined;
+  }
+  if (url === undefined || (url.protocol !== "http:" && url.protocol !== "https:")) {
+    throw new UsageError(
+      `upload --server must be an http or https URL, got ${JSON.stringify(server)}`,
+    );
+  }
+  const tokenEnv = optionalString(flags, "token-env") ?? DEFAULT_UPLOAD_TOKEN_ENV;
+  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(tokenEnv)) {
+    throw new UsageError(
+      `upload --token-env must name an environment variable, got ${JSON.stringify(tokenEnv)}`,
+    );
+  }
+  const idempotencyKey = optionalString(flags, "idempotency-key");
+  return {
+    server,
+    pipelineId,
+    tokenEnv,
+    wait: booleanFlag(flags, "wait"),
+    path,
+    ...(idempotencyKey === undefined ? {} : { idempotencyKey }),
+  };
 }
 
 function positionalPath(flags: RawFlags): string | undefined {

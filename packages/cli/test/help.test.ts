@@ -19,6 +19,11 @@ const commands: ReadonlyArray<readonly [string, readonly string[], readonly stri
     ["prune"],
     ["--config", "--pipeline", "--destination", "--dry-run", "--apply", "--format"],
   ],
+  [
+    "upload",
+    ["upload"],
+    ["--server", "--pipeline", "--token-env", "--idempotency-key", "--wait", "--format"],
+  ],
 ];
 
 describe("help", () => {
@@ -36,6 +41,7 @@ describe("help", () => {
       "manifest",
       "reconcile-state",
       "prune",
+      "upload",
     ]) {
       expect(result.stdout).toContain(`distributor ${name}`);
     }

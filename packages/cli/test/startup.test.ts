@@ -28,7 +28,7 @@ describe("startup", () => {
     const modules = await loadedModules(["--help"], join(dir(), "trace"));
 
     expect(modules.some((url) => url.includes("/yargs/"))).toBe(true);
-    for (const name of ["publish", "bundle", "state", "storage"]) {
+    for (const name of ["publish", "bundle", "state", "storage", "upload-client"]) {
       expect(modules.filter(workspaceModule(name))).toEqual([]);
     }
     expect(modules.some((url) => url.endsWith("/handlers/validate.js"))).toBe(false);

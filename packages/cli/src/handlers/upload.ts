@@ -1,0 +1,43 @@
+import { resolve } from "node:path";
+import type { RetryNotice } from "@distributor/upload-client";
+import type { CommandHandler, UploadCommandOptions } from "../command.js";
+import { UsageError } from "../errors.js";
+import { uploadOutcome } from "../render/upload.js";
+
+/** The upload token's variable is unset or empty: nothing to authenticate with. */
+export class UploadTokenError extends Error {
+  override readonly name = "UploadTokenError";
+  readonly code = "token_missing";
+}
+
+export const uploadCommand: CommandHandler<UploadCommandOptions> = async (options, context) => {
+  const token = context.io.env?.[options.tokenEnv];
+  if (token === undefined || token === "") {
+    throw new UploadTokenError(
+      `upload: environment variable ${options.tokenEnv} is ${token === undefined ? "not set" : "empty"}; set it to the upload token (or name another variable with --token-env)`,
+    );
+  }
+  const client = await import("@distributor/upload-client");
+  if (options.idempotencyKey !== undefined) {
+    const problem = client.idempotencyKeyProblem(options.idempotencyKey);
+    if (problem !== undefined) throw new UsageError(`upload --idempotency-key: ${problem}`);
+  }
+  const uploader = client.createUploadClient({ server: options.server, token });
+  // Under --format json stderr carries only what an interactive terminal shows (SPEC §9).
+  const tellRetries = context.format === "text" || context.io.stderrIsTTY === true;
+  const onRetry = ({ error, delayMs, attempt }: RetryNotice) => {
+    if (!tellRetries) return;
+    context.io.stderr.write(
+      `distributor: ${error.message}; retrying in ${(delayMs / 1000).toFixed(1)}s (attempt ${attempt + 1})\n`,
+    );
+  };
+  const accepted = await uploader.upload(resolve(options.path), {
+    pipeline: options.pipelineId,
+    signal: context.signal,
+    onRetry,
+    ...(options.idempotencyKey === undefined ? {} : { idempotencyKey: options.idempotencyKey }),
+  });
+  if (!options.wait) return uploadOutcome(accepted, null);
+  const run = await uploader.waitForRun(accepted.run_id, { signal: context.signal });
+  return uploadOutcome(accepted, run);
+};

@@ -1,0 +1,35 @@
+export {
+  createUploadClient,
+  DEFAULT_MAX_POLL_INTERVAL_MS,
+  DEFAULT_POLL_INTERVAL_MS,
+  DEFAULT_WAIT_TIMEOUT_MS,
+  type GetRunOptions,
+  type RetryNotice,
+  type UploadClient,
+  type UploadClientOptions,
+  type UploadOptions,
+  type UploadValidationOptions,
+  type WaitForRunOptions,
+} from "./client.js";
+export {
+  type ClientErrorCode,
+  isUploadError,
+  RunWaitTimeoutError,
+  UploadError,
+  type UploadErrorOptions,
+} from "./errors.js";
+export { generateIdempotencyKey, idempotencyKeyProblem } from "./idempotency.js";
+export {
+  type AcceptedUpload,
+  isFinished,
+  type ManifestIdentity,
+  RUN_STATUSES,
+  type RunRecord,
+  type RunStatus,
+} from "./records.js";
+export {
+  DEFAULT_RETRY_POLICY,
+  parseRetryAfter,
+  type RetryPolicy,
+  retryDelay,
+} from "./retry.js";
