@@ -1,12 +1,10 @@
-import { type ChildProcess, spawn } from "node:child_process";
-import { once } from "node:events";
 import { readFile, rm, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { c as createTar } from "tar";
 import { describe, expect, it } from "vitest";
-import { BIN, runCli, useTempDir, writeBundle } from "./helpers.js";
+import { runCli, startServe, useTempDir, writeBundle } from "./helpers.js";
 
 // `distributor serve` as a real process: uploads made with fetch and archives packed by tar.
 
@@ -26,32 +24,6 @@ pipelines:
     destinations:
       - {id: site, backend: local, path: ${join(dir, "site")}}
 `;
-}
-
-interface Serving {
-  child: ChildProcess;
-  url: string;
-  stderr: () => string;
-  exited: Promise<number | null>;
-}
-
-async function startServe(dir: string): Promise<Serving> {
-  const child = spawn(
-    process.execPath,
-    [BIN, "serve", "--config", join(dir, "distributor.yml"), "--listen", "127.0.0.1:0"],
-    { cwd: dir, env: { ...process.env, REPORTER_TOKEN: TOKEN }, stdio: ["ignore", "pipe", "pipe"] },
-  );
-  let stderr = "";
-  const exited = once(child, "exit").then(([code]) => code as number | null);
-  const url = await new Promise<string>((resolve, reject) => {
-    child.stderr?.setEncoding("utf8").on("data", (chunk: string) => {
-      stderr += chunk;
-      const line = stderr.split("\n").find((l) => l.includes('"type":"listening"'));
-      if (line !== undefined) resolve(JSON.parse(line).url);
-    });
-    void exited.then((code) => reject(new Error(`serve exited ${code}: ${stderr}`)));
-  });
-  return { child, url, stderr: () => stderr, exited };
 }
 
 async function packBundle(dir: string): Promise<Buffer> {
@@ -97,7 +69,10 @@ describe("distributor serve", () => {
     await writeBundle(bundle, "reports.serve", "2026-06-04T11:55:00Z", {
       "report.md": "# Report\nSunny.\n",
     });
-    const serving = await startServe(dir);
+    const serving = await startServe(join(dir, "distributor.yml"), {
+      cwd: dir,
+      env: { REPORTER_TOKEN: TOKEN },
+    });
     try {
       const first = await postUpload(serving.url, await packBundle(bundle));
       expect(first.status).toBe(202);
