@@ -1,6 +1,7 @@
 export type {
   DeleteOptions,
   EntryKind,
+  OpenReadOptions,
   OperationOptions,
   ReadOptions,
   StorageBackend,

@@ -1,4 +1,5 @@
 import { setMaxListeners } from "node:events";
+import type { Readable } from "node:stream";
 import { type StateDocument, serializeDocument } from "@distributor/state";
 import {
   isStorageError,
@@ -23,6 +24,11 @@ export interface ExecuteContext {
   /** Parallel output writes (default: the destination's `writeConcurrency`, else 4). */
   concurrency?: number | undefined;
   onOutputWritten?: ((output: PlannedOutput) => void) | undefined;
+  /**
+   * Fingerprint of a source file (bundle-relative) whose bytes validation hashed, when the source
+   * backend gives fingerprints: a copy that still finds it skips hashing the bytes again.
+   */
+  sourceFingerprint?: ((sourcePath: string) => string | undefined) | undefined;
   /**
    * Called just before the state is written; throwing stops the commit (the held lease proves
    * that no other run broke it). Cleanup of this attempt's outputs follows as for any failure.
@@ -238,15 +244,38 @@ async function writeOutput(
     await context.destination.writeFile(target, output.content, options);
     return;
   }
-  const readable = await context.source.openRead(
-    joinPrefix(context.sourceBundlePath, output.sourcePath),
-    { signal: context.signal },
-  );
-  const verifier = new VerifyingStream(output.sourcePath, output.sha256, output.size);
-  readable.on("error", (error) => verifier.destroy(error));
+  const sourcePath = joinPrefix(context.sourceBundlePath, output.sourcePath);
+  const readable = await openSource(context, sourcePath, output);
   try {
-    await context.destination.writeFile(target, readable.pipe(verifier), options);
+    await context.destination.writeFile(target, readable, options);
   } finally {
     readable.destroy();
   }
+}
+
+/**
+ * The bytes of a source file as the manifest promised them. When validation hashed this very
+ * version of the file (same fingerprint), the source backend guarantees those bytes, failing the
+ * read if the file changes meanwhile; otherwise they are hashed again on the way through.
+ */
+async function openSource(
+  context: ExecuteContext,
+  sourcePath: string,
+  output: PlannedOutput,
+): Promise<Readable> {
+  const { signal } = context;
+  const fingerprint = context.sourceFingerprint?.(output.sourcePath);
+  if (fingerprint !== undefined) {
+    try {
+      return await context.source.openRead(sourcePath, { signal, fingerprint });
+    } catch (error) {
+      // Touched since validation (perhaps only its times): check the bytes themselves.
+      if (!isStorageError(error, "conflict")) throw error;
+    }
+  }
+  const readable = await context.source.openRead(sourcePath, { signal });
+  const verifier = new VerifyingStream(output.sourcePath, output.sha256, output.size);
+  readable.on("error", (error) => verifier.destroy(error));
+  verifier.on("close", () => readable.destroy());
+  return readable.pipe(verifier);
 }

@@ -239,6 +239,7 @@ async function validatePipelineBundles(
   bundles: readonly SourceBundle[],
 ): Promise<void> {
   for (const bundle of bundles) {
+    bundle.fingerprints = undefined;
     let result: Awaited<ReturnType<typeof validateBundle>>;
     try {
       result = await validateBundle(source, bundle.path, {
@@ -256,6 +257,7 @@ async function validatePipelineBundles(
         `bundle ${displayPath(bundle.path)}: manifest.json changed while the run was planning`,
       );
     }
+    bundle.fingerprints = result.fingerprints;
     options.onEvent?.({
       type: "bundle_validated",
       pipeline_id: pipeline.id,
@@ -279,6 +281,8 @@ function bundleInvalid(error: unknown, path: string): unknown {
 interface SourceBundle {
   path: string;
   manifest: Manifest;
+  /** Set once the bundle is validated: fingerprints of the files whose bytes were hashed. */
+  fingerprints?: ReadonlyMap<string, string> | undefined;
 }
 
 /** What every destination of one pipeline shares while it runs. */
@@ -414,6 +418,7 @@ async function runTarget(
       },
       execute: {
         signal,
+        sourceFingerprint: (path: string) => target.bundle.fingerprints?.get(path),
         onOutputWritten: (output: PlannedOutput) =>
           options.onEvent?.({
             type: "output_written",

@@ -1,3 +1,5 @@
+import { execFileSync } from "node:child_process";
+import { rmSync, statSync, writeFileSync } from "node:fs";
 import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -282,5 +284,58 @@ describe("run workflow", () => {
     expect(report.pipeline_errors.map((e) => e.code)).toEqual(["bundle_invalid"]);
     expect(report.pipeline_errors[0]?.message).toContain("bundle b");
     expect(await exists(dest)).toBe(false);
+  });
+
+  describe("a source file changed after validation", () => {
+    // Validation hashed the bytes; the copy trusts them only while the file keeps the
+    // fingerprint it had (inode, size, mtime, ctime). Each change below keeps size and mtime.
+    async function changedAfterValidation(change: (path: string) => void) {
+      const source = join(dir, "src");
+      const backend = createLocalBackend({ root: source });
+      await writeSourceBundle(backend, "a", { "keep.txt": "kept", "r.txt": "original" });
+      await writeSourceBundle(backend, "b", { "other.txt": "other" });
+      const dest = join(dir, "dest");
+      const config = parseConfig(
+        `pipelines:\n${pipeline("reports", source, destination("one", dest))}`,
+      );
+      const path = join(source, "a", "r.txt");
+      const report = await run({
+        config,
+        onEvent: (event) => {
+          if (event.type === "bundle_validated" && event.bundle_path === "b") change(path);
+        },
+      });
+      return { report, dest };
+    }
+
+    // `touch -r` copies timestamps to the nanosecond, which Node's utimes cannot.
+    const sameSizeAndTimes = (path: string, text: string) => {
+      const reference = `${path}.times`;
+      execFileSync("touch", ["-r", path, reference]);
+      writeFileSync(path, text);
+      execFileSync("touch", ["-r", reference, path]);
+      rmSync(reference);
+      const after = statSync(path, { bigint: true });
+      expect(after.size).toBe(BigInt(text.length));
+    };
+
+    it("is refused when rewritten in place with its size and times restored", async () => {
+      const { report, dest } = await changedAfterValidation((path) =>
+        sameSizeAndTimes(path, "tampered"),
+      );
+      const action = report.actions.find((a) => a.bundle_path === "a");
+      expect(action?.status).toBe("failed");
+      expect(action?.error).toContain("r.txt: source changed while copying: sha256 mismatch");
+      expect(await exists(join(dest, "a", "r.txt"))).toBe(false);
+      expect(await exists(join(dest, "a", "keep.txt"))).toBe(false);
+    });
+
+    it("is published when only touched, after its bytes are checked again", async () => {
+      const { report, dest } = await changedAfterValidation((path) =>
+        sameSizeAndTimes(path, "original"),
+      );
+      expect(report.actions.map((a) => a.status)).toEqual(["published", "published"]);
+      expect(await readFile(join(dest, "a", "r.txt"), "utf8")).toBe("original");
+    });
   });
 });

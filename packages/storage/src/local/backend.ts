@@ -3,6 +3,7 @@ import { resolve } from "node:path";
 import type { Readable } from "node:stream";
 import type {
   DeleteOptions,
+  OpenReadOptions,
   OperationOptions,
   ReadOptions,
   StorageBackend,
@@ -24,6 +25,7 @@ import {
   type DirectoryIdentity,
   type LocalRoot,
   localError,
+  localFingerprint,
   localVersion,
   nativePath,
   rootNotDirectory,
@@ -83,8 +85,8 @@ class LocalOperations implements BackendOperations, LocalRoot {
     return readWholeFile(this, path, options.maxBytes, options.signal);
   }
 
-  openRead(path: string, options: OperationOptions): Promise<Readable> {
-    return openReadStream(this, path, options.signal);
+  openRead(path: string, options: OpenReadOptions): Promise<Readable> {
+    return openReadStream(this, path, options.signal, options.fingerprint);
   }
 
   writeFile(
@@ -109,6 +111,7 @@ class LocalOperations implements BackendOperations, LocalRoot {
           size: state.stats.size,
           modifiedAt: state.stats.mtime,
           version: localVersion(state.stats),
+          fingerprint: localFingerprint(state.stats),
         };
       case "directory":
         return { path, kind: "directory", size: 0, modifiedAt: state.stats.mtime };

@@ -69,3 +69,12 @@ export function rootNotDirectory(
 export function localVersion(stats: Stats): string {
   return `${stats.ino.toString(16)}-${stats.size.toString(16)}-${Math.round(stats.mtimeMs * 1000).toString(16)}`;
 }
+
+/**
+ * Fingerprint of a local file (see `StorageEntry.fingerprint`). Unlike the version it includes
+ * ctime, which every write, truncate, rename and `utimes` moves and no caller can set back, so a
+ * file rewritten in place with its size and mtime restored still gets a new fingerprint.
+ */
+export function localFingerprint(stats: Stats): string {
+  return `${stats.dev.toString(16)}-${stats.ino.toString(16)}-${stats.size.toString(16)}-${Math.round(stats.mtimeMs * 1000).toString(16)}-${Math.round(stats.ctimeMs * 1000).toString(16)}`;
+}

@@ -1,10 +1,17 @@
 import type { Stats } from "node:fs";
 import { constants } from "node:fs";
 import { type FileHandle, open } from "node:fs/promises";
-import { addAbortSignal, type Readable } from "node:stream";
+import { addAbortSignal, Readable } from "node:stream";
 import type { StorageOperation } from "../errors.js";
 import { throwIfAborted } from "../internal/abort.js";
-import { type LocalRoot, localError, localVersion, nativePath, symlinkRefused } from "./context.js";
+import {
+  type LocalRoot,
+  localError,
+  localFingerprint,
+  localVersion,
+  nativePath,
+  symlinkRefused,
+} from "./context.js";
 import { hasCode, toStorageError } from "./errno.js";
 import { inspectPath } from "./inspect.js";
 
@@ -94,20 +101,83 @@ function tooLarge(path: string, limit: number) {
   return localError("limit_exceeded", "read file", path, `file is larger than ${limit} bytes`);
 }
 
-/** A stream of the file's bytes; a signal aborted mid-read destroys it with an AbortError. */
+/**
+ * A stream of the file's bytes; a signal aborted mid-read destroys it with an AbortError. With a
+ * `fingerprint`, the open file must have it (else `conflict`), and the stream fails with
+ * `conflict` instead of ending if the file changed while it was read.
+ */
 export async function openReadStream(
   local: LocalRoot,
   path: string,
   signal: AbortSignal | undefined,
+  fingerprint?: string,
 ): Promise<Readable> {
-  const { handle, stats } = await openFile(local, path, "open reader");
+  const operation = "open reader";
+  const { handle, stats } = await openFile(local, path, operation);
   if (signal?.aborted) {
     await handle.close();
     throwIfAborted(signal);
   }
+  if (fingerprint !== undefined && localFingerprint(stats) !== fingerprint) {
+    await handle.close();
+    throw localError("conflict", operation, path, "changed since its fingerprint was taken");
+  }
   // One read for a small file, 1 MiB at a time for a large one: each read is a thread-pool
   // round trip, and the default 64 KiB makes a 1 GiB file cost 16 384 of them.
   const highWaterMark = Math.min(Math.max(stats.size + 1, MIN_READ_BYTES), CHUNK_BYTES);
-  const stream = handle.createReadStream({ highWaterMark });
+  const stream =
+    fingerprint === undefined
+      ? handle.createReadStream({ highWaterMark })
+      : new CheckedFileStream(handle, fingerprint, stats.size, highWaterMark, path);
   return signal ? addAbortSignal(signal, stream) : stream;
+}
+
+/**
+ * Reads an open file to its end, then confirms with `fstat` that its fingerprint and size are
+ * still those it was opened with before ending; a change fails the stream with `conflict`.
+ */
+class CheckedFileStream extends Readable {
+  #read = 0;
+  #closing: Promise<void> | undefined;
+
+  constructor(
+    readonly handle: FileHandle,
+    readonly fingerprint: string,
+    readonly expectedSize: number,
+    highWaterMark: number,
+    readonly path: string,
+  ) {
+    super({ highWaterMark });
+  }
+
+  override _read(size: number): void {
+    const buffer = Buffer.allocUnsafe(Math.max(size, 1));
+    this.handle.read(buffer, 0, buffer.length, null).then(
+      ({ bytesRead }) => {
+        if (bytesRead > 0) {
+          this.#read += bytesRead;
+          this.push(bytesRead === buffer.length ? buffer : buffer.subarray(0, bytesRead));
+          return;
+        }
+        return this.handle.stat().then((stats) => {
+          if (this.#read !== this.expectedSize || localFingerprint(stats) !== this.fingerprint) {
+            this.destroy(
+              localError("conflict", "open reader", this.path, "changed while it was read"),
+            );
+            return;
+          }
+          this.push(null);
+        });
+      },
+      (error: unknown) => this.destroy(toStorageError(error, "open reader", this.path)),
+    );
+  }
+
+  override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
+    this.#closing ??= this.handle.close();
+    this.#closing.then(
+      () => callback(error),
+      (closeError: unknown) => callback(error ?? (closeError as Error)),
+    );
+  }
 }

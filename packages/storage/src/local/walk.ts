@@ -8,6 +8,7 @@ import { compareLogicalPaths } from "../paths.js";
 import {
   type LocalRoot,
   localError,
+  localFingerprint,
   localVersion,
   nativePath,
   rootNotDirectory,
@@ -101,6 +102,7 @@ async function describe(
   if (entry.kind === "file") {
     entry.size = stats.size;
     entry.version = localVersion(stats);
+    entry.fingerprint = localFingerprint(stats);
   }
   if (problem !== undefined) entry.nameProblem = problem;
   return entry;
