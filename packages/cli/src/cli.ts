@@ -21,6 +21,7 @@ process.exitCode = await main(process.argv.slice(2), {
   stdout: process.stdout,
   stderr: process.stderr,
   stderrIsTTY: process.stderr.isTTY === true,
+  stderrColumns: () => process.stderr.columns,
   stdoutIsTTY: process.stdout.isTTY === true,
   env: process.env,
   signal: controller.signal,

@@ -76,6 +76,8 @@ export interface RunCommandOptions {
   force: boolean;
   /** `--lock-timeout` as typed (a Go duration); the handler parses it. */
   lockTimeout?: string;
+  /** `--quiet`: no progress display and no summary line, even on a terminal. */
+  quiet: boolean;
 }
 
 export interface ReconcileStateCommandOptions {

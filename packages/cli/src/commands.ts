@@ -55,6 +55,7 @@ const BOOLEAN_FLAGS: ReadonlySet<string> = new Set([
   "apply",
   "all-owners",
   "no-color",
+  "quiet",
   "version",
   "wait",
 ]);
@@ -227,7 +228,7 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
       (y) =>
         y
           .usage(
-            "Usage:\n  distributor run [--config <path>] [--pipeline <id>]... [--dry-run] [--force] [--lock-timeout <duration>] [--format text|json]",
+            "Usage:\n  distributor run [--config <path>] [--pipeline <id>]... [--dry-run] [--force] [--lock-timeout <duration>] [--quiet] [--format text|json]",
           )
           .option("config", {
             type: "string",
@@ -253,6 +254,11 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
             describe:
               "Wait this long (Go duration: 500ms, 30s, 2m) for another run's lease on a state file before failing (default 0s)",
           })
+          .option("quiet", {
+            type: "boolean",
+            describe:
+              "Draw no progress and no summary line on stderr (drawn only when stderr is a terminal)",
+          })
           .option("format", formatOption)
           .epilog(
             "Pipelines run in configuration order. Each destination is planned and written on its own;\n" +
@@ -268,6 +274,7 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
           dryRun: booleanFlag(flags, "dry-run"),
           force: booleanFlag(flags, "force"),
           ...lockTimeoutFlag(flags),
+          quiet: booleanFlag(flags, "quiet"),
         };
         command(
           selection,

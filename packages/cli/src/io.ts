@@ -9,6 +9,8 @@ export interface CliIO {
   stderr: TextSink;
   /** Progress is drawn on stderr only when it is an interactive terminal. */
   stderrIsTTY?: boolean;
+  /** The width of that terminal when known (it may change while a command runs). */
+  stderrColumns?: () => number | undefined;
   /** Whether stdout is an interactive terminal (colour is drawn only there). */
   stdoutIsTTY?: boolean;
   /** The process environment, for NO_COLOR; defaults to none. */

@@ -5,7 +5,7 @@ import { envelopeOf, runCli } from "./helpers.js";
 /** Every command, the words that invoke it, and every flag its help must describe (SPEC §9). */
 const commands: ReadonlyArray<readonly [string, readonly string[], readonly string[]]> = [
   ["version", ["version"], ["--format"]],
-  ["run", ["run"], ["--config", "--pipeline", "--dry-run", "--force", "--format"]],
+  ["run", ["run"], ["--config", "--pipeline", "--dry-run", "--force", "--quiet", "--format"]],
   ["validate", ["validate"], ["--config", "--pipeline", "--bundle", "--format"]],
   ["inspect", ["inspect"], ["--config", "--pipeline", "--bundle", "--destination", "--format"]],
   ["manifest create", ["manifest", "create"], ["--id", "--created", "--force", "--format"]],

@@ -1,6 +1,6 @@
-import type { RunActionReport, RunEvent, RunReport } from "@distributor/publish";
+import type { RunActionReport, RunReport } from "@distributor/publish";
 import type { CommandHandler, CommandOutcome, RunCommandOptions } from "../command.js";
-import type { TextSink } from "../io.js";
+import { createRunProgress, type RunProgress } from "../render/progress.js";
 import { summaryLine } from "../render/text.js";
 import { cliPackage } from "../version.js";
 import { lockTimeoutMs } from "./lock-timeout.js";
@@ -8,18 +8,32 @@ import { lockTimeoutMs } from "./lock-timeout.js";
 export const runCommand: CommandHandler<RunCommandOptions> = async (options, context) => {
   const publish = await import("@distributor/publish");
   const config = await publish.loadConfig(options.configPath);
-  const progress = context.io.stderrIsTTY ? progressPrinter(context.io.stderr) : undefined;
-  const report = await publish.run({
-    config,
-    pipelineIds: options.pipelineIds,
-    dryRun: options.dryRun,
-    force: options.force,
-    lockTimeoutMs: lockTimeoutMs(publish.parseDuration, options.lockTimeout),
-    distributorVersion: (await cliPackage()).version,
-    backends: context.backends,
-    signal: context.signal,
-    ...(progress ? { onEvent: progress } : {}),
-  });
+  // Progress only where a person watches stderr; a pipe or file gets exactly what it got before.
+  const progress: RunProgress | undefined =
+    context.io.stderrIsTTY === true && !options.quiet
+      ? createRunProgress({
+          stderr: context.io.stderr,
+          ...(context.io.stderrColumns ? { columns: context.io.stderrColumns } : {}),
+        })
+      : undefined;
+  let report: RunReport;
+  try {
+    report = await publish.run({
+      config,
+      pipelineIds: options.pipelineIds,
+      dryRun: options.dryRun,
+      force: options.force,
+      lockTimeoutMs: lockTimeoutMs(publish.parseDuration, options.lockTimeout),
+      distributorVersion: (await cliPackage()).version,
+      backends: context.backends,
+      signal: context.signal,
+      ...(progress ? { onEvent: progress.onEvent } : {}),
+    });
+  } catch (error) {
+    progress?.stop();
+    throw error;
+  }
+  progress?.finish(report);
   return runOutcome(report, publish.runSucceeded(report));
 };
 
@@ -57,35 +71,4 @@ function actionLine(action: RunActionReport): string {
     ["outputs", action.outputs.length],
     ["primary_url", action.primary_url],
   ]);
-}
-
-/** Files and bytes written, redrawn in place on an interactive stderr. */
-function progressPrinter(stderr: TextSink): (event: RunEvent) => void {
-  let files = 0;
-  let bytes = 0;
-  return (event) => {
-    if (event.type === "output_written") {
-      files += 1;
-      bytes += event.size;
-      stderr.write(
-        `\r\u001b[Kpublishing ${event.pipeline_id}/${event.destination_id}: ${files} ${files === 1 ? "file" : "files"}, ${formatBytes(bytes)}`,
-      );
-    } else if (event.type === "destination_done" && files > 0) {
-      stderr.write("\r\u001b[K");
-      files = 0;
-      bytes = 0;
-    }
-  };
-}
-
-function formatBytes(bytes: number): string {
-  if (bytes < 1024) return `${bytes} B`;
-  const units = ["KiB", "MiB", "GiB", "TiB"];
-  let value = bytes / 1024;
-  let unit = 0;
-  while (value >= 1024 && unit < units.length - 1) {
-    value /= 1024;
-    unit += 1;
-  }
-  return `${value.toFixed(1)} ${units[unit]}`;
 }

@@ -30,6 +30,14 @@ export interface ExecuteContext {
    */
   sourceFingerprint?: ((sourcePath: string) => string | undefined) | undefined;
   /**
+   * Called once the state is written, before deleting what it no longer records, with the number
+   * of managed outputs to delete (`null` for a forced replacement, which clears every other entry
+   * below the bundle path); not called when there is nothing to delete.
+   */
+  onCleanupStart?: ((deletes: number | null) => void) | undefined;
+  /** Called when those deletes have succeeded (a failure throws `PendingDeletesError` instead). */
+  onCleanupDone?: (() => void) | undefined;
+  /**
    * Called just before the state is written; throwing stops the commit (the held lease proves
    * that no other run broke it). Cleanup of this attempt's outputs follows as for any failure.
    */
@@ -133,6 +141,8 @@ async function executeWrites(
     throw error;
   }
 
+  const cleaning = plan.clearBundlePath || plan.deletes.length > 0;
+  if (cleaning) context.onCleanupStart?.(plan.clearBundlePath ? null : plan.deletes.length);
   try {
     if (plan.clearBundlePath) {
       const keep = [...plan.outputs.map((output) => output.path), STATE_FILE_NAME, LEASE_FILE_NAME];
@@ -147,6 +157,7 @@ async function executeWrites(
       { cause: error },
     );
   }
+  if (cleaning) context.onCleanupDone?.();
 }
 
 /**

@@ -1,6 +1,7 @@
 import {
   BundleValidationError,
   discoverBundles,
+  type FileCheckProgress,
   type Manifest,
   readManifest,
   selectNewestBundle,
@@ -63,8 +64,33 @@ export interface RunReport {
   pipeline_errors: RunPipelineError[];
 }
 
+/**
+ * Progress of a run, for displays, in the order they happen for each pipeline: `pipeline_start`;
+ * per destination bundle path a `plan`, then (for a write) `output_written` per output, and
+ * `cleanup_start`/`cleanup_done` around the deletes that follow the state write, then
+ * `destination_done`. Validation runs once per pipeline, before its first write (or planned
+ * write): `validation_start` with the totals the manifests declare, `file_validated` per checked
+ * file (in completion order) and `bundle_validated` per bundle. Events are small and emitted
+ * unformatted and unthrottled; a display throttles what it draws.
+ */
 export type RunEvent =
   | { type: "pipeline_start"; pipeline_id: string }
+  | {
+      /** Full validation of the pipeline's bundles begins; totals are the manifests' own. */
+      type: "validation_start";
+      pipeline_id: string;
+      bundles: number;
+      files: number;
+      bytes: number;
+    }
+  | {
+      /** One listed file was checked (size and SHA-256), whatever the outcome. */
+      type: "file_validated";
+      pipeline_id: string;
+      bundle_path: string;
+      path: string;
+      size: number;
+    }
   | {
       type: "bundle_validated";
       pipeline_id: string;
@@ -72,13 +98,38 @@ export type RunEvent =
       files: number;
       bytes: number;
     }
-  | { type: "plan"; action: RunActionReport }
+  | {
+      /**
+       * The decided action; for a write, `action.outputs` (with their sizes) is exactly what
+       * follows as `output_written`. A write retried after a concurrent commit plans again.
+       */
+      type: "plan";
+      action: RunActionReport;
+    }
   | {
       type: "output_written";
       pipeline_id: string;
       destination_id: string;
       path: string;
       size: number;
+    }
+  | {
+      /**
+       * The state is written; the outputs it no longer records are being deleted: `deletes`
+       * of them, or `null` for a forced replacement (everything else below the bundle path).
+       */
+      type: "cleanup_start";
+      pipeline_id: string;
+      destination_id: string;
+      bundle_path: string;
+      deletes: number | null;
+    }
+  | {
+      /** The deletes of `cleanup_start` succeeded (a failure shows in `destination_done`). */
+      type: "cleanup_done";
+      pipeline_id: string;
+      destination_id: string;
+      bundle_path: string;
     }
   | { type: "destination_done"; action: RunActionReport }
   | {
@@ -238,6 +289,22 @@ async function validatePipelineBundles(
   source: StorageBackend,
   bundles: readonly SourceBundle[],
 ): Promise<void> {
+  const onEvent = options.onEvent;
+  if (onEvent !== undefined) {
+    let files = 0;
+    let bytes = 0;
+    for (const bundle of bundles) {
+      files += bundle.manifest.files.length;
+      for (const file of bundle.manifest.files) bytes += file.size;
+    }
+    onEvent({
+      type: "validation_start",
+      pipeline_id: pipeline.id,
+      bundles: bundles.length,
+      files,
+      bytes,
+    });
+  }
   for (const bundle of bundles) {
     bundle.fingerprints = undefined;
     let result: Awaited<ReturnType<typeof validateBundle>>;
@@ -247,6 +314,18 @@ async function validatePipelineBundles(
         maxFiles: pipeline.validation.maxFiles,
         maxTotalSize: pipeline.validation.maxTotalSize,
         ...(options.signal ? { signal: options.signal } : {}),
+        ...(onEvent === undefined
+          ? {}
+          : {
+              onFile: (file: FileCheckProgress) =>
+                onEvent({
+                  type: "file_validated",
+                  pipeline_id: pipeline.id,
+                  bundle_path: bundle.path,
+                  path: file.path,
+                  size: file.size,
+                }),
+            }),
       });
     } catch (error) {
       throw bundleInvalid(error, bundle.path);
@@ -426,6 +505,21 @@ async function runTarget(
             destination_id: destination.id,
             path: output.path,
             size: output.size,
+          }),
+        onCleanupStart: (deletes: number | null) =>
+          options.onEvent?.({
+            type: "cleanup_start",
+            pipeline_id: pipeline.id,
+            destination_id: destination.id,
+            bundle_path: target.bundlePath,
+            deletes,
+          }),
+        onCleanupDone: () =>
+          options.onEvent?.({
+            type: "cleanup_done",
+            pipeline_id: pipeline.id,
+            destination_id: destination.id,
+            bundle_path: target.bundlePath,
           }),
       },
       beforeWrite: async () => {

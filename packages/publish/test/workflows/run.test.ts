@@ -87,18 +87,16 @@ describe("run workflow", () => {
     expect(findOwner(state, ownerScope("reports-first", "archive"))).toBeDefined();
     expect(findOwner(state, ownerScope("reports-second", "archive"))).toBeDefined();
     expect(allManagedOutputPaths(state).join(",")).toBe("first.md,second.md");
-    expect(events).toEqual([
+    const onePipeline = [
       "pipeline_start",
+      "validation_start",
+      "file_validated",
       "bundle_validated",
       "plan",
       "output_written",
       "destination_done",
-      "pipeline_start",
-      "bundle_validated",
-      "plan",
-      "output_written",
-      "destination_done",
-    ]);
+    ];
+    expect(events).toEqual([...onePipeline, ...onePipeline]);
   });
 
   it("TestRunMergeReconciliationRetainsManagedOutput", async () => {
@@ -123,6 +121,53 @@ describe("run workflow", () => {
     if (state.schemaVersion !== 2) throw new Error("expected single-owner state");
     expect(state.reconciliation.mode).toBe("merge");
     expect(state.outputs).toHaveLength(2);
+  });
+
+  it("reports validation totals, each file validated, and the deletes after the state write", async () => {
+    const source = join(dir, "src");
+    const dest = join(dir, "dest");
+    const manifest = await writeSourceBundle(createLocalBackend({ root: source }), "", {
+      "report.md": "# Report\nNew.\n",
+      "data/a.csv": "a,b\n1,2\n",
+    });
+    const older = manifestFor(
+      { "report.md": "old\n", "summary.txt": "old summary\n", "gone.txt": "gone\n" },
+      { id: manifest.id, created: new Date(CREATED.getTime() - 3_600_000) },
+    );
+    await writeStateWithOutputs(createLocalBackend({ root: dest }), "", singleOwnerState(older));
+    const config = parseConfig(
+      `pipelines:\n${pipeline("reports", source, destination("archive", dest))}`,
+    );
+    const events: RunEvent[] = [];
+    const report = await run({ config, onEvent: (event) => events.push(event) });
+    expect(report.actions[0]).toMatchObject({ action: "replace_older", status: "published" });
+    expect(await exists(join(dest, "summary.txt"))).toBe(false);
+    expect(events.find((e) => e.type === "validation_start")).toEqual({
+      type: "validation_start",
+      pipeline_id: "reports",
+      bundles: 1,
+      files: 2,
+      bytes: 22,
+    });
+    const validated = events.filter((e) => e.type === "file_validated");
+    expect(
+      validated.map((e) => `${e.pipeline_id}:${e.bundle_path}:${e.path}:${e.size}`).sort(),
+    ).toEqual(["reports::data/a.csv:8", "reports::report.md:14"].sort());
+    const types = events.map((e) => e.type);
+    expect(types.slice(types.indexOf("output_written"))).toEqual([
+      "output_written",
+      "output_written",
+      "cleanup_start",
+      "cleanup_done",
+      "destination_done",
+    ]);
+    expect(events.find((e) => e.type === "cleanup_start")).toEqual({
+      type: "cleanup_start",
+      pipeline_id: "reports",
+      destination_id: "archive",
+      bundle_path: "",
+      deletes: 2,
+    });
   });
 
   it("publishes only the newest bundle at the root of a fixed destination", async () => {
