@@ -4,6 +4,7 @@ import {
   relativeTo,
   type StorageBackend,
   type StorageEntry,
+  StorageError,
 } from "@distributor/storage";
 import { type BundleIssue, BundleValidationError } from "./errors.js";
 import { walkRefusal } from "./file-problem.js";
@@ -31,11 +32,23 @@ export async function walkBundle(
   backend: StorageBackend,
   bundlePath: string,
   limit: number,
-  options: { signal?: AbortSignal | undefined; limitNote?: string },
+  options: {
+    signal?: AbortSignal | undefined;
+    limitNote?: string;
+    /** Entries below the bundle path from a listing the caller made already: no walk then. */
+    listed?: readonly StorageEntry[] | undefined;
+  },
 ): Promise<BundleListing> {
-  let entries: StorageEntry[];
+  let entries: readonly StorageEntry[];
   try {
-    entries = await backend.walk(bundlePath, { recursive: true, limit, signal: options.signal });
+    if (options.listed === undefined) {
+      entries = await backend.walk(bundlePath, { recursive: true, limit, signal: options.signal });
+    } else {
+      entries = options.listed;
+      if (entries.length > limit) {
+        throw backendLimit(backend, bundlePath, limit);
+      }
+    }
   } catch (error) {
     if (isStorageError(error, "limit_exceeded")) {
       const note = options.limitNote === undefined ? "" : ` (${options.limitNote})`;
@@ -60,6 +73,17 @@ export async function walkBundle(
     else listing.issues.push(issue);
   }
   return listing;
+}
+
+/** The error a walk past its limit fails with, for a listing that was made elsewhere. */
+function backendLimit(backend: StorageBackend, bundlePath: string, limit: number): StorageError {
+  return new StorageError({
+    kind: "limit_exceeded",
+    operation: "walk",
+    backend: backend.name,
+    path: bundlePath,
+    detail: `more than ${limit} entries`,
+  });
 }
 
 /**

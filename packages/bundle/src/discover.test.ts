@@ -20,14 +20,25 @@ describe("discoverBundles", () => {
       "source/notes/readme.txt": "not a bundle",
       "elsewhere/manifest.json": "{}",
     });
+    await writeTree(root, { "source/weather/2026/deep/data.csv": "x" });
     const bundles = await discoverBundles(createLocalBackend({ root }), "source");
-    expect(bundles).toEqual([
+    expect(bundles.map(({ entries: _, ...bundle }) => bundle)).toEqual([
       { path: "alpha", bundlePath: "source/alpha", manifestPath: "source/alpha/manifest.json" },
       {
         path: "weather/2026",
         bundlePath: "source/weather/2026",
         manifestPath: "source/weather/2026/manifest.json",
       },
+    ]);
+    // Each bundle carries what the walk listed below it, for validation to reuse.
+    expect(bundles.map((bundle) => bundle.entries.map((entry) => entry.path))).toEqual([
+      ["source/alpha/manifest.json", "source/alpha/report.md"],
+      [
+        "source/weather/2026/deep",
+        "source/weather/2026/deep/data.csv",
+        "source/weather/2026/manifest.json",
+        "source/weather/2026/report.md",
+      ],
     ]);
   });
 
@@ -42,12 +53,12 @@ describe("discoverBundles", () => {
     const root = await temp.make();
     await writeBundle(root, "in", FILES);
     const backend = createLocalBackend({ root });
-    expect(await discoverBundles(backend, "in")).toEqual([
+    expect(await discoverBundles(backend, "in")).toMatchObject([
       { path: "", bundlePath: "in", manifestPath: "in/manifest.json" },
     ]);
-    expect(await discoverBundles(createLocalBackend({ root: join(root, "in") }), "")).toEqual([
-      { path: "", bundlePath: "", manifestPath: "manifest.json" },
-    ]);
+    const [atRoot] = await discoverBundles(createLocalBackend({ root: join(root, "in") }), "");
+    expect(atRoot).toMatchObject({ path: "", bundlePath: "", manifestPath: "manifest.json" });
+    expect(atRoot?.entries.map((entry) => entry.path)).toEqual(["manifest.json", "report.md"]);
   });
 
   it("refuses a bundle nested in another, naming both", async () => {

@@ -29,6 +29,11 @@ export interface DiscoveredBundle {
   bundlePath: string;
   /** Logical path of the bundle's `manifest.json` in the backend. */
   manifestPath: string;
+  /**
+   * What the discovery walk listed below the bundle directory (in path order), for validation to
+   * use instead of walking the bundle again (`ValidateBundleOptions.listed`).
+   */
+  entries: StorageEntry[];
 }
 
 /**
@@ -76,10 +81,31 @@ export async function discoverBundles(
   const issues = nestingIssues(bundlePaths);
   if (issues.length > 0) throw new BundleValidationError(issues, { bundlePath: rootPrefix });
 
-  return bundlePaths.map((path) => {
-    const bundlePath = joinPrefix(rootPrefix, path);
-    return { path, bundlePath, manifestPath: joinPrefix(bundlePath, MANIFEST_FILE_NAME) };
-  });
+  // Bundles never nest, so every entry lies below at most one bundle: the innermost directory
+  // of its path that is a bundle.
+  const byPath = new Map(
+    bundlePaths.map((path) => {
+      const bundlePath = joinPrefix(rootPrefix, path);
+      const bundle: DiscoveredBundle = {
+        path,
+        bundlePath,
+        manifestPath: joinPrefix(bundlePath, MANIFEST_FILE_NAME),
+        entries: [],
+      };
+      return [path, bundle] as const;
+    }),
+  );
+  const rootBundle = byPath.get("");
+  for (const entry of entries) {
+    const relative = relativeTo(rootPrefix, entry.path);
+    let owner: DiscoveredBundle | undefined;
+    for (let dir = parentPath(relative); dir !== ""; dir = parentPath(dir)) {
+      owner = byPath.get(dir);
+      if (owner !== undefined) break;
+    }
+    (owner ?? rootBundle)?.entries.push(entry);
+  }
+  return bundlePaths.map((path) => byPath.get(path) as DiscoveredBundle);
 }
 
 /** One issue per bundle that lies inside another, naming the innermost enclosing bundle. */

@@ -18,6 +18,7 @@ import {
   writeTree,
 } from "../test/helpers.js";
 import { fileDigest } from "./digest.js";
+import { discoverBundles } from "./discover.js";
 import { BundleValidationError, ManifestError } from "./errors.js";
 import { serializeManifest } from "./manifest.js";
 import { readManifest } from "./read-manifest.js";
@@ -52,13 +53,49 @@ describe("validateBundle", () => {
     const result = await validateBundle(backend, "bundle", {
       onFile: (event) => progress.push(event),
     });
-    expect(result).toEqual({ path: "bundle", manifest, totalSize: 16 + 8, unlistedFiles: [] });
+    expect(result).toEqual({
+      path: "bundle",
+      manifest,
+      totalSize: 16 + 8,
+      unlistedFiles: [],
+      fingerprints: expect.any(Map),
+    });
+    // The local backend fingerprints every listed file it walked.
+    expect([...result.fingerprints.keys()].sort()).toEqual(["data/table.csv", "report.md"]);
     expect(
       progress.map((event) => [event.path, event.index, event.count, event.ok]).sort(),
     ).toEqual([
       ["data/table.csv", 0, 2, true],
       ["report.md", 1, 2, true],
     ]);
+  });
+
+  it("finds the same problems in a listing discovery made as in its own walk", async () => {
+    const { root, backend, manifest } = await localBundle();
+    await writeFile(join(root, "bundle", "stray.txt"), "unlisted");
+    await mkdir(join(root, "bundle", "sub"));
+    await writeFile(join(root, "bundle", "sub", ".distributor.json"), "{}");
+    await writeFile(join(root, "bundle", "report.md"), "# Report\nRainy.\n");
+    const [discovered] = await discoverBundles(backend, "");
+    const walked = await validationError(backend, "bundle");
+    const reused = await validationError(backend, "bundle", {
+      manifest,
+      listed: discovered?.entries ?? [],
+    });
+    expect(reused.issues).toEqual(walked.issues);
+    expect(reused.issues.map((issue) => issue.code).sort()).toEqual([
+      "forbidden_file",
+      "sha256_mismatch",
+      "unlisted_file",
+    ]);
+    // The given listing is bounded like a walk.
+    const tooMany = await validationError(backend, "bundle", {
+      maxFiles: 2,
+      listed: Array.from({ length: 100 }, () => discovered?.entries[0]).filter(
+        (e) => e !== undefined,
+      ),
+    });
+    expect(tooMany.issues.map((issue) => issue.code)).toEqual(["too_many_entries"]);
   });
 
   it("accepts the hand-written SPEC example manifest", async () => {

@@ -1,6 +1,7 @@
 import type { Readable } from "node:stream";
 import {
   compareLogicalPaths,
+  fanOutSignal,
   joinPrefix,
   mapBounded,
   parentPath,
@@ -34,6 +35,16 @@ export interface ValidateBundleOptions {
   /** Files hashed concurrently; default 4. */
   concurrency?: number;
   signal?: AbortSignal;
+  /**
+   * The manifest as the caller already read it (with `readManifest`), checked instead of reading
+   * `manifest.json` again.
+   */
+  manifest?: Manifest;
+  /**
+   * Every entry below the bundle path, from a recursive walk the caller already made (discovery
+   * makes one): the bundle is not walked again.
+   */
+  listed?: readonly StorageEntry[];
   /** Called after each listed file has been checked, for progress displays. */
   onFile?: (progress: FileCheckProgress) => void;
 }
@@ -90,12 +101,13 @@ export async function validateBundle(
   const unlistedPolicy = options.unlistedFiles ?? "reject";
   const signal = options.signal;
 
-  const manifest = await readManifest(backend, bundlePath, { signal });
+  const manifest = options.manifest ?? (await readManifest(backend, bundlePath, { signal }));
   const totalSize = checkDeclaredLimits(manifest, bundlePath, maxFiles, maxTotalSize);
 
   const listing = await walkBundle(backend, bundlePath, bundleWalkLimit(manifest, maxFiles), {
     signal,
     limitNote: `validation.max_files is ${maxFiles}`,
+    listed: options.listed,
   });
   const files = new Map<string, StorageEntry>();
   const directories = new Set<string>();
@@ -126,11 +138,30 @@ export async function validateBundle(
   }
 
   const count = manifest.files.length;
-  const fileIssues = await mapBounded(manifest.files, concurrency, async (file, index) => {
-    const problem = await checkListedFile(backend, bundlePath, file, files, directories, signal);
-    options.onFile?.({ path: file.path, size: file.size, index, count, ok: problem === undefined });
-    return problem;
-  });
+  const scope = fanOutSignal(signal, concurrency);
+  let fileIssues: (BundleIssue | undefined)[];
+  try {
+    fileIssues = await mapBounded(manifest.files, concurrency, async (file, index) => {
+      const problem = await checkListedFile(
+        backend,
+        bundlePath,
+        file,
+        files,
+        directories,
+        scope.signal,
+      );
+      options.onFile?.({
+        path: file.path,
+        size: file.size,
+        index,
+        count,
+        ok: problem === undefined,
+      });
+      return problem;
+    });
+  } finally {
+    scope.dispose();
+  }
   // A listed file the listing already refused (a symlink) is reported once, by the listing.
   const refused = new Set(listing.issues.map((issue) => issue.path));
   for (const issue of fileIssues) {

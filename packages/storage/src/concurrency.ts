@@ -1,3 +1,5 @@
+import { setMaxListeners } from "node:events";
+
 /**
  * Runs `task` over `items` with at most `limit` in flight and returns the results in input order.
  * After the first failure no new task starts; the failure is rethrown once running tasks settle,
@@ -24,4 +26,25 @@ export async function mapBounded<T, R>(
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
   if (failure !== undefined) throw failure.error;
   return results;
+}
+
+/**
+ * A signal for `width` concurrent tasks that each listen to it (a read stream, a pipeline), which
+ * on the caller's own signal would trip Node's warning about more than ten listeners. The scoped
+ * signal follows the caller's through one listener; `dispose` detaches it when the tasks are done.
+ */
+export function fanOutSignal(
+  signal: AbortSignal | undefined,
+  width: number,
+): { signal: AbortSignal | undefined; dispose(): void } {
+  if (signal === undefined) return { signal, dispose: () => undefined };
+  const controller = new AbortController();
+  setMaxListeners(width * 4 + 10, controller.signal);
+  const follow = () => controller.abort(signal.reason);
+  if (signal.aborted) follow();
+  else signal.addEventListener("abort", follow, { once: true });
+  return {
+    signal: controller.signal,
+    dispose: () => signal.removeEventListener("abort", follow),
+  };
 }

@@ -12,7 +12,7 @@ export type {
   WriteOptions,
   WriteResult,
 } from "./backend.js";
-export { mapBounded } from "./concurrency.js";
+export { fanOutSignal, mapBounded } from "./concurrency.js";
 export {
   isStorageError,
   StorageError,

@@ -1,7 +1,7 @@
-import { setMaxListeners } from "node:events";
 import type { Readable } from "node:stream";
 import { type StateDocument, serializeDocument } from "@distributor/state";
 import {
+  fanOutSignal,
   isStorageError,
   joinPrefix,
   LEASE_FILE_NAME,
@@ -78,34 +78,14 @@ export async function executePublish(context: ExecuteContext, plan: PublishPlan)
   }
   const { destination } = context;
   const concurrency = context.concurrency ?? destination.writeConcurrency ?? 4;
-  const scope = writeScope(context.signal, concurrency);
+  // Every write in flight listens to the signal: give them their own, as wide as the pool.
+  const scope = fanOutSignal(context.signal, concurrency);
   try {
     const writable = plan as PublishPlan & { nextState: StateDocument };
     await executeWrites({ ...context, signal: scope.signal }, writable, concurrency);
   } finally {
     scope.dispose();
   }
-}
-
-/**
- * Every write in flight listens to the caller's signal (a read stream, a pipeline), so more than
- * Node's default ten would warn of a listener leak. The writes get their own signal instead,
- * which follows the caller's through one listener and may have as many as there are writes.
- */
-function writeScope(
-  signal: AbortSignal | undefined,
-  concurrency: number,
-): { signal: AbortSignal | undefined; dispose(): void } {
-  if (signal === undefined) return { signal, dispose: () => undefined };
-  const controller = new AbortController();
-  setMaxListeners(concurrency * 4 + 10, controller.signal);
-  const follow = () => controller.abort(signal.reason);
-  if (signal.aborted) follow();
-  else signal.addEventListener("abort", follow, { once: true });
-  return {
-    signal: controller.signal,
-    dispose: () => signal.removeEventListener("abort", follow),
-  };
 }
 
 async function executeWrites(

@@ -21,14 +21,16 @@ export const DEFAULT_DESTINATION_WALK_LIMIT = 100_000;
 export interface InspectDestinationOptions {
   signal?: AbortSignal | undefined;
   walkLimit?: number | undefined;
-  /** Parallel `stat` calls for planned paths. */
+  /** Parallel `stat` calls for planned paths, when the bundle path is too full to list. */
   concurrency?: number | undefined;
 }
 
 /**
- * Reads what planning `target` needs, and no more: the state always; the planned output paths
- * only when the state comparison chose a write; the whole bundle path only when a single-owner
- * replacement must prove it holds nothing unmanaged. A skip reads the state file alone.
+ * Reads what planning `target` needs, and no more: the state always; what is stored at the
+ * planned output paths and their directories only when the state comparison chose a write (from
+ * one bounded listing of the bundle path, else path by path); the complete listing when a
+ * single-owner replacement must prove the path holds nothing unmanaged. A skip reads the state
+ * file alone.
  */
 export async function inspectDestination(
   backend: StorageBackend,
@@ -48,37 +50,46 @@ export async function inspectDestination(
   };
   if (!isWriteAction(decision.action)) return { inspection, decision };
 
-  const found = await mapBounded(plannedPaths, options.concurrency ?? 8, (path) =>
-    storedKind(backend, joinPrefix(bundlePath, path), signal),
-  );
+  // One listing of the bundle path answers every planned path at once: one LIST page per 1 000
+  // keys on S3 and one READDIR per directory over SFTP, instead of a round trip per path. It is
+  // bounded, so a bundle path crowded with other content falls back to one stat per path.
+  const listingNeeded = needsBundleListing(target, decision);
+  const limit = listingNeeded
+    ? (options.walkLimit ?? DEFAULT_DESTINATION_WALK_LIMIT)
+    : Math.min(
+        options.walkLimit ?? DEFAULT_DESTINATION_WALK_LIMIT,
+        plannedPaths.length * LISTING_FACTOR + LISTING_SLACK,
+      );
+  let entries: readonly StorageEntry[] | undefined;
+  try {
+    entries = await backend.walk(bundlePath, { recursive: true, limit, signal });
+  } catch (error) {
+    // Too much to list: a replacement that had to prove the path clean is refused (the plan
+    // says so); anything else asks path by path.
+    if (!isStorageError(error, "limit_exceeded")) throw error;
+    if (listingNeeded) inspection.bundleListingLimit = limit;
+  }
+  if (listingNeeded && entries !== undefined) inspection.bundleEntries = entries;
+
+  const directories = [...directoriesOf(plannedPaths)];
+  const kindOf =
+    entries === undefined
+      ? await statKinds(backend, bundlePath, [...plannedPaths, ...directories], options)
+      : listedKinds(bundlePath, entries);
   inspection.existingOutputs = new Map(
-    plannedPaths.flatMap((path, index) => {
-      const kind = found[index];
+    plannedPaths.flatMap((path) => {
+      const kind = kindOf.get(path);
       return kind === undefined ? [] : [[path, kind] as const];
     }),
   );
   // A planned path below something that is not a directory cannot be written: find those now,
   // not half-way through the writes.
-  const directories = [...directoriesOf(plannedPaths)];
-  const dirKinds = await mapBounded(directories, options.concurrency ?? 8, (dir) =>
-    storedKind(backend, joinPrefix(bundlePath, dir), signal),
-  );
   inspection.blockingAncestors = new Map(
-    directories.flatMap((dir, index) => {
-      const kind = dirKinds[index];
+    directories.flatMap((dir) => {
+      const kind = kindOf.get(dir);
       return kind === undefined || kind === "directory" ? [] : [[dir, kind] as const];
     }),
   );
-  if (needsBundleListing(target, decision)) {
-    const limit = options.walkLimit ?? DEFAULT_DESTINATION_WALK_LIMIT;
-    try {
-      inspection.bundleEntries = await backend.walk(bundlePath, { recursive: true, limit, signal });
-    } catch (error) {
-      // Too much to list only refuses the replacement; the plan says so.
-      if (!isStorageError(error, "limit_exceeded")) throw error;
-      inspection.bundleListingLimit = limit;
-    }
-  }
   return { inspection, decision };
 }
 
@@ -91,6 +102,46 @@ function directoriesOf(paths: readonly string[]): Set<string> {
     }
   }
   return directories;
+}
+
+/** A listing of the bundle path may hold this many entries per planned path (plus the slack). */
+const LISTING_FACTOR = 4;
+const LISTING_SLACK = 1_000;
+
+/**
+ * Kinds by bundle-relative path from a listing. A symlink is reported as `other`, as a stat that
+ * refuses it is, so both ways of asking give the plan the same answer.
+ */
+function listedKinds(
+  bundlePath: string,
+  entries: readonly StorageEntry[],
+): Map<string, StorageEntry["kind"]> {
+  const kinds = new Map<string, StorageEntry["kind"]>();
+  const prefix = bundlePath === "" ? "" : `${bundlePath}/`;
+  for (const entry of entries) {
+    if (entry.nameProblem !== undefined || !entry.path.startsWith(prefix)) continue;
+    kinds.set(entry.path.slice(prefix.length), entry.kind === "symlink" ? "other" : entry.kind);
+  }
+  return kinds;
+}
+
+/** Kinds of the given bundle-relative paths, one stat each (bounded parallelism). */
+async function statKinds(
+  backend: StorageBackend,
+  bundlePath: string,
+  paths: readonly string[],
+  options: InspectDestinationOptions,
+): Promise<Map<string, StorageEntry["kind"]>> {
+  const unique = [...new Set(paths)];
+  const kinds = await mapBounded(unique, options.concurrency ?? 8, (path) =>
+    storedKind(backend, joinPrefix(bundlePath, path), options.signal),
+  );
+  const found = new Map<string, StorageEntry["kind"]>();
+  unique.forEach((path, index) => {
+    const kind = kinds[index];
+    if (kind !== undefined) found.set(path, kind);
+  });
+  return found;
 }
 
 /** What is stored at `path`: a symlink the backend refuses to stat still counts as something. */

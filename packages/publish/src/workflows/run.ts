@@ -8,7 +8,7 @@ import {
   validateBundle,
 } from "@distributor/bundle";
 import { ownerScope } from "@distributor/state";
-import { displayPath, type StorageBackend } from "@distributor/storage";
+import { displayPath, type StorageBackend, type StorageEntry } from "@distributor/storage";
 import type { Config, DestinationConfig, PipelineConfig } from "../config/types.js";
 import { isFailAction, isWriteAction, type PublishAction } from "../publish/action.js";
 import { publishTarget } from "../publish/commit.js";
@@ -274,13 +274,16 @@ async function readPipelineManifests(
   for (const bundle of discovered) {
     try {
       const manifest = await readManifest(source, bundle.bundlePath, { signal: options.signal });
-      bundles.push({ path: bundle.path, manifest });
+      bundles.push({ path: bundle.path, manifest, entries: bundle.entries });
     } catch (error) {
       throw bundleInvalid(error, bundle.path);
     }
   }
   return bundles;
 }
+
+/** Files hashed at once while validating: a chunk of at most 1 MiB in memory each. */
+const VALIDATION_CONCURRENCY = 8;
 
 /** Validates every bundle in full (SPEC §4), each against the manifest planning used. */
 async function validatePipelineBundles(
@@ -309,10 +312,14 @@ async function validatePipelineBundles(
     bundle.fingerprints = undefined;
     let result: Awaited<ReturnType<typeof validateBundle>>;
     try {
+      // The manifest planning used and the listing discovery made: read and walked once.
       result = await validateBundle(source, bundle.path, {
         unlistedFiles: pipeline.validation.unlistedFiles,
         maxFiles: pipeline.validation.maxFiles,
         maxTotalSize: pipeline.validation.maxTotalSize,
+        manifest: bundle.manifest,
+        listed: bundle.entries,
+        concurrency: VALIDATION_CONCURRENCY,
         ...(options.signal ? { signal: options.signal } : {}),
         ...(onEvent === undefined
           ? {}
@@ -329,12 +336,6 @@ async function validatePipelineBundles(
       });
     } catch (error) {
       throw bundleInvalid(error, bundle.path);
-    }
-    if (result.manifest.digest !== bundle.manifest.digest) {
-      throw new WorkflowError(
-        "source_changed",
-        `bundle ${displayPath(bundle.path)}: manifest.json changed while the run was planning`,
-      );
     }
     bundle.fingerprints = result.fingerprints;
     options.onEvent?.({
@@ -360,6 +361,8 @@ function bundleInvalid(error: unknown, path: string): unknown {
 interface SourceBundle {
   path: string;
   manifest: Manifest;
+  /** What discovery listed below the bundle, validated instead of walking it again. */
+  entries: readonly StorageEntry[];
   /** Set once the bundle is validated: fingerprints of the files whose bytes were hashed. */
   fingerprints?: ReadonlyMap<string, string> | undefined;
 }

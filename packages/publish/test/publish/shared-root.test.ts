@@ -120,6 +120,25 @@ describe.each(BACKEND_KINDS)("%s: shared-root planning", (kind) => {
     );
   });
 
+  it("finds the same collisions path by path when the root is too full to list", async () => {
+    const { c, destination } = await sharedCase({
+      includeCurrent: false,
+      files: { "report.md": "# Report\n", "sub/data.txt": "data" },
+    });
+    await destination.writeFile("bundle/report.md", "unmanaged");
+    await destination.writeFile("bundle/sub", "a file where a directory is needed");
+    for (let index = 0; index < 5; index++) {
+      await destination.writeFile(`bundle/other-${index}.txt`, "someone else's");
+    }
+    const listed = await planCase(c);
+    const statted = await planCase({ ...c, walkLimit: 3 });
+    expect(statted.action).toBe("fail_unmanaged");
+    expect({ action: statted.action, reason: statted.reason }).toEqual({
+      action: listed.action,
+      reason: listed.reason,
+    });
+  });
+
   it("refuses a single-owner state of another owner as a conflict", async () => {
     const source = newBackend();
     const manifest = await writeSourceBundle(source, "", { "report.md": "# Report\n" });

@@ -331,6 +331,28 @@ describe("run workflow", () => {
     expect(await exists(dest)).toBe(false);
   });
 
+  it("validates and copies many files under one signal without a listener-leak warning", async () => {
+    const source = join(dir, "src");
+    const files = Object.fromEntries(
+      Array.from({ length: 60 }, (_, index) => [`d${index % 3}/f${index}.txt`, `file ${index}`]),
+    );
+    await writeSourceBundle(createLocalBackend({ root: source }), "", files);
+    const config = parseConfig(
+      `pipelines:\n${pipeline("reports", source, destination("one", join(dir, "dest")))}`,
+    );
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning.name);
+    process.on("warning", onWarning);
+    try {
+      const report = await run({ config, signal: new AbortController().signal });
+      expect(runSucceeded(report)).toBe(true);
+      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      process.off("warning", onWarning);
+    }
+    expect(warnings).not.toContain("MaxListenersExceededWarning");
+  });
+
   describe("a source file changed after validation", () => {
     // Validation hashed the bytes; the copy trusts them only while the file keeps the
     // fingerprint it had (inode, size, mtime, ctime). Each change below keeps size and mtime.

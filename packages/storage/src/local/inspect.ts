@@ -36,8 +36,62 @@ export async function inspectPath(
   logical: string,
   operation: StorageOperation,
 ): Promise<PathState> {
+  return inspectSegments(local, logical, operation, logical.split("/"), false);
+}
+
+/** What lies above a logical path: its parent is a real directory, or the path cannot exist. */
+export type AncestorState =
+  | { kind: "ready" }
+  | { kind: "missing" }
+  | { kind: "blocked"; at: string };
+
+/**
+ * Checks only the ancestors of `logical`, as `inspectPath` does, for callers that then open the
+ * final component themselves with O_NOFOLLOW and fstat it. A path at the root is `ready`: the
+ * root is trusted.
+ */
+export async function inspectAncestors(
+  local: LocalRoot,
+  logical: string,
+  operation: StorageOperation,
+): Promise<AncestorState> {
   const segments = logical.split("/");
-  const start = await verifiedAncestor(local, segments);
+  if (segments.length === 1) return { kind: "ready" };
+  const parent = segments.slice(0, -1);
+  const state = await inspectSegments(local, logical, operation, parent, true);
+  switch (state.kind) {
+    case "directory":
+      return { kind: "ready" };
+    case "missing":
+      return { kind: "missing" };
+    case "blocked":
+      return state;
+    default:
+      return { kind: "blocked", at: parent.join("/") };
+  }
+}
+
+/**
+ * Lstats `segments` from the first one not known to be a verified directory. With `directory`
+ * the caller expects the last segment to be a directory too, so a remembered one may vouch for
+ * itself; otherwise the last segment is always looked at.
+ */
+async function inspectSegments(
+  local: LocalRoot,
+  logical: string,
+  operation: StorageOperation,
+  segments: readonly string[],
+  directory: boolean,
+): Promise<PathState> {
+  const known = await verifiedAncestor(
+    local,
+    segments,
+    directory ? segments.length : segments.length - 1,
+  );
+  if (known.depth === segments.length && known.stats !== undefined) {
+    return { kind: "directory", stats: known.stats };
+  }
+  const start = known.depth;
   for (let index = start; index < segments.length; index++) {
     const partial = segments.slice(0, index + 1).join("/");
     let stats: Stats;
@@ -66,12 +120,17 @@ export async function inspectPath(
 }
 
 /**
- * How many leading segments are known to be real directories: the deepest remembered proper
- * ancestor, confirmed by one lstat that still finds the same directory there. 0 when none is.
+ * How many leading segments (at most `maxDepth`) are known to be real directories: the deepest
+ * remembered one, confirmed by one lstat that still finds the same directory there (its stats are
+ * returned). 0 when none is.
  */
-async function verifiedAncestor(local: LocalRoot, segments: readonly string[]): Promise<number> {
-  if (local.verified.size === 0) return 0;
-  for (let depth = segments.length - 1; depth > 0; depth--) {
+async function verifiedAncestor(
+  local: LocalRoot,
+  segments: readonly string[],
+  maxDepth: number,
+): Promise<{ depth: number; stats?: Stats }> {
+  if (local.verified.size === 0) return { depth: 0 };
+  for (let depth = maxDepth; depth > 0; depth--) {
     const ancestor = segments.slice(0, depth).join("/");
     const known = local.verified.get(ancestor);
     if (known === undefined) continue;
@@ -82,13 +141,13 @@ async function verifiedAncestor(local: LocalRoot, segments: readonly string[]): 
       stats.dev === known.dev &&
       stats.ino === known.ino
     ) {
-      return depth;
+      return { depth, stats };
     }
     // Gone or replaced: whatever was learned through it may be stale too.
     local.verified.clear();
-    return 0;
+    return { depth: 0 };
   }
-  return 0;
+  return { depth: 0 };
 }
 
 function remember(local: LocalRoot, logical: string, stats: Stats): void {

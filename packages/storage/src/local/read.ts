@@ -10,40 +10,48 @@ import {
   localFingerprint,
   localVersion,
   nativePath,
+  rootNotDirectory,
   symlinkRefused,
 } from "./context.js";
 import { hasCode, toStorageError } from "./errno.js";
-import { inspectPath } from "./inspect.js";
+import { inspectAncestors } from "./inspect.js";
 
-// O_NOFOLLOW closes the gap between the lstat walk and the open for the final component.
-const OPEN_FLAGS = constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0);
+// O_NOFOLLOW refuses a final symlink; O_NONBLOCK keeps a FIFO from blocking the open (regular
+// files ignore it), so the fstat can refuse it instead.
+const OPEN_FLAGS = constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0) | (constants.O_NONBLOCK ?? 0);
 const CHUNK_BYTES = 1 << 20;
 const MIN_READ_BYTES = 16 * 1024;
 
-/** Opens a regular file below the root for reading, refusing symlinks and non-files. */
+/**
+ * Opens a regular file below the root for reading, refusing symlinks and non-files: the
+ * ancestors are checked as every operation checks them, the file itself by opening it without
+ * following a link and by fstat of what was opened — one call fewer than lstat, then open.
+ */
 async function openFile(
   local: LocalRoot,
   path: string,
   operation: StorageOperation,
 ): Promise<{ handle: FileHandle; stats: Stats }> {
-  const state = await inspectPath(local, path, operation);
-  if (state.kind === "missing" || state.kind === "blocked") {
-    throw localError("not_found", operation, path);
-  }
-  if (state.kind === "directory")
-    throw localError("unsupported", operation, path, "is a directory");
-  if (state.kind === "other") {
-    throw localError("unsupported", operation, path, "is not a regular file");
-  }
+  const above = await inspectAncestors(local, path, operation);
+  if (above.kind !== "ready") throw localError("not_found", operation, path);
   let handle: FileHandle;
   try {
     handle = await open(nativePath(local, path), OPEN_FLAGS);
   } catch (error) {
+    if (hasCode(error, "ENOTDIR") && !path.includes("/")) {
+      throw rootNotDirectory(local, operation, path);
+    }
+    if (hasCode(error, "ENOENT", "ENOTDIR")) throw localError("not_found", operation, path);
     if (hasCode(error, "ELOOP")) throw symlinkRefused(operation, path, path);
+    if (hasCode(error, "ENXIO")) {
+      // A socket (or a FIFO without a writer on some systems): not a regular file.
+      throw localError("unsupported", operation, path, "is not a regular file");
+    }
     throw toStorageError(error, operation, path);
   }
   try {
     const stats = await handle.stat();
+    if (stats.isDirectory()) throw localError("unsupported", operation, path, "is a directory");
     if (!stats.isFile()) throw localError("unsupported", operation, path, "is not a regular file");
     return { handle, stats };
   } catch (error) {
@@ -125,49 +133,67 @@ export async function openReadStream(
   // One read for a small file, 1 MiB at a time for a large one: each read is a thread-pool
   // round trip, and the default 64 KiB makes a 1 GiB file cost 16 384 of them.
   const highWaterMark = Math.min(Math.max(stats.size + 1, MIN_READ_BYTES), CHUNK_BYTES);
-  const stream =
-    fingerprint === undefined
-      ? handle.createReadStream({ highWaterMark })
-      : new CheckedFileStream(handle, fingerprint, stats.size, highWaterMark, path);
+  const stream = new FileStream(handle, stats.size, highWaterMark, path, fingerprint);
   return signal ? addAbortSignal(signal, stream) : stream;
 }
 
 /**
- * Reads an open file to its end, then confirms with `fstat` that its fingerprint and size are
- * still those it was opened with before ending; a change fails the stream with `conflict`.
+ * Reads an open file to its end and closes it; lighter than `FileHandle.createReadStream`, which
+ * costs several promises per file. With a `fingerprint` it reads the size the file was opened
+ * with, then confirms with `fstat` that the fingerprint is unchanged (so the file neither changed
+ * nor grew) before ending; a change fails the stream with `conflict`.
  */
-class CheckedFileStream extends Readable {
+class FileStream extends Readable {
   #read = 0;
   #closing: Promise<void> | undefined;
 
   constructor(
     readonly handle: FileHandle,
-    readonly fingerprint: string,
     readonly expectedSize: number,
     highWaterMark: number,
     readonly path: string,
+    readonly fingerprint: string | undefined,
   ) {
     super({ highWaterMark });
   }
 
   override _read(size: number): void {
-    const buffer = Buffer.allocUnsafe(Math.max(size, 1));
+    // Once the expected bytes are in, the fstat below shows whether the file grew or changed, so
+    // no read is spent on finding its end.
+    const checked = this.fingerprint !== undefined;
+    if (checked && this.#read >= this.expectedSize) {
+      this.#finish();
+      return;
+    }
+    const wanted = checked ? Math.min(size, this.expectedSize - this.#read) : size;
+    const buffer = Buffer.allocUnsafe(Math.max(wanted, 1));
     this.handle.read(buffer, 0, buffer.length, null).then(
       ({ bytesRead }) => {
-        if (bytesRead > 0) {
-          this.#read += bytesRead;
-          this.push(bytesRead === buffer.length ? buffer : buffer.subarray(0, bytesRead));
+        if (bytesRead === 0) {
+          this.#finish();
           return;
         }
-        return this.handle.stat().then((stats) => {
-          if (this.#read !== this.expectedSize || localFingerprint(stats) !== this.fingerprint) {
-            this.destroy(
-              localError("conflict", "open reader", this.path, "changed while it was read"),
-            );
-            return;
-          }
-          this.push(null);
-        });
+        this.#read += bytesRead;
+        this.push(bytesRead === buffer.length ? buffer : buffer.subarray(0, bytesRead));
+      },
+      (error: unknown) => this.destroy(toStorageError(error, "open reader", this.path)),
+    );
+  }
+
+  #finish(): void {
+    if (this.fingerprint === undefined) {
+      this.push(null);
+      return;
+    }
+    this.handle.stat().then(
+      (stats) => {
+        if (this.#read !== this.expectedSize || localFingerprint(stats) !== this.fingerprint) {
+          this.destroy(
+            localError("conflict", "open reader", this.path, "changed while it was read"),
+          );
+          return;
+        }
+        this.push(null);
       },
       (error: unknown) => this.destroy(toStorageError(error, "open reader", this.path)),
     );
