@@ -20,7 +20,19 @@ function targetTag(targetName: string): string {
  * recovery can tell a lease being written by a concurrent run from debris.
  */
 export function tempFileName(targetName: string): string {
-  return `.distributor.${targetTag(targetName)}${randomBytes(5).toString("hex")}.tmp`;
+  return `.distributor.${targetTag(targetName)}${nextTempSuffix()}.tmp`;
+}
+
+/**
+ * 40 bits that differ for every temp name this process makes: a random start, then a counter.
+ * Other processes start elsewhere, and an exclusive create refuses the rare clash anyway; one
+ * random draw per process instead of one per file keeps a thousand-file publish off the RNG.
+ */
+let tempCounter: number | undefined;
+function nextTempSuffix(): string {
+  tempCounter ??= randomBytes(5).readUIntBE(0, 5);
+  tempCounter = (tempCounter + 1) % 2 ** 40;
+  return tempCounter.toString(16).padStart(10, "0");
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { Stats } from "node:fs";
-import { lstat } from "node:fs/promises";
+import { lstatSync } from "node:fs";
 import type { StorageOperation } from "../errors.js";
 import { type LocalRoot, nativePath, rootNotDirectory, symlinkRefused } from "./context.js";
 import { hasCode, toStorageError } from "./errno.js";
@@ -17,6 +17,9 @@ export type PathState =
 
 /** Verified directories remembered per backend; past this the cache starts over. */
 const VERIFIED_LIMIT = 10_000;
+
+// These lstats are synchronous on purpose: each answers from the inode cache in microseconds,
+// while a thread-pool round trip costs tens of them in handoffs, several times per file.
 
 /**
  * Lstats every component from the root down so a symlink anywhere below the root is refused
@@ -94,17 +97,17 @@ async function inspectSegments(
   const start = known.depth;
   for (let index = start; index < segments.length; index++) {
     const partial = segments.slice(0, index + 1).join("/");
-    let stats: Stats;
+    let stats: Stats | undefined;
     try {
-      stats = await lstat(nativePath(local, partial));
+      stats = lstatSync(nativePath(local, partial), { throwIfNoEntry: false });
     } catch (error) {
-      if (hasCode(error, "ENOENT")) return { kind: "missing", existing: index };
       if (hasCode(error, "ENOTDIR")) {
         if (index === 0) throw rootNotDirectory(local, operation, logical);
         return { kind: "blocked", at: segments.slice(0, index).join("/") };
       }
       throw toStorageError(error, operation, logical);
     }
+    if (stats === undefined) return { kind: "missing", existing: index };
     if (stats.isSymbolicLink()) throw symlinkRefused(operation, logical, partial);
     const last = index === segments.length - 1;
     if (!last && !stats.isDirectory()) return { kind: "blocked", at: partial };
@@ -134,7 +137,12 @@ async function verifiedAncestor(
     const ancestor = segments.slice(0, depth).join("/");
     const known = local.verified.get(ancestor);
     if (known === undefined) continue;
-    const stats = await lstat(nativePath(local, ancestor)).catch(() => undefined);
+    let stats: Stats | undefined;
+    try {
+      stats = lstatSync(nativePath(local, ancestor), { throwIfNoEntry: false });
+    } catch {
+      stats = undefined;
+    }
     if (
       stats !== undefined &&
       stats.isDirectory() &&

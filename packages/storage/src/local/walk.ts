@@ -1,7 +1,7 @@
 import type { Dirent, Stats } from "node:fs";
-import { lstat, opendir } from "node:fs/promises";
+import { lstatSync } from "node:fs";
+import { opendir } from "node:fs/promises";
 import type { StorageEntry, WalkOptions } from "../backend.js";
-import { mapBounded } from "../concurrency.js";
 import { throwIfAborted } from "../internal/abort.js";
 import { escapeName, nameProblem } from "../names.js";
 import { compareLogicalPaths } from "../paths.js";
@@ -17,9 +17,6 @@ import { hasCode, toStorageError } from "./errno.js";
 import { inspectPath } from "./inspect.js";
 
 const OPERATION = "walk";
-
-/** lstats in flight while describing one directory's entries. */
-const STAT_CONCURRENCY = 16;
 
 /**
  * Lists entries below `prefix` in byte order. Directories are read entry by entry and the walk stops
@@ -55,24 +52,18 @@ export async function walkTree(
         throw rootNotDirectory(local, OPERATION, "");
       throw toStorageError(error, OPERATION, prefix);
     }
-    // Names first, then their lstats in parallel: a thread-pool round trip each, which one at a
-    // time would leave the walk waiting on the disk for every entry.
-    const dirents: Dirent<Buffer>[] = [];
+    // The directory is read through the thread pool; each entry's lstat is synchronous, as in
+    // inspect.ts: the inode is cached after the read, and a round trip per entry would cost more.
+    const base = Buffer.from(`${nativePath(local, directory)}/`);
     for await (const dirent of dir) {
       throwIfAborted(signal);
-      dirents.push(dirent as unknown as Dirent<Buffer>);
-      if (entries.length + dirents.length > limit) {
-        throw localError("limit_exceeded", OPERATION, prefix, `more than ${limit} entries`);
-      }
-    }
-    const described = await mapBounded(dirents, STAT_CONCURRENCY, (dirent) => {
-      throwIfAborted(signal);
-      return describe(local, directory, dirent);
-    });
-    for (const entry of described) {
+      const entry = describe(base, directory, dirent as unknown as Dirent<Buffer>);
       // Removed between listing and lstat: it no longer exists, so it is not listed.
       if (entry === undefined) continue;
       entries.push(entry);
+      if (entries.length > limit) {
+        throw localError("limit_exceeded", OPERATION, prefix, `more than ${limit} entries`);
+      }
       if (entry.kind === "directory" && entry.nameProblem === undefined && options.recursive) {
         pending.push(entry.path);
       }
@@ -81,23 +72,23 @@ export async function walkTree(
   return entries.sort((left, right) => compareLogicalPaths(left.path, right.path));
 }
 
-async function describe(
-  local: LocalRoot,
+function describe(
+  base: Buffer,
   directory: string,
   dirent: Dirent<Buffer>,
-): Promise<StorageEntry | undefined> {
+): StorageEntry | undefined {
   const rawName = dirent.name;
   const problem = nameProblem(rawName);
   const name = problem === undefined ? rawName.toString("utf8") : escapeName(rawName);
   const path = directory === "" ? name : `${directory}/${name}`;
-  const native = Buffer.concat([Buffer.from(`${nativePath(local, directory)}/`), rawName]);
-  let stats: Stats;
+  const native = Buffer.concat([base, rawName]);
+  let stats: Stats | undefined;
   try {
-    stats = await lstat(native);
+    stats = lstatSync(native, { throwIfNoEntry: false });
   } catch (error) {
-    if (hasCode(error, "ENOENT")) return undefined;
     throw toStorageError(error, OPERATION, path);
   }
+  if (stats === undefined) return undefined;
   const entry: StorageEntry = { path, kind: kindOf(stats), size: 0, modifiedAt: stats.mtime };
   if (entry.kind === "file") {
     entry.size = stats.size;
