@@ -67,12 +67,6 @@ export interface ValidatedBundle {
   totalSize: number;
   /** Files present but not listed, tolerated because `unlistedFiles` is `ignore`. */
   unlistedFiles: string[];
-  /**
-   * Bundle-relative path → the backend's fingerprint of each listed file, taken before its bytes
-   * were hashed; present only where the backend gives fingerprints. A copy that finds the same
-   * fingerprint (`OpenReadOptions.fingerprint`) reads the bytes this validation verified.
-   */
-  fingerprints: ReadonlyMap<string, string>;
 }
 
 /**
@@ -173,12 +167,7 @@ export async function validateBundle(
     throw new BundleValidationError(issues, { bundlePath });
   }
   unlistedFiles.sort(compareLogicalPaths);
-  const fingerprints = new Map<string, string>();
-  for (const file of manifest.files) {
-    const fingerprint = files.get(file.path)?.fingerprint;
-    if (fingerprint !== undefined) fingerprints.set(file.path, fingerprint);
-  }
-  return { path: bundlePath, manifest, totalSize, unlistedFiles, fingerprints };
+  return { path: bundlePath, manifest, totalSize, unlistedFiles };
 }
 
 export function checkLimit(name: string, value: number, minimum: number): number {

@@ -24,12 +24,6 @@ export interface StorageEntry {
    * tokens from the same backend (local: inode, size and mtime; S3: the ETag).
    */
   version?: string;
-  /**
-   * Identity of a file's current bytes, from backends that can tell without reading them (local:
-   * device, inode, size, mtime and ctime — ctime moves on every change and cannot be set back).
-   * A backend that lists fingerprints honours `OpenReadOptions.fingerprint`. Never a digest.
-   */
-  fingerprint?: string;
   /** Content type, from backends that store one (S3, memory). */
   contentType?: string;
   /** Why the stored name is not a valid logical path (not UTF-8, a control character, ...). */
@@ -50,15 +44,6 @@ export interface WriteResult {
 
 export interface OperationOptions {
   signal?: AbortSignal;
-}
-
-export interface OpenReadOptions extends OperationOptions {
-  /**
-   * Read only if the file still has this `fingerprint` (from a walk or stat of the same backend):
-   * otherwise opening fails with `conflict`, and a change while reading fails the stream with
-   * `conflict` before it ends. Lets a caller that verified the bytes skip verifying them again.
-   */
-  fingerprint?: string;
 }
 
 export interface ReadOptions extends OperationOptions {
@@ -126,7 +111,7 @@ export interface StorageBackend {
   readFile(path: string, options?: ReadOptions): Promise<Uint8Array>;
   /** Reads a whole file together with the version token of exactly those bytes. */
   readVersioned(path: string, options?: ReadOptions): Promise<VersionedFile>;
-  openRead(path: string, options?: OpenReadOptions): Promise<Readable>;
+  openRead(path: string, options?: OperationOptions): Promise<Readable>;
   /** Writes atomically: readers see the old bytes or the new bytes, never a partial file. */
   writeFile(path: string, data: WriteData, options?: WriteOptions): Promise<WriteResult>;
   stat(path: string, options?: OperationOptions): Promise<StorageEntry>;

@@ -1,7 +1,6 @@
 export type {
   DeleteOptions,
   EntryKind,
-  OpenReadOptions,
   OperationOptions,
   ReadOptions,
   StorageBackend,

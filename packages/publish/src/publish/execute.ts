@@ -25,11 +25,6 @@ export interface ExecuteContext {
   concurrency?: number | undefined;
   onOutputWritten?: ((output: PlannedOutput) => void) | undefined;
   /**
-   * Fingerprint of a source file (bundle-relative) whose bytes validation hashed, when the source
-   * backend gives fingerprints: a copy that still finds it skips hashing the bytes again.
-   */
-  sourceFingerprint?: ((sourcePath: string) => string | undefined) | undefined;
-  /**
    * Called once the state is written, before deleting what it no longer records, with the number
    * of managed outputs to delete (`null` for a forced replacement, which clears every other entry
    * below the bundle path); not called when there is nothing to delete.
@@ -244,27 +239,13 @@ async function writeOutput(
   }
 }
 
-/**
- * The bytes of a source file as the manifest promised them. When validation hashed this very
- * version of the file (same fingerprint), the source backend guarantees those bytes, failing the
- * read if the file changes meanwhile; otherwise they are hashed again on the way through.
- */
+/** The bytes of a source file, hashed on the way and failing if they differ from the manifest. */
 async function openSource(
   context: ExecuteContext,
   sourcePath: string,
   output: PlannedOutput,
 ): Promise<Readable> {
-  const { signal } = context;
-  const fingerprint = context.sourceFingerprint?.(output.sourcePath);
-  if (fingerprint !== undefined) {
-    try {
-      return await context.source.openRead(sourcePath, { signal, fingerprint });
-    } catch (error) {
-      // Touched since validation (perhaps only its times): check the bytes themselves.
-      if (!isStorageError(error, "conflict")) throw error;
-    }
-  }
-  const readable = await context.source.openRead(sourcePath, { signal });
+  const readable = await context.source.openRead(sourcePath, { signal: context.signal });
   const verifier = new VerifyingStream(output.sourcePath, output.sha256, output.size);
   readable.on("error", (error) => verifier.destroy(error));
   verifier.on("close", () => readable.destroy());

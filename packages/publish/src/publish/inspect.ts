@@ -65,9 +65,14 @@ export async function inspectDestination(
     entries = await backend.walk(bundlePath, { recursive: true, limit, signal });
   } catch (error) {
     // Too much to list: a replacement that had to prove the path clean is refused (the plan
-    // says so); anything else asks path by path.
-    if (!isStorageError(error, "limit_exceeded")) throw error;
-    if (listingNeeded) inspection.bundleListingLimit = limit;
+    // says so). Otherwise the listing was only a shortcut: whatever stopped it (too many
+    // entries, an unreadable directory elsewhere below the path), ask path by path instead.
+    if (listingNeeded) {
+      if (!isStorageError(error, "limit_exceeded")) throw error;
+      inspection.bundleListingLimit = limit;
+    } else if (!isStorageError(error) || signal?.aborted) {
+      throw error;
+    }
   }
   if (listingNeeded && entries !== undefined) inspection.bundleEntries = entries;
 

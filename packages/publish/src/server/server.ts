@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { mkdir } from "node:fs/promises";
+import { lstat, mkdir } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { createLocalBackend } from "@distributor/storage";
@@ -117,7 +117,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     ...(options.env ? { env: options.env } : {}),
     ...(options.signal ? { signal: options.signal } : {}),
   });
-  await mkdir(http.stagingDirectory, { recursive: true, mode: 0o700 });
+  await prepareStagingRoot(http.stagingDirectory);
 
   const now = () => options.now?.() ?? new Date();
   const emit = (event: UploadServerEvent) => options.onEvent?.(event);
@@ -577,4 +577,30 @@ function listenError(address: string, error: NodeJS.ErrnoException): WorkflowErr
   return new WorkflowError("listen_failed", `cannot listen on ${address}: ${reason}`, {
     cause: error,
   });
+}
+
+/**
+ * Creates the staging root, or accepts an existing one only when it is a real directory owned by
+ * this user that no one else may write: the default lives in the shared temp directory, where
+ * another local user could create it first and then swap a staged bundle between its validation
+ * and its run, or point extraction elsewhere with a symlink.
+ */
+async function prepareStagingRoot(directory: string): Promise<void> {
+  await mkdir(directory, { recursive: true, mode: 0o700 });
+  const stats = await lstat(directory);
+  const problem = stats.isSymbolicLink()
+    ? "is a symlink"
+    : !stats.isDirectory()
+      ? "is not a directory"
+      : process.geteuid !== undefined && stats.uid !== process.geteuid()
+        ? `belongs to uid ${stats.uid}, not to this user (uid ${process.geteuid()})`
+        : (stats.mode & 0o022) !== 0
+          ? `may be written by other users (mode ${(stats.mode & 0o777).toString(8)})`
+          : undefined;
+  if (problem !== undefined) {
+    throw new WorkflowError(
+      "staging_unsafe",
+      `server.http.staging_directory ${directory} ${problem}; use a private directory (mode 0700, owned by this user)`,
+    );
+  }
 }

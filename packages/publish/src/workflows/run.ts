@@ -309,7 +309,6 @@ async function validatePipelineBundles(
     });
   }
   for (const bundle of bundles) {
-    bundle.fingerprints = undefined;
     let result: Awaited<ReturnType<typeof validateBundle>>;
     try {
       // The manifest planning used and the listing discovery made: read and walked once.
@@ -337,7 +336,6 @@ async function validatePipelineBundles(
     } catch (error) {
       throw bundleInvalid(error, bundle.path);
     }
-    bundle.fingerprints = result.fingerprints;
     options.onEvent?.({
       type: "bundle_validated",
       pipeline_id: pipeline.id,
@@ -363,8 +361,6 @@ interface SourceBundle {
   manifest: Manifest;
   /** What discovery listed below the bundle, validated instead of walking it again. */
   entries: readonly StorageEntry[];
-  /** Set once the bundle is validated: fingerprints of the files whose bytes were hashed. */
-  fingerprints?: ReadonlyMap<string, string> | undefined;
 }
 
 /** What every destination of one pipeline shares while it runs. */
@@ -500,7 +496,6 @@ async function runTarget(
       },
       execute: {
         signal,
-        sourceFingerprint: (path: string) => target.bundle.fingerprints?.get(path),
         onOutputWritten: (output: PlannedOutput) =>
           options.onEvent?.({
             type: "output_written",

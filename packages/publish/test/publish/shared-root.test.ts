@@ -4,7 +4,7 @@ import {
   ownerScope,
   parseSharedRootState,
 } from "@distributor/state";
-import { type StorageBackend, statePath } from "@distributor/storage";
+import { type StorageBackend, StorageError, statePath } from "@distributor/storage";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   BACKEND_KINDS,
@@ -137,6 +137,41 @@ describe.each(BACKEND_KINDS)("%s: shared-root planning", (kind) => {
       action: listed.action,
       reason: listed.reason,
     });
+  });
+
+  it("plans path by path when the root cannot be listed (an unreadable directory elsewhere)", async () => {
+    const { c, destination } = await sharedCase({
+      includeCurrent: false,
+      files: { "report.md": "# Report\n" },
+    });
+    await destination.writeFile("bundle/report.md", "unmanaged");
+    const expected = await planCase(c);
+    // Someone else's directory below the root that this user may not read fails the listing.
+    const unreadable = new Proxy(destination, {
+      get(target, property, receiver) {
+        if (property === "walk") {
+          // Listing the root's top level works; descending into the private directory fails.
+          return async (prefix: string, options: { recursive?: boolean; limit: number }) => {
+            if (!options.recursive) return target.walk(prefix, options);
+            throw new StorageError({
+              kind: "permission",
+              operation: "walk",
+              backend: target.name,
+              path: "bundle/private",
+              detail: "permission denied (EACCES)",
+            });
+          };
+        }
+        const value = Reflect.get(target, property, receiver);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const plan = await planCase({ ...c, destination: unreadable });
+    expect({ action: plan.action, reason: plan.reason }).toEqual({
+      action: expected.action,
+      reason: expected.reason,
+    });
+    expect(plan.action).toBe("fail_unmanaged");
   });
 
   it("refuses a single-owner state of another owner as a conflict", async () => {

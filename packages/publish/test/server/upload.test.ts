@@ -1,4 +1,4 @@
-import { readFile } from "node:fs/promises";
+import { chmod, mkdir, readFile, rm, symlink } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/index.js";
@@ -453,5 +453,24 @@ describe("upload server", () => {
     const twin = createUploadServer({ config, env: { REPORTER_TOKEN: TOKEN, OTHER_TOKEN: TOKEN } });
     await expect(twin).rejects.toThrow(/upload_tokens\[1\] \(id other\) has the same value/);
     await twin.catch((error: Error) => expect(error.message).not.toContain(TOKEN));
+  });
+
+  it("refuses a staging directory that is a symlink or that other users may write", async () => {
+    const config = uploadConfig(root);
+    const staging = join(root, "staging");
+    await mkdir(join(root, "elsewhere"));
+    await symlink(join(root, "elsewhere"), staging);
+    await expect(createUploadServer({ config, env: TOKEN_ENV })).rejects.toThrow(
+      `server.http.staging_directory ${staging} is a symlink`,
+    );
+    await rm(staging);
+    await mkdir(staging);
+    await chmod(staging, 0o777);
+    await expect(createUploadServer({ config, env: TOKEN_ENV })).rejects.toThrow(
+      /staging_directory .* may be written by other users \(mode 777\)/,
+    );
+    await chmod(staging, 0o700);
+    const server = await createUploadServer({ config, env: TOKEN_ENV });
+    await server.close();
   });
 });

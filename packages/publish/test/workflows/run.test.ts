@@ -354,8 +354,8 @@ describe("run workflow", () => {
   });
 
   describe("a source file changed after validation", () => {
-    // Validation hashed the bytes; the copy trusts them only while the file keeps the
-    // fingerprint it had (inode, size, mtime, ctime). Each change below keeps size and mtime.
+    // Validation hashed the bytes; the copy hashes them again (SPEC §6), so a change that keeps
+    // the file's size and times — invisible to anything but the bytes — is still caught.
     async function changedAfterValidation(change: (path: string) => void) {
       const source = join(dir, "src");
       const backend = createLocalBackend({ root: source });
@@ -397,7 +397,7 @@ describe("run workflow", () => {
       expect(await exists(join(dest, "a", "keep.txt"))).toBe(false);
     });
 
-    it("is published when only touched, after its bytes are checked again", async () => {
+    it("is published when rewritten with the same bytes, which the copy checks again", async () => {
       const { report, dest } = await changedAfterValidation((path) =>
         sameSizeAndTimes(path, "original"),
       );

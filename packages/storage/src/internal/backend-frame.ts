@@ -1,7 +1,6 @@
 import type { Readable } from "node:stream";
 import type {
   DeleteOptions,
-  OpenReadOptions,
   OperationOptions,
   ReadOptions,
   StorageBackend,
@@ -33,7 +32,7 @@ export type WriteOperation = "write file" | "write stream";
 export interface BackendOperations {
   readFile(path: string, options: ReadOptions): Promise<Uint8Array>;
   readVersioned(path: string, options: ReadOptions): Promise<VersionedFile>;
-  openRead(path: string, options: OpenReadOptions): Promise<Readable>;
+  openRead(path: string, options: OperationOptions): Promise<Readable>;
   /**
    * Stores `data` atomically. `overwrite: false` must be a no-clobber create that a concurrent
    * writer cannot race; `ifMatch` a replace of exactly that version (else `conflict`).
@@ -111,7 +110,7 @@ class FramedBackend implements StorageBackend {
     );
   }
 
-  async openRead(path: string, options: OpenReadOptions = {}): Promise<Readable> {
+  async openRead(path: string, options: OperationOptions = {}): Promise<Readable> {
     validatePath(path, "open reader", this.name);
     return this.#run("open reader", path, options.signal, () =>
       this.#operations.openRead(path, options),

@@ -3,7 +3,6 @@ import { resolve } from "node:path";
 import type { Readable } from "node:stream";
 import type {
   DeleteOptions,
-  OpenReadOptions,
   OperationOptions,
   ReadOptions,
   StorageBackend,
@@ -22,10 +21,8 @@ import {
   type WriteOperation,
 } from "../internal/backend-frame.js";
 import {
-  type DirectoryIdentity,
   type LocalRoot,
   localError,
-  localFingerprint,
   localVersion,
   nativePath,
   rootNotDirectory,
@@ -70,7 +67,6 @@ export function createLocalBackend(options: LocalBackendOptions): StorageBackend
 
 class LocalOperations implements BackendOperations, LocalRoot {
   readonly unflushed = new Set<string>();
-  readonly verified = new Map<string, DirectoryIdentity>();
 
   constructor(
     readonly root: string,
@@ -85,8 +81,8 @@ class LocalOperations implements BackendOperations, LocalRoot {
     return readWholeFile(this, path, options.maxBytes, options.signal);
   }
 
-  openRead(path: string, options: OpenReadOptions): Promise<Readable> {
-    return openReadStream(this, path, options.signal, options.fingerprint);
+  openRead(path: string, options: OperationOptions): Promise<Readable> {
+    return openReadStream(this, path, options.signal);
   }
 
   writeFile(
@@ -111,7 +107,6 @@ class LocalOperations implements BackendOperations, LocalRoot {
           size: state.stats.size,
           modifiedAt: state.stats.mtime,
           version: localVersion(state.stats),
-          fingerprint: localFingerprint(state.stats),
         };
       case "directory":
         return { path, kind: "directory", size: 0, modifiedAt: state.stats.mtime };

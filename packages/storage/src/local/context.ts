@@ -19,17 +19,6 @@ export interface LocalRoot {
    * state never records an output whose name a power cut could still lose.
    */
   readonly unflushed: Set<string>;
-  /**
-   * Directories (logical paths) this backend has lstatted component by component, with the
-   * identity they had. See `inspectPath`.
-   */
-  readonly verified: Map<string, DirectoryIdentity>;
-}
-
-/** Device and inode of a directory: what a swapped path component could not keep. */
-export interface DirectoryIdentity {
-  readonly dev: number;
-  readonly ino: number;
 }
 
 /** Native path of a logical path or prefix; validated logical paths cannot climb out of the root. */
@@ -68,13 +57,4 @@ export function rootNotDirectory(
 /** Version token of a local file: a replacement is a new inode, an in-place edit moves mtime. */
 export function localVersion(stats: Stats): string {
   return `${stats.ino.toString(16)}-${stats.size.toString(16)}-${Math.round(stats.mtimeMs * 1000).toString(16)}`;
-}
-
-/**
- * Fingerprint of a local file (see `StorageEntry.fingerprint`). Unlike the version it includes
- * ctime, which every write, truncate, rename and `utimes` moves and no caller can set back, so a
- * file rewritten in place with its size and mtime restored still gets a new fingerprint.
- */
-export function localFingerprint(stats: Stats): string {
-  return `${stats.dev.toString(16)}-${stats.ino.toString(16)}-${stats.size.toString(16)}-${Math.round(stats.mtimeMs * 1000).toString(16)}-${Math.round(stats.ctimeMs * 1000).toString(16)}`;
 }

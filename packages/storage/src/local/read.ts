@@ -6,7 +6,6 @@ import { throwIfAborted } from "../internal/abort.js";
 import {
   type LocalRoot,
   localError,
-  localFingerprint,
   localVersion,
   nativePath,
   rootNotDirectory,
@@ -108,41 +107,27 @@ function tooLarge(path: string, limit: number) {
   return localError("limit_exceeded", "read file", path, `file is larger than ${limit} bytes`);
 }
 
-/**
- * A stream of the file's bytes; a signal aborted mid-read destroys it with an AbortError. With a
- * `fingerprint`, the open file must have it (else `conflict`), and the stream fails with
- * `conflict` instead of ending if the file changed while it was read.
- */
+/** A stream of the file's bytes; a signal aborted mid-read destroys it with an AbortError. */
 export async function openReadStream(
   local: LocalRoot,
   path: string,
   signal: AbortSignal | undefined,
-  fingerprint?: string,
 ): Promise<Readable> {
-  const operation = "open reader";
-  const { fd, stats } = await openFile(local, path, operation);
+  const { fd, stats } = await openFile(local, path, "open reader");
   if (signal?.aborted) {
     closeSync(fd);
     throwIfAborted(signal);
   }
-  if (fingerprint !== undefined && localFingerprint(stats) !== fingerprint) {
-    closeSync(fd);
-    throw localError("conflict", operation, path, "changed since its fingerprint was taken");
-  }
-  // One read for a small file, 1 MiB at a time for a large one: each read is a thread-pool
-  // round trip, and the default 64 KiB makes a 1 GiB file cost 16 384 of them.
+  // One read for a small file, 1 MiB at a time for a large one.
   const highWaterMark = Math.min(Math.max(stats.size + 1, MIN_READ_BYTES), CHUNK_BYTES);
-  const stream = new FileStream(fd, stats.size, highWaterMark, path, fingerprint);
+  const stream = new FileStream(fd, stats.size, highWaterMark, path);
   return signal ? addAbortSignal(signal, stream) : stream;
 }
 
 /**
  * Reads an open file to its end and closes it. Each read is a synchronous `read(2)` of at most
  * one chunk: from the page cache that is a copy, far cheaper than the thread-pool round trip (and
- * promises) of `FileHandle.createReadStream`, and a chunk never takes long even from disk. With a
- * `fingerprint` it reads the size the file was opened with, then confirms with `fstat` that the
- * fingerprint is unchanged (so the file neither changed nor grew) before ending; a change fails
- * the stream with `conflict`.
+ * promises) of `FileHandle.createReadStream`, and a chunk never takes long even from disk.
  */
 class FileStream extends Readable {
   #read = 0;
@@ -153,25 +138,17 @@ class FileStream extends Readable {
     readonly expectedSize: number,
     highWaterMark: number,
     readonly path: string,
-    readonly fingerprint: string | undefined,
   ) {
     super({ highWaterMark });
   }
 
   override _read(size: number): void {
-    // Once the expected bytes are in, the fstat below shows whether the file grew or changed, so
-    // no read is spent on finding its end.
-    const checked = this.fingerprint !== undefined;
-    if (checked && this.#read >= this.expectedSize) {
-      this.#finish();
-      return;
-    }
     // Buffers are sized to what is left of the file (small files are common and each buffer is
     // garbage soon); past the size the file had when opened, a 1-byte read finds its end, or
     // shows that it grew.
     const left = this.expectedSize - this.#read;
     const wanted = left > 0 ? Math.min(size, left) : this.#read === this.expectedSize ? 1 : size;
-    const buffer = Buffer.allocUnsafe(Math.max(wanted, 1));
+    const buffer = Buffer.allocUnsafe(wanted);
     let bytesRead: number;
     try {
       bytesRead = readSync(this.fd, buffer, 0, buffer.length, null);
@@ -180,29 +157,12 @@ class FileStream extends Readable {
       return;
     }
     if (bytesRead === 0) {
-      this.#finish();
+      this.#close();
+      this.push(null);
       return;
     }
     this.#read += bytesRead;
     this.push(bytesRead === buffer.length ? buffer : buffer.subarray(0, bytesRead));
-  }
-
-  #finish(): void {
-    if (this.fingerprint !== undefined) {
-      let stats: Stats;
-      try {
-        stats = fstatSync(this.fd);
-      } catch (error) {
-        this.destroy(toStorageError(error, "open reader", this.path));
-        return;
-      }
-      if (this.#read !== this.expectedSize || localFingerprint(stats) !== this.fingerprint) {
-        this.destroy(localError("conflict", "open reader", this.path, "changed while it was read"));
-        return;
-      }
-    }
-    this.#close();
-    this.push(null);
   }
 
   #close(): void {

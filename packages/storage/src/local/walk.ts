@@ -8,7 +8,6 @@ import { compareLogicalPaths } from "../paths.js";
 import {
   type LocalRoot,
   localError,
-  localFingerprint,
   localVersion,
   nativePath,
   rootNotDirectory,
@@ -50,7 +49,8 @@ export async function walkTree(
       if (hasCode(error, "ENOENT")) continue;
       if (directory === "" && hasCode(error, "ENOTDIR"))
         throw rootNotDirectory(local, OPERATION, "");
-      throw toStorageError(error, OPERATION, prefix);
+      // Name the directory that failed (an unreadable one deep below the prefix, say).
+      throw toStorageError(error, OPERATION, directory === "" ? prefix : directory);
     }
     // The directory is read through the thread pool; each entry's lstat is synchronous, as in
     // inspect.ts: the inode is cached after the read, and a round trip per entry would cost more.
@@ -93,7 +93,6 @@ function describe(
   if (entry.kind === "file") {
     entry.size = stats.size;
     entry.version = localVersion(stats);
-    entry.fingerprint = localFingerprint(stats);
   }
   if (problem !== undefined) entry.nameProblem = problem;
   return entry;

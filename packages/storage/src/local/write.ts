@@ -66,9 +66,12 @@ export async function writeAtomically(
   const commit = isCommitFile(name);
   const temp = join(directory, tempFileName(name));
   let committed = false;
+  // Only a temp file this call created is ever removed: an EEXIST means the name is another's.
+  let tempCreated = false;
   try {
     // Opens, writes, links and unlinks are synchronous (see `copyInto`); flushes are not.
     const fd = openSync(temp, "wx", 0o666);
+    tempCreated = true;
     let version: string;
     try {
       await copyInto(fd, data, local.fsync || commit, signal, operation, path);
@@ -97,7 +100,8 @@ export async function writeAtomically(
     committed = true;
     if (commit) {
       await syncDirectory(directory);
-    } else {
+    } else if (local.fsync) {
+      // Without fsync nothing waits for these: a commit flushes only its own directories.
       local.unflushed.add(directory);
       for (const made of created) local.unflushed.add(dirname(made));
     }
@@ -105,7 +109,7 @@ export async function writeAtomically(
   } catch (error) {
     throw writeError(error, operation, path, overwrite);
   } finally {
-    if (!committed || !overwrite) unlinkQuietly(temp);
+    if (tempCreated && (!committed || !overwrite)) unlinkQuietly(temp);
     if (!committed) await removeCreated(created);
   }
 }
@@ -199,13 +203,20 @@ function isCommitFile(name: string): boolean {
 const FLUSH_CONCURRENCY = 16;
 
 /**
- * Flushes the given directories' entries. Each is forgotten only once flushed, so a failure leaves
- * the rest for the next commit to retry; a directory removed meanwhile has nothing left to flush.
+ * Flushes the given directories' entries. Each is forgotten as its flush starts (a name moved in
+ * meanwhile marks it again) and remembered again if the flush fails, for the next commit to
+ * retry; a directory removed meanwhile has nothing left to flush.
  */
 async function flushDirectories(local: LocalRoot, directories: readonly string[]): Promise<void> {
   await mapBounded([...new Set(directories)], FLUSH_CONCURRENCY, async (directory) => {
-    await syncDirectory(directory);
+    // Forgotten before the flush, not after: a name renamed in while it runs marks it again.
     local.unflushed.delete(directory);
+    try {
+      await syncDirectory(directory);
+    } catch (error) {
+      local.unflushed.add(directory);
+      throw error;
+    }
   });
 }
 
