@@ -291,16 +291,16 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     let staged: StagedUpload | undefined;
     let enqueued = false;
     try {
-      if (earlier === undefined) {
-        slot = await store.reserveQueueSlot();
-        if (!slot) {
-          throw new HttpError(
-            503,
-            "queue_full",
-            `the upload queue is full (server.http.queue_size ${http.queueSize}); retry later`,
-            { headers: { "Retry-After": RETRY_AFTER_SECONDS } },
-          );
-        }
+      // A replay stages its body too (its manifest must be compared), so it takes a place while
+      // it does: queue_size bounds the uploads on disk, replays included.
+      slot = await store.reserveQueueSlot();
+      if (!slot) {
+        throw new HttpError(
+          503,
+          "queue_full",
+          `the upload queue is full (server.http.queue_size ${http.queueSize}); retry later`,
+          { headers: { "Retry-After": RETRY_AFTER_SECONDS } },
+        );
       }
       const directory = await createUploadDirectory(http.stagingDirectory);
       staged = { directory, bundleDirectory: directory };

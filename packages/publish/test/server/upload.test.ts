@@ -388,10 +388,13 @@ describe("upload server", () => {
       if (i > 200) throw new Error("first run never started");
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
-    const second = await upload(
-      url,
-      await bundleArchive(root, "reports.q", { "a.md": "2\n" }, "2026-06-04T11:00:00Z"),
+    const secondArchive = await bundleArchive(
+      root,
+      "reports.q",
+      { "a.md": "2\n" },
+      "2026-06-04T11:00:00Z",
     );
+    const second = await upload(url, secondArchive, { key: "second" });
     expect(second.status).toBe(202);
     const full = await upload(
       url,
@@ -400,6 +403,8 @@ describe("upload server", () => {
     expect(full.status).toBe(503);
     expect(full.headers.get("retry-after")).toMatch(/^\d+$/);
     expect(full.json.error).toMatchObject({ code: "queue_full" });
+    // A replay stages its body as well, so it needs a place too.
+    expect((await upload(url, secondArchive, { key: "second" })).status).toBe(503);
     // A free worker does not start a second run of the same pipeline.
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect((await getJson(url, `/runs/${second.json.run_id}`)).json.status).toBe("queued");
@@ -409,6 +414,9 @@ describe("upload server", () => {
     expect(secondRun.error).toBeNull();
     expect(secondRun.status).toBe("succeeded");
     expect(await readFile(join(root, "site", "a.md"), "utf8")).toBe("2\n");
+    const replayed = await upload(url, secondArchive, { key: "second" });
+    expect(replayed.status).toBe(200);
+    expect(replayed.json.run_id).toBe(second.json.run_id);
   });
 
   it("shuts down gracefully: refuses new connections and lets the running run finish", async () => {
