@@ -282,7 +282,7 @@ async function readPipelineManifests(
   return bundles;
 }
 
-/** Files hashed at once while validating: a chunk of at most 1 MiB in memory each. */
+/** Files hashed at once while validating: one read chunk in memory each. */
 const VALIDATION_CONCURRENCY = 8;
 
 /** Validates every bundle in full (SPEC §4), each against the manifest planning used. */

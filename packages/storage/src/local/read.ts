@@ -17,7 +17,9 @@ import { inspectAncestors } from "./inspect.js";
 // O_NOFOLLOW refuses a final symlink; O_NONBLOCK keeps a FIFO from blocking the open (regular
 // files ignore it), so the fstat can refuse it instead.
 const OPEN_FLAGS = constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0) | (constants.O_NONBLOCK ?? 0);
-const CHUNK_BYTES = 1 << 20;
+// Chunks of 256 KiB: a 1 GiB publish (read, hash, write each chunk) took 2.6 s with chunks of
+// 64–256 KiB but 3.6–5 s with 512 KiB or 1 MiB, which no longer stay in the CPU's caches.
+const CHUNK_BYTES = 256 * 1024;
 const MIN_READ_BYTES = 16 * 1024;
 
 /**
@@ -118,7 +120,7 @@ export async function openReadStream(
     closeSync(fd);
     throwIfAborted(signal);
   }
-  // One read for a small file, 1 MiB at a time for a large one.
+  // One read for a small file, a chunk at a time for a large one.
   const highWaterMark = Math.min(Math.max(stats.size + 1, MIN_READ_BYTES), CHUNK_BYTES);
   const stream = new FileStream(fd, stats.size, highWaterMark, path);
   return signal ? addAbortSignal(signal, stream) : stream;

@@ -120,7 +120,7 @@ export async function writeAtomically(
  * look just like ours (a source file's ENOENT) but say nothing about the target.
  *
  * Chunks are written with synchronous `write(2)`s: into the page cache that is a copy of at most
- * one chunk (1 MiB), far cheaper than a thread-pool round trip per call, which for small files
+ * one chunk (256 KiB from a local source), far cheaper than a thread-pool round trip per call, which for small files
  * cost more than the bytes. The flush, which waits on the disk, stays on the thread pool so that
  * many files' flushes overlap. The copy is a plain loop rather than `stream.pipeline`, which
  * costs an AbortController (and a DOMException with a stack trace) per file.
