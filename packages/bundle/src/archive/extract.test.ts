@@ -4,32 +4,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { gzipSync } from "node:zlib";
-import { c as createTar, Header, type HeaderData } from "tar";
+import { c as createTar } from "tar";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { rawTar } from "../../test/raw-tar.js";
 import { ArchiveError, extractArchive } from "./extract.js";
-
-interface RawEntry extends HeaderData {
-  body?: Buffer | string;
-}
-
-/** A tar stream built block by block, so tests can write headers no packer would. */
-function rawTar(entries: readonly RawEntry[]): Buffer {
-  const blocks: Buffer[] = [];
-  for (const { body, ...header } of entries) {
-    const data = body === undefined ? Buffer.alloc(0) : Buffer.from(body);
-    const block = Buffer.alloc(512);
-    new Header({
-      mode: 0o644,
-      mtime: new Date("2026-06-04T11:55:00Z"),
-      type: "File",
-      ...header,
-      size: header.size ?? data.length,
-    }).encode(block, 0);
-    blocks.push(block, data, Buffer.alloc((512 - (data.length % 512)) % 512));
-  }
-  blocks.push(Buffer.alloc(1024));
-  return Buffer.concat(blocks);
-}
 
 let workspace: string;
 let staging: string;

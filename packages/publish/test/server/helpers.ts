@@ -2,10 +2,10 @@ import { mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { gzipSync } from "node:zlib";
 import { buildManifest, fileDigest, serializeManifest } from "@distributor/bundle";
 import { createLocalBackend, type StorageBackend } from "@distributor/storage";
-import { c as createTar, Header, type HeaderData } from "tar";
+import { c as createTar } from "tar";
+import { type RawEntry, rawTar } from "../../../bundle/test/raw-tar.js";
 import { parseConfig } from "../../src/config/index.js";
 import type { Config } from "../../src/config/types.js";
 import {
@@ -125,29 +125,8 @@ export async function bundleArchive(
   return archive;
 }
 
-export interface RawEntry extends HeaderData {
-  body?: Buffer | string;
-}
-
-/** A tar stream built header by header, for entries no packer would write. */
-export function rawTar(entries: readonly RawEntry[], gzip = false): Buffer {
-  const blocks: Buffer[] = [];
-  for (const { body, ...header } of entries) {
-    const data = body === undefined ? Buffer.alloc(0) : Buffer.from(body);
-    const block = Buffer.alloc(512);
-    new Header({
-      mode: 0o644,
-      mtime: new Date("2026-06-04T11:55:00Z"),
-      type: "File",
-      ...header,
-      size: header.size ?? data.length,
-    }).encode(block, 0);
-    blocks.push(block, data, Buffer.alloc((512 - (data.length % 512)) % 512));
-  }
-  blocks.push(Buffer.alloc(1024));
-  const archive = Buffer.concat(blocks);
-  return gzip ? gzipSync(archive) : archive;
-}
+// Hand-built archives come from the bundle package's test helper, which its extractor tests share.
+export { type RawEntry, rawTar };
 
 /** The entries of a valid one-file bundle, for raw archives that add a bad entry to it. */
 export function validEntries(id = "reports.raw"): RawEntry[] {
