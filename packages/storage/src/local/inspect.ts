@@ -35,36 +35,20 @@ export async function inspectPath(
   return inspectSegments(local, logical, operation, logical.split("/"));
 }
 
-/** What lies above a logical path: its parent is a real directory, or the path cannot exist. */
-export type AncestorState =
-  | { kind: "ready" }
-  | { kind: "missing" }
-  | { kind: "blocked"; at: string };
-
 /**
- * Checks only the ancestors of `logical`, as `inspectPath` does, for callers that then open the
- * final component themselves with O_NOFOLLOW and fstat it. A path at the root is `ready`: the
- * root is trusted.
+ * Whether the parent of `logical` is a real directory (no symlink on the way), checked as
+ * `inspectPath` checks, for callers that then open the final component themselves with
+ * O_NOFOLLOW and fstat it. A path at the root has the trusted root as its parent.
  */
-export async function inspectAncestors(
+export async function parentIsDirectory(
   local: LocalRoot,
   logical: string,
   operation: StorageOperation,
-): Promise<AncestorState> {
+): Promise<boolean> {
   const segments = logical.split("/");
-  if (segments.length === 1) return { kind: "ready" };
-  const parent = segments.slice(0, -1);
-  const state = await inspectSegments(local, logical, operation, parent);
-  switch (state.kind) {
-    case "directory":
-      return { kind: "ready" };
-    case "missing":
-      return { kind: "missing" };
-    case "blocked":
-      return state;
-    default:
-      return { kind: "blocked", at: parent.join("/") };
-  }
+  if (segments.length === 1) return true;
+  const parent = await inspectSegments(local, logical, operation, segments.slice(0, -1));
+  return parent.kind === "directory";
 }
 
 /** Lstats `segments` from the root down (see `inspectPath`). */

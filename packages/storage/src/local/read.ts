@@ -12,7 +12,7 @@ import {
   symlinkRefused,
 } from "./context.js";
 import { hasCode, toStorageError } from "./errno.js";
-import { inspectAncestors } from "./inspect.js";
+import { parentIsDirectory } from "./inspect.js";
 
 // O_NOFOLLOW refuses a final symlink; O_NONBLOCK keeps a FIFO from blocking the open (regular
 // files ignore it), so the fstat can refuse it instead.
@@ -32,8 +32,9 @@ async function openFile(
   path: string,
   operation: StorageOperation,
 ): Promise<{ fd: number; stats: Stats }> {
-  const above = await inspectAncestors(local, path, operation);
-  if (above.kind !== "ready") throw localError("not_found", operation, path);
+  if (!(await parentIsDirectory(local, path, operation))) {
+    throw localError("not_found", operation, path);
+  }
   let fd: number;
   try {
     fd = openSync(nativePath(local, path), OPEN_FLAGS);
