@@ -123,6 +123,30 @@ function target(label, subject, peer, limit, results) {
   );
 }
 
+/**
+ * The report of a publish workload run by `commandSet`: both distributor modes against every
+ * peer, each mode's target against the peer giving the same guarantee, and peak RSS.
+ */
+function publishTargets(results, fsyncLimit, plainLimit) {
+  const modes = ["distributor (fsync)", "distributor (fsync: false)"];
+  ratios(results, modes, ["rclone copy", "rsync -a", "rsync -a --fsync", "cp -r"]);
+  target(
+    `fsync ≤ ${fsyncLimit.toFixed(1)} × rsync -a --fsync`,
+    modes[0],
+    "rsync -a --fsync",
+    fsyncLimit,
+    results,
+  );
+  target(
+    `fsync: false ≤ ${plainLimit.toFixed(1)} × rclone copy`,
+    modes[1],
+    "rclone copy",
+    plainLimit,
+    results,
+  );
+  rssTarget(results, modes, 100);
+}
+
 function rssTarget(results, names, limitMiB) {
   for (const name of names) {
     const row = results[name];
@@ -218,26 +242,7 @@ try {
     if (only.has("small")) {
       console.log("\n1 000 × 100 KiB, local → local");
       const results = await compare(await commandSet(work, source, bundle, 1000));
-      ratios(
-        results,
-        ["distributor (fsync)", "distributor (fsync: false)"],
-        ["rclone copy", "rsync -a", "rsync -a --fsync", "cp -r"],
-      );
-      target(
-        "fsync ≤ 0.7 × rsync -a --fsync",
-        "distributor (fsync)",
-        "rsync -a --fsync",
-        0.7,
-        results,
-      );
-      target(
-        "fsync: false ≤ 0.9 × rclone copy",
-        "distributor (fsync: false)",
-        "rclone copy",
-        0.9,
-        results,
-      );
-      rssTarget(results, ["distributor (fsync)", "distributor (fsync: false)"], 100);
+      publishTargets(results, 0.7, 0.9);
     }
     if (only.has("rerun")) {
       console.log("\nre-run, nothing changed (1 000 × 100 KiB already published)");
@@ -269,26 +274,7 @@ try {
     if (only.has("big")) {
       console.log("\none 1 GiB file, local → local");
       const results = await compare(await commandSet(work, source, bundle, 1));
-      ratios(
-        results,
-        ["distributor (fsync)", "distributor (fsync: false)"],
-        ["rclone copy", "rsync -a", "rsync -a --fsync", "cp -r"],
-      );
-      target(
-        "fsync ≤ 1.1 × rsync -a --fsync",
-        "distributor (fsync)",
-        "rsync -a --fsync",
-        1.1,
-        results,
-      );
-      target(
-        "fsync: false ≤ 1.0 × rclone copy",
-        "distributor (fsync: false)",
-        "rclone copy",
-        1.0,
-        results,
-      );
-      rssTarget(results, ["distributor (fsync)", "distributor (fsync: false)"], 100);
+      publishTargets(results, 1.1, 1.0);
     }
     if (only.has("validate")) {
       console.log("\nvalidate the 1 GiB bundle");
