@@ -9,7 +9,7 @@ import {
   type StorageEntry,
 } from "@distributor/storage";
 import { isNestedManifest, nestedManifestIssue, walkBundle, walkLimit } from "./bundle-walk.js";
-import { digestAtMost } from "./digest.js";
+import { digestFileAtMost } from "./digest.js";
 import { type BundleIssue, BundleValidationError, ManifestError } from "./errors.js";
 import { fileIssue } from "./file-problem.js";
 import {
@@ -179,10 +179,9 @@ async function digestEntry(
   signal: AbortSignal | undefined,
 ): Promise<ManifestFile | BundleIssue> {
   const path = relativeTo(bundlePath, entry.path);
-  let digest: Awaited<ReturnType<typeof digestAtMost>>;
+  let digest: Awaited<ReturnType<typeof digestFileAtMost>>;
   try {
-    const stream = await backend.openRead(entry.path, { signal });
-    digest = await digestAtMost(stream, entry.size, signal);
+    digest = await digestFileAtMost(backend, entry.path, entry.size, signal);
   } catch (error) {
     const issue = fileIssue(error, path, "disappeared while the manifest was created");
     if (issue !== undefined) return issue;

@@ -1,6 +1,11 @@
 import { createHash, type Hash } from "node:crypto";
 import { Transform, type TransformCallback } from "node:stream";
-import { compareLogicalPaths } from "@distributor/storage";
+import {
+  compareLogicalPaths,
+  consumeChunks,
+  readFileChunks,
+  type StorageBackend,
+} from "@distributor/storage";
 
 /** Digest strings are `sha256:` followed by 64 lowercase hex digits. */
 export const SHA256_PATTERN = /^sha256:[0-9a-f]{64}$/;
@@ -93,51 +98,32 @@ export async function digestStream(
   source: AsyncIterable<Uint8Array>,
   options: { signal?: AbortSignal } = {},
 ): Promise<FileDigest> {
-  return (await hashSource(source, Number.POSITIVE_INFINITY, options.signal)).digest();
+  const hasher = new FileHasher();
+  await consumeChunks(source, (chunk) => void hasher.update(chunk), options.signal);
+  return hasher.digest();
 }
 
 /**
- * Like `digestStream`, but stops once the source yields more than `maxBytes` and returns
- * undefined: a file that keeps growing while it is read must not keep a bounded check reading.
+ * The digest of a stored file, read with `readFileChunks` (no stream where the backend can do
+ * without); undefined once more than `maxBytes` arrived, which stops the read.
  */
-export async function digestAtMost(
-  source: AsyncIterable<Uint8Array>,
+export async function digestFileAtMost(
+  backend: StorageBackend,
+  path: string,
   maxBytes: number,
   signal: AbortSignal | undefined,
 ): Promise<FileDigest | undefined> {
-  const hasher = await hashSource(source, maxBytes, signal);
-  return hasher.size > maxBytes ? undefined : hasher.digest();
-}
-
-type Destroyable = { destroy?: (error?: unknown) => void };
-
-/** Feeds the source to a hasher until it ends or passes `maxBytes`; the source is destroyed after. */
-async function hashSource(
-  source: AsyncIterable<Uint8Array>,
-  maxBytes: number,
-  signal: AbortSignal | undefined,
-): Promise<FileHasher> {
   const hasher = new FileHasher();
-  const destroy = (error?: unknown) => (source as Destroyable).destroy?.(error);
-  // A source that ignores the signal would otherwise keep us waiting for its next chunk.
-  const onAbort = () => destroy(signal?.reason);
-  signal?.addEventListener("abort", onAbort, { once: true });
-  try {
-    signal?.throwIfAborted();
-    for await (const chunk of source) {
-      signal?.throwIfAborted();
+  await readFileChunks(
+    backend,
+    path,
+    (chunk) => {
       hasher.update(chunk);
-      if (hasher.size > maxBytes) break;
-    }
-    return hasher;
-  } catch (error) {
-    // Streams bound to the signal fail with their own AbortError; report the caller's reason.
-    signal?.throwIfAborted();
-    throw error;
-  } finally {
-    signal?.removeEventListener("abort", onAbort);
-    destroy();
-  }
+      return hasher.size <= maxBytes;
+    },
+    { signal },
+  );
+  return hasher.size > maxBytes ? undefined : hasher.digest();
 }
 
 /**

@@ -1,4 +1,3 @@
-import type { Readable } from "node:stream";
 import {
   compareLogicalPaths,
   fanOutSignal,
@@ -10,7 +9,7 @@ import {
   type StorageEntry,
 } from "@distributor/storage";
 import { isNestedManifest, nestedManifestIssue, walkBundle, walkLimit } from "./bundle-walk.js";
-import { digestAtMost } from "./digest.js";
+import { digestFileAtMost } from "./digest.js";
 import { type BundleIssue, BundleValidationError } from "./errors.js";
 import { fileIssue } from "./file-problem.js";
 import { MANIFEST_FILE_NAME } from "./manifest.js";
@@ -252,15 +251,14 @@ async function checkListedFile(
     return sizeMismatch(path, file.size, entry.size);
   }
 
-  let stream: Readable;
+  let digest: Awaited<ReturnType<typeof digestFileAtMost>>;
   try {
-    stream = await backend.openRead(fullPath, { signal });
+    digest = await digestFileAtMost(backend, fullPath, file.size, signal);
   } catch (error) {
     const problem = missingOrIrregular(error, path);
     if (problem !== undefined) return problem;
     throw error;
   }
-  const digest = await digestAtMost(stream, file.size, signal);
   if (digest === undefined) {
     return sizeMismatch(path, file.size, `more than ${file.size} (file grew while reading)`);
   }

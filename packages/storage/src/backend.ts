@@ -51,6 +51,12 @@ export interface ReadOptions extends OperationOptions {
   maxBytes?: number;
 }
 
+/**
+ * Receives a file's bytes one chunk at a time (see `StorageBackend.readChunks`); returning
+ * `false` stops the read.
+ */
+export type ChunkConsumer = (chunk: Uint8Array) => boolean | undefined;
+
 /** Bytes to write: a buffer, a string (UTF-8), or a stream of chunks. */
 export type WriteData = Uint8Array | string | Readable | AsyncIterable<Uint8Array>;
 
@@ -112,6 +118,15 @@ export interface StorageBackend {
   /** Reads a whole file together with the version token of exactly those bytes. */
   readVersioned(path: string, options?: ReadOptions): Promise<VersionedFile>;
   openRead(path: string, options?: OperationOptions): Promise<Readable>;
+  /**
+   * Optional: feeds the file's bytes, in order, to `consume`, and resolves once it has seen them
+   * all or as soon as it returns `false`. A chunk is valid only during its call (the backend may
+   * read the next one into the same memory), so a consumer that keeps bytes copies them; an
+   * exception thrown by `consume` rejects the call unchanged. For consumers that only look at the
+   * bytes (hashing), this is cheaper than `openRead`: no stream, and no buffer per chunk.
+   * `readFileChunks` falls back to `openRead` for backends without it.
+   */
+  readChunks?(path: string, consume: ChunkConsumer, options?: OperationOptions): Promise<void>;
   /** Writes atomically: readers see the old bytes or the new bytes, never a partial file. */
   writeFile(path: string, data: WriteData, options?: WriteOptions): Promise<WriteResult>;
   stat(path: string, options?: OperationOptions): Promise<StorageEntry>;

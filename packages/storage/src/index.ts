@@ -1,4 +1,5 @@
 export type {
+  ChunkConsumer,
   DeleteOptions,
   EntryKind,
   OperationOptions,
@@ -48,3 +49,4 @@ export {
   validatePath,
   validatePrefix,
 } from "./paths.js";
+export { consumeChunks, readFileChunks } from "./read-chunks.js";

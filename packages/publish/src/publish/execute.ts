@@ -1,4 +1,3 @@
-import type { Readable } from "node:stream";
 import { type StateDocument, serializeDocument } from "@distributor/state";
 import {
   fanOutSignal,
@@ -13,7 +12,7 @@ import {
 import { isWriteAction } from "./action.js";
 import type { PlannedOutput } from "./outputs.js";
 import type { PlannedWrite, PublishPlan } from "./plan.js";
-import { VerifyingStream } from "./verify-stream.js";
+import { verifiedChunks } from "./verify-source.js";
 
 export interface ExecuteContext {
   source: StorageBackend;
@@ -231,23 +230,11 @@ async function writeOutput(
     return;
   }
   const sourcePath = joinPrefix(context.sourceBundlePath, output.sourcePath);
-  const readable = await openSource(context, sourcePath, output);
+  const readable = await context.source.openRead(sourcePath, { signal: context.signal });
   try {
-    await context.destination.writeFile(target, readable, options);
+    const expected = { path: output.sourcePath, sha256: output.sha256, size: output.size };
+    await context.destination.writeFile(target, verifiedChunks(readable, expected), options);
   } finally {
     readable.destroy();
   }
-}
-
-/** The bytes of a source file, hashed on the way and failing if they differ from the manifest. */
-async function openSource(
-  context: ExecuteContext,
-  sourcePath: string,
-  output: PlannedOutput,
-): Promise<Readable> {
-  const readable = await context.source.openRead(sourcePath, { signal: context.signal });
-  const verifier = new VerifyingStream(output.sourcePath, output.sha256, output.size);
-  readable.on("error", (error) => verifier.destroy(error));
-  verifier.on("close", () => readable.destroy());
-  return readable.pipe(verifier);
 }

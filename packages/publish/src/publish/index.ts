@@ -78,4 +78,4 @@ export {
   readStateFile,
   type StateFile,
 } from "./state-file.js";
-export { SourceChangedError } from "./verify-stream.js";
+export { SourceChangedError } from "./verify-source.js";

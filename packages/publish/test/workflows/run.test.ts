@@ -291,7 +291,9 @@ describe("run workflow", () => {
             const value = Reflect.get(target, property, target);
             if (typeof value !== "function") return value;
             return (...args: unknown[]) => {
-              if (["openRead", "readFile", "readVersioned"].includes(String(property))) {
+              if (
+                ["openRead", "readChunks", "readFile", "readVersioned"].includes(String(property))
+              ) {
                 sourceReads.push(String(args[0]));
               }
               return (value as (...a: unknown[]) => unknown).apply(target, args);

@@ -1,5 +1,6 @@
 import type { Readable } from "node:stream";
 import type {
+  ChunkConsumer,
   DeleteOptions,
   OperationOptions,
   ReadOptions,
@@ -33,6 +34,11 @@ export interface BackendOperations {
   readFile(path: string, options: ReadOptions): Promise<Uint8Array>;
   readVersioned(path: string, options: ReadOptions): Promise<VersionedFile>;
   openRead(path: string, options: OperationOptions): Promise<Readable>;
+  /**
+   * Optional (see `StorageBackend.readChunks`). `consume` never throws here: the frame catches
+   * what the caller's consumer throws, stops the read and rethrows it afterwards.
+   */
+  readChunks?(path: string, consume: ChunkConsumer, options: OperationOptions): Promise<void>;
   /**
    * Stores `data` atomically. `overwrite: false` must be a no-clobber create that a concurrent
    * writer cannot race; `ifMatch` a replace of exactly that version (else `conflict`).
@@ -82,6 +88,11 @@ class FramedBackend implements StorageBackend {
   readonly name: string;
   readonly location: string;
   readonly writeConcurrency?: number;
+  readonly readChunks?: (
+    path: string,
+    consume: ChunkConsumer,
+    options?: OperationOptions,
+  ) => Promise<void>;
   readonly #operations: BackendOperations;
   readonly #mapError: (error: unknown, operation: StorageOperation, path: string) => unknown;
   #closed = false;
@@ -92,6 +103,11 @@ class FramedBackend implements StorageBackend {
     if (identity.writeConcurrency !== undefined) this.writeConcurrency = identity.writeConcurrency;
     this.#operations = operations;
     this.#mapError = identity.mapError ?? ((error) => error);
+    const readChunks = operations.readChunks?.bind(operations);
+    if (readChunks !== undefined) {
+      this.readChunks = (path, consume, options = {}) =>
+        this.#readChunks(readChunks, path, consume, options);
+    }
   }
 
   async readFile(path: string, options: ReadOptions = {}): Promise<Uint8Array> {
@@ -115,6 +131,27 @@ class FramedBackend implements StorageBackend {
     return this.#run("open reader", path, options.signal, () =>
       this.#operations.openRead(path, options),
     );
+  }
+
+  async #readChunks(
+    readChunks: NonNullable<BackendOperations["readChunks"]>,
+    path: string,
+    consume: ChunkConsumer,
+    options: OperationOptions,
+  ): Promise<void> {
+    validatePath(path, "read file", this.name);
+    // The consumer's own failure is the caller's, not the storage's: it must not be mapped.
+    let consumerFailure: { error: unknown } | undefined;
+    const guarded: ChunkConsumer = (chunk) => {
+      try {
+        return consume(chunk);
+      } catch (error) {
+        consumerFailure = { error };
+        return false;
+      }
+    };
+    await this.#run("read file", path, options.signal, () => readChunks(path, guarded, options));
+    if (consumerFailure !== undefined) throw consumerFailure.error;
   }
 
   async writeFile(path: string, data: WriteData, options: WriteOptions = {}): Promise<WriteResult> {

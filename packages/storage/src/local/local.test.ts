@@ -15,6 +15,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { StorageBackend } from "../backend.js";
+import { readFileChunks } from "../read-chunks.js";
 import { describeBackendContract, expectStorageError } from "../testing/index.js";
 import { createLocalBackend } from "./index.js";
 
@@ -129,6 +130,7 @@ describe("local backend", () => {
       ]) {
         await refused(backend.readFile(path));
         await refused(backend.openRead(path));
+        await refused(readFileChunks(backend, path, () => undefined));
         await refused(backend.stat(path));
       }
       await refused(backend.stat("linked-dir"));
@@ -331,6 +333,10 @@ describe("local backend", () => {
       await expectStorageError(backend.writeFile("d", "x"), "unsupported");
       await expectStorageError(backend.readFile("d"), "unsupported");
       await expectStorageError(backend.openRead("d"), "unsupported");
+      await expectStorageError(
+        readFileChunks(backend, "d", () => undefined),
+        "unsupported",
+      );
     });
 
     it("lists names no logical path can hold escaped, with the problem, and never descends", async () => {
@@ -430,7 +436,28 @@ describe("local backend", () => {
     await backend.close();
     await expectStorageError(backend.readFile("a.txt"), "unavailable");
     await expectStorageError(backend.deletePrefix(""), "unavailable");
+    await expectStorageError(
+      readFileChunks(backend, "a.txt", () => undefined),
+      "unavailable",
+    );
     expect(await readdir(root)).toEqual(["a.txt"]);
+  });
+
+  it("reads chunks natively into one reused buffer, without a stream", async () => {
+    const bytes = Buffer.alloc(700 * 1024);
+    for (let index = 0; index < bytes.length; index++) bytes[index] = (index * 31) % 251;
+    await writeFile(join(root, "chunked.bin"), bytes);
+    expect(backend.readChunks).toBeTypeOf("function");
+    const memories = new Set<ArrayBufferLike>();
+    const copies: Buffer[] = [];
+    await backend.readChunks?.("chunked.bin", (chunk) => {
+      memories.add(chunk.buffer);
+      copies.push(Buffer.from(chunk));
+      return undefined;
+    });
+    expect(copies.length).toBeGreaterThan(1);
+    expect(memories.size).toBe(1);
+    expect(Buffer.concat(copies).equals(bytes)).toBe(true);
   });
 
   it("rejects a malformed walk limit with RangeError", async () => {

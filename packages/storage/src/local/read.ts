@@ -1,6 +1,8 @@
 import type { Stats } from "node:fs";
 import { closeSync, constants, fstatSync, openSync, readSync } from "node:fs";
 import { addAbortSignal, Readable } from "node:stream";
+import { setImmediate as nextTurn } from "node:timers/promises";
+import type { ChunkConsumer } from "../backend.js";
 import type { StorageOperation } from "../errors.js";
 import { throwIfAborted } from "../internal/abort.js";
 import {
@@ -106,8 +108,63 @@ export async function readWholeFile(
   }
 }
 
+/** Closes a descriptor only read from: a failed close loses nothing. */
+function closeQuietly(fd: number): void {
+  try {
+    closeSync(fd);
+  } catch {
+    // Nothing was written through it.
+  }
+}
+
 function tooLarge(path: string, limit: number) {
   return localError("limit_exceeded", "read file", path, `file is larger than ${limit} bytes`);
+}
+
+// What `readChunks` reads between two turns of the event loop, so that timers, progress and
+// other work go on while a large file is hashed.
+const YIELD_BYTES = 8 * 1024 * 1024;
+// Chunk buffers of finished `readChunks` calls, kept for the next ones: a publish hashes
+// thousands of files, and a fresh buffer each would be garbage the collector frees only later
+// (tens of MiB of resident memory). One buffer per call in flight; at most this many are kept.
+const SPARE_CHUNKS_KEPT = 16;
+const spareChunks: Buffer[] = [];
+
+/**
+ * Feeds the file to `consume` one chunk at a time, each read synchronously into one buffer that
+ * is reused for the next chunk and, afterwards, by the next call: no stream and no allocation
+ * per chunk. The read goes on to end of file, so a file that grew since it was listed shows it.
+ */
+export async function readFileChunks(
+  local: LocalRoot,
+  path: string,
+  consume: ChunkConsumer,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  const operation = "read file";
+  const { fd } = await openFile(local, path, operation);
+  const buffer = spareChunks.pop() ?? Buffer.allocUnsafeSlow(CHUNK_BYTES);
+  try {
+    let sinceTurn = 0;
+    for (;;) {
+      throwIfAborted(signal);
+      let bytesRead: number;
+      try {
+        bytesRead = readSync(fd, buffer, 0, CHUNK_BYTES, null);
+      } catch (error) {
+        throw toStorageError(error, operation, path);
+      }
+      if (bytesRead === 0 || consume(buffer.subarray(0, bytesRead)) === false) return;
+      sinceTurn += bytesRead;
+      if (sinceTurn >= YIELD_BYTES) {
+        sinceTurn = 0;
+        await nextTurn();
+      }
+    }
+  } finally {
+    closeQuietly(fd);
+    if (spareChunks.length < SPARE_CHUNKS_KEPT) spareChunks.push(buffer);
+  }
 }
 
 /** A stream of the file's bytes; a signal aborted mid-read destroys it with an AbortError. */

@@ -3,6 +3,7 @@ import { Readable } from "node:stream";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { StorageBackend, StorageEntry } from "../backend.js";
 import { isStorageError, type StorageError, type StorageErrorKind } from "../errors.js";
+import { readFileChunks } from "../read-chunks.js";
 
 /** A fresh, empty backend for one test, and how to dispose of what it used. */
 export interface BackendFixture {
@@ -113,6 +114,52 @@ export function describeBackendContract(
         expect(length).toBe(size);
         expect(actual.digest("hex")).toBe(expected.digest("hex"));
         expect((await backend().stat("large/blob.bin")).size).toBe(size);
+      });
+
+      it("feeds a file to readFileChunks in order, chunk by chunk, as readFile reads it", async () => {
+        // Several local chunks (256 KiB each) and an odd tail.
+        const size = 3 * 256 * 1024 + 11;
+        await backend().writeFile("chunks/blob.bin", patternChunks(size));
+        const expected = Buffer.from(await backend().readFile("chunks/blob.bin"));
+        const copies: Buffer[] = [];
+        // A chunk is valid only during its call: keep copies.
+        await readFileChunks(backend(), "chunks/blob.bin", (chunk) => {
+          copies.push(Buffer.from(chunk));
+          return undefined;
+        });
+        expect(Buffer.concat(copies).equals(expected)).toBe(true);
+        const empty: number[] = [];
+        await backend().writeFile("chunks/empty.txt", "");
+        await readFileChunks(
+          backend(),
+          "chunks/empty.txt",
+          (chunk) => void empty.push(chunk.length),
+        );
+        expect(empty.reduce((sum, length) => sum + length, 0)).toBe(0);
+      });
+
+      it("stops readFileChunks when the consumer returns false, and rethrows its own error", async () => {
+        await backend().writeFile("chunks/big.bin", patternChunks(2 * 1024 * 1024));
+        let calls = 0;
+        await readFileChunks(backend(), "chunks/big.bin", () => {
+          calls++;
+          return false;
+        });
+        expect(calls).toBe(1);
+        const own = new Error("the consumer's own failure");
+        await expect(
+          readFileChunks(backend(), "chunks/big.bin", () => {
+            throw own;
+          }),
+        ).rejects.toBe(own);
+        await expectKind(
+          readFileChunks(backend(), "chunks/missing.bin", () => undefined),
+          "not_found",
+        );
+        await expectKind(
+          readFileChunks(backend(), "../x", () => undefined),
+          "invalid_path",
+        );
       });
 
       it("writes and reads an empty file", async () => {
@@ -700,6 +747,7 @@ export function describeBackendContract(
         const calls: (() => Promise<unknown>)[] = [
           () => backend().readFile("bundle/a.txt", { signal }),
           () => backend().openRead("bundle/a.txt", { signal }),
+          () => readFileChunks(backend(), "bundle/a.txt", () => undefined, { signal }),
           () => backend().writeFile("new.txt", "data", { signal }),
           () => backend().writeFile("new.txt", Readable.from([Buffer.from("x")]), { signal }),
           () => backend().writeFile("bundle/a.txt", "replaced", { overwrite: true, signal }),
@@ -728,6 +776,26 @@ export function describeBackendContract(
         expect(error).toBe(controller.signal.reason);
         expect((error as Error).name).toBe("AbortError");
         await expectKind(backend().stat("x.txt"), "not_found");
+      });
+
+      it("stops readFileChunks aborted mid-file with the signal's reason", async () => {
+        await backend().writeFile("chunks/big.bin", patternChunks(2 * 1024 * 1024));
+        const controller = new AbortController();
+        const reason = new Error("aborted mid-read");
+        let calls = 0;
+        const reading = readFileChunks(
+          backend(),
+          "chunks/big.bin",
+          () => {
+            calls++;
+            controller.abort(reason);
+            return undefined;
+          },
+          { signal: controller.signal },
+        );
+        await expect(reading).rejects.toBe(reason);
+        // No chunk after the one during which the signal fired.
+        expect(calls).toBe(1);
       });
 
       it("stops a streaming write aborted mid-stream and leaves no file", async () => {
