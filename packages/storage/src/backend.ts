@@ -52,13 +52,31 @@ export interface ReadOptions extends OperationOptions {
 }
 
 /**
- * Receives a file's bytes one chunk at a time (see `StorageBackend.readChunks`); returning
- * `false` stops the read.
+ * Receives a file's bytes one chunk at a time (see `readFileChunks`); returning `false` stops the
+ * read. A chunk is valid only during its call.
  */
 export type ChunkConsumer = (chunk: Uint8Array) => boolean | undefined;
 
-/** Bytes to write: a buffer, a string (UTF-8), or a stream of chunks. */
-export type WriteData = Uint8Array | string | Readable | AsyncIterable<Uint8Array>;
+/**
+ * A file read into buffers the caller brings (see `StorageBackend.openReader`). Whoever holds
+ * a reader closes it; `writeFile` closes a reader it was given, whatever the outcome.
+ */
+export interface ByteReader {
+  /**
+   * Fills `into` with the next bytes of the file, up to its length, and resolves with how many
+   * it wrote there: 0 at the end of the file. A fired signal (given to `openReader`) rejects with
+   * its reason.
+   */
+  read(into: Uint8Array): Promise<number>;
+  /** Releases the file. Calling it again does nothing. */
+  close(): void;
+}
+
+/**
+ * Bytes to write: a buffer, a string (UTF-8), a stream of chunks, or a `ByteReader`, which a
+ * backend reads into buffers of its own choosing (the local backend: one reused buffer).
+ */
+export type WriteData = Uint8Array | string | Readable | AsyncIterable<Uint8Array> | ByteReader;
 
 export interface WriteOptions extends OperationOptions {
   /**
@@ -119,14 +137,12 @@ export interface StorageBackend {
   readVersioned(path: string, options?: ReadOptions): Promise<VersionedFile>;
   openRead(path: string, options?: OperationOptions): Promise<Readable>;
   /**
-   * Optional: feeds the file's bytes, in order, to `consume`, and resolves once it has seen them
-   * all or as soon as it returns `false`. A chunk is valid only during its call (the backend may
-   * read the next one into the same memory), so a consumer that keeps bytes copies them; an
-   * exception thrown by `consume` rejects the call unchanged. For consumers that only look at the
-   * bytes (hashing), this is cheaper than `openRead`: no stream, and no buffer per chunk.
-   * `readFileChunks` falls back to `openRead` for backends without it.
+   * Optional: opens a file for reads into buffers the caller provides: no stream and no buffer
+   * per chunk, for consumers that handle bytes in place (hashing, a local copy). Missing files
+   * and symlinks fail here, as with `openRead`. `readFileChunks` and every `writeFile` also work
+   * with backends that lack it.
    */
-  readChunks?(path: string, consume: ChunkConsumer, options?: OperationOptions): Promise<void>;
+  openReader?(path: string, options?: OperationOptions): Promise<ByteReader>;
   /** Writes atomically: readers see the old bytes or the new bytes, never a partial file. */
   writeFile(path: string, data: WriteData, options?: WriteOptions): Promise<WriteResult>;
   stat(path: string, options?: OperationOptions): Promise<StorageEntry>;

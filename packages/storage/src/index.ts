@@ -1,4 +1,5 @@
 export type {
+  ByteReader,
   ChunkConsumer,
   DeleteOptions,
   EntryKind,

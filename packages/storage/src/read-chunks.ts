@@ -1,11 +1,20 @@
+import { setImmediate as nextTurn } from "node:timers/promises";
 import type { ChunkConsumer, OperationOptions, StorageBackend } from "./backend.js";
+import { releaseChunkBuffer, takeChunkBuffer } from "./internal/chunk-buffers.js";
+
+// What a read loop reads between two turns of the event loop, so that timers, progress and other
+// work go on while a large file is hashed.
+const YIELD_BYTES = 8 * 1024 * 1024;
 
 type Destroyable = { destroy?: (error?: unknown) => void };
 
 /**
- * Feeds a file's bytes to `consume` (see `StorageBackend.readChunks`): through the backend's own
- * `readChunks` where it has one, else through `openRead`, whose stream is destroyed once the
- * consumer stops, fails or the signal fires. Cancellation rejects with the signal's reason.
+ * Feeds a file's bytes, in order, to `consume` and resolves once it has seen them all or as soon
+ * as it returns `false`; an exception thrown by `consume` rejects the call unchanged. A chunk is
+ * valid only during its call: with a backend's `openReader` every chunk is read into one reused
+ * buffer (no allocation per chunk); without, chunks come from `openRead`, whose stream is
+ * destroyed once the consumer stops, fails or the signal fires. Cancellation rejects with the
+ * signal's reason.
  */
 export async function readFileChunks(
   backend: StorageBackend,
@@ -13,8 +22,26 @@ export async function readFileChunks(
   consume: ChunkConsumer,
   options: OperationOptions = {},
 ): Promise<void> {
-  if (backend.readChunks !== undefined) return backend.readChunks(path, consume, options);
-  return consumeChunks(await backend.openRead(path, options), consume, options.signal);
+  if (backend.openReader === undefined) {
+    return consumeChunks(await backend.openRead(path, options), consume, options.signal);
+  }
+  const reader = await backend.openReader(path, options);
+  const buffer = takeChunkBuffer();
+  try {
+    let sinceTurn = 0;
+    for (;;) {
+      const length = await reader.read(buffer);
+      if (length === 0 || consume(buffer.subarray(0, length)) === false) return;
+      sinceTurn += length;
+      if (sinceTurn >= YIELD_BYTES) {
+        sinceTurn = 0;
+        await nextTurn();
+      }
+    }
+  } finally {
+    reader.close();
+    releaseChunkBuffer(buffer);
+  }
 }
 
 /**

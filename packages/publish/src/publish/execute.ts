@@ -12,7 +12,7 @@ import {
 import { isWriteAction } from "./action.js";
 import type { PlannedOutput } from "./outputs.js";
 import type { PlannedWrite, PublishPlan } from "./plan.js";
-import { verifiedChunks } from "./verify-source.js";
+import { verifiedChunks, verifyingReader } from "./verify-source.js";
 
 export interface ExecuteContext {
   source: StorageBackend;
@@ -230,9 +230,16 @@ async function writeOutput(
     return;
   }
   const sourcePath = joinPrefix(context.sourceBundlePath, output.sourcePath);
-  const readable = await context.source.openRead(sourcePath, { signal: context.signal });
+  const expected = { path: output.sourcePath, sha256: output.sha256, size: output.size };
+  const { source, signal } = context;
+  if (source.openReader !== undefined) {
+    // The write closes the reader, also when it fails.
+    const reader = await source.openReader(sourcePath, { signal });
+    await context.destination.writeFile(target, verifyingReader(reader, expected), options);
+    return;
+  }
+  const readable = await source.openRead(sourcePath, { signal });
   try {
-    const expected = { path: output.sourcePath, sha256: output.sha256, size: output.size };
     await context.destination.writeFile(target, verifiedChunks(readable, expected), options);
   } finally {
     readable.destroy();

@@ -1,5 +1,6 @@
 import type { Readable } from "node:stream";
 import { FileHasher } from "@distributor/bundle";
+import type { ByteReader } from "@distributor/storage";
 
 /** A copied source file whose bytes no longer match its manifest entry. */
 export class SourceChangedError extends Error {
@@ -31,6 +32,36 @@ export async function* verifiedChunks(
     }
     yield chunk;
   }
+  checkDigest(hasher, expected);
+}
+
+/**
+ * The same check over a `ByteReader`: each read is hashed in the caller's buffer, a read past the
+ * listed size fails, and the end of the file (a read of 0) fails unless size and sha256 match.
+ */
+export function verifyingReader(reader: ByteReader, expected: ExpectedSource): ByteReader {
+  const hasher = new FileHasher();
+  let ended = false;
+  return {
+    async read(into: Uint8Array): Promise<number> {
+      if (ended) return 0;
+      const length = await reader.read(into);
+      if (length > 0) {
+        hasher.update(into.subarray(0, length));
+        if (hasher.size > expected.size) {
+          throw changed(expected, `more than the ${expected.size} bytes listed in the manifest`);
+        }
+        return length;
+      }
+      ended = true;
+      checkDigest(hasher, expected);
+      return 0;
+    },
+    close: () => reader.close(),
+  };
+}
+
+function checkDigest(hasher: FileHasher, expected: ExpectedSource): void {
   const { sha256, size } = hasher.digest();
   if (size !== expected.size) {
     throw changed(expected, `size mismatch: expected ${expected.size}, got ${size}`);

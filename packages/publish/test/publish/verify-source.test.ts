@@ -1,7 +1,12 @@
 import { createHash } from "node:crypto";
 import { Readable } from "node:stream";
+import type { ByteReader } from "@distributor/storage";
 import { describe, expect, it } from "vitest";
-import { SourceChangedError, verifiedChunks } from "../../src/publish/verify-source.js";
+import {
+  SourceChangedError,
+  verifiedChunks,
+  verifyingReader,
+} from "../../src/publish/verify-source.js";
 
 const sha256 = (text: string) => `sha256:${createHash("sha256").update(text).digest("hex")}`;
 
@@ -59,5 +64,60 @@ describe("verifiedChunks", () => {
       },
     });
     await expect(drain(source, { sha256: sha256(""), size: 0 })).rejects.toBe(failure);
+  });
+});
+
+describe("verifyingReader", () => {
+  /** A reader over `text`, `step` bytes per read. */
+  const textReader = (text: string, step = 2) => {
+    const bytes = Buffer.from(text);
+    let offset = 0;
+    let closed = false;
+    return {
+      async read(into: Uint8Array) {
+        const length = Math.min(step, into.length, bytes.length - offset);
+        into.set(bytes.subarray(offset, offset + length));
+        offset += length;
+        return length;
+      },
+      close() {
+        closed = true;
+      },
+      get closed() {
+        return closed;
+      },
+    };
+  };
+
+  async function readAll(reader: ByteReader): Promise<string> {
+    const parts: Buffer[] = [];
+    const into = new Uint8Array(8);
+    for (;;) {
+      const length = await reader.read(into);
+      if (length === 0) return Buffer.concat(parts).toString("utf8");
+      parts.push(Buffer.from(into.subarray(0, length)));
+    }
+  }
+
+  it("reads the promised bytes through, ends with 0 and closes the source reader", async () => {
+    const source = textReader("abcde");
+    const reader = verifyingReader(source, { path: "r.txt", sha256: sha256("abcde"), size: 5 });
+    expect(await readAll(reader)).toBe("abcde");
+    expect(await reader.read(new Uint8Array(4))).toBe(0);
+    reader.close();
+    expect(source.closed).toBe(true);
+  });
+
+  it("fails a read past the listed size, and an end with other bytes or fewer", async () => {
+    const expected = { path: "r.txt", sha256: sha256("abcd"), size: 4 };
+    await expect(readAll(verifyingReader(textReader("abcdef"), expected))).rejects.toThrow(
+      "r.txt: source changed while copying: more than the 4 bytes listed in the manifest",
+    );
+    await expect(readAll(verifyingReader(textReader("abc"), expected))).rejects.toThrow(
+      "r.txt: source changed while copying: size mismatch: expected 4, got 3",
+    );
+    await expect(readAll(verifyingReader(textReader("abce"), expected))).rejects.toThrow(
+      `r.txt: source changed while copying: sha256 mismatch: expected ${sha256("abcd")}, got ${sha256("abce")}`,
+    );
   });
 });

@@ -292,7 +292,7 @@ describe("run workflow", () => {
             if (typeof value !== "function") return value;
             return (...args: unknown[]) => {
               if (
-                ["openRead", "readChunks", "readFile", "readVersioned"].includes(String(property))
+                ["openRead", "openReader", "readFile", "readVersioned"].includes(String(property))
               ) {
                 sourceReads.push(String(args[0]));
               }

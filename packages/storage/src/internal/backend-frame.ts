@@ -1,6 +1,6 @@
 import type { Readable } from "node:stream";
 import type {
-  ChunkConsumer,
+  ByteReader,
   DeleteOptions,
   OperationOptions,
   ReadOptions,
@@ -22,7 +22,7 @@ import {
 import { abortable } from "./abort.js";
 import { backendErrors } from "./backend-error.js";
 import { checkCount } from "./limits.js";
-import { holdSourceErrors, releaseSource } from "./write-source.js";
+import { holdSourceErrors, isByteReader, releaseSource } from "./write-source.js";
 
 export type WriteOperation = "write file" | "write stream";
 
@@ -34,11 +34,8 @@ export interface BackendOperations {
   readFile(path: string, options: ReadOptions): Promise<Uint8Array>;
   readVersioned(path: string, options: ReadOptions): Promise<VersionedFile>;
   openRead(path: string, options: OperationOptions): Promise<Readable>;
-  /**
-   * Optional (see `StorageBackend.readChunks`). `consume` never throws here: the frame catches
-   * what the caller's consumer throws, stops the read and rethrows it afterwards.
-   */
-  readChunks?(path: string, consume: ChunkConsumer, options: OperationOptions): Promise<void>;
+  /** Optional (see `StorageBackend.openReader`); the reader's reads map their own errors. */
+  openReader?(path: string, options: OperationOptions): Promise<ByteReader>;
   /**
    * Stores `data` atomically. `overwrite: false` must be a no-clobber create that a concurrent
    * writer cannot race; `ifMatch` a replace of exactly that version (else `conflict`).
@@ -88,11 +85,7 @@ class FramedBackend implements StorageBackend {
   readonly name: string;
   readonly location: string;
   readonly writeConcurrency?: number;
-  readonly readChunks?: (
-    path: string,
-    consume: ChunkConsumer,
-    options?: OperationOptions,
-  ) => Promise<void>;
+  readonly openReader?: (path: string, options?: OperationOptions) => Promise<ByteReader>;
   readonly #operations: BackendOperations;
   readonly #mapError: (error: unknown, operation: StorageOperation, path: string) => unknown;
   #closed = false;
@@ -103,10 +96,12 @@ class FramedBackend implements StorageBackend {
     if (identity.writeConcurrency !== undefined) this.writeConcurrency = identity.writeConcurrency;
     this.#operations = operations;
     this.#mapError = identity.mapError ?? ((error) => error);
-    const readChunks = operations.readChunks?.bind(operations);
-    if (readChunks !== undefined) {
-      this.readChunks = (path, consume, options = {}) =>
-        this.#readChunks(readChunks, path, consume, options);
+    const openReader = operations.openReader?.bind(operations);
+    if (openReader !== undefined) {
+      this.openReader = async (path, options = {}) => {
+        validatePath(path, "open reader", this.name);
+        return this.#run("open reader", path, options.signal, () => openReader(path, options));
+      };
     }
   }
 
@@ -133,27 +128,6 @@ class FramedBackend implements StorageBackend {
     );
   }
 
-  async #readChunks(
-    readChunks: NonNullable<BackendOperations["readChunks"]>,
-    path: string,
-    consume: ChunkConsumer,
-    options: OperationOptions,
-  ): Promise<void> {
-    validatePath(path, "read file", this.name);
-    // The consumer's own failure is the caller's, not the storage's: it must not be mapped.
-    let consumerFailure: { error: unknown } | undefined;
-    const guarded: ChunkConsumer = (chunk) => {
-      try {
-        return consume(chunk);
-      } catch (error) {
-        consumerFailure = { error };
-        return false;
-      }
-    };
-    await this.#run("read file", path, options.signal, () => readChunks(path, guarded, options));
-    if (consumerFailure !== undefined) throw consumerFailure.error;
-  }
-
   async writeFile(path: string, data: WriteData, options: WriteOptions = {}): Promise<WriteResult> {
     holdSourceErrors(data);
     const operation =
@@ -170,6 +144,9 @@ class FramedBackend implements StorageBackend {
     } catch (error) {
       releaseSource(data);
       throw error;
+    } finally {
+      // A reader is closed whatever happened; the backend may have closed it already.
+      if (isByteReader(data)) data.close();
     }
   }
 

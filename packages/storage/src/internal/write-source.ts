@@ -1,21 +1,60 @@
-import type { Readable } from "node:stream";
-import type { WriteData } from "../backend.js";
+import { Readable } from "node:stream";
+import type { ByteReader, WriteData } from "../backend.js";
+import { CHUNK_BYTES } from "./chunk-buffers.js";
 
 /** Something `stream.pipeline` accepts as its source. */
 export type WriteSource = Iterable<Uint8Array> | AsyncIterable<Uint8Array> | Readable;
 
-/** Turns every accepted write payload into a pipeline source; strings are UTF-8. */
-export function writeSource(data: WriteData): WriteSource {
-  if (typeof data === "string") return [Buffer.from(data, "utf8")];
-  if (data instanceof Uint8Array) return [data];
-  return data;
+/**
+ * A `ByteReader` payload: an object with `read` and `close` that is neither a stream nor an
+ * iterable (a `Readable` has a `read` method too, of another kind).
+ */
+export function isByteReader(data: WriteData): data is ByteReader {
+  return (
+    typeof data === "object" &&
+    !(data instanceof Uint8Array) &&
+    !(data instanceof Readable) &&
+    !(Symbol.asyncIterator in data) &&
+    typeof (data as Partial<ByteReader>).read === "function" &&
+    typeof (data as Partial<ByteReader>).close === "function"
+  );
 }
 
 /**
- * A write takes ownership of a stream source: when it fails before (or while) consuming it, the
- * stream is destroyed so an open file or socket behind it is released, as `pipeline` would do.
+ * Turns every accepted write payload into a pipeline source; strings are UTF-8. A `ByteReader`
+ * becomes chunks in fresh buffers, which a backend may keep (a part being assembled, a request
+ * in flight); it is closed when the chunks end or the consumer stops.
+ */
+export function writeSource(data: WriteData): WriteSource {
+  if (typeof data === "string") return [Buffer.from(data, "utf8")];
+  if (data instanceof Uint8Array) return [data];
+  if (isByteReader(data)) return readerChunks(data);
+  return data;
+}
+
+async function* readerChunks(reader: ByteReader): AsyncGenerator<Uint8Array> {
+  try {
+    for (;;) {
+      const buffer = Buffer.allocUnsafe(CHUNK_BYTES);
+      const length = await reader.read(buffer);
+      if (length === 0) return;
+      yield length === buffer.length ? buffer : buffer.subarray(0, length);
+    }
+  } finally {
+    reader.close();
+  }
+}
+
+/**
+ * A write takes ownership of its source: when it fails before (or while) consuming it, a stream
+ * is destroyed so an open file or socket behind it is released, as `pipeline` would do; a
+ * `ByteReader` is closed after every write, whatever the outcome.
  */
 export function releaseSource(data: WriteData): void {
+  if (isByteReader(data)) {
+    data.close();
+    return;
+  }
   const destroy = (data as { destroy?: unknown }).destroy;
   if (typeof destroy === "function") destroy.call(data);
 }

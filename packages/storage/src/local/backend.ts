@@ -2,7 +2,7 @@ import { opendir, unlink } from "node:fs/promises";
 import { resolve } from "node:path";
 import type { Readable } from "node:stream";
 import type {
-  ChunkConsumer,
+  ByteReader,
   DeleteOptions,
   OperationOptions,
   ReadOptions,
@@ -30,7 +30,7 @@ import {
 } from "./context.js";
 import { BACKEND_NAME, hasCode, toStorageError } from "./errno.js";
 import { inspectPath } from "./inspect.js";
-import { openReadStream, readFileChunks, readWholeFile } from "./read.js";
+import { openByteReader, openReadStream, readWholeFile } from "./read.js";
 import { emptyDirectory, emptyDirectoryExcept, pruneEmptyParents, removeTree } from "./remove.js";
 import { walkTree } from "./walk.js";
 import { writeAtomically } from "./write.js";
@@ -86,8 +86,8 @@ class LocalOperations implements BackendOperations, LocalRoot {
     return openReadStream(this, path, options.signal);
   }
 
-  readChunks(path: string, consume: ChunkConsumer, options: OperationOptions): Promise<void> {
-    return readFileChunks(this, path, consume, options.signal);
+  openReader(path: string, options: OperationOptions): Promise<ByteReader> {
+    return openByteReader(this, path, options.signal);
   }
 
   writeFile(

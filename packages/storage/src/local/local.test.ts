@@ -443,14 +443,14 @@ describe("local backend", () => {
     expect(await readdir(root)).toEqual(["a.txt"]);
   });
 
-  it("reads chunks natively into one reused buffer, without a stream", async () => {
+  it("reads chunks into one reused buffer through its ByteReader, without a stream", async () => {
     const bytes = Buffer.alloc(700 * 1024);
     for (let index = 0; index < bytes.length; index++) bytes[index] = (index * 31) % 251;
     await writeFile(join(root, "chunked.bin"), bytes);
-    expect(backend.readChunks).toBeTypeOf("function");
+    expect(backend.openReader).toBeTypeOf("function");
     const memories = new Set<ArrayBufferLike>();
     const copies: Buffer[] = [];
-    await backend.readChunks?.("chunked.bin", (chunk) => {
+    await readFileChunks(backend, "chunked.bin", (chunk) => {
       memories.add(chunk.buffer);
       copies.push(Buffer.from(chunk));
       return undefined;
@@ -458,6 +458,27 @@ describe("local backend", () => {
     expect(copies.length).toBeGreaterThan(1);
     expect(memories.size).toBe(1);
     expect(Buffer.concat(copies).equals(bytes)).toBe(true);
+  });
+
+  it("fails a closed reader's reads and refuses readers of symlinks and directories", async () => {
+    await writeFile(join(root, "r.txt"), "reader bytes");
+    const reader = await backend.openReader?.("r.txt");
+    expect(reader).toBeDefined();
+    const into = new Uint8Array(64);
+    const length = (await reader?.read(into)) ?? 0;
+    expect(Buffer.from(into.subarray(0, length)).toString("utf8")).toBe("reader bytes");
+    expect(await reader?.read(into)).toBe(0);
+    reader?.close();
+    reader?.close();
+    await expectStorageError(reader?.read(into) ?? Promise.resolve(), "unavailable");
+    await symlink(join(outside, "secret.txt"), join(root, "link.txt"));
+    const error = await expectStorageError(
+      backend.openReader?.("link.txt") ?? Promise.resolve(),
+      "unsupported",
+    );
+    expect(error.message).toContain("symlink");
+    await mkdir(join(root, "d"));
+    await expectStorageError(backend.openReader?.("d") ?? Promise.resolve(), "unsupported");
   });
 
   it("rejects a malformed walk limit with RangeError", async () => {

@@ -1,10 +1,10 @@
 import type { Stats } from "node:fs";
 import { closeSync, constants, fstatSync, openSync, readSync } from "node:fs";
 import { addAbortSignal, Readable } from "node:stream";
-import { setImmediate as nextTurn } from "node:timers/promises";
-import type { ChunkConsumer } from "../backend.js";
+import type { ByteReader } from "../backend.js";
 import type { StorageOperation } from "../errors.js";
 import { throwIfAborted } from "../internal/abort.js";
+import { CHUNK_BYTES } from "../internal/chunk-buffers.js";
 import {
   type LocalRoot,
   localError,
@@ -19,9 +19,6 @@ import { parentIsDirectory } from "./inspect.js";
 // O_NOFOLLOW refuses a final symlink; O_NONBLOCK keeps a FIFO from blocking the open (regular
 // files ignore it), so the fstat can refuse it instead.
 const OPEN_FLAGS = constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0) | (constants.O_NONBLOCK ?? 0);
-// Chunks of 256 KiB: a 1 GiB publish (read, hash, write each chunk) took 2.6 s with chunks of
-// 64–256 KiB but 3.6–5 s with 512 KiB or 1 MiB, which no longer stay in the CPU's caches.
-const CHUNK_BYTES = 256 * 1024;
 const MIN_READ_BYTES = 16 * 1024;
 
 /**
@@ -121,50 +118,34 @@ function tooLarge(path: string, limit: number) {
   return localError("limit_exceeded", "read file", path, `file is larger than ${limit} bytes`);
 }
 
-// What `readChunks` reads between two turns of the event loop, so that timers, progress and
-// other work go on while a large file is hashed.
-const YIELD_BYTES = 8 * 1024 * 1024;
-// Chunk buffers of finished `readChunks` calls, kept for the next ones: a publish hashes
-// thousands of files, and a fresh buffer each would be garbage the collector frees only later
-// (tens of MiB of resident memory). One buffer per call in flight; at most this many are kept.
-const SPARE_CHUNKS_KEPT = 16;
-const spareChunks: Buffer[] = [];
-
 /**
- * Feeds the file to `consume` one chunk at a time, each read synchronously into one buffer that
- * is reused for the next chunk and, afterwards, by the next call: no stream and no allocation
- * per chunk. The read goes on to end of file, so a file that grew since it was listed shows it.
+ * A reader that fills the caller's buffers with synchronous `read(2)`s (see `FileStream` for why
+ * synchronous). It reads on to the end of the file, so a file that grew since it was listed
+ * shows it. A fired signal rejects the next read with its reason.
  */
-export async function readFileChunks(
+export async function openByteReader(
   local: LocalRoot,
   path: string,
-  consume: ChunkConsumer,
   signal: AbortSignal | undefined,
-): Promise<void> {
-  const operation = "read file";
-  const { fd } = await openFile(local, path, operation);
-  const buffer = spareChunks.pop() ?? Buffer.allocUnsafeSlow(CHUNK_BYTES);
-  try {
-    let sinceTurn = 0;
-    for (;;) {
+): Promise<ByteReader> {
+  const { fd } = await openFile(local, path, "open reader");
+  let closed = false;
+  return {
+    async read(into: Uint8Array): Promise<number> {
       throwIfAborted(signal);
-      let bytesRead: number;
+      if (closed) throw localError("unavailable", "read file", path, "the reader is closed");
       try {
-        bytesRead = readSync(fd, buffer, 0, CHUNK_BYTES, null);
+        return readSync(fd, into, 0, into.length, null);
       } catch (error) {
-        throw toStorageError(error, operation, path);
+        throw toStorageError(error, "read file", path);
       }
-      if (bytesRead === 0 || consume(buffer.subarray(0, bytesRead)) === false) return;
-      sinceTurn += bytesRead;
-      if (sinceTurn >= YIELD_BYTES) {
-        sinceTurn = 0;
-        await nextTurn();
-      }
-    }
-  } finally {
-    closeQuietly(fd);
-    if (spareChunks.length < SPARE_CHUNKS_KEPT) spareChunks.push(buffer);
-  }
+    },
+    close(): void {
+      if (closed) return;
+      closed = true;
+      closeQuietly(fd);
+    },
+  };
 }
 
 /** A stream of the file's bytes; a signal aborted mid-read destroys it with an AbortError. */

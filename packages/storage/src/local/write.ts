@@ -10,12 +10,13 @@ import {
 } from "node:fs";
 import { type FileHandle, lstat, mkdir, open, rmdir, unlink } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import type { WriteData, WriteOptions, WriteResult } from "../backend.js";
+import type { ByteReader, WriteData, WriteOptions, WriteResult } from "../backend.js";
 import { mapBounded } from "../concurrency.js";
 import type { StorageError, StorageOperation } from "../errors.js";
 import { throwIfAborted } from "../internal/abort.js";
 import { sourceStreamFailed, versionMismatch } from "../internal/backend-error.js";
-import { writeSource } from "../internal/write-source.js";
+import { releaseChunkBuffer, takeChunkBuffer } from "../internal/chunk-buffers.js";
+import { isByteReader, writeSource } from "../internal/write-source.js";
 import { LEASE_FILE_NAME, STATE_FILE_NAME, swapLockName, tempFileName } from "../names.js";
 import { type LocalRoot, localError, localVersion, nativePath, symlinkRefused } from "./context.js";
 import { hasCode, toStorageError } from "./errno.js";
@@ -133,6 +134,51 @@ async function copyInto(
   operation: StorageOperation,
   path: string,
 ): Promise<void> {
+  if (isByteReader(data)) {
+    await copyFromReader(fd, data, signal, operation, path);
+  } else {
+    await copyFromSource(fd, data, signal, operation, path);
+  }
+  if (fsync) await flushFile(fd);
+}
+
+/**
+ * A reader fills one reused buffer, each chunk written out before the next read: no buffer per
+ * chunk. The reader is closed by the write's frame.
+ */
+async function copyFromReader(
+  fd: number,
+  reader: ByteReader,
+  signal: AbortSignal | undefined,
+  operation: StorageOperation,
+  path: string,
+): Promise<void> {
+  const buffer = takeChunkBuffer();
+  try {
+    for (;;) {
+      throwIfAborted(signal);
+      let length: number;
+      try {
+        length = await reader.read(buffer);
+      } catch (error) {
+        throwIfAborted(signal);
+        throw sourceStreamFailed(error, localError, operation, path);
+      }
+      if (length === 0) return;
+      writeFully(fd, buffer.subarray(0, length));
+    }
+  } finally {
+    releaseChunkBuffer(buffer);
+  }
+}
+
+async function copyFromSource(
+  fd: number,
+  data: WriteData,
+  signal: AbortSignal | undefined,
+  operation: StorageOperation,
+  path: string,
+): Promise<void> {
   const source = writeSource(data);
   const onAbort = () => destroySource(source, signal?.reason);
   signal?.addEventListener("abort", onAbort, { once: true });
@@ -159,7 +205,6 @@ async function copyInto(
       throwIfAborted(signal);
       writeFully(fd, next.value);
     }
-    if (fsync) await flushFile(fd);
   } catch (error) {
     destroySource(source, error);
     throw error;

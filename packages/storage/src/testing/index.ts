@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { Readable } from "node:stream";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { StorageBackend, StorageEntry } from "../backend.js";
+import type { ByteReader, StorageBackend, StorageEntry } from "../backend.js";
 import { isStorageError, type StorageError, type StorageErrorKind } from "../errors.js";
 import { readFileChunks } from "../read-chunks.js";
 
@@ -86,6 +86,32 @@ export function describeBackendContract(
         const chunks = ["first chunk|", "second chunk|", "third"].map((text) => Buffer.from(text));
         await backend().writeFile("stream/readable.txt", Readable.from(chunks));
         expect(await readText("stream/readable.txt")).toBe("first chunk|second chunk|third");
+      });
+
+      it("writes a ByteReader payload in full and closes the reader", async () => {
+        const size = 600 * 1024 + 5;
+        const bytes = Buffer.alloc(size);
+        for (let index = 0; index < size; index++) bytes[index] = (index * 13) % 256;
+        const reader = bufferReader(bytes);
+        await backend().writeFile("reader/blob.bin", reader);
+        expect(reader.closed).toBe(true);
+        expect(Buffer.from(await backend().readFile("reader/blob.bin")).equals(bytes)).toBe(true);
+      });
+
+      it("leaves no file and closes the reader when a ByteReader fails mid-file", async () => {
+        const failure = new Error("source disk gone");
+        const reader = bufferReader(Buffer.alloc(600 * 1024, 1), failure);
+        const error = await backend()
+          .writeFile("reader/failed.bin", reader)
+          .then(
+            () => undefined,
+            (caught: unknown) => caught,
+          );
+        expect(error).toBeDefined();
+        expect(String((error as Error).message)).toContain("source disk gone");
+        expect(reader.closed).toBe(true);
+        await expectKind(backend().stat("reader/failed.bin"), "not_found");
+        expect(await files()).toEqual([]);
       });
 
       it("round-trips an async iterable of Uint8Array chunks", async () => {
@@ -872,6 +898,33 @@ function summarize(entries: readonly StorageEntry[]): string[] {
 }
 
 /** A deterministic byte pattern in 64 KiB chunks, regenerated for comparison. */
+/**
+ * A `ByteReader` over `bytes`, read at most 100 000 bytes at a time; with `failure`, the read
+ * after the first one rejects with it.
+ */
+function bufferReader(bytes: Buffer, failure?: Error): ByteReader & { readonly closed: boolean } {
+  let offset = 0;
+  let reads = 0;
+  let closed = false;
+  return {
+    async read(into: Uint8Array): Promise<number> {
+      if (closed) throw new Error("read after close");
+      reads++;
+      if (failure !== undefined && reads > 1) throw failure;
+      const length = Math.min(into.length, 100_000, bytes.length - offset);
+      into.set(bytes.subarray(offset, offset + length));
+      offset += length;
+      return length;
+    },
+    close(): void {
+      closed = true;
+    },
+    get closed() {
+      return closed;
+    },
+  };
+}
+
 async function* patternChunks(size: number): AsyncGenerator<Uint8Array> {
   const chunkSize = 64 * 1024;
   for (let offset = 0; offset < size; offset += chunkSize) {

@@ -1,0 +1,21 @@
+/**
+ * Reusable chunk buffers for reads into the caller's memory (`ByteReader`). Hashing or copying
+ * thousands of files with a fresh buffer per chunk leaves tens of MiB of garbage that the
+ * collector frees only later; these are taken for one read loop and given back after it.
+ */
+
+/** Bytes per chunk: a 1 GiB local publish took 2.6 s with 64–256 KiB chunks, 3.6–5 s with 1 MiB. */
+export const CHUNK_BYTES = 256 * 1024;
+
+// One buffer per read loop in flight; more than this many idle ones are left to the collector.
+const KEPT = 16;
+const spare: Buffer[] = [];
+
+export function takeChunkBuffer(): Buffer {
+  return spare.pop() ?? Buffer.allocUnsafeSlow(CHUNK_BYTES);
+}
+
+/** Gives a buffer back once nothing refers to its bytes any more. */
+export function releaseChunkBuffer(buffer: Buffer): void {
+  if (spare.length < KEPT) spare.push(buffer);
+}
