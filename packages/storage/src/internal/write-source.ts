@@ -1,6 +1,6 @@
 import { Readable } from "node:stream";
 import type { ByteReader, WriteData } from "../backend.js";
-import { CHUNK_BYTES } from "./chunk-buffers.js";
+import { releaseChunkBuffer, takeChunkBuffer } from "./chunk-buffers.js";
 
 /** Something `stream.pipeline` accepts as its source. */
 export type WriteSource = Iterable<Uint8Array> | AsyncIterable<Uint8Array> | Readable;
@@ -22,8 +22,8 @@ export function isByteReader(data: WriteData): data is ByteReader {
 
 /**
  * Turns every accepted write payload into a pipeline source; strings are UTF-8. A `ByteReader`
- * becomes chunks in fresh buffers, which a backend may keep (a part being assembled, a request
- * in flight); it is closed when the chunks end or the consumer stops.
+ * becomes chunks in fresh buffers of exactly the bytes read, which a backend may keep (a part
+ * being assembled, a request in flight); it is closed when the chunks end or the consumer stops.
  */
 export function writeSource(data: WriteData): WriteSource {
   if (typeof data === "string") return [Buffer.from(data, "utf8")];
@@ -33,14 +33,17 @@ export function writeSource(data: WriteData): WriteSource {
 }
 
 async function* readerChunks(reader: ByteReader): AsyncGenerator<Uint8Array> {
+  // Read into a reused buffer, then copied out at its length: a 100 KiB file costs 100 KiB, not
+  // a 256 KiB chunk mostly unused.
+  const buffer = takeChunkBuffer();
   try {
     for (;;) {
-      const buffer = Buffer.allocUnsafe(CHUNK_BYTES);
       const length = await reader.read(buffer);
       if (length === 0) return;
-      yield length === buffer.length ? buffer : buffer.subarray(0, length);
+      yield Buffer.from(buffer.subarray(0, length));
     }
   } finally {
+    releaseChunkBuffer(buffer);
     reader.close();
   }
 }
