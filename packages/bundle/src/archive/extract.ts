@@ -5,8 +5,9 @@ import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { createGunzip } from "node:zlib";
 import { isReservedName, pathProblem } from "@distributor/storage";
-import { Parser, type ReadEntry } from "tar";
+import type { ReadEntry } from "tar";
 import { MANIFEST_FILE_NAME } from "../manifest.js";
+import { loadTar } from "./tar.js";
 
 /** Why an upload archive was refused (SPEC §4 "Archive"). */
 export type ArchiveErrorCode =
@@ -222,6 +223,7 @@ class Extraction {
 
   /** Feeds the (decompressed) tar stream to the parser, one chunk at a time. */
   async consume(source: AsyncIterable<Buffer>): Promise<void> {
+    const { Parser } = await loadTar();
     const parser = new Parser({ strict: true, zstd: false, maxMetaEntrySize: MAX_META_ENTRY_SIZE });
     let rejectFailure: (error: unknown) => void = () => undefined;
     const failed = new Promise<never>((_resolve, reject) => {

@@ -4,10 +4,11 @@ import { join } from "node:path";
 import { addAbortSignal, pipeline, Readable } from "node:stream";
 import { createGzip } from "node:zlib";
 import { createLocalBackend, type StorageEntry } from "@distributor/storage";
-import { Header, type HeaderData, Pax } from "tar";
+import type { HeaderData } from "tar";
 import { walkBundle, walkLimit } from "../bundle-walk.js";
 import { type BundleIssue, type BundleIssueCode, BundleValidationError } from "../errors.js";
 import { DEFAULT_MAX_FILES } from "../validate.js";
+import { loadTar, type Tar } from "./tar.js";
 
 /** Modes written for every entry: archives do not carry the producer's umask or execute bits. */
 export const ARCHIVE_FILE_MODE = 0o644;
@@ -85,9 +86,10 @@ async function* archiveChunks(
   entries: readonly StorageEntry[],
   mtime: Date,
 ): AsyncGenerator<Buffer> {
+  const tar = await loadTar();
   for (const entry of entries) {
     if (entry.kind === "directory") {
-      yield* headerBlocks({
+      yield* headerBlocks(tar, {
         path: `${entry.path}/`,
         type: "Directory",
         mode: ARCHIVE_DIRECTORY_MODE,
@@ -95,23 +97,28 @@ async function* archiveChunks(
         mtime,
       });
     } else {
-      yield* fileBlocks(directory, entry.path, mtime);
+      yield* fileBlocks(tar, directory, entry.path, mtime);
     }
   }
   // End of archive: two zero blocks.
   yield Buffer.alloc(BLOCK * 2);
 }
 
-function* headerBlocks(data: HeaderData): Generator<Buffer> {
-  const header = new Header({ ...data, uid: 0, gid: 0, uname: "", gname: "" });
+function* headerBlocks(tar: Tar, data: HeaderData): Generator<Buffer> {
+  const header = new tar.Header({ ...data, uid: 0, gid: 0, uname: "", gname: "" });
   // A path longer than the ustar fields takes goes into a pax extended header first.
   if (header.encode())
-    yield new Pax({ path: data.path, size: data.size, mtime: data.mtime }).encode();
+    yield new tar.Pax({ path: data.path, size: data.size, mtime: data.mtime }).encode();
   if (header.block === undefined) throw new Error(`tar header for ${data.path} was not encoded`);
   yield header.block;
 }
 
-async function* fileBlocks(directory: string, path: string, mtime: Date): AsyncGenerator<Buffer> {
+async function* fileBlocks(
+  tar: Tar,
+  directory: string,
+  path: string,
+  mtime: Date,
+): AsyncGenerator<Buffer> {
   let handle: FileHandle;
   try {
     // O_NOFOLLOW: a file swapped for a symlink since the walk is refused, not followed.
@@ -130,7 +137,7 @@ async function* fileBlocks(directory: string, path: string, mtime: Date): AsyncG
     if (!before.isFile())
       throw changed(directory, path, "not_regular_file", "is no longer a regular file");
     const size = before.size;
-    yield* headerBlocks({ path, type: "File", mode: ARCHIVE_FILE_MODE, size, mtime });
+    yield* headerBlocks(tar, { path, type: "File", mode: ARCHIVE_FILE_MODE, size, mtime });
     let position = 0;
     while (position < size) {
       const chunk = Buffer.allocUnsafe(Math.min(READ_CHUNK, size - position));
