@@ -1,5 +1,6 @@
 import { createReadStream } from "node:fs";
 import {
+  appendFile,
   lstat,
   mkdir,
   mkdtemp,
@@ -458,6 +459,31 @@ describe("local backend", () => {
     expect(copies.length).toBeGreaterThan(1);
     expect(memories.size).toBe(1);
     expect(Buffer.concat(copies).equals(bytes)).toBe(true);
+  });
+
+  it("reads on past the size seen at open when the file grew meanwhile", async () => {
+    await writeFile(join(root, "growing.txt"), "first");
+    const reader = await backend.openReader?.("growing.txt");
+    await appendFile(join(root, "growing.txt"), " and more");
+    const into = new Uint8Array(64);
+    const parts: string[] = [];
+    for (;;) {
+      const length = (await reader?.read(into)) ?? 0;
+      if (length === 0) break;
+      parts.push(Buffer.from(into.subarray(0, length)).toString("utf8"));
+    }
+    reader?.close();
+    expect(parts.join("")).toBe("first and more");
+    await expect(
+      (async () => {
+        const again = await backend.openReader?.("growing.txt");
+        try {
+          await again?.read(new Uint8Array(0));
+        } finally {
+          again?.close();
+        }
+      })(),
+    ).rejects.toBeInstanceOf(RangeError);
   });
 
   it("fails a closed reader's reads and refuses readers of symlinks and directories", async () => {

@@ -122,23 +122,35 @@ function tooLarge(path: string, limit: number) {
  * A reader that fills the caller's buffers with synchronous `read(2)`s (see `FileStream` for why
  * synchronous). It reads on to the end of the file, so a file that grew since it was listed
  * shows it. A fired signal rejects the next read with its reason.
+ *
+ * The end costs no extra call when it is certain: a read that came back short exactly at the size
+ * the open saw met the end of the file then, and the next read answers 0 without asking again
+ * (a small file is one read, not two). Any other short read is followed by a real one.
  */
 export async function openByteReader(
   local: LocalRoot,
   path: string,
   signal: AbortSignal | undefined,
 ): Promise<ByteReader> {
-  const { fd } = await openFile(local, path, "open reader");
+  const { fd, stats } = await openFile(local, path, "open reader");
   let closed = false;
+  let total = 0;
+  let atEnd = false;
   return {
     async read(into: Uint8Array): Promise<number> {
       throwIfAborted(signal);
       if (closed) throw localError("unavailable", "read file", path, "the reader is closed");
+      if (into.length === 0) throw new RangeError("ByteReader.read needs a buffer of at least 1 byte");
+      if (atEnd) return 0;
+      let length: number;
       try {
-        return readSync(fd, into, 0, into.length, null);
+        length = readSync(fd, into, 0, into.length, null);
       } catch (error) {
         throw toStorageError(error, "read file", path);
       }
+      total += length;
+      if (length === 0 || (length < into.length && total === stats.size)) atEnd = true;
+      return length;
     },
     close(): void {
       if (closed) return;
