@@ -30,11 +30,11 @@ export function projectOutputs(
   const existingByPath = outputsByPath(existing);
   return planned.map((output) => {
     const previous = existingByPath.get(output.path);
-    return {
-      ...projectionFields(output),
-      createdAt: new Date(previous?.createdAt ?? updatedAt),
-      updatedAt: new Date(updatedAt),
-    };
+    return withTimestamps(
+      projectionFields(output),
+      new Date(previous?.createdAt ?? updatedAt),
+      new Date(updatedAt),
+    );
   });
 }
 
@@ -100,6 +100,18 @@ export function removeMissingOutputs(
   const outputs = state.outputs.filter((output) => !missing.has(output.path));
   const changed = outputs.length !== state.outputs.length;
   return { state: changed ? { ...state, outputs } : state, changed };
+}
+
+/**
+ * A record from its projection fields and timestamps, assigned onto the fields object rather than
+ * spread into a new one: records built by spreading each got a hidden class of their own in V8
+ * (20 000 records carried about 6 MiB of maps and descriptor arrays).
+ */
+function withTimestamps(fields: OutputProjection, createdAt: Date, updatedAt: Date): OutputRecord {
+  const record = fields as OutputRecord;
+  record.createdAt = createdAt;
+  record.updatedAt = updatedAt;
+  return record;
 }
 
 /** Projection fields without absent optional keys. */

@@ -92,15 +92,15 @@ export function projectOwnerOutputs(
   return planned.map((output) => {
     const previous = existingByPath.get(output.path);
     const keepCreated = previous !== undefined && sameOwnerScope(previous.owner, scope);
-    return {
-      ...projectionFields(output),
+    // Assigned onto the fresh projection rather than spread: see `withTimestamps` in outputs.ts.
+    return Object.assign(projectionFields(output), {
       owner: { ...scope },
       sourceId: source.id,
       sourceDigest: source.digest,
       sourceCreated: truncateToSecond(source.created),
       createdAt: new Date(keepCreated ? previous.createdAt : updatedAt),
       updatedAt: new Date(updatedAt),
-    };
+    });
   });
 }
 
