@@ -290,7 +290,7 @@ async function validatePipelineBundles(
   options: RunOptions,
   pipeline: PipelineConfig,
   source: StorageBackend,
-  bundles: readonly SourceBundle[],
+  bundles: SourceBundle[],
 ): Promise<void> {
   const onEvent = options.onEvent;
   if (onEvent !== undefined) {
@@ -317,7 +317,7 @@ async function validatePipelineBundles(
         maxFiles: pipeline.validation.maxFiles,
         maxTotalSize: pipeline.validation.maxTotalSize,
         manifest: bundle.manifest,
-        listed: bundle.entries,
+        ...(bundle.entries === undefined ? {} : { listed: bundle.entries }),
         concurrency: VALIDATION_CONCURRENCY,
         ...(options.signal ? { signal: options.signal } : {}),
         ...(onEvent === undefined
@@ -336,6 +336,8 @@ async function validatePipelineBundles(
     } catch (error) {
       throw bundleInvalid(error, bundle.path);
     }
+    // Nothing after validation reads the listing; 20 000 entries are megabytes of heap.
+    bundle.entries = undefined;
     options.onEvent?.({
       type: "bundle_validated",
       pipeline_id: pipeline.id,
@@ -359,8 +361,11 @@ function bundleInvalid(error: unknown, path: string): unknown {
 interface SourceBundle {
   path: string;
   manifest: Manifest;
-  /** What discovery listed below the bundle, validated instead of walking it again. */
-  entries: readonly StorageEntry[];
+  /**
+   * What discovery listed below the bundle, validated instead of walking it again; dropped once
+   * the bundle is validated.
+   */
+  entries: readonly StorageEntry[] | undefined;
 }
 
 /** What every destination of one pipeline shares while it runs. */
