@@ -1,10 +1,6 @@
 import { setImmediate as nextTurn } from "node:timers/promises";
 import type { ChunkConsumer, OperationOptions, StorageBackend } from "./backend.js";
-import { releaseChunkBuffer, takeChunkBuffer } from "./internal/chunk-buffers.js";
-
-// What a read loop reads between two turns of the event loop, so that timers, progress and other
-// work go on while a large file is hashed.
-const YIELD_BYTES = 8 * 1024 * 1024;
+import { releaseChunkBuffer, takeChunkBuffer, YIELD_BYTES } from "./internal/chunk-buffers.js";
 
 type Destroyable = { destroy?: (error?: unknown) => void };
 

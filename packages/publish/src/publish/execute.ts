@@ -233,9 +233,13 @@ async function writeOutput(
   const expected = { path: output.sourcePath, sha256: output.sha256, size: output.size };
   const { source, signal } = context;
   if (source.openReader !== undefined) {
-    // The write closes the reader, also when it fails.
     const reader = await source.openReader(sourcePath, { signal });
-    await context.destination.writeFile(target, verifyingReader(reader, expected), options);
+    try {
+      await context.destination.writeFile(target, verifyingReader(reader, expected), options);
+    } finally {
+      // Writes close their reader; this covers a destination that failed before taking it.
+      reader.close();
+    }
     return;
   }
   const readable = await source.openRead(sourcePath, { signal });

@@ -7,6 +7,13 @@
 /** Bytes per chunk: a 1 GiB local publish took 2.6 s with 64–256 KiB chunks, 3.6–5 s with 1 MiB. */
 export const CHUNK_BYTES = 256 * 1024;
 
+/**
+ * What a read loop moves between two turns of the event loop: synchronous local reads never wait,
+ * so without a turn now and then timers (lease renewals, progress redraws) would stall for the
+ * length of a large file.
+ */
+export const YIELD_BYTES = 8 * 1024 * 1024;
+
 // One buffer per read loop in flight; more than this many idle ones are left to the collector.
 const KEPT = 16;
 const spare: Buffer[] = [];

@@ -461,6 +461,29 @@ describe("local backend", () => {
     expect(Buffer.concat(copies).equals(bytes)).toBe(true);
   });
 
+  it("lets timers run while a large file is copied or hashed through a reader", async () => {
+    await writeFile(join(root, "large.bin"), Buffer.alloc(40 * 1024 * 1024, 0x61));
+    // Without fsync nothing in the copy waits on the thread pool: only the loop's turns let the
+    // timer run.
+    const unflushed = createLocalBackend({ root, fsync: false });
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 0);
+    try {
+      const reader = await unflushed.openReader?.("large.bin");
+      if (reader === undefined) throw new Error("the local backend has openReader");
+      let before = ticks;
+      await unflushed.writeFile("copy.bin", reader);
+      expect(ticks).toBeGreaterThan(before);
+      before = ticks;
+      await readFileChunks(unflushed, "copy.bin", () => undefined);
+      expect(ticks).toBeGreaterThan(before);
+    } finally {
+      clearInterval(timer);
+      await unflushed.close();
+    }
+    expect((await stat(join(root, "copy.bin"))).size).toBe(40 * 1024 * 1024);
+  });
+
   it("reads on past the size seen at open when the file grew meanwhile", async () => {
     await writeFile(join(root, "growing.txt"), "first");
     const reader = await backend.openReader?.("growing.txt");

@@ -140,7 +140,8 @@ export async function openByteReader(
     async read(into: Uint8Array): Promise<number> {
       throwIfAborted(signal);
       if (closed) throw localError("unavailable", "read file", path, "the reader is closed");
-      if (into.length === 0) throw new RangeError("ByteReader.read needs a buffer of at least 1 byte");
+      if (into.length === 0)
+        throw new RangeError("ByteReader.read needs a buffer of at least 1 byte");
       if (atEnd) return 0;
       let length: number;
       try {
