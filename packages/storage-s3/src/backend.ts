@@ -10,10 +10,12 @@ import {
 } from "@aws-sdk/client-s3";
 import {
   type DeleteOptions,
+  LEASE_FILE_NAME,
   mapBounded,
   type OperationOptions,
   parentPath,
   type ReadOptions,
+  STATE_FILE_NAME,
   type StorageBackend,
   type StorageEntry,
   StorageError,
@@ -47,6 +49,7 @@ import { KeySpace, versionOf } from "./keys.js";
 import { anyKeyBelow, listPages, walkKeys } from "./list.js";
 import {
   DigestMismatch,
+  PayloadTooLarge,
   SourceFailure,
   type UploadTuning,
   upload,
@@ -206,6 +209,9 @@ class S3Operations implements BackendOperations {
           // CompleteMultipartUpload does not enforce conditions everywhere (Ceph RGW ignores
           // If-None-Match there), so a large write checks first; its race window is the upload's.
           beforeMultipart: () => this.#checkCondition(condition, operation, path, signal),
+          // The state and lease files are the compare-and-swap of the commit protocol: one PUT,
+          // whose condition the service enforces, however many outputs the state records.
+          singlePut: isCommitFile(path),
         },
         data,
         options.size,
@@ -520,6 +526,9 @@ class S3Operations implements BackendOperations {
     if (error instanceof DigestMismatch) {
       return s3Error("unavailable", operation, path, error.message, error);
     }
+    if (error instanceof PayloadTooLarge) {
+      return s3Error("limit_exceeded", operation, path, error.message, error);
+    }
     const failure = serviceFailure(error);
     if (
       condition.kind === "absent" &&
@@ -572,4 +581,10 @@ function commonDirectory(targets: readonly string[]): string {
     common = common.slice(0, index);
   }
   return common.join("/");
+}
+
+/** The files whose write is a commit-protocol step: the state file and the lease. */
+function isCommitFile(path: string): boolean {
+  const name = path.slice(path.lastIndexOf("/") + 1);
+  return name === STATE_FILE_NAME || name === LEASE_FILE_NAME;
 }

@@ -29,6 +29,11 @@ export interface UploadTarget {
   signal?: AbortSignal | undefined;
   /** Runs before a multipart upload starts (a single PUT carries its condition itself). */
   beforeMultipart?: () => Promise<void>;
+  /**
+   * One PUT whatever the size (the commit files: a multipart completion does not enforce
+   * conditions everywhere); larger than `MAX_SINGLE_PUT` fails with `PayloadTooLarge`.
+   */
+  singlePut?: boolean;
 }
 
 export interface UploadTuning {
@@ -47,6 +52,14 @@ export interface UploadResult {
 export class SourceFailure extends Error {
   override readonly name = "SourceFailure";
 }
+
+/** A payload that must be one PUT is larger than a PUT may be. */
+export class PayloadTooLarge extends Error {
+  override readonly name = "PayloadTooLarge";
+}
+
+/** S3's limit for one PUT. */
+export const MAX_SINGLE_PUT = 5 * 1024 * 1024 * 1024;
 
 /** The payload's digest differs from the one the caller promised. */
 export class DigestMismatch extends Error {
@@ -68,12 +81,19 @@ export async function upload(
   tuning: UploadTuning,
 ): Promise<UploadResult> {
   const hash = createHash("sha256");
+  const single = target.singlePut === true;
   if (typeof data === "string" || data instanceof Uint8Array) {
     const body = typeof data === "string" ? Buffer.from(data, "utf8") : Buffer.from(data);
-    if (body.length <= tuning.multipartThreshold) return putOnce(target, body, hash);
+    if (single && body.length > MAX_SINGLE_PUT) throw tooLarge(target);
+    if (single || body.length <= tuning.multipartThreshold) return putOnce(target, body, hash);
   }
   const chunks = readChunks(data, target.signal);
   try {
+    if (single) {
+      const whole = await readUpTo(chunks, MAX_SINGLE_PUT + 1);
+      if (!whole.done) throw tooLarge(target);
+      return await putOnce(target, whole.bytes, hash);
+    }
     const partSize = Math.max(tuning.partSize, Math.ceil((size ?? 0) / MAX_PARTS));
     const expectsLarge = size !== undefined && size > tuning.multipartThreshold;
     const head = expectsLarge ? undefined : await readUpTo(chunks, tuning.multipartThreshold + 1);
@@ -84,6 +104,12 @@ export async function upload(
     // Releases the source when the upload stopped before reading all of it.
     await chunks.return(undefined);
   }
+}
+
+function tooLarge(target: UploadTarget): PayloadTooLarge {
+  return new PayloadTooLarge(
+    `${target.key} must be written in one PUT, which holds at most ${MAX_SINGLE_PUT} bytes`,
+  );
 }
 
 async function putOnce(target: UploadTarget, body: Buffer, hash: Hash): Promise<UploadResult> {

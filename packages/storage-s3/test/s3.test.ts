@@ -308,6 +308,35 @@ describe.skipIf(found === undefined)("s3 backend on Ceph RGW", () => {
     }
   });
 
+  it("writes a state file above the multipart threshold in one conditional PUT", async () => {
+    // A threshold of 5 MiB and a 6 MiB state: an output this large would go in parts.
+    const { backend } = fresh({ multipartThreshold: 5 * MIB, partSize: 5 * MIB });
+    const big = (fill: string) => `{"outputs": "${fill.repeat(6 * MIB)}"}\n`;
+    try {
+      const created = await backend.writeFile("b/.distributor.json", big("a"));
+      // A multipart ETag ends in `-<part count>`; a single PUT's is a bare MD5.
+      expect(created.version).toMatch(/^[0-9a-f]{32}$/);
+      await expectStorageError(backend.writeFile("b/.distributor.json", big("b")), "already_exists");
+      const replaced = await backend.writeFile("b/.distributor.json", big("c"), {
+        ifMatch: created.version,
+      });
+      expect(replaced.version).toMatch(/^[0-9a-f]{32}$/);
+      // The service enforces the condition: a stale version is refused and the bytes stay.
+      await expectStorageError(
+        backend.writeFile("b/.distributor.json", big("d"), { ifMatch: created.version }),
+        "conflict",
+      );
+      const stored = Buffer.from(await backend.readFile("b/.distributor.json")).toString("utf8");
+      expect(stored).toBe(big("c"));
+      // An ordinary output of the same size still goes in parts.
+      const output = await backend.writeFile("b/out.json", big("e"));
+      expect(output.version).toMatch(/-2$/);
+      expect(await pendingUploads(server, bucket)).toBe(0);
+    } finally {
+      await backend.close();
+    }
+  }, 120_000);
+
   it("lets exactly one of two backends racing a no-clobber create win", async () => {
     const prefix = uniqueName("race");
     for (let round = 0; round < 5; round++) {
