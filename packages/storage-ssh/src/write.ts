@@ -1,6 +1,7 @@
 import { Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import {
+  type ByteReader,
   LEASE_FILE_NAME,
   STATE_FILE_NAME,
   type StorageOperation,
@@ -9,8 +10,12 @@ import {
   type WriteResult,
 } from "@distributor/storage";
 import {
+  CHUNK_BYTES,
+  isByteReader,
+  releaseChunkBuffer,
   sourceStreamFailed,
   swapLockName,
+  takeChunkBuffer,
   tempFileName,
   throwIfAborted,
   versionMismatch,
@@ -22,7 +27,7 @@ import { kindOf, type PathState, type Remote, remoteVersion, symlinkRefused } fr
 
 /** WRITE requests one file keeps outstanding, so a transfer is not one round trip per chunk. */
 const WRITES_IN_FLIGHT = 8;
-const BLOCK_BYTES = 256 * 1024;
+const BLOCK_BYTES = CHUNK_BYTES;
 
 /**
  * Streams `data` into a reserved temp name beside the target, flushes it (`fsync@openssh.com`
@@ -294,6 +299,101 @@ async function copyInto(
   operation: StorageOperation,
   path: string,
 ): Promise<void> {
+  if (isByteReader(data)) return copyFromReader(remote, handle, data, signal, operation, path);
+  return copyFromSource(remote, handle, data, signal, operation, path);
+}
+
+/**
+ * A reader fills whole blocks straight from the source, each sent as one WRITE; a block goes
+ * back to the shared pool when its WRITE is answered (not before: the request may still hold
+ * it), so a file costs no buffer of its own beyond the requests in flight.
+ */
+async function copyFromReader(
+  remote: Remote,
+  handle: Buffer,
+  reader: ByteReader,
+  signal: AbortSignal | undefined,
+  operation: StorageOperation,
+  path: string,
+): Promise<void> {
+  const blockBytes = blockSizeOf(remote);
+  let position = 0;
+  let inFlight = 0;
+  let failure: { error: unknown } | undefined;
+  let wake: (() => void) | undefined;
+  const settle = () => {
+    const resume = wake;
+    wake = undefined;
+    resume?.();
+  };
+  const fail = (error: unknown) => {
+    failure ??= { error };
+    settle();
+  };
+  const unsubscribe = remote.session.onLost(fail);
+  const waitFor = async (done: () => boolean) => {
+    while (!done()) {
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+      });
+    }
+  };
+  try {
+    for (let ended = false; !ended; ) {
+      await waitFor(() => inFlight < WRITES_IN_FLIGHT || failure !== undefined);
+      if (failure !== undefined) break;
+      throwIfAborted(signal);
+      const buffer = takeChunkBuffer();
+      const block = buffer.subarray(0, blockBytes);
+      let filled = 0;
+      try {
+        while (filled < block.length) {
+          const length = await reader.read(block.subarray(filled));
+          if (length === 0) {
+            ended = true;
+            break;
+          }
+          filled += length;
+        }
+      } catch (error) {
+        releaseChunkBuffer(buffer);
+        throwIfAborted(signal);
+        throw sourceStreamFailed(error, sshError, operation, path);
+      }
+      if (filled === 0 || failure !== undefined) {
+        releaseChunkBuffer(buffer);
+        continue;
+      }
+      const offset = position;
+      position += filled;
+      inFlight++;
+      remote
+        .call((sftp, done) => sftp.write(handle, block, 0, filled, offset, done))
+        .then(
+          () => releaseChunkBuffer(buffer),
+          (error: unknown) => fail(error),
+        )
+        .finally(() => {
+          inFlight--;
+          settle();
+        });
+    }
+    // A lost session never answers its requests: the failure ends the wait.
+    await waitFor(() => inFlight === 0 || failure !== undefined);
+    if (failure !== undefined) throw failure.error;
+  } finally {
+    unsubscribe();
+  }
+}
+
+async function copyFromSource(
+  remote: Remote,
+  handle: Buffer,
+  data: WriteData,
+  signal: AbortSignal | undefined,
+  operation: StorageOperation,
+  path: string,
+): Promise<void> {
   let sinkFailure: { error: unknown } | undefined;
   const sink = remoteSink(remote, handle, (error) => {
     sinkFailure ??= { error };
@@ -313,8 +413,13 @@ async function copyInto(
   }
 }
 
+/** Bytes per WRITE request: what the server accepts, at most one chunk buffer. */
+function blockSizeOf(remote: Remote): number {
+  return Math.max(1024, Math.min(BLOCK_BYTES, remote.session.maxWriteLength));
+}
+
 function remoteSink(remote: Remote, handle: Buffer, onFailure: (error: unknown) => void) {
-  const blockBytes = Math.max(1024, Math.min(BLOCK_BYTES, remote.session.maxWriteLength));
+  const blockBytes = blockSizeOf(remote);
   let position = 0;
   let inFlight = 0;
   let failure: unknown;

@@ -391,6 +391,47 @@ describe.skipIf(sshd === null)("ssh backend", () => {
       expect(await readFile(join(root, "dir", "y.txt"), "utf8")).toBe("theirs");
     });
 
+    it("fails a write from a ByteReader with unavailable, without hanging, when sshd is killed", async () => {
+      const own = await ownServer();
+      const knownHostsFile = join(dir, "known_hosts_reader");
+      await writeFile(knownHostsFile, own.knownHostsLine);
+      const backend = await createSshBackend({
+        host: own.host,
+        port: own.port,
+        user: own.user,
+        root: own.sftpRoot,
+        authentication: {
+          method: "private_key" as const,
+          privateKey: await readFile(own.clientKeyFile),
+        },
+        knownHostsFile,
+      });
+      let reads = 0;
+      let closed = false;
+      // A source that never ends: only the lost connection can stop the write.
+      const reader = {
+        async read(into: Uint8Array) {
+          reads++;
+          if (reads === 20) own.kill().catch(() => undefined);
+          into.fill(1);
+          await new Promise((resolve) => setTimeout(resolve, 1));
+          return into.length;
+        },
+        close() {
+          closed = true;
+        },
+      };
+      const started = Date.now();
+      const error = await expectStorageError(
+        backend.writeFile("big/reader.bin", reader),
+        "unavailable",
+      );
+      expect(Date.now() - started).toBeLessThan(10_000);
+      expect(error.message).toContain(`connection to ${own.user}@127.0.0.1:${own.port} was lost`);
+      expect(closed).toBe(true);
+      await backend.close();
+    }, 30_000);
+
     it("fails the running write with unavailable when sshd is killed, and the next run recovers", async () => {
       const own = await ownServer();
       const options = {

@@ -19,6 +19,11 @@ export {
   frameBackend,
   type WriteOperation,
 } from "./internal/backend-frame.js";
+export {
+  CHUNK_BYTES,
+  releaseChunkBuffer,
+  takeChunkBuffer,
+} from "./internal/chunk-buffers.js";
 export { checkCount } from "./internal/limits.js";
-export { type WriteSource, writeSource } from "./internal/write-source.js";
+export { isByteReader, type WriteSource, writeSource } from "./internal/write-source.js";
 export { escapeName, nameProblem, swapLockName, tempFileName } from "./names.js";
