@@ -9,8 +9,8 @@ import {
   type S3Client,
   UploadPartCommand,
 } from "@aws-sdk/client-s3";
-import type { WriteData } from "@distributor/storage";
-import { writeSource } from "@distributor/storage/adapter";
+import type { ByteReader, WriteData } from "@distributor/storage";
+import { isByteReader, writeSource } from "@distributor/storage/adapter";
 
 /** The conditional header a write carries: none, a no-clobber create, or a compare-and-swap. */
 export type WriteCondition =
@@ -87,7 +87,15 @@ export async function upload(
     if (single && body.length > MAX_SINGLE_PUT) throw tooLarge(target);
     if (single || body.length <= tuning.multipartThreshold) return putOnce(target, body, hash);
   }
-  const chunks = readChunks(data, target.signal);
+  let payload = data;
+  // Sized by the announced size, so only up to the threshold: `size` is a hint.
+  if (isByteReader(data) && size !== undefined && size <= tuning.multipartThreshold) {
+    const read = await readExpected(data, size, target.signal);
+    if (read.rest === undefined) return putOnce(target, read.body, hash);
+    // Longer than announced: go on as with any stream, the bytes read so far first.
+    payload = read.rest;
+  }
+  const chunks = readChunks(payload, target.signal);
   try {
     if (single) {
       const whole = await readUpTo(chunks, MAX_SINGLE_PUT + 1);
@@ -252,12 +260,48 @@ async function* readChunks(
         : Buffer.from(chunk as Uint8Array);
     }
   } catch (error) {
-    signal?.throwIfAborted();
-    const message = error instanceof Error ? error.message : String(error);
-    throw new SourceFailure(`source stream failed: ${message}`, { cause: error });
+    throw sourceFailure(error, signal);
   } finally {
     readable.destroy();
   }
+}
+
+/**
+ * Reads a `ByteReader` payload of the announced size straight into one buffer of that size (no
+ * chunk copies), then checks that nothing follows. A shorter payload is what it is; a longer one
+ * comes back as `rest`, the bytes read so far followed by the remainder.
+ */
+async function readExpected(
+  reader: ByteReader,
+  size: number,
+  signal: AbortSignal | undefined,
+): Promise<{ body: Buffer; rest?: AsyncIterable<Uint8Array> }> {
+  const body = Buffer.allocUnsafe(size);
+  let filled = 0;
+  try {
+    while (filled < size) {
+      const length = await reader.read(body.subarray(filled));
+      if (length === 0) return { body: body.subarray(0, filled) };
+      filled += length;
+    }
+    const probe = Buffer.allocUnsafe(1);
+    const extra = await reader.read(probe);
+    if (extra === 0) return { body };
+    return { body, rest: continued([body, probe], reader) };
+  } catch (error) {
+    throw sourceFailure(error, signal);
+  }
+}
+
+async function* continued(head: Buffer[], reader: ByteReader): AsyncGenerator<Uint8Array> {
+  yield* head;
+  yield* writeSource(reader) as AsyncIterable<Uint8Array>;
+}
+
+function sourceFailure(error: unknown, signal: AbortSignal | undefined): SourceFailure {
+  signal?.throwIfAborted();
+  const message = error instanceof Error ? error.message : String(error);
+  return new SourceFailure(`source stream failed: ${message}`, { cause: error });
 }
 
 /** Reads until `limit` bytes or the end; `done` when the payload ended first. */

@@ -308,6 +308,47 @@ describe.skipIf(found === undefined)("s3 backend on Ceph RGW", () => {
     }
   });
 
+  it("writes a ByteReader payload of the announced size, or of another size, intact", async () => {
+    const { backend } = fresh();
+    const bytes = (length: number) => Buffer.from(Uint8Array.from({ length }, (_, i) => i % 251));
+    const readerOf = (payload: Buffer, failAfter?: number) => {
+      let offset = 0;
+      let reads = 0;
+      return {
+        async read(into: Uint8Array) {
+          reads++;
+          if (failAfter !== undefined && reads > failAfter) throw new Error("source disk gone");
+          const length = Math.min(into.length, 70_000, payload.length - offset);
+          into.set(payload.subarray(offset, offset + length));
+          offset += length;
+          return length;
+        },
+        close() {},
+      };
+    };
+    try {
+      for (const [name, length, announced] of [
+        ["exact.bin", 300_000, 300_000],
+        ["longer.bin", 300_000, 100_000],
+        ["shorter.bin", 100_000, 300_000],
+        ["empty.bin", 0, 0],
+      ] as const) {
+        const payload = bytes(length);
+        await backend.writeFile(`r/${name}`, readerOf(payload), { size: announced });
+        const stored = Buffer.from(await backend.readFile(`r/${name}`));
+        expect(stored.equals(payload), name).toBe(true);
+      }
+      const error = await expectStorageError(
+        backend.writeFile("r/failed.bin", readerOf(bytes(300_000), 2), { size: 300_000 }),
+        "unavailable",
+      );
+      expect(error.message).toContain("source stream failed: source disk gone");
+      await expectStorageError(backend.stat("r/failed.bin"), "not_found");
+    } finally {
+      await backend.close();
+    }
+  });
+
   it("writes a state file above the multipart threshold in one conditional PUT", async () => {
     // A threshold of 5 MiB and a 6 MiB state: an output this large would go in parts.
     const { backend } = fresh({ multipartThreshold: 5 * MIB, partSize: 5 * MIB });
@@ -316,7 +357,10 @@ describe.skipIf(found === undefined)("s3 backend on Ceph RGW", () => {
       const created = await backend.writeFile("b/.distributor.json", big("a"));
       // A multipart ETag ends in `-<part count>`; a single PUT's is a bare MD5.
       expect(created.version).toMatch(/^[0-9a-f]{32}$/);
-      await expectStorageError(backend.writeFile("b/.distributor.json", big("b")), "already_exists");
+      await expectStorageError(
+        backend.writeFile("b/.distributor.json", big("b")),
+        "already_exists",
+      );
       const replaced = await backend.writeFile("b/.distributor.json", big("c"), {
         ifMatch: created.version,
       });
