@@ -88,6 +88,16 @@ export async function upload(
     if (single || body.length <= tuning.multipartThreshold) return putOnce(target, body, hash);
   }
   let payload = data;
+  const partSize = Math.max(tuning.partSize, Math.ceil((size ?? 0) / MAX_PARTS));
+  if (isByteReader(data) && !single && size !== undefined && size > tuning.multipartThreshold) {
+    // Parts are read straight from the source into part buffers that are used again once their
+    // part is uploaded: a 1 GiB file needs the parts in flight, not 128 buffers of garbage.
+    const spare: Buffer[] = [];
+    const parts = partsFromReader(data, partSize, spare, target.signal);
+    return putInParts(target, parts, tuning.partConcurrency, hash, (part) => {
+      if (part.length === partSize) spare.push(part);
+    });
+  }
   // Sized by the announced size, so only up to the threshold: `size` is a hint.
   if (isByteReader(data) && size !== undefined && size <= tuning.multipartThreshold) {
     const read = await readExpected(data, size, target.signal);
@@ -102,12 +112,11 @@ export async function upload(
       if (!whole.done) throw tooLarge(target);
       return await putOnce(target, whole.bytes, hash);
     }
-    const partSize = Math.max(tuning.partSize, Math.ceil((size ?? 0) / MAX_PARTS));
     const expectsLarge = size !== undefined && size > tuning.multipartThreshold;
     const head = expectsLarge ? undefined : await readUpTo(chunks, tuning.multipartThreshold + 1);
     if (head?.done) return await putOnce(target, head.bytes, hash);
     const body = prepend(head?.bytes, chunks);
-    return await putInParts(target, body, partSize, tuning.partConcurrency, hash);
+    return await putInParts(target, partsOf(body, partSize), tuning.partConcurrency, hash);
   } finally {
     // Releases the source when the upload stopped before reading all of it.
     await chunks.return(undefined);
@@ -138,12 +147,16 @@ async function putOnce(target: UploadTarget, body: Buffer, hash: Hash): Promise<
   return { etag: response.ETag, sha256 };
 }
 
+/**
+ * Uploads `partBuffers` (each one part, in order) with at most `concurrency` in flight; `release`
+ * gets each part back once its upload settled and nothing refers to it any more.
+ */
 async function putInParts(
   target: UploadTarget,
-  chunks: AsyncIterable<Buffer>,
-  partSize: number,
+  partBuffers: AsyncIterable<Buffer>,
   concurrency: number,
   hash: Hash,
+  release?: (part: Buffer) => void,
 ): Promise<UploadResult> {
   const { client, bucket, key, signal } = target;
   await target.beforeMultipart?.();
@@ -165,7 +178,7 @@ async function putInParts(
   let failure: { error: unknown } | undefined;
   try {
     let partNumber = 0;
-    for await (const part of partsOf(chunks, partSize)) {
+    for await (const part of partBuffers) {
       if (failure !== undefined) break;
       hash.update(part);
       partNumber += 1;
@@ -191,7 +204,10 @@ async function putInParts(
             failure ??= { error };
           },
         )
-        .finally(() => inFlight.delete(sent));
+        .finally(() => {
+          inFlight.delete(sent);
+          release?.(part);
+        });
       inFlight.add(sent);
       while (inFlight.size >= concurrency) await Promise.race(inFlight);
     }
@@ -333,6 +349,33 @@ async function* prepend(
 }
 
 /** Re-cuts a chunk stream into parts of exactly `partSize` bytes (the last may be shorter). */
+/**
+ * Parts of `partSize` bytes (the last one shorter) read from a `ByteReader` without copies, into
+ * buffers from `spare` when it has one.
+ */
+async function* partsFromReader(
+  reader: ByteReader,
+  partSize: number,
+  spare: Buffer[],
+  signal: AbortSignal | undefined,
+): AsyncGenerator<Buffer> {
+  for (;;) {
+    const part = spare.pop() ?? Buffer.allocUnsafe(partSize);
+    let filled = 0;
+    try {
+      while (filled < partSize) {
+        const length = await reader.read(part.subarray(filled));
+        if (length === 0) break;
+        filled += length;
+      }
+    } catch (error) {
+      throw sourceFailure(error, signal);
+    }
+    if (filled > 0) yield filled === partSize ? part : part.subarray(0, filled);
+    if (filled < partSize) return;
+  }
+}
+
 async function* partsOf(chunks: AsyncIterable<Buffer>, partSize: number): AsyncGenerator<Buffer> {
   let part = Buffer.allocUnsafe(partSize);
   let filled = 0;

@@ -308,7 +308,9 @@ describe.skipIf(found === undefined)("s3 backend on Ceph RGW", () => {
     }
   });
 
-  it("writes a ByteReader payload of the announced size, or of another size, intact", async () => {
+  it("writes a ByteReader payload of the announced size, or of another size, intact", {
+    timeout: 120_000,
+  }, async () => {
     const { backend } = fresh();
     const bytes = (length: number) => Buffer.from(Uint8Array.from({ length }, (_, i) => i % 251));
     const readerOf = (payload: Buffer, failAfter?: number) => {
@@ -344,6 +346,20 @@ describe.skipIf(found === undefined)("s3 backend on Ceph RGW", () => {
       );
       expect(error.message).toContain("source stream failed: source disk gone");
       await expectStorageError(backend.stat("r/failed.bin"), "not_found");
+      // Above the threshold the parts are read straight from the reader.
+      const large = bytes(20 * MIB + 3);
+      const { version } = await backend.writeFile("r/large.bin", readerOf(large), {
+        size: large.length,
+      });
+      expect(version).toMatch(/-3$/);
+      expect(Buffer.from(await backend.readFile("r/large.bin")).equals(large)).toBe(true);
+      const partial = await expectStorageError(
+        backend.writeFile("r/large-failed.bin", readerOf(large, 200), { size: large.length }),
+        "unavailable",
+      );
+      expect(partial.message).toContain("source stream failed: source disk gone");
+      await expectStorageError(backend.stat("r/large-failed.bin"), "not_found");
+      expect(await pendingUploads(server, bucket)).toBe(0);
     } finally {
       await backend.close();
     }
