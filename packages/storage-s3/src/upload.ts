@@ -348,7 +348,6 @@ async function* prepend(
   }
 }
 
-/** Re-cuts a chunk stream into parts of exactly `partSize` bytes (the last may be shorter). */
 /**
  * Parts of `partSize` bytes (the last one shorter) read from a `ByteReader` without copies, into
  * buffers from `spare` when it has one.
@@ -376,6 +375,7 @@ async function* partsFromReader(
   }
 }
 
+/** Re-cuts a chunk stream into parts of exactly `partSize` bytes (the last may be shorter). */
 async function* partsOf(chunks: AsyncIterable<Buffer>, partSize: number): AsyncGenerator<Buffer> {
   let part = Buffer.allocUnsafe(partSize);
   let filled = 0;
