@@ -38,6 +38,22 @@ describe.skipIf(sshd === null)("ssh backend", () => {
     servers.push(started);
     return started;
   };
+  /** Backend options for a server of our own, whose host key a fresh known_hosts file trusts. */
+  const ownOptions = async (own: Awaited<ReturnType<typeof ownServer>>, knownHosts: string) => {
+    const knownHostsFile = join(dir, knownHosts);
+    await writeFile(knownHostsFile, own.knownHostsLine);
+    return {
+      host: own.host,
+      port: own.port,
+      user: own.user,
+      root: own.sftpRoot,
+      authentication: {
+        method: "private_key" as const,
+        privateKey: await readFile(own.clientKeyFile),
+      },
+      knownHostsFile,
+    };
+  };
 
   it("names itself and the server it is rooted at", async () => {
     const root = await freshRoot();
@@ -48,18 +64,9 @@ describe.skipIf(sshd === null)("ssh backend", () => {
 
   it("serves a whole run over one connection", async () => {
     const own = await ownServer();
-    const knownHostsFile = join(dir, "known_hosts");
-    await writeFile(knownHostsFile, own.knownHostsLine);
+    const options = await ownOptions(own, "known_hosts");
     const started = performance.now();
-    const backend = await createSshBackend({
-      host: own.host,
-      port: own.port,
-      user: own.user,
-      root: own.sftpRoot,
-      authentication: { method: "private_key", privateKey: await readFile(own.clientKeyFile) },
-      knownHostsFile,
-      maxRequests: 4,
-    });
+    const backend = await createSshBackend({ ...options, maxRequests: 4 });
     const connectMs = performance.now() - started;
     opened.push(backend);
     const paths = Array.from({ length: 40 }, (_, index) => `d${index % 4}/f${index}.txt`);
@@ -393,19 +400,7 @@ describe.skipIf(sshd === null)("ssh backend", () => {
 
     it("fails a write from a ByteReader with unavailable, without hanging, when sshd is killed", async () => {
       const own = await ownServer();
-      const knownHostsFile = join(dir, "known_hosts_reader");
-      await writeFile(knownHostsFile, own.knownHostsLine);
-      const backend = await createSshBackend({
-        host: own.host,
-        port: own.port,
-        user: own.user,
-        root: own.sftpRoot,
-        authentication: {
-          method: "private_key" as const,
-          privateKey: await readFile(own.clientKeyFile),
-        },
-        knownHostsFile,
-      });
+      const backend = await createSshBackend(await ownOptions(own, "known_hosts_reader"));
       let reads = 0;
       let closed = false;
       // A source that never ends: only the lost connection can stop the write.
@@ -434,18 +429,7 @@ describe.skipIf(sshd === null)("ssh backend", () => {
 
     it("fails the running write with unavailable when sshd is killed, and the next run recovers", async () => {
       const own = await ownServer();
-      const options = {
-        host: own.host,
-        port: own.port,
-        user: own.user,
-        root: own.sftpRoot,
-        authentication: {
-          method: "private_key" as const,
-          privateKey: await readFile(own.clientKeyFile),
-        },
-        knownHostsFile: join(dir, "known_hosts"),
-      };
-      await writeFile(options.knownHostsFile, own.knownHostsLine);
+      const options = await ownOptions(own, "known_hosts");
       const backend = await createSshBackend(options);
       let sent = 0;
       const source = new Readable({
@@ -488,15 +472,8 @@ describe.skipIf(sshd === null)("ssh backend", () => {
 
     it("fails a request the server does not answer in time with unavailable", async () => {
       const own = await ownServer();
-      const knownHostsFile = join(dir, "known_hosts");
-      await writeFile(knownHostsFile, own.knownHostsLine);
       const backend = await createSshBackend({
-        host: own.host,
-        port: own.port,
-        user: own.user,
-        root: own.sftpRoot,
-        authentication: { method: "private_key", privateKey: await readFile(own.clientKeyFile) },
-        knownHostsFile,
+        ...(await ownOptions(own, "known_hosts")),
         operationTimeoutMs: 1_000,
       });
       opened.push(backend);
