@@ -1,6 +1,5 @@
-import { setImmediate as nextTurn } from "node:timers/promises";
 import type { ChunkConsumer, OperationOptions, StorageBackend } from "./backend.js";
-import { releaseChunkBuffer, takeChunkBuffer, YIELD_BYTES } from "./internal/chunk-buffers.js";
+import { eventLoopTurns, releaseChunkBuffer, takeChunkBuffer } from "./internal/chunk-buffers.js";
 
 type Destroyable = { destroy?: (error?: unknown) => void };
 
@@ -24,15 +23,12 @@ export async function readFileChunks(
   const reader = await backend.openReader(path, options);
   const buffer = takeChunkBuffer();
   try {
-    let sinceTurn = 0;
+    const turn = eventLoopTurns();
     for (;;) {
       const length = await reader.read(buffer);
       if (length === 0 || consume(buffer.subarray(0, length)) === false) return;
-      sinceTurn += length;
-      if (sinceTurn >= YIELD_BYTES) {
-        sinceTurn = 0;
-        await nextTurn();
-      }
+      const pending = turn(length);
+      if (pending !== undefined) await pending;
     }
   } finally {
     reader.close();

@@ -1,3 +1,5 @@
+import { setImmediate as nextTurn } from "node:timers/promises";
+
 /**
  * Reusable chunk buffers for reads into the caller's memory (`ByteReader`). Hashing or copying
  * thousands of files with a fresh buffer per chunk leaves tens of MiB of garbage that the
@@ -12,7 +14,21 @@ export const CHUNK_BYTES = 256 * 1024;
  * so without a turn now and then timers (lease renewals, progress redraws) would stall for the
  * length of a large file.
  */
-export const YIELD_BYTES = 8 * 1024 * 1024;
+const YIELD_BYTES = 8 * 1024 * 1024;
+
+/**
+ * For one read loop: call with the bytes each step moved; every `YIELD_BYTES` it returns a turn
+ * of the event loop to await, otherwise nothing.
+ */
+export function eventLoopTurns(): (bytes: number) => Promise<void> | undefined {
+  let since = 0;
+  return (bytes) => {
+    since += bytes;
+    if (since < YIELD_BYTES) return undefined;
+    since = 0;
+    return nextTurn();
+  };
+}
 
 // One buffer per read loop in flight; more than this many idle ones are left to the collector.
 const KEPT = 16;

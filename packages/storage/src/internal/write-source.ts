@@ -49,15 +49,11 @@ async function* readerChunks(reader: ByteReader): AsyncGenerator<Uint8Array> {
 }
 
 /**
- * A write takes ownership of its source: when it fails before (or while) consuming it, a stream
- * is destroyed so an open file or socket behind it is released, as `pipeline` would do; a
- * `ByteReader` is closed after every write, whatever the outcome.
+ * A write takes ownership of a stream source: when it fails before (or while) consuming it, the
+ * stream is destroyed so an open file or socket behind it is released, as `pipeline` would do.
+ * (A `ByteReader` is closed by the frame after every write, whatever the outcome.)
  */
 export function releaseSource(data: WriteData): void {
-  if (isByteReader(data)) {
-    data.close();
-    return;
-  }
   const destroy = (data as { destroy?: unknown }).destroy;
   if (typeof destroy === "function") destroy.call(data);
 }

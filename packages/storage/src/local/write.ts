@@ -10,13 +10,12 @@ import {
 } from "node:fs";
 import { type FileHandle, lstat, mkdir, open, rmdir, unlink } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import { setImmediate as nextTurn } from "node:timers/promises";
 import type { ByteReader, WriteData, WriteOptions, WriteResult } from "../backend.js";
 import { mapBounded } from "../concurrency.js";
 import type { StorageError, StorageOperation } from "../errors.js";
 import { throwIfAborted } from "../internal/abort.js";
 import { sourceStreamFailed, versionMismatch } from "../internal/backend-error.js";
-import { releaseChunkBuffer, takeChunkBuffer, YIELD_BYTES } from "../internal/chunk-buffers.js";
+import { eventLoopTurns, releaseChunkBuffer, takeChunkBuffer } from "../internal/chunk-buffers.js";
 import { isByteReader, writeSource } from "../internal/write-source.js";
 import { LEASE_FILE_NAME, STATE_FILE_NAME, swapLockName, tempFileName } from "../names.js";
 import { type LocalRoot, localError, localVersion, nativePath, symlinkRefused } from "./context.js";
@@ -145,7 +144,7 @@ async function copyInto(
 
 /**
  * A reader fills one reused buffer, each chunk written out before the next read: no buffer per
- * chunk. Every `YIELD_BYTES` the loop lets the event loop turn. The reader is closed by the
+ * chunk. Every 8 MiB the loop lets the event loop turn. The reader is closed by the
  * write's frame.
  */
 async function copyFromReader(
@@ -157,7 +156,7 @@ async function copyFromReader(
 ): Promise<void> {
   const buffer = takeChunkBuffer();
   try {
-    let sinceTurn = 0;
+    const turn = eventLoopTurns();
     for (;;) {
       throwIfAborted(signal);
       let length: number;
@@ -169,11 +168,8 @@ async function copyFromReader(
       }
       if (length === 0) return;
       writeFully(fd, buffer.subarray(0, length));
-      sinceTurn += length;
-      if (sinceTurn >= YIELD_BYTES) {
-        sinceTurn = 0;
-        await nextTurn();
-      }
+      const pending = turn(length);
+      if (pending !== undefined) await pending;
     }
   } finally {
     releaseChunkBuffer(buffer);
