@@ -6,6 +6,7 @@ import { appendKnownHost, readKnownHosts } from "./known-hosts/file.js";
 import { knownHostsLine } from "./known-hosts/parse.js";
 import type { SshAuthentication, SshBackendOptions } from "./options.js";
 import { Session } from "./session.js";
+import { connectSocket } from "./socket.js";
 
 const DEFAULT_CONNECT_TIMEOUT_MS = 20_000;
 const DEFAULT_OPERATION_TIMEOUT_MS = 60_000;
@@ -84,15 +85,12 @@ export async function openSession(options: SshBackendOptions): Promise<Session> 
   // The wrapper's global listeners would print to the console; the session reports instead.
   const ignore = () => undefined;
   const client = new SftpClient("distributor", { error: ignore, end: ignore, close: ignore });
-  // SFTP is request/response: without TCP_NODELAY, Nagle's algorithm and delayed ACKs add tens of
-  // milliseconds to every round trip.
-  client.on("connect", () => (client as unknown as { client: Client }).client.setNoDelay(true));
   const started = Date.now();
   let sftp: Awaited<ReturnType<SftpClient["connect"]>>;
   const abort = () => client.end().catch(() => undefined);
   options.signal?.addEventListener("abort", abort, { once: true });
   try {
-    sftp = await client.connect(config);
+    sftp = await client.connect({ ...config, sock: connectSocket(options.host, port) });
   } catch (error) {
     await client.end().catch(() => undefined);
     options.signal?.throwIfAborted();
