@@ -89,10 +89,13 @@ export async function openSession(options: SshBackendOptions): Promise<Session> 
   let sftp: Awaited<ReturnType<SftpClient["connect"]>>;
   const abort = () => client.end().catch(() => undefined);
   options.signal?.addEventListener("abort", abort, { once: true });
+  const socket = connectSocket(options.host, port);
   try {
-    sftp = await client.connect({ ...config, sock: connectSocket(options.host, port) });
+    sftp = await client.connect({ ...config, sock: socket });
   } catch (error) {
     await client.end().catch(() => undefined);
+    // ssh2 may refuse before it takes the socket (a key it cannot parse): it must not stay open.
+    socket.destroy();
     options.signal?.throwIfAborted();
     if (refusal !== undefined) throw fail("permission", refusal, error);
     throw connectError(error, fail, Date.now() - started);

@@ -247,15 +247,25 @@ describe.skipIf(sshd === null)("ssh backend", () => {
       expect(error.message).toContain(`${server().user}@127.0.0.1:${server().port}`);
     });
 
-    it("fails with permission for an encrypted key without its passphrase", async () => {
+    it("fails with permission for an encrypted key without its passphrase, leaving no connection open", async () => {
       const key = join(dir, "locked_key");
       await run("ssh-keygen", ["-q", "-t", "ed25519", "-N", "secret words", "-f", key]);
+      const root = await freshRoot();
+      const sockets = () =>
+        process.getActiveResourcesInfo().filter((kind) => kind === "TCPSocketWrap").length;
+      const before = sockets();
       await expectStorageError(
-        open(await freshRoot(), {
+        open(root, {
           authentication: { method: "private_key", privateKey: await readFile(key) },
         }),
         "permission",
       );
+      // ssh2 refuses the key before it takes the socket: that socket must not keep the process up
+      // (a destroyed socket's handle closes on a later turn).
+      for (let turn = 0; turn < 100 && sockets() > before; turn++) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      expect(sockets()).toBe(before);
     });
 
     it("fails with permission for a password the server does not accept", async () => {
