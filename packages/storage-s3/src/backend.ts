@@ -530,6 +530,15 @@ class S3Operations implements BackendOperations {
       return s3Error("limit_exceeded", operation, path, error.message, error);
     }
     const failure = serviceFailure(error);
+    if (failure.code === "XAmzContentSHA256Mismatch") {
+      return s3Error(
+        "unavailable",
+        operation,
+        path,
+        `the service received bytes whose sha256 is not the one the PUT was signed with (${failure.code})`,
+        error,
+      );
+    }
     if (
       condition.kind === "absent" &&
       (failure.status === 412 || failure.code === "PreconditionFailed")

@@ -1,4 +1,4 @@
-import { createHash, type Hash } from "node:crypto";
+import { createHash } from "node:crypto";
 import { addAbortSignal, Readable } from "node:stream";
 import {
   AbortMultipartUploadCommand,
@@ -80,7 +80,7 @@ export async function upload(
   size: number | undefined,
   tuning: UploadTuning,
 ): Promise<UploadResult> {
-  const hash = createHash("sha256");
+  const hash = payloadDigest(target, data);
   const single = target.singlePut === true;
   if (typeof data === "string" || data instanceof Uint8Array) {
     const body = typeof data === "string" ? Buffer.from(data, "utf8") : Buffer.from(data);
@@ -129,22 +129,68 @@ function tooLarge(target: UploadTarget): PayloadTooLarge {
   );
 }
 
-async function putOnce(target: UploadTarget, body: Buffer, hash: Hash): Promise<UploadResult> {
-  const sha256 = `sha256:${hash.update(body).digest("hex")}`;
+async function putOnce(
+  target: UploadTarget,
+  body: Buffer,
+  hash: PayloadDigest,
+): Promise<UploadResult> {
+  hash.update(body);
+  const sha256 = hash.digest();
   checkDigest(target, sha256);
-  const response = await target.client.send(
-    new PutObjectCommand({
-      Bucket: target.bucket,
-      Key: target.key,
-      Body: body,
-      ContentLength: body.length,
-      ContentType: target.contentType,
-      Metadata: { sha256 },
-      ...conditionHeaders(target.condition),
-    }),
-    { abortSignal: target.signal },
-  );
+  const command = new PutObjectCommand({
+    Bucket: target.bucket,
+    Key: target.key,
+    Body: body,
+    ContentLength: body.length,
+    ContentType: target.contentType,
+    Metadata: { sha256 },
+    ...conditionHeaders(target.condition),
+  });
+  signPayloadAs(command, sha256);
+  const response = await target.client.send(command, { abortSignal: target.signal });
   return { etag: response.ETag, sha256 };
+}
+
+/**
+ * Signs the PUT with the payload digest already known instead of letting the signer hash the
+ * body once more; the service checks the body against it (Ceph RGW and AWS answer
+ * `XAmzContentSHA256Mismatch` otherwise), so a payload that is not what it claims is not stored.
+ */
+function signPayloadAs(command: PutObjectCommand, sha256: string): void {
+  const hex = sha256.slice("sha256:".length);
+  command.middlewareStack.add(
+    (next) => (args) => {
+      (args.request as { headers: Record<string, string> }).headers["x-amz-content-sha256"] = hex;
+      return next(args);
+    },
+    { step: "build", name: "distributorPayloadSha256" },
+  );
+}
+
+/** The digest a payload is checked against and recorded with. */
+interface PayloadDigest {
+  update(chunk: Uint8Array): void;
+  /** `sha256:<hex>` of everything passed to `update`. */
+  digest(): string;
+}
+
+/**
+ * Hashes the payload, unless it is a `ByteReader` vouching for the expected digest: such a reader
+ * fails its final read unless its bytes have that digest, and every upload path reads to the end
+ * before the PUT or the completion, so hashing again would only repeat the same check.
+ */
+function payloadDigest(target: UploadTarget, data: WriteData): PayloadDigest {
+  const expected = target.expectedSha256;
+  if (expected !== undefined && isByteReader(data) && data.sha256 === expected) {
+    return { update: () => undefined, digest: () => expected };
+  }
+  const hash = createHash("sha256");
+  return {
+    update: (chunk) => {
+      hash.update(chunk);
+    },
+    digest: () => `sha256:${hash.digest("hex")}`,
+  };
 }
 
 /**
@@ -155,7 +201,7 @@ async function putInParts(
   target: UploadTarget,
   partBuffers: AsyncIterable<Buffer>,
   concurrency: number,
-  hash: Hash,
+  hash: PayloadDigest,
   release?: (part: Buffer) => void,
 ): Promise<UploadResult> {
   const { client, bucket, key, signal } = target;
@@ -213,7 +259,7 @@ async function putInParts(
     }
     await Promise.all(inFlight);
     if (failure !== undefined) throw failure.error;
-    const sha256 = `sha256:${hash.digest("hex")}`;
+    const sha256 = hash.digest();
     checkDigest(target, sha256);
     const response = await client.send(
       new CompleteMultipartUploadCommand({

@@ -365,6 +365,73 @@ describe.skipIf(found === undefined)("s3 backend on Ceph RGW", () => {
     }
   });
 
+  it("signs a single PUT with the digest its reader vouches for, which the service checks", {
+    timeout: 120_000,
+  }, async () => {
+    const { prefix, backend } = fresh();
+    const bytes = (length: number, seed: number) =>
+      Buffer.from(Uint8Array.from({ length }, (_, i) => (i + seed) % 251));
+    const digest = (payload: Buffer) =>
+      `sha256:${createHash("sha256").update(payload).digest("hex")}`;
+    /** A reader claiming `sha256` whatever it returns: a broken reader, never a real one. */
+    const vouching = (payload: Buffer, sha256: string) => {
+      let offset = 0;
+      return {
+        sha256,
+        async read(into: Uint8Array) {
+          const length = Math.min(into.length, payload.length - offset);
+          into.set(payload.subarray(offset, offset + length));
+          offset += length;
+          return length;
+        },
+        close() {},
+      };
+    };
+    try {
+      for (const [name, length] of [
+        ["small.bin", 300_000],
+        ["large.bin", 20 * MIB + 5],
+      ] as const) {
+        const payload = bytes(length, 1);
+        const sha256 = digest(payload);
+        await backend.writeFile(`v/${name}`, vouching(payload, sha256), { size: length, sha256 });
+        expect(Buffer.from(await backend.readFile(`v/${name}`)).equals(payload), name).toBe(true);
+        const client = rawClient(server);
+        try {
+          const head = await client.send(
+            new HeadObjectCommand({ Bucket: bucket, Key: `${prefix}/v/${name}` }),
+          );
+          expect(head.Metadata?.sha256, name).toBe(sha256);
+        } finally {
+          client.destroy();
+        }
+      }
+      // Trusted for the digest, the reader's claim goes out as the payload's signed sha256: the
+      // service compares it with the bytes and stores nothing.
+      const claimed = digest(bytes(300_000, 1));
+      const error = await expectStorageError(
+        backend.writeFile("v/lying.bin", vouching(bytes(300_000, 2), claimed), {
+          size: 300_000,
+          sha256: claimed,
+        }),
+        "unavailable",
+      );
+      expect(error.message).toContain("XAmzContentSHA256Mismatch");
+      await expectStorageError(backend.stat("v/lying.bin"), "not_found");
+      // A reader vouching for another digest than the caller's is hashed as any payload.
+      const other = await expectStorageError(
+        backend.writeFile("v/other.bin", vouching(bytes(300_000, 2), claimed), {
+          size: 300_000,
+          sha256: digest(bytes(300_000, 3)),
+        }),
+        "unavailable",
+      );
+      expect(other.message).toContain("expected sha256:");
+    } finally {
+      await backend.close();
+    }
+  });
+
   it("writes a state file above the multipart threshold in one conditional PUT", async () => {
     // A threshold of 5 MiB and a 6 MiB state: an output this large would go in parts.
     const { backend } = fresh({ multipartThreshold: 5 * MIB, partSize: 5 * MIB });

@@ -70,6 +70,12 @@ export interface ByteReader {
   read(into: Uint8Array): Promise<number>;
   /** Releases the file. Calling it again does nothing. */
   close(): void;
+  /**
+   * `sha256:<hex>` this reader vouches for: its final read (the one that would resolve with 0)
+   * rejects unless the bytes it returned have this digest. A backend that checks a payload against
+   * `WriteOptions.sha256` need not hash it again when the two agree (S3 hashes only what it must).
+   */
+  readonly sha256?: string;
 }
 
 /**

@@ -38,6 +38,7 @@ export async function* verifiedChunks(
 /**
  * The same check over a `ByteReader`: each read is hashed in the caller's buffer, a read past the
  * listed size fails, and the end of the file (a read of 0) fails unless size and sha256 match.
+ * The reader vouches for that digest (`sha256`), so a destination need not hash the bytes again.
  */
 export function verifyingReader(reader: ByteReader, expected: ExpectedSource): ByteReader {
   const hasher = new FileHasher();
@@ -58,6 +59,7 @@ export function verifyingReader(reader: ByteReader, expected: ExpectedSource): B
       return 0;
     },
     close: () => reader.close(),
+    sha256: expected.sha256,
   };
 }
 

@@ -102,6 +102,8 @@ describe("verifyingReader", () => {
   it("reads the promised bytes through, ends with 0 and closes the source reader", async () => {
     const source = textReader("abcde");
     const reader = verifyingReader(source, { path: "r.txt", sha256: sha256("abcde"), size: 5 });
+    // It vouches for the digest it enforces, so a destination need not hash the bytes again.
+    expect(reader.sha256).toBe(sha256("abcde"));
     expect(await readAll(reader)).toBe("abcde");
     expect(await reader.read(new Uint8Array(4))).toBe(0);
     reader.close();
