@@ -10,6 +10,8 @@
 // --runs N      timed repetitions of each command (default 3); the median is reported
 //
 // rclone runs with `shell_type none`, so it does not run md5sum remotely for every file.
+// distributor runs twice per round: with its default (every file flushed on the server) and with
+// `fsync: false`, which gives what rclone gives.
 import { spawnSync } from "node:child_process";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -62,15 +64,23 @@ try {
   const knownHosts = join(work, "known_hosts");
   await writeFile(knownHosts, sshd.knownHostsLine);
   const dest = join(sshd.sftpRoot, "published");
-  const config = join(work, "bench.yml");
-  await writeFile(
-    config,
-    `pipelines:\n  - id: bench\n    source: {backend: local, path: ${join(work, "source")}}\n` +
-      `    validation: {max_files: ${files + 10}, max_total_size: 1000GB}\n` +
-      `    destinations:\n      - id: remote\n        backend: ssh\n        host: 127.0.0.1\n` +
-      `        port: ${sshd.port}\n        user: ${sshd.user}\n        path: ${dest}\n` +
-      `        private_key_file: ${sshd.clientKeyFile}\n        known_hosts_file: ${knownHosts}\n`,
-  );
+  // The default flushes every file on the server (fsync@openssh.com) before moving it into place;
+  // rclone does not flush, so `fsync: false` is the like-for-like comparison.
+  const configFor = async (name, fsync) => {
+    const path = join(work, name);
+    await writeFile(
+      path,
+      `pipelines:\n  - id: bench\n    source: {backend: local, path: ${join(work, "source")}}\n` +
+        `    validation: {max_files: ${files + 10}, max_total_size: 1000GB}\n` +
+        `    destinations:\n      - id: remote\n        backend: ssh\n        host: 127.0.0.1\n` +
+        `        port: ${sshd.port}\n        user: ${sshd.user}\n        path: ${dest}\n` +
+        `        private_key_file: ${sshd.clientKeyFile}\n        known_hosts_file: ${knownHosts}\n` +
+        (fsync ? "" : "        fsync: false\n"),
+    );
+    return path;
+  };
+  const config = await configFor("bench.yml", true);
+  const configNoFsync = await configFor("bench-nofsync.yml", false);
   const rcloneEnv = {
     ...process.env,
     RCLONE_CONFIG_BENCH_TYPE: "sftp",
@@ -84,27 +94,35 @@ try {
   const rcloneDest = join(sshd.sftpRoot, "rclone");
 
   const distributor = [];
+  const distributorNoFsync = [];
   const rclone = [];
   for (let run = 0; run < runs; run++) {
     await rm(dest, { recursive: true, force: true });
     distributor.push(time("node", [bin, "run", "--config", config]));
+    await rm(dest, { recursive: true, force: true });
+    distributorNoFsync.push(time("node", [bin, "run", "--config", configNoFsync]));
     await rm(rcloneDest, { recursive: true, force: true });
     rclone.push(time("rclone", ["copy", bundle, `bench:${rcloneDest}`], { env: rcloneEnv }));
   }
   const total = files * size + big;
-  const d = median(distributor.map((r) => r.seconds));
-  const r = median(rclone.map((result) => result.seconds));
+  const seconds = (results) => median(results.map((result) => result.seconds));
+  const peak = (results) => mib(Math.max(...results.map((result) => result.peakRss ?? 0)));
+  const r = seconds(rclone);
   console.log(
     `tree: ${files} files x ${size} B${big > 0 ? ` + 1 file of ${big} B` : ""} = ${mib(total)}`,
   );
-  console.log(`distributor run (local -> ssh): median ${d.toFixed(2)} s over ${runs} runs`);
-  console.log(`rclone copy (sftp):             median ${r.toFixed(2)} s over ${runs} runs`);
-  console.log(`ratio distributor / rclone:     ${(d / r).toFixed(2)}x`);
+  for (const [label, results] of [
+    ["distributor run (local -> ssh)", distributor],
+    ["distributor run, fsync: false", distributorNoFsync],
+  ]) {
+    const d = seconds(results);
+    console.log(
+      `${`${label}:`.padEnd(32)}median ${d.toFixed(2)} s over ${runs} runs, ` +
+        `${(d / r).toFixed(2)}x rclone, peak RSS ${peak(results)}`,
+    );
+  }
   console.log(
-    `peak RSS distributor:           ${mib(Math.max(...distributor.map((x) => x.peakRss ?? 0)))}`,
-  );
-  console.log(
-    `peak RSS rclone:                ${mib(Math.max(...rclone.map((x) => x.peakRss ?? 0)))}`,
+    `${"rclone copy (sftp):".padEnd(32)}median ${r.toFixed(2)} s over ${runs} runs, peak RSS ${peak(rclone)}`,
   );
 } finally {
   await sshd.stop();
