@@ -1,3 +1,4 @@
+import type { Socket } from "node:net";
 import type { Client, ConnectConfig } from "ssh2";
 import SftpClient from "ssh2-sftp-client";
 import { sshError } from "./errors.js";
@@ -89,13 +90,15 @@ export async function openSession(options: SshBackendOptions): Promise<Session> 
   let sftp: Awaited<ReturnType<SftpClient["connect"]>>;
   const abort = () => client.end().catch(() => undefined);
   options.signal?.addEventListener("abort", abort, { once: true });
-  const socket = connectSocket(options.host, port);
+  let socket: Socket | undefined;
   try {
+    // Inside the try: a port Node refuses throws here, and is reported like any failed connect.
+    socket = connectSocket(options.host, port);
     sftp = await client.connect({ ...config, sock: socket });
   } catch (error) {
     await client.end().catch(() => undefined);
     // ssh2 may refuse before it takes the socket (a key it cannot parse): it must not stay open.
-    socket.destroy();
+    socket?.destroy();
     options.signal?.throwIfAborted();
     if (refusal !== undefined) throw fail("permission", refusal, error);
     throw connectError(error, fail, Date.now() - started);

@@ -316,6 +316,15 @@ describe.skipIf(sshd === null)("ssh backend", () => {
       const error = await expectStorageError(open(await freshRoot(), { port }), "unavailable");
       expect(error.message).toContain(`:${port}`);
     });
+
+    it("reports a port no socket can connect to as unavailable, naming it", async () => {
+      const error = await expectStorageError(
+        open(await freshRoot(), { port: 70_000 }),
+        "unavailable",
+      );
+      expect(error.message).toContain("cannot connect");
+      expect(error.message).toContain(":70000");
+    });
   });
 
   describe("symlinks and odd names", () => {
