@@ -175,13 +175,13 @@ interface PayloadDigest {
 }
 
 /**
- * Hashes the payload, unless it is a `ByteReader` vouching for the expected digest: such a reader
- * fails its final read unless its bytes have that digest, and every upload path reads to the end
- * before the PUT or the completion, so hashing again would only repeat the same check.
+ * Hashes the payload, unless it is a `ByteReader` verifying the expected digest itself: such a
+ * reader fails its final read unless its bytes have that digest, and every upload path reads to
+ * the end before the PUT or the completion, so hashing again would only repeat the same check.
  */
 function payloadDigest(target: UploadTarget, data: WriteData): PayloadDigest {
   const expected = target.expectedSha256;
-  if (expected !== undefined && isByteReader(data) && data.sha256 === expected) {
+  if (expected !== undefined && isByteReader(data) && data.verifiesSha256 === expected) {
     return { update: () => undefined, digest: () => expected };
   }
   const hash = createHash("sha256");

@@ -365,7 +365,7 @@ describe.skipIf(found === undefined)("s3 backend on Ceph RGW", () => {
     }
   });
 
-  it("signs a single PUT with the digest its reader vouches for, which the service checks", {
+  it("signs a single PUT with the digest its reader verifies, which the service checks too", {
     timeout: 120_000,
   }, async () => {
     const { prefix, backend } = fresh();
@@ -373,11 +373,11 @@ describe.skipIf(found === undefined)("s3 backend on Ceph RGW", () => {
       Buffer.from(Uint8Array.from({ length }, (_, i) => (i + seed) % 251));
     const digest = (payload: Buffer) =>
       `sha256:${createHash("sha256").update(payload).digest("hex")}`;
-    /** A reader claiming `sha256` whatever it returns: a broken reader, never a real one. */
+    /** A reader claiming to verify `sha256` whatever it returns: broken, never a real one. */
     const vouching = (payload: Buffer, sha256: string) => {
       let offset = 0;
       return {
-        sha256,
+        verifiesSha256: sha256,
         async read(into: Uint8Array) {
           const length = Math.min(into.length, payload.length - offset);
           into.set(payload.subarray(offset, offset + length));
@@ -418,7 +418,7 @@ describe.skipIf(found === undefined)("s3 backend on Ceph RGW", () => {
       );
       expect(error.message).toContain("XAmzContentSHA256Mismatch");
       await expectStorageError(backend.stat("v/lying.bin"), "not_found");
-      // A reader vouching for another digest than the caller's is hashed as any payload.
+      // A reader verifying another digest than the caller's is hashed as any payload.
       const other = await expectStorageError(
         backend.writeFile("v/other.bin", vouching(bytes(300_000, 2), claimed), {
           size: 300_000,

@@ -71,11 +71,12 @@ export interface ByteReader {
   /** Releases the file. Calling it again does nothing. */
   close(): void;
   /**
-   * `sha256:<hex>` this reader vouches for: its final read (the one that would resolve with 0)
-   * rejects unless the bytes it returned have this digest. A backend that checks a payload against
-   * `WriteOptions.sha256` need not hash it again when the two agree (S3 hashes only what it must).
+   * `sha256:<hex>` this reader verifies its bytes against: its final read (the one that would
+   * resolve with 0) rejects unless every byte it returned has this digest, and so does every
+   * read after that. Set it only on a reader that checks; a backend that must check a payload
+   * against `WriteOptions.sha256` leaves the hashing to a reader verifying the same digest (S3).
    */
-  readonly sha256?: string;
+  readonly verifiesSha256?: string;
 }
 
 /**

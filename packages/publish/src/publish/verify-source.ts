@@ -38,39 +38,52 @@ export async function* verifiedChunks(
 /**
  * The same check over a `ByteReader`: each read is hashed in the caller's buffer, a read past the
  * listed size fails, and the end of the file (a read of 0) fails unless size and sha256 match.
- * The reader vouches for that digest (`sha256`), so a destination need not hash the bytes again.
+ * It says so (`verifiesSha256`), so a destination need not hash the bytes again; a failed check
+ * fails every later read too.
  */
 export function verifyingReader(reader: ByteReader, expected: ExpectedSource): ByteReader {
   const hasher = new FileHasher();
   let ended = false;
+  let failure: SourceChangedError | undefined;
+  const fail = (problem: string): never => {
+    failure = changed(expected, problem);
+    throw failure;
+  };
   return {
     async read(into: Uint8Array): Promise<number> {
+      // A consumer reading on after a failed check must not see a clean end of the file.
+      if (failure !== undefined) throw failure;
       if (ended) return 0;
       const length = await reader.read(into);
       if (length > 0) {
         hasher.update(into.subarray(0, length));
         if (hasher.size > expected.size) {
-          throw changed(expected, `more than the ${expected.size} bytes listed in the manifest`);
+          fail(`more than the ${expected.size} bytes listed in the manifest`);
         }
         return length;
       }
+      const problem = digestProblem(hasher, expected);
+      if (problem !== undefined) fail(problem);
       ended = true;
-      checkDigest(hasher, expected);
       return 0;
     },
     close: () => reader.close(),
-    sha256: expected.sha256,
+    verifiesSha256: expected.sha256,
   };
 }
 
 function checkDigest(hasher: FileHasher, expected: ExpectedSource): void {
+  const problem = digestProblem(hasher, expected);
+  if (problem !== undefined) throw changed(expected, problem);
+}
+
+function digestProblem(hasher: FileHasher, expected: ExpectedSource): string | undefined {
   const { sha256, size } = hasher.digest();
-  if (size !== expected.size) {
-    throw changed(expected, `size mismatch: expected ${expected.size}, got ${size}`);
-  }
+  if (size !== expected.size) return `size mismatch: expected ${expected.size}, got ${size}`;
   if (sha256 !== expected.sha256) {
-    throw changed(expected, `sha256 mismatch: expected ${expected.sha256}, got ${sha256}`);
+    return `sha256 mismatch: expected ${expected.sha256}, got ${sha256}`;
   }
+  return undefined;
 }
 
 function changed(expected: ExpectedSource, problem: string): SourceChangedError {

@@ -102,8 +102,8 @@ describe("verifyingReader", () => {
   it("reads the promised bytes through, ends with 0 and closes the source reader", async () => {
     const source = textReader("abcde");
     const reader = verifyingReader(source, { path: "r.txt", sha256: sha256("abcde"), size: 5 });
-    // It vouches for the digest it enforces, so a destination need not hash the bytes again.
-    expect(reader.sha256).toBe(sha256("abcde"));
+    // It names the digest it enforces, so a destination need not hash the bytes again.
+    expect(reader.verifiesSha256).toBe(sha256("abcde"));
     expect(await readAll(reader)).toBe("abcde");
     expect(await reader.read(new Uint8Array(4))).toBe(0);
     reader.close();
@@ -121,5 +121,15 @@ describe("verifyingReader", () => {
     await expect(readAll(verifyingReader(textReader("abce"), expected))).rejects.toThrow(
       `r.txt: source changed while copying: sha256 mismatch: expected ${sha256("abcd")}, got ${sha256("abce")}`,
     );
+  });
+
+  it("keeps failing once a check failed: a consumer reading on never sees a clean end", async () => {
+    const expected = { path: "r.txt", sha256: sha256("abcd"), size: 4 };
+    for (const text of ["abce", "abcdef"]) {
+      const reader = verifyingReader(textReader(text), expected);
+      await expect(readAll(reader)).rejects.toThrow("source changed while copying");
+      await expect(reader.read(new Uint8Array(8))).rejects.toThrow("source changed while copying");
+      await expect(reader.read(new Uint8Array(8))).rejects.toThrow("source changed while copying");
+    }
   });
 });
