@@ -88,9 +88,14 @@ export async function openSession(options: SshBackendOptions): Promise<Session> 
   const client = new SftpClient("distributor", { error: ignore, end: ignore, close: ignore });
   const started = Date.now();
   let sftp: Awaited<ReturnType<SftpClient["connect"]>>;
-  const abort = () => client.end().catch(() => undefined);
-  options.signal?.addEventListener("abort", abort, { once: true });
+  options.signal?.throwIfAborted();
   let socket: Socket | undefined;
+  // Closing the socket ends a connect at once, whatever stage it is at (TCP, key exchange, auth).
+  const abort = () => {
+    socket?.destroy();
+    client.end().catch(() => undefined);
+  };
+  options.signal?.addEventListener("abort", abort, { once: true });
   try {
     // Inside the try: a port Node refuses throws here, and is reported like any failed connect.
     socket = connectSocket(options.host, port);
@@ -104,6 +109,12 @@ export async function openSession(options: SshBackendOptions): Promise<Session> 
     throw connectError(error, fail, Date.now() - started);
   } finally {
     options.signal?.removeEventListener("abort", abort);
+  }
+  if (options.signal?.aborted) {
+    // Cancelled as the handshake completed: no session for a caller that gave up.
+    await client.end().catch(() => undefined);
+    socket.destroy();
+    options.signal.throwIfAborted();
   }
   const session = new Session(client, [sftp], {
     label,

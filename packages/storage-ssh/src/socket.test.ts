@@ -56,6 +56,29 @@ describe("connectSocket", () => {
     expect(received().toString()).toBe("len:cipher-text:tagmore");
   });
 
+  it("sends what is held back when the socket is ended in the same turn", async () => {
+    let ended = false;
+    const chunks: Buffer[] = [];
+    const server = createServer((connection) => {
+      connection.on("data", (chunk: Buffer) => chunks.push(chunk));
+      connection.on("end", () => {
+        ended = true;
+      });
+    });
+    server.listen(0, "127.0.0.1");
+    await once(server, "listening");
+    open.push(server);
+    const socket = connectSocket("127.0.0.1", (server.address() as { port: number }).port);
+    open.push(socket);
+    await once(socket, "connect");
+    // ssh2's disconnect: a last packet, then the end of the connection.
+    socket.write("disconnect:");
+    socket.write("bye");
+    socket.end();
+    await waitFor(() => ended);
+    expect(Buffer.concat(chunks).toString()).toBe("disconnect:bye");
+  });
+
   it("reports a refused connection through the error event", async () => {
     const { server, port } = await startServer();
     server.close();
@@ -66,6 +89,7 @@ describe("connectSocket", () => {
     expect(error.code).toBe("ECONNREFUSED");
   });
 
+  // Node's own behaviour, which the batching must leave in place.
   it("lets a write fail once the peer has closed the connection", async () => {
     const closing = createServer((connection) => connection.end());
     closing.listen(0, "127.0.0.1");

@@ -9,7 +9,13 @@ import { Socket } from "node:net";
 export function connectSocket(host: string, port: number): Socket {
   const socket = new Socket();
   socket.setNoDelay(true);
-  socket.connect(port, host);
+  try {
+    socket.connect(port, host);
+  } catch (error) {
+    // Node has made the handle before it checks the port.
+    socket.destroy();
+    throw error;
+  }
   batchWritesPerTurn(socket);
   return socket;
 }
