@@ -1,6 +1,7 @@
 import { execFile, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdir, mkdtemp, readdir, readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
+import { type AddressInfo, createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
@@ -13,6 +14,26 @@ import { generateKey, startSshd, type TestSshd } from "../src/testing/index.js";
 import { backendOptions, freshRoot, server, sshd } from "./fixture.js";
 
 const run = promisify(execFile);
+
+/** A loopback server that accepts TCP connections and never says a word. */
+async function silentServer(): Promise<{
+  port: number;
+  connections: () => number;
+  close: () => Promise<void>;
+}> {
+  const sockets: Socket[] = [];
+  const silent = createServer((socket) => sockets.push(socket));
+  await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+  const port = (silent.address() as AddressInfo).port;
+  return {
+    port,
+    connections: () => sockets.length,
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    },
+  };
+}
 
 describe.skipIf(sshd === null)("ssh backend", () => {
   let dir: string;
@@ -93,11 +114,7 @@ describe.skipIf(sshd === null)("ssh backend", () => {
   });
 
   it("gives up on a server that accepts TCP but never speaks SSH, with unavailable", async () => {
-    const { createServer } = await import("node:net");
-    const sockets: import("node:net").Socket[] = [];
-    const silent = createServer((socket) => sockets.push(socket));
-    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
-    const port = (silent.address() as import("node:net").AddressInfo).port;
+    const { port, close } = await silentServer();
     try {
       const started = Date.now();
       const error = await expectStorageError(
@@ -107,19 +124,14 @@ describe.skipIf(sshd === null)("ssh backend", () => {
       expect(Date.now() - started).toBeLessThan(5_000);
       expect(error.message).toContain("no SSH handshake within");
     } finally {
-      for (const socket of sockets) socket.destroy();
-      await new Promise((resolve) => silent.close(resolve));
+      await close();
     }
   });
 
   it("stops connecting as soon as its signal fires, and does not start on a fired one", {
     timeout: 10_000,
   }, async () => {
-    const { createServer } = await import("node:net");
-    const sockets: import("node:net").Socket[] = [];
-    const silent = createServer((socket) => sockets.push(socket));
-    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
-    const port = (silent.address() as import("node:net").AddressInfo).port;
+    const { port, connections, close } = await silentServer();
     try {
       const root = await freshRoot();
       const controller = new AbortController();
@@ -127,15 +139,14 @@ describe.skipIf(sshd === null)("ssh backend", () => {
       const opening = open(root, { port, connectTimeoutMs: 30_000, signal: controller.signal });
       setTimeout(() => controller.abort(new Error("run cancelled")), 100);
       await expect(opening).rejects.toThrow("run cancelled");
-      const before = sockets.length;
+      const before = connections();
       await expect(
         open(root, { port, signal: AbortSignal.abort(new Error("cancelled before")) }),
       ).rejects.toThrow("cancelled before");
       await new Promise((resolve) => setTimeout(resolve, 50));
-      expect(sockets.length).toBe(before);
+      expect(connections()).toBe(before);
     } finally {
-      for (const socket of sockets) socket.destroy();
-      await new Promise((resolve) => silent.close(resolve));
+      await close();
     }
   });
 
