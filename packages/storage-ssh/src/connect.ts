@@ -111,15 +111,18 @@ export async function openSession(options: SshBackendOptions): Promise<Session> 
     options.signal?.removeEventListener("abort", abort);
   }
   if (options.signal?.aborted) {
-    // Cancelled as the handshake completed: no session for a caller that gave up.
-    await client.end().catch(() => undefined);
+    // Cancelled as the handshake completed: no session for a caller that gave up. The socket
+    // closes at once (end() first, so it sees the close).
+    const ended = client.end().catch(() => undefined);
     socket.destroy();
+    await ended;
     options.signal.throwIfAborted();
   }
   const session = new Session(client, [sftp], {
     label,
     maxRequests: options.maxRequests ?? DEFAULT_MAX_REQUESTS,
     timeoutMs: options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS,
+    socket,
   });
   // More channels open in the background: the first request need not wait for them, and a
   // server that allows fewer sessions simply leaves us with fewer.

@@ -1,5 +1,9 @@
+import type { Socket } from "node:net";
 import type { SFTPWrapper } from "ssh2";
 import type SftpClient from "ssh2-sftp-client";
+
+/** How long closing waits for the server to close its side of the connection. */
+const CLOSE_GRACE_MS = 5_000;
 
 /** Why a session can no longer serve requests. */
 export class SessionLost extends Error {
@@ -17,6 +21,7 @@ export class SessionLost extends Error {
  */
 export class Session {
   readonly #client: SftpClient;
+  readonly #socket: Socket | undefined;
   readonly #channels: SFTPWrapper[];
   readonly #load: number[];
   readonly #label: string;
@@ -31,9 +36,10 @@ export class Session {
   constructor(
     client: SftpClient,
     channels: SFTPWrapper[],
-    options: { label: string; maxRequests: number; timeoutMs: number },
+    options: { label: string; maxRequests: number; timeoutMs: number; socket?: Socket },
   ) {
     this.#client = client;
+    this.#socket = options.socket;
     this.#channels = channels;
     this.#load = channels.map(() => 0);
     this.#label = options.label;
@@ -146,7 +152,7 @@ export class Session {
               `no answer from ${this.#label} within ${Math.round(this.#timeoutMs / 1000)}s; the connection was closed`,
             ),
           );
-          this.#client.end().catch(() => undefined);
+          void this.#endConnection();
         }, this.#timeoutMs);
         this.#failures.add(fail);
         try {
@@ -166,7 +172,23 @@ export class Session {
     if (this.#closing) return;
     this.#closing = true;
     this.#lose(new SessionLost(`the session to ${this.#label} was closed`));
-    await this.#client.end().catch(() => undefined);
+    await this.#endConnection();
+  }
+
+  /**
+   * Says goodbye (SSH disconnect, then the end of the TCP stream) and waits for the server to
+   * close its side, at most `CLOSE_GRACE_MS`: a server that stopped answering never does, and the
+   * open socket would keep the process running.
+   */
+  async #endConnection(): Promise<void> {
+    const socket = this.#socket;
+    const timer =
+      socket === undefined ? undefined : setTimeout(() => socket.destroy(), CLOSE_GRACE_MS);
+    try {
+      await this.#client.end().catch(() => undefined);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   #lose(error: SessionLost): void {

@@ -544,9 +544,16 @@ describe.skipIf(sshd === null)("ssh backend", () => {
         expect(error.message).toContain("no answer from");
         expect(error.message).toContain("within 1s");
         await expectStorageError(backend.readFile("a.txt"), "unavailable");
+        // The server never closes its end either: closing the backend must not wait for it,
+        // or a run would hang at its very end.
+        const closed = await Promise.race([
+          backend.close().then(() => "closed"),
+          new Promise((resolve) => setTimeout(resolve, 15_000, "still waiting")),
+        ]);
+        expect(closed).toBe("closed");
       } finally {
         await own.resumeConnections();
       }
-    });
+    }, 30_000);
   });
 });
