@@ -13,18 +13,19 @@ export function parseEmbeddedManifest(value: unknown, name: string): Manifest {
   }
 }
 
-/** The manifest as the JSON value embedded in a state document. */
-export function embeddedManifestJson(manifest: Manifest): unknown {
-  return JSON.parse(serializeManifest(manifest));
-}
-
-/** Why an in-memory manifest would not survive being written and read back, or undefined. */
-export function embeddedManifestProblem(manifest: Manifest): string | undefined {
+/**
+ * The manifest's canonical text, checked to survive being written and read back, or why it would
+ * not. The state serialiser embeds this text, so what is written is exactly what was checked.
+ */
+export function checkedManifestText(
+  manifest: Manifest,
+): { ok: true; text: string } | { ok: false; problem: string } {
   try {
-    parseManifest(serializeManifest(manifest));
-    return undefined;
+    const text = serializeManifest(manifest);
+    parseManifest(text);
+    return { ok: true, text };
   } catch (error) {
-    return errorMessage(error);
+    return { ok: false, problem: errorMessage(error) };
   }
 }
 

@@ -1,16 +1,20 @@
-import { embeddedManifestJson } from "./embedded-manifest.js";
+import type { Manifest } from "@distributor/bundle";
+import { JsonText } from "./json-text.js";
 import { formatStateTimestamp } from "./time.js";
 import {
   isSharedRootState,
   type LinkState,
   type OutputRecord,
-  type OwnerRecord,
-  type SharedRootOutputRecord,
   type SharedRootState,
   type SingleOwnerState,
   type StateDocument,
 } from "./types.js";
-import { validateSharedRootState, validateSingleOwnerState } from "./validate.js";
+import {
+  type ManifestTexts,
+  sharedRootStateProblem,
+  singleOwnerStateProblem,
+  throwIfProblem,
+} from "./validate.js";
 
 /**
  * Serialises single-owner state as `.distributor.json` text: schema 2, keys in the documented
@@ -18,42 +22,74 @@ import { validateSharedRootState, validateSingleOwnerState } from "./validate.js
  * omitted when empty. Invalid state is refused with a `StateError` rather than written.
  */
 export function serializeSingleOwnerState(state: SingleOwnerState): string {
-  validateSingleOwnerState(state);
-  const document: Record<string, unknown> = { schema_version: state.schemaVersion };
-  if (state.distributorVersion) document.distributor_version = state.distributorVersion;
-  Object.assign(document, {
-    pipeline_id: state.pipelineId,
-    destination_id: state.destinationId,
-    published_at: formatStateTimestamp(state.publishedAt),
-    created_at: formatStateTimestamp(state.createdAt),
-    updated_at: formatStateTimestamp(state.updatedAt),
-    state: { mode: state.state.mode },
-    reconciliation: { mode: state.reconciliation.mode },
-    source: { manifest: embeddedManifestJson(state.source.manifest) },
-  });
-  const links = linksJson(state.links);
-  if (links !== undefined) document.links = links;
-  document.outputs = state.outputs.map((output) => ({
-    ...outputJson(output),
-    created_at: formatStateTimestamp(output.createdAt),
-    updated_at: formatStateTimestamp(output.updatedAt),
-  }));
-  return text(document);
+  const manifests: ManifestTexts = new Map();
+  throwIfProblem(singleOwnerStateProblem(state, manifests));
+  const timestamp = timestampFormatter();
+  const json = new JsonText().openObject().member("schema_version", state.schemaVersion);
+  if (state.distributorVersion) json.member("distributor_version", state.distributorVersion);
+  json
+    .member("pipeline_id", state.pipelineId)
+    .member("destination_id", state.destinationId)
+    .member("published_at", timestamp(state.publishedAt))
+    .member("created_at", timestamp(state.createdAt))
+    .member("updated_at", timestamp(state.updatedAt))
+    .openObject("state")
+    .member("mode", state.state.mode)
+    .end()
+    .openObject("reconciliation")
+    .member("mode", state.reconciliation.mode)
+    .end();
+  writeSource(json, manifests, state.source.manifest);
+  writeLinks(json, state.links);
+  json.openArray("outputs");
+  for (const output of state.outputs) {
+    writeOutputFields(json.openObject(), output)
+      .member("created_at", timestamp(output.createdAt))
+      .member("updated_at", timestamp(output.updatedAt))
+      .end();
+  }
+  return json.end().end().text();
 }
 
 /** Serialises shared-root state (schema 3) with the same conventions. */
 export function serializeSharedRootState(state: SharedRootState): string {
-  validateSharedRootState(state);
-  const document: Record<string, unknown> = { schema_version: state.schemaVersion };
-  if (state.distributorVersion) document.distributor_version = state.distributorVersion;
-  Object.assign(document, {
-    created_at: formatStateTimestamp(state.createdAt),
-    updated_at: formatStateTimestamp(state.updatedAt),
-    state: { mode: state.state.mode },
-    owners: state.owners.map(ownerJson),
-    outputs: state.outputs.map(sharedRootOutputJson),
-  });
-  return text(document);
+  const manifests: ManifestTexts = new Map();
+  throwIfProblem(sharedRootStateProblem(state, manifests));
+  const timestamp = timestampFormatter();
+  const json = new JsonText().openObject().member("schema_version", state.schemaVersion);
+  if (state.distributorVersion) json.member("distributor_version", state.distributorVersion);
+  json
+    .member("created_at", timestamp(state.createdAt))
+    .member("updated_at", timestamp(state.updatedAt))
+    .openObject("state")
+    .member("mode", state.state.mode)
+    .end()
+    .openArray("owners");
+  for (const owner of state.owners) {
+    json
+      .openObject()
+      .member("pipeline_id", owner.scope.pipelineId)
+      .member("destination_id", owner.scope.destinationId)
+      .openObject("reconciliation")
+      .member("mode", owner.reconciliation.mode)
+      .end();
+    writeSource(json, manifests, owner.source.manifest);
+    writeLinks(json, owner.links);
+    json.end();
+  }
+  json.end().openArray("outputs");
+  for (const output of state.outputs) {
+    writeOutputFields(json.openObject(), output)
+      .member("pipeline_id", output.owner.pipelineId)
+      .member("destination_id", output.owner.destinationId)
+      .member("source_id", output.sourceId)
+      .member("source_digest", output.sourceDigest)
+      .member("source_created", timestamp(output.sourceCreated))
+      .member("created_at", timestamp(output.createdAt))
+      .member("updated_at", timestamp(output.updatedAt))
+      .end();
+  }
+  return json.end().end().text();
 }
 
 /** Serialises either kind of document according to its schema. */
@@ -63,49 +99,40 @@ export function serializeDocument(document: StateDocument): string {
     : serializeSingleOwnerState(document);
 }
 
-function ownerJson(owner: OwnerRecord): Record<string, unknown> {
-  const json: Record<string, unknown> = {
-    pipeline_id: owner.scope.pipelineId,
-    destination_id: owner.scope.destinationId,
-    reconciliation: { mode: owner.reconciliation.mode },
-    source: { manifest: embeddedManifestJson(owner.source.manifest) },
-  };
-  const links = linksJson(owner.links);
-  if (links !== undefined) json.links = links;
-  return json;
+/** `source.manifest`: the manifest's canonical text, the one validation read back. */
+function writeSource(json: JsonText, manifests: ManifestTexts, manifest: Manifest): void {
+  const text = manifests.get(manifest);
+  // Validation records every manifest it accepts; a missing text would be a bug here.
+  if (text === undefined) throw new Error("state serialiser: embedded manifest was not validated");
+  json.openObject("source").rendered("manifest", text).end();
 }
 
-function sharedRootOutputJson(output: SharedRootOutputRecord): Record<string, unknown> {
-  return {
-    ...outputJson(output),
-    pipeline_id: output.owner.pipelineId,
-    destination_id: output.owner.destinationId,
-    source_id: output.sourceId,
-    source_digest: output.sourceDigest,
-    source_created: formatStateTimestamp(output.sourceCreated),
-    created_at: formatStateTimestamp(output.createdAt),
-    updated_at: formatStateTimestamp(output.updatedAt),
-  };
+function writeLinks(json: JsonText, links: LinkState | undefined): void {
+  if (links?.primaryUrl) json.openObject("links").member("primary_url", links.primaryUrl).end();
 }
 
 /** The fields both schemas share, up to `size`; timestamps follow per schema. */
-function outputJson(output: OutputRecord): Record<string, unknown> {
-  const json: Record<string, unknown> = {
-    path: output.path,
-    kind: output.kind,
-    source_path: output.sourcePath,
+function writeOutputFields(json: JsonText, output: OutputRecord): JsonText {
+  json.member("path", output.path).member("kind", output.kind);
+  json.member("source_path", output.sourcePath);
+  if (output.transform) json.member("transform", output.transform);
+  if (output.url) json.member("url", output.url);
+  return json.member("sha256", output.sha256).member("size", output.size);
+}
+
+/**
+ * `formatStateTimestamp` remembering the instants it formatted: the outputs of one publication
+ * share a handful of timestamps, and formatting each anew allocated two strings per field.
+ */
+function timestampFormatter(): (date: Date) => string {
+  const formatted = new Map<number, string>();
+  return (date) => {
+    const time = date.getTime();
+    let text = formatted.get(time);
+    if (text === undefined) {
+      text = formatStateTimestamp(date);
+      formatted.set(time, text);
+    }
+    return text;
   };
-  if (output.transform) json.transform = output.transform;
-  if (output.url) json.url = output.url;
-  json.sha256 = output.sha256;
-  json.size = output.size;
-  return json;
-}
-
-function linksJson(links: LinkState | undefined): Record<string, unknown> | undefined {
-  return links?.primaryUrl ? { primary_url: links.primaryUrl } : undefined;
-}
-
-function text(document: Record<string, unknown>): string {
-  return `${JSON.stringify(document, null, 2)}\n`;
 }

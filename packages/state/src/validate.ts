@@ -1,6 +1,6 @@
-import { isSha256Digest } from "@distributor/bundle";
+import { isSha256Digest, type Manifest } from "@distributor/bundle";
 import { pathProblem, STATE_FILE_NAME } from "@distributor/storage";
-import { embeddedManifestProblem } from "./embedded-manifest.js";
+import { checkedManifestText } from "./embedded-manifest.js";
 import { StateError } from "./errors.js";
 import { formatOwnerScope, ownerKey } from "./scope.js";
 import { isSerializableTimestamp } from "./time.js";
@@ -24,13 +24,19 @@ import {
  * for the first problem. Parsing runs it too, so a parsed state always passes.
  */
 export function validateSingleOwnerState(state: SingleOwnerState): void {
-  fail(singleOwnerProblem(state));
+  throwIfProblem(singleOwnerProblem(state));
 }
 
 /** The shared-root (schema 3) counterpart of `validateSingleOwnerState`. */
 export function validateSharedRootState(state: SharedRootState): void {
-  fail(sharedRootProblem(state));
+  throwIfProblem(sharedRootProblem(state));
 }
+
+/**
+ * Canonical text of each embedded manifest a validation checked, by manifest: the serialiser
+ * validates with one and embeds the texts, so each manifest is rendered and re-read once.
+ */
+export type ManifestTexts = Map<Manifest, string>;
 
 /** Validates either kind of state document. */
 export function validateState(document: StateDocument): void {
@@ -40,6 +46,14 @@ export function validateState(document: StateDocument): void {
 
 /** The first problem of a single-owner state, or undefined when it is valid. */
 export function singleOwnerProblem(state: SingleOwnerState): string | undefined {
+  return singleOwnerStateProblem(state, undefined);
+}
+
+/** `singleOwnerProblem`, collecting the embedded manifest's checked text in `manifestTexts`. */
+export function singleOwnerStateProblem(
+  state: SingleOwnerState,
+  manifestTexts: ManifestTexts | undefined,
+): string | undefined {
   if (state.schemaVersion !== SINGLE_OWNER_SCHEMA_VERSION) {
     return `state schema_version must be ${SINGLE_OWNER_SCHEMA_VERSION}`;
   }
@@ -58,7 +72,11 @@ export function singleOwnerProblem(state: SingleOwnerState): string | undefined 
   if (!RECONCILIATION_MODES.includes(state.reconciliation?.mode)) {
     return "state reconciliation.mode must be replace or merge";
   }
-  const manifestProblem = sourceManifestProblem("state source.manifest", state.source);
+  const manifestProblem = sourceManifestProblem(
+    "state source.manifest",
+    state.source,
+    manifestTexts,
+  );
   if (manifestProblem !== undefined) return manifestProblem;
   const linkProblem = linksProblem("state links.primary_url", state.links);
   if (linkProblem !== undefined) return linkProblem;
@@ -75,6 +93,14 @@ export function singleOwnerProblem(state: SingleOwnerState): string | undefined 
 
 /** The first problem of a shared-root state, or undefined when it is valid. */
 export function sharedRootProblem(state: SharedRootState): string | undefined {
+  return sharedRootStateProblem(state, undefined);
+}
+
+/** `sharedRootProblem`, collecting each owner's checked manifest text in `manifestTexts`. */
+export function sharedRootStateProblem(
+  state: SharedRootState,
+  manifestTexts: ManifestTexts | undefined,
+): string | undefined {
   if (state.schemaVersion !== SHARED_ROOT_SCHEMA_VERSION) {
     return `state schema_version must be ${SHARED_ROOT_SCHEMA_VERSION}`;
   }
@@ -86,7 +112,7 @@ export function sharedRootProblem(state: SharedRootState): string | undefined {
   if (!Array.isArray(state.owners)) return "state owners is required";
   const owners = new Set<string>();
   for (const [index, owner] of state.owners.entries()) {
-    const problem = ownerProblem(index, owner);
+    const problem = ownerProblem(index, owner, manifestTexts);
     if (problem !== undefined) return problem;
     const key = ownerKey(owner.scope);
     if (owners.has(key)) {
@@ -105,7 +131,11 @@ export function sharedRootProblem(state: SharedRootState): string | undefined {
   return undefined;
 }
 
-function ownerProblem(index: number, owner: OwnerRecord): string | undefined {
+function ownerProblem(
+  index: number,
+  owner: OwnerRecord,
+  manifestTexts: ManifestTexts | undefined,
+): string | undefined {
   const at = `state owners[${index}]`;
   if (!nonEmpty(owner.scope?.pipelineId)) return `${at}.pipeline_id is required`;
   if (!nonEmpty(owner.scope?.destinationId)) return `${at}.destination_id is required`;
@@ -113,7 +143,7 @@ function ownerProblem(index: number, owner: OwnerRecord): string | undefined {
     return `${at}.reconciliation.mode must be replace or merge`;
   }
   return (
-    sourceManifestProblem(`${at}.source.manifest`, owner.source) ??
+    sourceManifestProblem(`${at}.source.manifest`, owner.source, manifestTexts) ??
     linksProblem(`${at}.links.primary_url`, owner.links)
   );
 }
@@ -173,10 +203,16 @@ function sharedRootOutputProblem(
   );
 }
 
-function sourceManifestProblem(name: string, source: SourceState | undefined): string | undefined {
+function sourceManifestProblem(
+  name: string,
+  source: SourceState | undefined,
+  manifestTexts: ManifestTexts | undefined,
+): string | undefined {
   if (source?.manifest === undefined || source.manifest === null) return `${name} is required`;
-  const problem = embeddedManifestProblem(source.manifest);
-  return problem === undefined ? undefined : `${name}: ${problem}`;
+  const checked = checkedManifestText(source.manifest);
+  if (!checked.ok) return `${name}: ${checked.problem}`;
+  manifestTexts?.set(source.manifest, checked.text);
+  return undefined;
 }
 
 function linksProblem(name: string, links: LinkState | undefined): string | undefined {
@@ -230,6 +266,7 @@ function duplicatePath(index: number, path: string): string {
   return `state outputs[${index}].path duplicates ${JSON.stringify(path)}`;
 }
 
-function fail(problem: string | undefined): void {
+/** Throws a `StateError` for `problem`, if there is one. */
+export function throwIfProblem(problem: string | undefined): void {
   if (problem !== undefined) throw new StateError(problem);
 }

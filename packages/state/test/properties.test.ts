@@ -191,6 +191,8 @@ describe("round trips", () => {
         expect(parseDocument(text)).toEqual(state);
         // Canonical: writing the parsed state again gives the same bytes.
         expect(serializeSingleOwnerState(parseSingleOwnerState(text))).toBe(text);
+        // The text is written piece by piece; it must be what JSON.stringify renders.
+        expect(text).toBe(`${JSON.stringify(JSON.parse(text), null, 2)}\n`);
       }),
       { numRuns: 150 },
     );
@@ -202,6 +204,8 @@ describe("round trips", () => {
         const text = serializeSharedRootState(state);
         expect(parseSharedRootState(text)).toEqual(state);
         expect(parseDocument(text)).toEqual(state);
+        expect(serializeSharedRootState(parseSharedRootState(text))).toBe(text);
+        expect(text).toBe(`${JSON.stringify(JSON.parse(text), null, 2)}\n`);
       }),
       { numRuns: 150 },
     );

@@ -1,0 +1,76 @@
+import { describe, expect, it } from "vitest";
+import { JsonText } from "../src/json-text.js";
+
+const rendered = (value: unknown) => `${JSON.stringify(value, null, 2)}\n`;
+
+describe("JsonText", () => {
+  it("renders what JSON.stringify renders: nesting, empty containers, escapes", () => {
+    const odd = 'quote " backslash \\ tab \t newline \n nul \u0000 ü 雪 😀 lone \ud800';
+    const json = new JsonText()
+      .openObject()
+      .member("n", 2)
+      .member("negative", -1.5)
+      .member("flag", false)
+      .member(odd, odd)
+      .openObject("empty object")
+      .end()
+      .openArray("empty array")
+      .end()
+      .openArray("list")
+      .member(undefined, "a")
+      .openObject()
+      .member("deep", 1)
+      .openArray("deeper")
+      .openArray()
+      .end()
+      .end()
+      .end()
+      .end()
+      .end();
+    expect(json.text()).toBe(
+      rendered({
+        n: 2,
+        negative: -1.5,
+        flag: false,
+        [odd]: odd,
+        "empty object": {},
+        "empty array": [],
+        list: ["a", { deep: 1, deeper: [[]] }],
+      }),
+    );
+  });
+
+  it("splices pre-rendered text at any depth, re-indented", () => {
+    const inner = { id: "x", files: [{ path: "a/b.md", size: 3 }], none: [] };
+    const json = new JsonText()
+      .openObject()
+      .openObject("source")
+      .rendered("manifest", rendered(inner))
+      .end()
+      .openArray("copies")
+      .rendered(undefined, rendered(inner))
+      .rendered(undefined, JSON.stringify("scalar"))
+      .end()
+      .end();
+    expect(json.text()).toBe(rendered({ source: { manifest: inner }, copies: [inner, "scalar"] }));
+  });
+
+  it("renders an empty root and a large document whose pieces are joined in chunks", () => {
+    expect(new JsonText().openObject().end().text()).toBe("{}\n");
+    const records = Array.from({ length: 5_000 }, (_, index) => ({
+      path: `dir/${index}.txt`,
+      size: index,
+    }));
+    const json = new JsonText().openObject().openArray("outputs");
+    for (const record of records) {
+      json.openObject().member("path", record.path).member("size", record.size).end();
+    }
+    expect(json.end().end().text()).toBe(rendered({ outputs: records }));
+  });
+
+  it("refuses members outside a container and text with containers left open", () => {
+    expect(() => new JsonText().member("a", 1)).toThrow(/needs an open container/);
+    expect(() => new JsonText().end()).toThrow(/nothing to end/);
+    expect(() => new JsonText().openObject().text()).toThrow(/container not ended/);
+  });
+});
