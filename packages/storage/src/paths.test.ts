@@ -1,3 +1,5 @@
+import { posix } from "node:path";
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { isStorageError } from "./errors.js";
 import {
@@ -27,7 +29,47 @@ function thrown(call: () => unknown): unknown {
   throw new Error("expected the call to throw");
 }
 
+/** The rules as first written, split and normalised: the single-scan `pathProblem` must agree. */
+function referencePathProblem(path: string): string | undefined {
+  if (path === "") return "path is empty";
+  if (path.includes("\\")) return "path contains a backslash";
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what we reject
+  if (/[\u0000-\u001f\u007f]/.test(path)) return "path contains a control character";
+  if (path.startsWith("/")) return "path is absolute";
+  if (path.endsWith("/")) return "path has a trailing slash";
+  for (const segment of path.split("/")) {
+    if (segment === "") return "path has an empty segment";
+    if (segment === "." || segment === "..") return `path has a "${segment}" segment`;
+    if (Buffer.byteLength(segment, "utf8") > 255) return "path segment is longer than 255 bytes";
+  }
+  if (posix.normalize(path) !== path) return "path is not clean";
+  return undefined;
+}
+
 describe("logical paths", () => {
+  it("agrees with the split-and-normalise rules on arbitrary paths", () => {
+    const piece = fc.constantFrom("/", ".", "..", "a", "é", "😀", "\ud800", "\\", "\u0001", " ");
+    const long = fc.tuple(
+      fc.constantFrom("x", "é", "😀", "\udc00"),
+      fc.integer({ min: 60, max: 260 }),
+    );
+    const path = fc
+      .array(
+        fc.oneof(
+          piece,
+          long.map(([unit, count]) => unit.repeat(count)),
+        ),
+        { maxLength: 8 },
+      )
+      .map((parts) => parts.join(""));
+    fc.assert(
+      fc.property(fc.oneof(path, fc.string(), fc.string({ unit: "binary" })), (candidate) => {
+        expect(pathProblem(candidate)).toBe(referencePathProblem(candidate));
+      }),
+      { numRuns: 5_000 },
+    );
+  });
+
   it.each([
     ["", "path is empty"],
     ["a\\b", "path contains a backslash"],

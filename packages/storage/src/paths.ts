@@ -1,10 +1,10 @@
-import { posix } from "node:path";
 import { StorageError, type StorageOperation } from "./errors.js";
 import { STATE_FILE_NAME } from "./names.js";
 
 export { STATE_FILE_NAME };
 
 const MAX_SEGMENT_BYTES = 255;
+const DOT = 0x2e;
 // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what we reject
 const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f]/;
 
@@ -15,14 +15,26 @@ export function pathProblem(path: string): string | undefined {
   if (CONTROL_CHARACTERS.test(path)) return "path contains a control character";
   if (path.startsWith("/")) return "path is absolute";
   if (path.endsWith("/")) return "path has a trailing slash";
-  for (const segment of path.split("/")) {
-    if (segment === "") return "path has an empty segment";
-    if (segment === "." || segment === "..") return `path has a "${segment}" segment`;
-    if (Buffer.byteLength(segment, "utf8") > MAX_SEGMENT_BYTES) {
-      return `path segment is longer than ${MAX_SEGMENT_BYTES} bytes`;
+  // Segment by segment without splitting: this runs for every path of every manifest, state and
+  // listing. With no empty, "." or ".." segment and no leading or trailing slash, a path is
+  // already clean (`posix.normalize` returns it unchanged), so there is nothing more to check.
+  for (let start = 0; start <= path.length; ) {
+    let end = path.indexOf("/", start);
+    if (end === -1) end = path.length;
+    const length = end - start;
+    if (length === 0) return "path has an empty segment";
+    if (length <= 2 && path.charCodeAt(start) === DOT) {
+      if (length === 1) return 'path has a "." segment';
+      if (path.charCodeAt(start + 1) === DOT) return 'path has a ".." segment';
     }
+    // A UTF-16 unit is at most 3 UTF-8 bytes, so only long segments need counting.
+    if (length * 3 > MAX_SEGMENT_BYTES) {
+      if (Buffer.byteLength(path.slice(start, end), "utf8") > MAX_SEGMENT_BYTES) {
+        return `path segment is longer than ${MAX_SEGMENT_BYTES} bytes`;
+      }
+    }
+    start = end + 1;
   }
-  if (posix.normalize(path) !== path) return "path is not clean";
   return undefined;
 }
 

@@ -1,5 +1,5 @@
 import type { Stats } from "node:fs";
-import { join } from "node:path";
+import { join, sep } from "node:path";
 import type { StorageError, StorageOperation } from "../errors.js";
 import { backendErrors } from "../internal/backend-error.js";
 import { BACKEND_NAME } from "./errno.js";
@@ -23,7 +23,12 @@ export interface LocalRoot {
 
 /** Native path of a logical path or prefix; validated logical paths cannot climb out of the root. */
 export function nativePath(local: LocalRoot, logical: string): string {
-  return logical === "" ? local.root : join(local.root, ...logical.split("/"));
+  if (logical === "") return local.root;
+  // A validated logical path is already clean (no empty, "." or ".." segment) and the root is
+  // resolved, so on POSIX the native path is a concatenation; `join` normalised it again for
+  // every lstat of every path component.
+  if (sep === "/") return local.root === "/" ? `/${logical}` : `${local.root}/${logical}`;
+  return join(local.root, ...logical.split("/"));
 }
 
 export const localError = backendErrors(BACKEND_NAME);

@@ -58,8 +58,9 @@ async function inspectSegments(
   operation: StorageOperation,
   segments: readonly string[],
 ): Promise<PathState> {
+  let partial = "";
   for (let index = 0; index < segments.length; index++) {
-    const partial = segments.slice(0, index + 1).join("/");
+    partial = index === 0 ? segments[0]! : `${partial}/${segments[index]}`;
     let stats: Stats | undefined;
     try {
       stats = lstatSync(nativePath(local, partial), { throwIfNoEntry: false });
