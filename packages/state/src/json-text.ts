@@ -37,6 +37,13 @@ export class JsonText {
 
   /** A string, number or boolean member. */
   member(key: string | undefined, value: string | number | boolean): this {
+    // Anything else would render differently (objects) or not at all (functions, symbols).
+    const kind = typeof value;
+    if (kind !== "string" && kind !== "number" && kind !== "boolean") {
+      throw new TypeError(
+        `JsonText: member ${JSON.stringify(key)} must be a string, number or boolean, got ${kind}`,
+      );
+    }
     this.#prefix(key);
     this.#parts.push(JSON.stringify(value));
     return this;

@@ -57,6 +57,8 @@ export function singleOwnerStateProblem(
   if (state.schemaVersion !== SINGLE_OWNER_SCHEMA_VERSION) {
     return `state schema_version must be ${SINGLE_OWNER_SCHEMA_VERSION}`;
   }
+  const version = distributorVersionProblem(state.distributorVersion);
+  if (version !== undefined) return version;
   if (!nonEmpty(state.pipelineId)) return "state pipeline_id is required";
   if (!nonEmpty(state.destinationId)) return "state destination_id is required";
   const timestamps = [
@@ -104,6 +106,8 @@ export function sharedRootStateProblem(
   if (state.schemaVersion !== SHARED_ROOT_SCHEMA_VERSION) {
     return `state schema_version must be ${SHARED_ROOT_SCHEMA_VERSION}`;
   }
+  const version = distributorVersionProblem(state.distributorVersion);
+  if (version !== undefined) return version;
   const rootTimestamp =
     timestampProblem("state created_at", state.createdAt) ??
     timestampProblem("state updated_at", state.updatedAt);
@@ -221,6 +225,13 @@ function linksProblem(name: string, links: LinkState | undefined): string | unde
   }
   const problem = httpUrlProblem(links.primaryUrl);
   return problem === undefined ? undefined : `${name}: ${problem}`;
+}
+
+/** The diagnostic version is optional, but only ever a string (as the parser reads it). */
+function distributorVersionProblem(value: unknown): string | undefined {
+  return value === undefined || typeof value === "string"
+    ? undefined
+    : "state distributor_version must be a string";
 }
 
 /** Go's zero time meant "missing"; here a missing or invalid `Date` does. */

@@ -72,5 +72,11 @@ describe("JsonText", () => {
     expect(() => new JsonText().member("a", 1)).toThrow(/needs an open container/);
     expect(() => new JsonText().end()).toThrow(/nothing to end/);
     expect(() => new JsonText().openObject().text()).toThrow(/container not ended/);
+    const member = (value: unknown) => new JsonText().openObject().member("v", value as string);
+    expect(() => member({ a: 1 })).toThrow(
+      /member "v" must be a string, number or boolean, got object/,
+    );
+    expect(() => member(() => 1)).toThrow(/got function/);
+    expect(() => member(undefined)).toThrow(/got undefined/);
   });
 });

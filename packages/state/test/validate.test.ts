@@ -31,6 +31,11 @@ describe("validateSingleOwnerState (in-memory values)", () => {
         (s) => ((s as unknown as Loose).schemaVersion = 1),
         "state schema_version must be 2",
       ],
+      [
+        "version",
+        (s) => ((s as unknown as Loose).distributorVersion = { major: 1 }),
+        "state distributor_version must be a string",
+      ],
       ["pipeline", (s) => (s.pipelineId = ""), "state pipeline_id is required"],
       [
         "state file as output",
@@ -150,6 +155,11 @@ describe("validateSharedRootState (in-memory values)", () => {
         "created",
         (s) => ((s as unknown as Loose).createdAt = undefined),
         "state created_at is required",
+      ],
+      [
+        "version",
+        (s) => ((s as unknown as Loose).distributorVersion = 2),
+        "state distributor_version must be a string",
       ],
       ["owners", (s) => ((s as unknown as Loose).owners = undefined), "state owners is required"],
       [
