@@ -10,14 +10,14 @@ import {
 } from "./execute.js";
 import { type Lease, type LeaseOptions, leaseStatus } from "./lease.js";
 import type { PublishPlan } from "./plan.js";
-import { type PlanTargetOptions, planTarget } from "./plan-target.js";
+import { type PlanTargetOptions, planTarget, prepareOnce } from "./plan-target.js";
 import { holdLease, leasePresent, type RecoveryReport } from "./recovery.js";
 
 /** How often a publication is planned again after another writer changed the state first. */
 export const MAX_PUBLISH_ATTEMPTS = 3;
 
 export interface PublishTargetOptions {
-  plan: Omit<PlanTargetOptions, "now">;
+  plan: Omit<PlanTargetOptions, "now" | "prepare">;
   /** Time for each planning attempt's next state. */
   now: () => Date;
   dryRun: boolean;
@@ -50,7 +50,9 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
       signal: options.plan.signal,
       onRecovered: options.onRecovered,
     });
-  const plan = () => planTarget({ ...options.plan, now: options.now() });
+  // Every attempt plans the same outputs: prepare (and render) them once.
+  const prepare = prepareOnce(options.plan);
+  const plan = () => planTarget({ ...options.plan, now: options.now(), prepare });
 
   let lease: Lease | undefined;
   try {

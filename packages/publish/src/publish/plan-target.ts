@@ -1,7 +1,12 @@
 import type { StorageBackend } from "@distributor/storage";
 import { isWriteAction } from "./action.js";
 import { inspectDestination } from "./inspect.js";
-import { attachUrls, type LinkPolicy, type OutputSelection } from "./outputs.js";
+import {
+  attachUrls,
+  type LinkPolicy,
+  type OutputSelection,
+  type PlannedOutput,
+} from "./outputs.js";
 import { type PublishPlan, type PublishTarget, planPublish } from "./plan.js";
 import { prepareOutputs } from "./prepare.js";
 import type { RenderCache } from "./render-cache.js";
@@ -22,6 +27,32 @@ export interface PlanTargetOptions {
   signal?: AbortSignal | undefined;
   /** Entries listed below the destination bundle path before a replacement gives up. */
   walkLimit?: number | undefined;
+  /**
+   * Prepares the selected outputs (see `prepareOutputs`). A target is planned again under its
+   * lease, and what its outputs are and hash to depends only on the validated manifest, not on
+   * the destination: `publishTarget` passes one that prepares once for every attempt.
+   */
+  prepare?: (() => Promise<readonly PreparedOutput[]>) | undefined;
+}
+
+/** An output with the digest and size of what will be written, before URLs are attached. */
+export type PreparedOutput = Omit<PlannedOutput, "url">;
+
+/** `prepareOutputs` for `options`, run on the first call and shared by every later one. */
+export function prepareOnce(
+  options: Omit<PlanTargetOptions, "now" | "prepare">,
+): () => Promise<readonly PreparedOutput[]> {
+  let prepared: Promise<readonly PreparedOutput[]> | undefined;
+  return () => {
+    prepared ??= prepareOutputs(options.selection, {
+      source: options.source,
+      sourceBundlePath: options.sourceBundlePath,
+      manifest: options.target.manifest,
+      cache: options.cache,
+      signal: options.signal,
+    });
+    return prepared;
+  };
 }
 
 /**
@@ -44,13 +75,8 @@ export async function planTarget(options: PlanTargetOptions): Promise<PublishPla
     distributorVersion: options.distributorVersion,
   };
   if (!isWriteAction(decision.action)) return planPublish(request, inspection);
-  const prepared = await prepareOutputs(options.selection, {
-    source: options.source,
-    sourceBundlePath: options.sourceBundlePath,
-    manifest: target.manifest,
-    cache: options.cache,
-    signal,
-  });
+  // attachUrls copies each output, so a plan never shares output objects with another attempt's.
+  const prepared = await (options.prepare ?? prepareOnce(options))();
   const { outputs, primaryUrl } = attachUrls(prepared, target.bundlePath, options.links);
   return planPublish({ ...request, outputs, primaryUrl }, inspection);
 }
