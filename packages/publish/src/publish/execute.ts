@@ -1,4 +1,4 @@
-import { type StateDocument, serializeDocument } from "@distributor/state";
+import type { StateDocument } from "@distributor/state";
 import {
   fanOutSignal,
   isStorageError,
@@ -12,6 +12,7 @@ import {
 import { isWriteAction } from "./action.js";
 import type { PlannedOutput } from "./outputs.js";
 import type { PlannedWrite, PublishPlan } from "./plan.js";
+import { encodeStateFile } from "./state-file.js";
 import { verifiedChunks, verifyingReader } from "./verify-source.js";
 
 export interface ExecuteContext {
@@ -91,6 +92,9 @@ async function executeWrites(
   const bundlePath = plan.bundlePath;
   const deleteOptions = { ignoreMissing: true, pruneEmptyDirs: true, signal };
 
+  // Validated and size-checked before the first delete or write: a state that could not be
+  // written, or not read back, must not cost the destination anything.
+  const state = encodeStateFile(destination, statePath(bundlePath), plan.nextState);
   const created: string[] = [];
   try {
     if (plan.deletesFirst.length > 0) {
@@ -102,7 +106,7 @@ async function executeWrites(
       context.onOutputWritten?.(write.output);
     });
     await context.beforeStateWrite?.();
-    await writeState(destination, plan, plan.nextState, signal);
+    await writeState(destination, plan, state, signal);
   } catch (error) {
     if ((await context.mayCleanUp?.()) === false) throw error;
     if (!(await removeCreated(destination, bundlePath, created))) {
@@ -153,18 +157,17 @@ export class PendingDeletesError extends Error {
 async function writeState(
   destination: StorageBackend,
   plan: PublishPlan,
-  document: StateDocument,
+  state: Uint8Array,
   signal: AbortSignal | undefined,
 ): Promise<void> {
-  const text = serializeDocument(document);
   const target = statePath(plan.bundlePath);
   const options = { contentType: "application/json", signal };
   try {
     if (plan.stateVersion === undefined) {
       // No state when planning: a state that appeared since belongs to someone else.
-      await destination.writeFile(target, text, { ...options, overwrite: false });
+      await destination.writeFile(target, state, { ...options, overwrite: false });
     } else {
-      await destination.writeFile(target, text, { ...options, ifMatch: plan.stateVersion });
+      await destination.writeFile(target, state, { ...options, ifMatch: plan.stateVersion });
     }
   } catch (error) {
     if (isStorageError(error, "conflict") || isStorageError(error, "already_exists")) {

@@ -37,6 +37,7 @@ export {
   LeaseLostError,
   type LeaseOptions,
   type LeaseReport,
+  LeaseTooLargeError,
   leaseStatus,
   parseLease,
   readLease,
@@ -77,5 +78,6 @@ export {
   readDestinationStatus,
   readStateFile,
   type StateFile,
+  StateTooLargeError,
 } from "./state-file.js";
 export { SourceChangedError } from "./verify-source.js";

@@ -63,6 +63,16 @@ export class LeaseLostError extends Error {
   readonly code = "lease_lost";
 }
 
+/**
+ * A lease whose journal would make it larger than a lease may be read back: written, it would
+ * stop every later run at that bundle path, which must read the lease to know whether it is
+ * stale. The write is refused instead and the attempt fails before its first output.
+ */
+export class LeaseTooLargeError extends Error {
+  override readonly name = "LeaseTooLargeError";
+  readonly code = "lease_too_large";
+}
+
 export interface LeaseOptions {
   /** How long to wait for a live lease of another run (default 0: fail at once). */
   lockTimeoutMs?: number | undefined;
@@ -271,7 +281,8 @@ export class Lease {
         expires_at: new Date(now.getTime() + ttl).toISOString(),
       };
       try {
-        const { version } = await this.#backend.writeFile(this.#path, serializeLease(document), {
+        const bytes = leaseBytes(this.#backend, this.#path, document);
+        const { version } = await this.#backend.writeFile(this.#path, bytes, {
           ifMatch: this.#version,
           contentType: "application/json",
         });
@@ -294,6 +305,17 @@ export class Lease {
 
 export function serializeLease(document: LeaseDocument): string {
   return `${JSON.stringify(document, null, 2)}\n`;
+}
+
+/** The lease file's bytes, refused (`LeaseTooLargeError`) when they could not be read back. */
+function leaseBytes(backend: StorageBackend, path: string, document: LeaseDocument): Uint8Array {
+  const bytes = Buffer.from(serializeLease(document), "utf8");
+  if (bytes.length > LEASE_BYTES_LIMIT) {
+    throw new LeaseTooLargeError(
+      `lease ${backend.location} ${displayPath(path)} would be ${bytes.length} bytes, more than the ${LEASE_BYTES_LIMIT} a lease may have: the attempt journals ${document.journal.length} paths; nothing was written`,
+    );
+  }
+  return bytes;
 }
 
 /**
@@ -333,7 +355,7 @@ export async function acquireLease(
     options.signal?.throwIfAborted();
     const document = fresh([], []);
     try {
-      const { version } = await backend.writeFile(path, serializeLease(document), {
+      const { version } = await backend.writeFile(path, leaseBytes(backend, path, document), {
         overwrite: false,
         contentType: "application/json",
         signal: options.signal,
@@ -365,7 +387,7 @@ export async function acquireLease(
       const directories = held?.directories ?? [""];
       const takeover = fresh(journal, directories);
       try {
-        const { version } = await backend.writeFile(path, serializeLease(takeover), {
+        const { version } = await backend.writeFile(path, leaseBytes(backend, path, takeover), {
           ifMatch: found.version,
           contentType: "application/json",
           signal: options.signal,

@@ -3,6 +3,7 @@ import {
   parseDocument,
   type StateDocument,
   StateError,
+  serializeDocument,
 } from "@distributor/state";
 import {
   displayPath,
@@ -15,8 +16,36 @@ import {
   statePath,
 } from "@distributor/storage";
 
-/** State files larger than this are refused rather than read into memory. */
+/** State files larger than this are refused rather than read into memory, and never written. */
 export const MAX_STATE_BYTES = 64 * 1024 * 1024;
+
+/**
+ * A next state too large to be read back (`MAX_STATE_BYTES`): written, it would fail every later
+ * run at that destination until someone removed it, so it is refused before anything is touched.
+ */
+export class StateTooLargeError extends Error {
+  override readonly name = "StateTooLargeError";
+  readonly code = "state_too_large";
+}
+
+/**
+ * The bytes of `document` as a state file: validated (an invalid state throws `StateError`) and
+ * no larger than `MAX_STATE_BYTES`, so that what is written can always be read back. `path` names
+ * the file in the message. Callers encode before their first write or delete.
+ */
+export function encodeStateFile(
+  backend: StorageBackend,
+  path: string,
+  document: StateDocument,
+): Uint8Array {
+  const bytes = Buffer.from(serializeDocument(document), "utf8");
+  if (bytes.length > MAX_STATE_BYTES) {
+    throw new StateTooLargeError(
+      `state file ${backend.location} ${displayPath(path)} would be ${bytes.length} bytes, more than the ${MAX_STATE_BYTES} a state file may have (it could not be read back); nothing was written`,
+    );
+  }
+  return bytes;
+}
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
 

@@ -1,9 +1,9 @@
-import { type OwnerScope, type StateDocument, serializeDocument } from "@distributor/state";
+import type { OwnerScope, StateDocument } from "@distributor/state";
 import { isStorageError, STATE_FILE_NAME, type StorageBackend } from "@distributor/storage";
 import type { DestinationConfig } from "../config/types.js";
 import { StateChangedError } from "../publish/execute.js";
 import { holdLease } from "../publish/recovery.js";
-import { readStateFile } from "../publish/state-file.js";
+import { encodeStateFile, readStateFile } from "../publish/state-file.js";
 import { WorkflowError } from "./shared.js";
 
 /**
@@ -56,9 +56,9 @@ export async function writeRootState(
   version: string,
   signal: AbortSignal | undefined,
 ): Promise<void> {
-  const text = serializeDocument(document);
+  const state = encodeStateFile(backend, STATE_FILE_NAME, document);
   try {
-    await backend.writeFile(STATE_FILE_NAME, text, {
+    await backend.writeFile(STATE_FILE_NAME, state, {
       ifMatch: version,
       contentType: "application/json",
       signal,
