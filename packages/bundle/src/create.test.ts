@@ -278,4 +278,27 @@ describe("createManifest", () => {
     );
     expect((await validateBundle(backend, "")).manifest).toEqual(manifest);
   });
+
+  it("refuses a manifest larger than readers accept, writing nothing, even with force", async () => {
+    // 20 000 empty files whose paths are about 830 characters: a manifest of about 18 MB.
+    const directories = ["d", "e", "f", "g"].map((letter) => letter.repeat(200)).join("/");
+    const files: Record<string, string> = { "b/manifest.json": "kept as it is\n" };
+    for (let index = 0; index < 20_000; index++) {
+      files[`b/${directories}/${String(index).padStart(5, "0")}.txt`] = "";
+    }
+    const backend = createMemoryBackend({ files });
+    for (const dryRun of [true, false]) {
+      const error = await rejectionOf(() =>
+        createManifest(backend, "b", { id: "huge", force: true, dryRun, maxFiles: 20_001 }),
+      );
+      expect(error).toBeInstanceOf(ManifestError);
+      expect((error as ManifestError).field).toBe("files");
+      expect((error as Error).message).toMatch(
+        /^b\/manifest\.json would be \d+ bytes for 20000 files, more than the 16777216 a manifest may have; nothing was written$/,
+      );
+    }
+    expect(Buffer.from(await backend.readFile("b/manifest.json")).toString()).toBe(
+      "kept as it is\n",
+    );
+  }, 60_000);
 });

@@ -4,7 +4,6 @@ import {
   joinPrefix,
   mapBounded,
   relativeTo,
-  STATE_FILE_NAME,
   type StorageBackend,
   type StorageEntry,
 } from "@distributor/storage";
@@ -19,6 +18,7 @@ import {
   serializeManifest,
 } from "./manifest.js";
 import type { Manifest, ManifestFile } from "./manifest-types.js";
+import { MAX_MANIFEST_BYTES } from "./read-manifest.js";
 import { isRepresentableDate, truncateToSeconds } from "./timestamp.js";
 import { checkLimit, DEFAULT_VALIDATION_CONCURRENCY } from "./validate.js";
 
@@ -86,9 +86,19 @@ export async function createManifest(
   const files = digests.filter((result): result is ManifestFile => !("code" in result));
 
   const manifest = buildManifest({ id: options.id, created, files });
+  // A manifest larger than readers accept could never be validated or published: refuse it
+  // (in a dry run too) rather than write it, or replace a readable one with it under `force`.
+  const text = serializeManifest(manifest);
+  const bytes = Buffer.byteLength(text, "utf8");
+  if (bytes > MAX_MANIFEST_BYTES) {
+    throw new ManifestError(
+      `${displayPath(manifestPath)} would be ${bytes} bytes for ${files.length} files, more than the ${MAX_MANIFEST_BYTES} a manifest may have; nothing was written`,
+      { field: "files" },
+    );
+  }
   if (options.dryRun === true) return { manifest, manifestPath, written: false };
   try {
-    await backend.writeFile(manifestPath, serializeManifest(manifest), {
+    await backend.writeFile(manifestPath, text, {
       overwrite: force,
       contentType: "application/json",
       signal,
