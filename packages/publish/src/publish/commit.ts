@@ -1,10 +1,10 @@
 import { posix } from "node:path";
-import { isStorageError, statePath } from "@distributor/storage";
+import { isStorageError, type StorageBackend, statePath } from "@distributor/storage";
 import { isWriteAction } from "./action.js";
 import {
   CleanupIncompleteError,
   type ExecuteContext,
-  executePublish,
+  executeEncodedPublish,
   PendingDeletesError,
   StateChangedError,
 } from "./execute.js";
@@ -12,6 +12,7 @@ import { type Lease, type LeaseOptions, leaseStatus } from "./lease.js";
 import type { PublishPlan } from "./plan.js";
 import { type PlanTargetOptions, planTarget, prepareOnce } from "./plan-target.js";
 import { holdLease, leasePresent, type RecoveryReport } from "./recovery.js";
+import { encodeStateFile } from "./state-file.js";
 
 /** How often a publication is planned again after another writer changed the state first. */
 export const MAX_PUBLISH_ATTEMPTS = 3;
@@ -78,7 +79,14 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
         current = await plan();
       }
       if (isWriteAction(current.action)) await options.beforeWrite?.();
-      if (!isWriteAction(current.action) || options.dryRun) {
+      if (!isWriteAction(current.action)) {
+        options.onPlan?.(current);
+        return current;
+      }
+      if (options.dryRun) {
+        // A dry run reports what the run would do: that includes refusing a state it could not
+        // write (invalid, or too large to be read back).
+        encodedNextState(destination, current);
         options.onPlan?.(current);
         return current;
       }
@@ -91,11 +99,13 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
           return current;
         }
       }
+      // Encoded before the journal: a state that cannot be written costs the destination nothing.
+      const state = encodedNextState(destination, current);
       options.onPlan?.(current);
       await lease.journal(...journalOf(current));
       const held = lease;
       try {
-        await executePublish(
+        await executeEncodedPublish(
           {
             ...options.execute,
             source: options.plan.source,
@@ -111,6 +121,7 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
               ),
           },
           current,
+          state,
         );
         return current;
       } catch (error) {
@@ -171,4 +182,12 @@ export function journalOf(plan: PublishPlan): [string[], string[]] {
     directories.add(dir === "." ? "" : dir);
   }
   return [paths, [...directories]];
+}
+
+/** The bytes of a write plan's next state (see `encodeStateFile`). */
+function encodedNextState(destination: StorageBackend, plan: PublishPlan): Uint8Array {
+  if (plan.nextState === undefined) {
+    throw new Error(`publish plan ${plan.action} for ${plan.bundlePath} has no next state`);
+  }
+  return encodeStateFile(destination, statePath(plan.bundlePath), plan.nextState);
 }

@@ -67,6 +67,19 @@ export class PublishExecutionError extends Error {
  * describes the destination.
  */
 export async function executePublish(context: ExecuteContext, plan: PublishPlan): Promise<void> {
+  await executeEncodedPublish(context, plan, undefined);
+}
+
+/**
+ * `executePublish` with the next state already encoded by `encodeStateFile(…, plan.nextState)`:
+ * `publishTarget` encodes it before journaling, so that a state that cannot be written costs the
+ * destination not even the journal, and passes the bytes on rather than encoding twice.
+ */
+export async function executeEncodedPublish(
+  context: ExecuteContext,
+  plan: PublishPlan,
+  encodedState: Uint8Array | undefined,
+): Promise<void> {
   if (!isWriteAction(plan.action) || plan.nextState === undefined) {
     if (plan.action.startsWith("skip_")) return;
     throw new PublishExecutionError(`cannot execute action ${plan.action}: ${plan.reason}`);
@@ -77,7 +90,7 @@ export async function executePublish(context: ExecuteContext, plan: PublishPlan)
   const scope = fanOutSignal(context.signal, concurrency);
   try {
     const writable = plan as PublishPlan & { nextState: StateDocument };
-    await executeWrites({ ...context, signal: scope.signal }, writable, concurrency);
+    await executeWrites({ ...context, signal: scope.signal }, writable, concurrency, encodedState);
   } finally {
     scope.dispose();
   }
@@ -87,6 +100,7 @@ async function executeWrites(
   context: ExecuteContext,
   plan: PublishPlan & { nextState: StateDocument },
   concurrency: number,
+  encodedState: Uint8Array | undefined,
 ): Promise<void> {
   const { destination, signal } = context;
   const bundlePath = plan.bundlePath;
@@ -94,7 +108,7 @@ async function executeWrites(
 
   // Validated and size-checked before the first delete or write: a state that could not be
   // written, or not read back, must not cost the destination anything.
-  const state = encodeStateFile(destination, statePath(bundlePath), plan.nextState);
+  const state = encodedState ?? encodeStateFile(destination, statePath(bundlePath), plan.nextState);
   const created: string[] = [];
   try {
     if (plan.deletesFirst.length > 0) {

@@ -221,10 +221,20 @@ export class Lease {
    * state write, and the directories its temp files may appear in (all bundle-relative).
    */
   async journal(paths: readonly string[], directories: readonly string[]): Promise<void> {
-    await this.#update({
+    const changes = {
       journal: [...new Set([...this.#document.journal, ...paths])],
       directories: [...new Set([...this.#document.directories, ...directories])],
-    });
+    };
+    // The journal is the only part of a lease that grows; renewals, confirmations and
+    // abandoning rewrite it unchanged or smaller.
+    const bytes = Buffer.byteLength(serializeLease({ ...this.#document, ...changes }), "utf8");
+    const limit = LEASE_BYTES_LIMIT - TAKEOVER_HEADROOM_BYTES;
+    if (bytes > limit) {
+      throw new LeaseTooLargeError(
+        `lease ${this.#backend.location} ${displayPath(this.#path)} would be ${bytes} bytes, more than the ${limit} a journaled lease may have (a lease is read back up to ${LEASE_BYTES_LIMIT}): the attempt journals ${changes.journal.length} paths; nothing was written`,
+      );
+    }
+    await this.#update(changes);
   }
 
   /** Empties the journal once what it listed is either recorded in state or gone. */
@@ -281,8 +291,7 @@ export class Lease {
         expires_at: new Date(now.getTime() + ttl).toISOString(),
       };
       try {
-        const bytes = leaseBytes(this.#backend, this.#path, document);
-        const { version } = await this.#backend.writeFile(this.#path, bytes, {
+        const { version } = await this.#backend.writeFile(this.#path, serializeLease(document), {
           ifMatch: this.#version,
           contentType: "application/json",
         });
@@ -307,16 +316,13 @@ export function serializeLease(document: LeaseDocument): string {
   return `${JSON.stringify(document, null, 2)}\n`;
 }
 
-/** The lease file's bytes, refused (`LeaseTooLargeError`) when they could not be read back. */
-function leaseBytes(backend: StorageBackend, path: string, document: LeaseDocument): Uint8Array {
-  const bytes = Buffer.from(serializeLease(document), "utf8");
-  if (bytes.length > LEASE_BYTES_LIMIT) {
-    throw new LeaseTooLargeError(
-      `lease ${backend.location} ${displayPath(path)} would be ${bytes.length} bytes, more than the ${LEASE_BYTES_LIMIT} a lease may have: the attempt journals ${document.journal.length} paths; nothing was written`,
-    );
-  }
-  return bytes;
-}
+/**
+ * Room a journaled lease leaves below `LEASE_BYTES_LIMIT` for what a takeover rewrites: the new
+ * holder's owner ids (up to 128 characters each), host name, pid and run id. A takeover is never
+ * refused for its size, since a stale lease must always be recoverable; this room makes sure the
+ * lease it writes can still be read back.
+ */
+const TAKEOVER_HEADROOM_BYTES = 4096;
 
 /**
  * Takes the lease of the state file at `bundlePath` for `owner`: a no-clobber create of
@@ -355,7 +361,7 @@ export async function acquireLease(
     options.signal?.throwIfAborted();
     const document = fresh([], []);
     try {
-      const { version } = await backend.writeFile(path, leaseBytes(backend, path, document), {
+      const { version } = await backend.writeFile(path, serializeLease(document), {
         overwrite: false,
         contentType: "application/json",
         signal: options.signal,
@@ -387,7 +393,7 @@ export async function acquireLease(
       const directories = held?.directories ?? [""];
       const takeover = fresh(journal, directories);
       try {
-        const { version } = await backend.writeFile(path, leaseBytes(backend, path, takeover), {
+        const { version } = await backend.writeFile(path, serializeLease(takeover), {
           ifMatch: found.version,
           contentType: "application/json",
           signal: options.signal,

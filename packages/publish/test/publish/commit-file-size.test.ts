@@ -95,6 +95,9 @@ describe("a next state too large to read back", () => {
     await destination.writeFile("reports/.distributor.json", recorded, { overwrite: false });
     // The next bundle adds 14 000 more: merged, the state would be about 80 MB.
     const next = longPathManifest(14_000, "b", new Date("2026-06-06T09:00:00Z"));
+    // A dry run says so too, instead of reporting a publication that would then be refused.
+    const dryRun = { ...targetOptions(source, destination, next, "merge"), dryRun: true };
+    expect(await publishTarget(dryRun).catch((error) => error)).toBeInstanceOf(StateTooLargeError);
     const failure = await publishTarget(targetOptions(source, destination, next, "merge")).catch(
       (error) => error,
     );
@@ -132,7 +135,7 @@ describe("a journal too large for the lease to be read back", () => {
     expect(failure).toBeInstanceOf(LeaseTooLargeError);
     expect(failure.code).toBe("lease_too_large");
     expect(failure.message).toMatch(
-      /^lease local:.+ reports\/\.distributor\.lease\.json would be \d+ bytes, more than the 16777216 a lease may have: the attempt journals 17001 paths; nothing was written$/,
+      /^lease local:.+ reports\/\.distributor\.lease\.json would be \d+ bytes, more than the 16773120 a journaled lease may have \(a lease is read back up to 16777216\): the attempt journals 17001 paths; nothing was written$/,
     );
     // The next run finds no lease to wait for, and the old publication as it was.
     expect(await leaseStatus(destination, "reports")).toBe("absent");

@@ -12,6 +12,7 @@ import {
   parseLease,
   recoverJournal,
 } from "../../src/publish/index.js";
+import { serializeLease } from "../../src/publish/lease.js";
 import {
   BACKEND_KINDS,
   exists,
@@ -236,6 +237,33 @@ describe.each(BACKEND_KINDS)("%s: recovery", (kind) => {
     expect(report.deleted).toEqual([]);
     expect(report.kept).toEqual(["created.txt"]);
     expect(await exists(backend, "site/created.txt")).toBe(true);
+  });
+
+  it("takes over and recovers a stale lease as large as a lease may be read back", async () => {
+    const backend = newBackend({ files: { "site/created.txt": "x" } });
+    // A dead run's lease just below 16 MiB (as a version without the journal's headroom could
+    // leave), its journal listing long paths that were never written.
+    const limit = 16 * 1024 * 1024;
+    const long = (index: number) =>
+      `${"d".repeat(200)}/${"e".repeat(200)}/${"f".repeat(200)}/${index}`;
+    const dead = leaseDocument({ expires_at: new Date(0).toISOString(), journal: ["created.txt"] });
+    let size = serializeLease(dead).length;
+    while (size + long(dead.journal.length).length + 8 < limit - 100) {
+      const path = long(dead.journal.length);
+      dead.journal.push(path);
+      size += path.length + 8;
+    }
+    const text = serializeLease(dead);
+    expect(text.length).toBeGreaterThan(limit - 1_000);
+    expect(text.length).toBeLessThanOrEqual(limit);
+    await backend.writeFile(`site/${LEASE_FILE_NAME}`, text, { overwrite: true });
+    // The new holder's longer ids make the takeover larger than the dead lease; it is taken anyway.
+    const owner = ownerScope("p".repeat(128), "d".repeat(128));
+    const lease = await holdLease(backend, "site", owner, { renew: false });
+    expect(await exists(backend, "site/created.txt")).toBe(false);
+    expect((await leaseOf(backend)).journal).toEqual([]);
+    await lease.release();
+    expect(await exists(backend, `site/${LEASE_FILE_NAME}`)).toBe(false);
   });
 
   it("holdLease recovers a stale lease, then empties its journal", async () => {
