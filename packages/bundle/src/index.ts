@@ -58,6 +58,7 @@ export {
   manifestPathProblem,
   parseManifest,
   serializeManifest,
+  verifiedManifestText,
 } from "./manifest.js";
 export type { Manifest, ManifestFile } from "./manifest-types.js";
 export { MAX_MANIFEST_BYTES, type ReadManifestOptions, readManifest } from "./read-manifest.js";

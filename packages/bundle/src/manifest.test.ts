@@ -2,7 +2,13 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { bundleDigest, fileDigest } from "./digest.js";
 import { BundleValidationError, ManifestError } from "./errors.js";
-import { buildManifest, parseManifest, serializeManifest } from "./manifest.js";
+import {
+  buildManifest,
+  parseManifest,
+  serializeManifest,
+  verifiedManifestText,
+} from "./manifest.js";
+import type { Manifest } from "./manifest-types.js";
 
 const REPORT = fileDigest("# Report\nSunny.\n");
 const NOTES = fileDigest("notes\n");
@@ -384,6 +390,48 @@ describe("serializeManifest", () => {
         },
       ),
     );
+  });
+});
+
+describe("verifiedManifestText", () => {
+  const built = () =>
+    buildManifest({
+      id: "reports.example",
+      created: new Date("2026-06-04T11:55:00Z"),
+      files: [
+        { path: "report.md", ...fileDigest("# Report\n") },
+        { path: "data/a.csv", ...fileDigest("a\n") },
+      ],
+    });
+
+  it("gives the canonical text of a manifest parsed or built and not changed since", () => {
+    const manifest = built();
+    expect(verifiedManifestText(manifest)).toBe(serializeManifest(manifest));
+    const parsed = parseManifest(serializeManifest(manifest));
+    expect(verifiedManifestText(parsed)).toBe(serializeManifest(manifest));
+    // Reordering the files in memory changes nothing the text (or validity) depends on.
+    parsed.files.reverse();
+    expect(verifiedManifestText(parsed)).toBe(serializeManifest(manifest));
+  });
+
+  it("knows nothing of a manifest it did not produce, or of one changed since", () => {
+    const copy: Manifest = { ...built() };
+    expect(verifiedManifestText(copy)).toBeUndefined();
+    const changes: [string, (manifest: Manifest) => void][] = [
+      ["id", (m) => (m.id = "other id")],
+      ["digest", (m) => (m.digest = `sha256:${"0".repeat(64)}`)],
+      ["size", (m) => (m.files[0]!.size = -1)],
+      ["size type", (m) => ((m.files[0] as unknown as { size: string }).size = "9")],
+      ["path", (m) => (m.files[0]!.path = "../escape")],
+      ["created", (m) => m.created.setTime(Date.parse("2026-06-05T00:00:00Z"))],
+      ["created invalid", (m) => m.created.setTime(Number.NaN)],
+      ["file added", (m) => m.files.push({ path: "more.txt", ...fileDigest("x") })],
+    ];
+    for (const [name, change] of changes) {
+      const manifest = built();
+      change(manifest);
+      expect(verifiedManifestText(manifest), name).toBeUndefined();
+    }
   });
 });
 

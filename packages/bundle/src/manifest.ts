@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { compareLogicalPaths, pathProblem, reservedSegment } from "@distributor/storage";
 import { bundleDigest, isSha256Digest } from "./digest.js";
 import { ManifestError } from "./errors.js";
@@ -59,7 +60,9 @@ export function parseManifest(text: string, source?: string): Manifest {
   if (!Array.isArray(files)) context.fail("files", `files must be an array, got ${show(files)}`);
   const manifestFiles = files.map((entry, index) => parseFile(context, entry, index));
 
-  return checkManifest(context, { id, created: parsed.date, digest, files: manifestFiles });
+  return remember(
+    checkManifest(context, { id, created: parsed.date, digest, files: manifestFiles }),
+  );
 }
 
 export interface ManifestDraft {
@@ -80,12 +83,50 @@ export function buildManifest(draft: ManifestDraft): Manifest {
     size: file.size,
   }));
   for (const [index, file] of files.entries()) checkFile(context, file, index);
-  return checkManifest(context, {
-    id: draft.id,
-    created: draft.created,
-    digest: undefined,
-    files,
-  });
+  return remember(
+    checkManifest(context, {
+      id: draft.id,
+      created: draft.created,
+      digest: undefined,
+      files,
+    }),
+  );
+}
+
+/**
+ * Manifests `parseManifest` and `buildManifest` returned, so valid, with the SHA-256 of their
+ * canonical text at that moment. Manifests are plain mutable objects, so what is remembered is
+ * the text, not the object: see `verifiedManifestText`.
+ */
+const produced = new WeakMap<Manifest, string>();
+
+function remember(manifest: Manifest): Manifest {
+  produced.set(manifest, textDigest(serializeManifest(manifest)));
+  return manifest;
+}
+
+/**
+ * The canonical text of `manifest` (`serializeManifest`) when it is known to be valid without
+ * parsing it again: it came from `parseManifest` or `buildManifest` and still serialises exactly
+ * as it did then, so nothing its validity depends on has changed, and a valid manifest's text
+ * always parses (the round trip is property-tested). Undefined otherwise: the caller checks it.
+ * State validation uses it to skip re-reading the embedded manifest of a state it just parsed.
+ */
+export function verifiedManifestText(manifest: Manifest): string | undefined {
+  const digest = produced.get(manifest);
+  if (digest === undefined) return undefined;
+  let text: string;
+  try {
+    text = serializeManifest(manifest);
+  } catch {
+    // Changed into something that cannot even be written (an invalid `created`).
+    return undefined;
+  }
+  return textDigest(text) === digest ? text : undefined;
+}
+
+function textDigest(text: string): string {
+  return createHash("sha256").update(text, "utf8").digest("hex");
 }
 
 /**

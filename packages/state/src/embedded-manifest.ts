@@ -1,4 +1,9 @@
-import { type Manifest, parseManifest, serializeManifest } from "@distributor/bundle";
+import {
+  type Manifest,
+  parseManifest,
+  serializeManifest,
+  verifiedManifestText,
+} from "@distributor/bundle";
 import { errorMessage, StateError } from "./errors.js";
 
 /**
@@ -20,6 +25,9 @@ export function parseEmbeddedManifest(value: unknown, name: string): Manifest {
 export function checkedManifestText(
   manifest: Manifest,
 ): { ok: true; text: string } | { ok: false; problem: string } {
+  // Parsed or built by the bundle package and unchanged since: valid, no need to read it again.
+  const known = verifiedManifestText(manifest);
+  if (known !== undefined) return { ok: true, text: known };
   try {
     const text = serializeManifest(manifest);
     parseManifest(text);

@@ -87,6 +87,12 @@ describe("validateSingleOwnerState (in-memory values)", () => {
         "state source.manifest:",
       ],
       [
+        // The parsed manifest itself, changed after parsing: checked again, not trusted.
+        "manifest changed in place",
+        (s) => (s.source.manifest.files[0]!.size = -1),
+        "state source.manifest: files[0].size must be a non-negative integer",
+      ],
+      [
         "link",
         (s) => (s.links = { primaryUrl: "javascript:alert(1)" }),
         "state links.primary_url:",
