@@ -404,9 +404,10 @@ describe("verifiedManifestText", () => {
       ],
     });
 
-  it("gives the canonical text of a manifest parsed or built and not changed since", () => {
+  it("gives the canonical text of a parsed manifest not changed since", () => {
     const manifest = built();
-    expect(verifiedManifestText(manifest)).toBe(serializeManifest(manifest));
+    // Built from in-memory values: not vouched for (they need not have the parser's types).
+    expect(verifiedManifestText(manifest)).toBeUndefined();
     const parsed = parseManifest(serializeManifest(manifest));
     expect(verifiedManifestText(parsed)).toBe(serializeManifest(manifest));
     // Reordering the files in memory changes nothing the text (or validity) depends on.
@@ -414,8 +415,9 @@ describe("verifiedManifestText", () => {
     expect(verifiedManifestText(parsed)).toBe(serializeManifest(manifest));
   });
 
-  it("knows nothing of a manifest it did not produce, or of one changed since", () => {
-    const copy: Manifest = { ...built() };
+  it("knows nothing of a manifest it did not parse, or of one changed since", () => {
+    const parsed = () => parseManifest(serializeManifest(built()));
+    const copy: Manifest = { ...parsed() };
     expect(verifiedManifestText(copy)).toBeUndefined();
     const changes: [string, (manifest: Manifest) => void][] = [
       ["id", (m) => (m.id = "other id")],
@@ -428,7 +430,8 @@ describe("verifiedManifestText", () => {
       ["file added", (m) => m.files.push({ path: "more.txt", ...fileDigest("x") })],
     ];
     for (const [name, change] of changes) {
-      const manifest = built();
+      const manifest = parsed();
+      expect(verifiedManifestText(manifest), name).toBeDefined();
       change(manifest);
       expect(verifiedManifestText(manifest), name).toBeUndefined();
     }
@@ -436,6 +439,34 @@ describe("verifiedManifestText", () => {
 });
 
 describe("buildManifest", () => {
+  it("refuses values of the wrong type that a pattern or a comparison would let through", () => {
+    const file = { path: "report.md", ...fileDigest("# Report\n") };
+    const created = new Date("2026-06-04T11:55:00Z");
+    const cases: [string, unknown, unknown, RegExp][] = [
+      ["numeric id", 2026, [file], /^id must be a string, got 2026$/],
+      ["array id", ["abc"], [file], /^id must be a string, got an array$/],
+      [
+        "boxed path",
+        "reports",
+        [{ ...file, path: new String("manifest.json") }],
+        /^files\[0\]\.path must be a string/,
+      ],
+      [
+        "numeric digest",
+        "reports",
+        [{ ...file, sha256: 7 }],
+        /^files\[0\]\.sha256 must be a string, got 7$/,
+      ],
+    ];
+    for (const [name, id, files, message] of cases) {
+      expect(
+        () =>
+          buildManifest({ id, created, files } as unknown as Parameters<typeof buildManifest>[0]),
+        name,
+      ).toThrow(message);
+    }
+  });
+
   it("computes the digest and sorts files", () => {
     const manifest = buildManifest({
       id: "reports.example.2026-06-04",

@@ -83,20 +83,19 @@ export function buildManifest(draft: ManifestDraft): Manifest {
     size: file.size,
   }));
   for (const [index, file] of files.entries()) checkFile(context, file, index);
-  return remember(
-    checkManifest(context, {
-      id: draft.id,
-      created: draft.created,
-      digest: undefined,
-      files,
-    }),
-  );
+  return checkManifest(context, {
+    id: draft.id,
+    created: draft.created,
+    digest: undefined,
+    files,
+  });
 }
 
 /**
- * Manifests `parseManifest` and `buildManifest` returned, so valid, with the SHA-256 of their
- * canonical text at that moment. Manifests are plain mutable objects, so what is remembered is
- * the text, not the object: see `verifiedManifestText`.
+ * Manifests `parseManifest` returned, with the SHA-256 of their canonical text at that moment:
+ * parsed from JSON, every value has the type the rules expect, so that text is valid and reads
+ * back. (`buildManifest` takes in-memory values, which are not remembered.) Manifests are plain
+ * mutable objects, so what is remembered is the text, not the object: see `verifiedManifestText`.
  */
 const produced = new WeakMap<Manifest, string>();
 
@@ -107,9 +106,10 @@ function remember(manifest: Manifest): Manifest {
 
 /**
  * The canonical text of `manifest` (`serializeManifest`) when it is known to be valid without
- * parsing it again: it came from `parseManifest` or `buildManifest` and still serialises exactly
- * as it did then, so nothing its validity depends on has changed, and a valid manifest's text
- * always parses (the round trip is property-tested). Undefined otherwise: the caller checks it.
+ * parsing it again: it came from `parseManifest` and still serialises exactly as it did then, so
+ * its text is one that was valid, and a valid manifest's text always parses (the round trip is
+ * property-tested). Undefined otherwise (the caller checks it), including for changes that alter
+ * the text; changes that do not (the order of `files` in memory) do not matter to validity.
  * State validation uses it to skip re-reading the embedded manifest of a state it just parsed.
  */
 export function verifiedManifestText(manifest: Manifest): string | undefined {
@@ -148,6 +148,8 @@ export function serializeManifest(manifest: Manifest): string {
 
 /** Why `id` is not a valid bundle id, or undefined. */
 export function bundleIdProblem(id: string): string | undefined {
+  // `RegExp.test` would turn a number or an array into a string that matches.
+  if (typeof id !== "string") return `id must be a string, got ${show(id)}`;
   return BUNDLE_ID_PATTERN.test(id)
     ? undefined
     : `id must match ${BUNDLE_ID_PATTERN.source}, got ${show(id)}`;
@@ -233,6 +235,12 @@ function parseFile(context: Context, entry: JsonValue, index: number): ManifestF
 
 function checkFile(context: Context, file: ManifestFile, index: number): void {
   const at = `files[${index}]`;
+  // In-memory drafts (`buildManifest`) are checked for the types the parser guarantees.
+  for (const key of ["path", "sha256"] as const) {
+    if (typeof file[key] !== "string") {
+      context.fail(`${at}.${key}`, `${at}.${key} must be a string, got ${show(file[key])}`);
+    }
+  }
   const problem = manifestPathProblem(file.path);
   if (problem !== undefined) {
     context.fail(`${at}.path`, `${at}.path ${show(file.path)} is not allowed: ${problem}`);
