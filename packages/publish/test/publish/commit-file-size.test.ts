@@ -1,21 +1,19 @@
 import { buildManifest, type Manifest } from "@distributor/bundle";
-import { ownerScope, serializeDocument } from "@distributor/state";
+import { serializeDocument } from "@distributor/state";
 import type { StorageBackend } from "@distributor/storage";
 import { afterAll, describe, expect, it } from "vitest";
 import {
-  DEFAULT_TRANSFER_POLICY,
   LeaseTooLargeError,
   leaseStatus,
   MAX_STATE_BYTES,
-  type PublishTargetOptions,
   publishTarget,
   StateTooLargeError,
-  selectOutputs,
 } from "../../src/publish/index.js";
 import {
   executeCase,
   newBackend,
   planCase,
+  publishTargetOptions,
   readText,
   removeTempBackends,
   singleOwnerState,
@@ -48,36 +46,6 @@ async function everyFile(backend: StorageBackend): Promise<string[]> {
   return entries.filter((entry) => entry.kind === "file").map((entry) => entry.path);
 }
 
-function targetOptions(
-  source: StorageBackend,
-  destination: StorageBackend,
-  manifest: Manifest,
-  reconciliation: "replace" | "merge",
-): PublishTargetOptions {
-  return {
-    plan: {
-      source,
-      sourceBundlePath: "reports",
-      destination,
-      target: {
-        owner: ownerScope("reports", "archive"),
-        manifest,
-        bundlePath: "reports",
-        stateMode: "single_owner",
-        reconciliation,
-        pathMapping: "preserve_relative",
-        transfer: DEFAULT_TRANSFER_POLICY,
-        force: false,
-      },
-      selection: selectOutputs(manifest, { source: true, html: false }),
-    },
-    now: () => new Date("2026-06-06T10:00:00Z"),
-    dryRun: false,
-    lease: { renew: false },
-    execute: {},
-  };
-}
-
 afterAll(removeTempBackends);
 
 describe("a next state too large to read back", () => {
@@ -96,11 +64,14 @@ describe("a next state too large to read back", () => {
     // The next bundle adds 14 000 more: merged, the state would be about 80 MB.
     const next = longPathManifest(14_000, "b", new Date("2026-06-06T09:00:00Z"));
     // A dry run says so too, instead of reporting a publication that would then be refused.
-    const dryRun = { ...targetOptions(source, destination, next, "merge"), dryRun: true };
+    const dryRun = {
+      ...publishTargetOptions(source, destination, next, { reconciliation: "merge" }),
+      dryRun: true,
+    };
     expect(await publishTarget(dryRun).catch((error) => error)).toBeInstanceOf(StateTooLargeError);
-    const failure = await publishTarget(targetOptions(source, destination, next, "merge")).catch(
-      (error) => error,
-    );
+    const failure = await publishTarget(
+      publishTargetOptions(source, destination, next, { reconciliation: "merge" }),
+    ).catch((error) => error);
     expect(failure).toBeInstanceOf(StateTooLargeError);
     expect(failure.code).toBe("state_too_large");
     expect(failure.message).toMatch(
@@ -129,7 +100,7 @@ describe("a journal too large for the lease to be read back", () => {
 
     // 17 000 long paths to create: a journal of about 17.4 MB.
     const huge = longPathManifest(17_000, "a", new Date("2026-06-05T09:00:00Z"));
-    const failure = await publishTarget(targetOptions(source, destination, huge, "replace")).catch(
+    const failure = await publishTarget(publishTargetOptions(source, destination, huge)).catch(
       (error) => error,
     );
     expect(failure).toBeInstanceOf(LeaseTooLargeError);

@@ -27,6 +27,7 @@ import {
   DEFAULT_TRANSFER_POLICY,
   executePublish,
   type PublishPlan,
+  type PublishTargetOptions,
   planTarget,
   selectOutputs,
 } from "../../src/publish/index.js";
@@ -235,6 +236,52 @@ export async function planCase(c: PublishCase): Promise<PublishPlan> {
     distributorVersion: "test",
     walkLimit: c.walkLimit,
   });
+}
+
+/**
+ * Options for `publishTarget` (plan, lease, commit) of `manifest` from `reports` in `source` to
+ * `reports` in `destination`, owned by reports/archive, without lease renewal.
+ */
+export function publishTargetOptions(
+  source: StorageBackend,
+  destination: StorageBackend,
+  manifest: Manifest,
+  options: {
+    reconciliation?: ReconciliationMode;
+    publish?: PublishPolicy;
+    now?: Date;
+    onPlan?: PublishTargetOptions["onPlan"];
+  } = {},
+): PublishTargetOptions {
+  const publish = options.publish ?? { source: true, html: false };
+  return {
+    plan: {
+      source,
+      sourceBundlePath: "reports",
+      destination,
+      target: {
+        owner: ownerScope("reports", "archive"),
+        manifest,
+        bundlePath: "reports",
+        stateMode: "single_owner",
+        reconciliation: options.reconciliation ?? "replace",
+        pathMapping: "preserve_relative",
+        transfer: DEFAULT_TRANSFER_POLICY,
+        force: false,
+      },
+      selection: selectOutputs(manifest, {
+        source: publish.source,
+        html: publish.html,
+        markdownMode: publish.html ? "sidecar" : undefined,
+      }),
+      distributorVersion: "test",
+    },
+    now: () => options.now ?? new Date("2026-06-06T10:00:00Z"),
+    dryRun: false,
+    lease: { renew: false },
+    execute: {},
+    onPlan: options.onPlan,
+  };
 }
 
 export async function executeCase(c: PublishCase, plan: PublishPlan): Promise<void> {

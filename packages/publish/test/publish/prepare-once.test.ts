@@ -1,10 +1,10 @@
-import { ownerScope } from "@distributor/state";
 import { joinPrefix, type StorageBackend } from "@distributor/storage";
 import { afterAll, describe, expect, it } from "vitest";
-import { DEFAULT_TRANSFER_POLICY, publishTarget, selectOutputs } from "../../src/publish/index.js";
+import { publishTarget } from "../../src/publish/index.js";
 import {
   exists,
   newBackend,
+  publishTargetOptions,
   readText,
   removeTempBackends,
   useBackendKind,
@@ -40,31 +40,13 @@ describe("publishTarget", () => {
     const { backend: source, reads } = countingReads(plain);
     const destination = newBackend();
     const planned: string[][] = [];
-    const plan = await publishTarget({
-      plan: {
-        source,
-        sourceBundlePath: "reports",
-        destination,
-        target: {
-          owner: ownerScope("reports", "archive"),
-          manifest,
-          bundlePath: "reports",
-          stateMode: "single_owner",
-          reconciliation: "replace",
-          pathMapping: "preserve_relative",
-          transfer: DEFAULT_TRANSFER_POLICY,
-          force: false,
-        },
-        // No render cache: before, each planning attempt rendered the Markdown again.
-        selection: selectOutputs(manifest, { source: true, html: true, markdownMode: "sidecar" }),
-        distributorVersion: "test",
-      },
-      now: () => new Date("2026-06-04T12:00:00Z"),
-      dryRun: false,
-      lease: { renew: false },
-      execute: {},
-      onPlan: (current) => planned.push(current.outputs.map((output) => output.path)),
-    });
+    // No render cache: before, each planning attempt rendered the Markdown again.
+    const plan = await publishTarget(
+      publishTargetOptions(source, destination, manifest, {
+        publish: { source: true, html: true },
+        onPlan: (current) => planned.push(current.outputs.map((output) => output.path)),
+      }),
+    );
     expect(plan.action).toBe("publish_new");
     expect(planned).toEqual([["data/table.csv", "report.html", "report.md"]]);
     expect(reads.filter((path) => path === joinPrefix("reports", "report.md"))).toHaveLength(1);
