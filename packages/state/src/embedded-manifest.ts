@@ -25,7 +25,7 @@ export function parseEmbeddedManifest(value: unknown, name: string): Manifest {
 export function checkedManifestText(
   manifest: Manifest,
 ): { ok: true; text: string } | { ok: false; problem: string } {
-  // Parsed or built by the bundle package and unchanged since: valid, no need to read it again.
+  // Parsed by the bundle package and unchanged since: valid, no need to read it again.
   const known = verifiedManifestText(manifest);
   if (known !== undefined) return { ok: true, text: known };
   try {

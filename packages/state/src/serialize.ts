@@ -25,9 +25,7 @@ export function serializeSingleOwnerState(state: SingleOwnerState): string {
   const manifests: ManifestTexts = new Map();
   throwIfProblem(singleOwnerStateProblem(state, manifests));
   const timestamp = timestampFormatter();
-  const json = new JsonText().openObject().member("schema_version", state.schemaVersion);
-  if (state.distributorVersion) json.member("distributor_version", state.distributorVersion);
-  json
+  const json = openDocument(state)
     .member("pipeline_id", state.pipelineId)
     .member("destination_id", state.destinationId)
     .member("published_at", timestamp(state.publishedAt))
@@ -56,9 +54,7 @@ export function serializeSharedRootState(state: SharedRootState): string {
   const manifests: ManifestTexts = new Map();
   throwIfProblem(sharedRootStateProblem(state, manifests));
   const timestamp = timestampFormatter();
-  const json = new JsonText().openObject().member("schema_version", state.schemaVersion);
-  if (state.distributorVersion) json.member("distributor_version", state.distributorVersion);
-  json
+  const json = openDocument(state)
     .member("created_at", timestamp(state.createdAt))
     .member("updated_at", timestamp(state.updatedAt))
     .openObject("state")
@@ -90,6 +86,13 @@ export function serializeSharedRootState(state: SharedRootState): string {
       .end();
   }
   return json.end().end().text();
+}
+
+/** The root object with the members both schemas open with: the version fields. */
+function openDocument(state: StateDocument): JsonText {
+  const json = new JsonText().openObject().member("schema_version", state.schemaVersion);
+  if (state.distributorVersion) json.member("distributor_version", state.distributorVersion);
+  return json;
 }
 
 /** Serialises either kind of document according to its schema. */

@@ -63,15 +63,11 @@ describe("a next state too large to read back", () => {
     await destination.writeFile("reports/.distributor.json", recorded, { overwrite: false });
     // The next bundle adds 14 000 more: merged, the state would be about 80 MB.
     const next = longPathManifest(14_000, "b", new Date("2026-06-06T09:00:00Z"));
+    const options = publishTargetOptions(source, destination, next, { reconciliation: "merge" });
     // A dry run says so too, instead of reporting a publication that would then be refused.
-    const dryRun = {
-      ...publishTargetOptions(source, destination, next, { reconciliation: "merge" }),
-      dryRun: true,
-    };
-    expect(await publishTarget(dryRun).catch((error) => error)).toBeInstanceOf(StateTooLargeError);
-    const failure = await publishTarget(
-      publishTargetOptions(source, destination, next, { reconciliation: "merge" }),
-    ).catch((error) => error);
+    const dryRun = await publishTarget({ ...options, dryRun: true }).catch((error) => error);
+    expect(dryRun).toBeInstanceOf(StateTooLargeError);
+    const failure = await publishTarget(options).catch((error) => error);
     expect(failure).toBeInstanceOf(StateTooLargeError);
     expect(failure.code).toBe("state_too_large");
     expect(failure.message).toMatch(
