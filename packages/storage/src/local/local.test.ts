@@ -96,6 +96,32 @@ describe("local backend", () => {
     expect(await readdir(root)).toEqual([]);
   });
 
+  it("walks a directory larger than one directory read, and closes it when the limit stops it", async () => {
+    const wide = join(root, "wide");
+    await mkdir(join(wide, "zz-sub"), { recursive: true });
+    const names = Array.from({ length: 2600 }, (_, index) => `f${String(index).padStart(4, "0")}`);
+    for (let start = 0; start < names.length; start += 200) {
+      await Promise.all(
+        names.slice(start, start + 200).map((name) => writeFile(join(wide, name), name)),
+      );
+    }
+    await writeFile(join(wide, "zz-sub", "inner.txt"), "inner");
+    const entries = await backend.walk("wide", { recursive: true, limit: 5000 });
+    expect(entries.map((entry) => entry.path)).toEqual([
+      ...names.map((name) => `wide/${name}`),
+      "wide/zz-sub",
+      "wide/zz-sub/inner.txt",
+    ]);
+    expect(entries[0]).toMatchObject({ kind: "file", size: 5 });
+    const open = async () => (await readdir("/proc/self/fd")).length;
+    const before = await open();
+    await expectStorageError(
+      backend.walk("wide", { recursive: true, limit: 1500 }),
+      "limit_exceeded",
+    );
+    expect(await open()).toBe(before);
+  });
+
   it("leaves emptied directories in place without pruneEmptyDirs", async () => {
     await backend.writeFile("bundle/nested/a.txt", "a");
     await backend.deleteManagedOutputs("bundle", ["nested/a.txt"]);

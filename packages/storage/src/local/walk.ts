@@ -1,6 +1,5 @@
 import type { Dirent, Stats } from "node:fs";
-import { lstatSync } from "node:fs";
-import { opendir } from "node:fs/promises";
+import { type Dir, lstatSync, opendirSync } from "node:fs";
 import type { StorageEntry, WalkOptions } from "../backend.js";
 import { throwIfAborted } from "../internal/abort.js";
 import { escapeName, nameProblem } from "../names.js";
@@ -41,9 +40,12 @@ export async function walkTree(
   while (pending.length > 0) {
     const directory = pending.pop()!;
     throwIfAborted(signal);
-    let dir: Awaited<ReturnType<typeof opendir>>;
+    let dir: Dir;
     try {
-      dir = await opendir(nativePath(local, directory), { encoding: "buffer" as BufferEncoding });
+      dir = opendirSync(nativePath(local, directory), {
+        encoding: "buffer" as BufferEncoding,
+        bufferSize: 1024,
+      });
     } catch (error) {
       // A root not created yet, or a directory removed since it was listed: nothing below it.
       if (hasCode(error, "ENOENT")) continue;
@@ -52,21 +54,27 @@ export async function walkTree(
       // Name the directory that failed (an unreadable one deep below the prefix, say).
       throw toStorageError(error, OPERATION, directory === "" ? prefix : directory);
     }
-    // The directory is read through the thread pool; each entry's lstat is synchronous, as in
-    // inspect.ts: the inode is cached after the read, and a round trip per entry would cost more.
+    // The directory is read synchronously in batches of up to 1 024 entries, and each entry is
+    // lstat'ed synchronously, as in inspect.ts: the inode is cached after the read. Through the
+    // thread pool every 32-entry batch cost a round trip, and a 20 000-file walk spent 150 ms of
+    // its 300 ms waiting for them.
     const base = Buffer.from(`${nativePath(local, directory)}/`);
-    for await (const dirent of dir) {
-      throwIfAborted(signal);
-      const entry = describe(base, directory, dirent as unknown as Dirent<Buffer>);
-      // Removed between listing and lstat: it no longer exists, so it is not listed.
-      if (entry === undefined) continue;
-      entries.push(entry);
-      if (entries.length > limit) {
-        throw localError("limit_exceeded", OPERATION, prefix, `more than ${limit} entries`);
+    try {
+      for (let dirent = dir.readSync(); dirent !== null; dirent = dir.readSync()) {
+        throwIfAborted(signal);
+        const entry = describe(base, directory, dirent as unknown as Dirent<Buffer>);
+        // Removed between listing and lstat: it no longer exists, so it is not listed.
+        if (entry === undefined) continue;
+        entries.push(entry);
+        if (entries.length > limit) {
+          throw localError("limit_exceeded", OPERATION, prefix, `more than ${limit} entries`);
+        }
+        if (entry.kind === "directory" && entry.nameProblem === undefined && options.recursive) {
+          pending.push(entry.path);
+        }
       }
-      if (entry.kind === "directory" && entry.nameProblem === undefined && options.recursive) {
-        pending.push(entry.path);
-      }
+    } finally {
+      dir.closeSync();
     }
   }
   return entries.sort((left, right) => compareLogicalPaths(left.path, right.path));
