@@ -9,6 +9,10 @@
 // median and min–max wall time, the peak RSS, and the ratio of the median to each peer's median,
 // then the issue's target for the workload and whether it is met.
 //
+// Beside them runs `node-floor.mjs`: a plain Node program making the system calls distributor's
+// design requires (two hashes, temp file + link + unlink, a state file), without distributor's
+// code, so each ratio to a peer can be read against what Node itself reaches.
+//
 // Workloads:
 //   small     1 000 × 100 KiB: distributor (fsync), distributor (fsync: false), rclone copy,
 //             rsync -a, rsync -a --fsync, cp -r
@@ -30,6 +34,7 @@ import { median, mib, writeSized } from "./common.mjs";
 
 const repo = dirname(dirname(fileURLToPath(import.meta.url)));
 const bin = join(repo, "packages/cli/dist/bin.cjs");
+const floor = join(repo, "bench/node-floor.mjs");
 const { values } = parseArgs({
   options: {
     runs: { type: "string", default: "5" },
@@ -129,7 +134,10 @@ function target(label, subject, peer, limit, results) {
  */
 function publishTargets(results, fsyncLimit, plainLimit) {
   const modes = ["distributor (fsync)", "distributor (fsync: false)"];
-  ratios(results, modes, ["rclone copy", "rsync -a", "rsync -a --fsync", "cp -r"]);
+  const floors = ["node floor (fsync)", "node floor (fsync: false)"];
+  ratios(results, [...modes, ...floors], ["rclone copy", "rsync -a", "rsync -a --fsync", "cp -r"]);
+  ratios(results, [modes[0]], [floors[0]]);
+  ratios(results, [modes[1]], [floors[1]]);
   target(
     `fsync ≤ ${fsyncLimit.toFixed(1)} × rsync -a --fsync`,
     modes[0],
@@ -196,6 +204,18 @@ async function commandSet(work, source, bundle, files, { withFsyncPeers = true }
     argv: ["node", bin, "run", "--config", plainConfig],
     prepare: fresh("dist-nofsync"),
   });
+  if (withFsyncPeers) {
+    commands.push({
+      name: "node floor (fsync)",
+      argv: ["node", floor, "copy", bundle, join(work, "floor-fsync"), "--fsync"],
+      prepare: fresh("floor-fsync"),
+    });
+  }
+  commands.push({
+    name: "node floor (fsync: false)",
+    argv: ["node", floor, "copy", bundle, join(work, "floor-nofsync")],
+    prepare: fresh("floor-nofsync"),
+  });
   if (peers.rclone) {
     commands.push({
       name: "rclone copy",
@@ -250,6 +270,7 @@ try {
       measure(["node", bin, "run", "--config", config]);
       const commands = [
         { name: "distributor re-run", argv: ["node", bin, "run", "--config", config] },
+        { name: "node floor re-run", argv: ["node", floor, "rerun", config] },
       ];
       if (peers.rclone) {
         measure(["rclone", "copy", bundle, join(work, "rclone-rerun")]);
@@ -259,6 +280,8 @@ try {
         });
       }
       const results = await compare(commands);
+      ratios(results, ["distributor re-run", "node floor re-run"], ["rclone copy re-run"]);
+      ratios(results, ["distributor re-run"], ["node floor re-run"]);
       target("re-run ≤ 2 × rclone re-run", "distributor re-run", "rclone copy re-run", 2, results);
     }
     await rm(work, { recursive: true, force: true });
@@ -308,7 +331,12 @@ try {
     const results = await compare(
       await commandSet(work, source, bundle, 20_000, { withFsyncPeers: false }),
     );
-    ratios(results, ["distributor (fsync: false)"], ["rclone copy", "rsync -a", "cp -r"]);
+    ratios(
+      results,
+      ["distributor (fsync: false)", "node floor (fsync: false)"],
+      ["rclone copy", "rsync -a", "cp -r"],
+    );
+    ratios(results, ["distributor (fsync: false)"], ["node floor (fsync: false)"]);
     target(
       "fsync: false ≤ 1.0 × rclone copy",
       "distributor (fsync: false)",

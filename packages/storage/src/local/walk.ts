@@ -60,9 +60,10 @@ export async function walkTree(
     // its 300 ms waiting for them.
     const base = Buffer.from(`${nativePath(local, directory)}/`);
     try {
-      for (let dirent = dir.readSync(); dirent !== null; dirent = dir.readSync()) {
+      const named = directory === "" ? prefix : directory;
+      for (let dirent = nextEntry(dir, named); dirent !== null; dirent = nextEntry(dir, named)) {
         throwIfAborted(signal);
-        const entry = describe(base, directory, dirent as unknown as Dirent<Buffer>);
+        const entry = describe(base, directory, dirent);
         // Removed between listing and lstat: it no longer exists, so it is not listed.
         if (entry === undefined) continue;
         entries.push(entry);
@@ -78,6 +79,15 @@ export async function walkTree(
     }
   }
   return entries.sort((left, right) => compareLogicalPaths(left.path, right.path));
+}
+
+/** The directory's next entry; a read failing part-way (EIO, say) names the directory. */
+function nextEntry(dir: Dir, path: string): Dirent<Buffer> | null {
+  try {
+    return dir.readSync() as unknown as Dirent<Buffer> | null;
+  } catch (error) {
+    throw toStorageError(error, OPERATION, path);
+  }
 }
 
 function describe(
