@@ -92,4 +92,37 @@ describe("links", () => {
     expect(outputs[0]?.url).toBe("https://r.example/daily/2026/report.html");
     expect(primaryUrl).toBe("https://r.example/daily/2026/report.html");
   });
+
+  it("copies every output with exactly the fields it has, plus the URL", () => {
+    const content = new Uint8Array([1, 2]);
+    const prepared = [
+      { path: "a.txt", kind: "source" as const, sourcePath: "a.txt", sha256: SHA, size: 1 },
+      {
+        path: "r.html",
+        kind: "generated" as const,
+        sourcePath: "r.md",
+        transform: "markdown_to_html" as const,
+        sha256: SHA,
+        size: 2,
+        content,
+      },
+    ];
+    const plain = attachUrls(prepared, "b", undefined).outputs;
+    expect(plain).toEqual(prepared);
+    expect(plain[0]).not.toBe(prepared[0]);
+    expect(Object.keys(plain[0] ?? {}).sort()).toEqual([
+      "kind",
+      "path",
+      "sha256",
+      "size",
+      "sourcePath",
+    ]);
+    expect(plain[1]?.content).toBe(content);
+    const linked = attachUrls(prepared, "b", { baseUrl: "https://r.example/", primary: "auto" });
+    expect(linked.outputs.map((output) => output.url)).toEqual([
+      "https://r.example/b/a.txt",
+      "https://r.example/b/r.html",
+    ]);
+    expect(linked.outputs[1]).toEqual({ ...prepared[1], url: "https://r.example/b/r.html" });
+  });
 });
