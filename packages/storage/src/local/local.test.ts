@@ -96,7 +96,7 @@ describe("local backend", () => {
     expect(await readdir(root)).toEqual([]);
   });
 
-  it("walks a directory larger than one directory read, and closes it when the limit stops it", async () => {
+  it("walks a directory larger than one directory read, closing it on limits and aborts", async () => {
     const wide = join(root, "wide");
     await mkdir(join(wide, "zz-sub"), { recursive: true });
     const names = Array.from({ length: 2600 }, (_, index) => `f${String(index).padStart(4, "0")}`);
@@ -113,12 +113,25 @@ describe("local backend", () => {
       "wide/zz-sub/inner.txt",
     ]);
     expect(entries[0]).toMatchObject({ kind: "file", size: 5 });
-    const open = async () => (await readdir("/proc/self/fd")).length;
+    // Open descriptors, where the platform lists them (Linux).
+    const open = async () => (await readdir("/proc/self/fd").catch(() => [])).length;
     const before = await open();
     await expectStorageError(
       backend.walk("wide", { recursive: true, limit: 1500 }),
       "limit_exceeded",
     );
+    expect(await open()).toBe(before);
+
+    // The reads are synchronous, yet the walk gives the event loop turns: an abort requested
+    // while it runs stops it with the signal's reason, and its directory is closed.
+    const controller = new AbortController();
+    const walking = backend.walk("wide", {
+      recursive: true,
+      limit: 5000,
+      signal: controller.signal,
+    });
+    setImmediate(() => controller.abort());
+    await expect(walking).rejects.toMatchObject({ name: "AbortError" });
     expect(await open()).toBe(before);
   });
 
