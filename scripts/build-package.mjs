@@ -55,7 +55,9 @@ const common = {
   outdir: "dist",
   platform: "node",
   target: "node20",
+  // Maps point into `src/`, as tsc's did; the sources are not copied into them.
   sourcemap: true,
+  sourcesContent: false,
   keepNames: true,
   logLevel: "warning",
 };
@@ -71,5 +73,10 @@ if (esm.length > 0) {
   });
 }
 if (values.cjs.length > 0) {
-  await build({ ...common, entryPoints: values.cjs, format: "cjs", outExtension: { ".js": ".cjs" } });
+  await build({
+    ...common,
+    entryPoints: values.cjs,
+    format: "cjs",
+    outExtension: { ".js": ".cjs" },
+  });
 }
