@@ -37,6 +37,7 @@ export {
   singleOwnerScope,
 } from "./scope.js";
 export {
+  encodeDocument,
   serializeDocument,
   serializeSharedRootState,
   serializeSingleOwnerState,

@@ -22,10 +22,38 @@ import {
  * omitted when empty. Invalid state is refused with a `StateError` rather than written.
  */
 export function serializeSingleOwnerState(state: SingleOwnerState): string {
+  return writeSingleOwnerState(state, new JsonText()).text();
+}
+
+/** Serialises shared-root state (schema 3) with the same conventions. */
+export function serializeSharedRootState(state: SharedRootState): string {
+  return writeSharedRootState(state, new JsonText()).text();
+}
+
+/** Serialises either kind of document according to its schema. */
+export function serializeDocument(document: StateDocument): string {
+  return writeDocument(document, new JsonText()).text();
+}
+
+/**
+ * `serializeDocument`'s text as UTF-8 bytes, encoded as it is written, so that the whole text
+ * never exists as one string (for 20 000 outputs, 10 MB less for the collector to find).
+ */
+export function encodeDocument(document: StateDocument): Uint8Array {
+  return writeDocument(document, new JsonText({ encode: true })).bytes();
+}
+
+function writeDocument(document: StateDocument, json: JsonText): JsonText {
+  return isSharedRootState(document)
+    ? writeSharedRootState(document, json)
+    : writeSingleOwnerState(document, json);
+}
+
+function writeSingleOwnerState(state: SingleOwnerState, json: JsonText): JsonText {
   const manifests: ManifestTexts = new Map();
   throwIfProblem(singleOwnerStateProblem(state, manifests));
   const timestamp = timestampFormatter();
-  const json = openDocument(state)
+  openDocument(json, state)
     .member("pipeline_id", state.pipelineId)
     .member("destination_id", state.destinationId)
     .member("published_at", timestamp(state.publishedAt))
@@ -46,15 +74,14 @@ export function serializeSingleOwnerState(state: SingleOwnerState): string {
       .member("updated_at", timestamp(output.updatedAt))
       .end();
   }
-  return json.end().end().text();
+  return json.end().end();
 }
 
-/** Serialises shared-root state (schema 3) with the same conventions. */
-export function serializeSharedRootState(state: SharedRootState): string {
+function writeSharedRootState(state: SharedRootState, json: JsonText): JsonText {
   const manifests: ManifestTexts = new Map();
   throwIfProblem(sharedRootStateProblem(state, manifests));
   const timestamp = timestampFormatter();
-  const json = openDocument(state)
+  openDocument(json, state)
     .member("created_at", timestamp(state.createdAt))
     .member("updated_at", timestamp(state.updatedAt))
     .openObject("state")
@@ -85,21 +112,14 @@ export function serializeSharedRootState(state: SharedRootState): string {
       .member("updated_at", timestamp(output.updatedAt))
       .end();
   }
-  return json.end().end().text();
+  return json.end().end();
 }
 
-/** The root object with the members both schemas open with: the version fields. */
-function openDocument(state: StateDocument): JsonText {
-  const json = new JsonText().openObject().member("schema_version", state.schemaVersion);
+/** Opens the root object with the members both schemas open with: the version fields. */
+function openDocument(json: JsonText, state: StateDocument): JsonText {
+  json.openObject().member("schema_version", state.schemaVersion);
   if (state.distributorVersion) json.member("distributor_version", state.distributorVersion);
   return json;
-}
-
-/** Serialises either kind of document according to its schema. */
-export function serializeDocument(document: StateDocument): string {
-  return isSharedRootState(document)
-    ? serializeSharedRootState(document)
-    : serializeSingleOwnerState(document);
 }
 
 /** `source.manifest`: the manifest's canonical text, the one validation read back. */

@@ -68,6 +68,28 @@ describe("JsonText", () => {
     expect(json.end().end().text()).toBe(rendered({ outputs: records }));
   });
 
+  it("encodes the same text as UTF-8 bytes, across chunks and buffer growth", () => {
+    const write = (json: JsonText) => {
+      json.openObject().openArray("outputs");
+      for (let index = 0; index < 6_000; index++) {
+        json.openObject().member("path", `dir ü/雪 ${index} 😀.txt`).member("size", index).end();
+      }
+      return json
+        .end()
+        .rendered("manifest", rendered({ id: "ü", files: [] }))
+        .end();
+    };
+    const text = write(new JsonText()).text();
+    const bytes = write(new JsonText({ encode: true })).bytes();
+    expect(bytes.length).toBeGreaterThan(256 * 1024);
+    expect(Buffer.from(bytes).equals(Buffer.from(text, "utf8"))).toBe(true);
+    const empty = new JsonText({ encode: true }).openObject().end().bytes();
+    expect(Buffer.from(empty).toString("utf8")).toBe("{}\n");
+    expect(() => new JsonText({ encode: true }).openObject().end().text()).toThrow(/bytes\(\)/);
+    expect(() => new JsonText().openObject().end().bytes()).toThrow(/text\(\)/);
+    expect(() => new JsonText({ encode: true }).openObject().bytes()).toThrow(/not ended/);
+  });
+
   it("refuses members outside a container and text with containers left open", () => {
     expect(() => new JsonText().member("a", 1)).toThrow(/needs an open container/);
     expect(() => new JsonText().end()).toThrow(/nothing to end/);

@@ -1,4 +1,5 @@
 import {
+  encodeDocument,
   parseDocument,
   parseSharedRootState,
   parseSingleOwnerState,
@@ -166,5 +167,14 @@ describe("serializeSharedRootState", () => {
     for (const name of ["valid-v2.json", "valid-v3.json"]) {
       expect(serializeDocument(parseDocument(fixture(name)))).toBe(fixture(name));
     }
+  });
+
+  it("encodeDocument gives the same text as UTF-8 bytes, and refuses invalid state", () => {
+    for (const name of ["valid-v2.json", "valid-v3.json"]) {
+      const bytes = encodeDocument(parseDocument(fixture(name)));
+      expect(Buffer.from(bytes).toString("utf8")).toBe(fixture(name));
+    }
+    const invalid = { ...validSingleOwnerState(), pipelineId: "" };
+    expect(() => encodeDocument(invalid)).toThrow(StateError);
   });
 });

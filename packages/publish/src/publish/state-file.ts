@@ -1,9 +1,9 @@
 import {
   type DestinationStatus,
+  encodeDocument,
   parseDocument,
   type StateDocument,
   StateError,
-  serializeDocument,
 } from "@distributor/state";
 import {
   displayPath,
@@ -38,7 +38,7 @@ export function encodeStateFile(
   path: string,
   document: StateDocument,
 ): Uint8Array {
-  const bytes = Buffer.from(serializeDocument(document), "utf8");
+  const bytes = encodeDocument(document);
   if (bytes.length > MAX_STATE_BYTES) {
     throw new StateTooLargeError(
       `state file ${backend.location} ${displayPath(path)} would be ${bytes.length} bytes, more than the ${MAX_STATE_BYTES} a state file may have (it could not be read back); nothing was written`,
