@@ -118,7 +118,9 @@ export class JsonText {
 
 /**
  * A growing byte buffer. It doubles when a chunk might not fit (a UTF-16 unit is at most three
- * UTF-8 bytes); the pages of the spare capacity are never written, so they are never resident.
+ * UTF-8 bytes). Chunks are encoded one by one, which gives the bytes of the whole text only
+ * because a chunk never ends inside a surrogate pair: chunks are joined from whole pieces, each
+ * `JSON.stringify` output (which escapes lone surrogates) or ASCII punctuation.
  */
 class ByteBuffer {
   #buffer = Buffer.allocUnsafe(64 * 1024);
@@ -134,6 +136,12 @@ class ByteBuffer {
     this.#length += this.#buffer.write(chunk, this.#length, "utf8");
   }
 
+  /**
+   * The bytes written: a view (offset 0, exact length) on the buffer, as a small `Buffer.from` is
+   * a view on Node's shared pool. The spare capacity behind it was never written (its pages are
+   * not resident unless the allocator reused memory) and is not part of the view; copying the
+   * bytes out instead raised the peak of a 20 000-file publish by 8 MiB.
+   */
   contents(): Uint8Array {
     return this.#buffer.subarray(0, this.#length);
   }

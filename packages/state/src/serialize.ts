@@ -37,7 +37,8 @@ export function serializeDocument(document: StateDocument): string {
 
 /**
  * `serializeDocument`'s text as UTF-8 bytes, encoded as it is written, so that the whole text
- * never exists as one string (for 20 000 outputs, 10 MB less for the collector to find).
+ * never exists as one string (for 20 000 outputs, 10 MB less for the collector to find). The
+ * result is a view on a larger buffer, like a pooled `Buffer`: use its bytes, not its `.buffer`.
  */
 export function encodeDocument(document: StateDocument): Uint8Array {
   return writeDocument(document, new JsonText({ encode: true })).bytes();
