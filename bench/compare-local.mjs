@@ -37,7 +37,8 @@ const bin = join(repo, "packages/cli/dist/bin.cjs");
 const floor = join(repo, "bench/node-floor.mjs");
 // The floor's flushes get the thread pool the CLI's entry (bin.cjs) gives a run.
 const floorEnv = {
-  UV_THREADPOOL_SIZE: String(Math.min(16, Math.max(4, 2 * availableParallelism()))),
+  UV_THREADPOOL_SIZE:
+    process.env.UV_THREADPOOL_SIZE ?? String(Math.min(16, Math.max(4, 2 * availableParallelism()))),
 };
 const { values } = parseArgs({
   options: {
