@@ -7,7 +7,7 @@
 // - the JavaScript comes from esbuild: every `./dist/*.js` named by the package's `exports`, plus
 //   each `--esm` entry, is bundled from `src/` with code splitting, so a package loads as a
 //   handful of files instead of one module per source file (Node 20's ES loader reads each
-//   module through the thread pool: a re-run loaded about 120 of ours). Every bare import — other
+//   module through the thread pool: a re-run loaded 117 of ours). Every bare import — other
 //   workspace packages, third-party packages, `node:` built-ins — stays an import, so each package
 //   still resolves its own dependencies and `@distributor/storage` loads once per process
 //   (`instanceof StorageError` holds across packages). Entries that share modules share chunks,

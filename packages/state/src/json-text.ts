@@ -16,13 +16,14 @@ export class JsonText {
   readonly #chunks: string[] = [];
   readonly #bytes: ByteBuffer | undefined;
 
+  /** Per open container: whether it has a member yet, and its closing bracket. */
+  readonly #open: { filled: boolean; close: "}" | "]" }[] = [];
+  #indent = "";
+
   /** With `encode`, the text is written as UTF-8 bytes as it goes, and read with `bytes()`. */
   constructor(options: { encode?: boolean } = {}) {
     this.#bytes = options.encode ? new ByteBuffer() : undefined;
   }
-  /** Per open container: whether it has a member yet, and its closing bracket. */
-  readonly #open: { filled: boolean; close: "}" | "]" }[] = [];
-  #indent = "";
 
   /** Opens the root object, or an object member (`key` inside an object, none inside an array). */
   openObject(key?: string): this {

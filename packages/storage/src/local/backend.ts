@@ -68,6 +68,8 @@ export function createLocalBackend(options: LocalBackendOptions): StorageBackend
 
 class LocalOperations implements BackendOperations, LocalRoot {
   readonly unflushed = new Set<string>();
+  readonly writing = new Map<string, number>();
+  readonly made = new Set<string>();
 
   constructor(
     readonly root: string,

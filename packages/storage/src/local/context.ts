@@ -19,6 +19,15 @@ export interface LocalRoot {
    * state never records an output whose name a power cut could still lose.
    */
   readonly unflushed: Set<string>;
+  /**
+   * Directories below the root (native paths) with writes of this backend in flight below them,
+   * and how many. A directory one of them made is removed once the last of them ends, if it is
+   * empty then (none of them put a file there), so that an interrupted publish leaves no empty
+   * directory behind for the next run to take for unmanaged content. See `writeAtomically`.
+   */
+  readonly writing: Map<string, number>;
+  /** The directories those writes made, until the last write below each ends. */
+  readonly made: Set<string>;
 }
 
 /** Native path of a logical path or prefix; validated logical paths cannot climb out of the root. */

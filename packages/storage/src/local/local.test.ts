@@ -136,6 +136,57 @@ describe("local backend", () => {
     expect(await open()).toBe(before);
   });
 
+  describe("writes that fail side by side in directories they made", () => {
+    /** A source that yields one chunk, then fails when `fail()` is called. */
+    const stalled = () => {
+      let fail: () => void = () => undefined;
+      const failed = new Promise<void>((resolve) => {
+        fail = resolve;
+      });
+      async function* source(): AsyncGenerator<Uint8Array> {
+        yield Buffer.from("partial");
+        await failed;
+        throw new Error("source failed");
+      }
+      return { source: source(), fail };
+    };
+    /** Starts writes of `paths` that all stall with their temp files open. */
+    const start = async (paths: string[]) => {
+      const sources = paths.map(() => stalled());
+      const writes = paths.map((path, index) =>
+        backend.writeFile(path, sources[index]!.source).then(
+          () => "written",
+          () => "failed",
+        ),
+      );
+      // Every write has made sure of its directories and holds a temp file there.
+      for (;;) {
+        const temps = await readdir(join(root, "fresh", "deep")).catch(() => []);
+        if (temps.length === paths.length) break;
+        await new Promise((resolve) => setTimeout(resolve, 1));
+      }
+      return { sources, writes };
+    };
+    const paths = Array.from({ length: 6 }, (_, index) => `fresh/deep/${index}.txt`);
+
+    it("leave none of those directories behind, whichever fails first", async () => {
+      const { sources, writes } = await start(paths);
+      for (const [index, { fail }] of sources.entries()) {
+        fail();
+        expect(await writes[index]).toBe("failed");
+      }
+      expect(await readdir(root)).toEqual([]);
+    });
+
+    it("keep a directory one of them wrote an output into", async () => {
+      const { sources, writes } = await start(paths.slice(1));
+      await backend.writeFile(paths[0]!, "done");
+      for (const { fail } of sources) fail();
+      expect(await Promise.all(writes)).toEqual(Array(5).fill("failed"));
+      expect(await readdir(join(root, "fresh", "deep"))).toEqual(["0.txt"]);
+    });
+  });
+
   it("leaves emptied directories in place without pruneEmptyDirs", async () => {
     await backend.writeFile("bundle/nested/a.txt", "a");
     await backend.deleteManagedOutputs("bundle", ["nested/a.txt"]);

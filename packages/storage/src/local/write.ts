@@ -5,10 +5,11 @@ import {
   linkSync,
   openSync,
   renameSync,
+  rmdirSync,
   unlinkSync,
   writeSync,
 } from "node:fs";
-import { type FileHandle, lstat, mkdir, open, rmdir, unlink } from "node:fs/promises";
+import { type FileHandle, lstat, mkdir, open, unlink } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { ByteReader, WriteData, WriteOptions, WriteResult } from "../backend.js";
 import { mapBounded } from "../concurrency.js";
@@ -29,10 +30,27 @@ import { inspectPath, type PathState } from "./inspect.js";
  * can never clobber a file that appeared after our check. A compare-and-swap (`ifMatch`) checks
  * the target's version just before the rename; the check and the rename are not one atomic step,
  * which is why distributor makes them only while holding the state file's lease. On any failure
- * the temp file and the directories this call created are removed, so no partial target is ever
- * visible.
+ * the temp file is removed, so no partial target is ever visible, and so are the directories the
+ * backend's writes made that are empty once the last write below them ends.
  */
 export async function writeAtomically(
+  local: LocalRoot,
+  path: string,
+  data: WriteData,
+  options: WriteOptions,
+  operation: StorageOperation,
+): Promise<WriteResult> {
+  // Registered before anything waits, so no other write of this backend removes a directory
+  // this one is about to use; see `leaveDirectories`.
+  const directories = enterDirectories(local, path);
+  try {
+    return await writeInPlace(local, path, data, options, operation);
+  } finally {
+    leaveDirectories(local, directories);
+  }
+}
+
+async function writeInPlace(
   local: LocalRoot,
   path: string,
   data: WriteData,
@@ -111,7 +129,44 @@ export async function writeAtomically(
     throw writeError(error, operation, path, overwrite);
   } finally {
     if (tempCreated && (!committed || !overwrite)) unlinkQuietly(temp);
-    if (!committed) await removeCreated(created);
+  }
+}
+
+/** Counts a write in on every directory above `path` below the root; returns their native paths. */
+function enterDirectories(local: LocalRoot, path: string): string[] {
+  const directories: string[] = [];
+  for (let end = path.indexOf("/"); end !== -1; end = path.indexOf("/", end + 1)) {
+    const directory = nativePath(local, path.slice(0, end));
+    local.writing.set(directory, (local.writing.get(directory) ?? 0) + 1);
+    directories.push(directory);
+  }
+  return directories;
+}
+
+/**
+ * Counts a write out again, deepest directory first. When the last write below a directory that
+ * one of them made ends, the directory is removed if it is empty: a write that fails after
+ * making it (an abort, a source that changed) cannot remove it while another write's temp file
+ * is still inside, and when every write in it failed no output is left for the publish's
+ * cleanup to prune it with. Counting and removing happen in one synchronous step, so no write of
+ * this backend is between making sure of a directory and creating its temp file there; `rmdir`
+ * removes only empty directories, so nothing another process put there is touched.
+ */
+function leaveDirectories(local: LocalRoot, directories: readonly string[]): void {
+  for (let index = directories.length - 1; index >= 0; index--) {
+    const directory = directories[index]!;
+    const left = (local.writing.get(directory) ?? 1) - 1;
+    if (left > 0) {
+      local.writing.set(directory, left);
+      continue;
+    }
+    local.writing.delete(directory);
+    if (!local.made.delete(directory)) continue;
+    try {
+      rmdirSync(directory);
+    } catch {
+      // Not empty (it holds an output now), or gone already: either way nothing to remove.
+    }
   }
 }
 
@@ -344,6 +399,7 @@ async function createParents(
       try {
         await mkdir(native);
         created.push(native);
+        local.made.add(native);
       } catch (error) {
         if (!hasCode(error, "EEXIST")) throw error;
         // Someone else created it meanwhile: accept only a real directory.
@@ -356,18 +412,11 @@ async function createParents(
     }
     return created;
   } catch (error) {
-    await removeCreated(created);
+    // What was made is removed when this write is counted out (`leaveDirectories`).
     if (hasCode(error, "ENOTDIR")) {
       throw localError("conflict", operation, path, "a parent is not a directory", error);
     }
     throw toStorageError(error, operation, path);
-  }
-}
-
-async function removeCreated(created: readonly string[]): Promise<void> {
-  for (const directory of [...created].reverse()) {
-    // Best effort: a concurrent writer may already have put something in it.
-    await rmdir(directory).catch(() => undefined);
   }
 }
 
