@@ -46,19 +46,73 @@ export type PathState =
  * which distributor opens per run, so a publish checks each directory once instead of once per
  * path segment of every file.
  */
+interface SharedState {
+  rootReady: boolean;
+  /** Directories (logical) with writes of this backend in flight below them, and how many. */
+  readonly writing: Map<string, number>;
+  /** Directories those writes made and no output of theirs lies below yet. */
+  readonly made: Set<string>;
+}
+
 export class Remote {
   readonly #verified: Set<string>;
-  readonly #shared: { rootReady: boolean };
+  readonly #shared: SharedState;
   readonly #lane: number | undefined;
 
   constructor(
     readonly session: Session,
     readonly root: string,
-    shared?: { verified: Set<string>; state: { rootReady: boolean }; lane: number },
+    shared?: { verified: Set<string>; state: SharedState; lane: number },
   ) {
     this.#verified = shared?.verified ?? new Set();
-    this.#shared = shared?.state ?? { rootReady: false };
+    this.#shared = shared?.state ?? { rootReady: false, writing: new Map(), made: new Set() };
     this.#lane = shared?.lane;
+  }
+
+  /**
+   * Counts a write in on every directory above `path` below the root; returns them. See
+   * `leaveDirectories`.
+   */
+  enterDirectories(path: string): string[] {
+    const directories: string[] = [];
+    for (let end = path.indexOf("/"); end !== -1; end = path.indexOf("/", end + 1)) {
+      const directory = path.slice(0, end);
+      this.#shared.writing.set(directory, (this.#shared.writing.get(directory) ?? 0) + 1);
+      directories.push(directory);
+    }
+    return directories;
+  }
+
+  /** Records a directory a write made. */
+  markMade(directory: string): void {
+    this.#shared.made.add(directory);
+  }
+
+  /** A write put an output below these directories: none of them is to be removed. */
+  keepDirectories(directories: readonly string[]): void {
+    for (const directory of directories) this.#shared.made.delete(directory);
+  }
+
+  /**
+   * Counts a write out again and returns, deepest first, the directories writes made that no
+   * write is in flight below any more and that received no output: they are empty unless
+   * another client put something there, and the caller removes them (`rmdir` refuses a
+   * directory that is not empty). A write that fails after making a directory cannot remove it
+   * while other writes' temp files are inside; this way the last one out does.
+   */
+  leaveDirectories(directories: readonly string[]): string[] {
+    const abandoned: string[] = [];
+    for (let index = directories.length - 1; index >= 0; index--) {
+      const directory = directories[index] as string;
+      const left = (this.#shared.writing.get(directory) ?? 1) - 1;
+      if (left > 0) {
+        this.#shared.writing.set(directory, left);
+        continue;
+      }
+      this.#shared.writing.delete(directory);
+      if (this.#shared.made.delete(directory)) abandoned.push(directory);
+    }
+    return abandoned;
   }
 
   /** Set once the root is known to exist as a directory (it is created on first write). */

@@ -37,8 +37,8 @@ const BLOCK_BYTES = CHUNK_BYTES;
  * can never clobber a file that appeared after our check. A compare-and-swap checks the target's
  * version and renames while holding the target's swap lock (an exclusively created file beside
  * it, named as the local backend names its own), so of two swaps of one version exactly one
- * wins. On failure the temp file and the directories this call
- * created are removed.
+ * wins. On failure the temp file is removed, and so are the directories the backend's writes
+ * made that received no output once the last write below them ends.
  */
 export async function writeAtomically(
   shared: Remote,
@@ -50,6 +50,25 @@ export async function writeAtomically(
 ): Promise<WriteResult> {
   // The temp file's handle lives on one channel; the whole write stays there.
   const remote = shared.onLane();
+  // Counted in before anything waits: see `Remote.leaveDirectories`.
+  const directories = remote.enterDirectories(path);
+  try {
+    const result = await writeInPlace(remote, path, data, options, operation, fsync);
+    remote.keepDirectories(directories);
+    return result;
+  } finally {
+    await removeAbandoned(remote, remote.leaveDirectories(directories));
+  }
+}
+
+async function writeInPlace(
+  remote: Remote,
+  path: string,
+  data: WriteData,
+  options: WriteOptions,
+  operation: StorageOperation,
+  fsync: boolean,
+): Promise<WriteResult> {
   const { signal, ifMatch } = options;
   const overwrite = ifMatch !== undefined || (options.overwrite ?? false);
   const state = await remote.inspect(path, operation);
@@ -70,12 +89,11 @@ export async function writeAtomically(
   const segments = path.split("/");
   const existing = state.kind === "missing" ? state.existing : segments.length - 1;
   throwIfAborted(signal);
-  const created = await createParents(remote, path, segments, existing, operation);
+  await createParents(remote, path, segments, existing, operation);
   const parent = segments.slice(0, -1).join("/");
   const name = segments[segments.length - 1] as string;
   const temp = parent === "" ? tempFileName(name) : `${parent}/${tempFileName(name)}`;
   let tempExists = false;
-  let committed = false;
   try {
     const handle = await openExclusive(remote, temp, path, parent, operation);
     tempExists = true;
@@ -125,7 +143,6 @@ export async function writeAtomically(
     } finally {
       if (!closed) await close().catch(() => undefined);
     }
-    committed = true;
     return { version: remoteVersion(attrs) };
   } finally {
     if (tempExists) {
@@ -133,7 +150,6 @@ export async function writeAtomically(
         .call((sftp, done) => sftp.unlink(remote.path(temp), done))
         .catch(() => undefined);
     }
-    if (!committed) await removeCreated(remote, created);
   }
 }
 
@@ -491,40 +507,36 @@ function remoteSink(remote: Remote, handle: Buffer, onFailure: (error: unknown) 
   });
 }
 
-/** Creates the missing parents one level at a time so each new level is checked, not followed. */
+/**
+ * Creates the missing parents one level at a time so each new level is checked, not followed;
+ * what it makes is recorded (`Remote.markMade`) for the write to remove if nothing lands there.
+ */
 async function createParents(
   remote: Remote,
   path: string,
   segments: string[],
   existing: number,
   operation: StorageOperation,
-): Promise<string[]> {
-  const created: string[] = [];
-  try {
-    // The root is created on first write (with its own missing parents); levels below one by one.
-    if (existing === 0) await createRoot(remote);
-    for (let index = existing; index < segments.length - 1; index++) {
-      const partial = segments.slice(0, index + 1).join("/");
-      try {
-        await remote.call((sftp, done) => sftp.mkdir(remote.path(partial), done));
-        created.push(partial);
-      } catch (error) {
-        // Someone else created it meanwhile (OpenSSH says FAILURE for EEXIST): accept only a
-        // real directory.
-        const attrs = await remote.lstat(partial);
-        if (attrs === undefined) throw error;
-        const kind = kindOf(attrs);
-        if (kind === "symlink") throw symlinkRefused(operation, path, partial);
-        if (kind !== "directory") {
-          throw sshError("conflict", operation, path, `"${partial}" is a file, not a directory`);
-        }
+): Promise<void> {
+  // The root is created on first write (with its own missing parents); levels below one by one.
+  if (existing === 0) await createRoot(remote);
+  for (let index = existing; index < segments.length - 1; index++) {
+    const partial = segments.slice(0, index + 1).join("/");
+    try {
+      await remote.call((sftp, done) => sftp.mkdir(remote.path(partial), done));
+      remote.markMade(partial);
+    } catch (error) {
+      // Someone else created it meanwhile (OpenSSH says FAILURE for EEXIST): accept only a
+      // real directory.
+      const attrs = await remote.lstat(partial);
+      if (attrs === undefined) throw error;
+      const kind = kindOf(attrs);
+      if (kind === "symlink") throw symlinkRefused(operation, path, partial);
+      if (kind !== "directory") {
+        throw sshError("conflict", operation, path, `"${partial}" is a file, not a directory`);
       }
-      remote.markVerified(partial);
     }
-    return created;
-  } catch (error) {
-    await removeCreated(remote, created);
-    throw error;
+    remote.markVerified(partial);
   }
 }
 
@@ -547,10 +559,11 @@ async function createRoot(remote: Remote): Promise<void> {
   remote.rootReady = true;
 }
 
-async function removeCreated(remote: Remote, created: readonly string[]): Promise<void> {
-  for (const directory of [...created].reverse()) {
+async function removeAbandoned(remote: Remote, directories: readonly string[]): Promise<void> {
+  // Deepest first, as `leaveDirectories` lists them.
+  for (const directory of directories) {
     remote.forget(directory);
-    // Best effort: a concurrent writer may already have put something in it.
+    // Best effort: another client may have put something in it.
     await remote
       .call((sftp, done) => sftp.rmdir(remote.path(directory), done))
       .catch(() => undefined);

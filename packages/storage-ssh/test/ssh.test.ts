@@ -435,6 +435,43 @@ describe.skipIf(sshd === null)("ssh backend", () => {
   });
 
   describe("failures", () => {
+    it("leaves no directory behind when writes that made it fail side by side", async () => {
+      const root = await freshRoot();
+      const backend = await open(root);
+      const gates = Array.from({ length: 4 }, () => {
+        let fail: () => void = () => undefined;
+        const failed = new Promise<void>((resolve) => {
+          fail = resolve;
+        });
+        async function* source(): AsyncGenerator<Uint8Array> {
+          yield Buffer.from("partial");
+          await failed;
+          throw new Error("source failed");
+        }
+        return { source: source(), fail };
+      });
+      const writes = gates.map(({ source }, index) =>
+        backend.writeFile(`fresh/deep/${index}.txt`, source).then(
+          () => "written",
+          () => "failed",
+        ),
+      );
+      // Every write holds its temp file in the new directory.
+      for (;;) {
+        const temps = await readdir(join(root, "fresh", "deep")).catch(() => []);
+        if (temps.length === gates.length) break;
+        await new Promise((resolve) => setTimeout(resolve, 2));
+      }
+      for (const [index, { fail }] of gates.entries()) {
+        fail();
+        expect(await writes[index]).toBe("failed");
+      }
+      expect(await readdir(root)).toEqual([]);
+      // A later write makes the directories again and keeps them under its output.
+      await backend.writeFile("fresh/deep/0.txt", "done");
+      expect(await readdir(join(root, "fresh", "deep"))).toEqual(["0.txt"]);
+    });
+
     it("removes its temp file when the commit fails: a racing creator wins a no-clobber write", async () => {
       const root = await freshRoot();
       const backend = await open(root);

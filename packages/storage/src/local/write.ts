@@ -44,7 +44,10 @@ export async function writeAtomically(
   // this one is about to use; see `leaveDirectories`.
   const directories = enterDirectories(local, path);
   try {
-    return await writeInPlace(local, path, data, options, operation);
+    const result = await writeInPlace(local, path, data, options, operation);
+    // An output lies below each of them now: none is left for the last write to remove.
+    for (const directory of directories) local.made.delete(directory);
+    return result;
   } finally {
     leaveDirectories(local, directories);
   }
@@ -165,7 +168,7 @@ function leaveDirectories(local: LocalRoot, directories: readonly string[]): voi
     try {
       rmdirSync(directory);
     } catch {
-      // Not empty (it holds an output now), or gone already: either way nothing to remove.
+      // Not empty (something else was put there), or gone already: nothing to remove.
     }
   }
 }
