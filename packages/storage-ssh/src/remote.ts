@@ -52,6 +52,10 @@ interface SharedState {
   readonly writing: Map<string, number>;
   /** Directories those writes made and no output of theirs lies below yet. */
   readonly made: Set<string>;
+  /** The removals of abandoned directories, one after another (see `leaveDirectories`). */
+  removing: Promise<void>;
+  /** Bumped by every `forget`: an lstat answered across one does not mark anything verified. */
+  epoch: number;
 }
 
 export class Remote {
@@ -65,7 +69,13 @@ export class Remote {
     shared?: { verified: Set<string>; state: SharedState; lane: number },
   ) {
     this.#verified = shared?.verified ?? new Set();
-    this.#shared = shared?.state ?? { rootReady: false, writing: new Map(), made: new Set() };
+    this.#shared = shared?.state ?? {
+      rootReady: false,
+      writing: new Map(),
+      made: new Set(),
+      removing: Promise.resolve(),
+      epoch: 0,
+    };
     this.#lane = shared?.lane;
   }
 
@@ -94,13 +104,15 @@ export class Remote {
   }
 
   /**
-   * Counts a write out again and returns, deepest first, the directories writes made that no
+   * Counts a write out again and removes, deepest first, the directories writes made that no
    * write is in flight below any more and that received no output: they are empty unless
-   * another client put something there, and the caller removes them (`rmdir` refuses a
-   * directory that is not empty). A write that fails after making a directory cannot remove it
-   * while other writes' temp files are inside; this way the last one out does.
+   * another client put something there (`rmdir` refuses a directory that is not empty). A write
+   * that fails after making a directory cannot remove it while other writes' temp files are
+   * inside; this way the last one out does. The directories are forgotten at once, and removed
+   * after every removal asked for before, so a parent never goes before its children; a write
+   * waits for pending removals (`removals`) before it looks at its directories.
    */
-  leaveDirectories(directories: readonly string[]): string[] {
+  leaveDirectories(directories: readonly string[]): Promise<void> {
     const abandoned: string[] = [];
     for (let index = directories.length - 1; index >= 0; index--) {
       const directory = directories[index] as string;
@@ -110,9 +122,27 @@ export class Remote {
         continue;
       }
       this.#shared.writing.delete(directory);
-      if (this.#shared.made.delete(directory)) abandoned.push(directory);
+      if (this.#shared.made.delete(directory)) {
+        this.forget(directory);
+        abandoned.push(directory);
+      }
     }
-    return abandoned;
+    if (abandoned.length === 0) return Promise.resolve();
+    const removal = this.#shared.removing.then(async () => {
+      for (const directory of abandoned) {
+        // Best effort: another client may have put something in it.
+        await this.call((sftp, done) => sftp.rmdir(this.path(directory), done)).catch(
+          () => undefined,
+        );
+      }
+    });
+    this.#shared.removing = removal;
+    return removal;
+  }
+
+  /** Settles once every removal of abandoned directories asked for so far is done. */
+  removals(): Promise<void> {
+    return this.#shared.removing;
   }
 
   /** Set once the root is known to exist as a directory (it is created on first write). */
@@ -162,6 +192,7 @@ export class Remote {
 
   /** Forgets a directory (and everything below it) once it has been removed. */
   forget(directory: string): void {
+    this.#shared.epoch++;
     if (directory === "") {
       this.#verified.clear();
       return;
@@ -179,6 +210,10 @@ export class Remote {
   async inspect(logical: string, operation: StorageOperation): Promise<PathState> {
     const segments = logical.split("/");
     const partials = segments.map((_, index) => segments.slice(0, index + 1).join("/"));
+    const epoch = this.#shared.epoch;
+    const remember = (directory: string) => {
+      if (this.#shared.epoch === epoch) this.#verified.add(directory);
+    };
     const answers = await Promise.all(
       partials.map((partial, index) =>
         index < partials.length - 1 && this.#verified.has(partial)
@@ -197,12 +232,12 @@ export class Remote {
       const last = index === partials.length - 1;
       if (!last) {
         if (kind !== "directory") return { kind: "blocked", at: partial };
-        this.#verified.add(partial);
+        remember(partial);
         continue;
       }
       if (kind === "file") return { kind: "file", attrs };
       if (kind === "directory") {
-        this.#verified.add(partial);
+        remember(partial);
         return { kind: "directory", attrs };
       }
       return { kind: "other", attrs };

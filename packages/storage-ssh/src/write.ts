@@ -53,11 +53,13 @@ export async function writeAtomically(
   // Counted in before anything waits: see `Remote.leaveDirectories`.
   const directories = remote.enterDirectories(path);
   try {
+    // A directory abandoned before this write counted in may still be on its way out.
+    await remote.removals();
     const result = await writeInPlace(remote, path, data, options, operation, fsync);
     remote.keepDirectories(directories);
     return result;
   } finally {
-    await removeAbandoned(remote, remote.leaveDirectories(directories));
+    await remote.leaveDirectories(directories);
   }
 }
 
@@ -557,15 +559,4 @@ async function createRoot(remote: Remote): Promise<void> {
     }
   }
   remote.rootReady = true;
-}
-
-async function removeAbandoned(remote: Remote, directories: readonly string[]): Promise<void> {
-  // Deepest first, as `leaveDirectories` lists them.
-  for (const directory of directories) {
-    remote.forget(directory);
-    // Best effort: another client may have put something in it.
-    await remote
-      .call((sftp, done) => sftp.rmdir(remote.path(directory), done))
-      .catch(() => undefined);
-  }
 }

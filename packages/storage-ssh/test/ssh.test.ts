@@ -450,18 +450,23 @@ describe.skipIf(sshd === null)("ssh backend", () => {
         }
         return { source: source(), fail };
       });
-      const writes = gates.map(({ source }, index) =>
-        backend.writeFile(`fresh/deep/${index}.txt`, source).then(
+      const started = (index: number) =>
+        backend.writeFile(`fresh/deep/${index}.txt`, gates[index]!.source).then(
           () => "written",
           () => "failed",
-        ),
-      );
-      // Every write holds its temp file in the new directory.
-      for (;;) {
-        const temps = await readdir(join(root, "fresh", "deep")).catch(() => []);
-        if (temps.length === gates.length) break;
-        await new Promise((resolve) => setTimeout(resolve, 2));
-      }
+        );
+      const temps = async (count: number) => {
+        for (;;) {
+          const names = await readdir(join(root, "fresh", "deep")).catch(() => []);
+          if (names.length === count) return;
+          await new Promise((resolve) => setTimeout(resolve, 2));
+        }
+      };
+      // Write 0 makes both directories, then the others join it; it fails first.
+      const writes = [started(0)];
+      await temps(1);
+      for (let index = 1; index < gates.length; index++) writes.push(started(index));
+      await temps(gates.length);
       for (const [index, { fail }] of gates.entries()) {
         fail();
         expect(await writes[index]).toBe("failed");

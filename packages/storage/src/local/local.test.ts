@@ -150,26 +150,33 @@ describe("local backend", () => {
       }
       return { source: source(), fail };
     };
-    /** Starts writes of `paths` that all stall with their temp files open. */
+    /**
+     * Starts writes of `paths` that stall with their temp files open: the first alone, so that
+     * it makes the directories, then the others beside it.
+     */
     const start = async (paths: string[]) => {
       const sources = paths.map(() => stalled());
-      const writes = paths.map((path, index) =>
-        backend.writeFile(path, sources[index]!.source).then(
+      const started = (index: number) =>
+        backend.writeFile(paths[index]!, sources[index]!.source).then(
           () => "written",
           () => "failed",
-        ),
-      );
-      // Every write has made sure of its directories and holds a temp file there.
-      for (;;) {
-        const temps = await readdir(join(root, "fresh", "deep")).catch(() => []);
-        if (temps.length === paths.length) break;
-        await new Promise((resolve) => setTimeout(resolve, 1));
-      }
+        );
+      const temps = async (count: number) => {
+        for (;;) {
+          const names = await readdir(join(root, "fresh", "deep")).catch(() => []);
+          if (names.length === count) return;
+          await new Promise((resolve) => setTimeout(resolve, 1));
+        }
+      };
+      const writes = [started(0)];
+      await temps(1);
+      for (let index = 1; index < paths.length; index++) writes.push(started(index));
+      await temps(paths.length);
       return { sources, writes };
     };
     const paths = Array.from({ length: 6 }, (_, index) => `fresh/deep/${index}.txt`);
 
-    it("leave none of those directories behind, whichever fails first", async () => {
+    it("leave none of those directories behind when the one that made them fails first", async () => {
       const { sources, writes } = await start(paths);
       for (const [index, { fail }] of sources.entries()) {
         fail();
@@ -178,12 +185,22 @@ describe("local backend", () => {
       expect(await readdir(root)).toEqual([]);
     });
 
-    it("keep a directory one of them wrote an output into", async () => {
+    it("keep a directory one of them wrote an output into, and one they did not make", async () => {
       const { sources, writes } = await start(paths.slice(1));
       await backend.writeFile(paths[0]!, "done");
       for (const { fail } of sources) fail();
       expect(await Promise.all(writes)).toEqual(Array(5).fill("failed"));
       expect(await readdir(join(root, "fresh", "deep"))).toEqual(["0.txt"]);
+      // An empty directory that was there before the writes is not theirs to remove.
+      await mkdir(join(root, "kept"));
+      const inKept = stalled();
+      const failing = backend.writeFile("kept/a.txt", inKept.source).catch(() => "failed");
+      while ((await readdir(join(root, "kept"))).length === 0) {
+        await new Promise((resolve) => setTimeout(resolve, 1));
+      }
+      inKept.fail();
+      expect(await failing).toBe("failed");
+      expect(await readdir(join(root, "kept"))).toEqual([]);
     });
   });
 
