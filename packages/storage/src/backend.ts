@@ -122,6 +122,15 @@ export interface DeleteOptions extends OperationOptions {
    * them. Everything else below the prefix goes, whatever its kind or name.
    */
   keep?: readonly string[];
+  /**
+   * Fenced deletes (`deleteManagedOutputs`, `deleteManagedBundle`): output path, as passed, to
+   * the version token the caller last saw there. Such a path is deleted only while its stored
+   * version is still that one, checked at the moment of the delete (local and SFTP: under the
+   * target's swap lock; S3: `If-Match` on the DELETE; memory: in one step). A path stored at
+   * another version is left in place and, once every other target is deleted, the call fails with
+   * `conflict` naming it. A missing path counts as deleted under `ignoreMissing`.
+   */
+  ifMatch?: ReadonlyMap<string, string>;
 }
 
 /**
@@ -180,6 +189,11 @@ export interface StorageBackend {
    * (and the prefix itself) stay.
    */
   deletePrefix(prefix: string, options?: DeleteOptions): Promise<void>;
+  /**
+   * Optional: aborts unfinished multipart uploads of exactly these paths (S3), so that recovery
+   * of a killed upload leaves no hidden parts behind. Resolves with how many were aborted.
+   */
+  abortUploads?(paths: readonly string[], options?: OperationOptions): Promise<number>;
   /** Releases connections and handles; every later call fails with `unavailable`. */
   close(): Promise<void>;
 }

@@ -23,6 +23,7 @@ export type StorageOperation =
   | "delete managed outputs"
   | "delete managed bundle"
   | "delete prefix"
+  | "abort uploads"
   | "register backend"
   | "open backend"
   | "close";

@@ -44,6 +44,16 @@ export function swapLockName(targetName: string): string {
   return `.distributor.${targetTag(targetName)}${rest.slice(0, 10)}.tmp`;
 }
 
+/**
+ * The name a waiter creates exclusively before it breaks a stale swap lock of `targetName`, so
+ * that of several waiters judging one lock stale exactly one breaks it (and a fresh lock taken
+ * meanwhile is never removed by a waiter that looked earlier).
+ */
+export function swapBreakerName(targetName: string): string {
+  const rest = createHash("sha256").update(`break:${targetName}`).digest("hex");
+  return `.distributor.${targetTag(targetName)}${rest.slice(0, 10)}.tmp`;
+}
+
 /** True for a name an atomic write uses for its temp file (or a compare-and-swap for its lock). */
 export function isTempFileName(name: string): boolean {
   return TEMP_NAME.test(name);

@@ -49,13 +49,18 @@ export interface BackendOperations {
   stat(path: string, options: OperationOptions): Promise<StorageEntry>;
   walk(prefix: string, options: WalkOptions): Promise<StorageEntry[]>;
   hasAny(prefix: string, options: OperationOptions): Promise<boolean>;
-  /** `targets` are full logical paths, distinct; every one is checked before any is deleted. */
+  /**
+   * `targets` are full logical paths, distinct; every one is checked before any is deleted.
+   * `options.ifMatch`, when set, is keyed by full logical path (the frame maps it).
+   */
   deleteManaged(
     operation: StorageOperation,
     targets: readonly string[],
     options: DeleteOptions,
   ): Promise<void>;
   deletePrefix(prefix: string, options: DeleteOptions): Promise<void>;
+  /** Optional (see `StorageBackend.abortUploads`); paths are valid logical paths. */
+  abortUploads?(paths: readonly string[], options: OperationOptions): Promise<number>;
   /** Releases connections; called once, after which the frame refuses every operation. */
   close?(): Promise<void>;
 }
@@ -86,6 +91,7 @@ class FramedBackend implements StorageBackend {
   readonly location: string;
   readonly writeConcurrency?: number;
   readonly openReader?: (path: string, options?: OperationOptions) => Promise<ByteReader>;
+  readonly abortUploads?: (paths: readonly string[], options?: OperationOptions) => Promise<number>;
   readonly #operations: BackendOperations;
   readonly #mapError: (error: unknown, operation: StorageOperation, path: string) => unknown;
   #closed = false;
@@ -101,6 +107,16 @@ class FramedBackend implements StorageBackend {
       this.openReader = async (path, options = {}) => {
         validatePath(path, "open reader", this.name);
         return this.#run("open reader", path, options.signal, () => openReader(path, options));
+      };
+    }
+    const abortUploads = operations.abortUploads?.bind(operations);
+    if (abortUploads !== undefined) {
+      this.abortUploads = async (paths, options = {}) => {
+        for (const path of paths) validatePath(path, "abort uploads", this.name);
+        const first = paths[0] ?? "";
+        return this.#run("abort uploads", first, options.signal, () =>
+          abortUploads([...new Set(paths)], options),
+        );
       };
     }
   }
@@ -175,8 +191,9 @@ class FramedBackend implements StorageBackend {
   ): Promise<void> {
     const operation = "delete managed outputs";
     const targets = this.#managedTargets(operation, bundlePath, outputPaths, managedOutputTargets);
+    const mapped = this.#fencedOptions(operation, bundlePath, options);
     return this.#run(operation, bundlePath, options.signal, () =>
-      this.#operations.deleteManaged(operation, targets, options),
+      this.#operations.deleteManaged(operation, targets, mapped),
     );
   }
 
@@ -187,8 +204,9 @@ class FramedBackend implements StorageBackend {
   ): Promise<void> {
     const operation = "delete managed bundle";
     const targets = this.#managedTargets(operation, bundlePath, outputPaths, managedBundleTargets);
+    const mapped = this.#fencedOptions(operation, bundlePath, options);
     return this.#run(operation, bundlePath, options.signal, () =>
-      this.#operations.deleteManaged(operation, targets, options),
+      this.#operations.deleteManaged(operation, targets, mapped),
     );
   }
 
@@ -210,6 +228,24 @@ class FramedBackend implements StorageBackend {
     } catch (error) {
       throw this.#mapError(error, "close", "");
     }
+  }
+
+  /** `ifMatch` re-keyed from output paths to the full logical paths the operations receive. */
+  #fencedOptions(
+    operation: StorageOperation,
+    bundlePath: string,
+    options: DeleteOptions,
+  ): DeleteOptions {
+    if (options.ifMatch === undefined) return options;
+    const ifMatch = new Map<string, string>();
+    for (const [outputPath, version] of options.ifMatch) {
+      validatePath(outputPath, operation, this.name);
+      if (version === "") {
+        throw backendErrors(this.name)("conflict", operation, outputPath, "ifMatch is an empty version");
+      }
+      ifMatch.set(managedOutputTargets(bundlePath, [outputPath])[0] as string, version);
+    }
+    return { ...options, ifMatch };
   }
 
   /** Validated here, with this operation and backend, so a bad output path names the call. */

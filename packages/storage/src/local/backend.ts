@@ -1,5 +1,6 @@
+import { unlinkSync } from "node:fs";
 import { opendir, unlink } from "node:fs/promises";
-import { resolve } from "node:path";
+import { basename, dirname, resolve } from "node:path";
 import type { Readable } from "node:stream";
 import type {
   ByteReader,
@@ -14,7 +15,7 @@ import type {
   WriteOptions,
   WriteResult,
 } from "../backend.js";
-import type { StorageOperation } from "../errors.js";
+import { isStorageError, type StorageError, type StorageOperation } from "../errors.js";
 import { throwIfAborted } from "../internal/abort.js";
 import {
   type BackendOperations,
@@ -33,7 +34,8 @@ import { inspectPath } from "./inspect.js";
 import { openByteReader, openReadStream, readWholeFile } from "./read.js";
 import { emptyDirectory, emptyDirectoryExcept, pruneEmptyParents, removeTree } from "./remove.js";
 import { walkTree } from "./walk.js";
-import { writeAtomically } from "./write.js";
+import { withSwapLock } from "./swap-lock.js";
+import { checkVersion, writeAtomically } from "./write.js";
 
 export interface LocalBackendOptions {
   /** Directory every logical path is confined to; relative paths resolve against the cwd. */
@@ -163,17 +165,42 @@ class LocalOperations implements BackendOperations, LocalRoot {
       }
       present.push(target);
     }
+    let moved: StorageError | undefined;
     for (const target of present) {
       throwIfAborted(signal);
+      const expected = options.ifMatch?.get(target);
       try {
-        await unlink(nativePath(this, target));
+        if (expected === undefined) await unlink(nativePath(this, target));
+        else await this.#unlinkIfMatch(target, expected, operation);
       } catch (error) {
+        if (isStorageError(error, "conflict")) {
+          moved ??= error;
+          continue;
+        }
         if (!(options.ignoreMissing && hasCode(error, "ENOENT"))) {
           throw toStorageError(error, operation, target);
         }
       }
       if (options.pruneEmptyDirs) await pruneEmptyParents(this, target);
     }
+    if (moved !== undefined) throw moved;
+  }
+
+  /**
+   * Unlinks `target` only while it is still at version `expected`: the check and the unlink run
+   * under the target's swap lock, as a compare-and-swap's check and rename do, so a write of a
+   * newer version cannot land between them. A file already gone counts as missing (ENOENT).
+   */
+  async #unlinkIfMatch(target: string, expected: string, operation: StorageOperation) {
+    const native = nativePath(this, target);
+    await withSwapLock(dirname(native), basename(native), async () => {
+      const state = await inspectPath(this, target, operation);
+      if (state.kind === "missing" || state.kind === "blocked") {
+        throw Object.assign(new Error(`${target} is gone`), { code: "ENOENT" });
+      }
+      checkVersion(state, expected, operation, target);
+      unlinkSync(native);
+    });
   }
 
   async deletePrefix(prefix: string, options: DeleteOptions): Promise<void> {

@@ -18,10 +18,11 @@ import { throwIfAborted } from "../internal/abort.js";
 import { sourceStreamFailed, versionMismatch } from "../internal/backend-error.js";
 import { eventLoopTurns, releaseChunkBuffer, takeChunkBuffer } from "../internal/chunk-buffers.js";
 import { isByteReader, writeSource } from "../internal/write-source.js";
-import { LEASE_FILE_NAME, STATE_FILE_NAME, swapLockName, tempFileName } from "../names.js";
+import { LEASE_FILE_NAME, STATE_FILE_NAME, tempFileName } from "../names.js";
 import { type LocalRoot, localError, localVersion, nativePath, symlinkRefused } from "./context.js";
 import { hasCode, toStorageError } from "./errno.js";
 import { inspectPath, type PathState } from "./inspect.js";
+import { withSwapLock } from "./swap-lock.js";
 
 /**
  * Streams `data` into a temp file beside the target, fsyncs it (unless the backend runs without
@@ -342,37 +343,7 @@ async function syncDirectory(directory: string): Promise<void> {
   }
 }
 
-/** A swap lock older than this is left by a killed process: the critical section takes microseconds. */
-const STALE_SWAP_LOCK_MS = 2000;
-
-/**
- * Runs `body` holding an exclusive lock file beside the target. The lock's name is derived from
- * the target's and follows the reserved temp pattern, so leftovers are recognised as debris.
- */
-async function withSwapLock(directory: string, name: string, body: () => Promise<void>) {
-  const lock = join(directory, swapLockName(name));
-  for (;;) {
-    try {
-      await (await open(lock, "wx", 0o600)).close();
-      break;
-    } catch (error) {
-      if (!hasCode(error, "EEXIST")) throw error;
-      const held = await lstat(lock).catch(() => undefined);
-      if (held !== undefined && Date.now() - held.mtimeMs > STALE_SWAP_LOCK_MS) {
-        await unlink(lock).catch(() => undefined);
-      } else {
-        await new Promise((resolve) => setTimeout(resolve, 2));
-      }
-    }
-  }
-  try {
-    await body();
-  } finally {
-    await unlink(lock).catch(() => undefined);
-  }
-}
-
-function checkVersion(
+export function checkVersion(
   state: PathState,
   expected: string,
   operation: StorageOperation,

@@ -147,7 +147,24 @@ class MemoryOperations implements BackendOperations {
       }
     }
     // Directories vanish with their last file, so `pruneEmptyDirs` has nothing left to do.
-    for (const target of targets) this.#tree.remove(target);
+    let moved: { target: string; expected: string; current: string | undefined } | undefined;
+    for (const target of targets) {
+      const expected = options.ifMatch?.get(target);
+      const current = this.#tree.files.get(target)?.version;
+      if (expected !== undefined && current !== undefined && current !== expected) {
+        moved ??= { target, expected, current };
+        continue;
+      }
+      this.#tree.remove(target);
+    }
+    if (moved !== undefined) {
+      throw memoryError(
+        "conflict",
+        operation,
+        moved.target,
+        versionMismatch(moved.expected, moved.current),
+      );
+    }
   }
 
   async deletePrefix(prefix: string, options: DeleteOptions): Promise<void> {

@@ -372,6 +372,25 @@ export function describeBackendContract(
         expect(await files()).toEqual(["lease/.distributor.lease.json"]);
       });
 
+      it("lets exactly one of many concurrent compare-and-swaps of one version win", async () => {
+        const { version } = await backend().writeFile("swap/.distributor.json", "start");
+        const attempts = Array.from({ length: 12 }, (_, index) =>
+          backend().writeFile("swap/.distributor.json", `swap ${index}`, { ifMatch: version }),
+        );
+        const outcomes = await Promise.allSettled(attempts);
+        const winners = outcomes.flatMap((outcome, index) =>
+          outcome.status === "fulfilled" ? [index] : [],
+        );
+        expect(winners).toHaveLength(1);
+        for (const outcome of outcomes) {
+          if (outcome.status === "rejected") {
+            expect(isStorageError(outcome.reason, "conflict"), String(outcome.reason)).toBe(true);
+          }
+        }
+        expect(await readText("swap/.distributor.json")).toBe(`swap ${winners[0]}`);
+        expect(await files()).toEqual(["swap/.distributor.json"]);
+      });
+
       it("records the content type given, or one inferred from the extension", async () => {
         await backend().writeFile("page.html", "<p>x</p>");
         await backend().writeFile("data.bin", "x", { contentType: "application/x-custom" });
@@ -613,6 +632,34 @@ export function describeBackendContract(
         await backend().deleteManagedBundle("bundle", [], { ignoreMissing: true });
         await expectKind(backend().deleteManagedBundle("bundle", []), "not_found");
         await backend().deleteManagedBundle("never-existed", ["x"], { ignoreMissing: true });
+      });
+
+      it("deletes a fenced output only at the version given, deleting the others", async () => {
+        await put({ "bundle/keep.txt": "k" });
+        const { version: stale } = await backend().writeFile("bundle/moved.txt", "one");
+        const { version: seen } = await backend().writeFile("bundle/same.txt", "same");
+        await backend().writeFile("bundle/moved.txt", "two, written by a newer run", {
+          overwrite: true,
+        });
+        const error = await expectKind(
+          backend().deleteManagedOutputs("bundle", ["moved.txt", "same.txt", "keep.txt"], {
+            ifMatch: new Map([
+              ["moved.txt", stale],
+              ["same.txt", seen],
+            ]),
+          }),
+          "conflict",
+        );
+        expect(error.path).toBe("bundle/moved.txt");
+        expect(await readText("bundle/moved.txt")).toBe("two, written by a newer run");
+        await expectKind(backend().stat("bundle/same.txt"), "not_found");
+        await expectKind(backend().stat("bundle/keep.txt"), "not_found");
+        // A fenced path already gone counts as deleted under ignoreMissing.
+        await backend().deleteManagedOutputs("bundle", ["same.txt"], {
+          ignoreMissing: true,
+          ifMatch: new Map([["same.txt", seen]]),
+        });
+        expect(await files()).toEqual(["bundle/moved.txt"]);
       });
 
       it("refuses a target that is a directory and leaves it intact", async () => {
