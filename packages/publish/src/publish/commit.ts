@@ -1,12 +1,11 @@
-import { posix } from "node:path";
 import { isStorageError, type StorageBackend, statePath } from "@distributor/storage";
 import { isWriteAction } from "./action.js";
 import {
-  CleanupIncompleteError,
   type ExecuteContext,
   executeEncodedPublish,
   PendingDeletesError,
   StateChangedError,
+  UncommittedError,
 } from "./execute.js";
 import { type Lease, type LeaseOptions, leaseStatus } from "./lease.js";
 import type { PublishPlan } from "./plan.js";
@@ -23,7 +22,7 @@ export interface PublishTargetOptions {
   now: () => Date;
   dryRun: boolean;
   lease: LeaseOptions;
-  execute: Omit<ExecuteContext, "source" | "sourceBundlePath" | "destination" | "beforeStateWrite">;
+  execute: Omit<ExecuteContext, "source" | "sourceBundlePath" | "destination" | "lease">;
   /** Called with each plan about to be carried out (or reported, for skips and refusals). */
   onPlan?: ((plan: PublishPlan) => void) | undefined;
   /**
@@ -102,23 +101,18 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
       // Encoded before the journal: a state that cannot be written costs the destination nothing.
       const state = encodedNextState(destination, current);
       options.onPlan?.(current);
-      await lease.journal(...journalOf(current));
       const held = lease;
+      // Step journal: what this attempt may create or will delete, recorded before its first write.
+      await held.journal(current.journal.paths, current.journal.directories);
       try {
+        // Steps write → confirm → compare-and-swap state → delete-after.
         await executeEncodedPublish(
           {
             ...options.execute,
             source: options.plan.source,
             sourceBundlePath: options.plan.sourceBundlePath,
             destination,
-            beforeStateWrite: () => held.confirm(),
-            // Only while the lease is provably ours: after a takeover the new holder's recovery
-            // decides what of this attempt goes.
-            mayCleanUp: () =>
-              held.confirm().then(
-                () => true,
-                () => !held.lost,
-              ),
+            lease: held,
           },
           current,
           state,
@@ -126,8 +120,9 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
         return current;
       } catch (error) {
         if (error instanceof StateChangedError && attempt < MAX_PUBLISH_ATTEMPTS) continue;
-        if (error instanceof PendingDeletesError || error instanceof CleanupIncompleteError) {
-          // The lease stays, expired, journaling what is left to delete for the next run.
+        if (error instanceof UncommittedError || error instanceof PendingDeletesError) {
+          // Abandoned, not released: the lease stays, expired, journaling what may be left,
+          // so the next run recovers it at once (SPEC §5, recovery completes).
           lease = undefined;
           await held.abandon(error.pending);
         }
@@ -164,24 +159,6 @@ async function unchangedSincePlanning(
     if (isStorageError(error, "not_found")) return plan.stateVersion === undefined;
     throw error;
   }
-}
-
-/**
- * The journal of a plan: paths it may create (no-clobber writes) or will delete, and the
- * directories its temp files may appear in (the bundle path itself holds the state's).
- */
-export function journalOf(plan: PublishPlan): [string[], string[]] {
-  const paths = [
-    ...plan.writes.filter((write) => !write.overwrite).map((write) => write.output.path),
-    ...plan.deletesFirst,
-    ...plan.deletes,
-  ];
-  const directories = new Set([""]);
-  for (const write of plan.writes) {
-    const dir = posix.dirname(write.output.path);
-    directories.add(dir === "." ? "" : dir);
-  }
-  return [paths, [...directories]];
 }
 
 /** The bytes of a write plan's next state (see `encodeStateFile`). */

@@ -3,17 +3,28 @@ import {
   fanOutSignal,
   isStorageError,
   joinPrefix,
-  LEASE_FILE_NAME,
   mapBounded,
-  STATE_FILE_NAME,
   type StorageBackend,
   statePath,
 } from "@distributor/storage";
 import { isWriteAction } from "./action.js";
+import { readBack } from "./lease.js";
 import type { PlannedOutput } from "./outputs.js";
 import type { PlannedWrite, PublishPlan } from "./plan.js";
 import { encodeStateFile } from "./state-file.js";
 import { verifiedChunks, verifyingReader } from "./verify-source.js";
+
+/**
+ * What the executor needs of the lease a plan is carried out under (SPEC §5, fencing): a check
+ * before every mutation, a signal that stops the mutations in flight once the lease is gone, and
+ * a confirmation (a compare-and-swap of the lease) just before the state is written.
+ */
+export interface LeaseGuard {
+  assertHeld(): void;
+  confirm(): Promise<void>;
+  readonly signal: AbortSignal;
+  readonly lost: boolean;
+}
 
 export interface ExecuteContext {
   source: StorageBackend;
@@ -23,6 +34,8 @@ export interface ExecuteContext {
   signal?: AbortSignal | undefined;
   /** Parallel output writes (default: the destination's `writeConcurrency`, else 4). */
   concurrency?: number | undefined;
+  /** The lease held for this bundle path; without one the plan runs unfenced (library use). */
+  lease?: LeaseGuard | undefined;
   onOutputWritten?: ((output: PlannedOutput) => void) | undefined;
   /**
    * Called once the state is written, before deleting what it no longer records, with the number
@@ -32,16 +45,6 @@ export interface ExecuteContext {
   onCleanupStart?: ((deletes: number | null) => void) | undefined;
   /** Called when those deletes have succeeded (a failure throws `PendingDeletesError` instead). */
   onCleanupDone?: (() => void) | undefined;
-  /**
-   * Called just before the state is written; throwing stops the commit (the held lease proves
-   * that no other run broke it). Cleanup of this attempt's outputs follows as for any failure.
-   */
-  beforeStateWrite?: (() => Promise<void>) | undefined;
-  /**
-   * Asked before cleaning up after a failure: false when this attempt's outputs are no longer
-   * its own to remove (another run broke the lease and recovers them).
-   */
-  mayCleanUp?: (() => Promise<boolean>) | undefined;
 }
 
 /**
@@ -59,12 +62,44 @@ export class PublishExecutionError extends Error {
 }
 
 /**
+ * A failure before the state was known to be written. `pending` (bundle-relative) are the paths
+ * this attempt may have created and did not remove: they stay journaled (the lease is abandoned,
+ * not released) so that the next run's recovery removes whichever no state records.
+ */
+export class UncommittedError extends Error {
+  override readonly name = "UncommittedError";
+  readonly pending: readonly string[];
+
+  constructor(message: string, pending: readonly string[], options?: { cause?: unknown }) {
+    super(message, options);
+    this.pending = pending;
+  }
+}
+
+/**
+ * The new state is written but deleting what it no longer records failed: the publication
+ * stands, and `pending` (bundle-relative) must stay journaled so the next run removes them.
+ */
+export class PendingDeletesError extends Error {
+  override readonly name = "PendingDeletesError";
+  readonly code = "delete_failed";
+  readonly pending: readonly string[];
+
+  constructor(message: string, pending: readonly string[], options?: { cause?: unknown }) {
+    super(message, options);
+    this.pending = pending;
+  }
+}
+
+/**
  * Carries out a write plan in the commit order of SPEC §5: outputs first (source copies streamed
- * and re-verified against the manifest; each write atomic, replacing in place only where the plan
- * allows), then `.distributor.json` (a compare-and-swap against the version planning read), then
- * the deletes of what the new state no longer records. Before the state is written, a failure
- * removes exactly the outputs this attempt created and rethrows; the previous state still
- * describes the destination.
+ * and re-verified against the manifest; each write atomic, no-clobber or a compare-and-swap on
+ * the version planning saw), then `.distributor.json` (a compare-and-swap against the version
+ * planning read, resolved by reading back when its answer is lost), then the fenced deletes of
+ * what the new state no longer records. Before the state is written, a failure removes exactly
+ * the outputs this attempt is known to have created (while its lease is provably held) and
+ * throws an `UncommittedError` listing what may remain; the previous state still describes the
+ * destination.
  */
 export async function executePublish(context: ExecuteContext, plan: PublishPlan): Promise<void> {
   await executeEncodedPublish(context, plan, undefined);
@@ -84,98 +119,126 @@ export async function executeEncodedPublish(
     if (plan.action.startsWith("skip_")) return;
     throw new PublishExecutionError(`cannot execute action ${plan.action}: ${plan.reason}`);
   }
-  const { destination } = context;
-  const concurrency = context.concurrency ?? destination.writeConcurrency ?? 4;
-  // Every write in flight listens to the signal: give them their own, as wide as the pool.
-  const scope = fanOutSignal(context.signal, concurrency);
+  const writable = plan as PublishPlan & { nextState: StateDocument };
+  // Validated and size-checked before the first delete or write: a state that could not be
+  // written, or not read back, must not cost the destination anything.
+  const state =
+    encodedState ??
+    encodeStateFile(context.destination, statePath(plan.bundlePath), plan.nextState);
+  const concurrency = context.concurrency ?? context.destination.writeConcurrency ?? 4;
+  // Every write in flight listens to the run's signal and the lease's: give them their own.
+  const stops = [context.signal, context.lease?.signal].filter((s) => s !== undefined);
+  const combined = stops.length > 1 ? AbortSignal.any(stops) : stops[0];
+  const scope = fanOutSignal(combined, concurrency);
   try {
-    const writable = plan as PublishPlan & { nextState: StateDocument };
-    await executeWrites({ ...context, signal: scope.signal }, writable, concurrency, encodedState);
+    const scoped = { ...context, signal: scope.signal };
+    await writeAndCommit(scoped, writable, concurrency, state);
+    await deleteAfter(scoped, writable);
   } finally {
     scope.dispose();
   }
 }
 
-async function executeWrites(
+/** What the write step knows afterwards about the paths it created. */
+interface WriteOutcome {
+  /** No-clobber creates that succeeded: path → the version this attempt wrote. */
+  created: Map<string, string>;
+  /** No-clobber creates whose outcome is unknown (the store may have done them). */
+  uncertain: Set<string>;
+}
+
+/** Steps write → confirm → compare-and-swap state; a failure undoes what is known to be ours. */
+async function writeAndCommit(
   context: ExecuteContext,
   plan: PublishPlan & { nextState: StateDocument },
   concurrency: number,
-  encodedState: Uint8Array | undefined,
+  state: Uint8Array,
 ): Promise<void> {
-  const { destination, signal } = context;
-  const bundlePath = plan.bundlePath;
-  const deleteOptions = { ignoreMissing: true, pruneEmptyDirs: true, signal };
-
-  // Validated and size-checked before the first delete or write: a state that could not be
-  // written, or not read back, must not cost the destination anything.
-  const state = encodedState ?? encodeStateFile(destination, statePath(bundlePath), plan.nextState);
-  const created: string[] = [];
+  const outcome: WriteOutcome = { created: new Map(), uncertain: new Set() };
   try {
-    if (plan.deletesFirst.length > 0) {
-      await destination.deleteManagedOutputs(bundlePath, plan.deletesFirst, deleteOptions);
-    }
-    await mapBounded(plan.writes, concurrency, async (write) => {
-      await writeOutput(context, bundlePath, write);
-      if (!write.overwrite) created.push(write.output.path);
-      context.onOutputWritten?.(write.output);
-    });
-    await context.beforeStateWrite?.();
-    await writeState(destination, plan, state, signal);
+    await deleteFirst(context, plan);
+    await writeOutputs(context, plan, concurrency, outcome);
+    // The held lease proves no other run broke it: only then may the state change.
+    await context.lease?.confirm();
+    await commitState(context, plan, state);
   } catch (error) {
-    if ((await context.mayCleanUp?.()) === false) throw error;
-    if (!(await removeCreated(destination, bundlePath, created))) {
-      throw new CleanupIncompleteError(
-        `${(error as Error).message}; removing what this attempt created failed too, the next run removes it`,
-        created,
-        { cause: error },
-      );
+    if (error instanceof AmbiguousCommitError) {
+      // The state may record what this attempt wrote: remove nothing, keep it all journaled.
+      throw new UncommittedError(error.message, [...outcome.created.keys(), ...outcome.uncertain], {
+        cause: error,
+      });
     }
-    throw error;
+    const pending = await undoCreated(context, plan.bundlePath, outcome);
+    if (error instanceof StateChangedError && pending.length === 0) throw error;
+    const left =
+      pending.length === 0
+        ? ""
+        : `; ${pending.length} path(s) it may have created stay journaled for the next run to remove`;
+    throw new UncommittedError(`${(error as Error).message}${left}`, pending, { cause: error });
   }
+}
 
-  const cleaning = plan.clearBundlePath || plan.deletes.length > 0;
-  if (cleaning) context.onCleanupStart?.(plan.clearBundlePath ? null : plan.deletes.length);
-  try {
-    if (plan.clearBundlePath) {
-      const keep = [...plan.outputs.map((output) => output.path), STATE_FILE_NAME, LEASE_FILE_NAME];
-      await destination.deletePrefix(bundlePath, { ...deleteOptions, keep });
-    } else if (plan.deletes.length > 0) {
-      await destination.deleteManagedOutputs(bundlePath, plan.deletes, deleteOptions);
+/** Step: managed outputs standing where new outputs need a directory go first (fenced). */
+async function deleteFirst(context: ExecuteContext, plan: PublishPlan): Promise<void> {
+  if (plan.deletesFirst.length === 0) return;
+  context.lease?.assertHeld();
+  await context.destination.deleteManagedOutputs(plan.bundlePath, plan.deletesFirst, {
+    ignoreMissing: true,
+    pruneEmptyDirs: true,
+    signal: context.signal,
+    ifMatch: fence(plan.deletesFirst, plan.deleteVersions),
+  });
+}
+
+/** Step: every output, in a bounded pool; each write checks the lease before it starts. */
+async function writeOutputs(
+  context: ExecuteContext,
+  plan: PublishPlan,
+  concurrency: number,
+  outcome: WriteOutcome,
+): Promise<void> {
+  await mapBounded(plan.writes, concurrency, async (write) => {
+    context.lease?.assertHeld();
+    const path = write.output.path;
+    try {
+      const { version } = await writeOutput(context, plan.bundlePath, write);
+      if (!write.overwrite) outcome.created.set(path, version);
+    } catch (error) {
+      // A clean refusal (something appeared there) created nothing of ours; anything else may
+      // have been done with its answer lost.
+      if (!write.overwrite && !isStorageError(error, "already_exists")) {
+        outcome.uncertain.add(path);
+      }
+      throw error;
     }
-  } catch (error) {
-    throw new PendingDeletesError(
-      `published, but removing the outputs it replaced failed: ${(error as Error).message}; the next run removes them`,
-      plan.clearBundlePath ? [] : plan.deletes,
-      { cause: error },
-    );
-  }
-  if (cleaning) context.onCleanupDone?.();
+    context.onOutputWritten?.(write.output);
+  });
 }
 
 /**
- * The new state is written but deleting what it no longer records failed: the publication
- * stands, and `pending` (bundle-relative) must stay journaled so the next run removes them.
+ * The state write's outcome is unknown: it failed ambiguously and reading it back failed too.
+ * The state may or may not be the new one; the journal decides at the next run.
  */
-export class PendingDeletesError extends Error {
-  override readonly name = "PendingDeletesError";
-  readonly code = "delete_failed";
-  readonly pending: readonly string[];
-
-  constructor(message: string, pending: readonly string[], options?: { cause?: unknown }) {
-    super(message, options);
-    this.pending = pending;
-  }
+export class AmbiguousCommitError extends Error {
+  override readonly name = "AmbiguousCommitError";
+  readonly code = "commit_unknown";
 }
 
-/** Writes the next state only while the state is still the version planning read. */
-async function writeState(
-  destination: StorageBackend,
+/**
+ * Step: writes the next state only while the state is still the version planning read. Any
+ * failure is resolved by reading the state back (SPEC §5, ambiguous outcomes): holding exactly
+ * the bytes this attempt wrote, the write happened (its answer was lost, or an SDK retry saw its
+ * own write as a conflict). Other bytes after a conflict mean another writer committed first.
+ */
+async function commitState(
+  context: ExecuteContext,
   plan: PublishPlan,
   state: Uint8Array,
-  signal: AbortSignal | undefined,
 ): Promise<void> {
+  const { destination, signal } = context;
   const target = statePath(plan.bundlePath);
   const options = { contentType: "application/json", signal };
+  context.lease?.assertHeld();
   try {
     if (plan.stateVersion === undefined) {
       // No state when planning: a state that appeared since belongs to someone else.
@@ -183,58 +246,124 @@ async function writeState(
     } else {
       await destination.writeFile(target, state, { ...options, ifMatch: plan.stateVersion });
     }
+    return;
   } catch (error) {
-    if (isStorageError(error, "conflict") || isStorageError(error, "already_exists")) {
+    // Read back even when the run was interrupted: what happened must be known.
+    const found = await readBack(destination, target, state);
+    if (typeof found === "string" && found !== "unreadable") return;
+    const where = `${destination.location} ${target}`;
+    const refused = isStorageError(error, "conflict") || isStorageError(error, "already_exists");
+    if (refused && found !== "unreadable") {
       throw new StateChangedError(
-        `${destination.location} ${statePath(plan.bundlePath)} changed since it was planned from; nothing was committed`,
+        `${where} changed since it was planned from; nothing was committed`,
         { cause: error },
       );
     }
-    throw error;
-  }
-}
-
-/** Removes what this attempt created; false when that failed (the journal then keeps them). */
-async function removeCreated(
-  destination: StorageBackend,
-  bundlePath: string,
-  created: readonly string[],
-): Promise<boolean> {
-  if (created.length === 0) return true;
-  try {
-    await destination.deleteManagedOutputs(bundlePath, created, {
-      ignoreMissing: true,
-      pruneEmptyDirs: true,
-    });
-    return true;
-  } catch {
-    return false;
+    // Anything but a refusal may still land (a request the store holds past its timeout):
+    // nothing this attempt wrote is removed on that guess.
+    const readBackFailed = found === "unreadable" ? " and reading it back failed too" : "";
+    throw new AmbiguousCommitError(
+      `writing ${where} failed (${(error as Error).message})${readBackFailed}: whether it was committed is not known; the next run resolves it from the journal`,
+      { cause: error },
+    );
   }
 }
 
 /**
- * A failure before the state write whose cleanup failed as well: `pending` (bundle-relative) may
- * still exist, recorded by no state, and must stay journaled for the next run to remove.
+ * Step, after a failure before the commit: removes the outputs this attempt is known to have
+ * created, each fenced on the version it wrote, and only while the lease is provably still held
+ * (after a takeover the new holder's recovery decides what of this attempt goes). Returns what
+ * may remain: the uncertain creates, and the created ones it could not remove.
  */
-export class CleanupIncompleteError extends Error {
-  override readonly name = "CleanupIncompleteError";
-  readonly pending: readonly string[];
-
-  constructor(message: string, pending: readonly string[], options?: { cause?: unknown }) {
-    super(message, options);
-    this.pending = pending;
+async function undoCreated(
+  context: ExecuteContext,
+  bundlePath: string,
+  outcome: WriteOutcome,
+): Promise<string[]> {
+  const pending = [...outcome.uncertain];
+  const created = [...outcome.created.keys()];
+  if (created.length === 0) return pending;
+  const held =
+    context.lease === undefined ||
+    (await context.lease.confirm().then(
+      () => true,
+      () => false,
+    ));
+  if (!held) return [...pending, ...created];
+  try {
+    await context.destination.deleteManagedOutputs(bundlePath, created, {
+      ignoreMissing: true,
+      pruneEmptyDirs: true,
+      ifMatch: outcome.created,
+    });
+    return pending;
+  } catch {
+    return [...pending, ...created];
   }
+}
+
+/**
+ * Step: deletes what the new state no longer records, each fenced on the version planning saw,
+ * or, for a forced replacement, everything below the bundle path but the kept paths.
+ */
+async function deleteAfter(
+  context: ExecuteContext,
+  plan: PublishPlan & { nextState: StateDocument },
+): Promise<void> {
+  const { destination, signal } = context;
+  const cleaning = plan.clearBundlePath || plan.deletes.length > 0;
+  if (!cleaning) return;
+  context.onCleanupStart?.(plan.clearBundlePath ? null : plan.deletes.length);
+  const options = { ignoreMissing: true, pruneEmptyDirs: true, signal };
+  try {
+    context.lease?.assertHeld();
+    if (plan.clearBundlePath) {
+      await destination.deletePrefix(plan.bundlePath, { ...options, keep: plan.keep });
+    } else {
+      await destination.deleteManagedOutputs(plan.bundlePath, plan.deletes, {
+        ...options,
+        ifMatch: fence(plan.deletes, plan.deleteVersions),
+      });
+    }
+  } catch (error) {
+    if (isStorageError(error, "conflict")) {
+      // Changed since planning (a newer run's bytes, or a hand edit): not this run's to delete.
+      throw new PublishExecutionError(
+        `published, but ${error.path} changed since it was planned and was left in place: ${error.message}`,
+        { cause: error },
+      );
+    }
+    throw new PendingDeletesError(
+      `published, but removing the outputs it replaced failed: ${(error as Error).message}; the next run removes them`,
+      plan.clearBundlePath ? [] : plan.deletes,
+      { cause: error },
+    );
+  }
+  context.onCleanupDone?.();
+}
+
+function fence(
+  paths: readonly string[],
+  versions: Readonly<Record<string, string>>,
+): Map<string, string> {
+  const fenced = new Map<string, string>();
+  for (const path of paths) {
+    const version = versions[path];
+    if (version !== undefined) fenced.set(path, version);
+  }
+  return fenced;
 }
 
 async function writeOutput(
   context: ExecuteContext,
   bundlePath: string,
   write: PlannedWrite,
-): Promise<void> {
-  const { output, overwrite } = write;
+): Promise<{ version: string }> {
+  const { output, overwrite, ifMatch } = write;
   const target = joinPrefix(bundlePath, output.path);
   const options = {
     overwrite,
+    ...(ifMatch !== undefined ? { ifMatch } : {}),
     size: output.size,
     sha256: output.sha256,
     signal: context.signal,
@@ -243,8 +372,7 @@ async function writeOutput(
     if (output.content === undefined) {
       throw new PublishExecutionError(`generated output ${output.path} has no rendered content`);
     }
-    await context.destination.writeFile(target, output.content, options);
-    return;
+    return context.destination.writeFile(target, output.content, options);
   }
   const sourcePath = joinPrefix(context.sourceBundlePath, output.sourcePath);
   const expected = { path: output.sourcePath, sha256: output.sha256, size: output.size };
@@ -252,16 +380,19 @@ async function writeOutput(
   if (source.openReader !== undefined) {
     const reader = await source.openReader(sourcePath, { signal });
     try {
-      await context.destination.writeFile(target, verifyingReader(reader, expected), options);
+      return await context.destination.writeFile(
+        target,
+        verifyingReader(reader, expected),
+        options,
+      );
     } finally {
       // Writes close their reader; this covers a destination that failed before taking it.
       reader.close();
     }
-    return;
   }
   const readable = await source.openRead(sourcePath, { signal });
   try {
-    await context.destination.writeFile(target, verifiedChunks(readable, expected), options);
+    return await context.destination.writeFile(target, verifiedChunks(readable, expected), options);
   } finally {
     readable.destroy();
   }

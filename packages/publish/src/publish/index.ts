@@ -8,19 +8,20 @@ export {
   type PublishAction,
 } from "./action.js";
 export {
-  journalOf,
   MAX_PUBLISH_ATTEMPTS,
   type PublishTargetOptions,
   publishTarget,
 } from "./commit.js";
 export { PublishPlanError } from "./errors.js";
 export {
-  CleanupIncompleteError,
+  AmbiguousCommitError,
   type ExecuteContext,
   executePublish,
+  type LeaseGuard,
   PendingDeletesError,
   PublishExecutionError,
   StateChangedError,
+  UncommittedError,
 } from "./execute.js";
 export {
   DEFAULT_DESTINATION_WALK_LIMIT,
@@ -56,7 +57,9 @@ export {
 export {
   type DestinationInspection,
   decideAction,
+  journalOf,
   needsBundleListing,
+  type PlanJournal,
   type PlannedWrite,
   type PublishPlan,
   type PublishRequest,

@@ -8,6 +8,7 @@ import {
 import type { ActionDecision } from "./action.js";
 import { isWriteAction } from "./action.js";
 import {
+  currentOwnerPaths,
   type DestinationInspection,
   decideAction,
   needsBundleListing,
@@ -77,10 +78,20 @@ export async function inspectDestination(
   if (listingNeeded && entries !== undefined) inspection.bundleEntries = entries;
 
   const directories = [...directoriesOf(plannedPaths)];
-  const kindOf =
+  // What this owner manages now may be overwritten or deleted: the plan fences both on the
+  // version seen here (SPEC §5, fencing).
+  const owned = [...currentOwnerPaths(target.owner, status.state)];
+  const listed =
     entries === undefined
-      ? await statKinds(backend, bundlePath, [...plannedPaths, ...directories], options)
-      : listedKinds(bundlePath, entries);
+      ? await statPaths(backend, bundlePath, [...plannedPaths, ...owned, ...directories], options)
+      : listedPaths(bundlePath, entries);
+  const kindOf = new Map([...listed].map(([path, found]) => [path, found.kind]));
+  inspection.versions = new Map(
+    [...plannedPaths, ...owned].flatMap((path) => {
+      const version = listed.get(path)?.version;
+      return version === undefined ? [] : [[path, version] as const];
+    }),
+  );
   inspection.existingOutputs = new Map(
     plannedPaths.flatMap((path) => {
       const kind = kindOf.get(path);
@@ -113,53 +124,61 @@ function directoriesOf(paths: readonly string[]): Set<string> {
 const LISTING_FACTOR = 4;
 const LISTING_SLACK = 1_000;
 
+/** What planning knows of one stored path: its kind, and a file's version token. */
+interface StoredPath {
+  kind: StorageEntry["kind"];
+  version?: string | undefined;
+}
+
 /**
- * Kinds by bundle-relative path from a listing. A symlink is reported as `other`, as a stat that
- * refuses it is, so both ways of asking give the plan the same answer.
+ * Stored paths by bundle-relative path from a listing. A symlink is reported as `other`, as a
+ * stat that refuses it is, so both ways of asking give the plan the same answer.
  */
-function listedKinds(
+function listedPaths(
   bundlePath: string,
   entries: readonly StorageEntry[],
-): Map<string, StorageEntry["kind"]> {
-  const kinds = new Map<string, StorageEntry["kind"]>();
+): Map<string, StoredPath> {
+  const found = new Map<string, StoredPath>();
   const prefix = bundlePath === "" ? "" : `${bundlePath}/`;
   for (const entry of entries) {
     if (entry.nameProblem !== undefined || !entry.path.startsWith(prefix)) continue;
-    kinds.set(entry.path.slice(prefix.length), entry.kind === "symlink" ? "other" : entry.kind);
+    const kind = entry.kind === "symlink" ? "other" : entry.kind;
+    found.set(entry.path.slice(prefix.length), { kind, version: entry.version });
   }
-  return kinds;
+  return found;
 }
 
-/** Kinds of the given bundle-relative paths, one stat each (bounded parallelism). */
-async function statKinds(
+/** The given bundle-relative paths, one stat each (bounded parallelism). */
+async function statPaths(
   backend: StorageBackend,
   bundlePath: string,
   paths: readonly string[],
   options: InspectDestinationOptions,
-): Promise<Map<string, StorageEntry["kind"]>> {
+): Promise<Map<string, StoredPath>> {
   const unique = [...new Set(paths)];
-  const kinds = await mapBounded(unique, options.concurrency ?? 8, (path) =>
-    storedKind(backend, joinPrefix(bundlePath, path), options.signal),
+  const stored = await mapBounded(unique, options.concurrency ?? 8, (path) =>
+    storedPath(backend, joinPrefix(bundlePath, path), options.signal),
   );
-  const found = new Map<string, StorageEntry["kind"]>();
+  const found = new Map<string, StoredPath>();
   unique.forEach((path, index) => {
-    const kind = kinds[index];
-    if (kind !== undefined) found.set(path, kind);
+    const entry = stored[index];
+    if (entry !== undefined) found.set(path, entry);
   });
   return found;
 }
 
 /** What is stored at `path`: a symlink the backend refuses to stat still counts as something. */
-async function storedKind(
+async function storedPath(
   backend: StorageBackend,
   path: string,
   signal: AbortSignal | undefined,
-): Promise<StorageEntry["kind"] | undefined> {
+): Promise<StoredPath | undefined> {
   try {
-    return (await backend.stat(path, { signal })).kind;
+    const entry = await backend.stat(path, { signal });
+    return { kind: entry.kind, version: entry.version };
   } catch (error) {
     if (isStorageError(error, "not_found")) return undefined;
-    if (isStorageError(error, "unsupported")) return "other";
+    if (isStorageError(error, "unsupported")) return { kind: "other" };
     throw error;
   }
 }

@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { formatOwnerScope, type OwnerScope } from "@distributor/state";
 import {
@@ -139,14 +140,32 @@ export function isStale(
   return lease.host === thisHost && !processAlive(lease.pid);
 }
 
-function defaultProcessAlive(pid: number): boolean {
+/**
+ * Whether a process of this host still runs. A zombie (killed, not yet reaped by its parent)
+ * still answers signal 0, but it holds nothing any more: on Linux its state in `/proc/<pid>/stat`
+ * is `Z` (or `X`), and it counts as gone.
+ */
+export function defaultProcessAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (error) {
     // EPERM: it exists, we just may not signal it.
-    return (error as NodeJS.ErrnoException).code === "EPERM";
+    if ((error as NodeJS.ErrnoException).code !== "EPERM") return false;
   }
+  return !isZombie(pid);
+}
+
+function isZombie(pid: number): boolean {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  } catch {
+    // No procfs (macOS, a restricted container): signal 0 is all we can know.
+    return false;
+  }
+  // The command name is in parentheses and may itself hold spaces or parentheses.
+  const state = stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
+  return state === "Z" || state === "X";
 }
 
 /** What `acquireLease` found before taking the lease over: a stale lease to recover. */
@@ -172,6 +191,10 @@ export class Lease {
   #queue: Promise<void> = Promise.resolve();
   #released = false;
   #ttlOverride: number | undefined;
+  /** By this process's clock, the lease is surely ours until then: the last write's start + TTL. */
+  #validUntil: number;
+  #expiryTimer: NodeJS.Timeout | undefined;
+  readonly #stop = new AbortController();
 
   constructor(
     backend: StorageBackend,
@@ -180,6 +203,7 @@ export class Lease {
     version: string,
     options: LeaseOptions,
     broken: BrokenLease | undefined,
+    validFrom: number,
   ) {
     this.#backend = backend;
     this.bundlePath = bundlePath;
@@ -188,18 +212,96 @@ export class Lease {
     this.#version = version;
     this.#options = options;
     this.broken = broken;
+    this.#validUntil = validFrom + this.#ttl;
+    this.#armExpiry();
     if (options.renew ?? true) {
-      const every = Math.max(1, Math.floor((options.ttlMs ?? DEFAULT_LEASE_TTL_MS) / 3));
+      const every = Math.max(1, Math.floor(this.#ttl / 3));
       this.#timer = setInterval(() => {
-        this.#update({}).catch(() => undefined);
+        // A renewal that fails stops the run's writes (SPEC §5, fencing): `#update` records why.
+        this.#update({}).catch((error: unknown) => this.#fail(error));
       }, every);
       this.#timer.unref();
     }
   }
 
-  /** Fails when another run broke this lease (as far as this process has seen). */
+  get #ttl(): number {
+    return this.#options.ttlMs ?? DEFAULT_LEASE_TTL_MS;
+  }
+
+  #now(): number {
+    return (this.#options.now?.() ?? new Date()).getTime();
+  }
+
+  /**
+   * Aborted once this run may no longer write under the lease: it was taken over, a renewal
+   * failed, or its validity ran out without one. Writes listen to it, so the first of those
+   * reaches the requests in flight.
+   */
+  get signal(): AbortSignal {
+    return this.#stop.signal;
+  }
+
+  /**
+   * The margin kept before the lease's expiry: a mutation starts only while at least this much
+   * of the lease is left, so that it ends (within the backend's request timeout) before another
+   * run may judge the lease stale. Renewals every third of the TTL keep two thirds left.
+   */
+  get #margin(): number {
+    return Math.floor(this.#ttl / 3);
+  }
+
+  /**
+   * Fails when this run may not write any more: another run broke the lease (as far as this
+   * process has seen), a renewal failed, or too little of the lease is left by this process's
+   * clock (a stall past the lease: a paused VM, a long GC, SIGSTOP).
+   */
   assertHeld(): void {
     if (this.#lost !== undefined) throw this.#lost;
+    if (this.#stop.signal.aborted) throw this.#stop.signal.reason;
+    const left = this.#validUntil - this.#now();
+    if (left < this.#margin) {
+      this.#fail(
+        new LeaseLostError(
+          `lease ${this.#backend.location} ${displayPath(this.#path)} of run ${this.runId} ${left <= 0 ? "expired" : "was about to expire"} without a renewal (this run stalled or could not reach the store); nothing more is written`,
+        ),
+      );
+      throw this.#stop.signal.reason;
+    }
+  }
+
+  /** Stops the run's writes for good, keeping the first reason. */
+  #fail(error: unknown): void {
+    if (this.#released || this.#stop.signal.aborted) return;
+    const reason =
+      error instanceof LeaseLostError
+        ? error
+        : new LeaseLostError(
+            `lease ${this.#backend.location} ${displayPath(this.#path)} of run ${this.runId} could not be renewed: ${(error as Error)?.message ?? String(error)}; nothing more is written`,
+            { cause: error },
+          );
+    this.#stop.abort(reason);
+  }
+
+  /** Aborts the writes when the lease's validity runs out without a renewal. */
+  #armExpiry(): void {
+    if (this.#expiryTimer !== undefined) clearTimeout(this.#expiryTimer);
+    const wait = Math.max(0, this.#validUntil - this.#margin - this.#now());
+    this.#expiryTimer = setTimeout(() => {
+      this.#expiryTimer = undefined;
+      try {
+        this.assertHeld();
+      } catch {
+        // Recorded on the signal.
+      }
+    }, wait);
+    this.#expiryTimer.unref();
+  }
+
+  #stopTimers(): void {
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    if (this.#expiryTimer !== undefined) clearTimeout(this.#expiryTimer);
+    this.#timer = undefined;
+    this.#expiryTimer = undefined;
   }
 
   /**
@@ -249,26 +351,27 @@ export class Lease {
    */
   async abandon(pending: readonly string[]): Promise<void> {
     if (this.#released) return;
+    this.#stopTimers();
     this.#ttlOverride = 0;
-    await this.#update({ journal: [...pending] }).catch(() => undefined);
+    // Only while still ours: a lease another run took over is not ours to rewrite.
+    await this.#update({ journal: [...pending] }, { fenced: false }).catch(() => undefined);
     this.#released = true;
-    if (this.#timer !== undefined) clearInterval(this.#timer);
   }
 
-  /** Stops renewing and removes the lease file if it is still ours. Never throws. */
+  /**
+   * Stops renewing and removes the lease file if it is still ours: the delete is fenced by the
+   * version this run last wrote, so a lease another run took over meanwhile stays. Never throws.
+   */
   async release(): Promise<void> {
     if (this.#released) return;
     this.#released = true;
-    if (this.#timer !== undefined) clearInterval(this.#timer);
+    this.#stopTimers();
     await this.#queue.catch(() => undefined);
     if (this.#lost !== undefined) return;
     try {
-      const current = await this.#backend.readVersioned(this.#path, {
-        maxBytes: LEASE_BYTES_LIMIT,
-      });
-      if (current.version !== this.#version) return;
       await this.#backend.deleteManagedOutputs(this.bundlePath, [LEASE_FILE_NAME], {
         ignoreMissing: true,
+        ifMatch: new Map([[LEASE_FILE_NAME, this.#version]]),
       });
     } catch {
       // A lease left behind is stale once our process is gone; the next run recovers it.
@@ -279,36 +382,81 @@ export class Lease {
     return joinPrefix(this.bundlePath, LEASE_FILE_NAME);
   }
 
-  /** Rewrites the lease (renewed expiry, changes applied) as a compare-and-swap, in order. */
-  #update(changes: Partial<LeaseDocument>): Promise<void> {
+  /**
+   * Rewrites the lease (renewed expiry, changes applied) as a compare-and-swap, in order. A
+   * failed swap is resolved by reading the lease back (SPEC §5, ambiguous outcomes): the write
+   * may have happened with its answer lost, and an SDK retry may even have seen its own write as
+   * a conflict. Only bytes other than ours mean the lease was taken over.
+   */
+  #update(changes: Partial<LeaseDocument>, how: { fenced?: boolean } = {}): Promise<void> {
     const next = this.#queue.then(async () => {
-      this.assertHeld();
-      const now = this.#options.now?.() ?? new Date();
-      const ttl = this.#ttlOverride ?? this.#options.ttlMs ?? DEFAULT_LEASE_TTL_MS;
+      if (how.fenced ?? true) this.assertHeld();
+      else if (this.#lost !== undefined) throw this.#lost;
+      const started = this.#now();
+      const ttl = this.#ttlOverride ?? this.#ttl;
       const document: LeaseDocument = {
         ...this.#document,
         ...changes,
-        expires_at: new Date(now.getTime() + ttl).toISOString(),
+        expires_at: new Date(started + ttl).toISOString(),
       };
+      const bytes = serializeLease(document);
+      let version: string;
       try {
-        const { version } = await this.#backend.writeFile(this.#path, serializeLease(document), {
+        ({ version } = await this.#backend.writeFile(this.#path, bytes, {
           ifMatch: this.#version,
           contentType: "application/json",
-        });
-        this.#document = document;
-        this.#version = version;
+          signal: this.#ttlOverride === 0 ? undefined : AbortSignal.timeout(Math.max(1, ttl)),
+        }));
       } catch (error) {
-        if (isStorageError(error, "conflict")) {
+        const found = await readBack(this.#backend, this.#path, bytes);
+        if (found === "unreadable") throw error;
+        if (found === undefined) {
+          if (!isStorageError(error, "conflict") && !isStorageError(error, "not_found")) {
+            throw error;
+          }
           this.#lost = new LeaseLostError(
             `lease ${this.#backend.location} ${displayPath(this.#path)} of run ${this.runId} expired and was taken over by another run; nothing more was committed`,
           );
+          this.#fail(this.#lost);
           throw this.#lost;
         }
-        throw error;
+        version = found;
+      }
+      this.#document = document;
+      this.#version = version;
+      if (this.#ttlOverride === undefined) {
+        this.#validUntil = started + ttl;
+        this.#armExpiry();
       }
     });
     this.#queue = next.catch(() => undefined);
     return next;
+  }
+}
+
+/**
+ * After a write whose outcome is unknown: the version of `path` when it holds exactly `bytes`
+ * (the write happened), undefined when it holds something else or nothing, and `"unreadable"`
+ * when even the read failed (nothing can be decided).
+ */
+export async function readBack(
+  backend: StorageBackend,
+  path: string,
+  bytes: string | Uint8Array,
+  signal?: AbortSignal,
+): Promise<string | undefined | "unreadable"> {
+  const expected = typeof bytes === "string" ? Buffer.from(bytes, "utf8") : bytes;
+  try {
+    const found = await backend.readVersioned(path, {
+      maxBytes: expected.byteLength,
+      ...(signal ? { signal } : {}),
+    });
+    return Buffer.from(found.bytes).equals(expected) ? found.version : undefined;
+  } catch (error) {
+    if (isStorageError(error, "not_found") || isStorageError(error, "limit_exceeded")) {
+      return undefined;
+    }
+    return "unreadable";
   }
 }
 
@@ -360,14 +508,21 @@ export async function acquireLease(
   for (;;) {
     options.signal?.throwIfAborted();
     const document = fresh([], []);
+    const bytes = serializeLease(document);
+    const started = now().getTime();
     try {
-      const { version } = await backend.writeFile(path, serializeLease(document), {
+      const { version } = await backend.writeFile(path, bytes, {
         overwrite: false,
         contentType: "application/json",
         signal: options.signal,
       });
-      return new Lease(backend, bundlePath, document, version, options, undefined);
+      return new Lease(backend, bundlePath, document, version, options, undefined, started);
     } catch (error) {
+      // The create may have happened with its answer lost (or an SDK retry saw it as taken).
+      const ours = await readBack(backend, path, bytes, options.signal);
+      if (typeof ours === "string" && ours !== "unreadable") {
+        return new Lease(backend, bundlePath, document, ours, options, undefined, started);
+      }
       if (!isStorageError(error, "already_exists")) throw error;
     }
     let found: { bytes: Uint8Array; version: string };
@@ -392,18 +547,21 @@ export async function acquireLease(
       const journal = held?.journal ?? [];
       const directories = held?.directories ?? [""];
       const takeover = fresh(journal, directories);
+      const bytes = serializeLease(takeover);
+      const started = now().getTime();
+      const broken = { lease: held, journal, directories };
       try {
-        const { version } = await backend.writeFile(path, serializeLease(takeover), {
+        const { version } = await backend.writeFile(path, bytes, {
           ifMatch: found.version,
           contentType: "application/json",
           signal: options.signal,
         });
-        return new Lease(backend, bundlePath, takeover, version, options, {
-          lease: held,
-          journal,
-          directories,
-        });
+        return new Lease(backend, bundlePath, takeover, version, options, broken, started);
       } catch (error) {
+        const ours = await readBack(backend, path, bytes, options.signal);
+        if (typeof ours === "string" && ours !== "unreadable") {
+          return new Lease(backend, bundlePath, takeover, ours, options, broken, started);
+        }
         // Another run broke it first, or it was released: look again.
         if (isStorageError(error, "conflict")) continue;
         throw error;

@@ -1,3 +1,4 @@
+import { posix } from "node:path";
 import type { Manifest } from "@distributor/bundle";
 import {
   compare,
@@ -79,12 +80,32 @@ export interface DestinationInspection {
   bundleEntries?: readonly StorageEntry[] | undefined;
   /** Set instead of `bundleEntries` when the bundle path holds more entries than this limit. */
   bundleListingLimit?: number | undefined;
+  /**
+   * Version tokens of the files stored at planned paths and at the paths this owner manages now
+   * (bundle-relative): overwrites and deletes are fenced on them.
+   */
+  versions?: ReadonlyMap<string, string> | undefined;
 }
 
 /** One output to write, and whether it may replace what is stored at its path. */
 export interface PlannedWrite {
   output: PlannedOutput;
   overwrite: boolean;
+  /**
+   * For an overwrite: the version planning saw at the path. The write is a compare-and-swap on
+   * it, so a run that lost its lease cannot replace bytes a newer run wrote (SPEC §5, fencing).
+   */
+  ifMatch?: string | undefined;
+}
+
+/**
+ * What a write plan records under its lease before the first write (SPEC §5, journal): the paths
+ * it may create or will delete, and the directories (`""` for the bundle path) where its temp
+ * files and new directories may appear. Recovery after a crash removes exactly these.
+ */
+export interface PlanJournal {
+  paths: string[];
+  directories: string[];
 }
 
 /**
@@ -113,8 +134,17 @@ export interface PublishPlan {
   /** Bundle-relative paths of managed outputs the next state no longer records. */
   deletes: string[];
 
+  /**
+   * Versions planning saw at the paths of `deletes` and `deletesFirst`: each delete happens only
+   * while the path still holds that version (SPEC §5, fencing).
+   */
+  deleteVersions: Record<string, string>;
   /** Forced replacement: every entry below the bundle path not in the next state goes too. */
   clearBundlePath: boolean;
+  /** What a forced replacement's clearing keeps: the next state's outputs, state and lease. */
+  keep: string[];
+  /** Recorded with the lease before the first write (empty unless the action writes). */
+  journal: PlanJournal;
   /** The state written after the outputs; absent unless the action writes. */
   nextState?: StateDocument | undefined;
   /** Version of the state planning read (undefined when there was none). */
@@ -201,20 +231,26 @@ export function planPublish(
     writes: [],
     deletesFirst: [],
     deletes: [],
+    deleteVersions: {},
     clearBundlePath: false,
+    keep: [],
+    journal: { paths: [], directories: [] },
     stateVersion: inspection.stateVersion,
   };
   if (!isWriteAction(plan.action)) return plan;
 
   const forced = plan.action === "force_replace";
+  const versions = inspection.versions ?? new Map<string, string>();
   plan.clearBundlePath = forced;
-  plan.writes = request.outputs.map((output) => ({
-    output,
+  plan.writes = request.outputs.map((output) => {
     // A forced replacement claims whatever is there; otherwise only this owner's own outputs are
     // replaced in place. Every path where nothing is stored is a no-clobber create (and so is
     // journaled as one this attempt may create).
-    overwrite: inspection.existingOutputs.has(output.path) && (forced || current.has(output.path)),
-  }));
+    const overwrite =
+      inspection.existingOutputs.has(output.path) && (forced || current.has(output.path));
+    const ifMatch = overwrite ? versions.get(output.path) : undefined;
+    return ifMatch === undefined ? { output, overwrite } : { output, overwrite, ifMatch };
+  });
   const merging = plan.action === "replace_older" && request.reconciliation === "merge";
   if (!forced && !merging) {
     const planned = new Set(request.outputs.map((output) => output.path));
@@ -224,10 +260,38 @@ export function planPublish(
       const blocks =
         plannedAncestors.has(path) || [...ancestorsOf([path])].some((dir) => planned.has(dir));
       (blocks ? plan.deletesFirst : plan.deletes).push(path);
+      const version = versions.get(path);
+      if (version !== undefined) plan.deleteVersions[path] = version;
     }
   }
+  if (forced) {
+    plan.keep = [...request.outputs.map((output) => output.path), STATE_FILE_NAME, LEASE_FILE_NAME];
+  }
+  plan.journal = journalOf(plan);
   plan.nextState = nextStateDocument(request, inspection.status.state, plan.action);
   return plan;
+}
+
+/**
+ * The journal of a write plan: paths it writes (and so may create) or will delete, and the
+ * directories its temp files may appear in (the bundle path itself holds the state's).
+ */
+export function journalOf(
+  plan: Pick<PublishPlan, "writes" | "deletesFirst" | "deletes">,
+): PlanJournal {
+  // Overwrites are journaled too: recovery keeps whatever a state records, and a killed upload
+  // of any written path leaves multipart parts to abort.
+  const paths = [
+    ...plan.writes.map((write) => write.output.path),
+    ...plan.deletesFirst,
+    ...plan.deletes,
+  ];
+  const directories = new Set([""]);
+  for (const write of plan.writes) {
+    const dir = posix.dirname(write.output.path);
+    directories.add(dir === "." ? "" : dir);
+  }
+  return { paths, directories: [...directories] };
 }
 
 /** The refusals that depend on what is stored, not only on the state comparison. */
@@ -353,7 +417,7 @@ function ancestorsOf(paths: Iterable<string>): Set<string> {
 }
 
 /** Paths the requesting owner manages at this destination. */
-function currentOwnerPaths(
+export function currentOwnerPaths(
   owner: OwnerScope,
   document: StateDocument | undefined,
 ): ReadonlySet<string> {

@@ -8,7 +8,9 @@ import {
   relativeTo,
   STATE_FILE_NAME,
   type StorageBackend,
+  type StorageEntry,
 } from "@distributor/storage";
+import type { LeaseGuard } from "./execute.js";
 import { acquireLease, type Lease, type LeaseOptions } from "./lease.js";
 import { readDestinationStatus } from "./state-file.js";
 
@@ -24,9 +26,11 @@ export interface RecoveryReport {
 
 /**
  * Undoes what a run that died while holding the lease left behind (SPEC §5): the journaled paths
- * that no state records, and reserved-pattern temp files in the directories it wrote to. Nothing
- * else is touched — never an unmanaged entry. When the state cannot be read, nothing journaled is
- * deleted (what it records cannot be known), only temp files.
+ * that no state records, its unfinished multipart uploads, reserved-pattern temp files in the
+ * directories it wrote to, and those directories when they are left empty. Nothing else is
+ * touched — never an unmanaged entry. When the state cannot be read, nothing journaled is
+ * deleted (what it records cannot be known), only temp files. Deletes are fenced on the versions
+ * the listing showed and checked against `lease` when one is given.
  */
 export async function recoverJournal(
   backend: StorageBackend,
@@ -34,40 +38,107 @@ export async function recoverJournal(
   journal: readonly string[],
   directories: readonly string[],
   signal?: AbortSignal,
+  lease?: LeaseGuard,
 ): Promise<RecoveryReport> {
   const { status } = await readDestinationStatus(backend, bundlePath, signal);
   const report: RecoveryReport = { deleted: [], tempFiles: [], kept: [] };
   // Every owner's records count: a shared root's other owners' paths are never removed.
   const recorded = new Set((status.state?.outputs ?? []).map((output) => output.path));
   const readable = status.stateError === undefined;
-  for (const path of new Set(journal)) {
-    if (path === STATE_FILE_NAME || path === LEASE_FILE_NAME) continue;
+  const journaled = [...new Set(journal)].filter(
+    (path) => path !== STATE_FILE_NAME && path !== LEASE_FILE_NAME,
+  );
+  for (const path of journaled) {
     if (!readable || recorded.has(path)) report.kept.push(path);
     else report.deleted.push(path);
   }
-  await deleteEach(backend, bundlePath, report.deleted, signal);
-
-  for (const directory of new Set(["", ...directories])) {
-    report.tempFiles.push(...(await tempFilesIn(backend, bundlePath, directory, signal)));
+  // Killed multipart uploads hold hidden parts under journaled paths: abort them (S3).
+  if (backend.abortUploads !== undefined && journaled.length > 0) {
+    lease?.assertHeld();
+    await backend.abortUploads(
+      journaled.map((path) => joinPrefix(bundlePath, path)),
+      { signal },
+    );
   }
+
+  const looked = new Set(["", ...directories, ...report.deleted.map(parentOf)]);
+  const versions = new Map<string, string>();
+  for (const directory of looked) {
+    const entries = await listDirectory(backend, bundlePath, directory, signal);
+    report.tempFiles.push(...tempFiles(bundlePath, entries));
+    for (const entry of entries) {
+      if (entry.version !== undefined)
+        versions.set(relativeTo(bundlePath, entry.path), entry.version);
+    }
+  }
+  const fenced = new Map(
+    report.deleted.flatMap((path) => {
+      const version = versions.get(path);
+      return version === undefined ? [] : [[path, version] as const];
+    }),
+  );
+  lease?.assertHeld();
+  await deleteEach(backend, bundlePath, report.deleted, signal, fenced);
   await deleteEach(backend, bundlePath, report.tempFiles, signal);
+  await removeEmptyDirectories(backend, bundlePath, directories, signal);
   return report;
+}
+
+function parentOf(path: string): string {
+  const slash = path.lastIndexOf("/");
+  return slash === -1 ? "" : path.slice(0, slash);
+}
+
+/**
+ * Removes journaled directories (and their parents below the bundle path) that hold nothing:
+ * directories a killed attempt created before any file of its own landed in them. Deepest first,
+ * so a chain of empty directories goes as a whole; anything with content stays.
+ */
+async function removeEmptyDirectories(
+  backend: StorageBackend,
+  bundlePath: string,
+  directories: readonly string[],
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  const candidates = new Set<string>();
+  for (const directory of directories) {
+    for (let dir = directory; dir !== ""; dir = parentOf(dir)) candidates.add(dir);
+  }
+  const deepestFirst = [...candidates].sort(
+    (a, b) => b.split("/").length - a.split("/").length || (a < b ? -1 : 1),
+  );
+  for (const directory of deepestFirst) {
+    const path = joinPrefix(bundlePath, directory);
+    let kind: string;
+    try {
+      kind = (await backend.stat(path, { signal })).kind;
+    } catch (error) {
+      if (isStorageError(error, "not_found")) continue;
+      throw error;
+    }
+    if (kind !== "directory" || (await backend.hasAny(path, { signal }))) continue;
+    await backend.deletePrefix(path, { ignoreMissing: true, signal });
+  }
+}
+
+/** Direct children of one directory below the bundle path; none when it is missing. */
+async function listDirectory(
+  backend: StorageBackend,
+  bundlePath: string,
+  directory: string,
+  signal: AbortSignal | undefined,
+): Promise<StorageEntry[]> {
+  return backend.walk(joinPrefix(bundlePath, directory), { limit: 100_000, signal });
 }
 
 /** A lease write takes milliseconds; its temp file this old was left by a killed process. */
 const STALE_LEASE_TEMP_MS = 60_000;
 
 /**
- * Reserved-pattern temp files directly in one directory (bundle-relative paths), except those of
- * the lease file: other runs write them while trying to take the lease, so only old ones count.
+ * Reserved-pattern temp files among listed entries (bundle-relative paths), except those of the
+ * lease file: other runs write them while trying to take the lease, so only old ones count.
  */
-async function tempFilesIn(
-  backend: StorageBackend,
-  bundlePath: string,
-  directory: string,
-  signal: AbortSignal | undefined,
-): Promise<string[]> {
-  const entries = await backend.walk(joinPrefix(bundlePath, directory), { limit: 100_000, signal });
+function tempFiles(bundlePath: string, entries: readonly StorageEntry[]): string[] {
   const now = Date.now();
   return entries
     .filter((entry) => {
@@ -88,17 +159,25 @@ async function deleteEach(
   bundlePath: string,
   paths: readonly string[],
   signal: AbortSignal | undefined,
+  ifMatch?: ReadonlyMap<string, string>,
 ): Promise<void> {
   if (paths.length === 0) return;
   const options = { ignoreMissing: true, pruneEmptyDirs: true, signal };
+  // A path whose version moved since it was listed is not the dead run's any more: it stays.
+  const tolerated = (failure: unknown) =>
+    isStorageError(failure, "unsupported") || isStorageError(failure, "conflict");
   try {
-    await backend.deleteManagedOutputs(bundlePath, paths, options);
+    await backend.deleteManagedOutputs(bundlePath, paths, { ...options, ifMatch });
   } catch (error) {
-    if (!isStorageError(error, "unsupported")) throw error;
+    if (!tolerated(error)) throw error;
     for (const path of paths) {
-      await backend.deleteManagedOutputs(bundlePath, [path], options).catch((failure: unknown) => {
-        if (!isStorageError(failure, "unsupported")) throw failure;
-      });
+      const version = ifMatch?.get(path);
+      const fenced = version === undefined ? undefined : new Map([[path, version]]);
+      await backend
+        .deleteManagedOutputs(bundlePath, [path], { ...options, ifMatch: fenced })
+        .catch((failure: unknown) => {
+          if (!tolerated(failure)) throw failure;
+        });
     }
   }
 }
@@ -118,8 +197,8 @@ export async function holdLease(
 ): Promise<Lease> {
   const lease = await acquireLease(backend, bundlePath, owner, options);
   try {
-    const leftovers = await tempFilesIn(backend, bundlePath, "", options.signal);
-    await deleteEach(backend, bundlePath, leftovers, options.signal);
+    const entries = await listDirectory(backend, bundlePath, "", options.signal);
+    await deleteEach(backend, bundlePath, tempFiles(bundlePath, entries), options.signal);
     if (lease.broken !== undefined) {
       const report = await recoverJournal(
         backend,
@@ -127,6 +206,7 @@ export async function holdLease(
         lease.broken.journal,
         lease.broken.directories,
         options.signal,
+        lease,
       );
       await lease.clearJournal();
       options.onRecovered?.(report);

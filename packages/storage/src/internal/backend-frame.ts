@@ -241,7 +241,12 @@ class FramedBackend implements StorageBackend {
     for (const [outputPath, version] of options.ifMatch) {
       validatePath(outputPath, operation, this.name);
       if (version === "") {
-        throw backendErrors(this.name)("conflict", operation, outputPath, "ifMatch is an empty version");
+        throw backendErrors(this.name)(
+          "conflict",
+          operation,
+          outputPath,
+          "ifMatch is an empty version",
+        );
       }
       ifMatch.set(managedOutputTargets(bundlePath, [outputPath])[0] as string, version);
     }

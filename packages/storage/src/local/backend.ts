@@ -33,8 +33,8 @@ import { BACKEND_NAME, hasCode, toStorageError } from "./errno.js";
 import { inspectPath } from "./inspect.js";
 import { openByteReader, openReadStream, readWholeFile } from "./read.js";
 import { emptyDirectory, emptyDirectoryExcept, pruneEmptyParents, removeTree } from "./remove.js";
-import { walkTree } from "./walk.js";
 import { withSwapLock } from "./swap-lock.js";
+import { walkTree } from "./walk.js";
 import { checkVersion, writeAtomically } from "./write.js";
 
 export interface LocalBackendOptions {

@@ -9,7 +9,7 @@ import {
   unlinkSync,
   writeSync,
 } from "node:fs";
-import { type FileHandle, lstat, mkdir, open, unlink } from "node:fs/promises";
+import { type FileHandle, lstat, mkdir, open } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { ByteReader, WriteData, WriteOptions, WriteResult } from "../backend.js";
 import { mapBounded } from "../concurrency.js";
