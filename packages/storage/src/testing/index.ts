@@ -979,3 +979,5 @@ async function* patternChunks(size: number): AsyncGenerator<Uint8Array> {
     yield Uint8Array.from({ length }, (_, index) => (offset + index) % 251);
   }
 }
+
+export * from "./tcp-proxy.js";
