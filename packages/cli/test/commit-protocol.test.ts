@@ -227,7 +227,7 @@ describe("a run killed with SIGKILL", () => {
     }, 60_000);
   }
 
-  it("interrupted with SIGTERM removes what it created and releases its lease", async () => {
+  it("interrupted with SIGTERM removes what it created and leaves an expired lease journaling the rest", async () => {
     const source = join(tmp(), "src");
     const dest = join(tmp(), "dest");
     const configPath = join(tmp(), "distributor.yml");
@@ -247,7 +247,15 @@ describe("a run killed with SIGKILL", () => {
 
     expect(stopped.code).toBe(1);
     expect(JSON.parse(stopped.stdout).error.code).toBe("aborted");
-    expect(await files(dest)).toEqual({});
+    // Before the commit the journal is kept, never dropped (SPEC §5): the lease stays, already
+    // expired, and lists whatever of this attempt may still be there (writes cut off mid-way).
+    const left = await files(dest);
+    expect(Object.keys(left)).toContain(".distributor.lease.json");
+    const lease = JSON.parse(await readFile(join(dest, ".distributor.lease.json"), "utf8"));
+    expect(Date.parse(lease.expires_at)).toBeLessThanOrEqual(Date.now());
+    for (const path of Object.keys(left)) {
+      if (path !== ".distributor.lease.json") expect(lease.journal).toContain(path);
+    }
     const after = await runCli(["run", "--config", configPath]);
     expect(after.code, after.stderr).toBe(0);
     await expectStateMatchesFiles(dest);

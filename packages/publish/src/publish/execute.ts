@@ -8,10 +8,13 @@ import {
   statePath,
 } from "@distributor/storage";
 import { isWriteAction } from "./action.js";
-import { readBack } from "./lease.js";
+import { AmbiguousCommitError, compareAndSwapState, StateChangedError } from "./commit-state.js";
 import type { PlannedOutput } from "./outputs.js";
 import type { PlannedWrite, PublishPlan } from "./plan.js";
 import { encodeStateFile } from "./state-file.js";
+
+export { AmbiguousCommitError, StateChangedError };
+
 import { verifiedChunks, verifyingReader } from "./verify-source.js";
 
 /**
@@ -45,15 +48,6 @@ export interface ExecuteContext {
   onCleanupStart?: ((deletes: number | null) => void) | undefined;
   /** Called when those deletes have succeeded (a failure throws `PendingDeletesError` instead). */
   onCleanupDone?: (() => void) | undefined;
-}
-
-/**
- * The state changed since planning read it (another writer committed first): nothing of this
- * attempt was committed and its new outputs were removed, so the caller may plan again.
- */
-export class StateChangedError extends Error {
-  override readonly name = "StateChangedError";
-  readonly code = "state_changed";
 }
 
 /** A failure while executing a plan; cleanup of this attempt's outputs has already run. */
@@ -215,58 +209,15 @@ async function writeOutputs(
   });
 }
 
-/**
- * The state write's outcome is unknown: it failed ambiguously and reading it back failed too.
- * The state may or may not be the new one; the journal decides at the next run.
- */
-export class AmbiguousCommitError extends Error {
-  override readonly name = "AmbiguousCommitError";
-  readonly code = "commit_unknown";
-}
-
-/**
- * Step: writes the next state only while the state is still the version planning read. Any
- * failure is resolved by reading the state back (SPEC §5, ambiguous outcomes): holding exactly
- * the bytes this attempt wrote, the write happened (its answer was lost, or an SDK retry saw its
- * own write as a conflict). Other bytes after a conflict mean another writer committed first.
- */
+/** Step: the compare-and-swap of the state against the version planning read. */
 async function commitState(
   context: ExecuteContext,
   plan: PublishPlan,
   state: Uint8Array,
 ): Promise<void> {
-  const { destination, signal } = context;
-  const target = statePath(plan.bundlePath);
-  const options = { contentType: "application/json", signal };
   context.lease?.assertHeld();
-  try {
-    if (plan.stateVersion === undefined) {
-      // No state when planning: a state that appeared since belongs to someone else.
-      await destination.writeFile(target, state, { ...options, overwrite: false });
-    } else {
-      await destination.writeFile(target, state, { ...options, ifMatch: plan.stateVersion });
-    }
-    return;
-  } catch (error) {
-    // Read back even when the run was interrupted: what happened must be known.
-    const found = await readBack(destination, target, state);
-    if (typeof found === "string" && found !== "unreadable") return;
-    const where = `${destination.location} ${target}`;
-    const refused = isStorageError(error, "conflict") || isStorageError(error, "already_exists");
-    if (refused && found !== "unreadable") {
-      throw new StateChangedError(
-        `${where} changed since it was planned from; nothing was committed`,
-        { cause: error },
-      );
-    }
-    // Anything but a refusal may still land (a request the store holds past its timeout):
-    // nothing this attempt wrote is removed on that guess.
-    const readBackFailed = found === "unreadable" ? " and reading it back failed too" : "";
-    throw new AmbiguousCommitError(
-      `writing ${where} failed (${(error as Error).message})${readBackFailed}: whether it was committed is not known; the next run resolves it from the journal`,
-      { cause: error },
-    );
-  }
+  const target = statePath(plan.bundlePath);
+  await compareAndSwapState(context.destination, target, state, plan.stateVersion, context.signal);
 }
 
 /**

@@ -9,6 +9,7 @@ import {
   LEASE_FILE_NAME,
   type StorageBackend,
 } from "@distributor/storage";
+import { readBack, UNREADABLE } from "./commit-state.js";
 
 /** How long a lease lives unless renewed; renewals happen every third of it. */
 export const DEFAULT_LEASE_TTL_MS = 60_000;
@@ -409,7 +410,7 @@ export class Lease {
         }));
       } catch (error) {
         const found = await readBack(this.#backend, this.#path, bytes);
-        if (found === "unreadable") throw error;
+        if (found === UNREADABLE) throw error;
         if (found === undefined) {
           if (!isStorageError(error, "conflict") && !isStorageError(error, "not_found")) {
             throw error;
@@ -431,32 +432,6 @@ export class Lease {
     });
     this.#queue = next.catch(() => undefined);
     return next;
-  }
-}
-
-/**
- * After a write whose outcome is unknown: the version of `path` when it holds exactly `bytes`
- * (the write happened), undefined when it holds something else or nothing, and `"unreadable"`
- * when even the read failed (nothing can be decided).
- */
-export async function readBack(
-  backend: StorageBackend,
-  path: string,
-  bytes: string | Uint8Array,
-  signal?: AbortSignal,
-): Promise<string | undefined | "unreadable"> {
-  const expected = typeof bytes === "string" ? Buffer.from(bytes, "utf8") : bytes;
-  try {
-    const found = await backend.readVersioned(path, {
-      maxBytes: expected.byteLength,
-      ...(signal ? { signal } : {}),
-    });
-    return Buffer.from(found.bytes).equals(expected) ? found.version : undefined;
-  } catch (error) {
-    if (isStorageError(error, "not_found") || isStorageError(error, "limit_exceeded")) {
-      return undefined;
-    }
-    return "unreadable";
   }
 }
 
@@ -520,7 +495,7 @@ export async function acquireLease(
     } catch (error) {
       // The create may have happened with its answer lost (or an SDK retry saw it as taken).
       const ours = await readBack(backend, path, bytes, options.signal);
-      if (typeof ours === "string" && ours !== "unreadable") {
+      if (ours !== undefined && ours !== UNREADABLE) {
         return new Lease(backend, bundlePath, document, ours, options, undefined, started);
       }
       if (!isStorageError(error, "already_exists")) throw error;
@@ -559,7 +534,7 @@ export async function acquireLease(
         return new Lease(backend, bundlePath, takeover, version, options, broken, started);
       } catch (error) {
         const ours = await readBack(backend, path, bytes, options.signal);
-        if (typeof ours === "string" && ours !== "unreadable") {
+        if (ours !== undefined && ours !== UNREADABLE) {
           return new Lease(backend, bundlePath, takeover, ours, options, broken, started);
         }
         // Another run broke it first, or it was released: look again.

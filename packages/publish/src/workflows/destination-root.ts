@@ -1,7 +1,9 @@
 import type { OwnerScope, StateDocument } from "@distributor/state";
 import { isStorageError, STATE_FILE_NAME, type StorageBackend } from "@distributor/storage";
 import type { DestinationConfig } from "../config/types.js";
-import { StateChangedError } from "../publish/execute.js";
+import { compareAndSwapState, StateChangedError } from "../publish/commit-state.js";
+import { PendingDeletesError, UncommittedError } from "../publish/execute.js";
+import type { Lease } from "../publish/lease.js";
 import { holdLease } from "../publish/recovery.js";
 import { encodeStateFile, readStateFile } from "../publish/state-file.js";
 import { WorkflowError } from "./shared.js";
@@ -47,8 +49,9 @@ export async function readRootState(
 
 /**
  * Replaces the root `.distributor.json` with `document` while it is still the version read
- * (atomic compare-and-swap). Serialising validates, so invalid state is refused before anything
- * is written; a state changed meanwhile fails with `state_changed` and is left as it is.
+ * (atomic compare-and-swap, resolved by reading back when its answer is lost). Serialising
+ * validates, so invalid state is refused before anything is written; a state changed meanwhile
+ * fails with `state_changed` and is left as it is.
  */
 export async function writeRootState(
   backend: StorageBackend,
@@ -58,13 +61,9 @@ export async function writeRootState(
 ): Promise<void> {
   const state = encodeStateFile(backend, STATE_FILE_NAME, document);
   try {
-    await backend.writeFile(STATE_FILE_NAME, state, {
-      ifMatch: version,
-      contentType: "application/json",
-      signal,
-    });
+    await compareAndSwapState(backend, STATE_FILE_NAME, state, version, signal);
   } catch (error) {
-    if (!isStorageError(error, "conflict")) throw error;
+    if (!(error instanceof StateChangedError)) throw error;
     throw new StateChangedError(
       `${backend.location} ${STATE_FILE_NAME} changed while it was being maintained; nothing was written`,
       { cause: error },
@@ -77,28 +76,49 @@ export interface MaintenanceLeaseOptions {
   /** How long to wait for another run's live lease (default 0: fail at once). */
   lockTimeoutMs?: number;
   signal?: AbortSignal;
+  /** Lease lifetime and renewal (tests shorten it). */
+  lease?: { ttlMs?: number; renew?: boolean; now?: () => Date };
 }
 
 /**
  * Runs `work` holding the lease of the destination root's state, recovering a stale lease
- * first; a dry run reads without one. `work` calls `confirm` before each change it makes, which
- * proves (by renewing it) that the lease is still ours.
+ * first; a dry run reads without one (`work` gets undefined). `work` journals what it will
+ * delete, confirms the lease before its state write and fences its deletes (SPEC §5). When it
+ * fails with an `UncommittedError` or a `PendingDeletesError`, the lease is abandoned with their
+ * pending paths, so the next run completes the work; otherwise it is released.
  */
 export async function withRootLease<Result>(
   backend: StorageBackend,
   owner: OwnerScope,
   dryRun: boolean,
   options: MaintenanceLeaseOptions,
-  work: (confirm: () => Promise<void>) => Promise<Result>,
+  work: (lease: Lease | undefined) => Promise<Result>,
 ): Promise<Result> {
-  if (dryRun) return work(async () => undefined);
+  if (dryRun) return work(undefined);
   const lease = await holdLease(backend, "", owner, {
     lockTimeoutMs: options.lockTimeoutMs,
     signal: options.signal,
+    ...options.lease,
   });
+  let keep: readonly string[] | undefined;
   try {
-    return await work(() => lease.confirm());
+    return await work(lease);
+  } catch (error) {
+    const pending = pendingOf(error);
+    if (pending !== undefined) keep = pending;
+    throw error;
   } finally {
-    await lease.release();
+    if (keep === undefined) await lease.release();
+    else await lease.abandon(keep);
   }
+}
+
+/** The paths a failure leaves for the next run to remove, if it is one that does. */
+function pendingOf(error: unknown): readonly string[] | undefined {
+  for (let current = error; current instanceof Error; current = current.cause) {
+    if (current instanceof UncommittedError || current instanceof PendingDeletesError) {
+      return current.pending;
+    }
+  }
+  return undefined;
 }

@@ -20,6 +20,8 @@ export function errorCode(error: unknown): string {
     const kind = (error as { kind?: unknown }).kind;
     return typeof kind === "string" ? `storage_${kind}` : "storage_failed";
   }
+  // A failure before the commit is reported by what caused it (a timeout, a lost lease, ...).
+  if (error.name === "UncommittedError" && error.cause !== undefined) return errorCode(error.cause);
   const byName = CODES_BY_NAME[error.name];
   if (byName !== undefined) return byName;
   // Workflow errors carry their own snake_case code; Node system codes (ENOENT) do not match.

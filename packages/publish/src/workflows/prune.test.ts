@@ -317,12 +317,21 @@ describe("prune", () => {
     });
     expect(paths(error.report.deleted_outputs)).toBe("old.txt");
     expect(paths(error.report.planned_outputs)).toBe("old.txt,fresh.txt");
+    // The commit protocol writes the state first, then deletes (SPEC §5): the record is gone,
+    // and the file that could not be deleted stays journaled with the abandoned lease.
     expect(error.report.state_changed).toBe(true);
     expect(await destination.exists("old.txt")).toBe(false);
     expect(await destination.fileText("fresh.txt")).toBe("managed");
     const state = await destination.readState();
-    expect(recordedPaths(state)).toBe("fresh.txt");
+    expect(recordedPaths(state)).toBe("");
     expect(state.updatedAt).toEqual(NOW);
+    expect(await destination.exists(".distributor.lease.json")).toBe(true);
+
+    // The next run at this destination completes the prune from the journal.
+    const next = await prune(pruneOptions(config, { dryRun: false }));
+    expect(next.planned_outputs).toEqual([]);
+    expect(await destination.exists("fresh.txt")).toBe(false);
+    expect(await destination.exists(".distributor.lease.json")).toBe(false);
   });
 
   it("TestPruneSharedRootPreservesOtherOwnersWhenScopedToCurrentOwner", async () => {
@@ -411,8 +420,8 @@ describe("prune", () => {
     expect(await destination.stateText()).toBe(afterFirst);
   });
 
-  it("keeps every record and the state bytes when the first delete fails", async () => {
-    const original = await destination.writeDestination(referenceSingleOwner());
+  it("records the prune before deleting; a first delete that fails leaves every file journaled", async () => {
+    await destination.writeDestination(referenceSingleOwner());
     const config = configWith(retentionYaml({ keepLatest: 0 }));
 
     const error = await expectPruneError(
@@ -426,13 +435,17 @@ describe("prune", () => {
 
     expect(error.report.failed_output?.path).toBe("old.txt");
     expect(error.report.deleted_outputs).toEqual([]);
-    expect(error.report.state_changed).toBe(false);
-    expect(await destination.stateText()).toBe(original);
+    expect(error.report.state_changed).toBe(true);
+    expect(recordedPaths(await destination.readState())).toBe("");
     expect(await destination.fileText("old.txt")).toBe("managed");
     expect(await destination.fileText("fresh.txt")).toBe("managed");
+
+    await prune(pruneOptions(config, { dryRun: false }));
+    expect(await destination.exists("old.txt")).toBe(false);
+    expect(await destination.exists("fresh.txt")).toBe(false);
   });
 
-  it("keeps the failed and unattempted records when a delete fails mid-prune", async () => {
+  it("keeps the failed and unattempted files journaled when a delete fails mid-prune", async () => {
     await destination.writeDestination(
       singleOwnerState([
         { path: "one.txt", updatedAt: hoursAgo(300) },
@@ -457,14 +470,16 @@ describe("prune", () => {
     expect(await destination.exists("one.txt")).toBe(false);
     expect(await destination.fileText("two.txt")).toBe("managed");
     expect(await destination.fileText("three.txt")).toBe("managed");
-    expect(recordedPaths(await destination.readState())).toBe("two.txt,three.txt");
+    expect(recordedPaths(await destination.readState())).toBe("");
     expect(error.report).toMatchObject({ state_changed: true, checked_count: 3 });
-    expect(error.report.planned_outputs).toHaveLength(3);
-    expect(error.report.deleted_outputs).toHaveLength(1);
     expect(error.report.preserved_outputs).toHaveLength(0);
+
+    await prune(pruneOptions(config, { dryRun: false }));
+    expect(await destination.exists("two.txt")).toBe(false);
+    expect(await destination.exists("three.txt")).toBe(false);
   });
 
-  it("reports a state rewrite failure after deletes, with the confirmed deletes", async () => {
+  it("deletes nothing when the state rewrite fails, and the next apply prunes", async () => {
     const original = await destination.writeDestination(referenceSingleOwner());
     const config = configWith(retentionYaml({ olderThan: "48h" }));
 
@@ -476,14 +491,19 @@ describe("prune", () => {
 
     expect(error.code).toBe("storage_permission");
     expect(error.message).toContain("write file");
-    expect(paths(error.report.deleted_outputs)).toBe("old.txt");
+    expect(error.report.deleted_outputs).toEqual([]);
     expect(error.report.failed_output).toBeUndefined();
     expect(error.report.state_changed).toBe(false);
-    expect(await destination.exists("old.txt")).toBe(false);
+    expect(await destination.fileText("old.txt")).toBe("managed");
     expect(await destination.stateText()).toBe(original);
+
+    const next = await prune(pruneOptions(config, { dryRun: false }));
+    expect(paths(next.deleted_outputs)).toBe("old.txt");
+    expect(await destination.exists("old.txt")).toBe(false);
+    expect(await destination.exists(".distributor.lease.json")).toBe(false);
   });
 
-  it("stops at an abort between deletes and records the deletes already made", async () => {
+  it("stops at an abort between deletes; the next apply deletes the rest", async () => {
     await destination.writeDestination(
       singleOwnerState([
         { path: "one.txt", updatedAt: hoursAgo(300) },
@@ -507,7 +527,10 @@ describe("prune", () => {
     expect(paths(error.report.deleted_outputs)).toBe("one.txt");
     expect(error.report.failed_output).toBeUndefined();
     expect(await destination.fileText("two.txt")).toBe("managed");
-    expect(recordedPaths(await destination.readState())).toBe("two.txt");
+    expect(recordedPaths(await destination.readState())).toBe("");
+
+    await prune(pruneOptions(config, { dryRun: false }));
+    expect(await destination.exists("two.txt")).toBe(false);
   });
 
   it("is a dry run unless dryRun is false", async () => {

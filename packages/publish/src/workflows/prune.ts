@@ -11,8 +11,10 @@ import {
   type StateDocument,
   truncateToSecond,
 } from "@distributor/state";
-import type { StorageBackend } from "@distributor/storage";
+import { isStorageError, mapBounded, type StorageBackend } from "@distributor/storage";
 import type { Config, PrunePolicy } from "../config/types.js";
+import { PendingDeletesError, UncommittedError } from "../publish/execute.js";
+import type { Lease } from "../publish/lease.js";
 import {
   destinationRootPath,
   readRootState,
@@ -96,6 +98,8 @@ export interface PruneOptions extends WorkflowOptions<PruneEvent> {
   dryRun?: boolean;
   /** How long to wait for another run's lease on the state (default 0: fail at once). */
   lockTimeoutMs?: number;
+  /** Lease lifetime and renewal (tests shorten it). */
+  lease?: { ttlMs?: number; renew?: boolean };
 }
 
 export interface DestinationPrunePlanOptions {
@@ -106,9 +110,11 @@ export interface DestinationPrunePlanOptions {
 }
 
 /**
- * A prune that stopped part-way: a delete or the state rewrite failed, or the run was aborted.
- * `report` says what was deleted (and `failed_output`); state was rewritten for confirmed deletes
- * only, so a retry starts from an accurate record. `code` is the code of the underlying failure.
+ * A prune that stopped part-way: the state rewrite or a delete after it failed, or the run was
+ * aborted. `report` says whether the state changed, what was deleted (and `failed_output`).
+ * Outputs the new state no longer records but that are still there stay journaled with the
+ * (abandoned) lease, so the next run at that destination removes them. `code` is the code of
+ * the underlying failure.
  */
 export class PruneError extends Error {
   override readonly name = "PruneError";
@@ -117,9 +123,22 @@ export class PruneError extends Error {
 
   constructor(report: PruneReport, cause: unknown, message = errorMessage(cause)) {
     super(message, { cause });
-    this.code = errorCode(cause);
+    this.code = errorCode(rootCause(cause));
     this.report = report;
   }
+}
+
+/** The failure below the protocol's wrappers: what the operator has to act on. */
+function rootCause(error: unknown): unknown {
+  let current = error;
+  while (
+    current instanceof Error &&
+    current.cause !== undefined &&
+    ["UncommittedError", "PendingDeletesError", "AmbiguousCommitError"].includes(current.name)
+  ) {
+    current = current.cause;
+  }
+  return current;
 }
 
 /** True for a `PruneError`, recognised by name so that it survives package copies. */
@@ -172,7 +191,7 @@ export async function prune(options: PruneOptions): Promise<PruneReport> {
   const { pipeline, destination, backend } = await openConfiguredDestination(options, dryRun);
   const owner = ownerScope(pipeline.id, destination.id);
   return withBackend(backend, () =>
-    withRootLease(backend, owner, dryRun, options, async (confirm) => {
+    withRootLease(backend, owner, dryRun, leaseOptions(options), async (lease) => {
       const { document, version } = await readRootState(backend, options.signal);
       const now = options.now?.() ?? new Date();
       const plan = planDestinationPrune(document, destination.retention.prune, {
@@ -195,37 +214,84 @@ export async function prune(options: PruneOptions): Promise<PruneReport> {
         would_change: dryRun && plan.pruned_outputs.length > 0,
         dry_run: dryRun,
       };
-      if (dryRun || report.planned_outputs.length === 0) return report;
-      await applyPrune(backend, { document, version }, report, truncateToSecond(now), options);
+      if (lease === undefined || report.planned_outputs.length === 0) return report;
+      const state = { document, version };
+      await applyPrune(backend, lease, state, report, truncateToSecond(now), options);
       return report;
     }),
   );
 }
 
-/** Deletes the planned outputs one by one and records the confirmed deletes in state. */
+function leaseOptions(options: PruneOptions) {
+  return {
+    ...(options.lockTimeoutMs === undefined ? {} : { lockTimeoutMs: options.lockTimeoutMs }),
+    ...(options.signal === undefined ? {} : { signal: options.signal }),
+    lease: { ...options.lease, ...(options.now === undefined ? {} : { now: options.now }) },
+  };
+}
+
+/**
+ * Carries out a prune in the commit protocol's order (SPEC §5): journal the outputs to delete,
+ * confirm the lease, write the state without their records (a compare-and-swap), then delete
+ * them, each fenced on the version seen before the journal. A crash at any point leaves a
+ * journal from which the next run completes or undoes the prune; nothing is deleted that a
+ * written state still records.
+ */
 async function applyPrune(
   backend: StorageBackend,
+  lease: Lease,
   state: { document: StateDocument; version: string },
   report: PruneReport,
   now: Date,
   options: PruneOptions,
 ): Promise<void> {
   const { signal } = options;
-  let failure: unknown;
+  const scope = ownerScope(report.pipeline_id, report.destination_id);
+  const paths = report.planned_outputs.map((output) => output.path);
+  const versions = await storedVersions(backend, paths, signal);
+  await lease.journal(paths, [...new Set(paths.map(parentOf))]);
+  try {
+    signal?.throwIfAborted();
+    await lease.confirm();
+    report.state_changed = await removePrunedRecords(backend, state, scope, paths, now, signal);
+  } catch (error) {
+    // Not known to be written: nothing was deleted; the journal decides at the next run.
+    throw new PruneError(
+      report,
+      new UncommittedError(errorMessage(error), paths, { cause: error }),
+    );
+  }
+
   for (const output of report.planned_outputs) {
     try {
       signal?.throwIfAborted();
+      lease.assertHeld();
+      const version = versions.get(output.path);
       await backend.deleteManagedOutputs("", [output.path], {
         // An output already gone is as pruned as one deleted now.
         ignoreMissing: true,
         pruneEmptyDirs: true,
-        signal,
+        ...(version === undefined ? {} : { ifMatch: new Map([[output.path, version]]) }),
       });
     } catch (error) {
-      failure = error;
-      // An abort is not this output's fault; it stays planned, like the outputs after it.
+      if (isStorageError(error, "conflict")) {
+        // Rewritten since it was planned (a newer publication, a hand edit): not ours to delete.
+        report.preserved_outputs.push(output);
+        continue;
+      }
+      // An abort is not this output's fault.
       if (!signal?.aborted) report.failed_output = output;
-      break;
+      const done = new Set(report.deleted_outputs.map((deleted) => deleted.path));
+      const pending = paths.filter((path) => !done.has(path));
+      const what = signal?.aborted ? "the prune was interrupted" : `deleting ${output.path} failed`;
+      throw new PruneError(
+        report,
+        new PendingDeletesError(
+          `the state no longer records the pruned outputs, but ${what}: ${errorMessage(error)}; the next run at this destination removes the rest`,
+          pending,
+          { cause: error },
+        ),
+      );
     }
     report.deleted_outputs.push(output);
     options.onEvent?.({
@@ -235,47 +301,49 @@ async function applyPrune(
       path: output.path,
     });
   }
+}
 
-  if (report.deleted_outputs.length > 0) {
-    const scope = ownerScope(report.pipeline_id, report.destination_id);
-    const paths = report.deleted_outputs.map((output) => output.path);
+function parentOf(path: string): string {
+  const slash = path.lastIndexOf("/");
+  return slash === -1 ? "" : path.slice(0, slash);
+}
+
+/** Version tokens of the stored files at `paths` (missing ones have none). */
+async function storedVersions(
+  backend: StorageBackend,
+  paths: readonly string[],
+  signal: AbortSignal | undefined,
+): Promise<Map<string, string>> {
+  const found = await mapBounded(paths, 8, async (path) => {
     try {
-      report.state_changed = await removePrunedRecords(backend, state, scope, paths, now);
+      return (await backend.stat(path, { signal })).version;
     } catch (error) {
-      // State that still lists deleted files is the worse problem, so it leads the message.
-      const message =
-        failure === undefined
-          ? errorMessage(error)
-          : `${errorMessage(error)} (after ${interruption(report, failure)})`;
-      throw new PruneError(report, error, message);
+      if (isStorageError(error, "not_found")) return undefined;
+      throw error;
     }
-  }
-  if (failure !== undefined) throw new PruneError(report, failure);
+  });
+  const versions = new Map<string, string>();
+  paths.forEach((path, index) => {
+    const version = found[index];
+    if (version !== undefined) versions.set(path, version);
+  });
+  return versions;
 }
 
-function interruption(report: PruneReport, failure: unknown): string {
-  const failed = report.failed_output;
-  return failed === undefined
-    ? `the prune was interrupted: ${errorMessage(failure)}`
-    : `deleting ${failed.path} failed: ${errorMessage(failure)}`;
-}
-
-/**
- * Removes the records of deleted outputs of `scope` and rewrites the state. The rewrite does not
- * take the abort signal: once files are gone, the record of it must be written.
- */
+/** Removes the records of pruned outputs of `scope` and rewrites the state (compare-and-swap). */
 async function removePrunedRecords(
   backend: StorageBackend,
   { document, version }: { document: StateDocument; version: string },
   scope: OwnerScope,
   paths: readonly string[],
   now: Date,
+  signal: AbortSignal | undefined,
 ): Promise<boolean> {
   const removal = isSharedRootState(document)
     ? removeMissingOwnerOutputs(document, scope, paths)
     : removeMissingOutputs(document, paths);
   if (!removal.changed) return false;
-  await writeRootState(backend, { ...removal.state, updatedAt: now }, version, undefined);
+  await writeRootState(backend, { ...removal.state, updatedAt: now }, version, signal);
   return true;
 }
 

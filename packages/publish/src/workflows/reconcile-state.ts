@@ -113,7 +113,7 @@ export async function reconcileState(
   const { signal } = options;
   const owner = ownerScope(pipeline.id, destination.id);
   return withBackend(backend, () =>
-    withRootLease(backend, owner, dryRun, options, async (confirm) => {
+    withRootLease(backend, owner, dryRun, options, async (lease) => {
       const { document, version } = await readRootState(backend, signal);
       const scope = repairScope(document, ownerScope(pipeline.id, destination.id), options);
       const missing = await missingOutputs(backend, scope.checked, signal);
@@ -123,6 +123,8 @@ export async function reconcileState(
         const removal = scope.remove(missing.map((item) => item.path));
         if (removal.changed) {
           const now = truncateToSecond(options.now?.() ?? new Date());
+          // Only record removals, no deletes: confirm the lease, then the compare-and-swap.
+          await lease?.confirm();
           await writeRootState(backend, { ...removal.state, updatedAt: now }, version, signal);
           changed = true;
         }
