@@ -147,6 +147,11 @@ export interface StorageBackend {
    * waits (fsyncs, round trips). Absent: the engine's own default.
    */
   readonly writeConcurrency?: number;
+  /**
+   * True when version tokens derive from the bytes alone (S3 ETags): two writes of the same
+   * bytes then share a version, so a version proves a file unchanged, not who wrote it.
+   */
+  readonly versionsFromContent?: boolean;
 
   readFile(path: string, options?: ReadOptions): Promise<Uint8Array>;
   /** Reads a whole file together with the version token of exactly those bytes. */

@@ -60,7 +60,11 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
     // only if this turns out to be a write; a skip takes no lease (SPEC §5).
     if (
       !options.dryRun &&
-      (await leaseStatus(destination, bundlePath, { signal: options.plan.signal })) === "stale"
+      (await leaseStatus(destination, bundlePath, {
+        signal: options.plan.signal,
+        now: options.lease.now,
+        processAlive: options.lease.processAlive,
+      })) === "stale"
     ) {
       lease = await hold();
     }
@@ -103,7 +107,8 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
       options.onPlan?.(current);
       const held = lease;
       // Step journal: what this attempt may create or will delete, recorded before its first write.
-      await held.journal(current.journal.paths, current.journal.directories);
+      const { paths, directories, overwrites } = current.journal;
+      await held.journal(paths, directories, overwrites);
       try {
         // Steps write → confirm → compare-and-swap state → delete-after.
         await executeEncodedPublish(
@@ -120,11 +125,15 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
         return current;
       } catch (error) {
         if (error instanceof StateChangedError && attempt < MAX_PUBLISH_ATTEMPTS) continue;
-        if (error instanceof UncommittedError || error instanceof PendingDeletesError) {
-          // Abandoned, not released: the lease stays, expired, journaling what may be left,
-          // so the next run recovers it at once (SPEC §5, recovery completes).
+        if (error instanceof UncommittedError) {
+          // Abandoned, not released: the lease stays, expired, journaling what may be left and
+          // what it replaced in place, so the next run recovers it (SPEC §5, recovery completes).
           lease = undefined;
           await held.abandon(error.pending);
+        } else if (error instanceof PendingDeletesError) {
+          // Committed: only the deletes are left; the state describes every replaced path.
+          lease = undefined;
+          await held.abandon(error.pending, []);
         }
         throw error;
       }

@@ -222,9 +222,8 @@ async function commitState(
 
 /**
  * Step, after a failure before the commit: removes the outputs this attempt is known to have
- * created, each fenced on the version it wrote, and only while the lease is provably still held
- * (after a takeover the new holder's recovery decides what of this attempt goes). Returns what
- * may remain: the uncertain creates, and the created ones it could not remove.
+ * created, each fenced on the version it wrote. Returns what may remain: the uncertain creates,
+ * and the created ones it could not (or, after losing its lease, may not) remove.
  */
 async function undoCreated(
   context: ExecuteContext,
@@ -240,7 +239,10 @@ async function undoCreated(
       () => true,
       () => false,
     ));
-  if (!held) return [...pending, ...created];
+  // After a takeover the new holder's recovery decides what of this attempt goes, except what
+  // this attempt created after it: a version unique to this write (not derived from the bytes
+  // alone) proves the file is still exactly the one it created, which no state can record.
+  if (!held && context.destination.versionsFromContent) return [...pending, ...created];
   try {
     await context.destination.deleteManagedOutputs(bundlePath, created, {
       ignoreMissing: true,
@@ -271,14 +273,12 @@ async function deleteAfter(
     if (plan.clearBundlePath) {
       await destination.deletePrefix(plan.bundlePath, { ...options, keep: plan.keep });
     } else {
-      await destination.deleteManagedOutputs(plan.bundlePath, plan.deletes, {
-        ...options,
-        ifMatch: fence(plan.deletes, plan.deleteVersions),
-      });
+      await deleteRetired(context, plan);
     }
   } catch (error) {
     if (isStorageError(error, "conflict")) {
-      // Changed since planning (a newer run's bytes, or a hand edit): not this run's to delete.
+      // Changed since planning, and this run could not prove it still holds the lease: a newer
+      // run may record those bytes, so they are not this run's to delete.
       throw new PublishExecutionError(
         `published, but ${error.path} changed since it was planned and was left in place: ${error.message}`,
         { cause: error },
@@ -291,6 +291,46 @@ async function deleteAfter(
     );
   }
   context.onCleanupDone?.();
+}
+
+/**
+ * Deletes the outputs the committed state no longer records, fenced on the versions planning saw.
+ * A path whose version moved meanwhile was written by a run that had lost its lease (a write
+ * issued before it stalled and landed after), or edited by hand: once this run proves it still
+ * holds the lease (a compare-and-swap of it), no state records those bytes — the one it just
+ * committed does not, and no newer one exists — so it deletes them, fenced on the version it
+ * reads now. Without that proof it leaves them.
+ */
+async function deleteRetired(context: ExecuteContext, plan: PublishPlan): Promise<void> {
+  const { destination, signal } = context;
+  const options = { ignoreMissing: true, pruneEmptyDirs: true, signal };
+  try {
+    await destination.deleteManagedOutputs(plan.bundlePath, plan.deletes, {
+      ...options,
+      ifMatch: fence(plan.deletes, plan.deleteVersions),
+    });
+    return;
+  } catch (error) {
+    if (!isStorageError(error, "conflict") || context.lease === undefined) throw error;
+    await context.lease.confirm().catch(() => {
+      throw error;
+    });
+  }
+  // Held: every path still there goes, each at the version it holds now.
+  const current = new Map<string, string>();
+  for (const path of plan.deletes) {
+    try {
+      const { version } = await destination.stat(joinPrefix(plan.bundlePath, path), { signal });
+      if (version !== undefined) current.set(path, version);
+    } catch (error) {
+      if (!isStorageError(error, "not_found")) throw error;
+    }
+  }
+  context.lease.assertHeld();
+  await destination.deleteManagedOutputs(plan.bundlePath, [...current.keys()], {
+    ...options,
+    ifMatch: current,
+  });
 }
 
 function fence(

@@ -34,6 +34,8 @@ export interface LeaseDocument {
   journal: string[];
   /** Directories (bundle-relative, `""` for the bundle path) where its temp files may be. */
   directories: string[];
+  /** Journaled paths it replaces in place, which recovery checks against the state. */
+  overwrites?: string[];
 }
 
 /** A lease found at a bundle path, as `inspect` and error messages show it. */
@@ -110,6 +112,9 @@ export function parseLease(text: string): LeaseDocument | undefined {
     !doc.journal.every((path) => typeof path === "string") ||
     !Array.isArray(doc.directories) ||
     !doc.directories.every((path) => typeof path === "string") ||
+    (doc.overwrites !== undefined &&
+      (!Array.isArray(doc.overwrites) ||
+        !doc.overwrites.every((path) => typeof path === "string"))) ||
     typeof doc.owner?.pipeline_id !== "string" ||
     typeof doc.owner?.destination_id !== "string"
   ) {
@@ -175,6 +180,8 @@ export interface BrokenLease {
   /** Paths the stale holder may have created or was deleting (bundle-relative). */
   journal: string[];
   directories: string[];
+  /** Of those, the paths it was replacing in place. */
+  overwrites: string[];
 }
 
 /** A held lease: renewed on a timer, journaled before writes, released at the end. */
@@ -323,10 +330,15 @@ export class Lease {
    * Records, before the first write, the paths an attempt may create or will delete after its
    * state write, and the directories its temp files may appear in (all bundle-relative).
    */
-  async journal(paths: readonly string[], directories: readonly string[]): Promise<void> {
+  async journal(
+    paths: readonly string[],
+    directories: readonly string[],
+    overwrites: readonly string[] = [],
+  ): Promise<void> {
     const changes = {
       journal: [...new Set([...this.#document.journal, ...paths])],
       directories: [...new Set([...this.#document.directories, ...directories])],
+      overwrites: [...new Set([...(this.#document.overwrites ?? []), ...overwrites])],
     };
     // The journal is the only part of a lease that grows; renewals, confirmations and
     // abandoning rewrite it unchanged or smaller.
@@ -342,20 +354,27 @@ export class Lease {
 
   /** Empties the journal once what it listed is either recorded in state or gone. */
   async clearJournal(): Promise<void> {
-    if (this.#document.journal.length === 0 && this.#document.directories.length === 0) return;
-    await this.#update({ journal: [], directories: [] });
+    const { journal, directories, overwrites } = this.#document;
+    if (journal.length === 0 && directories.length === 0 && (overwrites ?? []).length === 0) {
+      return;
+    }
+    await this.#update({ journal: [], directories: [], overwrites: [] });
   }
 
   /**
-   * Gives the lease up without removing it: its journal becomes `pending` and it expires now, so
-   * the next run recovers it at once and deletes what this run could not. Never throws.
+   * Gives the lease up without removing it: its journal becomes `pending` (and the paths it
+   * replaced in place `overwrites`, when given) and it expires now, so the next run recovers it
+   * at once and deletes what this run could not. Never throws.
    */
-  async abandon(pending: readonly string[]): Promise<void> {
+  async abandon(pending: readonly string[], overwrites?: readonly string[]): Promise<void> {
     if (this.#released) return;
     this.#stopTimers();
     this.#ttlOverride = 0;
+    const changes = overwrites === undefined ? {} : { overwrites: [...overwrites] };
     // Only while still ours: a lease another run took over is not ours to rewrite.
-    await this.#update({ journal: [...pending] }, { fenced: false }).catch(() => undefined);
+    await this.#update({ journal: [...pending], ...changes }, { fenced: false }).catch(
+      () => undefined,
+    );
     this.#released = true;
   }
 
@@ -521,10 +540,11 @@ export async function acquireLease(
       // The stale journal is carried over, so a crash during recovery loses nothing.
       const journal = held?.journal ?? [];
       const directories = held?.directories ?? [""];
-      const takeover = fresh(journal, directories);
+      const overwrites = held?.overwrites ?? [];
+      const takeover = { ...fresh(journal, directories), overwrites };
       const bytes = serializeLease(takeover);
       const started = now().getTime();
-      const broken = { lease: held, journal, directories };
+      const broken = { lease: held, journal, directories, overwrites };
       try {
         const { version } = await backend.writeFile(path, bytes, {
           ifMatch: found.version,

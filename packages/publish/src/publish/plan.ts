@@ -106,6 +106,11 @@ export interface PlannedWrite {
 export interface PlanJournal {
   paths: string[];
   directories: string[];
+  /**
+   * The paths of `paths` it replaces in place. Should the attempt fail after one of them, the
+   * previous state records bytes that are gone: recovery checks these against the state.
+   */
+  overwrites: string[];
 }
 
 /**
@@ -234,7 +239,7 @@ export function planPublish(
     deleteVersions: {},
     clearBundlePath: false,
     keep: [],
-    journal: { paths: [], directories: [] },
+    journal: { paths: [], directories: [], overwrites: [] },
     stateVersion: inspection.stateVersion,
   };
   if (!isWriteAction(plan.action)) return plan;
@@ -291,7 +296,8 @@ export function journalOf(
     const dir = posix.dirname(write.output.path);
     directories.add(dir === "." ? "" : dir);
   }
-  return { paths, directories: [...directories] };
+  const overwrites = plan.writes.filter((write) => write.overwrite).map((w) => w.output.path);
+  return { paths, directories: [...directories], overwrites };
 }
 
 /** The refusals that depend on what is stored, not only on the state comparison. */

@@ -1,18 +1,28 @@
-import type { OwnerScope } from "@distributor/state";
+import { FileHasher } from "@distributor/bundle";
+import {
+  isSharedRootState,
+  type OwnerScope,
+  removeMissingOutputs,
+  removeMissingOwnerOutputs,
+  type SharedRootState,
+} from "@distributor/state";
 import {
   isStorageError,
   isTempFileFor,
   isTempFileName,
   joinPrefix,
   LEASE_FILE_NAME,
+  readFileChunks,
   relativeTo,
   STATE_FILE_NAME,
   type StorageBackend,
   type StorageEntry,
+  statePath,
 } from "@distributor/storage";
+import { compareAndSwapState } from "./commit-state.js";
 import type { LeaseGuard } from "./execute.js";
 import { acquireLease, type Lease, type LeaseOptions } from "./lease.js";
-import { readDestinationStatus } from "./state-file.js";
+import { encodeStateFile, readDestinationStatus } from "./state-file.js";
 
 /** What recovering a stale lease removed. */
 export interface RecoveryReport {
@@ -22,6 +32,11 @@ export interface RecoveryReport {
   tempFiles: string[];
   /** Journaled paths kept because the state records them, or the state could not be read. */
   kept: string[];
+  /**
+   * Paths the dead run replaced in place whose bytes no longer matched their records: deleted,
+   * and their records dropped from the state.
+   */
+  dropped: string[];
 }
 
 /**
@@ -39,9 +54,10 @@ export async function recoverJournal(
   directories: readonly string[],
   signal?: AbortSignal,
   lease?: LeaseGuard,
+  overwrites: readonly string[] = [],
 ): Promise<RecoveryReport> {
   const { status } = await readDestinationStatus(backend, bundlePath, signal);
-  const report: RecoveryReport = { deleted: [], tempFiles: [], kept: [] };
+  const report: RecoveryReport = { deleted: [], tempFiles: [], kept: [], dropped: [] };
   // Every owner's records count: a shared root's other owners' paths are never removed.
   const recorded = new Set((status.state?.outputs ?? []).map((output) => output.path));
   const readable = status.stateError === undefined;
@@ -81,7 +97,89 @@ export async function recoverJournal(
   await deleteEach(backend, bundlePath, report.deleted, signal, fenced);
   await deleteEach(backend, bundlePath, report.tempFiles, signal);
   await removeEmptyDirectories(backend, bundlePath, directories, signal);
+  if (readable && status.state !== undefined && overwrites.length > 0) {
+    report.dropped = await dropReplacedRecords(backend, bundlePath, overwrites, signal, lease);
+  }
   return report;
+}
+
+/**
+ * A dead run replaced recorded outputs in place before its state write: those paths may hold its
+ * bytes while the state still records the previous ones, and a later run that keeps the record
+ * (a merge of a source without that file) would never rewrite them. Each such path is hashed;
+ * where the bytes differ from the record, the file is deleted (fenced on the version hashed) and
+ * its record dropped with a compare-and-swap of the state, so that state and bytes agree again.
+ * Returns the paths whose records were dropped.
+ */
+async function dropReplacedRecords(
+  backend: StorageBackend,
+  bundlePath: string,
+  overwrites: readonly string[],
+  signal: AbortSignal | undefined,
+  lease: LeaseGuard | undefined,
+): Promise<string[]> {
+  const { status, version } = await readDestinationStatus(backend, bundlePath, signal);
+  const state = status.state;
+  if (state === undefined || version === undefined) return [];
+  const records = new Map(state.outputs.map((output) => [output.path, output]));
+  const stale = new Map<string, string>();
+  for (const path of new Set(overwrites)) {
+    const record = records.get(path);
+    if (record === undefined) continue;
+    const found = await storedDigest(backend, joinPrefix(bundlePath, path), signal);
+    if (found === undefined) continue;
+    if (found.sha256 !== record.sha256 || found.size !== record.size) {
+      stale.set(path, found.version);
+    }
+  }
+  if (stale.size === 0) return [];
+  const paths = [...stale.keys()];
+  const removal = isSharedRootState(state)
+    ? removeRecordsAtPaths(state, paths)
+    : removeMissingOutputs(state, paths);
+  lease?.assertHeld();
+  await lease?.confirm();
+  const bytes = encodeStateFile(backend, statePath(bundlePath), removal.state);
+  await compareAndSwapState(backend, statePath(bundlePath), bytes, version, signal);
+  await deleteEach(backend, bundlePath, paths, signal, stale);
+  return paths;
+}
+
+/** Every owner's records at `paths` dropped: a shared root's replaced paths had one owner each. */
+function removeRecordsAtPaths(state: SharedRootState, paths: readonly string[]) {
+  let current = state;
+  for (const scope of state.owners.map((owner) => owner.scope)) {
+    current = removeMissingOwnerOutputs(current, scope, paths).state;
+  }
+  return { state: current };
+}
+
+/** Digest, size and version of a stored file, streamed; undefined when it is gone. */
+async function storedDigest(
+  backend: StorageBackend,
+  path: string,
+  signal: AbortSignal | undefined,
+): Promise<{ sha256: string; size: number; version: string } | undefined> {
+  let version: string | undefined;
+  try {
+    version = (await backend.stat(path, { signal })).version;
+  } catch (error) {
+    if (isStorageError(error, "not_found")) return undefined;
+    throw error;
+  }
+  const hasher = new FileHasher();
+  await readFileChunks(
+    backend,
+    path,
+    (chunk) => {
+      hasher.update(chunk);
+      return undefined;
+    },
+    { signal },
+  );
+  const { sha256, size } = hasher.digest();
+  // Changed while it was read: its version then no longer fences the delete, which refuses.
+  return { sha256, size, version: version ?? "" };
 }
 
 function parentOf(path: string): string {
@@ -207,6 +305,7 @@ export async function holdLease(
         lease.broken.directories,
         options.signal,
         lease,
+        lease.broken.overwrites,
       );
       await lease.clearJournal();
       options.onRecovered?.(report);

@@ -80,6 +80,20 @@ export interface MaintenanceLeaseOptions {
   lease?: { ttlMs?: number; renew?: boolean; now?: () => Date };
 }
 
+/** The lease options of a maintenance command's own options. */
+export function maintenanceLease(options: {
+  lockTimeoutMs?: number | undefined;
+  signal?: AbortSignal | undefined;
+  now?: (() => Date) | undefined;
+  lease?: { ttlMs?: number; renew?: boolean } | undefined;
+}): MaintenanceLeaseOptions {
+  return {
+    ...(options.lockTimeoutMs === undefined ? {} : { lockTimeoutMs: options.lockTimeoutMs }),
+    ...(options.signal === undefined ? {} : { signal: options.signal }),
+    lease: { ...options.lease, ...(options.now === undefined ? {} : { now: options.now }) },
+  };
+}
+
 /**
  * Runs `work` holding the lease of the destination root's state, recovering a stale lease
  * first; a dry run reads without one (`work` gets undefined). `work` journals what it will

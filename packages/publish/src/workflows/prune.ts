@@ -17,6 +17,7 @@ import { PendingDeletesError, UncommittedError } from "../publish/execute.js";
 import type { Lease } from "../publish/lease.js";
 import {
   destinationRootPath,
+  maintenanceLease,
   readRootState,
   scopeReport,
   withRootLease,
@@ -191,7 +192,7 @@ export async function prune(options: PruneOptions): Promise<PruneReport> {
   const { pipeline, destination, backend } = await openConfiguredDestination(options, dryRun);
   const owner = ownerScope(pipeline.id, destination.id);
   return withBackend(backend, () =>
-    withRootLease(backend, owner, dryRun, leaseOptions(options), async (lease) => {
+    withRootLease(backend, owner, dryRun, maintenanceLease(options), async (lease) => {
       const { document, version } = await readRootState(backend, options.signal);
       const now = options.now?.() ?? new Date();
       const plan = planDestinationPrune(document, destination.retention.prune, {
@@ -220,14 +221,6 @@ export async function prune(options: PruneOptions): Promise<PruneReport> {
       return report;
     }),
   );
-}
-
-function leaseOptions(options: PruneOptions) {
-  return {
-    ...(options.lockTimeoutMs === undefined ? {} : { lockTimeoutMs: options.lockTimeoutMs }),
-    ...(options.signal === undefined ? {} : { signal: options.signal }),
-    lease: { ...options.lease, ...(options.now === undefined ? {} : { now: options.now }) },
-  };
 }
 
 /**

@@ -24,6 +24,7 @@ import {
 import type { Config } from "../config/types.js";
 import {
   destinationRootPath,
+  maintenanceLease,
   readRootState,
   scopeReport,
   withRootLease,
@@ -47,6 +48,8 @@ export interface ReconcileStateOptions extends WorkflowOptions {
   dryRun?: boolean;
   /** How long to wait for another run's lease on the state (default 0: fail at once). */
   lockTimeoutMs?: number;
+  /** Lease lifetime and renewal (tests shorten it). */
+  lease?: { ttlMs?: number; renew?: boolean };
 }
 
 /** The owner a repair is scoped to. */
@@ -113,7 +116,7 @@ export async function reconcileState(
   const { signal } = options;
   const owner = ownerScope(pipeline.id, destination.id);
   return withBackend(backend, () =>
-    withRootLease(backend, owner, dryRun, options, async (lease) => {
+    withRootLease(backend, owner, dryRun, maintenanceLease(options), async (lease) => {
       const { document, version } = await readRootState(backend, signal);
       const scope = repairScope(document, ownerScope(pipeline.id, destination.id), options);
       const missing = await missingOutputs(backend, scope.checked, signal);

@@ -1,0 +1,225 @@
+import { createHash } from "node:crypto";
+import { parseDocument } from "@distributor/state";
+import {
+  createLocalBackend,
+  createMemoryBackend,
+  isTempFileName,
+  LEASE_FILE_NAME,
+  STATE_FILE_NAME,
+  type StorageBackend,
+  StorageError,
+} from "@distributor/storage";
+import { expect } from "vitest";
+import type { BackendRegistry } from "../../src/workflows/shared.js";
+
+/**
+ * The fault model of SPEC §5 (and CONVENTIONS "fault models name every outcome"): what can
+ * happen to one mutation of a destination backend.
+ * - `fail`: refused before anything was done (the store answered with an error).
+ * - `crash`: the process died there: nothing more of this run happens, not even its cleanup.
+ * - `lost_answer`: the store did it, but the answer was lost (a reset after the request).
+ * - `hang`: the store did it and never answered; the request times out (a backend's request
+ *   timeout, or the run's interrupt) and the caller sees a timeout.
+ * - `stall`: the process stalls before the mutation, past its lease, while another run takes
+ *   the lease over and commits; then the mutation goes ahead as if nothing happened.
+ */
+export const FAULT_KINDS = ["fail", "crash", "lost_answer", "hang", "stall"] as const;
+export type FaultKind = (typeof FAULT_KINDS)[number];
+
+/** Every method that changes what a backend stores. */
+const MUTATIONS = new Set([
+  "writeFile",
+  "deleteManagedOutputs",
+  "deleteManagedBundle",
+  "deletePrefix",
+  "abortUploads",
+]);
+
+export class Crash extends Error {
+  override readonly name = "Crash";
+}
+
+export interface FaultPlan {
+  /** `count` injects nothing and only counts the mutations. */
+  kind: FaultKind | "count";
+  /** The 1-based mutation position the fault hits. */
+  at: number;
+  /** Mutations seen so far (shared by every backend of one run). */
+  counter: { n: number };
+  /** For `stall`: what happens while this run stalls (another run takes over and commits). */
+  onStall?: () => Promise<void>;
+  /** For `hang`: how long the store keeps the caller waiting before its timeout fires. */
+  hangMs?: number;
+  /** Receives the mutation and its position, e.g. to name a failing case. */
+  seen?: (position: number, method: string, path: string) => void;
+}
+
+function injected(method: string, path: string, detail: string): StorageError {
+  return new StorageError({
+    kind: "unavailable",
+    operation: method === "writeFile" ? "write file" : "delete managed outputs",
+    backend: "faulty",
+    path,
+    detail,
+  });
+}
+
+/** Wraps `inner` so that the `plan.at`-th mutation meets `plan.kind`. */
+export function faultyBackend(inner: StorageBackend, plan: FaultPlan): StorageBackend {
+  let crashed = false;
+  return new Proxy(inner, {
+    get(target, property) {
+      const value = Reflect.get(target, property, target);
+      if (typeof value !== "function") return value;
+      const method = String(property);
+      return async (...args: unknown[]) => {
+        if (crashed) throw new Crash("the process is gone");
+        const call = () => (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+        if (!MUTATIONS.has(method) || property === "close") return call();
+        plan.counter.n += 1;
+        const position = plan.counter.n;
+        const path = String(args[0]);
+        plan.seen?.(position, method, path);
+        if (plan.kind === "count" || position !== plan.at) return call();
+        switch (plan.kind) {
+          case "fail":
+            throw injected(method, path, "injected failure before doing anything");
+          case "crash": {
+            crashed = true;
+            if (method === "writeFile") {
+              // Killed mid-write: a partial temp file stays beside the target.
+              const dir = path.includes("/") ? path.slice(0, path.lastIndexOf("/") + 1) : "";
+              await target.writeFile(`${dir}.distributor.0badc0ffee001234.tmp`, "partial", {
+                overwrite: true,
+              });
+            }
+            throw new Crash("killed");
+          }
+          case "lost_answer":
+            await call();
+            throw injected(method, path, "connection reset after the request was sent");
+          case "hang": {
+            await call();
+            const signal = signalOf(method, args);
+            await new Promise<void>((resolve) => {
+              const timer = setTimeout(resolve, plan.hangMs ?? 20);
+              signal?.addEventListener(
+                "abort",
+                () => {
+                  clearTimeout(timer);
+                  resolve();
+                },
+                { once: true },
+              );
+            });
+            if (signal?.aborted) throw signal.reason;
+            throw injected(method, path, "request timed out without an answer");
+          }
+          case "stall":
+            await plan.onStall?.();
+            return call();
+        }
+      };
+    },
+  });
+}
+
+function signalOf(method: string, args: unknown[]): AbortSignal | undefined {
+  const options = (
+    method === "writeFile" || method === "deleteManagedOutputs" ? args[2] : args[1]
+  ) as { signal?: AbortSignal } | undefined;
+  return options?.signal;
+}
+
+/** A memory backend that outlives the runs that open and close it, one per configured path. */
+export function memoryStores(): (path: string) => StorageBackend {
+  const stores = new Map<string, StorageBackend>();
+  return (path) => {
+    let store = stores.get(path);
+    if (store === undefined) {
+      const memory = createMemoryBackend();
+      store = new Proxy(memory, {
+        get(target, property) {
+          if (property === "close") return async () => undefined;
+          const value = Reflect.get(target, property, target);
+          return typeof value === "function" ? value.bind(target) : value;
+        },
+      });
+      stores.set(path, store);
+    }
+    return store;
+  };
+}
+
+export type EngineBackend = "memory" | "local";
+
+/**
+ * A registry for `local` locations: sources on the real filesystem; the destination at `dest` on
+ * the real filesystem too, or in a memory store, wrapped by `plan` when one is given.
+ */
+export function registryFor(
+  engine: EngineBackend,
+  memory: (path: string) => StorageBackend,
+  dest: string,
+  plan?: FaultPlan,
+): BackendRegistry {
+  return {
+    local: async (location) => {
+      if (location.path !== dest) return createLocalBackend({ root: location.path });
+      const backend = engine === "memory" ? memory(dest) : createLocalBackend({ root: dest });
+      return plan === undefined ? backend : faultyBackend(backend, plan);
+    },
+  };
+}
+
+const sha = (bytes: Uint8Array) => `sha256:${createHash("sha256").update(bytes).digest("hex")}`;
+
+/**
+ * The invariant after every fault (SPEC §5): the state at the destination root describes exactly
+ * the bytes there. Every recorded output holds its recorded digest and size; every other file is
+ * in `unmanaged` (untouched, with those bytes). Without `debris`, no lease and no temp file lie
+ * anywhere either. Returns the recorded outputs (path → sha256).
+ */
+export async function expectAgreement(
+  backend: StorageBackend,
+  options: { unmanaged?: Record<string, string>; debris?: boolean; label?: string } = {},
+): Promise<Record<string, string>> {
+  const label = options.label ?? "";
+  const entries = await backend.walk("", { recursive: true, limit: 10_000 });
+  const files = entries.filter((entry) => entry.kind === "file").map((entry) => entry.path);
+  const recorded: Record<string, string> = {};
+  if (files.includes(STATE_FILE_NAME)) {
+    const state = parseDocument(Buffer.from(await backend.readFile(STATE_FILE_NAME)).toString());
+    for (const output of state.outputs) {
+      recorded[output.path] = output.sha256;
+      expect(files, `${label}: recorded ${output.path} is missing`).toContain(output.path);
+      const bytes = await backend.readFile(output.path);
+      expect(sha(bytes), `${label}: ${output.path} holds other bytes than recorded`).toBe(
+        output.sha256,
+      );
+      expect(bytes.byteLength, `${label}: ${output.path} size`).toBe(output.size);
+    }
+  }
+  for (const path of files) {
+    if (path === STATE_FILE_NAME || recorded[path] !== undefined) continue;
+    const name = path.slice(path.lastIndexOf("/") + 1);
+    if (name === LEASE_FILE_NAME || isTempFileName(name)) {
+      expect(options.debris ?? false, `${label}: debris ${path} left behind`).toBe(true);
+      continue;
+    }
+    const expected = options.unmanaged?.[path];
+    expect(expected, `${label}: ${path} is recorded by no state`).toBeDefined();
+    expect(
+      Buffer.from(await backend.readFile(path)).toString(),
+      `${label}: unmanaged ${path}`,
+    ).toBe(expected);
+  }
+  if (!(options.debris ?? false)) {
+    const directories = entries.filter((entry) => entry.kind === "directory");
+    for (const directory of directories) {
+      const below = files.some((file) => file.startsWith(`${directory.path}/`));
+      expect(below, `${label}: empty directory ${directory.path} left behind`).toBe(true);
+    }
+  }
+  return recorded;
+}

@@ -1,0 +1,299 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createLocalBackend, type StorageBackend } from "@distributor/storage";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Config, parseConfig } from "../../src/config/index.js";
+import { prune } from "../../src/workflows/prune.js";
+import { reconcileState } from "../../src/workflows/reconcile-state.js";
+import { run, runSucceeded } from "../../src/workflows/run.js";
+import type { BackendRegistry } from "../../src/workflows/shared.js";
+import { writeSourceBundle } from "../publish/fixtures.js";
+import {
+  type EngineBackend,
+  expectAgreement,
+  FAULT_KINDS,
+  type FaultKind,
+  type FaultPlan,
+  memoryStores,
+  registryFor,
+} from "./fault-model.js";
+
+// Every fault of the model (fail, crash, lost answer, hang, stall past the lease) at every
+// mutation of a first publication, a replacement, a merge, a shared-root publication, a prune
+// and a reconcile-state, on memory and on the real filesystem. After each: a run that reported
+// success left state and bytes in agreement, and the next plain run succeeds and leaves them in
+// agreement with no lease, journal or temp debris (SPEC §5, "the guarantee, tested").
+
+const V1 = { "a.md": "# A one\n", "b.txt": "b one\n", "docs/c.txt": "c one\n" };
+const V2 = { "a.md": "# A two\n", "b.txt": "b one\n", "d.txt": "d two\n" };
+const V3 = { "a.md": "# A three\n", "docs/c.txt": "c three\n", "e.txt": "e three\n" };
+const OTHER = { "other.txt": "theirs\n" };
+const HOUR = 3_600_000;
+
+interface Case {
+  dir: string;
+  dest: string;
+  clock: { offset: number };
+  now: () => Date;
+  memory: (path: string) => StorageBackend;
+  engine: EngineBackend;
+  configs: { v1: Config; v2: Config; v3: Config };
+}
+
+interface Scenario {
+  name: string;
+  shared?: boolean;
+  merge?: boolean;
+  prune?: boolean;
+  /** Brings the destination to where the faulted command starts. */
+  before(c: Case): Promise<void>;
+  /** The command under test; resolves with whether it reported success. */
+  act(c: Case, backends: BackendRegistry): Promise<boolean>;
+}
+
+const publishWith =
+  (version: "v1" | "v2" | "v3") =>
+  async (c: Case, backends: BackendRegistry): Promise<boolean> => {
+    const report = await run({
+      config: c.configs[version],
+      pipelineIds: ["reports"],
+      backends,
+      now: c.now,
+      lease: { renew: false },
+    });
+    return runSucceeded(report);
+  };
+
+async function plainPublish(c: Case, version: "v1" | "v2" | "v3", pipeline = "reports") {
+  const report = await run({
+    config: c.configs[version],
+    pipelineIds: [pipeline],
+    backends: registryFor(c.engine, c.memory, c.dest),
+    now: c.now,
+  });
+  expect(runSucceeded(report), JSON.stringify(report.actions.map((a) => a.error))).toBe(true);
+}
+
+const SCENARIOS: Scenario[] = [
+  { name: "a first publication", before: async () => {}, act: publishWith("v2") },
+  {
+    name: "a replacement",
+    before: (c) => plainPublish(c, "v1"),
+    act: publishWith("v2"),
+  },
+  {
+    name: "a merge",
+    merge: true,
+    before: (c) => plainPublish(c, "v1"),
+    act: publishWith("v2"),
+  },
+  {
+    name: "a shared-root replacement beside another owner",
+    shared: true,
+    before: async (c) => {
+      await plainPublish(c, "v1", "other");
+      await plainPublish(c, "v1");
+    },
+    act: publishWith("v2"),
+  },
+  {
+    name: "a prune",
+    merge: true,
+    prune: true,
+    before: async (c) => {
+      await plainPublish(c, "v1");
+      c.clock.offset += 2 * HOUR;
+      await plainPublish(c, "v2");
+    },
+    act: async (c, backends) => {
+      await prune({
+        config: c.configs.v2,
+        pipelineId: "reports",
+        destinationId: "archive",
+        dryRun: false,
+        backends,
+        now: c.now,
+        lease: { renew: false },
+      });
+      return true;
+    },
+  },
+  {
+    name: "a reconcile-state",
+    before: async (c) => {
+      await plainPublish(c, "v1");
+      const dest = registryFor(c.engine, c.memory, c.dest).local;
+      const backend = await dest?.({ backend: "local", path: c.dest } as never, {
+        role: "destination",
+      });
+      await backend?.deleteManagedOutputs("", ["docs/c.txt"], { pruneEmptyDirs: true });
+    },
+    act: async (c, backends) => {
+      await reconcileState({
+        config: c.configs.v2,
+        pipelineId: "reports",
+        destinationId: "archive",
+        dryRun: false,
+        backends,
+        now: c.now,
+        lease: { renew: false },
+      });
+      return true;
+    },
+  },
+];
+
+let root: string;
+beforeAll(async () => {
+  root = await mkdtemp(join(tmpdir(), "distributor-fault-model-"));
+});
+afterAll(async () => {
+  await rm(root, { recursive: true, force: true });
+});
+
+async function newCase(scenario: Scenario, engine: EngineBackend): Promise<Case> {
+  const dir = await mkdtemp(join(root, "case-"));
+  const dest = join(dir, "dest");
+  const clock = { offset: 0 };
+  const now = () => new Date(Date.now() + clock.offset);
+  const sources = { v1: V1, v2: V2, v3: V3 } as const;
+  const created = { v1: 1, v2: 2, v3: 3 } as const;
+  for (const version of ["v1", "v2", "v3"] as const) {
+    await writeSourceBundle(
+      createLocalBackend({ root: join(dir, version) }),
+      "",
+      sources[version],
+      {
+        id: "reports.example",
+        created: new Date(Date.UTC(2026, 5, 4, created[version])),
+      },
+    );
+  }
+  await writeSourceBundle(createLocalBackend({ root: join(dir, "other") }), "", OTHER, {
+    id: "other.source",
+  });
+  const policy = [
+    scenario.shared ? "\n        state: {mode: shared_root}" : "",
+    scenario.merge ? "\n        reconciliation: {mode: merge}" : "",
+    scenario.prune ? "\n        retention: {prune: {enabled: true, older_than: 1h}}" : "",
+  ].join("");
+  const destination = (id: string) =>
+    `    destinations:\n      - id: ${id}\n        backend: local\n        path: ${dest}${policy}\n`;
+  const config = (source: string) =>
+    parseConfig(
+      `pipelines:\n  - id: other\n    source: {backend: local, path: ${join(dir, "other")}}\n${destination("site")}  - id: reports\n    source: {backend: local, path: ${join(dir, source)}}\n${destination("archive")}`,
+    );
+  const c: Case = {
+    dir,
+    dest,
+    clock,
+    now,
+    memory: memoryStores(),
+    engine,
+    configs: { v1: config("v1"), v2: config("v2"), v3: config("v3") },
+  };
+  await scenario.before(c);
+  return c;
+}
+
+function destinationOf(c: Case): Promise<StorageBackend> {
+  const factory = registryFor(c.engine, c.memory, c.dest).local;
+  if (factory === undefined) throw new Error("no local factory");
+  return factory({ backend: "local", path: c.dest } as never, { role: "destination" });
+}
+
+/** Files (besides the state) and recorded digests after a clean run: what a fault must not change. */
+async function snapshot(c: Case, scenario: Scenario) {
+  const backend = await destinationOf(c);
+  const recorded = await expectAgreement(backend, {
+    unmanaged: scenario.shared ? OTHER : {},
+    label: "clean run",
+  });
+  const entries = await backend.walk("", { recursive: true, limit: 10_000 });
+  const files: Record<string, string> = {};
+  for (const entry of entries) {
+    if (entry.kind !== "file" || entry.path === ".distributor.json") continue;
+    files[entry.path] = Buffer.from(await backend.readFile(entry.path)).toString();
+  }
+  return { recorded, files };
+}
+
+async function faultCase(
+  scenario: Scenario,
+  engine: EngineBackend,
+  kind: FaultKind,
+  at: number,
+  expected: Awaited<ReturnType<typeof snapshot>>,
+) {
+  const c = await newCase(scenario, engine);
+  const label = `${scenario.name} on ${engine}, ${kind} at mutation ${at}`;
+  const seen: string[] = [];
+  let stalled = false;
+  let competitorFailure: unknown;
+  const plan: FaultPlan = {
+    kind,
+    at,
+    counter: { n: 0 },
+    seen: (position, method, path) => seen.push(`${position}:${method}(${path})`),
+    onStall: async () => {
+      stalled = true;
+      // Paused past the lease: meanwhile another run breaks it, recovers, and commits V3.
+      c.clock.offset += 10 * 60_000;
+      try {
+        await plainPublish(c, "v3");
+      } catch (error) {
+        competitorFailure = error;
+      }
+    },
+  };
+  const unmanaged = scenario.shared ? OTHER : {};
+  let succeeded: boolean;
+  try {
+    succeeded = await scenario.act(c, registryFor(engine, c.memory, c.dest, plan));
+  } catch {
+    succeeded = false;
+  }
+  // The competing run may fail too (a write of the stalled run that was in flight lands in the
+  // middle of it, and its fencing refuses); what must hold is the invariant below.
+  const competitor = competitorFailure === undefined ? "" : ` (competitor: ${competitorFailure})`;
+  const where = `${label} [${seen.join(" ")}]${competitor}`;
+  if (succeeded) {
+    // A run that reports success has left state and bytes in agreement, right then.
+    await expectAgreement(await destinationOf(c), { unmanaged, debris: true, label: where });
+  }
+  // Later: a crashed run's lease has expired by now.
+  c.clock.offset += 10 * 60_000;
+  const next = await scenario.act(c, registryFor(engine, c.memory, c.dest));
+  expect(next, `${where}: the next plain run failed`).toBe(true);
+  const recorded = await expectAgreement(await destinationOf(c), { unmanaged, label: where });
+  if (!stalled) {
+    // Without a competing run, the destination ends exactly as a clean run leaves it.
+    expect(recorded, `${where}: recorded outputs`).toEqual(expected.recorded);
+    const backend = await destinationOf(c);
+    for (const [path, text] of Object.entries(expected.files)) {
+      expect(Buffer.from(await backend.readFile(path)).toString(), `${where}: ${path}`).toBe(text);
+    }
+  }
+}
+
+describe.each(["memory", "local"] as const)("every fault at every mutation, on %s", (engine) => {
+  for (const scenario of SCENARIOS) {
+    it(`${scenario.name} ends in agreement`, async () => {
+      const clean = await newCase(scenario, engine);
+      const counter = { n: 0 };
+      const plan: FaultPlan = { kind: "count", at: 0, counter };
+      expect(await scenario.act(clean, registryFor(engine, clean.memory, clean.dest, plan))).toBe(
+        true,
+      );
+      const expected = await snapshot(clean, scenario);
+      // A lease create and its journal, the writes, the state, the deletes, the release.
+      expect(counter.n).toBeGreaterThanOrEqual(3);
+      for (const kind of FAULT_KINDS) {
+        for (let at = 1; at <= counter.n; at++) {
+          await faultCase(scenario, engine, kind, at, expected);
+        }
+      }
+    }, 240_000);
+  }
+});
