@@ -1,6 +1,7 @@
 import type { Readable } from "node:stream";
 import {
   type DeleteOptions,
+  isStorageError,
   mapBounded,
   type OperationOptions,
   type ReadOptions,
@@ -26,7 +27,7 @@ import { listDirectory } from "./list.js";
 import type { SshBackendOptions } from "./options.js";
 import { openReadStream, readWholeFile } from "./read.js";
 import { Remote, remoteVersion } from "./remote.js";
-import { emptyDirectory, pruneEmptyParents, removeTree } from "./remove.js";
+import { emptyDirectory, pruneEmptyParents, removeTree, unlinkIfMatch } from "./remove.js";
 import type { Session } from "./session.js";
 import { walkTree } from "./walk.js";
 import { writeAtomically } from "./write.js";
@@ -84,11 +85,12 @@ class SshOperations implements BackendOperations {
   }
 
   readVersioned(path: string, options: ReadOptions): Promise<VersionedFile> {
-    return readWholeFile(this.remote, path, options.maxBytes, options.signal);
+    const remote = this.remote.forOperation(options.signal);
+    return readWholeFile(remote, path, options.maxBytes, options.signal);
   }
 
   openRead(path: string, options: OperationOptions): Promise<Readable> {
-    return openReadStream(this.remote, path, options.signal);
+    return openReadStream(this.remote.forOperation(options.signal), path, options.signal);
   }
 
   writeFile(
@@ -97,11 +99,12 @@ class SshOperations implements BackendOperations {
     operation: WriteOperation,
     options: WriteOptions,
   ): Promise<WriteResult> {
-    return writeAtomically(this.remote, path, data, options, operation, this.fsync);
+    const remote = this.remote.forOperation(options.signal);
+    return writeAtomically(remote, path, data, options, operation, this.fsync);
   }
 
-  async stat(path: string): Promise<StorageEntry> {
-    const state = await this.remote.inspect(path, "stat");
+  async stat(path: string, options: OperationOptions): Promise<StorageEntry> {
+    const state = await this.remote.forOperation(options.signal).inspect(path, "stat");
     switch (state.kind) {
       case "missing":
       case "blocked":
@@ -127,31 +130,38 @@ class SshOperations implements BackendOperations {
   }
 
   walk(prefix: string, options: WalkOptions): Promise<StorageEntry[]> {
-    return walkTree(this.remote, prefix, options);
+    return walkTree(this.remote.forOperation(options.signal), prefix, options);
   }
 
-  async hasAny(prefix: string): Promise<boolean> {
+  async hasAny(prefix: string, options: OperationOptions): Promise<boolean> {
+    const remote = this.remote.forOperation(options.signal);
     if (prefix !== "") {
-      const state = await this.remote.inspect(prefix, "has any");
+      const state = await remote.inspect(prefix, "has any");
       if (state.kind === "missing" || state.kind === "blocked") return false;
       if (state.kind !== "directory") return true;
     }
-    const entries = await listDirectory(this.remote, this.remote.path(prefix), 1);
+    const entries = await listDirectory(remote, remote.path(prefix), 1);
     return entries !== undefined && entries.length > 0;
   }
 
-  /** Checks every target before deleting any, so a bad target fails without a partial delete. */
+  /**
+   * Checks every target before deleting any, so a bad target fails without a partial delete.
+   * A fenced target (`options.ifMatch`) is deleted only at its version, under its swap lock; one
+   * at another version stays, and the first of those in target order fails the call as
+   * `conflict` once every other target is deleted.
+   */
   async deleteManaged(
     operation: StorageOperation,
     targets: readonly string[],
     options: DeleteOptions,
   ): Promise<void> {
     const { signal } = options;
+    const remote = this.remote.forOperation(signal);
     // Checked in parallel, but the refusal reported is that of the first target in order, as on
     // every other backend (a result must not depend on which reply arrived first).
     const checked = await mapBounded(targets, TARGETS_IN_FLIGHT, async (target) => {
       throwIfAborted(signal);
-      const state = await this.remote.inspect(target, operation);
+      const state = await remote.inspect(target, operation);
       if (state.kind === "missing" || state.kind === "blocked") {
         if (options.ignoreMissing) return { target: undefined };
         return { refusal: sshError("not_found", operation, target) };
@@ -170,29 +180,49 @@ class SshOperations implements BackendOperations {
     const present = checked.flatMap((result) =>
       "target" in result && result.target !== undefined ? [result.target] : [],
     );
-    await mapBounded(present, TARGETS_IN_FLIGHT, async (target) => {
+    const conflicts = await mapBounded(present, TARGETS_IN_FLIGHT, async (target) => {
       throwIfAborted(signal);
+      const expected = options.ifMatch?.get(target);
+      if (expected !== undefined) {
+        try {
+          const outcome = await unlinkIfMatch(remote, target, expected, operation);
+          if (outcome === "missing" && !options.ignoreMissing) {
+            throw sshError("not_found", operation, target);
+          }
+          return undefined;
+        } catch (error) {
+          if (isStorageError(error, "conflict")) return error;
+          throw toStorageError(error, operation, target);
+        }
+      }
       try {
-        await this.remote.call((sftp, done) => sftp.unlink(this.remote.path(target), done));
+        await remote.call((sftp, done) => sftp.unlink(remote.path(target), done));
       } catch (error) {
         if (!(options.ignoreMissing && hasStatus(error, STATUS.NO_SUCH_FILE))) {
           throw toStorageError(error, operation, target);
         }
       }
+      return undefined;
     });
-    if (options.pruneEmptyDirs) await pruneEmptyParents(this.remote, present);
+    if (options.pruneEmptyDirs) {
+      const deleted = present.filter((_, index) => conflicts[index] === undefined);
+      await pruneEmptyParents(remote, deleted);
+    }
+    const conflict = conflicts.find((error) => error !== undefined);
+    if (conflict !== undefined) throw conflict;
   }
 
   async deletePrefix(prefix: string, options: DeleteOptions): Promise<void> {
     const { signal } = options;
+    const remote = this.remote.forOperation(signal);
     const keep = options.keep === undefined ? undefined : new Set(options.keep);
     if (prefix === "") {
       // The root is kept, and a root that does not exist yet is simply empty.
-      this.remote.forget("");
-      await emptyDirectory(this.remote, this.remote.path(""), keep, "", signal);
+      remote.forget("");
+      await emptyDirectory(remote, remote.path(""), keep, "", signal);
       return;
     }
-    const state = await this.remote.inspect(prefix, "delete prefix");
+    const state = await remote.inspect(prefix, "delete prefix");
     if (state.kind === "missing" || state.kind === "blocked") {
       if (options.ignoreMissing) return;
       throw sshError("not_found", "delete prefix", prefix);
@@ -200,13 +230,13 @@ class SshOperations implements BackendOperations {
     if (state.kind === "other") {
       throw sshError("unsupported", "delete prefix", prefix, "is not a regular file or directory");
     }
-    this.remote.forget(prefix);
+    remote.forget(prefix);
     if (keep !== undefined && state.kind === "directory") {
-      await emptyDirectory(this.remote, this.remote.path(prefix), keep, "", signal);
+      await emptyDirectory(remote, remote.path(prefix), keep, "", signal);
       return;
     }
-    await removeTree(this.remote, this.remote.path(prefix), state.kind === "directory", signal);
-    if (options.pruneEmptyDirs) await pruneEmptyParents(this.remote, [prefix]);
+    await removeTree(remote, remote.path(prefix), state.kind === "directory", signal);
+    if (options.pruneEmptyDirs) await pruneEmptyParents(remote, [prefix]);
   }
 
   close(): Promise<void> {

@@ -5,12 +5,15 @@ import { sshError } from "./errors.js";
 import { checkHostKey, decideHostKey, recordedKeyTypes } from "./known-hosts/check.js";
 import { appendKnownHost, readKnownHosts } from "./known-hosts/file.js";
 import { knownHostsLine } from "./known-hosts/parse.js";
-import type { SshAuthentication, SshBackendOptions } from "./options.js";
-import { Session } from "./session.js";
+import {
+  DEFAULT_CONNECT_TIMEOUT_MS,
+  DEFAULT_OPERATION_TIMEOUT_MS,
+  type SshAuthentication,
+  type SshBackendOptions,
+} from "./options.js";
+import { formatDuration, Session } from "./session.js";
 import { connectSocket } from "./socket.js";
 
-const DEFAULT_CONNECT_TIMEOUT_MS = 20_000;
-const DEFAULT_OPERATION_TIMEOUT_MS = 60_000;
 const DEFAULT_MAX_REQUESTS = 64;
 const DEFAULT_CHANNELS = 4;
 
@@ -32,10 +35,13 @@ export function describeServer(options: SshBackendOptions): string {
  * against `known_hosts` before authentication; an unknown key accepted under `accept_new` is
  * recorded only once the session is up, and never in a dry run. Failures are `StorageError`s of
  * the `open backend` operation: `permission` for host key and authentication refusals,
- * `unavailable` for everything that may pass (refused connection, timeout).
+ * `unavailable` for everything that may pass (refused connection, timeout). The whole open, up
+ * to the SFTP session answering, has `connectTimeoutMs`; ssh2's own `readyTimeout` (the same
+ * value) covers only the stages up to authentication.
  */
 export async function openSession(options: SshBackendOptions): Promise<Session> {
   const port = options.port ?? 22;
+  const connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
   const policy = options.hostKeyPolicy ?? "strict";
   const label = describeServer(options);
   const fail = (kind: "permission" | "unavailable", detail: string, cause?: unknown) =>
@@ -63,7 +69,7 @@ export async function openSession(options: SshBackendOptions): Promise<Session> 
     port,
     username: options.user,
     ...auth,
-    readyTimeout: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+    readyTimeout: connectTimeoutMs,
     keepaliveInterval: 15_000,
     keepaliveCountMax: 3,
     hostVerifier: (key: Buffer) => {
@@ -86,7 +92,6 @@ export async function openSession(options: SshBackendOptions): Promise<Session> 
   // The wrapper's global listeners would print to the console; the session reports instead.
   const ignore = () => undefined;
   const client = new SftpClient("distributor", { error: ignore, end: ignore, close: ignore });
-  const started = Date.now();
   let sftp: Awaited<ReturnType<SftpClient["connect"]>>;
   options.signal?.throwIfAborted();
   let socket: Socket | undefined;
@@ -96,6 +101,18 @@ export async function openSession(options: SshBackendOptions): Promise<Session> 
     client.end().catch(() => undefined);
   };
   options.signal?.addEventListener("abort", abort, { once: true });
+  // Which stage the deadline cut short: ssh2 reports "ready" once authenticated.
+  let authenticated = false;
+  let timedOut: string | undefined;
+  (client as unknown as { client: Client }).client.once("ready", () => {
+    authenticated = true;
+  });
+  const deadline = setTimeout(() => {
+    timedOut = authenticated
+      ? "the SFTP session did not start"
+      : "no SSH handshake and authentication";
+    abort();
+  }, connectTimeoutMs);
   try {
     // Inside the try: a port Node refuses throws here, and is reported like any failed connect.
     socket = connectSocket(options.host, port);
@@ -106,8 +123,12 @@ export async function openSession(options: SshBackendOptions): Promise<Session> 
     socket?.destroy();
     options.signal?.throwIfAborted();
     if (refusal !== undefined) throw fail("permission", refusal, error);
-    throw connectError(error, fail, Date.now() - started);
+    if (timedOut !== undefined) {
+      throw fail("unavailable", timeoutDetail(timedOut, connectTimeoutMs), error);
+    }
+    throw connectError(error, fail, connectTimeoutMs);
   } finally {
+    clearTimeout(deadline);
     options.signal?.removeEventListener("abort", abort);
   }
   if (options.signal?.aborted) {
@@ -185,7 +206,11 @@ async function authenticationConfig(
   }
 }
 
-function connectError(error: unknown, fail: Fail, elapsedMs: number): Error {
+function timeoutDetail(stage: string, timeoutMs: number): string {
+  return `timed out: ${stage} within ${formatDuration(timeoutMs)} (connectTimeoutMs)`;
+}
+
+function connectError(error: unknown, fail: Fail, timeoutMs: number): Error {
   const message = error instanceof Error ? error.message : String(error);
   const level = (error as { level?: unknown }).level;
   if (level === "client-authentication" || /authentication methods failed/i.test(message)) {
@@ -195,11 +220,8 @@ function connectError(error: unknown, fail: Fail, elapsedMs: number): Error {
     return fail("permission", `the private key cannot be used: ${message}`, error);
   }
   if (level === "client-timeout" || /Timed out/i.test(message)) {
-    return fail(
-      "unavailable",
-      `no SSH handshake within ${Math.round(elapsedMs / 1000)}s: ${message}`,
-      error,
-    );
+    const detail = timeoutDetail("no SSH handshake and authentication", timeoutMs);
+    return fail("unavailable", `${detail}: ${message}`, error);
   }
   return fail("unavailable", `cannot connect: ${message}`, error);
 }

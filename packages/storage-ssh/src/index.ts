@@ -15,5 +15,10 @@ export {
   knownHostsLine,
   parseKnownHosts,
 } from "./known-hosts/parse.js";
-export type { SshAuthentication, SshBackendOptions } from "./options.js";
+export {
+  DEFAULT_CONNECT_TIMEOUT_MS,
+  DEFAULT_OPERATION_TIMEOUT_MS,
+  type SshAuthentication,
+  type SshBackendOptions,
+} from "./options.js";
 export { readPrivateKeyFile } from "./private-key.js";

@@ -41,7 +41,7 @@ export async function listDirectory(
     }
     return entries;
   } finally {
-    await remote.call((sftp, done) => sftp.close(handle, done)).catch(() => undefined);
+    await remote.tidy((sftp, done) => sftp.close(handle, done));
   }
 }
 

@@ -1,5 +1,10 @@
 import type { HostKeyPolicy } from "./known-hosts/check.js";
 
+/** Default of `SshBackendOptions.connectTimeoutMs`. */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+/** Default of `SshBackendOptions.operationTimeoutMs`. */
+export const DEFAULT_OPERATION_TIMEOUT_MS = 30_000;
+
 /** How the backend authenticates; secrets are values here, resolved by the caller. */
 export type SshAuthentication =
   | { method: "private_key"; privateKey: string | Buffer; passphrase?: string }
@@ -24,9 +29,17 @@ export interface SshBackendOptions {
   hostKeyPolicy?: HostKeyPolicy;
   /** Never write `known_hosts` (a dry run): an unknown key is accepted for this session only. */
   dryRun?: boolean;
-  /** Time allowed for TCP connect, key exchange and authentication (default 20 s). */
+  /**
+   * Time allowed for opening the backend: TCP connect, key exchange, authentication and the
+   * start of the SFTP session (default `DEFAULT_CONNECT_TIMEOUT_MS`, 10 s). Past it the open
+   * fails with `unavailable` and the socket is closed.
+   */
   connectTimeoutMs?: number;
-  /** Time one SFTP request may go unanswered before the session is given up (default 60 s). */
+  /**
+   * Time one SFTP request may go unanswered (default `DEFAULT_OPERATION_TIMEOUT_MS`, 30 s). Past
+   * it the operation fails with `unavailable` ("timed out"), the connection is closed at once, and
+   * every later call fails the same way instead of waiting.
+   */
   operationTimeoutMs?: number;
   /** SFTP requests outstanding at once over the one connection (default 64). */
   maxRequests?: number;
@@ -40,5 +53,6 @@ export interface SshBackendOptions {
    * With false, only commit files (`.distributor.json`, the lease) are flushed.
    */
   fsync?: boolean;
+  /** Cancels the connect (not the backend's later operations, which take their own signals). */
   signal?: AbortSignal;
 }

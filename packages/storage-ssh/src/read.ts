@@ -45,7 +45,7 @@ async function openFile(
 }
 
 function closeQuietly(remote: Remote, handle: Buffer): Promise<void> {
-  return remote.call<void>((sftp, done) => sftp.close(handle, done)).catch(() => undefined);
+  return remote.tidy((sftp, done) => sftp.close(handle, done));
 }
 
 /** Reads up to `length` bytes at `position`; an empty buffer at the end of the file. */

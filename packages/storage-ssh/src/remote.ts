@@ -1,7 +1,10 @@
 import type { StorageOperation } from "@distributor/storage";
 import type { Attributes, FileEntryWithStats, SFTPWrapper } from "ssh2";
 import { hasStatus, STATUS, sshError } from "./errors.js";
-import type { Session } from "./session.js";
+import { Cancellation, type Session } from "./session.js";
+
+/** How long a cancelled operation still waits for its clean-up (see `Remote.cleanUp`). */
+const CLEANUP_GRACE_MS = 2_000;
 
 const S_IFMT = 0o170000;
 const S_IFDIR = 0o040000;
@@ -58,15 +61,25 @@ interface SharedState {
   epoch: number;
 }
 
+/**
+ * A view of the remote for one operation: which channel its requests go to (`onLane`) and which
+ * abort signal they honour (`forOperation`); every view shares the caches and bookkeeping.
+ */
 export class Remote {
   readonly #verified: Set<string>;
   readonly #shared: SharedState;
   readonly #lane: number | undefined;
+  readonly #cancel: Cancellation | undefined;
 
   constructor(
     readonly session: Session,
     readonly root: string,
-    shared?: { verified: Set<string>; state: SharedState; lane: number },
+    shared?: {
+      verified: Set<string>;
+      state: SharedState;
+      lane: number | undefined;
+      cancel: Cancellation | undefined;
+    },
   ) {
     this.#verified = shared?.verified ?? new Set();
     this.#shared = shared?.state ?? {
@@ -77,6 +90,26 @@ export class Remote {
       epoch: 0,
     };
     this.#lane = shared?.lane;
+    this.#cancel = shared?.cancel;
+  }
+
+  /**
+   * The same remote with every request bound to `signal`: when it fires, requests in flight and
+   * waiting for a slot reject with its reason at once (see `tidy` for requests that must go out
+   * anyway).
+   */
+  forOperation(signal: AbortSignal | undefined): Remote {
+    return new Remote(this.session, this.root, {
+      verified: this.#verified,
+      state: this.#shared,
+      lane: this.#lane,
+      cancel: signal === undefined ? undefined : new Cancellation(signal),
+    });
+  }
+
+  /** The abort signal this view's requests honour. */
+  get signal(): AbortSignal | undefined {
+    return this.#cancel?.signal;
   }
 
   /**
@@ -130,10 +163,11 @@ export class Remote {
     if (abandoned.length === 0) return Promise.resolve();
     const removal = this.#shared.removing.then(async () => {
       for (const directory of abandoned) {
-        // Best effort: another client may have put something in it.
-        await this.call((sftp, done) => sftp.rmdir(this.path(directory), done)).catch(
-          () => undefined,
-        );
+        // Best effort: another client may have put something in it. Not bound to the signal:
+        // a cancelled write still leaves no empty directory behind.
+        await this.session
+          .request((sftp, done) => sftp.rmdir(this.path(directory), done), this.#lane)
+          .catch(() => undefined);
       }
     });
     this.#shared.removing = removal;
@@ -163,6 +197,7 @@ export class Remote {
       verified: this.#verified,
       state: this.#shared,
       lane: this.session.lane(),
+      cancel: this.#cancel,
     });
   }
 
@@ -173,7 +208,48 @@ export class Remote {
   }
 
   call<T>(send: (sftp: SFTPWrapper, done: (error: unknown, value?: T) => void) => void) {
-    return this.session.request<T>(send, this.#lane);
+    return this.session.request<T>(send, this.#lane, this.#cancel);
+  }
+
+  /**
+   * A request that must go out even when the operation was cancelled: closing a handle,
+   * removing a temp file, releasing a lock. Its failure is ignored; see `cleanUp` for how long a
+   * cancelled operation waits for it.
+   */
+  tidy(send: (sftp: SFTPWrapper, done: (error: unknown) => void) => void): Promise<void> {
+    return this.cleanUp(
+      this.session.request(send, this.#lane).then(
+        () => undefined,
+        () => undefined,
+      ),
+    );
+  }
+
+  /**
+   * Waits for clean-up work, but once the operation is cancelled at most `CLEANUP_GRACE_MS`
+   * more: a cancelled operation leaves nothing behind on a server that answers, and a server
+   * that stopped answering does not hold up the caller that gave up.
+   */
+  async cleanUp(work: Promise<void>): Promise<void> {
+    const cancel = this.#cancel;
+    if (cancel === undefined) return work;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let stopWatching: (() => void) | undefined;
+    const grace = new Promise<void>((resolve) => {
+      // One grace period per operation, from the first clean-up that saw the cancellation.
+      const start = () => {
+        cancel.cleanUpDeadline ??= Date.now() + CLEANUP_GRACE_MS;
+        timer = setTimeout(resolve, Math.max(0, cancel.cleanUpDeadline - Date.now()));
+      };
+      if (cancel.signal.aborted) start();
+      else stopWatching = cancel.watch(start);
+    });
+    try {
+      await Promise.race([work, grace]);
+    } finally {
+      clearTimeout(timer);
+      stopWatching?.();
+    }
   }
 
   /** lstat of a logical path, or undefined when it does not exist. */

@@ -1,8 +1,9 @@
-import { mapBounded } from "@distributor/storage";
-import { throwIfAborted } from "@distributor/storage/adapter";
-import { hasStatus, STATUS } from "./errors.js";
+import { mapBounded, type StorageOperation } from "@distributor/storage";
+import { throwIfAborted, versionMismatch } from "@distributor/storage/adapter";
+import { hasStatus, STATUS, sshError } from "./errors.js";
 import { listDirectory } from "./list.js";
-import { kindOf, type Remote } from "./remote.js";
+import { kindOf, type Remote, remoteVersion } from "./remote.js";
+import { withSwapLock } from "./swap-lock.js";
 
 /** Deletes running at once inside one directory. */
 const DELETES_IN_FLIGHT = 16;
@@ -108,5 +109,46 @@ export async function pruneEmptyParents(
     } catch {
       failed.add(directory);
     }
+  }
+}
+
+/**
+ * Unlinks the file at the logical path `target` only while it is still at version `expected`:
+ * the check and the unlink run under the target's swap lock, as a compare-and-swap's check and
+ * rename do, so a write of a newer version cannot land between them. A file at another version
+ * stays and fails with `conflict`; one already gone (or whose directory is) is `missing`.
+ */
+export async function unlinkIfMatch(
+  remote: Remote,
+  target: string,
+  expected: string,
+  operation: StorageOperation,
+): Promise<"deleted" | "missing"> {
+  const slash = target.lastIndexOf("/");
+  const parent = slash === -1 ? "" : target.slice(0, slash);
+  const name = target.slice(slash + 1);
+  try {
+    return await withSwapLock(remote, parent, name, async () => {
+      const state = await remote.inspect(target, operation);
+      if (state.kind === "missing" || state.kind === "blocked") return "missing";
+      if (state.kind !== "file") {
+        throw sshError("unsupported", operation, target, "is not a regular file");
+      }
+      const found = remoteVersion(state.attrs);
+      if (found !== expected) {
+        throw sshError("conflict", operation, target, versionMismatch(expected, found));
+      }
+      try {
+        await remote.call((sftp, done) => sftp.unlink(remote.path(target), done));
+      } catch (error) {
+        if (hasStatus(error, STATUS.NO_SUCH_FILE)) return "missing";
+        throw error;
+      }
+      return "deleted";
+    });
+  } catch (error) {
+    // The lock could not be created because the directory is gone: so is the target.
+    if (hasStatus(error, STATUS.NO_SUCH_FILE)) return "missing";
+    throw error;
   }
 }

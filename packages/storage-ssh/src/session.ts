@@ -5,6 +5,51 @@ import type SftpClient from "ssh2-sftp-client";
 /** How long closing waits for the server to close its side of the connection. */
 const CLOSE_GRACE_MS = 5_000;
 
+/**
+ * The SFTP extensions the backend uses, with the version ssh2 implements of each: ssh2 refuses
+ * to send one the server advertised at another version, so only that version counts as offered.
+ */
+export const SFTP_EXTENSIONS = {
+  posixRename: ["posix-rename@openssh.com", "1"],
+  hardlink: ["hardlink@openssh.com", "1"],
+  fsync: ["fsync@openssh.com", "1"],
+} as const;
+
+export type SftpExtension = keyof typeof SFTP_EXTENSIONS;
+
+/** `500 ms`, `1.5 s`, `30 s`: a duration as messages show it. */
+export function formatDuration(ms: number): string {
+  return ms < 1000 ? `${ms} ms` : `${ms / 1000} s`;
+}
+
+/**
+ * One operation's abort signal as requests see it: a single listener on the caller's signal,
+ * however many requests the operation has in flight (Node warns past ten listeners).
+ */
+export class Cancellation {
+  readonly #callbacks = new Set<() => void>();
+  readonly #onAbort = () => {
+    for (const callback of [...this.#callbacks]) callback();
+  };
+
+  /** Until when clean-up after the cancellation is waited for (see `Remote.cleanUp`). */
+  cleanUpDeadline: number | undefined;
+
+  constructor(readonly signal: AbortSignal) {}
+
+  /** Calls `callback` if the signal fires before the returned function is called. */
+  watch(callback: () => void): () => void {
+    if (this.#callbacks.size === 0) {
+      this.signal.addEventListener("abort", this.#onAbort, { once: true });
+    }
+    this.#callbacks.add(callback);
+    return () => {
+      if (!this.#callbacks.delete(callback)) return;
+      if (this.#callbacks.size === 0) this.signal.removeEventListener("abort", this.#onAbort);
+    };
+  }
+}
+
 /** Why a session can no longer serve requests. */
 export class SessionLost extends Error {
   override readonly name = "SessionLost";
@@ -16,8 +61,9 @@ export class SessionLost extends Error {
  * everything behind it), so the session spreads work over a few channels of the same connection;
  * a request that uses a handle goes to the channel (`lane`) that opened it. At most
  * `maxRequests` requests are outstanding at once (more wait their turn), each must be answered
- * within `timeoutMs`, and once the connection drops every waiting and later request fails with
- * `SessionLost` naming the cause.
+ * within `timeoutMs` (else the connection is closed at once: a server that stopped answering will
+ * not answer a goodbye either), a cancelled operation stops waiting for its requests, and once the
+ * connection drops every waiting and later request fails with `SessionLost` naming the cause.
  */
 export class Session {
   readonly #client: SftpClient;
@@ -29,6 +75,8 @@ export class Session {
   readonly #timeoutMs: number;
   #active = 0;
   readonly #waiting: ((granted: boolean) => void)[] = [];
+  /** Settles once the socket has closed (ssh2 may report the close before anyone asks). */
+  readonly #socketClosed: Promise<void> | undefined;
   #lost: SessionLost | undefined;
   #closing = false;
   readonly #failures = new Set<(error: SessionLost) => void>();
@@ -45,6 +93,14 @@ export class Session {
     this.#label = options.label;
     this.#maxRequests = options.maxRequests;
     this.#timeoutMs = options.timeoutMs;
+    const socket = options.socket;
+    this.#socketClosed =
+      socket === undefined
+        ? undefined
+        : new Promise((resolve) => {
+            if (socket.destroyed) resolve();
+            else socket.once("close", () => resolve());
+          });
     const onGone = (cause?: unknown) => {
       if (this.#closing) return;
       const detail = cause instanceof Error ? `: ${cause.message}` : "";
@@ -97,11 +153,16 @@ export class Session {
     return () => this.#failures.delete(listener);
   }
 
-  /** Whether the server offers an SFTP extension (e.g. `posix-rename@openssh.com`). */
-  supports(extension: string): boolean {
+  /**
+   * Whether the server offers an SFTP extension at the version ssh2 speaks. ssh2 keeps what the
+   * server's VERSION packet advertised (name to version) in the channel's `_extensions`; it has
+   * no public accessor, and ssh2-sftp-client exposes none either.
+   */
+  supports(extension: SftpExtension): boolean {
+    const [name, version] = SFTP_EXTENSIONS[extension];
     const extensions = (this.#channels[0] as unknown as { _extensions?: Record<string, string> })
       ._extensions;
-    return extensions?.[extension] !== undefined;
+    return extensions?.[name] === version;
   }
 
   /** Largest data length one WRITE / READ request carries, as the server's limits allow. */
@@ -116,13 +177,16 @@ export class Session {
   /**
    * Sends one request on channel `lane` (default: the least busy). `send` receives the raw
    * wrapper and a node-style callback; the promise settles with the server's answer, a timeout,
-   * or the loss of the connection.
+   * the loss of the connection, or (with `cancel`) the operation's abort reason. A request
+   * cancelled after it was sent is still carried out by the server; its answer is dropped.
    */
   async request<T>(
     send: (sftp: SFTPWrapper, done: (error: unknown, value?: T) => void) => void,
     lane?: number,
+    cancel?: Cancellation,
   ) {
-    await this.#acquire();
+    cancel?.signal.throwIfAborted();
+    await this.#acquire(cancel);
     const channel = lane ?? this.lane();
     this.#load[channel] = (this.#load[channel] as number) + 1;
     try {
@@ -131,12 +195,18 @@ export class Session {
           reject(this.#lost);
           return;
         }
+        if (cancel?.signal.aborted) {
+          reject(cancel.signal.reason);
+          return;
+        }
         let settled = false;
+        let stopWatching: (() => void) | undefined;
         const finish = (error: unknown, value?: T) => {
           if (settled) return;
           settled = true;
           clearTimeout(timer);
           this.#failures.delete(fail);
+          stopWatching?.();
           if (error !== undefined && error !== null) {
             reject(this.#lost ?? error);
           } else {
@@ -149,12 +219,19 @@ export class Session {
           // every other request fails fast instead of waiting for its own timeout.
           this.#lose(
             new SessionLost(
-              `no answer from ${this.#label} within ${Math.round(this.#timeoutMs / 1000)}s; the connection was closed`,
+              `timed out: no answer from ${this.#label} within ${formatDuration(this.#timeoutMs)} (operationTimeoutMs); the connection was closed`,
             ),
           );
+          this.#socket?.destroy();
           void this.#endConnection();
         }, this.#timeoutMs);
         this.#failures.add(fail);
+        stopWatching = cancel?.watch(() => {
+          settled = true;
+          clearTimeout(timer);
+          this.#failures.delete(fail);
+          reject(cancel.signal.reason);
+        });
         try {
           send(this.#channels[channel] as SFTPWrapper, finish);
         } catch (error) {
@@ -176,19 +253,23 @@ export class Session {
   }
 
   /**
-   * Says goodbye (SSH disconnect, then the end of the TCP stream) and waits for the server to
-   * close its side, at most `CLOSE_GRACE_MS`: a server that stopped answering never does, and the
-   * open socket would keep the process running.
+   * Says goodbye (SSH disconnect, then the end of the TCP stream) and waits for the socket to
+   * close, at most `CLOSE_GRACE_MS`: a server that stopped answering never closes its side, and
+   * the open socket would keep the process running. A socket already closed needs no goodbye.
    */
   async #endConnection(): Promise<void> {
     const socket = this.#socket;
-    const timer =
-      socket === undefined ? undefined : setTimeout(() => socket.destroy(), CLOSE_GRACE_MS);
-    try {
+    const closed = this.#socketClosed;
+    if (socket === undefined || closed === undefined) {
       await this.#client.end().catch(() => undefined);
-    } finally {
-      clearTimeout(timer);
+      return;
     }
+    if (socket.destroyed) return;
+    const timer = setTimeout(() => socket.destroy(), CLOSE_GRACE_MS);
+    // Its promise waits for a close event that may already have passed: the socket's is awaited.
+    this.#client.end().catch(() => undefined);
+    await closed;
+    clearTimeout(timer);
   }
 
   #lose(error: SessionLost): void {
@@ -199,13 +280,26 @@ export class Session {
   }
 
   /** Takes a request slot; a released slot passes straight to the next waiter. */
-  async #acquire(): Promise<void> {
+  async #acquire(cancel: Cancellation | undefined): Promise<void> {
     if (this.#lost !== undefined) throw this.#lost;
     if (this.#active < this.#maxRequests) {
       this.#active++;
       return;
     }
-    const granted = await new Promise<boolean>((resolve) => this.#waiting.push(resolve));
+    const granted = await new Promise<boolean | "cancelled">((resolve) => {
+      let stopWatching: (() => void) | undefined;
+      const wake = (granted: boolean) => {
+        stopWatching?.();
+        resolve(granted);
+      };
+      this.#waiting.push(wake);
+      stopWatching = cancel?.watch(() => {
+        const index = this.#waiting.indexOf(wake);
+        if (index !== -1) this.#waiting.splice(index, 1);
+        resolve("cancelled");
+      });
+    });
+    if (granted === "cancelled") throw cancel?.signal.reason;
     if (!granted) throw this.#lost ?? new SessionLost(`the session to ${this.#label} ended`);
   }
 

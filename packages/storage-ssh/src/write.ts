@@ -14,7 +14,6 @@ import {
   isByteReader,
   releaseChunkBuffer,
   sourceStreamFailed,
-  swapLockName,
   takeChunkBuffer,
   tempFileName,
   throwIfAborted,
@@ -24,6 +23,8 @@ import {
 import type { Attributes } from "ssh2";
 import { hasStatus, STATUS, sshError } from "./errors.js";
 import { kindOf, type PathState, type Remote, remoteVersion, symlinkRefused } from "./remote.js";
+import { SFTP_EXTENSIONS } from "./session.js";
+import { withSwapLock } from "./swap-lock.js";
 
 /** WRITE requests one file keeps outstanding, so a transfer is not one round trip per chunk. */
 const WRITES_IN_FLIGHT = 8;
@@ -59,9 +60,11 @@ export async function writeAtomically(
     remote.keepDirectories(directories);
     return result;
   } finally {
-    await remote.leaveDirectories(directories);
+    await remote.cleanUp(remote.leaveDirectories(directories));
   }
 }
+
+const ATOMIC_REPLACE_UNSUPPORTED = `the SFTP server does not offer ${SFTP_EXTENSIONS.posixRename[0]}, which atomic replacement needs`;
 
 async function writeInPlace(
   remote: Remote,
@@ -73,6 +76,9 @@ async function writeInPlace(
 ): Promise<WriteResult> {
   const { signal, ifMatch } = options;
   const overwrite = ifMatch !== undefined || (options.overwrite ?? false);
+  if (overwrite && !remote.session.supports("posixRename")) {
+    throw sshError("unsupported", operation, path, ATOMIC_REPLACE_UNSUPPORTED);
+  }
   const state = await remote.inspect(path, operation);
   if (ifMatch !== undefined) checkVersion(state, ifMatch, operation, path);
   switch (state.kind) {
@@ -105,13 +111,17 @@ async function writeInPlace(
       closed = true;
       return remote.call((sftp, done) => sftp.close(handle, done));
     };
+    const closeQuietly = () => {
+      closed = true;
+      return remote.tidy((sftp, done) => sftp.close(handle, done));
+    };
     try {
       await copyInto(remote, handle, data, signal, operation, path);
       // One channel answers in order, so these go out together: one round trip, not three.
       // Commit files are flushed even when the destination runs without fsync.
       const flush = fsync || name === STATE_FILE_NAME || name === LEASE_FILE_NAME;
       const flushed =
-        flush && remote.session.supports("fsync@openssh.com")
+        flush && remote.session.supports("fsync")
           ? remote.call((sftp, done) => sftp.ext_openssh_fsync(handle, done))
           : Promise.resolve();
       const described = remote.call<Attributes>((sftp, done) => sftp.fstat(handle, done));
@@ -133,7 +143,7 @@ async function writeInPlace(
         // Of two compare-and-swaps of one version exactly one may win: check and rename under
         // the target's swap lock, as the local backend does.
         if (ifMatch === undefined) await replace();
-        else await withSwapLock(remote, parent, name, signal, replace);
+        else await withSwapLock(remote, parent, name, replace);
       } else {
         const closing = close();
         await Promise.all([flushed, closing]);
@@ -143,67 +153,11 @@ async function writeInPlace(
         await linkNoClobber(remote, temp, path, operation);
       }
     } finally {
-      if (!closed) await close().catch(() => undefined);
+      if (!closed) await closeQuietly();
     }
     return { version: remoteVersion(attrs) };
   } finally {
-    if (tempExists) {
-      await remote
-        .call((sftp, done) => sftp.unlink(remote.path(temp), done))
-        .catch(() => undefined);
-    }
-  }
-}
-
-/**
- * A swap lock still there after this long (as we observe it, so clocks of client and server
- * need not agree) was left by a dead writer: the critical section is a few round trips.
- */
-const STALE_SWAP_LOCK_MS = 5_000;
-
-/** Runs `body` holding the target's swap lock, an exclusively created file beside it. */
-async function withSwapLock(
-  remote: Remote,
-  parent: string,
-  name: string,
-  signal: AbortSignal | undefined,
-  body: () => Promise<void>,
-): Promise<void> {
-  const lock = parent === "" ? swapLockName(name) : `${parent}/${swapLockName(name)}`;
-  let seen: { identity: string; since: number } | undefined;
-  let vanished = 0;
-  for (;;) {
-    throwIfAborted(signal);
-    try {
-      const handle = await remote.call<Buffer>((sftp, done) =>
-        sftp.open(remote.path(lock), "wx", done),
-      );
-      await remote.call((sftp, done) => sftp.close(handle, done));
-      break;
-    } catch (error) {
-      const held = await remote.lstat(lock);
-      if (held === undefined) {
-        // Released meanwhile; a failure that keeps coming without a lock is not contention.
-        if (!hasStatus(error, STATUS.FAILURE) || ++vanished > 100) throw error;
-        continue;
-      }
-      const identity = `${held.mtime}-${held.size}-${held.uid}`;
-      if (seen?.identity !== identity) {
-        seen = { identity, since: Date.now() };
-      } else if (Date.now() - seen.since > STALE_SWAP_LOCK_MS) {
-        await remote
-          .call((sftp, done) => sftp.unlink(remote.path(lock), done))
-          .catch(() => undefined);
-        seen = undefined;
-        continue;
-      }
-      await new Promise((resolve) => setTimeout(resolve, 5));
-    }
-  }
-  try {
-    await body();
-  } finally {
-    await remote.call((sftp, done) => sftp.unlink(remote.path(lock), done)).catch(() => undefined);
+    if (tempExists) await remote.tidy((sftp, done) => sftp.unlink(remote.path(temp), done));
   }
 }
 
@@ -262,6 +216,14 @@ async function prepareReplace(
   return { ...attrs, mtime };
 }
 
+/**
+ * Links the finished temp file to `path` without ever replacing what is there, and removes the
+ * temp name whatever the outcome. With `hardlink@openssh.com` the temp name is unlinked right
+ * behind the link; without it the plain SFTP rename moves it (OpenSSH links and unlinks, and the
+ * protocol has rename fail when the target exists) and the unlink behind it removes what a
+ * refused rename left. Both go out together on one channel, which the server answers in order:
+ * one round trip, and the temp name is gone even when the link's answer is lost.
+ */
 async function linkNoClobber(
   remote: Remote,
   temp: string,
@@ -270,15 +232,11 @@ async function linkNoClobber(
 ): Promise<void> {
   const from = remote.path(temp);
   const to = remote.path(path);
-  const hardlink = remote.session.supports("hardlink@openssh.com");
-  // The temp name goes whether the link worked or not, so its unlink is sent right behind the
-  // link on the same channel: one round trip.
-  const linked = hardlink
+  const linked = remote.session.supports("hardlink")
     ? remote.call((sftp, done) => sftp.ext_openssh_hardlink(from, to, done))
     : remote.call((sftp, done) => sftp.rename(from, to, done));
-  const removed = hardlink
-    ? remote.call((sftp, done) => sftp.unlink(from, done)).catch(() => undefined)
-    : Promise.resolve();
+  // After a rename that worked the name is gone already: the unlink fails, which is fine.
+  const removed = remote.tidy((sftp, done) => sftp.unlink(from, done));
   try {
     await linked;
   } catch (error) {

@@ -113,21 +113,6 @@ describe.skipIf(sshd === null)("ssh backend", () => {
     await expectStorageError(backend.stat("d0/f0.txt"), "unavailable");
   });
 
-  it("gives up on a server that accepts TCP but never speaks SSH, with unavailable", async () => {
-    const { port, close } = await silentServer();
-    try {
-      const started = Date.now();
-      const error = await expectStorageError(
-        open(await freshRoot(), { port, connectTimeoutMs: 500 }),
-        "unavailable",
-      );
-      expect(Date.now() - started).toBeLessThan(5_000);
-      expect(error.message).toContain("no SSH handshake within");
-    } finally {
-      await close();
-    }
-  });
-
   it("stops connecting as soon as its signal fires, and does not start on a fired one", {
     timeout: 10_000,
   }, async () => {
@@ -583,8 +568,8 @@ describe.skipIf(sshd === null)("ssh backend", () => {
         const started = Date.now();
         const error = await expectStorageError(backend.stat("a.txt"), "unavailable");
         expect(Date.now() - started).toBeLessThan(5_000);
-        expect(error.message).toContain("no answer from");
-        expect(error.message).toContain("within 1s");
+        expect(error.message).toContain("timed out: no answer from");
+        expect(error.message).toContain("within 1 s");
         await expectStorageError(backend.readFile("a.txt"), "unavailable");
         // The server never closes its end either: closing the backend must not wait for it,
         // or a run would hang at its very end.

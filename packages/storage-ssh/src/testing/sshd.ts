@@ -55,6 +55,90 @@ export interface StartSshdOptions {
   hostKeyFile?: string;
   /** Directory for keys, config and the sftp root (default: a new temp directory). */
   directory?: string;
+  /**
+   * The command sshd runs for the `sftp` subsystem, as a `Subsystem` line takes it (default
+   * `internal-sftp`): for instance one that never answers.
+   */
+  sftpSubsystem?: string;
+  /**
+   * SFTP extensions (`hardlink@openssh.com`, ...) the server must not advertise: OpenSSH's
+   * `sftp-server` then runs behind a small filter that drops them from its VERSION packet, as a
+   * server without them would send it. Ignored when `sftpSubsystem` is set.
+   */
+  hideSftpExtensions?: readonly string[];
+}
+
+const SFTP_SERVER_CANDIDATES = [
+  "/usr/lib/openssh/sftp-server",
+  "/usr/libexec/openssh/sftp-server",
+  "/usr/libexec/sftp-server",
+  "/usr/lib/ssh/sftp-server",
+];
+
+/**
+ * Runs sftp-server (argv[2]) and passes its bytes through both ways, except that the extensions
+ * named in argv[3] (comma-separated) are dropped from its first packet, SSH_FXP_VERSION:
+ * uint32 length, byte type, uint32 version, then (string name, string data) pairs.
+ */
+const EXTENSION_FILTER = `import { spawn } from "node:child_process";
+const [server, hidden] = process.argv.slice(2);
+const hide = new Set(hidden.split(","));
+const child = spawn(server, [], { stdio: ["pipe", "pipe", "inherit"] });
+process.stdin.pipe(child.stdin);
+let head = Buffer.alloc(0);
+let filtered = false;
+child.stdout.on("data", (chunk) => {
+  if (filtered) {
+    process.stdout.write(chunk);
+    return;
+  }
+  head = Buffer.concat([head, chunk]);
+  if (head.length < 4 || head.length < 4 + head.readUInt32BE(0)) return;
+  const end = 4 + head.readUInt32BE(0);
+  const kept = [head.subarray(4, 9)];
+  for (let at = 9; at < end; ) {
+    const nameEnd = at + 4 + head.readUInt32BE(at);
+    const dataEnd = nameEnd + 4 + head.readUInt32BE(nameEnd);
+    if (!hide.has(head.toString("utf8", at + 4, nameEnd))) kept.push(head.subarray(at, dataEnd));
+    at = dataEnd;
+  }
+  const body = Buffer.concat(kept);
+  const length = Buffer.alloc(4);
+  length.writeUInt32BE(body.length);
+  process.stdout.write(Buffer.concat([length, body, head.subarray(end)]));
+  filtered = true;
+});
+child.stdout.on("end", () => process.stdout.end());
+child.on("exit", (code) => {
+  process.exitCode = code ?? 1;
+});
+`;
+
+function shellQuote(word: string): string {
+  return `'${word.replaceAll("'", "'\\''")}'`;
+}
+
+/** The `Subsystem sftp` command for these options. */
+async function sftpSubsystem(options: StartSshdOptions, directory: string): Promise<string> {
+  if (options.sftpSubsystem !== undefined) return options.sftpSubsystem;
+  const hidden = options.hideSftpExtensions ?? [];
+  if (hidden.length === 0) return "internal-sftp";
+  let server: string | undefined;
+  for (const candidate of SFTP_SERVER_CANDIDATES) {
+    try {
+      await access(candidate, constants.X_OK);
+      server = candidate;
+      break;
+    } catch {}
+  }
+  if (server === undefined) {
+    throw new SshdUnavailable(
+      `no sftp-server binary found (looked in ${SFTP_SERVER_CANDIDATES.join(", ")})`,
+    );
+  }
+  const filter = join(directory, "sftp-extension-filter.mjs");
+  await writeFile(filter, EXTENSION_FILTER);
+  return [process.execPath, filter, server, hidden.join(",")].map(shellQuote).join(" ");
 }
 
 const SSHD_CANDIDATES = ["/usr/sbin/sshd", "/usr/local/sbin/sshd", "/sbin/sshd"];
@@ -132,7 +216,7 @@ export async function startSshd(options: StartSshdOptions = {}): Promise<TestSsh
       "StrictModes no",
       "MaxStartups 64",
       "MaxSessions 64",
-      "Subsystem sftp internal-sftp",
+      `Subsystem sftp ${await sftpSubsystem(options, directory)}`,
       "",
     ].join("\n"),
   );
