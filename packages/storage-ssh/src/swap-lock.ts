@@ -1,5 +1,5 @@
-import { createHash, randomBytes } from "node:crypto";
-import { swapLockName, throwIfAborted } from "@distributor/storage/adapter";
+import { randomBytes } from "node:crypto";
+import { swapBreakerName, swapLockName, throwIfAborted } from "@distributor/storage/adapter";
 import type { Attributes } from "ssh2";
 import { hasStatus, STATUS } from "./errors.js";
 import type { Remote } from "./remote.js";
@@ -15,18 +15,6 @@ const RETRY_MS = 5;
 
 /** Bytes of the token each holder writes into its lock file. */
 const TOKEN_BYTES = 16;
-
-/**
- * The name a waiter creates exclusively before it breaks a stale swap lock of `targetName`: the
- * same name the local backend uses (`swapBreakerName` in `@distributor/storage`, which the
- * adapter entry point does not export), in the reserved temp pattern, so a leftover is debris
- * that recovery removes.
- */
-export function swapBreakerName(targetName: string): string {
-  const tag = createHash("sha256").update(targetName).digest("hex").slice(0, 6);
-  const rest = createHash("sha256").update(`break:${targetName}`).digest("hex");
-  return `.distributor.${tag}${rest.slice(0, 10)}.tmp`;
-}
 
 function beside(parent: string, name: string): string {
   return parent === "" ? name : `${parent}/${name}`;

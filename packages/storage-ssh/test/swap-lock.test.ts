@@ -1,14 +1,14 @@
 import { readdir, readFile, rename, rm, stat, utimes, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { isTempFileFor, type StorageBackend } from "@distributor/storage";
-import { swapLockName } from "@distributor/storage/adapter";
+import { swapBreakerName, swapLockName } from "@distributor/storage/adapter";
 import { expectStorageError } from "@distributor/storage/testing";
 import { afterEach, describe, expect, it } from "vitest";
 import { openSession } from "../src/connect.js";
 import { createSshBackend } from "../src/index.js";
 import { Remote } from "../src/remote.js";
 import type { Session } from "../src/session.js";
-import { swapBreakerName, withSwapLock } from "../src/swap-lock.js";
+import { withSwapLock } from "../src/swap-lock.js";
 import { backendOptions, freshRoot, sshd } from "./fixture.js";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -26,4 +26,10 @@ export {
 } from "./internal/chunk-buffers.js";
 export { checkCount } from "./internal/limits.js";
 export { isByteReader, type WriteSource, writeSource } from "./internal/write-source.js";
-export { escapeName, nameProblem, swapLockName, tempFileName } from "./names.js";
+export {
+  escapeName,
+  nameProblem,
+  swapBreakerName,
+  swapLockName,
+  tempFileName,
+} from "./names.js";
