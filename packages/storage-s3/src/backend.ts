@@ -35,7 +35,12 @@ import {
   versionMismatch,
   type WriteOperation,
 } from "@distributor/storage/adapter";
-import { createClient, type S3Credentials } from "./client.js";
+import {
+  createClient,
+  DEFAULT_CONNECT_TIMEOUT_MS,
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  type S3Credentials,
+} from "./client.js";
 import { deleteKeys } from "./delete.js";
 import {
   BACKEND_NAME,
@@ -70,6 +75,18 @@ export interface S3BackendOptions {
   credentials?: S3Credentials;
   /** Attempts per request, retries included (SDK adaptive retry mode). Default 3. */
   maxAttempts?: number;
+  /**
+   * Milliseconds a connection to the service may take to open before the attempt fails.
+   * Default `DEFAULT_CONNECT_TIMEOUT_MS` (10 000).
+   */
+  connectTimeoutMs?: number;
+  /**
+   * Milliseconds one request may go without an answer or any progress (no byte sent or
+   * received: a stalled upload, an answer that never comes, a download that stops) before it
+   * fails with `unavailable` ("timed out"). Not a bound on a request that keeps moving bytes.
+   * Default `DEFAULT_REQUEST_TIMEOUT_MS` (30 000).
+   */
+  requestTimeoutMs?: number;
   /** Payloads up to this many bytes are one PUT; larger ones go in parts. Default 8 MiB. */
   multipartThreshold?: number;
   /** Bytes per multipart part (at least 5 MiB). Default 8 MiB. */
@@ -104,6 +121,14 @@ export function createS3Backend(options: S3BackendOptions): StorageBackend {
   }
   const partSize = options.partSize ?? 8 * MIB;
   if (partSize < MIN_PART_SIZE) throw new RangeError(`partSize must be at least ${MIN_PART_SIZE}`);
+  const connectTimeoutMs = timeoutOption(
+    "connectTimeoutMs",
+    options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+  );
+  const requestTimeoutMs = timeoutOption(
+    "requestTimeoutMs",
+    options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+  );
   const keys = new KeySpace(options.bucket, prefix);
   const client = createClient({
     region: options.region ?? "us-east-1",
@@ -111,6 +136,8 @@ export function createS3Backend(options: S3BackendOptions): StorageBackend {
     forcePathStyle: options.forcePathStyle ?? false,
     credentials: options.credentials,
     maxAttempts: options.maxAttempts ?? 3,
+    connectTimeoutMs,
+    requestTimeoutMs,
   });
   const tuning: UploadTuning = {
     multipartThreshold: options.multipartThreshold ?? 8 * MIB,
@@ -123,10 +150,23 @@ export function createS3Backend(options: S3BackendOptions): StorageBackend {
       name: BACKEND_NAME,
       location,
       mapError: (error, operation, path) =>
-        toStorageError(error, operation, path, { bucket: options.bucket, key: keys.key(path) }),
+        toStorageError(error, operation, path, {
+          bucket: options.bucket,
+          key: keys.key(path),
+          connectTimeoutMs,
+          requestTimeoutMs,
+        }),
     },
     new S3Operations(client, keys, tuning, options.verifyConditionalWrites ?? true),
   );
+}
+
+/** A timeout in milliseconds: a positive integer (0 would mean "wait forever" to the SDK). */
+function timeoutOption(name: string, value: number): number {
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new RangeError(`${name} must be a positive number of milliseconds, not ${value}`);
+  }
+  return value;
 }
 
 type ProbeOutcome = { supported: true } | { supported: false; problem: string };
