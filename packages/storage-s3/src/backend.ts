@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import type { Readable } from "node:stream";
 import { addAbortSignal } from "node:stream";
 import {
@@ -58,6 +59,7 @@ import {
   SourceFailure,
   type UploadTuning,
   upload,
+  WRITE_ID_METADATA,
   type WriteCondition,
 } from "./upload.js";
 
@@ -73,7 +75,11 @@ export interface S3BackendOptions {
   forcePathStyle?: boolean;
   /** Absent: the SDK's default credential chain (environment, profile, instance role, ...). */
   credentials?: S3Credentials;
-  /** Attempts per request, retries included (SDK adaptive retry mode). Default 3. */
+  /**
+   * Attempts per request, retries included (SDK adaptive retry mode). Default 3. A retried
+   * conditional write that meets its own earlier attempt is recognised by its write id (see
+   * `writeFile`), so retries stay safe for the commit protocol's writes.
+   */
   maxAttempts?: number;
   /**
    * Milliseconds a connection to the service may take to open before the attempt fails.
@@ -171,6 +177,13 @@ function timeoutOption(name: string, value: number): number {
 
 type ProbeOutcome = { supported: true } | { supported: false; problem: string };
 
+/** What a HEAD after a failed write found at its key. */
+type ReadBack =
+  | { kind: "object"; version: string | undefined; writeId: string | undefined }
+  | { kind: "missing" }
+  /** The HEAD failed too: nothing is known. */
+  | { kind: "unknown" };
+
 class S3Operations implements BackendOperations {
   readonly #bucket: string;
   #probe: Promise<ProbeOutcome> | undefined;
@@ -236,6 +249,8 @@ class S3Operations implements BackendOperations {
           : { kind: "absent" };
     if (condition.kind !== "none") await this.#requireConditionalWrites(operation, path);
     const key = this.keys.key(path);
+    // Stored with the object: a write whose answer was lost finds its own id when it reads back.
+    const writeId = randomUUID();
     try {
       const result = await upload(
         {
@@ -244,6 +259,7 @@ class S3Operations implements BackendOperations {
           key,
           contentType: options.contentType ?? inferContentType(path),
           condition,
+          writeId,
           expectedSha256: options.sha256,
           signal,
           // CompleteMultipartUpload does not enforce conditions everywhere (Ceph RGW ignores
@@ -263,7 +279,18 @@ class S3Operations implements BackendOperations {
       return { version };
     } catch (error) {
       signal?.throwIfAborted();
-      throw await this.#writeFailure(error, condition, operation, path);
+      // A PUT can be done while its answer is lost: the SDK's retry then meets this write's own
+      // object (412 on a conditional write), or the last attempt ends without an answer. The
+      // object says which write stored it; ours means the write happened. Nothing else is
+      // decided on a guess: another id, no object or a failed HEAD keep the original failure.
+      let found: ReadBack | undefined;
+      if (mayHaveLanded(error)) {
+        found = await this.#readBack(path, signal);
+        if (found.kind === "object" && found.writeId === writeId && found.version) {
+          return { version: found.version };
+        }
+      }
+      throw await this.#writeFailure(error, condition, operation, path, found);
     }
   }
 
@@ -402,6 +429,23 @@ class S3Operations implements BackendOperations {
     return entry;
   }
 
+  /** HEADs a key after a failed write: which write stored the object there, if any. */
+  async #readBack(path: string, signal: AbortSignal | undefined): Promise<ReadBack> {
+    try {
+      const response = await this.client.send(
+        new HeadObjectCommand({ Bucket: this.#bucket, Key: this.keys.key(path) }),
+        { abortSignal: signal },
+      );
+      return {
+        kind: "object",
+        version: versionOf(response.ETag),
+        writeId: response.Metadata?.[WRITE_ID_METADATA],
+      };
+    } catch (error) {
+      return statusOf(error) === 404 ? { kind: "missing" } : { kind: "unknown" };
+    }
+  }
+
   #isDirectory(path: string, signal: AbortSignal | undefined): Promise<boolean> {
     return anyKeyBelow(this.client, this.#bucket, this.keys.below(path), signal);
   }
@@ -480,6 +524,7 @@ class S3Operations implements BackendOperations {
   async #probeConditionalWrites(directory: string): Promise<ProbeOutcome> {
     const name = tempFileName("conditional-write-probe");
     const key = this.keys.key(directory === "" ? name : `${directory}/${name}`);
+    const writeId = randomUUID();
     const put = (headers: { IfNoneMatch?: string; IfMatch?: string }) =>
       this.client.send(
         new PutObjectCommand({
@@ -487,14 +532,24 @@ class S3Operations implements BackendOperations {
           Key: key,
           Body: "distributor conditional-write probe\n",
           ContentType: "text/plain; charset=utf-8",
+          Metadata: { [WRITE_ID_METADATA]: writeId },
           ...headers,
         }),
       );
+    /** The probe's own create, retried after its answer was lost, meets its own object. */
+    const ownObject = async () => {
+      const head = await this.client
+        .send(new HeadObjectCommand({ Bucket: this.#bucket, Key: key }))
+        .catch(() => undefined);
+      return head?.Metadata?.[WRITE_ID_METADATA] === writeId;
+    };
     const requirement =
       "distributor needs an S3 service that enforces conditional writes (If-None-Match: * and " +
       "If-Match on PUT), as AWS S3 and Ceph RGW do; see docs/integrations/s3.md";
     try {
-      await put({ IfNoneMatch: "*" });
+      await put({ IfNoneMatch: "*" }).catch(async (error: unknown) => {
+        if (!(mayHaveLanded(error) && (await ownObject()))) throw error;
+      });
     } catch (error) {
       if (rejectsConditions(error)) {
         return {
@@ -558,6 +613,7 @@ class S3Operations implements BackendOperations {
     condition: WriteCondition,
     operation: StorageOperation,
     path: string,
+    found: ReadBack | undefined,
   ): Promise<unknown> {
     if (error instanceof StorageError) return error;
     if (error instanceof SourceFailure) {
@@ -586,10 +642,15 @@ class S3Operations implements BackendOperations {
       return s3Error("already_exists", operation, path, undefined, error);
     }
     if (condition.kind === "match" && (failure.status === 412 || failure.status === 404)) {
-      const current = await this.#head(path, undefined).then(
-        (entry) => entry?.version,
-        () => undefined,
-      );
+      const current =
+        found?.kind === "object"
+          ? found.version
+          : found?.kind === "missing"
+            ? undefined
+            : await this.#head(path, undefined).then(
+                (entry) => entry?.version,
+                () => undefined,
+              );
       return s3Error("conflict", operation, path, versionMismatch(condition.etag, current), error);
     }
     if (failure.status === 409 && condition.kind !== "none") {
@@ -612,6 +673,29 @@ class S3Operations implements BackendOperations {
     }
     return error;
   }
+}
+
+/**
+ * Whether a failed write may still have stored its object: its answer was lost (reset, timeout,
+ * no status), the service failed after taking it (5xx), or a condition failed that a retry of
+ * this very write may have broken itself (412, 409; 404 for a multipart completion retried after
+ * the upload was completed). Refusals decided before anything was sent do not qualify.
+ */
+function mayHaveLanded(error: unknown): boolean {
+  if (
+    error instanceof StorageError ||
+    error instanceof SourceFailure ||
+    error instanceof DigestMismatch ||
+    error instanceof PayloadTooLarge ||
+    error instanceof RangeError ||
+    error instanceof TypeError
+  ) {
+    return false;
+  }
+  const { status } = serviceFailure(error);
+  return (
+    status === undefined || status >= 500 || status === 404 || status === 409 || status === 412
+  );
 }
 
 /** A service that does not implement a conditional header says so with 501 (or 400 on some). */

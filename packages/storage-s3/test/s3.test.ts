@@ -21,6 +21,7 @@ import {
 
 const found = s3Server();
 const MIB = 1024 * 1024;
+const WRITE_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /** A deterministic byte pattern of `size` bytes in 1 MiB chunks; `onChunk` may interrupt it. */
 async function* pattern(
@@ -116,6 +117,8 @@ describe.skipIf(found === undefined)("s3 backend on Ceph RGW", () => {
       client.destroy();
       expect(head.ContentLength).toBe(size);
       expect(head.Metadata?.sha256).toBe(sha256);
+      // The write's id, which a write whose answer was lost looks for.
+      expect(head.Metadata?.["distributor-write"]).toMatch(WRITE_ID);
       expect(head.ContentType).toBe("application/octet-stream");
       // Without a size hint the head is buffered to the threshold, then the rest goes in parts.
       await backend.writeFile("big/unsized.bin", pattern(size), { overwrite: true });
@@ -134,11 +137,20 @@ describe.skipIf(found === undefined)("s3 backend on Ceph RGW", () => {
       const head = await client.send(
         new HeadObjectCommand({ Bucket: bucket, Key: `${prefix}/small/page.html` }),
       );
-      client.destroy();
       expect(head.Metadata?.sha256).toBe(
         `sha256:${createHash("sha256").update("<p>hello</p>").digest("hex")}`,
       );
-      expect(head.ContentType).toBe("text/html; charset=utf-8");
+      const id = head.Metadata?.["distributor-write"];
+      expect(id).toMatch(WRITE_ID);
+      // Every write has its own id, even of the same bytes.
+      await backend.writeFile("small/page.html", "<p>hello</p>", { overwrite: true });
+      const again = await client.send(
+        new HeadObjectCommand({ Bucket: bucket, Key: `${prefix}/small/page.html` }),
+      );
+      expect(again.Metadata?.["distributor-write"]).toMatch(WRITE_ID);
+      expect(again.Metadata?.["distributor-write"]).not.toBe(id);
+      expect(again.ContentType).toBe("text/html; charset=utf-8");
+      client.destroy();
     } finally {
       await backend.close();
     }
