@@ -2,10 +2,12 @@ import { randomUUID } from "node:crypto";
 import type { Readable } from "node:stream";
 import { addAbortSignal } from "node:stream";
 import {
+  AbortMultipartUploadCommand,
   DeleteObjectCommand,
   GetObjectCommand,
   HeadObjectCommand,
   type HeadObjectCommandOutput,
+  ListMultipartUploadsCommand,
   PutObjectCommand,
   type S3Client,
 } from "@aws-sdk/client-s3";
@@ -52,7 +54,7 @@ import {
   toStorageError,
 } from "./errors.js";
 import { KeySpace, versionOf } from "./keys.js";
-import { anyKeyBelow, listPages, walkKeys } from "./list.js";
+import { anyKeyBelow, IncompleteListing, listPages, walkKeys } from "./list.js";
 import {
   DigestMismatch,
   PayloadTooLarge,
@@ -183,6 +185,9 @@ type ReadBack =
   | { kind: "missing" }
   /** The HEAD failed too: nothing is known. */
   | { kind: "unknown" };
+
+/** The outcome of one fenced delete. */
+type FencedDelete = { refused: false } | { refused: true; current: string | undefined };
 
 class S3Operations implements BackendOperations {
   readonly #bucket: string;
@@ -343,14 +348,89 @@ class S3Operations implements BackendOperations {
     }
     // Directories are virtual: they vanish with their last key, so `pruneEmptyDirs` is implied.
     const present = targets.filter((target) => kinds.get(target) === "file");
+    const fences = options.ifMatch;
+    const fenced = present.filter((target) => fences?.has(target));
     await deleteKeys(
       this.client,
       this.#bucket,
-      present.map((target) => this.keys.key(target)),
+      present.filter((target) => !fences?.has(target)).map((target) => this.keys.key(target)),
       operation,
       targets[0] ?? "",
       options.signal,
     );
+    if (fences === undefined || fenced.length === 0) return;
+    const refused = new Map<string, string | undefined>();
+    await mapBounded(fenced, INSPECT_CONCURRENCY, async (target) => {
+      const outcome = await this.#deleteIfMatch(
+        target,
+        fences.get(target) as string,
+        options.signal,
+      );
+      if (outcome.refused) refused.set(target, outcome.current);
+    });
+    const first = targets.find((target) => refused.has(target));
+    if (first !== undefined) {
+      const expected = fences.get(first) as string;
+      throw s3Error(
+        "conflict",
+        operation,
+        first,
+        `not deleted, the stored version moved on: ${versionMismatch(expected, refused.get(first))}`,
+      );
+    }
+  }
+
+  /**
+   * Aborts the unfinished multipart uploads of exactly these paths (ListMultipartUploads with the
+   * key as prefix, page by page; uploads of longer keys that merely start with it stay).
+   */
+  async abortUploads(paths: readonly string[], options: OperationOptions): Promise<number> {
+    const { signal } = options;
+    const counts = await mapBounded(paths, INSPECT_CONCURRENCY, async (path) => {
+      const key = this.keys.key(path);
+      let aborted = 0;
+      let keyMarker: string | undefined;
+      let uploadIdMarker: string | undefined;
+      for (;;) {
+        const page = await this.client.send(
+          new ListMultipartUploadsCommand({
+            Bucket: this.#bucket,
+            Prefix: key,
+            KeyMarker: keyMarker,
+            UploadIdMarker: uploadIdMarker,
+          }),
+          { abortSignal: signal },
+        );
+        const ids = (page.Uploads ?? []).flatMap((pending) =>
+          pending.Key === key && pending.UploadId !== undefined ? [pending.UploadId] : [],
+        );
+        await mapBounded(ids, INSPECT_CONCURRENCY, async (uploadId) => {
+          try {
+            await this.client.send(
+              new AbortMultipartUploadCommand({
+                Bucket: this.#bucket,
+                Key: key,
+                UploadId: uploadId,
+              }),
+              { abortSignal: signal },
+            );
+            aborted += 1;
+          } catch (error) {
+            // Completed or aborted by someone else since the listing: nothing left to abort.
+            if (statusOf(error) !== 404) throw error;
+          }
+        });
+        if (!page.IsTruncated) return aborted;
+        keyMarker = page.NextKeyMarker;
+        uploadIdMarker = page.NextUploadIdMarker;
+        if (!keyMarker && !uploadIdMarker) {
+          throw new IncompleteListing(
+            `multipart upload listing truncated without a next marker (s3://${this.#bucket}/${key})`,
+          );
+        }
+      }
+    });
+    return counts.reduce((sum, count) => sum + count, 0);
   }
 
   async deletePrefix(prefix: string, options: DeleteOptions): Promise<void> {
@@ -444,6 +524,49 @@ class S3Operations implements BackendOperations {
     } catch (error) {
       return statusOf(error) === 404 ? { kind: "missing" } : { kind: "unknown" };
     }
+  }
+
+  /**
+   * Deletes `path` only while its ETag is `expected`. Ceph RGW as Debian ships it (16.2) ignores
+   * `If-Match` on DeleteObject (seen: a wrong ETag still deletes), so the ETag is compared with a
+   * HEAD first and the DELETE follows. On such a service this is NOT atomic: a write landing
+   * between the HEAD and the DELETE is deleted. The DELETE still carries `If-Match`, so a service
+   * that enforces it (AWS S3) closes that window and answers 412, which counts as moved. An
+   * object already gone counts as deleted.
+   */
+  async #deleteIfMatch(
+    path: string,
+    expected: string,
+    signal: AbortSignal | undefined,
+  ): Promise<FencedDelete> {
+    const current = (await this.#head(path, signal))?.version;
+    if (current === undefined) return { refused: false };
+    if (current !== expected) return { refused: true, current };
+    const remove = (ifMatch: string | undefined) =>
+      this.client.send(
+        new DeleteObjectCommand({
+          Bucket: this.#bucket,
+          Key: this.keys.key(path),
+          ...(ifMatch === undefined ? {} : { IfMatch: ifMatch }),
+        }),
+        { abortSignal: signal },
+      );
+    try {
+      // Bare, as for PUT: Ceph RGW compares If-Match with the unquoted ETag.
+      await remove(expected);
+    } catch (error) {
+      const status = statusOf(error);
+      // A retry after a DELETE whose answer was lost finds nothing: deleted.
+      if (status === 404) return { refused: false };
+      if (status === 412) {
+        const now = await this.#head(path, signal).catch(() => undefined);
+        return { refused: true, current: now?.version };
+      }
+      // A service that refuses the header altogether: the HEAD above is the whole check.
+      if (!rejectsConditions(error)) throw error;
+      await remove(undefined);
+    }
+    return { refused: false };
   }
 
   #isDirectory(path: string, signal: AbortSignal | undefined): Promise<boolean> {
