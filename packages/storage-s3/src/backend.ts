@@ -531,7 +531,7 @@ class S3Operations implements BackendOperations {
    * `If-Match` on DeleteObject (seen: a wrong ETag still deletes), so the ETag is compared with a
    * HEAD first and the DELETE follows. On such a service this is NOT atomic: a write landing
    * between the HEAD and the DELETE is deleted. The DELETE still carries `If-Match`, so a service
-   * that enforces it (AWS S3) closes that window and answers 412, which counts as moved. An
+   * that enforces it (AWS S3 documents it) closes that window and answers 412, which counts as moved. An
    * object already gone counts as deleted.
    */
   async #deleteIfMatch(
