@@ -1,10 +1,13 @@
+import { randomUUID } from "node:crypto";
 import type { Readable } from "node:stream";
 import { addAbortSignal } from "node:stream";
 import {
+  AbortMultipartUploadCommand,
   DeleteObjectCommand,
   GetObjectCommand,
   HeadObjectCommand,
   type HeadObjectCommandOutput,
+  ListMultipartUploadsCommand,
   PutObjectCommand,
   type S3Client,
 } from "@aws-sdk/client-s3";
@@ -35,7 +38,12 @@ import {
   versionMismatch,
   type WriteOperation,
 } from "@distributor/storage/adapter";
-import { createClient, type S3Credentials } from "./client.js";
+import {
+  createClient,
+  DEFAULT_CONNECT_TIMEOUT_MS,
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  type S3Credentials,
+} from "./client.js";
 import { deleteKeys } from "./delete.js";
 import {
   BACKEND_NAME,
@@ -46,13 +54,14 @@ import {
   toStorageError,
 } from "./errors.js";
 import { KeySpace, versionOf } from "./keys.js";
-import { anyKeyBelow, listPages, walkKeys } from "./list.js";
+import { anyKeyBelow, IncompleteListing, listPages, walkKeys } from "./list.js";
 import {
   DigestMismatch,
   PayloadTooLarge,
   SourceFailure,
   type UploadTuning,
   upload,
+  WRITE_ID_METADATA,
   type WriteCondition,
 } from "./upload.js";
 
@@ -68,8 +77,24 @@ export interface S3BackendOptions {
   forcePathStyle?: boolean;
   /** Absent: the SDK's default credential chain (environment, profile, instance role, ...). */
   credentials?: S3Credentials;
-  /** Attempts per request, retries included (SDK adaptive retry mode). Default 3. */
+  /**
+   * Attempts per request, retries included (SDK adaptive retry mode). Default 3. A retried
+   * conditional write that meets its own earlier attempt is recognised by its write id (see
+   * `writeFile`), so retries stay safe for the commit protocol's writes.
+   */
   maxAttempts?: number;
+  /**
+   * Milliseconds a connection to the service may take to open before the attempt fails.
+   * Default `DEFAULT_CONNECT_TIMEOUT_MS` (10 000).
+   */
+  connectTimeoutMs?: number;
+  /**
+   * Milliseconds one request may go without an answer or any progress (no byte sent or
+   * received: a stalled upload, an answer that never comes, a download that stops) before it
+   * fails with `unavailable` ("timed out"). Not a bound on a request that keeps moving bytes.
+   * Default `DEFAULT_REQUEST_TIMEOUT_MS` (30 000).
+   */
+  requestTimeoutMs?: number;
   /** Payloads up to this many bytes are one PUT; larger ones go in parts. Default 8 MiB. */
   multipartThreshold?: number;
   /** Bytes per multipart part (at least 5 MiB). Default 8 MiB. */
@@ -104,6 +129,14 @@ export function createS3Backend(options: S3BackendOptions): StorageBackend {
   }
   const partSize = options.partSize ?? 8 * MIB;
   if (partSize < MIN_PART_SIZE) throw new RangeError(`partSize must be at least ${MIN_PART_SIZE}`);
+  const connectTimeoutMs = timeoutOption(
+    "connectTimeoutMs",
+    options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+  );
+  const requestTimeoutMs = timeoutOption(
+    "requestTimeoutMs",
+    options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+  );
   const keys = new KeySpace(options.bucket, prefix);
   const client = createClient({
     region: options.region ?? "us-east-1",
@@ -111,6 +144,8 @@ export function createS3Backend(options: S3BackendOptions): StorageBackend {
     forcePathStyle: options.forcePathStyle ?? false,
     credentials: options.credentials,
     maxAttempts: options.maxAttempts ?? 3,
+    connectTimeoutMs,
+    requestTimeoutMs,
   });
   const tuning: UploadTuning = {
     multipartThreshold: options.multipartThreshold ?? 8 * MIB,
@@ -123,13 +158,36 @@ export function createS3Backend(options: S3BackendOptions): StorageBackend {
       name: BACKEND_NAME,
       location,
       mapError: (error, operation, path) =>
-        toStorageError(error, operation, path, { bucket: options.bucket, key: keys.key(path) }),
+        toStorageError(error, operation, path, {
+          bucket: options.bucket,
+          key: keys.key(path),
+          connectTimeoutMs,
+          requestTimeoutMs,
+        }),
     },
     new S3Operations(client, keys, tuning, options.verifyConditionalWrites ?? true),
   );
 }
 
+/** A timeout in milliseconds: a positive integer (0 would mean "wait forever" to the SDK). */
+function timeoutOption(name: string, value: number): number {
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new RangeError(`${name} must be a positive number of milliseconds, not ${value}`);
+  }
+  return value;
+}
+
 type ProbeOutcome = { supported: true } | { supported: false; problem: string };
+
+/** What a HEAD after a failed write found at its key. */
+type ReadBack =
+  | { kind: "object"; version: string | undefined; writeId: string | undefined }
+  | { kind: "missing" }
+  /** The HEAD failed too: nothing is known. */
+  | { kind: "unknown" };
+
+/** The outcome of one fenced delete. */
+type FencedDelete = { refused: false } | { refused: true; current: string | undefined };
 
 class S3Operations implements BackendOperations {
   readonly #bucket: string;
@@ -196,6 +254,8 @@ class S3Operations implements BackendOperations {
           : { kind: "absent" };
     if (condition.kind !== "none") await this.#requireConditionalWrites(operation, path);
     const key = this.keys.key(path);
+    // Stored with the object: a write whose answer was lost finds its own id when it reads back.
+    const writeId = randomUUID();
     try {
       const result = await upload(
         {
@@ -204,6 +264,7 @@ class S3Operations implements BackendOperations {
           key,
           contentType: options.contentType ?? inferContentType(path),
           condition,
+          writeId,
           expectedSha256: options.sha256,
           signal,
           // CompleteMultipartUpload does not enforce conditions everywhere (Ceph RGW ignores
@@ -223,7 +284,18 @@ class S3Operations implements BackendOperations {
       return { version };
     } catch (error) {
       signal?.throwIfAborted();
-      throw await this.#writeFailure(error, condition, operation, path);
+      // A PUT can be done while its answer is lost: the SDK's retry then meets this write's own
+      // object (412 on a conditional write), or the last attempt ends without an answer. The
+      // object says which write stored it; ours means the write happened. Nothing else is
+      // decided on a guess: another id, no object or a failed HEAD keep the original failure.
+      let found: ReadBack | undefined;
+      if (mayHaveLanded(error)) {
+        found = await this.#readBack(path, signal);
+        if (found.kind === "object" && found.writeId === writeId && found.version) {
+          return { version: found.version };
+        }
+      }
+      throw await this.#writeFailure(error, condition, operation, path, found);
     }
   }
 
@@ -276,14 +348,89 @@ class S3Operations implements BackendOperations {
     }
     // Directories are virtual: they vanish with their last key, so `pruneEmptyDirs` is implied.
     const present = targets.filter((target) => kinds.get(target) === "file");
+    const fences = options.ifMatch;
+    const fenced = present.filter((target) => fences?.has(target));
     await deleteKeys(
       this.client,
       this.#bucket,
-      present.map((target) => this.keys.key(target)),
+      present.filter((target) => !fences?.has(target)).map((target) => this.keys.key(target)),
       operation,
       targets[0] ?? "",
       options.signal,
     );
+    if (fences === undefined || fenced.length === 0) return;
+    const refused = new Map<string, string | undefined>();
+    await mapBounded(fenced, INSPECT_CONCURRENCY, async (target) => {
+      const outcome = await this.#deleteIfMatch(
+        target,
+        fences.get(target) as string,
+        options.signal,
+      );
+      if (outcome.refused) refused.set(target, outcome.current);
+    });
+    const first = targets.find((target) => refused.has(target));
+    if (first !== undefined) {
+      const expected = fences.get(first) as string;
+      throw s3Error(
+        "conflict",
+        operation,
+        first,
+        `not deleted, the stored version moved on: ${versionMismatch(expected, refused.get(first))}`,
+      );
+    }
+  }
+
+  /**
+   * Aborts the unfinished multipart uploads of exactly these paths (ListMultipartUploads with the
+   * key as prefix, page by page; uploads of longer keys that merely start with it stay).
+   */
+  async abortUploads(paths: readonly string[], options: OperationOptions): Promise<number> {
+    const { signal } = options;
+    const counts = await mapBounded(paths, INSPECT_CONCURRENCY, async (path) => {
+      const key = this.keys.key(path);
+      let aborted = 0;
+      let keyMarker: string | undefined;
+      let uploadIdMarker: string | undefined;
+      for (;;) {
+        const page = await this.client.send(
+          new ListMultipartUploadsCommand({
+            Bucket: this.#bucket,
+            Prefix: key,
+            KeyMarker: keyMarker,
+            UploadIdMarker: uploadIdMarker,
+          }),
+          { abortSignal: signal },
+        );
+        const ids = (page.Uploads ?? []).flatMap((pending) =>
+          pending.Key === key && pending.UploadId !== undefined ? [pending.UploadId] : [],
+        );
+        await mapBounded(ids, INSPECT_CONCURRENCY, async (uploadId) => {
+          try {
+            await this.client.send(
+              new AbortMultipartUploadCommand({
+                Bucket: this.#bucket,
+                Key: key,
+                UploadId: uploadId,
+              }),
+              { abortSignal: signal },
+            );
+            aborted += 1;
+          } catch (error) {
+            // Completed or aborted by someone else since the listing: nothing left to abort.
+            if (statusOf(error) !== 404) throw error;
+          }
+        });
+        if (!page.IsTruncated) return aborted;
+        keyMarker = page.NextKeyMarker;
+        uploadIdMarker = page.NextUploadIdMarker;
+        if (!keyMarker && !uploadIdMarker) {
+          throw new IncompleteListing(
+            `multipart upload listing truncated without a next marker (s3://${this.#bucket}/${key})`,
+          );
+        }
+      }
+    });
+    return counts.reduce((sum, count) => sum + count, 0);
   }
 
   async deletePrefix(prefix: string, options: DeleteOptions): Promise<void> {
@@ -360,6 +507,66 @@ class S3Operations implements BackendOperations {
     if (version !== undefined) entry.version = version;
     if (response.ContentType !== undefined) entry.contentType = response.ContentType;
     return entry;
+  }
+
+  /** HEADs a key after a failed write: which write stored the object there, if any. */
+  async #readBack(path: string, signal: AbortSignal | undefined): Promise<ReadBack> {
+    try {
+      const response = await this.client.send(
+        new HeadObjectCommand({ Bucket: this.#bucket, Key: this.keys.key(path) }),
+        { abortSignal: signal },
+      );
+      return {
+        kind: "object",
+        version: versionOf(response.ETag),
+        writeId: response.Metadata?.[WRITE_ID_METADATA],
+      };
+    } catch (error) {
+      return statusOf(error) === 404 ? { kind: "missing" } : { kind: "unknown" };
+    }
+  }
+
+  /**
+   * Deletes `path` only while its ETag is `expected`. Ceph RGW as Debian ships it (16.2) ignores
+   * `If-Match` on DeleteObject (seen: a wrong ETag still deletes), so the ETag is compared with a
+   * HEAD first and the DELETE follows. On such a service this is NOT atomic: a write landing
+   * between the HEAD and the DELETE is deleted. The DELETE still carries `If-Match`, so a service
+   * that enforces it (AWS S3 documents it) closes that window and answers 412, which counts as moved. An
+   * object already gone counts as deleted.
+   */
+  async #deleteIfMatch(
+    path: string,
+    expected: string,
+    signal: AbortSignal | undefined,
+  ): Promise<FencedDelete> {
+    const current = (await this.#head(path, signal))?.version;
+    if (current === undefined) return { refused: false };
+    if (current !== expected) return { refused: true, current };
+    const remove = (ifMatch: string | undefined) =>
+      this.client.send(
+        new DeleteObjectCommand({
+          Bucket: this.#bucket,
+          Key: this.keys.key(path),
+          ...(ifMatch === undefined ? {} : { IfMatch: ifMatch }),
+        }),
+        { abortSignal: signal },
+      );
+    try {
+      // Bare, as for PUT: Ceph RGW compares If-Match with the unquoted ETag.
+      await remove(expected);
+    } catch (error) {
+      const status = statusOf(error);
+      // A retry after a DELETE whose answer was lost finds nothing: deleted.
+      if (status === 404) return { refused: false };
+      if (status === 412) {
+        const now = await this.#head(path, signal).catch(() => undefined);
+        return { refused: true, current: now?.version };
+      }
+      // A service that refuses the header altogether: the HEAD above is the whole check.
+      if (!rejectsConditions(error)) throw error;
+      await remove(undefined);
+    }
+    return { refused: false };
   }
 
   #isDirectory(path: string, signal: AbortSignal | undefined): Promise<boolean> {
@@ -440,6 +647,7 @@ class S3Operations implements BackendOperations {
   async #probeConditionalWrites(directory: string): Promise<ProbeOutcome> {
     const name = tempFileName("conditional-write-probe");
     const key = this.keys.key(directory === "" ? name : `${directory}/${name}`);
+    const writeId = randomUUID();
     const put = (headers: { IfNoneMatch?: string; IfMatch?: string }) =>
       this.client.send(
         new PutObjectCommand({
@@ -447,14 +655,24 @@ class S3Operations implements BackendOperations {
           Key: key,
           Body: "distributor conditional-write probe\n",
           ContentType: "text/plain; charset=utf-8",
+          Metadata: { [WRITE_ID_METADATA]: writeId },
           ...headers,
         }),
       );
+    /** The probe's own create, retried after its answer was lost, meets its own object. */
+    const ownObject = async () => {
+      const head = await this.client
+        .send(new HeadObjectCommand({ Bucket: this.#bucket, Key: key }))
+        .catch(() => undefined);
+      return head?.Metadata?.[WRITE_ID_METADATA] === writeId;
+    };
     const requirement =
       "distributor needs an S3 service that enforces conditional writes (If-None-Match: * and " +
       "If-Match on PUT), as AWS S3 and Ceph RGW do; see docs/integrations/s3.md";
     try {
-      await put({ IfNoneMatch: "*" });
+      await put({ IfNoneMatch: "*" }).catch(async (error: unknown) => {
+        if (!(mayHaveLanded(error) && (await ownObject()))) throw error;
+      });
     } catch (error) {
       if (rejectsConditions(error)) {
         return {
@@ -518,6 +736,7 @@ class S3Operations implements BackendOperations {
     condition: WriteCondition,
     operation: StorageOperation,
     path: string,
+    found: ReadBack | undefined,
   ): Promise<unknown> {
     if (error instanceof StorageError) return error;
     if (error instanceof SourceFailure) {
@@ -546,10 +765,15 @@ class S3Operations implements BackendOperations {
       return s3Error("already_exists", operation, path, undefined, error);
     }
     if (condition.kind === "match" && (failure.status === 412 || failure.status === 404)) {
-      const current = await this.#head(path, undefined).then(
-        (entry) => entry?.version,
-        () => undefined,
-      );
+      const current =
+        found?.kind === "object"
+          ? found.version
+          : found?.kind === "missing"
+            ? undefined
+            : await this.#head(path, undefined).then(
+                (entry) => entry?.version,
+                () => undefined,
+              );
       return s3Error("conflict", operation, path, versionMismatch(condition.etag, current), error);
     }
     if (failure.status === 409 && condition.kind !== "none") {
@@ -572,6 +796,29 @@ class S3Operations implements BackendOperations {
     }
     return error;
   }
+}
+
+/**
+ * Whether a failed write may still have stored its object: its answer was lost (reset, timeout,
+ * no status), the service failed after taking it (5xx), or a condition failed that a retry of
+ * this very write may have broken itself (412, 409; 404 for a multipart completion retried after
+ * the upload was completed). Refusals decided before anything was sent do not qualify.
+ */
+function mayHaveLanded(error: unknown): boolean {
+  if (
+    error instanceof StorageError ||
+    error instanceof SourceFailure ||
+    error instanceof DigestMismatch ||
+    error instanceof PayloadTooLarge ||
+    error instanceof RangeError ||
+    error instanceof TypeError
+  ) {
+    return false;
+  }
+  const { status } = serviceFailure(error);
+  return (
+    status === undefined || status >= 500 || status === 404 || status === 409 || status === 412
+  );
 }
 
 /** A service that does not implement a conditional header says so with 501 (or 400 on some). */

@@ -6,18 +6,35 @@ export interface S3Credentials {
   sessionToken?: string;
 }
 
+/** How long connecting to the service may take before the attempt fails (`connectTimeoutMs`). */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+/**
+ * How long one request may go without an answer or progress (no byte sent or received) before
+ * it fails (`requestTimeoutMs`).
+ */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
+
 export interface ClientOptions {
   region: string;
   endpoint?: string | undefined;
   forcePathStyle: boolean;
   credentials?: S3Credentials | undefined;
   maxAttempts: number;
+  connectTimeoutMs: number;
+  requestTimeoutMs: number;
 }
 
 /**
  * One SDK client per backend. Checksums only where the API requires them: SDK releases since 2025
  * add CRC checksums to every upload by default, which several S3-compatible stores reject.
  * Retries use the SDK's adaptive mode (client-side rate limiting on throttling) with a bound.
+ *
+ * Timeouts go to the SDK's `NodeHttpHandler` (given as its options): `connectionTimeout` bounds
+ * the TCP/TLS connect, and `socketTimeout` the time a request's socket may stay idle, sending
+ * nothing and receiving nothing, whether the request body is still going out, the answer is
+ * awaited or a response body stalls. The handler's own `requestTimeout` is a deadline for the
+ * whole request up to the answer's headers, which a large part upload on a slow link can
+ * legitimately exceed while making progress, so it stays off.
  */
 export function createClient(options: ClientOptions): S3Client {
   const config: S3ClientConfig = {
@@ -27,6 +44,10 @@ export function createClient(options: ClientOptions): S3Client {
     responseChecksumValidation: "WHEN_REQUIRED",
     retryMode: "adaptive",
     maxAttempts: options.maxAttempts,
+    requestHandler: {
+      connectionTimeout: options.connectTimeoutMs,
+      socketTimeout: options.requestTimeoutMs,
+    },
   };
   if (options.endpoint !== undefined) config.endpoint = options.endpoint;
   // Both or neither: without explicit credentials the SDK's default chain (environment, profile,

@@ -58,6 +58,23 @@ const NETWORK_CODES = new Set([
   "RequestTimeout",
 ]);
 
+/** Where a failed request went, and the timeouts it ran under (for the message). */
+export interface FailureSite {
+  bucket: string;
+  key: string;
+  connectTimeoutMs?: number;
+  requestTimeoutMs?: number;
+}
+
+/**
+ * Whether the request timed out: the SDK's HTTP handler names a connect or idle timeout
+ * `TimeoutError` (it also renames resets so, but keeps their `ECONNRESET`/`EPIPE` code, which
+ * `serviceFailure` prefers).
+ */
+export function timedOut(failure: ServiceFailure): boolean {
+  return failure.code === "TimeoutError" || failure.code === "ETIMEDOUT";
+}
+
 /** The storage kind of a failed request. */
 export function kindOf(failure: ServiceFailure): StorageErrorKind {
   const { code, status } = failure;
@@ -81,7 +98,7 @@ export function toStorageError(
   error: unknown,
   operation: StorageOperation,
   path: string,
-  where: { bucket: string; key: string },
+  where: FailureSite,
 ): unknown {
   if (error instanceof StorageError) return error;
   // Programming errors and aborts are not storage failures.
@@ -94,7 +111,7 @@ export function toStorageError(
 export function describeFailure(
   failure: ServiceFailure,
   kind: StorageErrorKind,
-  where: { bucket: string; key: string },
+  where: FailureSite,
 ): string {
   const at = `s3://${where.bucket}/${where.key}`;
   const code =
@@ -103,6 +120,16 @@ export function describeFailure(
     failure.message && failure.message !== "UnknownError" && failure.message !== failure.code
       ? `: ${failure.message}`
       : "";
+  if (timedOut(failure)) {
+    const connecting = /establish a connection/.test(failure.message);
+    const limit = connecting ? where.connectTimeoutMs : where.requestTimeoutMs;
+    const what = connecting
+      ? "no connection to the service"
+      : "no answer or progress from the service";
+    const within = limit === undefined ? "" : ` within ${limit} ms`;
+    const option = connecting ? "connectTimeoutMs" : "requestTimeoutMs";
+    return `request for ${at} timed out: ${what}${within} (${option}; ${code}${said})`;
+  }
   if (failure.code === "NoSuchBucket") {
     return `bucket "${where.bucket}" does not exist (${at}; ${code})`;
   }

@@ -1,2 +1,6 @@
 export { createS3Backend, type S3BackendOptions } from "./backend.js";
-export type { S3Credentials } from "./client.js";
+export {
+  DEFAULT_CONNECT_TIMEOUT_MS,
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  type S3Credentials,
+} from "./client.js";

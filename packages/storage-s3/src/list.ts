@@ -11,6 +11,14 @@ export interface ListPage {
 }
 
 /**
+ * A listing page said more keys follow but gave no token to ask for them. Ending the listing there
+ * would pass a partial listing off as complete (a walk missing entries, a delete leaving keys).
+ */
+export class IncompleteListing extends Error {
+  override readonly name = "IncompleteListing";
+}
+
+/**
  * ListObjectsV2 page by page: one page (at most 1 000 keys) is held at a time, so a caller that
  * consumes pages as they come stays bounded whatever the number of keys.
  */
@@ -38,7 +46,14 @@ export async function* listPages(
         entry.Prefix === undefined ? [] : [entry.Prefix],
       ),
     };
+    // Reached only when the consumer asks for more: one that stops after the first page (`hasAny`)
+    // has its answer.
     token = response.IsTruncated ? response.NextContinuationToken : undefined;
+    if (response.IsTruncated && !token) {
+      throw new IncompleteListing(
+        `listing page truncated without a continuation token (ListObjectsV2 of s3://${bucket}/${prefix})`,
+      );
+    }
   } while (token !== undefined);
 }
 

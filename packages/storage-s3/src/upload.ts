@@ -18,12 +18,20 @@ export type WriteCondition =
   | { kind: "absent" }
   | { kind: "match"; etag: string };
 
+/**
+ * User metadata (`x-amz-meta-distributor-write`) naming the write that stored an object: a fresh
+ * id per `writeFile`, so that a write whose answer was lost can recognise its own object.
+ */
+export const WRITE_ID_METADATA = "distributor-write";
+
 export interface UploadTarget {
   client: S3Client;
   bucket: string;
   key: string;
   contentType: string;
   condition: WriteCondition;
+  /** This write's id, stored as `WRITE_ID_METADATA` (single PUT and multipart alike). */
+  writeId: string;
   /** `sha256:<hex>` the caller expects; stored up front so multipart objects carry it too. */
   expectedSha256?: string | undefined;
   signal?: AbortSignal | undefined;
@@ -143,7 +151,7 @@ async function putOnce(
     Body: body,
     ContentLength: body.length,
     ContentType: target.contentType,
-    Metadata: { sha256 },
+    Metadata: { sha256, [WRITE_ID_METADATA]: target.writeId },
     ...conditionHeaders(target.condition),
   });
   signPayloadAs(command, sha256);
@@ -211,9 +219,10 @@ async function putInParts(
       Bucket: bucket,
       Key: key,
       ContentType: target.contentType,
-      ...(target.expectedSha256 === undefined
-        ? {}
-        : { Metadata: { sha256: target.expectedSha256 } }),
+      Metadata: {
+        ...(target.expectedSha256 === undefined ? {} : { sha256: target.expectedSha256 }),
+        [WRITE_ID_METADATA]: target.writeId,
+      },
     }),
     { abortSignal: signal },
   );

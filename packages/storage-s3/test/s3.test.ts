@@ -1,9 +1,12 @@
 import { createHash } from "node:crypto";
 import { Readable } from "node:stream";
 import {
+  CreateMultipartUploadCommand,
+  DeleteObjectCommand,
   HeadObjectCommand,
   ListMultipartUploadsCommand,
   PutObjectCommand,
+  UploadPartCommand,
 } from "@aws-sdk/client-s3";
 import { isStorageError } from "@distributor/storage";
 import { expectStorageError } from "@distributor/storage/testing";
@@ -21,6 +24,7 @@ import {
 
 const found = s3Server();
 const MIB = 1024 * 1024;
+const WRITE_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /** A deterministic byte pattern of `size` bytes in 1 MiB chunks; `onChunk` may interrupt it. */
 async function* pattern(
@@ -116,6 +120,8 @@ describe.skipIf(found === undefined)("s3 backend on Ceph RGW", () => {
       client.destroy();
       expect(head.ContentLength).toBe(size);
       expect(head.Metadata?.sha256).toBe(sha256);
+      // The write's id, which a write whose answer was lost looks for.
+      expect(head.Metadata?.["distributor-write"]).toMatch(WRITE_ID);
       expect(head.ContentType).toBe("application/octet-stream");
       // Without a size hint the head is buffered to the threshold, then the rest goes in parts.
       await backend.writeFile("big/unsized.bin", pattern(size), { overwrite: true });
@@ -134,11 +140,20 @@ describe.skipIf(found === undefined)("s3 backend on Ceph RGW", () => {
       const head = await client.send(
         new HeadObjectCommand({ Bucket: bucket, Key: `${prefix}/small/page.html` }),
       );
-      client.destroy();
       expect(head.Metadata?.sha256).toBe(
         `sha256:${createHash("sha256").update("<p>hello</p>").digest("hex")}`,
       );
-      expect(head.ContentType).toBe("text/html; charset=utf-8");
+      const id = head.Metadata?.["distributor-write"];
+      expect(id).toMatch(WRITE_ID);
+      // Every write has its own id, even of the same bytes.
+      await backend.writeFile("small/page.html", "<p>hello</p>", { overwrite: true });
+      const again = await client.send(
+        new HeadObjectCommand({ Bucket: bucket, Key: `${prefix}/small/page.html` }),
+      );
+      expect(again.Metadata?.["distributor-write"]).toMatch(WRITE_ID);
+      expect(again.Metadata?.["distributor-write"]).not.toBe(id);
+      expect(again.ContentType).toBe("text/html; charset=utf-8");
+      client.destroy();
     } finally {
       await backend.close();
     }
@@ -515,6 +530,93 @@ describe.skipIf(found === undefined)("s3 backend on Ceph RGW", () => {
       expect(chunks).toBeGreaterThan(1);
     } finally {
       await backend.close();
+    }
+  });
+
+  it("aborts the unfinished multipart uploads of exactly the paths given, page by page", {
+    timeout: 120_000,
+  }, async () => {
+    const { prefix, backend } = fresh();
+    const client = rawClient(server);
+    const start = async (key: string) => {
+      const created = await client.send(
+        new CreateMultipartUploadCommand({ Bucket: bucket, Key: `${prefix}/${key}` }),
+      );
+      await client.send(
+        new UploadPartCommand({
+          Bucket: bucket,
+          Key: `${prefix}/${key}`,
+          UploadId: created.UploadId,
+          PartNumber: 1,
+          Body: Buffer.alloc(1024, 1),
+        }),
+      );
+    };
+    const uploadsOf = async (key: string) => {
+      const listed = await client.send(
+        new ListMultipartUploadsCommand({ Bucket: bucket, Prefix: `${prefix}/${key}` }),
+      );
+      return (listed.Uploads ?? []).filter((upload) => upload.Key === `${prefix}/${key}`).length;
+    };
+    try {
+      await start("up/a.bin");
+      await start("up/a.bin");
+      // Keys that start with the path's key, and another file: not the path's uploads.
+      await start("up/a.bin.sibling");
+      await start("up/a.bin/inner");
+      await start("up/b.bin");
+      const abortUploads = backend.abortUploads?.bind(backend);
+      if (abortUploads === undefined) throw new Error("the s3 backend has no abortUploads");
+      expect(await abortUploads(["up/a.bin", "up/never-started.bin"])).toBe(2);
+      expect(await uploadsOf("up/a.bin")).toBe(0);
+      expect(await uploadsOf("up/a.bin.sibling")).toBe(1);
+      expect(await uploadsOf("up/a.bin/inner")).toBe(1);
+      expect(await uploadsOf("up/b.bin")).toBe(1);
+      expect(await abortUploads(["up/a.bin"])).toBe(0);
+      expect(await abortUploads(["up/a.bin.sibling", "up/a.bin/inner", "up/b.bin"])).toBe(3);
+      expect(await pendingUploads(server, bucket)).toBe(0);
+      // More uploads of one key than one listing page holds (1 000).
+      const many = 1005;
+      for (let begun = 0; begun < many; begun += 64) {
+        await Promise.all(
+          Array.from({ length: Math.min(64, many - begun) }, () =>
+            client.send(
+              new CreateMultipartUploadCommand({ Bucket: bucket, Key: `${prefix}/up/many.bin` }),
+            ),
+          ),
+        );
+      }
+      expect(await abortUploads(["up/many.bin"])).toBe(many);
+      expect(await pendingUploads(server, bucket)).toBe(0);
+    } finally {
+      client.destroy();
+      await backend.close();
+    }
+  });
+
+  // Why fenced deletes compare the ETag with a HEAD before deleting (see `#deleteIfMatch`): this
+  // gateway accepts If-Match on DeleteObject and deletes anyway. Should a later Ceph enforce it,
+  // this fails, and the conditional DELETE alone becomes the fence.
+  it("records that this Ceph RGW ignores If-Match on DeleteObject", async () => {
+    const client = rawClient(server);
+    const key = `${uniqueName("fact")}/object.txt`;
+    try {
+      await client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: "x" }));
+      for (const etag of [
+        "0123456789abcdef0123456789abcdef",
+        '"0123456789abcdef0123456789abcdef"',
+      ]) {
+        await client.send(new DeleteObjectCommand({ Bucket: bucket, Key: key, IfMatch: etag }));
+        const gone = await client.send(new HeadObjectCommand({ Bucket: bucket, Key: key })).then(
+          () => false,
+          () => true,
+        );
+        expect(gone, `DELETE with If-Match: ${etag}`).toBe(true);
+        await client.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: "x" }));
+      }
+    } finally {
+      await client.send(new DeleteObjectCommand({ Bucket: bucket, Key: key }));
+      client.destroy();
     }
   });
 });
