@@ -26,5 +26,11 @@ export async function openS3Location(
     forcePathStyle: location.forcePathStyle,
     ...(location.endpoint === undefined ? {} : { endpoint: location.endpoint }),
     ...(credentials === undefined ? {} : { credentials }),
+    ...(location.timeouts?.connectMs === undefined
+      ? {}
+      : { connectTimeoutMs: location.timeouts.connectMs }),
+    ...(location.timeouts?.requestMs === undefined
+      ? {}
+      : { requestTimeoutMs: location.timeouts.requestMs }),
   });
 }

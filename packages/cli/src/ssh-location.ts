@@ -46,6 +46,12 @@ export async function openSshLocation(
     hostKeyPolicy: location.hostKeyPolicy,
     dryRun: options.dryRun ?? false,
     ...(location.fsync === undefined ? {} : { fsync: location.fsync }),
+    ...(location.timeouts?.connectMs === undefined
+      ? {}
+      : { connectTimeoutMs: location.timeouts.connectMs }),
+    ...(location.timeouts?.requestMs === undefined
+      ? {}
+      : { operationTimeoutMs: location.timeouts.requestMs }),
     ...(options.signal === undefined ? {} : { signal: options.signal }),
   });
 }

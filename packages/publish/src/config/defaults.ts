@@ -5,6 +5,7 @@ import type {
   Config,
   DestinationConfig,
   PipelineConfig,
+  RemoteTimeouts,
   SourceConfig,
   StorageLocation,
   UploadTokenConfig,
@@ -131,6 +132,7 @@ function storageLocation(raw: RawLocation, files: LocalPaths): StorageLocation {
         ...(raw.password_env === undefined ? {} : { passwordEnv: raw.password_env }),
         knownHostsFile: files.resolve(raw.known_hosts_file ?? CONFIG_DEFAULTS.knownHostsFile),
         hostKeyPolicy: raw.host_key_policy ?? CONFIG_DEFAULTS.hostKeyPolicy,
+        ...remoteTimeouts(raw.timeouts),
       };
     case "s3": {
       const credentials = raw.credentials;
@@ -141,6 +143,7 @@ function storageLocation(raw: RawLocation, files: LocalPaths): StorageLocation {
         region: raw.region ?? CONFIG_DEFAULTS.s3Region,
         ...(raw.endpoint === undefined ? {} : { endpoint: raw.endpoint }),
         forcePathStyle: raw.force_path_style ?? CONFIG_DEFAULTS.s3ForcePathStyle,
+        ...remoteTimeouts(raw.timeouts),
         ...(credentials === undefined
           ? {}
           : {
@@ -228,4 +231,16 @@ class LocalPaths {
 function present<T>(value: T | undefined): T {
   if (value === undefined) throw new Error("configuration was not validated before defaults");
   return value;
+}
+
+function remoteTimeouts(
+  raw: { connect?: number | undefined; request?: number | undefined } | undefined,
+): { timeouts?: RemoteTimeouts } {
+  if (raw === undefined) return {};
+  return {
+    timeouts: {
+      ...(raw.connect === undefined ? {} : { connectMs: raw.connect }),
+      ...(raw.request === undefined ? {} : { requestMs: raw.request }),
+    },
+  };
 }

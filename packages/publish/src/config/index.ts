@@ -33,6 +33,7 @@ export type {
   PublishPolicy,
   ReconciliationMode,
   ReconciliationPolicy,
+  RemoteTimeouts,
   RetentionPolicy,
   S3Credentials,
   S3Location,

@@ -151,6 +151,25 @@ pipelines:
   });
 });
 
+describe("remote timeouts", () => {
+  it("converts an ssh or s3 location's timeouts to milliseconds, and leaves them out otherwise", () => {
+    const config = parseConfig(`
+pipelines:
+  - id: p
+    source: {backend: s3, bucket: in, timeouts: {connect: 2s, request: 1m30s}}
+    destinations:
+      - {id: d, backend: ssh, host: h, user: u, path: /srv, timeouts: {request: 45s}}
+      - {id: e, backend: s3, bucket: out}
+`);
+    const pipeline = config.pipelines[0];
+    expect(pipeline?.source).toMatchObject({
+      timeouts: { connectMs: 2000, requestMs: 90_000 },
+    });
+    expect(pipeline?.destinations[0]?.location).toMatchObject({ timeouts: { requestMs: 45_000 } });
+    expect(pipeline?.destinations[1]?.location).not.toHaveProperty("timeouts");
+  });
+});
+
 describe("parseConfig explicit values", () => {
   it("keeps every configured value, converting durations to ms and sizes to bytes", () => {
     const config = parseConfig(

@@ -254,6 +254,13 @@ const locationEntries = {
   region: v.optional(text()),
   endpoint: v.optional(httpUrl()),
   force_path_style: v.optional(flag()),
+  /** Bounded waits (SPEC §5): how long to wait for a connection and for an answer. */
+  timeouts: v.optional(
+    mapping({
+      connect: v.optional(duration()),
+      request: v.optional(duration()),
+    }),
+  ),
   credentials: v.optional(
     mapping({
       access_key_id_env: v.optional(secretName()),

@@ -90,6 +90,16 @@ export interface SshLocation {
   hostKeyPolicy: HostKeyPolicy;
   /** Destinations only: as `LocalLocation.fsync`, with `fsync@openssh.com`. */
   fsync?: boolean;
+  timeouts?: RemoteTimeouts;
+}
+
+/**
+ * Bounded waits of a remote location (SPEC §5): each absent one is the adapter's default
+ * (connect 10 s; request 30 s without an answer or progress).
+ */
+export interface RemoteTimeouts {
+  connectMs?: number;
+  requestMs?: number;
 }
 
 export interface S3Location {
@@ -103,6 +113,7 @@ export interface S3Location {
   forcePathStyle: boolean;
   /** Absent: the SDK's default credential chain. */
   credentials?: S3Credentials;
+  timeouts?: RemoteTimeouts;
 }
 
 export interface S3Credentials {

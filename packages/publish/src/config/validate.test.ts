@@ -164,6 +164,15 @@ describe("backend-specific keys", () => {
       `${D}.region is valid only for the s3 backend`,
     ],
     [
+      { backend: "local", path: "/a", timeouts: { request: "5s" } },
+      `${D}.timeouts is valid only for the ssh and s3 backends`,
+    ],
+    [
+      { backend: "s3", bucket: "b", timeouts: { request: "0s" } },
+      `${D}.timeouts.request must be greater than zero`,
+    ],
+    [{ backend: "s3", bucket: "b", timeouts: { read: "5s" } }, `${D}.timeouts.read: unknown key`],
+    [
       { backend: "s3", bucket: "b", path: "/a" },
       `${D}.path is valid only for the local and ssh backends`,
     ],

@@ -28,6 +28,7 @@ export const BACKEND_KEYS: Readonly<Record<string, readonly SourceBackend[]>> = 
   region: ["s3"],
   endpoint: ["s3"],
   force_path_style: ["s3"],
+  timeouts: ["ssh", "s3"],
   credentials: ["s3"],
   max_upload_size: ["http_upload"],
   fsync: ["local", "ssh"],
