@@ -246,7 +246,13 @@ describe("a run killed with SIGKILL", () => {
     const stopped = await victim.done;
 
     expect(stopped.code).toBe(1);
-    expect(JSON.parse(stopped.stdout).error.code).toBe("aborted");
+    const envelope = JSON.parse(stopped.stdout);
+    expect(envelope.error.code).toBe("aborted");
+    // The whole result, not null: the interrupted action is there, failed (SPEC §9).
+    expect(envelope.result.interrupted).toBe(true);
+    expect(envelope.result.actions).toHaveLength(1);
+    expect(envelope.result.actions[0]).toMatchObject({ status: "failed", action: "publish_new" });
+    expect(envelope.result.actions[0].error).toContain("interrupted by SIGTERM");
     // Before the commit the journal is kept, never dropped (SPEC §5): the lease stays, already
     // expired, and lists whatever of this attempt may still be there (writes cut off mid-way).
     const left = await files(dest);

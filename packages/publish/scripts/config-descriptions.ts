@@ -22,6 +22,11 @@ const location: Record<string, string> = {
   region: "s3: region, default us-east-1.",
   endpoint: "s3: endpoint of an S3-compatible service, such as http://127.0.0.1:9000.",
   force_path_style: "s3: address the bucket in the URL path (most self-hosted stores need true).",
+  timeouts:
+    "ssh and s3: bounded waits. A hung server fails the run within them, leaving its lease recoverable.",
+  "timeouts.connect": "How long to wait for a connection (and, for ssh, the handshake). Default 10s.",
+  "timeouts.request":
+    "How long one request may go without an answer or progress before it fails. Default 30s.",
   credentials:
     "s3: secret references for both keys, or leave it out to use the AWS SDK's default credential chain.",
   "credentials.access_key_id_env": "Secret reference holding the access key id.",

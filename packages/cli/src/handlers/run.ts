@@ -50,11 +50,15 @@ function runOutcome(report: RunReport, ok: boolean): CommandOutcome {
         ),
     ];
     const failed = report.actions.filter((a) => a.status === "failed").length;
-    const message =
-      report.pipeline_errors.length > 0 && failed === 0
+    const message = report.interrupted
+      ? `interrupted: ${report.actions.length - failed} destination action(s) finished, ${failed} failed; an interrupted write is recovered by the next run`
+      : report.pipeline_errors.length > 0 && failed === 0
         ? (report.pipeline_errors[0]?.message ?? "run failed")
         : `${failed} destination action(s) and ${report.pipeline_errors.length} pipeline(s) failed`;
-    outcome.error = { code: report.pipeline_errors[0]?.code ?? "destination_failed", message };
+    const code = report.interrupted
+      ? "aborted"
+      : (report.pipeline_errors[0]?.code ?? "destination_failed");
+    outcome.error = { code, message };
     outcome.diagnostics = diagnostics;
   }
   return outcome;

@@ -235,6 +235,7 @@ describe("run progress renderer", () => {
         action({ destination_id: "mirror", action: "skip_same", status: "skipped" }),
       ],
       pipeline_errors: [],
+      interrupted: false,
     };
     progress.finish(report);
     expect(writes.at(-2)?.text).toBe(ERASE);
@@ -271,6 +272,7 @@ describe("run progress renderer", () => {
         dry_run: false,
         actions: [action({ status: "skipped" }), action({ status: "skipped" })],
         pipeline_errors: [],
+        interrupted: false,
       },
       "nothing to publish: every destination skipped",
     ],
@@ -280,6 +282,7 @@ describe("run progress renderer", () => {
         dry_run: true,
         actions: [action({ status: "planned", outputs: outputs([2048]) })],
         pipeline_errors: [],
+        interrupted: false,
       },
       "dry run: would publish 1 file, 2.0 KiB",
     ],
@@ -289,6 +292,7 @@ describe("run progress renderer", () => {
         dry_run: false,
         actions: [action({ status: "failed" })],
         pipeline_errors: [{ pipeline_id: "other", code: "no_bundles", message: "none" }],
+        interrupted: false,
       },
       "nothing published; 2 failed",
     ],

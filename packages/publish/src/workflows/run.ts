@@ -62,6 +62,11 @@ export interface RunReport {
   dry_run: boolean;
   actions: RunActionReport[];
   pipeline_errors: RunPipelineError[];
+  /**
+   * True when the run was interrupted (its signal fired): `actions` holds what finished, and the
+   * action in progress, failed; nothing after it was started.
+   */
+  interrupted: boolean;
 }
 
 /**
@@ -165,7 +170,11 @@ export interface RunOptions extends WorkflowOptions<RunEvent> {
 
 /** True when every pipeline ran and no destination failed. */
 export function runSucceeded(report: RunReport): boolean {
-  return report.pipeline_errors.length === 0 && report.actions.every((a) => a.status !== "failed");
+  return (
+    !report.interrupted &&
+    report.pipeline_errors.length === 0 &&
+    report.actions.every((a) => a.status !== "failed")
+  );
 }
 
 /**
@@ -174,22 +183,40 @@ export function runSucceeded(report: RunReport): boolean {
  * destination never stops the others; the report says what happened everywhere.
  */
 export async function run(options: RunOptions): Promise<RunReport> {
-  const report: RunReport = { dry_run: options.dryRun ?? false, actions: [], pipeline_errors: [] };
+  const report: RunReport = {
+    dry_run: options.dryRun ?? false,
+    actions: [],
+    pipeline_errors: [],
+    interrupted: false,
+  };
   const selected = selectPipelines(options.config, options.pipelineIds ?? [], options.sources);
   for (const pipeline of selected) {
-    options.signal?.throwIfAborted();
+    if (options.signal?.aborted) {
+      report.interrupted = true;
+      break;
+    }
     options.onEvent?.({ type: "pipeline_start", pipeline_id: pipeline.id });
+    const recorded = report.actions.length;
     try {
       await runPipeline(options, pipeline, report);
     } catch (error) {
-      if (options.signal?.aborted) throw error;
+      const interrupted = options.signal?.aborted ?? false;
+      // Interrupted part-way through its destinations: the failed action says so already.
+      if (interrupted && report.actions.length > recorded) {
+        report.interrupted = true;
+        break;
+      }
       const failure = {
         pipeline_id: pipeline.id,
-        code: errorCode(error),
-        message: errorMessage(error),
+        code: interrupted ? "aborted" : errorCode(error),
+        message: errorMessage(interrupted ? (options.signal?.reason ?? error) : error),
       };
       report.pipeline_errors.push(failure);
       options.onEvent?.({ type: "pipeline_error", error: failure });
+      if (interrupted) {
+        report.interrupted = true;
+        break;
+      }
     }
   }
   return report;
@@ -407,13 +434,14 @@ async function runDestination(
       ...(options.signal ? { signal: options.signal } : {}),
     });
   } catch (error) {
-    if (options.signal?.aborted) throw error;
     for (const target of targets) {
       const action = baseAction(pipeline, destination, target.bundlePath, target.bundle.manifest);
       fail(action, error);
       report.actions.push(action);
       options.onEvent?.({ type: "destination_done", action });
+      if (options.signal?.aborted) break;
     }
+    options.signal?.throwIfAborted();
     return;
   }
   try {
@@ -421,6 +449,8 @@ async function runDestination(
       const action = await runTarget(context, backend, target);
       report.actions.push(action);
       options.onEvent?.({ type: "destination_done", action });
+      // Interrupted: the action in progress is reported failed, and nothing more starts.
+      options.signal?.throwIfAborted();
     }
   } finally {
     // Fan-out: a destination that fails to close must not stop the pipeline's other destinations.
@@ -559,7 +589,13 @@ async function runTarget(
       },
     });
   } catch (error) {
-    if (signal?.aborted) throw error;
+    if (signal?.aborted) {
+      // Reported, not thrown: an interrupted run prints its whole result (SPEC §5, §9).
+      fail(action, error);
+      const reason = errorMessage(signal.reason);
+      if (!action.error?.includes(reason)) action.error = `${reason}: ${action.error}`;
+      return action;
+    }
     if (error instanceof PipelineStop) throw error.reason;
     fail(action, error);
   }
