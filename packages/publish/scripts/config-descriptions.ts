@@ -24,7 +24,8 @@ const location: Record<string, string> = {
   force_path_style: "s3: address the bucket in the URL path (most self-hosted stores need true).",
   timeouts:
     "ssh and s3: bounded waits. A hung server fails the run within them, leaving its lease recoverable.",
-  "timeouts.connect": "How long to wait for a connection (and, for ssh, the handshake). Default 10s.",
+  "timeouts.connect":
+    "How long to wait for a connection (and, for ssh, the handshake). Default 10s.",
   "timeouts.request":
     "How long one request may go without an answer or progress before it fails. Default 30s.",
   credentials:

@@ -28,20 +28,15 @@ export {
   type InspectDestinationOptions,
   inspectDestination,
 } from "./inspect.js";
+// The lease is the commit protocol's own: its records, journal and recovery stay internal. What
+// a caller may meet are its errors and its report (`inspect` shows a lease found at a path).
 export {
-  acquireLease,
   DEFAULT_LEASE_TTL_MS,
-  isStale,
-  Lease,
-  type LeaseDocument,
   LeaseHeldError,
   LeaseLostError,
   type LeaseOptions,
   type LeaseReport,
   LeaseTooLargeError,
-  leaseStatus,
-  parseLease,
-  readLease,
 } from "./lease.js";
 export { outputUrl, type PrimaryPolicy, selectPrimaryUrl } from "./links.js";
 export { nextStateDocument } from "./next-state.js";
@@ -68,12 +63,7 @@ export {
 } from "./plan.js";
 export { type PlanTargetOptions, planTarget } from "./plan-target.js";
 export { type PrepareOutputsOptions, prepareOutputs } from "./prepare.js";
-export {
-  holdLease,
-  leasePresent,
-  type RecoveryReport,
-  recoverJournal,
-} from "./recovery.js";
+export type { RecoveryReport } from "./recovery.js";
 export { DEFAULT_RENDER_CACHE_BYTES, RenderCache } from "./render-cache.js";
 export {
   type DestinationStateRead,

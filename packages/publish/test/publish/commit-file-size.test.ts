@@ -4,11 +4,11 @@ import type { StorageBackend } from "@distributor/storage";
 import { afterAll, describe, expect, it } from "vitest";
 import {
   LeaseTooLargeError,
-  leaseStatus,
   MAX_STATE_BYTES,
   publishTarget,
   StateTooLargeError,
 } from "../../src/publish/index.js";
+import { leaseStatus } from "../../src/publish/lease.js";
 import {
   executeCase,
   newBackend,

@@ -5,14 +5,13 @@ import { LEASE_FILE_NAME, type StorageBackend } from "@distributor/storage";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   acquireLease,
-  holdLease,
   type LeaseDocument,
   LeaseHeldError,
   LeaseLostError,
   parseLease,
-  recoverJournal,
-} from "../../src/publish/index.js";
-import { serializeLease } from "../../src/publish/lease.js";
+  serializeLease,
+} from "../../src/publish/lease.js";
+import { holdLease, recoverJournal } from "../../src/publish/recovery.js";
 import {
   BACKEND_KINDS,
   exists,
