@@ -158,7 +158,7 @@ export function createS3Backend(options: S3BackendOptions): StorageBackend {
       name: BACKEND_NAME,
       location,
       // ETags of single PUTs are MD5s of the bytes: the same bytes give the same version.
-      versionsFromContent: true,
+      versionsMayRepeat: true,
       mapError: (error, operation, path) =>
         toStorageError(error, operation, path, {
           bucket: options.bucket,

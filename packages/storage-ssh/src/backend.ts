@@ -47,6 +47,8 @@ export async function createSshBackend(options: SshBackendOptions): Promise<Stor
     {
       name: BACKEND_NAME,
       location,
+      // Size and whole-second mtime: two writes of one path can share a version.
+      versionsMayRepeat: true,
       // Enough files in flight to keep every channel busy while others wait on an fsync.
       writeConcurrency: 8,
       mapError: (error, operation, path) => mapError(session, error, operation, path),

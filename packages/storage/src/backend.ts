@@ -148,10 +148,11 @@ export interface StorageBackend {
    */
   readonly writeConcurrency?: number;
   /**
-   * True when version tokens derive from the bytes alone (S3 ETags): two writes of the same
-   * bytes then share a version, so a version proves a file unchanged, not who wrote it.
+   * True when two writes of one path can share a version token: S3 ETags derive from the bytes
+   * alone, SFTP's size and whole-second mtime can coincide. A version then proves a file
+   * unchanged, not who wrote it.
    */
-  readonly versionsFromContent?: boolean;
+  readonly versionsMayRepeat?: boolean;
 
   readFile(path: string, options?: ReadOptions): Promise<Uint8Array>;
   /** Reads a whole file together with the version token of exactly those bytes. */

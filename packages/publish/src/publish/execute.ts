@@ -242,7 +242,7 @@ async function undoCreated(
   // After a takeover the new holder's recovery decides what of this attempt goes, except what
   // this attempt created after it: a version unique to this write (not derived from the bytes
   // alone) proves the file is still exactly the one it created, which no state can record.
-  if (!held && context.destination.versionsFromContent) return [...pending, ...created];
+  if (!held && context.destination.versionsMayRepeat) return [...pending, ...created];
   try {
     await context.destination.deleteManagedOutputs(bundlePath, created, {
       ignoreMissing: true,

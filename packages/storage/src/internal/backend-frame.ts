@@ -70,8 +70,8 @@ export interface BackendIdentity {
   location: string;
   /** See `StorageBackend.writeConcurrency`. */
   writeConcurrency?: number;
-  /** See `StorageBackend.versionsFromContent`. */
-  versionsFromContent?: boolean;
+  /** See `StorageBackend.versionsMayRepeat`. */
+  versionsMayRepeat?: boolean;
   /** Turns a failure that is not a cancellation into a `StorageError` (e.g. errno mapping). */
   mapError?: (error: unknown, operation: StorageOperation, path: string) => unknown;
 }
@@ -92,7 +92,7 @@ class FramedBackend implements StorageBackend {
   readonly name: string;
   readonly location: string;
   readonly writeConcurrency?: number;
-  readonly versionsFromContent?: boolean;
+  readonly versionsMayRepeat?: boolean;
   readonly openReader?: (path: string, options?: OperationOptions) => Promise<ByteReader>;
   readonly abortUploads?: (paths: readonly string[], options?: OperationOptions) => Promise<number>;
   readonly #operations: BackendOperations;
@@ -103,7 +103,7 @@ class FramedBackend implements StorageBackend {
     this.name = identity.name;
     this.location = identity.location;
     if (identity.writeConcurrency !== undefined) this.writeConcurrency = identity.writeConcurrency;
-    if (identity.versionsFromContent) this.versionsFromContent = true;
+    if (identity.versionsMayRepeat) this.versionsMayRepeat = true;
     this.#operations = operations;
     this.#mapError = identity.mapError ?? ((error) => error);
     const openReader = operations.openReader?.bind(operations);
