@@ -1,10 +1,12 @@
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { ownerScope, serializeDocument } from "@distributor/state";
 import { LEASE_FILE_NAME, type StorageBackend } from "@distributor/storage";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   acquireLease,
+  defaultProcessAlive,
   type LeaseDocument,
   LeaseHeldError,
   LeaseLostError,
@@ -167,6 +169,82 @@ describe.each(BACKEND_KINDS)("%s: leases", (kind) => {
     expect((await leaseOf(backend)).run_id).toBe(intruder.run_id);
   });
 
+  it("stops the run's writes when a renewal fails, aborting its signal", async () => {
+    const inner = newBackend();
+    let failing = false;
+    const backend = new Proxy(inner, {
+      get(target, property) {
+        const value = Reflect.get(target, property, target);
+        if (property === "writeFile") {
+          return async (...args: Parameters<StorageBackend["writeFile"]>) => {
+            if (failing) throw new Error("store unreachable");
+            return target.writeFile(...args);
+          };
+        }
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const lease = await acquireLease(backend, "site", OWNER, { ttlMs: 600 });
+    expect(lease.signal.aborted).toBe(false);
+    failing = true;
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    expect(lease.signal.aborted).toBe(true);
+    expect(() => lease.assertHeld()).toThrow(/could not be renewed: store unreachable/);
+    await lease.release();
+  });
+
+  it("stops the run's writes once too little of the lease is left by its clock", async () => {
+    const backend = newBackend();
+    const clock = { offset: 0 };
+    const now = () => new Date(Date.now() + clock.offset);
+    const lease = await acquireLease(backend, "site", OWNER, { renew: false, now });
+    lease.assertHeld();
+    // A stall: the process wakes up 50 s later by its own clock, 10 s before the expiry.
+    clock.offset += 50_000;
+    expect(() => lease.assertHeld()).toThrow(/about to expire without a renewal/);
+    expect(lease.signal.aborted).toBe(true);
+    await lease.release();
+  });
+
+  it("resolves a renewal whose answer was lost by reading the lease back", async () => {
+    const inner = newBackend();
+    let loseNext = false;
+    const backend = new Proxy(inner, {
+      get(target, property) {
+        const value = Reflect.get(target, property, target);
+        if (property === "writeFile") {
+          return async (...args: Parameters<StorageBackend["writeFile"]>) => {
+            const result = await target.writeFile(...args);
+            if (loseNext) {
+              loseNext = false;
+              throw new Error("connection reset after the request was sent");
+            }
+            return result;
+          };
+        }
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const lease = await acquireLease(backend, "site", OWNER, { renew: false });
+    loseNext = true;
+    await lease.confirm();
+    // The next compare-and-swap uses the version read back, so it is not taken for a takeover.
+    await lease.journal(["a.txt"], [""]);
+    lease.assertHeld();
+    expect((await leaseOf(inner)).journal).toEqual(["a.txt"]);
+    await lease.release();
+    expect(await exists(inner, `site/${LEASE_FILE_NAME}`)).toBe(false);
+  });
+
+  it("releases only its own lease: one taken over since stays", async () => {
+    const backend = newBackend();
+    const lease = await acquireLease(backend, "site", OWNER, { renew: false });
+    const successor = leaseDocument({ run_id: "99999999-2222-4333-8444-555555555555" });
+    await writeLease(backend, "site", successor);
+    await lease.release();
+    expect((await leaseOf(backend)).run_id).toBe(successor.run_id);
+  });
+
   it("leaves an abandoned lease expired, journaling what is left to delete", async () => {
     const backend = newBackend();
     const lease = await acquireLease(backend, "site", OWNER, { renew: false });
@@ -178,6 +256,28 @@ describe.each(BACKEND_KINDS)("%s: leases", (kind) => {
     const next = await acquireLease(backend, "site", OWNER, { renew: false });
     expect(next.broken?.journal).toEqual(["old.txt"]);
     await next.release();
+  });
+});
+
+describe("a lease holder that is a zombie", () => {
+  it("counts as gone: killed, not yet reaped, its pid still answers signal 0", async () => {
+    // `sleep 0.1` becomes the child of a process (exec'd `sleep 5`) that never reaps it.
+    const child = spawn("sh", ["-c", "sleep 0.1 & echo $!; exec sleep 5"], {
+      stdio: ["ignore", "pipe", "ignore"],
+    });
+    try {
+      const pid = await new Promise<number>((resolve) =>
+        child.stdout.once("data", (data: Buffer) => resolve(Number(data.toString().trim()))),
+      );
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      expect(() => process.kill(pid, 0)).not.toThrow();
+      expect(readFileSync(`/proc/${pid}/stat`, "utf8")).toMatch(/\) Z /);
+      expect(defaultProcessAlive(pid)).toBe(false);
+      expect(defaultProcessAlive(process.pid)).toBe(true);
+      expect(defaultProcessAlive(deadPid())).toBe(false);
+    } finally {
+      child.kill("SIGKILL");
+    }
   });
 });
 
