@@ -157,10 +157,16 @@ async function writeAndCommit(
     await commitState(context, plan, state);
   } catch (error) {
     if (error instanceof AmbiguousCommitError) {
-      // The state may record what this attempt wrote: remove nothing, keep it all journaled.
-      throw new UncommittedError(error.message, [...outcome.created.keys(), ...outcome.uncertain], {
-        cause: error,
-      });
+      // The state may record what this attempt wrote: remove nothing, keep it all journaled —
+      // and the deletes that follow a commit too: should the state have landed, the next run's
+      // recovery removes them (it never removes a path a state records).
+      const pending = [
+        ...outcome.created.keys(),
+        ...outcome.uncertain,
+        ...plan.deletesFirst,
+        ...plan.deletes,
+      ];
+      throw new UncommittedError(error.message, [...new Set(pending)], { cause: error });
     }
     const pending = await undoCreated(context, plan.bundlePath, outcome);
     if (error instanceof StateChangedError && pending.length === 0) throw error;

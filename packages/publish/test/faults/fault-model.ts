@@ -22,8 +22,11 @@ import type { BackendRegistry } from "../../src/workflows/shared.js";
  *   timeout, or the run's interrupt) and the caller sees a timeout.
  * - `stall`: the process stalls before the mutation, past its lease, while another run takes
  *   the lease over and commits; then the mutation goes ahead as if nothing happened.
+ * - `blackout`: a lost answer after which the store stays unreachable for reads until the next
+ *   mutation, so reading back cannot resolve it either (a network partition right after the
+ *   request landed).
  */
-export const FAULT_KINDS = ["fail", "crash", "lost_answer", "hang", "stall"] as const;
+export const FAULT_KINDS = ["fail", "crash", "lost_answer", "hang", "stall", "blackout"] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
 /** Every method that changes what a backend stores. */
@@ -67,6 +70,7 @@ function injected(method: string, path: string, detail: string): StorageError {
 /** Wraps `inner` so that the `plan.at`-th mutation meets `plan.kind`. */
 export function faultyBackend(inner: StorageBackend, plan: FaultPlan): StorageBackend {
   let crashed = false;
+  let dark = false;
   return new Proxy(inner, {
     get(target, property) {
       const value = Reflect.get(target, property, target);
@@ -75,7 +79,13 @@ export function faultyBackend(inner: StorageBackend, plan: FaultPlan): StorageBa
       return async (...args: unknown[]) => {
         if (crashed) throw new Crash("the process is gone");
         const call = () => (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
-        if (!MUTATIONS.has(method) || property === "close") return call();
+        if (!MUTATIONS.has(method) || property === "close") {
+          if (dark && property !== "close") {
+            throw injected(method, String(args[0]), "the store cannot be reached");
+          }
+          return call();
+        }
+        dark = false;
         plan.counter.n += 1;
         const position = plan.counter.n;
         const path = String(args[0]);
@@ -97,6 +107,10 @@ export function faultyBackend(inner: StorageBackend, plan: FaultPlan): StorageBa
           }
           case "lost_answer":
             await call();
+            throw injected(method, path, "connection reset after the request was sent");
+          case "blackout":
+            await call();
+            dark = true;
             throw injected(method, path, "connection reset after the request was sent");
           case "hang": {
             await call();
