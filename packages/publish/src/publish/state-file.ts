@@ -103,13 +103,19 @@ export async function readDestinationStatus(
   bundlePath: string,
   signal?: AbortSignal,
 ): Promise<DestinationStateRead> {
-  const hasContents = await hasContentsBesidesLease(backend, bundlePath, signal);
   const path = statePath(bundlePath);
+  // A state file is content: what else lies there matters only without one (absent vs
+  // unmanaged), so a bundle path with a state costs one read (SPEC §4: a skip reads the state).
+  const hasContents = true;
   let read: { bytes: Uint8Array; version: string };
   try {
     read = await backend.readVersioned(path, { maxBytes: MAX_STATE_BYTES, signal });
   } catch (error) {
-    if (isStorageError(error, "not_found")) return { status: { hasContents } };
+    if (isStorageError(error, "not_found")) {
+      return {
+        status: { hasContents: await hasContentsBesidesLease(backend, bundlePath, signal) },
+      };
+    }
     if (!isStorageError(error, "limit_exceeded")) throw error;
     // Too large to be state; its version still lets a forced replacement swap it.
     const { version } = await backend.stat(path, { signal });
