@@ -80,6 +80,15 @@ export interface RunCommandOptions {
   quiet: boolean;
 }
 
+export interface AuditCommandOptions {
+  configPath: string;
+  /** `--pipeline` values; empty means every pipeline. */
+  pipelineIds: string[];
+  destinationId?: string;
+  /** `--quiet`: no progress on stderr, even on a terminal. */
+  quiet: boolean;
+}
+
 export interface ReconcileStateCommandOptions {
   configPath: string;
   pipelineId: string;

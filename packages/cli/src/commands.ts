@@ -1,5 +1,6 @@
 import yargs, { type Argv } from "yargs";
 import type {
+  AuditCommandOptions,
   CommandContext,
   CommandHandler,
   CommandOutcome,
@@ -69,6 +70,7 @@ const COMMAND_NAMES: ReadonlySet<string> = new Set([
   "manifest",
   "reconcile-state",
   "prune",
+  "audit",
   "serve",
   "upload",
   "completion",
@@ -520,6 +522,58 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
           "prune",
           format,
           lazily(async () => (await import("./handlers/prune.js")).pruneCommand, options),
+          flags,
+        );
+      },
+    )
+    .command(
+      "audit",
+      "Compare the size and SHA-256 of every managed output with its destination state",
+      (y) =>
+        y
+          .usage(
+            "Usage:\n  distributor audit [--config <path>] [--pipeline <id>]... [--destination <id>] [--quiet] [--format text|json]",
+          )
+          .option("config", {
+            type: "string",
+            describe: `Configuration file (default ${DEFAULT_CONFIG_PATH})`,
+          })
+          .option("pipeline", {
+            type: "string",
+            array: true,
+            describe:
+              "Audit only this pipeline; repeat the flag for several (default: every pipeline)",
+          })
+          .option("destination", {
+            type: "string",
+            describe: "Audit only the destination with this id (of each selected pipeline)",
+          })
+          .option("quiet", {
+            type: "boolean",
+            describe: "Draw no progress on stderr (drawn only when stderr is a terminal)",
+          })
+          .option("format", formatOption)
+          .epilog(
+            "Reads only: takes no lease and writes nothing. Exit status 1 when a managed output is\n" +
+              "missing or changed, or a state file is invalid; unmanaged entries are reported only.\n" +
+              "Restore what drifted with `distributor run --repair`.",
+          ),
+      (argv) => {
+        const flags = argv as RawFlags;
+        rejectPositionals(flags, "audit", 1);
+        const format = outputFormat(flags);
+        const destinationId = optionalString(flags, "destination");
+        const options: AuditCommandOptions = {
+          configPath: optionalString(flags, "config") ?? DEFAULT_CONFIG_PATH,
+          pipelineIds: stringList(flags, "pipeline"),
+          ...(destinationId === undefined ? {} : { destinationId }),
+          quiet: booleanFlag(flags, "quiet"),
+        };
+        command(
+          selection,
+          "audit",
+          format,
+          lazily(async () => (await import("./handlers/audit.js")).auditCommand, options),
           flags,
         );
       },
