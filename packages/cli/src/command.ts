@@ -74,6 +74,8 @@ export interface RunCommandOptions {
   pipelineIds: string[];
   dryRun: boolean;
   force: boolean;
+  /** `--repair`: restore missing or changed managed outputs of unchanged sources. */
+  repair: boolean;
   /** `--lock-timeout` as typed (a Go duration); the handler parses it. */
   lockTimeout?: string;
   /** `--quiet`: no progress display and no summary line, even on a terminal. */

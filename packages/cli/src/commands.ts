@@ -53,6 +53,9 @@ const BOOLEAN_FLAGS: ReadonlySet<string> = new Set([
   "help",
   "dry-run",
   "force",
+  "repair",
+  "adopt",
+  "rebuild",
   "apply",
   "all-owners",
   "no-color",
@@ -230,7 +233,7 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
       (y) =>
         y
           .usage(
-            "Usage:\n  distributor run [--config <path>] [--pipeline <id>]... [--dry-run] [--force] [--lock-timeout <duration>] [--quiet] [--format text|json]",
+            "Usage:\n  distributor run [--config <path>] [--pipeline <id>]... [--dry-run] [--force] [--repair] [--lock-timeout <duration>] [--quiet] [--format text|json]",
           )
           .option("config", {
             type: "string",
@@ -250,6 +253,11 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
             type: "boolean",
             describe:
               "Replace destination content that would otherwise fail as a conflict, as unmanaged, or as newer",
+          })
+          .option("repair", {
+            type: "boolean",
+            describe:
+              "Where the state already records the current source, restore managed outputs that are missing or changed (action repair)",
           })
           .option("lock-timeout", {
             type: "string",
@@ -275,6 +283,7 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
           pipelineIds: stringList(flags, "pipeline"),
           dryRun: booleanFlag(flags, "dry-run"),
           force: booleanFlag(flags, "force"),
+          repair: booleanFlag(flags, "repair"),
           ...lockTimeoutFlag(flags),
           quiet: booleanFlag(flags, "quiet"),
         };

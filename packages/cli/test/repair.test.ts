@@ -1,4 +1,4 @@
-import { readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import {
@@ -12,6 +12,14 @@ import {
 } from "./helpers.js";
 
 const tmp = useTempDir();
+
+/** The first audited bundle of an audit report. */
+function firstBundle(report: Record<string, unknown>): Record<string, unknown> {
+  const destinations = report.destinations as Array<{ bundles: Array<Record<string, unknown>> }>;
+  const bundle = destinations[0]?.bundles[0];
+  if (bundle === undefined) throw new Error("no audited bundle");
+  return bundle;
+}
 
 const FILES = {
   "report.md": "# Report\nSunny.\n",
@@ -85,9 +93,8 @@ describe("distributor audit", () => {
       drift: true,
       failed: false,
     });
-    const [destination] = report.destinations as Array<Record<string, unknown>>;
-    const [bundle] = destination?.bundles as Array<Record<string, unknown>>;
-    expect(bundle?.outputs).toEqual([
+    const bundle = firstBundle(report);
+    expect(bundle.outputs).toEqual([
       {
         path: "data/summary.txt",
         status: "changed",
@@ -116,7 +123,7 @@ describe("distributor audit", () => {
         found_type: null,
       },
     ]);
-    expect(bundle?.unmanaged_entries).toEqual([{ path: "notes.txt", type: "file", size: 12 }]);
+    expect(bundle.unmanaged_entries).toEqual([{ path: "notes.txt", type: "file", size: 12 }]);
     // Audit reads only: no lease, no rewrite.
     expect(await snapshotTree(dest)).toEqual(before);
   });
@@ -138,5 +145,75 @@ describe("distributor audit", () => {
     const none = await runCli(["audit", "--config", config, "--pipeline", "nope"]);
     expect(none.code).toBe(1);
     expect(none.stderr).toContain('pipeline "nope" not found');
+  });
+});
+
+describe("distributor run --repair", () => {
+  it("restores a deleted, a truncated and a replaced output; then audit is clean", async () => {
+    const { dest, config } = await published();
+    await drift(dest);
+    await writeFile(join(dest, "notes.txt"), "hand-placed\n");
+
+    // A plain run (even forced) skips: the state matches the source.
+    const plain = await runCli(["run", "--config", config, "--force"]);
+    expect(plain.code, plain.stderr).toBe(0);
+    expect(plain.stdout).toContain("action=skip_same status=skipped");
+
+    const before = await snapshotTree(dest);
+    const dry = await runCli([
+      "run",
+      "--config",
+      config,
+      "--repair",
+      "--dry-run",
+      "--format",
+      "json",
+    ]);
+    expect(dry.code, dry.stderr).toBe(0);
+    const actions = resultOf(dry).actions as Array<Record<string, unknown>>;
+    const planned = actions[0] ?? {};
+    expect(planned.action).toBe("repair");
+    expect(planned.status).toBe("planned");
+    expect((planned.outputs as Array<{ path: string }>).map((o) => o.path)).toEqual([
+      "data/summary.txt",
+      "data/table.csv",
+      "report.md",
+    ]);
+    expect(planned.reason).toContain(
+      "restores 3 managed output(s): data/summary.txt (changed), data/table.csv (changed), report.md (missing)",
+    );
+    expect(await snapshotTree(dest)).toEqual(before);
+
+    const repaired = await runCli(["run", "--config", config, "--repair"]);
+    expect(repaired.code, repaired.stderr).toBe(0);
+    expect(repaired.stdout).toBe(
+      "pipeline=reports destination=archive bundle=. source=reports.daily action=repair status=published outputs=3 primary_url=-\n",
+    );
+    for (const [path, text] of Object.entries(FILES)) {
+      expect(await readFile(join(dest, path), "utf8")).toBe(text);
+    }
+    expect(await readFile(join(dest, "notes.txt"), "utf8")).toBe("hand-placed\n");
+    const audited = await runCli(["audit", "--config", config]);
+    expect(audited.code, audited.stdout).toBe(0);
+    expect(audited.stdout).toContain("status=ok checked=3 ok=3 missing=0 changed=0 unmanaged=1");
+
+    // Nothing left to restore: a repair run is a skip again.
+    const again = await runCli(["run", "--config", config, "--repair"]);
+    expect(again.stdout).toContain("action=skip_same status=skipped");
+  });
+
+  it("refuses to restore where a directory now stands, touching nothing", async () => {
+    const { dest, config } = await published();
+    await rm(join(dest, "report.md"));
+    await writeFile(join(dest, "data/summary.txt"), "Summ");
+    await mkdir(join(dest, "report.md"));
+    const before = await snapshotTree(dest);
+    const result = await runCli(["run", "--config", config, "--repair"]);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toContain("action=fail_unmanaged status=failed");
+    expect(result.stderr).toContain(
+      "report.md (directory) stands where the state records a managed output",
+    );
+    expect(await snapshotTree(dest)).toEqual(before);
   });
 });

@@ -10,6 +10,7 @@ import {
 import { type PublishPlan, type PublishTarget, planPublish } from "./plan.js";
 import { prepareOutputs } from "./prepare.js";
 import type { RenderCache } from "./render-cache.js";
+import { storedStatus } from "./stored-digest.js";
 
 export interface PlanTargetOptions {
   source: StorageBackend;
@@ -74,7 +75,13 @@ export async function planTarget(options: PlanTargetOptions): Promise<PublishPla
     now: options.now,
     distributorVersion: options.distributorVersion,
   };
-  if (!isWriteAction(decision.action)) return planPublish(request, inspection);
+  const drifted =
+    decision.action === "skip_same" &&
+    [...(inspection.stored?.entries() ?? [])].some(([path, found]) => {
+      const record = inspection.status.state?.outputs.find((output) => output.path === path);
+      return record !== undefined && storedStatus(found, record) !== "ok";
+    });
+  if (!isWriteAction(decision.action) && !drifted) return planPublish(request, inspection);
   // attachUrls copies each output, so a plan never shares output objects with another attempt's.
   const prepared = await (options.prepare ?? prepareOnce(options))();
   const { outputs, primaryUrl } = attachUrls(prepared, target.bundlePath, options.links);

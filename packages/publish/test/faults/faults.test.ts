@@ -75,6 +75,13 @@ async function plainPublish(c: Case, version: "v1" | "v2" | "v3", pipeline = "re
   expect(runSucceeded(report), JSON.stringify(report.actions.map((a) => a.error))).toBe(true);
 }
 
+/** Deletes a managed output and replaces another's bytes behind distributor's back. */
+async function driftOutputs(c: Case) {
+  const backend = await destinationOf(c);
+  await backend.deleteManagedOutputs("", ["docs/c.txt"], { pruneEmptyDirs: true });
+  await backend.writeFile("b.txt", "b hand-edited\n", { overwrite: true });
+}
+
 const SCENARIOS: Scenario[] = [
   { name: "a first publication", before: async () => {}, act: publishWith("v2") },
   {
@@ -140,6 +147,24 @@ const SCENARIOS: Scenario[] = [
         lease: { renew: false },
       });
       return true;
+    },
+  },
+  {
+    name: "a repair",
+    before: async (c) => {
+      await plainPublish(c, "v1");
+      await driftOutputs(c);
+    },
+    act: async (c, backends) => {
+      const report = await run({
+        config: c.configs.v1,
+        pipelineIds: ["reports"],
+        backends,
+        now: c.now,
+        repair: true,
+        lease: { renew: false },
+      });
+      return runSucceeded(report);
     },
   },
 ];
