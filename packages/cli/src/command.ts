@@ -96,6 +96,8 @@ export interface ReconcileStateCommandOptions {
   pipelineId: string;
   destinationId: string;
   allOwners: boolean;
+  /** `--adopt` or `--rebuild` (at most one); absent for the plain repair of missing records. */
+  mode?: "adopt" | "rebuild";
   dryRun: boolean;
   lockTimeout?: string;
 }

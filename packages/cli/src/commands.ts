@@ -420,7 +420,7 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
       (y) =>
         y
           .usage(
-            "Usage:\n  distributor reconcile-state --config <path> --pipeline <id> --destination <id> [--all-owners] [--dry-run] [--lock-timeout <duration>] [--format text|json]",
+            "Usage:\n  distributor reconcile-state --config <path> --pipeline <id> --destination <id> [--all-owners | --adopt | --rebuild] [--dry-run] [--lock-timeout <duration>] [--format text|json]",
           )
           .option("config", { type: "string", describe: "Configuration file (required)" })
           .option("pipeline", {
@@ -435,6 +435,16 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
             type: "boolean",
             describe:
               "In a shared root, repair the records of every owner, not only this destination's",
+          })
+          .option("adopt", {
+            type: "boolean",
+            describe:
+              "Record unmanaged files whose path and bytes equal an output the current source publishes there (writes only the state)",
+          })
+          .option("rebuild", {
+            type: "boolean",
+            describe:
+              "Replace an unreadable or invalid state with one rebuilt from the current source and the bytes present (never deletes)",
           })
           .option("dry-run", {
             type: "boolean",
@@ -458,6 +468,7 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
           pipelineId: requiredString(flags, "pipeline", "reconcile-state"),
           destinationId: requiredString(flags, "destination", "reconcile-state"),
           allOwners: booleanFlag(flags, "all-owners"),
+          ...adoptionMode(flags),
           dryRun: booleanFlag(flags, "dry-run"),
           ...lockTimeoutFlag(flags),
         };
@@ -709,6 +720,21 @@ const formatOption = {
   type: "string",
   describe: "Output format: text (default) or json",
 } as const;
+
+/** `--adopt` or `--rebuild` of `reconcile-state`: at most one, and not with `--all-owners`. */
+function adoptionMode(flags: RawFlags): { mode?: "adopt" | "rebuild" } {
+  const adopt = booleanFlag(flags, "adopt");
+  const rebuild = booleanFlag(flags, "rebuild");
+  if (adopt && rebuild)
+    throw new UsageError("reconcile-state accepts --adopt or --rebuild, not both");
+  if ((adopt || rebuild) && booleanFlag(flags, "all-owners")) {
+    throw new UsageError(
+      `reconcile-state --${adopt ? "adopt" : "rebuild"} works for the selected owner only and does not accept --all-owners`,
+    );
+  }
+  if (adopt) return { mode: "adopt" };
+  return rebuild ? { mode: "rebuild" } : {};
+}
 
 function validateOptions(flags: RawFlags): ValidateCommandOptions {
   if (extraPositionals(flags, 1).length > 0) {

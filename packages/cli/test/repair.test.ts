@@ -1,4 +1,4 @@
-import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
+import { cp, mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import {
@@ -215,5 +215,176 @@ describe("distributor run --repair", () => {
       "report.md (directory) stands where the state records a managed output",
     );
     expect(await snapshotTree(dest)).toEqual(before);
+  });
+});
+
+/** The tree without the state file: what adoption and rebuilding must leave byte-identical. */
+async function outputsOnly(dest: string) {
+  return (await snapshotTree(dest)).filter((line) => !line.includes(".distributor.json"));
+}
+
+/** A source bundle and a destination another tool filled with a copy of it (no state). */
+async function copiedByAnotherTool() {
+  const source = join(tmp(), "src");
+  const dest = join(tmp(), "dest");
+  await writeBundle(source, "reports.daily", "2026-06-01T00:00:00Z", FILES);
+  // What `rsync -a src/ dest/` (or `aws s3 sync`) leaves: the files, without distributor's state.
+  await cp(source, dest, { recursive: true, preserveTimestamps: true });
+  await rm(join(dest, "manifest.json"));
+  const config = join(tmp(), "distributor.yml");
+  await writeFile(
+    config,
+    `pipelines:\n  - id: reports\n    source: {backend: local, path: ${source}}\n    destinations:\n      - id: archive\n        backend: local\n        path: ${dest}\n`,
+  );
+  const selector = ["--config", config, "--pipeline", "reports", "--destination", "archive"];
+  return { source, dest, config, selector };
+}
+
+describe("distributor reconcile-state --adopt", () => {
+  it("records every output of a copied bundle without writing one; run then skips", async () => {
+    const { dest, config, selector } = await copiedByAnotherTool();
+    const refused = await runCli(["run", "--config", config]);
+    expect(refused.code).toBe(1);
+    expect(refused.stdout).toContain("action=fail_unmanaged");
+
+    const before = await outputsOnly(dest);
+    const dry = await runCli(["reconcile-state", ...selector, "--adopt", "--dry-run"]);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.stdout).toMatch(
+      /^Reconcile state: pipeline=reports destination=archive backend=local root=\S+ mode=adopt bundle=\. status=would_change adopted=3 managed=0 unmatched=0 unmanaged=0 dry_run=true\n$/,
+    );
+    expect(await snapshotTree(dest)).toEqual(before);
+
+    const adopted = await runCli(["reconcile-state", ...selector, "--adopt", "--format", "json"]);
+    expect(adopted.code, adopted.stderr).toBe(0);
+    const report = resultOf(adopted);
+    expect(report.changed).toBe(true);
+    const bundles = report.bundles as Array<Record<string, unknown>>;
+    expect(bundles[0]?.adopted_outputs).toEqual(
+      Object.entries(FILES)
+        .map(([path, text]) => ({ path, sha256: sha256Of(text), size: Buffer.byteLength(text) }))
+        .sort((a, b) => (a.path < b.path ? -1 : 1)),
+    );
+    // Only the state was written: every output keeps its bytes.
+    expect(await outputsOnly(dest)).toEqual(before);
+    const state = JSON.parse(await readFile(join(dest, ".distributor.json"), "utf8"));
+    expect(state.outputs.map((o: { path: string }) => o.path).sort()).toEqual(
+      Object.keys(FILES).sort(),
+    );
+
+    const run = await runCli(["run", "--config", config]);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toContain("action=skip_same status=skipped");
+    const audited = await runCli(["audit", "--config", config]);
+    expect(audited.code, audited.stdout).toBe(0);
+    expect(audited.stdout).toContain("status=ok checked=3 ok=3 missing=0 changed=0 unmanaged=0");
+  });
+
+  it("leaves other bytes unmanaged and reports them; run --repair publishes what is absent", async () => {
+    const { dest, config, selector } = await copiedByAnotherTool();
+    await writeFile(join(dest, "data/table.csv"), "other,bytes\n");
+    await rm(join(dest, "report.md"));
+    await writeFile(join(dest, "notes.txt"), "mine\n");
+    const adopted = await runCli(["reconcile-state", ...selector, "--adopt", "--format", "json"]);
+    expect(adopted.code, adopted.stderr).toBe(0);
+    const [bundle] = resultOf(adopted).bundles as Array<Record<string, unknown>>;
+    expect(bundle).toMatchObject({
+      adopted_outputs: [{ path: "data/summary.txt" }],
+      unmatched_outputs: [
+        { path: "data/table.csv", reason: "different" },
+        { path: "report.md", reason: "missing" },
+      ],
+      unmanaged_entries: [
+        { path: "data/table.csv", type: "file", size: 12 },
+        { path: "notes.txt", type: "file", size: 5 },
+      ],
+    });
+    const repaired = await runCli(["run", "--config", config, "--repair"]);
+    expect(repaired.code, repaired.stderr).toBe(0);
+    expect(repaired.stdout).toContain("action=repair status=published outputs=1");
+    expect(await readFile(join(dest, "report.md"), "utf8")).toBe(FILES["report.md"]);
+    // Unmanaged bytes are never overwritten.
+    expect(await readFile(join(dest, "data/table.csv"), "utf8")).toBe("other,bytes\n");
+    expect(await readFile(join(dest, "notes.txt"), "utf8")).toBe("mine\n");
+  });
+
+  it("refuses an invalid state, pointing at --rebuild", async () => {
+    const { dest, selector } = await published().then((p) => ({
+      ...p,
+      selector: ["--config", p.config, "--pipeline", "reports", "--destination", "archive"],
+    }));
+    await writeFile(join(dest, ".distributor.json"), "{ corrupted");
+    const result = await runCli(["reconcile-state", ...selector, "--adopt"]);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toContain("status=refused");
+    expect(result.stderr).toContain("use --rebuild to replace it");
+    expect(await readFile(join(dest, ".distributor.json"), "utf8")).toBe("{ corrupted");
+  });
+
+  it("rejects --adopt with --rebuild or --all-owners as usage errors", async () => {
+    const both = await runCli([
+      "reconcile-state",
+      "--config",
+      "x",
+      "--pipeline",
+      "p",
+      "--destination",
+      "d",
+      "--adopt",
+      "--rebuild",
+    ]);
+    expect(both.code).toBe(2);
+    expect(both.stderr).toBe(
+      "distributor: reconcile-state accepts --adopt or --rebuild, not both\n",
+    );
+    const owners = await runCli([
+      "reconcile-state",
+      "--config",
+      "x",
+      "--pipeline",
+      "p",
+      "--destination",
+      "d",
+      "--rebuild",
+      "--all-owners",
+    ]);
+    expect(owners.code).toBe(2);
+  });
+});
+
+describe("distributor reconcile-state --rebuild", () => {
+  it("rebuilds a corrupted state from the source and the bytes present, deleting nothing", async () => {
+    const { dest, config } = await published();
+    const selector = ["--config", config, "--pipeline", "reports", "--destination", "archive"];
+    await writeFile(join(dest, ".distributor.json"), '{"schema_version": 2, "trunc');
+    await writeFile(join(dest, "data/table.csv"), "edited by hand\n");
+    await writeFile(join(dest, "notes.txt"), "mine\n");
+    const failing = await runCli(["run", "--config", config]);
+    expect(failing.code).toBe(1);
+    expect(failing.stdout).toContain("action=fail_conflict");
+
+    const before = await snapshotTree(dest);
+    const dry = await runCli(["reconcile-state", ...selector, "--rebuild", "--dry-run"]);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.stdout).toContain(
+      "mode=rebuild bundle=. status=would_change adopted=2 managed=0 unmatched=1 unmanaged=2 dry_run=true",
+    );
+    expect(await snapshotTree(dest)).toEqual(before);
+
+    const rebuilt = await runCli(["reconcile-state", ...selector, "--rebuild"]);
+    expect(rebuilt.code, rebuilt.stderr).toBe(0);
+    expect(rebuilt.stdout).toContain("status=changed adopted=2");
+    expect(await outputsOnly(dest)).toEqual(before.filter((l) => !l.includes(".distributor.json")));
+    const state = JSON.parse(await readFile(join(dest, ".distributor.json"), "utf8"));
+    expect(state.outputs.map((o: { path: string }) => o.path)).toEqual([
+      "data/summary.txt",
+      "report.md",
+    ]);
+    // A valid state is not rebuilt again.
+    const again = await runCli(["reconcile-state", ...selector, "--rebuild"]);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain("holds valid state, so there is nothing to rebuild");
+    const audited = await runCli(["audit", "--config", config]);
+    expect(audited.code, audited.stdout).toBe(0);
   });
 });

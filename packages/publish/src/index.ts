@@ -8,6 +8,15 @@ export {
   type MarkdownMode,
 } from "./transform/markdown-paths.js";
 export {
+  type AdoptBundleReport,
+  type AdoptedOutput,
+  type AdoptionMode,
+  type AdoptOptions,
+  type AdoptReport,
+  adoptOutputs,
+  type UnmatchedOutput,
+} from "./workflows/adopt.js";
+export {
   AUDIT_WALK_LIMIT,
   type AuditBundleReport,
   type AuditDestinationReport,

@@ -52,7 +52,13 @@ export async function inspectDestination(
     existingOutputs: new Map(),
   };
   if (decision.action === "skip_same" && target.repair) {
-    inspection.stored = await storedOwnerOutputs(backend, target, status.state, options);
+    inspection.stored = await storedOwnerOutputs(
+      backend,
+      target,
+      status.state,
+      plannedPaths,
+      options,
+    );
     return { inspection, decision };
   }
   if (!isWriteAction(decision.action)) return { inspection, decision };
@@ -117,15 +123,19 @@ export async function inspectDestination(
 
 /**
  * For a repair: every output the owner's state records, hashed (a bounded number at a time), so
- * that planning sees which are missing or changed.
+ * that planning sees which are missing or changed, and the planned paths no owner records.
  */
 async function storedOwnerOutputs(
   backend: StorageBackend,
   target: PublishTarget,
   state: StateDocument | undefined,
+  plannedPaths: readonly string[],
   options: InspectDestinationOptions,
 ): Promise<Map<string, StoredFile>> {
-  const paths = [...currentOwnerPaths(target.owner, state)];
+  // Planned paths no owner records are looked at too: a repair publishes them where nothing is.
+  const recorded = new Set((state?.outputs ?? []).map((output) => output.path));
+  const unrecorded = plannedPaths.filter((path) => !recorded.has(path));
+  const paths = [...new Set([...currentOwnerPaths(target.owner, state), ...unrecorded])];
   const found = await mapBounded(paths, options.concurrency ?? 4, (path) =>
     storedFile(backend, joinPrefix(target.bundlePath, path), options.signal),
   );

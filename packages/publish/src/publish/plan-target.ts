@@ -10,7 +10,6 @@ import {
 import { type PublishPlan, type PublishTarget, planPublish } from "./plan.js";
 import { prepareOutputs } from "./prepare.js";
 import type { RenderCache } from "./render-cache.js";
-import { storedStatus } from "./stored-digest.js";
 
 export interface PlanTargetOptions {
   source: StorageBackend;
@@ -75,13 +74,9 @@ export async function planTarget(options: PlanTargetOptions): Promise<PublishPla
     now: options.now,
     distributorVersion: options.distributorVersion,
   };
-  const drifted =
-    decision.action === "skip_same" &&
-    [...(inspection.stored?.entries() ?? [])].some(([path, found]) => {
-      const record = inspection.status.state?.outputs.find((output) => output.path === path);
-      return record !== undefined && storedStatus(found, record) !== "ok";
-    });
-  if (!isWriteAction(decision.action) && !drifted) return planPublish(request, inspection);
+  // A repair (stored outputs looked at) needs the outputs' bytes to compare and write.
+  const repairing = decision.action === "skip_same" && inspection.stored !== undefined;
+  if (!isWriteAction(decision.action) && !repairing) return planPublish(request, inspection);
   // attachUrls copies each output, so a plan never shares output objects with another attempt's.
   const prepared = await (options.prepare ?? prepareOnce(options))();
   const { outputs, primaryUrl } = attachUrls(prepared, target.bundlePath, options.links);

@@ -36,7 +36,7 @@ import {
   isWriteAction,
   type PublishAction,
 } from "./action.js";
-import { nextStateDocument } from "./next-state.js";
+import { adoptedStateDocument, nextStateDocument } from "./next-state.js";
 import type { PlannedOutput } from "./outputs.js";
 import { type StoredFile, storedStatus } from "./stored-digest.js";
 
@@ -331,7 +331,13 @@ export function planRepair(
     const found = stored.get(record.path);
     return found !== undefined && storedStatus(found, record) !== "ok";
   });
-  if (drifted.length === 0) return plan;
+  // Outputs of the recorded source that no record covers (after a partial adoption or a
+  // rebuild, or a record dropped by reconcile-state) and where nothing is stored are published.
+  const recordedPaths = new Set(document.outputs.map((output) => output.path));
+  const added = request.outputs.filter(
+    (output) => !recordedPaths.has(output.path) && stored.get(output.path)?.kind === "missing",
+  );
+  if (drifted.length === 0 && added.length === 0) return plan;
   const planned = new Map(request.outputs.map((output) => [output.path, output]));
   const blocked: string[] = [];
   const unreproducible: string[] = [];
@@ -373,13 +379,24 @@ export function planRepair(
   );
   plan.action = "repair";
   plan.reason = `${skip.reason}; restores ${plan.writes.length} managed output(s): ${listPaths(describe)}`;
+  if (added.length > 0) {
+    const paths = added.map((output) => output.path);
+    plan.reason =
+      plan.writes.length === 0
+        ? `${skip.reason}; publishes ${added.length} output(s) of the recorded source the state lacks: ${listPaths(paths)}`
+        : `${plan.reason}; publishes ${added.length} output(s) the state lacks: ${listPaths(paths)}`;
+    for (const output of added) plan.writes.push({ output, overwrite: false });
+  }
   plan.outputs = plan.writes.map((write) => write.output);
   const journal = journalOf(plan);
   // The bytes replaced in place were never recorded: recovery must not take a path still
   // holding them for a record this attempt made stale (it would drop the record and delete
   // the file, and a later repair could no longer restore it).
   plan.journal = { ...journal, overwrites: [] };
-  plan.nextState = { ...document, updatedAt: truncateToSecond(request.now) };
+  plan.nextState =
+    added.length === 0
+      ? { ...document, updatedAt: truncateToSecond(request.now) }
+      : adoptedStateDocument({ ...request, outputs: added }, document);
   return plan;
 }
 

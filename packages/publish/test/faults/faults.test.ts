@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { createLocalBackend, type StorageBackend } from "@distributor/storage";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Config, parseConfig } from "../../src/config/index.js";
+import { type AdoptionMode, adoptOutputs } from "../../src/workflows/adopt.js";
 import { prune } from "../../src/workflows/prune.js";
 import { reconcileState } from "../../src/workflows/reconcile-state.js";
 import { run, runSucceeded } from "../../src/workflows/run.js";
@@ -81,6 +82,40 @@ async function driftOutputs(c: Case) {
   await backend.deleteManagedOutputs("", ["docs/c.txt"], { pruneEmptyDirs: true });
   await backend.writeFile("b.txt", "b hand-edited\n", { overwrite: true });
 }
+
+/** Copies a source version's files to the destination as another tool would (no state). */
+async function copyByHand(c: Case, files: Record<string, string>) {
+  const backend = await destinationOf(c);
+  for (const [path, text] of Object.entries(files)) {
+    await backend.writeFile(path, text, { overwrite: true });
+  }
+}
+
+/**
+ * `reconcile-state --adopt|--rebuild`; it succeeds when nothing was refused, when a rebuild finds
+ * the state already valid (an earlier attempt committed it), or when an adoption finds that the
+ * competing run of a stall published a newer source meanwhile (adopting the older source's bytes
+ * is then refused, which is the outcome an operator must see; agreement is checked regardless).
+ */
+const adoptWith =
+  (mode: AdoptionMode) =>
+  async (c: Case, backends: BackendRegistry): Promise<boolean> => {
+    const report = await adoptOutputs({
+      config: c.configs.v1,
+      pipelineId: "reports",
+      destinationId: "archive",
+      mode,
+      backends,
+      now: c.now,
+      lease: { renew: false },
+    });
+    return report.bundles.every(
+      (bundle) =>
+        bundle.error === null ||
+        bundle.error.code === "state_valid" ||
+        bundle.error.code === "source_mismatch",
+    );
+  };
 
 const SCENARIOS: Scenario[] = [
   { name: "a first publication", before: async () => {}, act: publishWith("v2") },
@@ -166,6 +201,39 @@ const SCENARIOS: Scenario[] = [
       });
       return runSucceeded(report);
     },
+  },
+  {
+    name: "a repair publishing what a partial adoption left out",
+    before: async (c) => {
+      const { "docs/c.txt": _left, ...some } = V1;
+      await copyByHand(c, some);
+      expect(await adoptWith("adopt")(c, registryFor(c.engine, c.memory, c.dest))).toBe(true);
+    },
+    act: async (c, backends) => {
+      const report = await run({
+        config: c.configs.v1,
+        pipelineIds: ["reports"],
+        backends,
+        now: c.now,
+        repair: true,
+        lease: { renew: false },
+      });
+      return runSucceeded(report);
+    },
+  },
+  {
+    name: "an adoption",
+    before: (c) => copyByHand(c, V1),
+    act: adoptWith("adopt"),
+  },
+  {
+    name: "a rebuild",
+    before: async (c) => {
+      await plainPublish(c, "v1");
+      const backend = await destinationOf(c);
+      await backend.writeFile(".distributor.json", "{ not state", { overwrite: true });
+    },
+    act: adoptWith("rebuild"),
   },
 ];
 
