@@ -271,11 +271,14 @@ async function newCase(scenario: Scenario, engine: EngineBackend): Promise<Case>
     scenario.merge ? "\n        reconciliation: {mode: merge}" : "",
     scenario.prune ? "\n        retention: {prune: {enabled: true, older_than: 1h}}" : "",
   ].join("");
-  const destination = (id: string) =>
-    `    destinations:\n      - id: ${id}\n        backend: local\n        path: ${dest}${policy}\n`;
+  // Two single-owner destinations may not share a location (a configuration error): the other
+  // pipeline publishes beside this one's only into a shared root.
+  const otherDest = scenario.shared ? dest : join(dir, "other-dest");
+  const destination = (id: string, path = dest) =>
+    `    destinations:\n      - id: ${id}\n        backend: local\n        path: ${path}${policy}\n`;
   const config = (source: string) =>
     parseConfig(
-      `pipelines:\n  - id: other\n    source: {backend: local, path: ${join(dir, "other")}}\n${destination("site")}  - id: reports\n    source: {backend: local, path: ${join(dir, source)}}\n${destination("archive")}`,
+      `pipelines:\n  - id: other\n    source: {backend: local, path: ${join(dir, "other")}}\n${destination("site", otherDest)}  - id: reports\n    source: {backend: local, path: ${join(dir, source)}}\n${destination("archive")}`,
     );
   const c: Case = {
     dir,
