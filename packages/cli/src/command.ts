@@ -74,9 +74,20 @@ export interface RunCommandOptions {
   pipelineIds: string[];
   dryRun: boolean;
   force: boolean;
+  /** `--repair`: restore missing or changed managed outputs of unchanged sources. */
+  repair: boolean;
   /** `--lock-timeout` as typed (a Go duration); the handler parses it. */
   lockTimeout?: string;
   /** `--quiet`: no progress display and no summary line, even on a terminal. */
+  quiet: boolean;
+}
+
+export interface AuditCommandOptions {
+  configPath: string;
+  /** `--pipeline` values; empty means every pipeline. */
+  pipelineIds: string[];
+  destinationId?: string;
+  /** `--quiet`: no progress on stderr, even on a terminal. */
   quiet: boolean;
 }
 
@@ -85,6 +96,8 @@ export interface ReconcileStateCommandOptions {
   pipelineId: string;
   destinationId: string;
   allOwners: boolean;
+  /** `--adopt` or `--rebuild` (at most one); absent for the plain repair of missing records. */
+  mode?: "adopt" | "rebuild";
   dryRun: boolean;
   lockTimeout?: string;
 }

@@ -1,5 +1,6 @@
 import yargs, { type Argv } from "yargs";
 import type {
+  AuditCommandOptions,
   CommandContext,
   CommandHandler,
   CommandOutcome,
@@ -52,6 +53,9 @@ const BOOLEAN_FLAGS: ReadonlySet<string> = new Set([
   "help",
   "dry-run",
   "force",
+  "repair",
+  "adopt",
+  "rebuild",
   "apply",
   "all-owners",
   "no-color",
@@ -69,6 +73,7 @@ const COMMAND_NAMES: ReadonlySet<string> = new Set([
   "manifest",
   "reconcile-state",
   "prune",
+  "audit",
   "serve",
   "upload",
   "completion",
@@ -228,7 +233,7 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
       (y) =>
         y
           .usage(
-            "Usage:\n  distributor run [--config <path>] [--pipeline <id>]... [--dry-run] [--force] [--lock-timeout <duration>] [--quiet] [--format text|json]",
+            "Usage:\n  distributor run [--config <path>] [--pipeline <id>]... [--dry-run] [--force] [--repair] [--lock-timeout <duration>] [--quiet] [--format text|json]",
           )
           .option("config", {
             type: "string",
@@ -248,6 +253,11 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
             type: "boolean",
             describe:
               "Replace destination content that would otherwise fail as a conflict, as unmanaged, or as newer",
+          })
+          .option("repair", {
+            type: "boolean",
+            describe:
+              "Where the state already records the current source, restore managed outputs that are missing or changed (action repair)",
           })
           .option("lock-timeout", {
             type: "string",
@@ -273,6 +283,7 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
           pipelineIds: stringList(flags, "pipeline"),
           dryRun: booleanFlag(flags, "dry-run"),
           force: booleanFlag(flags, "force"),
+          repair: booleanFlag(flags, "repair"),
           ...lockTimeoutFlag(flags),
           quiet: booleanFlag(flags, "quiet"),
         };
@@ -409,7 +420,7 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
       (y) =>
         y
           .usage(
-            "Usage:\n  distributor reconcile-state --config <path> --pipeline <id> --destination <id> [--all-owners] [--dry-run] [--lock-timeout <duration>] [--format text|json]",
+            "Usage:\n  distributor reconcile-state --config <path> --pipeline <id> --destination <id> [--all-owners | --adopt | --rebuild] [--dry-run] [--lock-timeout <duration>] [--format text|json]",
           )
           .option("config", { type: "string", describe: "Configuration file (required)" })
           .option("pipeline", {
@@ -424,6 +435,16 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
             type: "boolean",
             describe:
               "In a shared root, repair the records of every owner, not only this destination's",
+          })
+          .option("adopt", {
+            type: "boolean",
+            describe:
+              "Record unmanaged files whose path and bytes equal an output the current source publishes there (writes only the state)",
+          })
+          .option("rebuild", {
+            type: "boolean",
+            describe:
+              "Replace an unreadable or invalid state with one rebuilt from the current source and the bytes present (never deletes)",
           })
           .option("dry-run", {
             type: "boolean",
@@ -447,6 +468,7 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
           pipelineId: requiredString(flags, "pipeline", "reconcile-state"),
           destinationId: requiredString(flags, "destination", "reconcile-state"),
           allOwners: booleanFlag(flags, "all-owners"),
+          ...adoptionMode(flags),
           dryRun: booleanFlag(flags, "dry-run"),
           ...lockTimeoutFlag(flags),
         };
@@ -520,6 +542,58 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
           "prune",
           format,
           lazily(async () => (await import("./handlers/prune.js")).pruneCommand, options),
+          flags,
+        );
+      },
+    )
+    .command(
+      "audit",
+      "Compare the size and SHA-256 of every managed output with its destination state",
+      (y) =>
+        y
+          .usage(
+            "Usage:\n  distributor audit [--config <path>] [--pipeline <id>]... [--destination <id>] [--quiet] [--format text|json]",
+          )
+          .option("config", {
+            type: "string",
+            describe: `Configuration file (default ${DEFAULT_CONFIG_PATH})`,
+          })
+          .option("pipeline", {
+            type: "string",
+            array: true,
+            describe:
+              "Audit only this pipeline; repeat the flag for several (default: every pipeline)",
+          })
+          .option("destination", {
+            type: "string",
+            describe: "Audit only the destination with this id (of each selected pipeline)",
+          })
+          .option("quiet", {
+            type: "boolean",
+            describe: "Draw no progress on stderr (drawn only when stderr is a terminal)",
+          })
+          .option("format", formatOption)
+          .epilog(
+            "Reads only: takes no lease and writes nothing. Exit status 1 when a managed output is\n" +
+              "missing or changed, or a state file is invalid; unmanaged entries are reported only.\n" +
+              "Restore what drifted with `distributor run --repair`.",
+          ),
+      (argv) => {
+        const flags = argv as RawFlags;
+        rejectPositionals(flags, "audit", 1);
+        const format = outputFormat(flags);
+        const destinationId = optionalString(flags, "destination");
+        const options: AuditCommandOptions = {
+          configPath: optionalString(flags, "config") ?? DEFAULT_CONFIG_PATH,
+          pipelineIds: stringList(flags, "pipeline"),
+          ...(destinationId === undefined ? {} : { destinationId }),
+          quiet: booleanFlag(flags, "quiet"),
+        };
+        command(
+          selection,
+          "audit",
+          format,
+          lazily(async () => (await import("./handlers/audit.js")).auditCommand, options),
           flags,
         );
       },
@@ -646,6 +720,21 @@ const formatOption = {
   type: "string",
   describe: "Output format: text (default) or json",
 } as const;
+
+/** `--adopt` or `--rebuild` of `reconcile-state`: at most one, and not with `--all-owners`. */
+function adoptionMode(flags: RawFlags): { mode?: "adopt" | "rebuild" } {
+  const adopt = booleanFlag(flags, "adopt");
+  const rebuild = booleanFlag(flags, "rebuild");
+  if (adopt && rebuild)
+    throw new UsageError("reconcile-state accepts --adopt or --rebuild, not both");
+  if ((adopt || rebuild) && booleanFlag(flags, "all-owners")) {
+    throw new UsageError(
+      `reconcile-state --${adopt ? "adopt" : "rebuild"} works for the selected owner only and does not accept --all-owners`,
+    );
+  }
+  if (adopt) return { mode: "adopt" };
+  return rebuild ? { mode: "rebuild" } : {};
+}
 
 function validateOptions(flags: RawFlags): ValidateCommandOptions {
   if (extraPositionals(flags, 1).length > 0) {

@@ -7,6 +7,26 @@ export {
   MAX_MARKDOWN_BYTES,
   type MarkdownMode,
 } from "./transform/markdown-paths.js";
+export {
+  type AdoptBundleReport,
+  type AdoptedOutput,
+  type AdoptionMode,
+  type AdoptOptions,
+  type AdoptReport,
+  adoptOutputs,
+  type UnmatchedOutput,
+} from "./workflows/adopt.js";
+export {
+  AUDIT_WALK_LIMIT,
+  type AuditBundleReport,
+  type AuditDestinationReport,
+  type AuditEvent,
+  type AuditOptions,
+  type AuditOutputReport,
+  type AuditOutputStatus,
+  type AuditReport,
+  audit,
+} from "./workflows/audit.js";
 export { errorCode, errorMessage } from "./workflows/errors.js";
 export * from "./workflows/index.js";
 export {

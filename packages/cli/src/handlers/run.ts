@@ -23,6 +23,7 @@ export const runCommand: CommandHandler<RunCommandOptions> = async (options, con
       pipelineIds: options.pipelineIds,
       dryRun: options.dryRun,
       force: options.force,
+      repair: options.repair,
       lockTimeoutMs: lockTimeoutMs(publish.parseDuration, options.lockTimeout),
       distributorVersion: (await cliPackage()).version,
       backends: context.backends,

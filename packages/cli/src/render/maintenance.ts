@@ -1,4 +1,4 @@
-import type { PruneReport, ReconcileStateReport } from "@distributor/publish";
+import type { AdoptReport, PruneReport, ReconcileStateReport } from "@distributor/publish";
 
 /** Outcome of a destination maintenance command, as its text summary shows it. */
 export type MaintenanceStatus = "changed" | "would_change" | "unchanged";
@@ -24,6 +24,24 @@ export function formatReconcileStateText(report: ReconcileStateReport): string {
     ` checked=${report.checked_count} missing=${report.missing_managed_outputs.length}` +
     ` unmanaged=${report.unmanaged_entries.length} dry_run=${report.dry_run}`
   );
+}
+
+/**
+ * One line per bundle path of a `reconcile-state --adopt|--rebuild` report (no trailing
+ * newlines); `status` is `changed`, `would_change`, `unchanged` or `refused`.
+ */
+export function formatAdoptText(report: AdoptReport): string[] {
+  return report.bundles.map((bundle) => {
+    const status =
+      bundle.error !== null ? "refused" : maintenanceStatus(bundle.changed, bundle.would_change);
+    return (
+      `Reconcile state: pipeline=${report.pipeline_id} destination=${report.destination_id}` +
+      ` backend=${report.backend} root=${report.root_path} mode=${report.mode}` +
+      ` bundle=${bundle.bundle_path} status=${status} adopted=${bundle.adopted_outputs.length}` +
+      ` managed=${bundle.managed_count} unmatched=${bundle.unmatched_outputs.length}` +
+      ` unmanaged=${bundle.unmanaged_entries.length} dry_run=${report.dry_run}`
+    );
+  });
 }
 
 /** The one summary line of a `prune` report (no trailing newline). */

@@ -700,3 +700,44 @@ describe("server and secrets", () => {
     );
   });
 });
+
+describe("destinations sharing a location", () => {
+  const twoPipelines = (a: Record<string, unknown>, b: Record<string, unknown>) =>
+    stringify({
+      pipelines: [
+        { id: "p", source: { backend: "local", path: "/s1" }, destinations: [{ id: "d", ...a }] },
+        { id: "q", source: { backend: "local", path: "/s2" }, destinations: [{ id: "e", ...b }] },
+      ],
+    });
+
+  it("is a configuration error naming both for single-owner destinations", () => {
+    const problems = problemsOf(
+      twoPipelines(
+        { backend: "local", path: "/srv/out" },
+        { backend: "local", path: "/srv/x/../out/" },
+      ),
+    );
+    expect(problems).toEqual([
+      "pipelines[1].destinations[0] resolves to the same location as pipelines[0].destinations[0] (local /srv/out); two destinations may share a location only when both set state.mode: shared_root",
+    ]);
+  });
+
+  it("compares host and path over SSH, and bucket and prefix on S3", () => {
+    const ssh = { backend: "ssh", host: "Files.example", user: "u", path: "/srv/out" };
+    expect(
+      problemsOf(twoPipelines(ssh, { ...ssh, host: "files.example", user: "v" })),
+    ).toHaveLength(1);
+    expect(() => parseConfig(twoPipelines(ssh, { ...ssh, port: 2222 }))).not.toThrow();
+    const s3 = { backend: "s3", bucket: "b", prefix: "site" };
+    expect(problemsOf(twoPipelines(s3, { ...s3, region: "eu-west-1" }))).toHaveLength(1);
+    expect(() => parseConfig(twoPipelines(s3, { ...s3, prefix: "other" }))).not.toThrow();
+  });
+
+  it("is allowed when both use shared_root", () => {
+    const shared = { backend: "local", path: "/srv/out", state: { mode: "shared_root" } };
+    expect(() => parseConfig(twoPipelines(shared, shared))).not.toThrow();
+    expect(problemsOf(twoPipelines(shared, { backend: "local", path: "/srv/out" }))).toHaveLength(
+      1,
+    );
+  });
+});

@@ -1,3 +1,4 @@
+import { posix, resolve } from "node:path";
 import { CONFIG_DEFAULTS } from "./defaults.js";
 import { formatKeyPath, isAtOrBelow, type KeySegment } from "./key-path.js";
 import type {
@@ -58,8 +59,71 @@ export function validateConfig(raw: RawConfig, broken: readonly string[] = []): 
   pipelines.forEach((pipeline, index) => {
     checkPipeline(problems, pipeline, ["pipelines", index]);
   });
+  checkSharedLocations(problems, pipelines);
   checkUploadTokens(problems, raw);
   return problems.list;
+}
+
+/**
+ * Two destinations (of any pipelines) that resolve to the same location would both claim its
+ * single-owner state, and every real run after the first would fail as a conflict: only
+ * `state.mode: shared_root` on both lets them share it. Locations compare by backend, then
+ * host and port or bucket and endpoint, then the normalised path or prefix.
+ */
+function checkSharedLocations(problems: Problems, pipelines: readonly RawPipeline[]): void {
+  const seen = new Map<string, { path: Path; shared: boolean }>();
+  pipelines.forEach((pipeline, p) => {
+    (pipeline.destinations ?? []).forEach((destination, d) => {
+      const path: Path = ["pipelines", p, "destinations", d];
+      if (!problems.intact(path)) return;
+      const key = locationKey(destination);
+      if (key === undefined) return;
+      const shared = destination.state?.mode === "shared_root";
+      const first = seen.get(key.id);
+      if (first === undefined) {
+        seen.set(key.id, { path, shared });
+        return;
+      }
+      if (first.shared && shared) return;
+      problems.add(
+        path,
+        `resolves to the same location as ${formatKeyPath(first.path)} (${key.shown}); two destinations may share a location only when both set state.mode: shared_root`,
+      );
+    });
+  });
+}
+
+function locationKey(destination: RawDestination): { id: string; shown: string } | undefined {
+  const clean = (text: string) => posix.normalize(`/${text}`).replace(/\/+$/, "") || "/";
+  switch (destination.backend) {
+    case "local":
+      if (typeof destination.path !== "string") return undefined;
+      return {
+        id: `local ${resolve(destination.path)}`,
+        shown: `local ${resolve(destination.path)}`,
+      };
+    case "ssh": {
+      if (typeof destination.host !== "string" || typeof destination.path !== "string") {
+        return undefined;
+      }
+      const host = `${destination.host.toLowerCase()}:${destination.port ?? 22}`;
+      return {
+        id: `ssh ${host} ${clean(destination.path)}`,
+        shown: `ssh ${host}${clean(destination.path)}`,
+      };
+    }
+    case "s3": {
+      if (typeof destination.bucket !== "string") return undefined;
+      const prefix = clean(destination.prefix ?? "");
+      const endpoint = destination.endpoint ?? "";
+      return {
+        id: `s3 ${endpoint} ${destination.bucket} ${prefix}`,
+        shown: `s3 ${destination.bucket}${prefix === "/" ? "" : prefix}`,
+      };
+    }
+    default:
+      return undefined;
+  }
 }
 
 class Problems {

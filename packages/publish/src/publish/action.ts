@@ -1,7 +1,11 @@
 import type { Comparison } from "@distributor/state";
 import type { TransferPolicy } from "../config/types.js";
 
-/** What publication does at one destination bundle path. The labels are part of the contract. */
+/**
+ * What publication does at one destination bundle path. The labels are part of the contract;
+ * `repair` (`run --repair`: restore missing or changed managed outputs of a destination whose
+ * state already records the current source) extends SPEC's list.
+ */
 export type PublishAction =
   | "publish_new"
   | "replace_older"
@@ -10,12 +14,14 @@ export type PublishAction =
   | "skip_destination_older"
   | "skip_destination_newer"
   | "fail_conflict"
-  | "fail_unmanaged";
+  | "fail_unmanaged"
+  | "repair";
 
 const WRITE_ACTIONS: ReadonlySet<PublishAction> = new Set([
   "publish_new",
   "replace_older",
   "force_replace",
+  "repair",
 ]);
 
 export function isWriteAction(action: PublishAction): boolean {

@@ -1,3 +1,4 @@
+import type { StateDocument } from "@distributor/state";
 import {
   isStorageError,
   joinPrefix,
@@ -15,6 +16,7 @@ import {
   type PublishTarget,
 } from "./plan.js";
 import { readDestinationStatus } from "./state-file.js";
+import { type StoredFile, storedFile } from "./stored-digest.js";
 
 /** Most entries listed under one destination bundle path while checking for unmanaged content. */
 export const DEFAULT_DESTINATION_WALK_LIMIT = 100_000;
@@ -49,6 +51,16 @@ export async function inspectDestination(
     stateVersion: version,
     existingOutputs: new Map(),
   };
+  if (decision.action === "skip_same" && target.repair) {
+    inspection.stored = await storedOwnerOutputs(
+      backend,
+      target,
+      status.state,
+      plannedPaths,
+      options,
+    );
+    return { inspection, decision };
+  }
   if (!isWriteAction(decision.action)) return { inspection, decision };
 
   // One listing of the bundle path answers every planned path at once: one LIST page per 1 000
@@ -107,6 +119,27 @@ export async function inspectDestination(
     }),
   );
   return { inspection, decision };
+}
+
+/**
+ * For a repair: every output the owner's state records, hashed (a bounded number at a time), so
+ * that planning sees which are missing or changed, and the planned paths no owner records.
+ */
+async function storedOwnerOutputs(
+  backend: StorageBackend,
+  target: PublishTarget,
+  state: StateDocument | undefined,
+  plannedPaths: readonly string[],
+  options: InspectDestinationOptions,
+): Promise<Map<string, StoredFile>> {
+  // Planned paths no owner records are looked at too: a repair publishes them where nothing is.
+  const recorded = new Set((state?.outputs ?? []).map((output) => output.path));
+  const unrecorded = plannedPaths.filter((path) => !recorded.has(path));
+  const paths = [...new Set([...currentOwnerPaths(target.owner, state), ...unrecorded])];
+  const found = await mapBounded(paths, options.concurrency ?? 4, (path) =>
+    storedFile(backend, joinPrefix(target.bundlePath, path), options.signal),
+  );
+  return new Map(paths.map((path, index) => [path, found[index] as StoredFile]));
 }
 
 /** Every directory above the given paths (`a`, `a/b` for `a/b/c`). */

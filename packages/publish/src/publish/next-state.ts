@@ -140,3 +140,38 @@ function sharedRootBase(
     outputs: singleOwnerAsOwnerOutputs(own),
   };
 }
+
+/**
+ * The state after adopting `request.outputs` (unmanaged files whose bytes equal outputs of the
+ * request's source): added to the owner's records when the owner already records this source,
+ * else recorded as a first publication of it (a new single-owner state, or a new owner of the
+ * shared root beside the others). Pure; the caller checked the source and the ownership.
+ */
+export function adoptedStateDocument(
+  request: PublishRequest,
+  previous: StateDocument | undefined,
+): StateDocument {
+  const now = truncateToSecond(request.now);
+  if (previous !== undefined && !isSharedRootState(previous)) {
+    const own = ownSingleOwnerState(request, previous);
+    if (own !== undefined) {
+      const planned = projectOutputs(projections(request.outputs), own.outputs, now);
+      return { ...own, updatedAt: now, outputs: mergeOutputRecords(own.outputs, planned) };
+    }
+  }
+  if (previous !== undefined && isSharedRootState(previous)) {
+    const owner = previous.owners.find((o) => sameOwnerScope(o.scope, request.owner));
+    if (owner !== undefined) {
+      const base: SharedRootState = { ...previous, updatedAt: now };
+      const planned = projectOwnerOutputs(
+        projections(request.outputs),
+        ownerOutputs(base, request.owner),
+        owner.scope,
+        request.manifest,
+        now,
+      );
+      return mergeOwnerOutputs(base, owner, planned);
+    }
+  }
+  return nextStateDocument(request, previous, "publish_new");
+}

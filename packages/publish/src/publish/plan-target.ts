@@ -74,7 +74,9 @@ export async function planTarget(options: PlanTargetOptions): Promise<PublishPla
     now: options.now,
     distributorVersion: options.distributorVersion,
   };
-  if (!isWriteAction(decision.action)) return planPublish(request, inspection);
+  // A repair (stored outputs looked at) needs the outputs' bytes to compare and write.
+  const repairing = decision.action === "skip_same" && inspection.stored !== undefined;
+  if (!isWriteAction(decision.action) && !repairing) return planPublish(request, inspection);
   // attachUrls copies each output, so a plan never shares output objects with another attempt's.
   const prepared = await (options.prepare ?? prepareOnce(options))();
   const { outputs, primaryUrl } = attachUrls(prepared, target.bundlePath, options.links);

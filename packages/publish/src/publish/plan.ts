@@ -17,6 +17,7 @@ import {
   type StateMode,
   sameOwnerScope,
   singleOwnerScope,
+  truncateToSecond,
 } from "@distributor/state";
 import {
   displayPath,
@@ -35,8 +36,9 @@ import {
   isWriteAction,
   type PublishAction,
 } from "./action.js";
-import { nextStateDocument } from "./next-state.js";
+import { adoptedStateDocument, nextStateDocument } from "./next-state.js";
 import type { PlannedOutput } from "./outputs.js";
+import { type StoredFile, storedStatus } from "./stored-digest.js";
 
 /** Where and as whom a bundle is published: everything the action decision depends on. */
 export interface PublishTarget {
@@ -49,6 +51,11 @@ export interface PublishTarget {
   pathMapping: PathMappingMode;
   transfer: TransferPolicy;
   force: boolean;
+  /**
+   * `run --repair`: when the state already records this source (`skip_same`), restore the
+   * managed outputs whose stored bytes are missing or differ from their records.
+   */
+  repair?: boolean | undefined;
 }
 
 /** A target with the outputs it would publish and what the next state records. */
@@ -85,6 +92,11 @@ export interface DestinationInspection {
    * (bundle-relative): overwrites and deletes are fenced on them.
    */
   versions?: ReadonlyMap<string, string> | undefined;
+  /**
+   * For a repair: what is stored at each of this owner's recorded outputs (bundle-relative),
+   * hashed. Present only when the decision was `skip_same` and the target asks for a repair.
+   */
+  stored?: ReadonlyMap<string, StoredFile> | undefined;
 }
 
 /** One output to write, and whether it may replace what is stored at its path. */
@@ -218,6 +230,9 @@ export function planPublish(
   inspection: DestinationInspection,
 ): PublishPlan {
   const decided = decideAction(request, inspection.status);
+  if (decided.action === "skip_same" && request.repair && inspection.stored !== undefined) {
+    return planRepair(request, inspection, decided);
+  }
   const current = currentOwnerPaths(request.owner, inspection.status.state);
   let decision = decided;
   if (isWriteAction(decided.action) && decided.action !== "force_replace") {
@@ -275,6 +290,136 @@ export function planPublish(
   plan.journal = journalOf(plan);
   plan.nextState = nextStateDocument(request, inspection.status.state, plan.action);
   return plan;
+}
+
+/**
+ * A repair (`run --repair`): the state records this source, and the recorded outputs whose
+ * stored bytes are missing or differ are written again, exactly as recorded: a missing one as a
+ * no-clobber create, a changed one as an overwrite fenced on the version hashed. Nothing else is
+ * written or deleted; the state is rewritten unchanged but for its `updated_at` (the commit
+ * point of SPEC §5). A record the current source cannot reproduce byte for byte (a rendering
+ * that changed, a configuration that no longer selects it), or a path where a directory or link
+ * now stands, refuses the repair before anything is touched.
+ */
+export function planRepair(
+  request: PublishRequest,
+  inspection: DestinationInspection,
+  skip: ActionDecision,
+): PublishPlan {
+  const document = inspection.status.state as StateDocument;
+  const records = ownedOutputRecords(document, request.owner);
+  const stored = inspection.stored ?? new Map<string, StoredFile>();
+  const plan: PublishPlan = {
+    ...skip,
+    bundlePath: request.bundlePath,
+    ownerScope: request.owner,
+    stateMode: request.stateMode,
+    reconciliation: request.reconciliation,
+    manifest: request.manifest,
+    outputs: [],
+    primaryUrl: recordedPrimaryUrl(document, request.owner),
+    writes: [],
+    deletesFirst: [],
+    deletes: [],
+    deleteVersions: {},
+    clearBundlePath: false,
+    keep: [],
+    journal: { paths: [], directories: [], overwrites: [] },
+    stateVersion: inspection.stateVersion,
+  };
+  const drifted = records.filter((record) => {
+    const found = stored.get(record.path);
+    return found !== undefined && storedStatus(found, record) !== "ok";
+  });
+  // Outputs of the recorded source that no record covers (after a partial adoption or a
+  // rebuild, or a record dropped by reconcile-state) and where nothing is stored are published.
+  const recordedPaths = new Set(document.outputs.map((output) => output.path));
+  const added = request.outputs.filter(
+    (output) => !recordedPaths.has(output.path) && stored.get(output.path)?.kind === "missing",
+  );
+  if (drifted.length === 0 && added.length === 0) return plan;
+  const planned = new Map(request.outputs.map((output) => [output.path, output]));
+  const blocked: string[] = [];
+  const unreproducible: string[] = [];
+  for (const record of drifted) {
+    const found = stored.get(record.path);
+    const output = planned.get(record.path);
+    if (found !== undefined && found.kind !== "file" && found.kind !== "missing") {
+      blocked.push(`${record.path} (${found.kind})`);
+    } else if (
+      output === undefined ||
+      output.sha256 !== record.sha256 ||
+      output.size !== record.size
+    ) {
+      unreproducible.push(record.path);
+    } else {
+      const overwrite = found?.kind === "file";
+      const ifMatch = found?.kind === "file" ? found.version : undefined;
+      plan.writes.push(
+        ifMatch === undefined ? { output, overwrite } : { output, overwrite, ifMatch },
+      );
+    }
+  }
+  if (blocked.length > 0) {
+    return refusedRepair(
+      plan,
+      "fail_unmanaged",
+      `${listPaths(blocked)} stands where the state records a managed output`,
+    );
+  }
+  if (unreproducible.length > 0) {
+    return refusedRepair(
+      plan,
+      "fail_conflict",
+      `cannot restore ${listPaths(unreproducible)}: the current source and configuration do not produce the bytes the state records; publish a new source instead`,
+    );
+  }
+  const describe = plan.writes.map(
+    (write) => `${write.output.path} (${write.overwrite ? "changed" : "missing"})`,
+  );
+  plan.action = "repair";
+  plan.reason = `${skip.reason}; restores ${plan.writes.length} managed output(s): ${listPaths(describe)}`;
+  if (added.length > 0) {
+    const paths = added.map((output) => output.path);
+    plan.reason =
+      plan.writes.length === 0
+        ? `${skip.reason}; publishes ${added.length} output(s) of the recorded source the state lacks: ${listPaths(paths)}`
+        : `${plan.reason}; publishes ${added.length} output(s) the state lacks: ${listPaths(paths)}`;
+    for (const output of added) plan.writes.push({ output, overwrite: false });
+  }
+  plan.outputs = plan.writes.map((write) => write.output);
+  const journal = journalOf(plan);
+  // The bytes replaced in place were never recorded: recovery must not take a path still
+  // holding them for a record this attempt made stale (it would drop the record and delete
+  // the file, and a later repair could no longer restore it).
+  plan.journal = { ...journal, overwrites: [] };
+  plan.nextState =
+    added.length === 0
+      ? { ...document, updatedAt: truncateToSecond(request.now) }
+      : adoptedStateDocument({ ...request, outputs: added }, document);
+  return plan;
+}
+
+function refusedRepair(
+  plan: PublishPlan,
+  action: "fail_conflict" | "fail_unmanaged",
+  reason: string,
+): PublishPlan {
+  return { ...plan, action, reason, writes: [] };
+}
+
+/** The records of `owner` in a state document (none when the state is another owner's). */
+function ownedOutputRecords(
+  document: StateDocument,
+  owner: OwnerScope,
+): ReadonlyArray<{ path: string; sha256: string; size: number }> {
+  if (isSharedRootState(document)) return ownerOutputs(document, owner);
+  return sameOwnerScope(singleOwnerScope(document), owner) ? document.outputs : [];
+}
+
+function recordedPrimaryUrl(document: StateDocument, owner: OwnerScope): string | undefined {
+  if (!isSharedRootState(document)) return document.links?.primaryUrl;
+  return document.owners.find((o) => sameOwnerScope(o.scope, owner))?.links?.primaryUrl;
 }
 
 /**

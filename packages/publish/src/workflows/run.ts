@@ -154,6 +154,12 @@ export interface RunOptions extends WorkflowOptions<RunEvent> {
   pipelineIds?: readonly string[];
   dryRun?: boolean;
   force?: boolean;
+  /**
+   * Also restore, where the state already records the current source (`skip_same`), the managed
+   * outputs whose stored bytes are missing or changed (action `repair`). Hashes every recorded
+   * output of those destinations.
+   */
+  repair?: boolean;
   /** Recorded as `distributor_version` in written state. */
   distributorVersion?: string;
   /** How long to wait for another run's live lease on a state file (default 0: fail at once). */
@@ -514,6 +520,7 @@ async function runTarget(
           pathMapping: destination.pathMapping.mode,
           transfer: destination.transfer,
           force: options.force ?? false,
+          repair: options.repair ?? false,
         },
         selection,
         links: destination.links,

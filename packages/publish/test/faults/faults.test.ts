@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { createLocalBackend, type StorageBackend } from "@distributor/storage";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Config, parseConfig } from "../../src/config/index.js";
+import { type AdoptionMode, adoptOutputs } from "../../src/workflows/adopt.js";
 import { prune } from "../../src/workflows/prune.js";
 import { reconcileState } from "../../src/workflows/reconcile-state.js";
 import { run, runSucceeded } from "../../src/workflows/run.js";
@@ -75,6 +76,47 @@ async function plainPublish(c: Case, version: "v1" | "v2" | "v3", pipeline = "re
   expect(runSucceeded(report), JSON.stringify(report.actions.map((a) => a.error))).toBe(true);
 }
 
+/** Deletes a managed output and replaces another's bytes behind distributor's back. */
+async function driftOutputs(c: Case) {
+  const backend = await destinationOf(c);
+  await backend.deleteManagedOutputs("", ["docs/c.txt"], { pruneEmptyDirs: true });
+  await backend.writeFile("b.txt", "b hand-edited\n", { overwrite: true });
+}
+
+/** Copies a source version's files to the destination as another tool would (no state). */
+async function copyByHand(c: Case, files: Record<string, string>) {
+  const backend = await destinationOf(c);
+  for (const [path, text] of Object.entries(files)) {
+    await backend.writeFile(path, text, { overwrite: true });
+  }
+}
+
+/**
+ * `reconcile-state --adopt|--rebuild`; it succeeds when nothing was refused, when a rebuild finds
+ * the state already valid (an earlier attempt committed it), or when an adoption finds that the
+ * competing run of a stall published a newer source meanwhile (adopting the older source's bytes
+ * is then refused, which is the outcome an operator must see; agreement is checked regardless).
+ */
+const adoptWith =
+  (mode: AdoptionMode) =>
+  async (c: Case, backends: BackendRegistry): Promise<boolean> => {
+    const report = await adoptOutputs({
+      config: c.configs.v1,
+      pipelineId: "reports",
+      destinationId: "archive",
+      mode,
+      backends,
+      now: c.now,
+      lease: { renew: false },
+    });
+    return report.bundles.every(
+      (bundle) =>
+        bundle.error === null ||
+        bundle.error.code === "state_valid" ||
+        bundle.error.code === "source_mismatch",
+    );
+  };
+
 const SCENARIOS: Scenario[] = [
   { name: "a first publication", before: async () => {}, act: publishWith("v2") },
   {
@@ -142,6 +184,57 @@ const SCENARIOS: Scenario[] = [
       return true;
     },
   },
+  {
+    name: "a repair",
+    before: async (c) => {
+      await plainPublish(c, "v1");
+      await driftOutputs(c);
+    },
+    act: async (c, backends) => {
+      const report = await run({
+        config: c.configs.v1,
+        pipelineIds: ["reports"],
+        backends,
+        now: c.now,
+        repair: true,
+        lease: { renew: false },
+      });
+      return runSucceeded(report);
+    },
+  },
+  {
+    name: "a repair publishing what a partial adoption left out",
+    before: async (c) => {
+      const { "docs/c.txt": _left, ...some } = V1;
+      await copyByHand(c, some);
+      expect(await adoptWith("adopt")(c, registryFor(c.engine, c.memory, c.dest))).toBe(true);
+    },
+    act: async (c, backends) => {
+      const report = await run({
+        config: c.configs.v1,
+        pipelineIds: ["reports"],
+        backends,
+        now: c.now,
+        repair: true,
+        lease: { renew: false },
+      });
+      return runSucceeded(report);
+    },
+  },
+  {
+    name: "an adoption",
+    before: (c) => copyByHand(c, V1),
+    act: adoptWith("adopt"),
+  },
+  {
+    name: "a rebuild",
+    before: async (c) => {
+      await plainPublish(c, "v1");
+      const backend = await destinationOf(c);
+      await backend.writeFile(".distributor.json", "{ not state", { overwrite: true });
+    },
+    act: adoptWith("rebuild"),
+  },
 ];
 
 let root: string;
@@ -178,11 +271,14 @@ async function newCase(scenario: Scenario, engine: EngineBackend): Promise<Case>
     scenario.merge ? "\n        reconciliation: {mode: merge}" : "",
     scenario.prune ? "\n        retention: {prune: {enabled: true, older_than: 1h}}" : "",
   ].join("");
-  const destination = (id: string) =>
-    `    destinations:\n      - id: ${id}\n        backend: local\n        path: ${dest}${policy}\n`;
+  // Two single-owner destinations may not share a location (a configuration error): the other
+  // pipeline publishes beside this one's only into a shared root.
+  const otherDest = scenario.shared ? dest : join(dir, "other-dest");
+  const destination = (id: string, path = dest) =>
+    `    destinations:\n      - id: ${id}\n        backend: local\n        path: ${path}${policy}\n`;
   const config = (source: string) =>
     parseConfig(
-      `pipelines:\n  - id: other\n    source: {backend: local, path: ${join(dir, "other")}}\n${destination("site")}  - id: reports\n    source: {backend: local, path: ${join(dir, source)}}\n${destination("archive")}`,
+      `pipelines:\n  - id: other\n    source: {backend: local, path: ${join(dir, "other")}}\n${destination("site", otherDest)}  - id: reports\n    source: {backend: local, path: ${join(dir, source)}}\n${destination("archive")}`,
     );
   const c: Case = {
     dir,

@@ -1,0 +1,68 @@
+import type { AuditEvent } from "@distributor/publish";
+import type { AuditCommandOptions, CommandHandler } from "../command.js";
+import { formatAuditText } from "../render/audit.js";
+
+export const auditCommand: CommandHandler<AuditCommandOptions> = async (options, context) => {
+  const publish = await import("@distributor/publish");
+  const config = await publish.loadConfig(options.configPath);
+  const progress =
+    context.io.stderrIsTTY === true && !options.quiet
+      ? auditProgress(context.io.stderr)
+      : undefined;
+  let report: Awaited<ReturnType<typeof publish.audit>>;
+  try {
+    report = await publish.audit({
+      config,
+      pipelineIds: options.pipelineIds,
+      ...(options.destinationId === undefined ? {} : { destinationId: options.destinationId }),
+      backends: context.backends,
+      signal: context.signal,
+      ...(progress === undefined ? {} : { onEvent: progress.onEvent }),
+    });
+  } finally {
+    progress?.stop();
+  }
+  const text = formatAuditText(report);
+  if (!report.drift && !report.failed) return { ok: true, result: report, text };
+  const failed = report.destinations.filter((d) => d.error !== null);
+  const message = report.drift
+    ? `audit found ${report.missing_count} missing and ${report.changed_count} changed managed output(s) and ${report.invalid_states} invalid state file(s); \`distributor run --repair\` restores outputs of a destination whose state matches the source`
+    : `${failed.length} destination(s) could not be audited`;
+  return {
+    ok: false,
+    result: report,
+    text,
+    error: { code: report.drift ? "drift" : (failed[0]?.error?.code ?? "failed"), message },
+    diagnostics: [
+      ...failed.map(
+        (d) => `pipeline ${d.pipeline_id} destination ${d.destination_id}: ${d.error?.message}`,
+      ),
+      ...(report.drift ? [message] : []),
+    ],
+  };
+};
+
+/** A one-line counter of checked outputs and bytes, redrawn on stderr (a terminal). */
+function auditProgress(stderr: { write(chunk: string): unknown }) {
+  let outputs = 0;
+  let bytes = 0;
+  let drawn = 0;
+  const draw = () => {
+    stderr.write(`\r\x1b[2Kaudit: ${outputs} output(s), ${bytes} byte(s) checked`);
+  };
+  return {
+    onEvent(event: AuditEvent) {
+      if (event.type !== "output_checked") return;
+      outputs += 1;
+      bytes += event.size;
+      const now = Date.now();
+      if (now - drawn >= 100) {
+        drawn = now;
+        draw();
+      }
+    },
+    stop() {
+      if (outputs > 0) stderr.write("\r\x1b[2K");
+    },
+  };
+}

@@ -1,0 +1,62 @@
+import type { AuditReport } from "@distributor/publish";
+import { summaryLine } from "./text.js";
+
+/**
+ * The text of an `audit` report: one `Audit:` line per audited bundle path, one `Drift:` line
+ * per missing or changed output, one `Unmanaged:` line per unmanaged entry, and one `Audit
+ * failed:` line per destination that could not be audited.
+ */
+export function formatAuditText(report: AuditReport): string[] {
+  const lines: string[] = [];
+  for (const destination of report.destinations) {
+    const where = [
+      ["pipeline", destination.pipeline_id],
+      ["destination", destination.destination_id],
+    ] as const;
+    if (destination.error !== null) {
+      lines.push(summaryLine("Audit failed", [...where, ["code", destination.error.code]]));
+    }
+    for (const bundle of destination.bundles) {
+      const status =
+        bundle.state === "invalid"
+          ? "invalid_state"
+          : bundle.missing_count + bundle.changed_count > 0
+            ? "drift"
+            : "ok";
+      lines.push(
+        summaryLine("Audit", [
+          ...where,
+          ["bundle", bundle.bundle_path],
+          ["status", status],
+          ["checked", bundle.checked_count],
+          ["ok", bundle.ok_count],
+          ["missing", bundle.missing_count],
+          ["changed", bundle.changed_count],
+          ["unmanaged", bundle.unmanaged_entries.length],
+        ]),
+      );
+      for (const output of bundle.outputs) {
+        if (output.status === "ok") continue;
+        lines.push(
+          summaryLine("Drift", [
+            ...where,
+            ["bundle", bundle.bundle_path],
+            ["path", output.path],
+            ["status", output.status],
+          ]),
+        );
+      }
+      for (const entry of bundle.unmanaged_entries) {
+        lines.push(
+          summaryLine("Unmanaged", [
+            ...where,
+            ["bundle", bundle.bundle_path],
+            ["path", entry.path],
+            ["type", entry.type],
+          ]),
+        );
+      }
+    }
+  }
+  return lines;
+}
