@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
 import { lstat, mkdir, open, readdir, readFile, rename, unlink } from "node:fs/promises";
+import { hostname } from "node:os";
 import { join } from "node:path";
 import { WorkflowError } from "../workflows/shared.js";
 import type { UploadStore } from "./store.js";
@@ -33,6 +34,7 @@ export async function openEmbeddedUploadStore(
   const runsDirectory = join(options.path, "runs");
   const keysDirectory = join(options.path, "keys");
   await preparePrivateDirectory(options.path);
+  const releaseLock = await lockStore(options.path);
   await mkdir(runsDirectory, { recursive: true, mode: 0o700 });
   await mkdir(keysDirectory, { recursive: true, mode: 0o700 });
   const runs = await readRecords(runsDirectory, RUN_FORMAT, parseRun);
@@ -50,12 +52,64 @@ export async function openEmbeddedUploadStore(
     removeRun: (runId) => removeFile(runsDirectory, `${runId}.json`),
     writeKey: (key) => writeRecord(keysDirectory, keyFileName(key), KEY_FORMAT, key),
     removeKey: (key) => removeFile(keysDirectory, keyFileName(key)),
-    close: async () => undefined,
+    close: releaseLock,
   };
   return createUploadStoreCore(options, persistence, {
     runs,
     keys: keys.filter((key) => known.has(key.run_id)),
   });
+}
+
+/**
+ * One process per store: a second `serve` on the same store (or the same default staging
+ * directory) would run every job twice and remove the other's staged uploads at start. The lock
+ * file names the holder; a holder that no longer runs on this host is replaced.
+ */
+async function lockStore(directory: string): Promise<() => Promise<void>> {
+  const file = join(directory, "lock");
+  const mine = JSON.stringify({ pid: process.pid, host: hostname() });
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const handle = await open(file, "wx", 0o600);
+      await handle.writeFile(mine);
+      await handle.close();
+      return async () => {
+        if ((await readFile(file, "utf8").catch(() => "")) === mine) await unlink(file);
+      };
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+    }
+    let holder: { pid?: unknown; host?: unknown } = {};
+    try {
+      holder = JSON.parse(await readFile(file, "utf8"));
+    } catch {
+      // An empty or torn lock file: its writer died before finishing it.
+    }
+    if (holder.host === hostname() && typeof holder.pid === "number" && alive(holder.pid)) {
+      throw new WorkflowError(
+        "store_in_use",
+        `upload store ${directory} is in use by process ${holder.pid}; one serve per store (set server.store.path and server.http.staging_directory per instance)`,
+      );
+    }
+    if (holder.host !== undefined && holder.host !== hostname()) {
+      throw new WorkflowError(
+        "store_in_use",
+        `upload store ${directory} is locked by host ${String(holder.host)} (pid ${String(holder.pid)}); if that host no longer runs serve, remove ${file}`,
+      );
+    }
+    await unlink(file).catch(() => undefined);
+  }
+  throw new WorkflowError("store_in_use", `upload store ${directory}: cannot take ${file}`);
+}
+
+function alive(pid: number): boolean {
+  if (pid === process.pid) return true;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
 }
 
 /** Key files are named by a digest of their scope: keys may hold any visible ASCII. */

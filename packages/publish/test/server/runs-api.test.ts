@@ -207,6 +207,7 @@ describe("restart", () => {
     );
     await store.takeNext(new Set());
     await store.updateRun("resumed-run", { status: "running", started_at: "2026-06-04T12:00:01Z" });
+    await store.close();
 
     const { url, events } = await serve(config);
     expect(events.find((e) => e.type === "recovered")).toEqual({

@@ -1,5 +1,5 @@
 import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { openEmbeddedUploadStore } from "../../src/server/embedded-store.js";
@@ -15,7 +15,11 @@ describeUploadStoreContract("embedded", async (limits) => {
   const path = join(root, "store");
   return {
     store: await openEmbeddedUploadStore({ ...limits, path }),
-    reopen: () => openEmbeddedUploadStore({ ...limits, path }),
+    // The abandoned instance's process is "dead": its lock goes, as a restarted serve replaces it.
+    reopen: async () => {
+      await rm(join(path, "lock"), { force: true });
+      return openEmbeddedUploadStore({ ...limits, path });
+    },
     cleanup: () => rm(root, { recursive: true, force: true }),
   };
 });
@@ -48,6 +52,7 @@ describe("embedded upload store", () => {
           accepted: {},
         }),
       );
+      await store.close();
       const again = await openEmbeddedUploadStore({ ...limits, path });
       expect(await readdir(join(path, "runs"))).toEqual([`${sample.runId}.json`]);
       expect((await again.recover()).map((job) => job.runId)).toEqual([sample.runId]);
@@ -57,11 +62,28 @@ describe("embedded upload store", () => {
     }
   });
 
+  it("allows one open store per directory while its holder lives", async () => {
+    const root = await mkdtemp(join(tmpdir(), "distributor-store-"));
+    try {
+      const path = join(root, "store");
+      const store = await openEmbeddedUploadStore({ ...limits, path });
+      await expect(openEmbeddedUploadStore({ ...limits, path })).rejects.toThrow(
+        `upload store ${path} is in use by process ${process.pid}`,
+      );
+      await store.close();
+      // A holder that no longer runs is replaced.
+      await writeFile(join(path, "lock"), JSON.stringify({ pid: 2 ** 22 + 1, host: hostname() }));
+      await (await openEmbeddedUploadStore({ ...limits, path })).close();
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+
   it("refuses to start on a record it cannot read, naming the file", async () => {
     const root = await mkdtemp(join(tmpdir(), "distributor-store-"));
     try {
       const path = join(root, "store");
-      await openEmbeddedUploadStore({ ...limits, path });
+      await (await openEmbeddedUploadStore({ ...limits, path })).close();
       await writeFile(join(path, "runs", "broken.json"), "not json");
       await expect(openEmbeddedUploadStore({ ...limits, path })).rejects.toThrow(
         /upload store record .*broken\.json is not JSON/,
