@@ -69,6 +69,7 @@ export type UploadServerEvent =
       /** Live runs whose staged bundle was missing; they are recorded failed. */
       lost: number;
     }
+  | { type: "warning"; message: string }
   | { type: "shutdown"; phase: "started" | "finished"; running: number };
 
 export interface UploadServerOptions extends WorkflowOptions<UploadServerEvent> {
@@ -147,6 +148,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
   const tokens = await resolveUploadTokens(config, {
     ...(options.env ? { env: options.env } : {}),
     ...(options.signal ? { signal: options.signal } : {}),
+    onWarning: (message) => options.onEvent?.({ type: "warning", message }),
   });
   await prepareStagingRoot(http.stagingDirectory);
 

@@ -1,4 +1,4 @@
-import { chmod, mkdir, readFile, rm, symlink } from "node:fs/promises";
+import { chmod, mkdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/index.js";
@@ -506,9 +506,39 @@ describe("upload server", () => {
     await expect(
       createUploadServer({ config, env: { ...TOKEN_ENV, REPORTER_TOKEN: "" } }),
     ).rejects.toThrow(/REPORTER_TOKEN/);
+    await expect(
+      createUploadServer({ config, env: { ...TOKEN_ENV, REPORTER_TOKEN: " \t\n" } }),
+    ).rejects.toThrow(
+      /upload_tokens\[0\] \(id reporter\): secret REPORTER_TOKEN holds only whitespace/,
+    );
     const twin = createUploadServer({ config, env: { REPORTER_TOKEN: TOKEN, OTHER_TOKEN: TOKEN } });
     await expect(twin).rejects.toThrow(/upload_tokens\[1\] \(id other\) has the same value/);
     await twin.catch((error: Error) => expect(error.message).not.toContain(TOKEN));
+  });
+
+  it("warns about a token file that other users may read", async () => {
+    const secrets = join(root, "secrets");
+    await mkdir(secrets);
+    await writeFile(join(secrets, "REPORTER_TOKEN"), TOKEN, { mode: 0o644 });
+    const config = parseConfig(
+      `server: {http: {staging_directory: ${join(root, "staging")}}}
+secrets: {directory: ${secrets}}
+upload_tokens:
+  - {id: reporter, token_env: REPORTER_TOKEN, allow_pipelines: [reports]}
+pipelines:
+  - id: reports
+    source: {backend: http_upload}
+    destinations: [{id: site, backend: local, path: ${join(root, "site")}}]
+`,
+      { sourceName: "secrets.yml" },
+    );
+    const events: unknown[] = [];
+    const server = await createUploadServer({ config, env: {}, onEvent: (e) => events.push(e) });
+    await server.close();
+    expect(events).toContainEqual({
+      type: "warning",
+      message: `upload_tokens[0] (id reporter): secret file ${join(secrets, "REPORTER_TOKEN")} may be read by other users (mode 644); chmod 600 it`,
+    });
   });
 
   it("refuses a staging directory that is a symlink or that other users may write", async () => {
