@@ -40,13 +40,21 @@ export const CONFIG_DESCRIPTIONS: Readonly<Record<string, string>> = {
   "server.http.listen":
     "host:port to listen on, default 127.0.0.1:8080; [::1]:8080 for IPv6, :8080 for every interface, port 0 for a free one.",
   "server.http.retention":
-    "How long the status of a finished upload run is kept in memory (a duration such as 24h, the default).",
+    "How long the status record of a finished upload run (and its idempotency key) is kept (a duration such as 24h, the default).",
   "server.http.queue_size":
     "Uploads accepted but not started; beyond it the server answers 503. Default 16.",
   "server.http.workers":
     "Runs executed concurrently (runs of one pipeline never overlap). Default 2.",
   "server.http.staging_directory":
     "Where uploads are received and extracted; default distributor-uploads in the temporary directory.",
+  "server.store":
+    "Where run records, the queue and idempotency records live; an accepted upload survives a crash or restart.",
+  "server.store.backend":
+    "embedded (default): durable files below path, no service to run. memory: forgotten when serve exits.",
+  "server.store.path":
+    "embedded: the store's directory, private to this user; default the staging directory's path with .store appended.",
+  "server.store.max_runs":
+    "Finished run records kept at most; beyond it the oldest finished ones are forgotten. Default 10000.",
   secrets: "Where secret references are looked up besides the environment.",
   "secrets.directory":
     "Directory with one file per secret reference (a mounted Docker or Kubernetes secret).",

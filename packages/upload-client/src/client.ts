@@ -25,7 +25,29 @@ export interface UploadClientOptions {
   fetch?: typeof globalThis.fetch;
   /** Retry policy for every request; each field defaults as in `DEFAULT_RETRY_POLICY`. */
   retry?: Partial<RetryPolicy>;
+  /** Bounded waits of every request; a request that exceeds one fails as retryable `timeout`. */
+  timeouts?: Partial<ClientTimeouts>;
 }
+
+export interface ClientTimeouts {
+  /**
+   * Until the server takes the request: for an upload, until it reads the first bytes of the
+   * body; for a status request, added to `requestMs`. Default 10 s.
+   */
+  connectMs: number;
+  /**
+   * Longest silence once connected: between two body chunks the server reads, and from the end of
+   * the body (or of a status request's long-poll) to its answer. Default 60 s.
+   */
+  requestMs: number;
+}
+
+export const DEFAULT_TIMEOUTS: Readonly<ClientTimeouts> = Object.freeze({
+  connectMs: 10_000,
+  requestMs: 60_000,
+});
+/** The long-poll `waitForRun` asks the server for (`GET /runs/{id}?wait=`), at most. */
+export const LONG_POLL_MS = 30_000;
 
 /** What an upload validates locally: the pipeline's `validation` block, where it is not the default. */
 export type UploadValidationOptions = Pick<
@@ -56,6 +78,8 @@ export interface RetryNotice {
 
 export interface GetRunOptions {
   signal?: AbortSignal;
+  /** Long-poll: the server answers once the run has finished or after this long (at most 60 s). */
+  waitMs?: number;
   retries?: number | Partial<RetryPolicy>;
 }
 
@@ -102,14 +126,33 @@ export function createUploadClient(options: UploadClientOptions): UploadClient {
   }
   const token = options.token;
   const clientPolicy = retryPolicy(options.retry);
+  const timeouts: ClientTimeouts = { ...DEFAULT_TIMEOUTS, ...options.timeouts };
   const fetchFn = (input: string, init: RequestInit) =>
     (options.fetch ?? globalThis.fetch)(input, init);
 
-  async function send(url: string, init: RequestInit, operation: string): Promise<Response> {
+  /**
+   * One request, aborted when a bounded wait passes: `deadline.arm(ms)` (re)starts the timer, so
+   * an upload's body re-arms it with every chunk the server reads.
+   */
+  async function send(
+    url: string,
+    init: RequestInit,
+    operation: string,
+    deadline: Deadline = createDeadline(timeouts.connectMs + timeouts.requestMs),
+  ): Promise<Response> {
+    const caller = init.signal ?? undefined;
+    const signal =
+      caller === undefined ? deadline.signal : AbortSignal.any([caller, deadline.signal]);
     try {
-      return await fetchFn(url, init);
+      return await fetchFn(url, { ...init, signal });
     } catch (error) {
-      if (init.signal?.aborted) throw init.signal.reason;
+      if (caller?.aborted) throw caller.reason;
+      if (deadline.signal.aborted) {
+        throw new UploadError(
+          `${operation}: no answer within ${formatMs(deadline.lastMs())} (the server or the network stalled)`,
+          { code: "timeout", retryable: true, cause: error },
+        );
+      }
       throw new UploadError(`${operation}: cannot reach the server: ${networkDetail(error)}`, {
         code: "connection_failed",
         retryable: true,
@@ -234,6 +277,8 @@ export function createUploadClient(options: UploadClientOptions): UploadClient {
         packed.stream.on("error", (error) => {
           bodyError ??= error;
         });
+        const deadline = createDeadline(timeouts.connectMs);
+        const body = pacedBody(packed.stream, deadline, timeouts.requestMs);
         try {
           let response: Response;
           try {
@@ -245,11 +290,12 @@ export function createUploadClient(options: UploadClientOptions): UploadClient {
                   "content-type": BUNDLE_ARCHIVE_CONTENT_TYPE,
                   "idempotency-key": idempotencyKey,
                 }),
-                body: packed.stream,
+                body,
                 duplex: "half",
                 ...(signal === undefined ? {} : { signal }),
               },
               operation,
+              deadline,
             );
           } catch (error) {
             // The bundle changed while it was packed: not the connection's fault, not retried.
@@ -259,8 +305,9 @@ export function createUploadClient(options: UploadClientOptions): UploadClient {
           if (response.status !== 200 && response.status !== 201 && response.status !== 202) {
             throw await refusal(response, operation);
           }
-          const body = await readBody(response, operation);
-          const accepted = parseAccepted(body);
+          const answer = await readBody(response, operation);
+          deadline.clear();
+          const accepted = parseAccepted(answer);
           if (typeof accepted === "string") throw invalidResponse(operation, response, accepted);
           const statusUrl =
             accepted.status_url || response.headers.get("location") || `runs/${accepted.run_id}`;
@@ -271,6 +318,7 @@ export function createUploadClient(options: UploadClientOptions): UploadClient {
             idempotency_key: idempotencyKey,
           };
         } finally {
+          deadline.clear();
           // An early answer (a refusal before the body was read) leaves files open otherwise.
           packed.stream.destroy();
         }
@@ -282,16 +330,25 @@ export function createUploadClient(options: UploadClientOptions): UploadClient {
         throw new TypeError("getRun requires a run id");
       const { signal } = getOptions;
       const policy = retryPolicy(getOptions.retries, clientPolicy);
-      const url = new URL(`runs/${encodeURIComponent(runId)}`, server).href;
-      const operation = `status of run ${runId} from ${url}`;
+      const waitMs = Math.max(0, Math.floor((getOptions.waitMs ?? 0) / 1000)) * 1000;
+      const url = new URL(`runs/${encodeURIComponent(runId)}`, server);
+      if (waitMs > 0) url.searchParams.set("wait", `${waitMs / 1000}s`);
+      const operation = `status of run ${runId} from ${url.href}`;
       return withRetries(policy, signal, undefined, async () => {
+        const deadline = createDeadline(timeouts.connectMs + timeouts.requestMs + waitMs);
         const response = await send(
-          url,
+          url.href,
           { method: "GET", headers: headers(), ...(signal === undefined ? {} : { signal }) },
           operation,
+          deadline,
         );
-        if (response.status !== 200) throw await refusal(response, operation);
-        const record = parseRunRecord(await readBody(response, operation));
+        if (response.status !== 200) {
+          deadline.clear();
+          throw await refusal(response, operation);
+        }
+        const answer = await readBody(response, operation);
+        deadline.clear();
+        const record = parseRunRecord(answer);
         if (typeof record === "string") throw invalidResponse(operation, response, record);
         return record;
       });
@@ -322,8 +379,14 @@ export function createUploadClient(options: UploadClientOptions): UploadClient {
         const pollSignal = signal === undefined ? timeout : AbortSignal.any([signal, timeout]);
         let delay = interval;
         try {
-          // One request per poll: the polling loop is the retry, bounded by the deadline.
-          const record = await client.getRun(runId, { signal: pollSignal, retries: 0 });
+          // One request per poll: the polling loop is the retry, bounded by the deadline. The
+          // server holds each poll until the run finishes (long-poll); between polls the client
+          // still waits the interval, so an older server that answers at once is not hammered.
+          const record = await client.getRun(runId, {
+            signal: pollSignal,
+            retries: 0,
+            waitMs: Math.min(LONG_POLL_MS, Math.max(0, remaining - 1000)),
+          });
           last = record;
           lastError = undefined;
           waitOptions.onStatus?.(record);
@@ -341,6 +404,66 @@ export function createUploadClient(options: UploadClientOptions): UploadClient {
     },
   };
   return client;
+}
+
+interface Deadline {
+  readonly signal: AbortSignal;
+  arm(ms: number): void;
+  clear(): void;
+  lastMs(): number;
+}
+
+/** An abort signal that fires `ms` after the last `arm`. */
+function createDeadline(ms: number): Deadline {
+  const controller = new AbortController();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let last = ms;
+  const arm = (next: number) => {
+    if (timer !== undefined) clearTimeout(timer);
+    last = next;
+    timer = setTimeout(() => controller.abort(new Error(`timed out after ${next} ms`)), next);
+  };
+  arm(ms);
+  return {
+    signal: controller.signal,
+    arm,
+    clear: () => {
+      if (timer !== undefined) clearTimeout(timer);
+      timer = undefined;
+    },
+    lastMs: () => last,
+  };
+}
+
+/**
+ * The packed body as a web stream that re-arms `deadline` with `requestMs` for every chunk the
+ * server reads, and once more after the last: the answer must come within that too.
+ */
+function pacedBody(
+  stream: AsyncIterable<Uint8Array>,
+  deadline: Deadline,
+  requestMs: number,
+): ReadableStream<Uint8Array> {
+  const iterator = stream[Symbol.asyncIterator]();
+  return new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        deadline.arm(requestMs);
+        const { value, done } = await iterator.next();
+        if (done) {
+          deadline.arm(requestMs);
+          controller.close();
+          return;
+        }
+        controller.enqueue(value);
+      },
+      async cancel(reason) {
+        await iterator.return?.(reason);
+      },
+    },
+    // Pull only when fetch reads: until then the connect timeout runs.
+    { highWaterMark: 0 },
+  );
 }
 
 /** The server URL as a base for relative references: http(s), ending in `/`. */

@@ -4,6 +4,8 @@ import type { RunRecord } from "./records.js";
 export type ClientErrorCode =
   /** The server could not be reached, or the connection broke before an answer arrived. */
   | "connection_failed"
+  /** No answer within the client's connect or request timeout. */
+  | "timeout"
   /** The server answered with something that is not the SPEC §10 protocol. */
   | "invalid_response";
 

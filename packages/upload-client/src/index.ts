@@ -1,9 +1,12 @@
 export {
+  type ClientTimeouts,
   createUploadClient,
   DEFAULT_MAX_POLL_INTERVAL_MS,
   DEFAULT_POLL_INTERVAL_MS,
+  DEFAULT_TIMEOUTS,
   DEFAULT_WAIT_TIMEOUT_MS,
   type GetRunOptions,
+  LONG_POLL_MS,
   type RetryNotice,
   type UploadClient,
   type UploadClientOptions,

@@ -360,6 +360,34 @@ describe("upload", () => {
       expect(error.message).toContain(`${closed}/pipelines/reports/uploads`);
     });
 
+    it("gives up on a server that accepts the connection and never answers, within its timeouts", async () => {
+      const { dir } = await bundle();
+      // Takes the connection, reads nothing, answers nothing.
+      const silent = createServer(() => undefined);
+      await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+      const { port } = silent.address() as AddressInfo;
+      try {
+        const stalled = createUploadClient({
+          server: `http://127.0.0.1:${port}`,
+          token: TOKEN,
+          retry: QUICK,
+          timeouts: { connectMs: 300, requestMs: 300 },
+        });
+        const started = Date.now();
+        const error = await rejection(() =>
+          stalled.upload(dir, { pipeline: "reports", retries: { attempts: 2 } }),
+        );
+        expect(error).toMatchObject({ code: "timeout", attempts: 2 });
+        expect(error.message).toContain("no answer within");
+        const status = await rejection(() => stalled.getRun("r1", { retries: 0 }));
+        expect(status).toMatchObject({ code: "timeout" });
+        expect(Date.now() - started).toBeLessThan(5_000);
+      } finally {
+        silent.closeAllConnections();
+        silent.close();
+      }
+    });
+
     it("stops retrying when aborted", async () => {
       const { dir } = await bundle();
       server.uploadFaults.push({ kind: "unavailable", retryAfter: "30" });

@@ -19,6 +19,10 @@ export const CONFIG_DEFAULTS = Object.freeze({
   workers: 2,
   /** Below `os.tmpdir()`. */
   stagingDirectoryName: "distributor-uploads",
+  storeBackend: "embedded",
+  /** Appended to the staging directory's path: the store sits beside it. */
+  storePathSuffix: ".store",
+  maxRuns: 10_000,
   fsync: true,
   maxUploadSize: 64 * 1024 ** 2,
   unlistedFiles: "reject",
@@ -60,7 +64,11 @@ export interface DefaultsOptions {
 export function applyDefaults(raw: RawConfig, options: DefaultsOptions): Config {
   const files = new LocalPaths(options.cwd, options.env.HOME || homedir());
   const http = raw.server?.http;
+  const store = raw.server?.store;
   const secretsDirectory = raw.secrets?.directory;
+  const stagingDirectory = files.resolve(
+    http?.staging_directory ?? join(tmpdir(), CONFIG_DEFAULTS.stagingDirectoryName),
+  );
   return {
     sourceName: options.sourceName,
     server: {
@@ -69,9 +77,15 @@ export function applyDefaults(raw: RawConfig, options: DefaultsOptions): Config 
         retentionMs: http?.retention ?? CONFIG_DEFAULTS.retentionMs,
         queueSize: http?.queue_size ?? CONFIG_DEFAULTS.queueSize,
         workers: http?.workers ?? CONFIG_DEFAULTS.workers,
-        stagingDirectory: files.resolve(
-          http?.staging_directory ?? join(tmpdir(), CONFIG_DEFAULTS.stagingDirectoryName),
-        ),
+        stagingDirectory,
+      },
+      store: {
+        backend: store?.backend ?? CONFIG_DEFAULTS.storeBackend,
+        path:
+          store?.path === undefined
+            ? `${stagingDirectory.replace(/\/+$/, "")}${CONFIG_DEFAULTS.storePathSuffix}`
+            : files.resolve(store.path),
+        maxRuns: store?.max_runs ?? CONFIG_DEFAULTS.maxRuns,
       },
     },
     secrets: secretsDirectory === undefined ? {} : { directory: files.resolve(secretsDirectory) },

@@ -40,6 +40,11 @@ describe("parseConfig defaults", () => {
           workers: 2,
           stagingDirectory: join(tmpdir(), "distributor-uploads"),
         },
+        store: {
+          backend: "embedded",
+          path: join(tmpdir(), "distributor-uploads.store"),
+          maxRuns: 10_000,
+        },
       },
       secrets: {},
       uploadTokens: [],

@@ -352,6 +352,9 @@ export const uploadTokenSchema = mapping({
   allow_pipelines: v.optional(list(v.string("must be a string"))),
 });
 
+/** `server.store.backend`: `memory` forgets everything on exit (tests, embedding). */
+export const STORE_BACKENDS = ["embedded", "memory"] as const;
+
 /** The whole configuration document. */
 export const configSchema = mapping({
   server: v.optional(
@@ -363,6 +366,13 @@ export const configSchema = mapping({
           queue_size: v.optional(integer(1, "must be greater than zero")),
           workers: v.optional(integer(1, "must be greater than zero")),
           staging_directory: v.optional(text()),
+        }),
+      ),
+      store: v.optional(
+        mapping({
+          backend: v.optional(choice(STORE_BACKENDS)),
+          path: v.optional(text()),
+          max_runs: v.optional(integer(1, "must be greater than zero")),
         }),
       ),
     }),

@@ -15,6 +15,17 @@ export interface Config {
 
 export interface ServerConfig {
   http: HttpServerConfig;
+  store: StoreConfig;
+}
+
+/** `server.store`: where run records, the queue and idempotency records live (SPEC §10). */
+export interface StoreConfig {
+  /** `embedded` (durable, default) or `memory` (forgotten on exit). */
+  backend: "embedded" | "memory";
+  /** Absolute directory of the embedded store; default beside the staging directory. */
+  path: string;
+  /** Finished run records kept at most; beyond it the oldest finished ones are forgotten. */
+  maxRuns: number;
 }
 
 export interface HttpServerConfig {

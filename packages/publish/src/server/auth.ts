@@ -1,4 +1,6 @@
 import { createHash, timingSafeEqual } from "node:crypto";
+import { stat } from "node:fs/promises";
+import { join } from "node:path";
 import { resolveSecret } from "../config/secrets.js";
 import type { Config, UploadTokenConfig } from "../config/types.js";
 import { WorkflowError } from "../workflows/shared.js";
@@ -18,7 +20,12 @@ export interface ResolvedToken {
  */
 export async function resolveUploadTokens(
   config: Config,
-  options: { env?: NodeJS.ProcessEnv; signal?: AbortSignal } = {},
+  options: {
+    env?: NodeJS.ProcessEnv;
+    signal?: AbortSignal;
+    /** Told about a token file that group or others may read (it is used all the same). */
+    onWarning?: (message: string) => void;
+  } = {},
 ): Promise<ResolvedToken[]> {
   const resolved: ResolvedToken[] = [];
   for (const [index, token] of config.uploadTokens.entries()) {
@@ -33,6 +40,15 @@ export async function resolveUploadTokens(
         { cause: error },
       );
     });
+    if (value.trim() === "") {
+      throw new WorkflowError(
+        "token_unavailable",
+        `upload_tokens[${index}] (id ${token.id}): secret ${token.tokenEnv} holds only whitespace`,
+      );
+    }
+    await warnIfShared(config, token.tokenEnv, options, (problem) =>
+      options.onWarning?.(`upload_tokens[${index}] (id ${token.id}): ${problem}`),
+    );
     const digest = tokenDigest(value);
     const twin = resolved.findIndex((other) => timingSafeEqual(other.digest, digest));
     if (twin >= 0) {
@@ -44,6 +60,27 @@ export async function resolveUploadTokens(
     resolved.push(resolvedToken(token, digest));
   }
   return resolved;
+}
+
+/**
+ * A token file that group or others may read is warned about, not refused: mounted Docker and
+ * Kubernetes secrets are often 0444 or 0644 in a container where no other user exists, while on a
+ * shared host the warning says what to fix (see docs/operations.md).
+ */
+async function warnIfShared(
+  config: Config,
+  name: string,
+  options: { env?: NodeJS.ProcessEnv },
+  warn: (problem: string) => void,
+): Promise<void> {
+  const fromEnv = (options.env ?? process.env)[name];
+  if ((fromEnv !== undefined && fromEnv !== "") || config.secrets.directory === undefined) return;
+  const file = join(config.secrets.directory, name);
+  const stats = await stat(file).catch(() => undefined);
+  if (stats === undefined || (stats.mode & 0o044) === 0) return;
+  warn(
+    `secret file ${file} may be read by other users (mode ${(stats.mode & 0o777).toString(8)}); chmod 600 it`,
+  );
 }
 
 function resolvedToken(token: UploadTokenConfig, digest: Buffer): ResolvedToken {

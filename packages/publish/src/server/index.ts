@@ -1,23 +1,33 @@
 export { authenticate, type ResolvedToken, resolveUploadTokens } from "./auth.js";
+export { type EmbeddedUploadStoreOptions, openEmbeddedUploadStore } from "./embedded-store.js";
 export { HttpError } from "./http-error.js";
-export { createMemoryUploadStore, type MemoryUploadStoreOptions } from "./memory-store.js";
+export {
+  createMemoryUploadStore,
+  DEFAULT_MAX_RUNS,
+  type MemoryUploadStoreOptions,
+} from "./memory-store.js";
 export {
   createUploadServer,
+  MAX_STATUS_WAIT_MS,
   parseListen,
   type UploadServer,
   type UploadServerAddress,
   type UploadServerEvent,
   type UploadServerOptions,
 } from "./server.js";
-export { extractionLimits } from "./staging.js";
+export { extractionLimits, MAX_EXPANSION_RATIO } from "./staging.js";
 export type {
   AcceptedUpload,
   IdempotencyScope,
   KeyClaim,
   ManifestIdentity,
+  RunPage,
+  RunQuery,
   StoredRun,
   UploadJob,
   UploadRunRecord,
   UploadRunStatus,
   UploadStore,
 } from "./store.js";
+export type { StoreLimits } from "./store-core.js";
+export type { RunActionSummary, RunSummary } from "./summary.js";

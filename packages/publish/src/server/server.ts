@@ -1,13 +1,16 @@
 import { randomUUID } from "node:crypto";
-import { lstat, mkdir } from "node:fs/promises";
+import { lstat, mkdir, readdir, stat } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { join } from "node:path";
 import { createLocalBackend } from "@distributor/storage";
+import { parseDuration } from "../config/duration.js";
 import type { Config, PipelineConfig } from "../config/types.js";
 import { errorCode, errorMessage } from "../workflows/errors.js";
 import { type RunReport, run, runSucceeded } from "../workflows/run.js";
 import { WorkflowError, type WorkflowOptions } from "../workflows/shared.js";
 import { authenticate, type ResolvedToken, resolveUploadTokens } from "./auth.js";
+import { openEmbeddedUploadStore } from "./embedded-store.js";
 import { errorBody, HttpError, sendBeforeBody, sendJson } from "./http-error.js";
 import { createMemoryUploadStore } from "./memory-store.js";
 import {
@@ -16,6 +19,8 @@ import {
   removeUploadDirectory,
   type StagedUpload,
   stagedManifest,
+  syncTree,
+  UPLOAD_DIRECTORY_PREFIX,
   validateStaged,
 } from "./staging.js";
 import type {
@@ -24,8 +29,10 @@ import type {
   ManifestIdentity,
   UploadJob,
   UploadRunRecord,
+  UploadRunStatus,
   UploadStore,
 } from "./store.js";
+import { summarizeRun } from "./summary.js";
 import { createWorkers } from "./workers.js";
 
 /** One JSON log line's worth of what the server did; tokens never appear, only their ids. */
@@ -53,11 +60,24 @@ export type UploadServerEvent =
       duration_ms: number;
       error: { code: string; message: string } | null;
     }
+  | {
+      type: "recovered";
+      /** Runs resumed from the store (queued again, including those that were running). */
+      resumed: number;
+      /** Staged directories removed because no live run owned them. */
+      removed_staging: number;
+      /** Live runs whose staged bundle was missing; they are recorded failed. */
+      lost: number;
+    }
+  | { type: "warning"; message: string }
   | { type: "shutdown"; phase: "started" | "finished"; running: number };
 
 export interface UploadServerOptions extends WorkflowOptions<UploadServerEvent> {
   config: Config;
-  /** Where status, idempotency records and the queue live (default: in memory). */
+  /**
+   * Where status, idempotency records and the queue live (default: `server.store`, the embedded
+   * durable store). A store given here is not closed by the server.
+   */
   store?: UploadStore;
   /** Where token references resolve (default `process.env`). */
   env?: NodeJS.ProcessEnv;
@@ -98,6 +118,18 @@ const ACCEPTED_CONTENT_TYPES: ReadonlySet<string> = new Set([
 /** 1–255 visible ASCII characters (SPEC §10). */
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 const RETRY_AFTER_SECONDS = "5";
+/** Longest `?wait=` a status request may hold the connection. */
+export const MAX_STATUS_WAIT_MS = 60_000;
+/** `GET /runs` page size when `limit` is absent, and its largest value. */
+export const DEFAULT_RUN_PAGE = 50;
+export const MAX_RUN_PAGE = 500;
+const RUN_STATUSES: readonly UploadRunStatus[] = [
+  "accepted",
+  "queued",
+  "running",
+  "succeeded",
+  "failed",
+];
 
 /**
  * Creates the HTTP upload server of SPEC §10. Upload tokens are resolved here, so a missing,
@@ -116,22 +148,35 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
   const tokens = await resolveUploadTokens(config, {
     ...(options.env ? { env: options.env } : {}),
     ...(options.signal ? { signal: options.signal } : {}),
+    onWarning: (message) => options.onEvent?.({ type: "warning", message }),
   });
   await prepareStagingRoot(http.stagingDirectory);
 
   const now = () => options.now?.() ?? new Date();
   const emit = (event: UploadServerEvent) => options.onEvent?.(event);
-  const store =
-    options.store ??
-    createMemoryUploadStore({ queueSize: http.queueSize, retentionMs: http.retentionMs });
+  const store = options.store ?? (await openConfiguredStore(config));
+  const ownStore = options.store === undefined;
   const workers = createWorkers({
     store,
     workers: http.workers,
     execute: (job) => executeRun(job),
   });
   const inFlight = new Set<Promise<void>>();
+  /** Running runs' controllers, by run id: a cancel aborts at the run's next safe point. */
+  const runControls = new Map<string, AbortController>();
+  /** Cancels asked for while a run was between the queue and its start. */
+  const cancelRequests = new Set<string>();
+  /** Ends long-polls when the server shuts down. */
+  const stopping = new AbortController();
   let closing: Promise<void> | undefined;
   let bound: UploadServerAddress | undefined;
+
+  try {
+    await recover();
+  } catch (error) {
+    if (ownStore) await store.close().catch(() => undefined);
+    throw error;
+  }
 
   const server: Server = createServer((request, response) => {
     const handling = handle(request, response);
@@ -145,6 +190,44 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     Math.max(1000, Math.min(http.retentionMs, 60_000)),
   );
   sweeper.unref();
+
+  /**
+   * SPEC §10 Durability: resumes every live run the store holds (a run that was running is queued
+   * again), records the ones whose staged bundle is gone as failed, and removes staged data that
+   * belongs to no live run.
+   */
+  async function recover() {
+    const jobs = await store.recover();
+    const live = new Set<string>();
+    let lost = 0;
+    for (const job of jobs) {
+      if (await exists(job.bundleDirectory)) {
+        live.add(job.stagingDirectory);
+        continue;
+      }
+      lost += 1;
+      await store.dequeue(job.runId);
+      await store.updateRun(job.runId, {
+        status: "failed",
+        finished_at: now().toISOString(),
+        error: {
+          code: "staged_bundle_missing",
+          message: `the staged bundle ${job.bundleDirectory} of this run was gone when the server restarted`,
+        },
+      });
+    }
+    let removed = 0;
+    for (const name of await readdir(http.stagingDirectory)) {
+      const path = join(http.stagingDirectory, name);
+      if (!name.startsWith(UPLOAD_DIRECTORY_PREFIX) || live.has(path)) continue;
+      await removeUploadDirectory(path);
+      removed += 1;
+    }
+    if (jobs.length > 0 || removed > 0) {
+      emit({ type: "recovered", resumed: jobs.length - lost, removed_staging: removed, lost });
+    }
+    workers.pump();
+  }
 
   async function handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
     const started = Date.now();
@@ -208,9 +291,19 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
       await upload(request, response, decodeSegment(segments[1] ?? ""), log);
       return;
     }
+    if (segments.length === 1 && segments[0] === "runs") {
+      allow(method, "GET");
+      await list(request, response, log);
+      return;
+    }
     if (segments.length === 2 && segments[0] === "runs") {
       allow(method, "GET");
       await status(request, response, decodeSegment(segments[1] ?? ""), log);
+      return;
+    }
+    if (segments.length === 3 && segments[0] === "runs" && segments[2] === "cancel") {
+      allow(method, "POST");
+      await cancel(request, response, decodeSegment(segments[1] ?? ""), log);
       return;
     }
     throw new HttpError(404, "not_found", `no such endpoint: ${method} ${pathOf(request.url)}`);
@@ -239,14 +332,98 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     log: RequestLog,
   ) {
     const token = authorize(request, log);
+    const wait = waitParameter(queryOf(request.url));
+    let record = await ownRun(token, runId, log);
+    // Long-poll: answer once the run has finished, or when the wait is over.
+    const deadline = Date.now() + wait;
+    while (!finished(record.status) && Date.now() < deadline && !stopping.signal.aborted) {
+      await store.watchRun(runId, deadline - Date.now(), stopping.signal);
+      record = await ownRun(token, runId, log);
+    }
+    sendJson(response, 200, record);
+  }
+
+  /** The token's own run; another token's run is as unknown as a missing one. */
+  async function ownRun(token: ResolvedToken, runId: string, log: RequestLog) {
     const stored = await store.getRun(runId);
-    // Another token's run is as unknown as a missing one.
     if (stored === undefined || stored.tokenId !== token.id) {
       throw new HttpError(404, "run_not_found", `run ${JSON.stringify(runId)} not found`);
     }
     log.run_id = runId;
     log.pipeline_id = stored.record.pipeline_id;
-    sendJson(response, 200, stored.record);
+    return stored.record;
+  }
+
+  /** `GET /runs?pipeline=&status=&limit=&cursor=`: the token's runs, newest first. */
+  async function list(request: IncomingMessage, response: ServerResponse, log: RequestLog) {
+    const token = authorize(request, log);
+    const query = queryOf(request.url);
+    const pipelineId = query.get("pipeline") ?? undefined;
+    const statusFilter = query.get("status") ?? undefined;
+    if (statusFilter !== undefined && !RUN_STATUSES.includes(statusFilter as UploadRunStatus)) {
+      throw new HttpError(
+        400,
+        "bad_request",
+        `status must be one of ${RUN_STATUSES.join(", ")}, got ${JSON.stringify(statusFilter)}`,
+      );
+    }
+    const limitText = query.get("limit");
+    const limit = limitText === null ? DEFAULT_RUN_PAGE : Number(limitText);
+    if (!/^\d+$/.test(limitText ?? "1") || limit < 1 || limit > MAX_RUN_PAGE) {
+      throw new HttpError(
+        400,
+        "bad_request",
+        `limit must be an integer from 1 to ${MAX_RUN_PAGE}, got ${JSON.stringify(limitText)}`,
+      );
+    }
+    const cursor = query.get("cursor") ?? undefined;
+    if (cursor !== undefined && !/^\d+$/.test(cursor)) {
+      throw new HttpError(400, "bad_request", `cursor ${JSON.stringify(cursor)} is not valid`);
+    }
+    if (pipelineId !== undefined) log.pipeline_id = pipelineId;
+    const page = await store.listRuns({
+      tokenId: token.id,
+      limit,
+      ...(pipelineId === undefined ? {} : { pipelineId }),
+      ...(statusFilter === undefined ? {} : { status: statusFilter as UploadRunStatus }),
+      ...(cursor === undefined ? {} : { cursor }),
+    });
+    sendJson(response, 200, page);
+  }
+
+  /**
+   * `POST /runs/{id}/cancel`: a queued run is recorded failed (`cancelled`) at once (200); a
+   * running one is asked to stop at its next safe point (202) and is recorded failed when it has.
+   */
+  async function cancel(
+    request: IncomingMessage,
+    response: ServerResponse,
+    runId: string,
+    log: RequestLog,
+  ) {
+    const token = authorize(request, log);
+    const record = await ownRun(token, runId, log);
+    if (finished(record.status)) {
+      throw new HttpError(409, "run_finished", `run ${runId} has already ${record.status}`);
+    }
+    const reason = `cancelled by token ${token.id}`;
+    const queued = await store.dequeue(runId);
+    if (queued !== undefined) {
+      await store.updateRun(runId, {
+        status: "failed",
+        finished_at: now().toISOString(),
+        error: { code: "cancelled", message: `${reason} before it started` },
+      });
+      const stored = await store.getRun(runId);
+      await removeUploadDirectory(queued.stagingDirectory);
+      workers.pump();
+      sendJson(response, 200, stored?.record ?? record);
+      return;
+    }
+    const control = runControls.get(runId);
+    if (control === undefined) cancelRequests.add(runId);
+    else control.abort(new Error(reason));
+    sendJson(response, 202, { ...record, cancel_requested: true });
   }
 
   async function upload(
@@ -304,13 +481,21 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
       }
       const directory = await createUploadDirectory(http.stagingDirectory);
       staged = { directory, bundleDirectory: directory };
-      staged = await extractUpload(request, directory, pipeline, maxUploadSize);
+      staged = await extractUpload(
+        request,
+        directory,
+        pipeline,
+        maxUploadSize,
+        contentTypeOf(request),
+      );
 
       if (earlier !== undefined) {
         replay(response, earlier, await stagedManifest(staged), log);
         return;
       }
       const manifest = await validateStaged(staged, pipeline);
+      // A durable 202 promises the staged bytes too.
+      if (store.durable) await syncTree(staged.directory);
       const accepted = await enqueue(token, pipeline, manifest, staged, scope);
       enqueued = true;
       log.run_id = accepted.run_id;
@@ -397,20 +582,28 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
   }
 
   async function executeRun(job: UploadJob): Promise<void> {
+    const control = new AbortController();
+    runControls.set(job.runId, control);
+    if (cancelRequests.delete(job.runId)) {
+      control.abort(new Error("cancelled before it started"));
+    }
     const startedAt = now();
     const started = Date.now();
-    await store.updateRun(job.runId, { status: "running", started_at: startedAt.toISOString() });
     let report: RunReport | null = null;
     let error: { code: string; message: string } | null = null;
-    // The staged root is the source root: like a local source, the bundle sits at its root or in
-    // the archive's single top-level directory, and path_mapping decides where it is published.
-    const source = createLocalBackend({ root: job.stagingDirectory });
+    // The staged bundle directory is the source root, whether the archive held the bundle at its
+    // root or in a single top-level directory: that directory's name is the producer's and never
+    // becomes part of a destination path (SPEC §10, §12); path_mapping alone decides.
+    const source = createLocalBackend({ root: job.bundleDirectory });
     try {
+      await store.updateRun(job.runId, { status: "running", started_at: startedAt.toISOString() });
+      control.signal.throwIfAborted();
       report = await run({
         config,
         pipelineIds: [job.pipelineId],
         sources: { [job.pipelineId]: source },
         lockTimeoutMs: options.lockTimeoutMs ?? DEFAULT_LOCK_TIMEOUT_MS,
+        signal: control.signal,
         ...(options.backends ? { backends: options.backends } : {}),
         ...(options.now ? { now: options.now } : {}),
         ...(options.distributorVersion ? { distributorVersion: options.distributorVersion } : {}),
@@ -419,15 +612,20 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     } catch (failure) {
       error = { code: errorCode(failure), message: errorMessage(failure) };
     } finally {
+      runControls.delete(job.runId);
       await source.close().catch(() => undefined);
-      await removeUploadDirectory(job.stagingDirectory);
+    }
+    if (control.signal.aborted) {
+      error = { code: "cancelled", message: errorMessage(control.signal.reason) };
     }
     const finishedAt = now();
     const status = error === null ? "succeeded" : "failed";
+    // The record first: a crash before the staged bundle is removed leaves only orphaned data,
+    // which the next start removes, never a live run without its bundle.
     await store.updateRun(job.runId, {
       status,
       finished_at: finishedAt.toISOString(),
-      result: report,
+      result: report === null ? null : summarizeRun(report),
       error,
     });
     emit({
@@ -440,6 +638,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
       duration_ms: Date.now() - started,
       error,
     });
+    await removeUploadDirectory(job.stagingDirectory);
   }
 
   const self: UploadServer = {
@@ -470,6 +669,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     close() {
       closing ??= (async () => {
         emit({ type: "shutdown", phase: "started", running: workers.running() });
+        stopping.abort();
         const stopped = new Promise<void>((resolve) => {
           if (!server.listening) return resolve();
           server.close(() => resolve());
@@ -480,6 +680,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
         clearInterval(sweeper);
         server.closeAllConnections();
         await stopped;
+        if (ownStore) await store.close();
         emit({ type: "shutdown", phase: "finished", running: workers.running() });
       })();
       return closing;
@@ -510,10 +711,14 @@ function idempotencyKey(request: IncomingMessage): string | undefined {
   return value;
 }
 
+function contentTypeOf(request: IncomingMessage): string {
+  const header = request.headers["content-type"] ?? "";
+  return header.split(";")[0]?.trim().toLowerCase() ?? "";
+}
+
 function checkContentType(request: IncomingMessage) {
   const header = request.headers["content-type"] ?? "";
-  const type = header.split(";")[0]?.trim().toLowerCase() ?? "";
-  if (!ACCEPTED_CONTENT_TYPES.has(type)) {
+  if (!ACCEPTED_CONTENT_TYPES.has(contentTypeOf(request))) {
     throw new HttpError(
       415,
       "unsupported_media_type",
@@ -534,6 +739,56 @@ function runFailure(report: RunReport): { code: string; message: string } {
       ? ""
       : `: destination ${first.destination_id} bundle ${first.bundle_path || "."}: ${first.error ?? first.reason}`;
   return { code: "destination_failed", message: `${failed.length} destination(s) failed${detail}` };
+}
+
+function finished(status: UploadRunStatus): boolean {
+  return status === "succeeded" || status === "failed";
+}
+
+function queryOf(url: string | undefined): URLSearchParams {
+  const raw = url ?? "/";
+  const query = raw.indexOf("?");
+  return new URLSearchParams(query < 0 ? "" : raw.slice(query + 1));
+}
+
+/** `?wait=30s` (Go duration) in milliseconds, at most `MAX_STATUS_WAIT_MS`; 0 when absent. */
+function waitParameter(query: URLSearchParams): number {
+  const text = query.get("wait");
+  if (text === null) return 0;
+  let ms: number;
+  try {
+    ms = parseDuration(text);
+  } catch {
+    ms = Number.NaN;
+  }
+  if (!Number.isFinite(ms) || ms < 0) {
+    throw new HttpError(
+      400,
+      "bad_request",
+      `wait must be a duration such as 30s, got ${JSON.stringify(text)}`,
+    );
+  }
+  return Math.min(ms, MAX_STATUS_WAIT_MS);
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await stat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The store `server.store` configures. */
+async function openConfiguredStore(config: Config): Promise<UploadStore> {
+  const limits = {
+    queueSize: config.server.http.queueSize,
+    retentionMs: config.server.http.retentionMs,
+    maxRuns: config.server.store.maxRuns,
+  };
+  if (config.server.store.backend === "memory") return createMemoryUploadStore(limits);
+  return openEmbeddedUploadStore({ ...limits, path: config.server.store.path });
 }
 
 function pathOf(url: string | undefined): string {

@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, open, readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
 import {
@@ -26,19 +26,57 @@ export interface StagedUpload {
 }
 
 /**
+ * How many times `max_upload_size` an upload may expand to on the staging disk. Text compresses
+ * about 3 to 10 times; 32 leaves room for very repetitive reports and stops a gzip bomb early.
+ */
+export const MAX_EXPANSION_RATIO = 32;
+
+/**
  * The extraction limits of a pipeline's uploads: the bundle's own validation limits plus the
- * manifest, and room for one directory entry per file.
+ * manifest, no more than `MAX_EXPANSION_RATIO` times `max_upload_size`, and room for one
+ * directory entry per file.
  */
 export function extractionLimits(pipeline: PipelineConfig) {
+  const byValidation = pipeline.validation.maxTotalSize + MAX_MANIFEST_BYTES;
+  const byUpload =
+    pipeline.source.backend === "http_upload"
+      ? pipeline.source.maxUploadSize * MAX_EXPANSION_RATIO
+      : Number.POSITIVE_INFINITY;
   return {
-    maxExtractedSize: pipeline.validation.maxTotalSize + MAX_MANIFEST_BYTES,
+    maxExtractedSize: Math.min(byValidation, byUpload),
     maxEntries: 2 * (pipeline.validation.maxFiles + 1) + 1,
   };
 }
 
+/**
+ * Flushes every file and directory of a staged upload to disk, so that a durable store's `202`
+ * promises bytes that survive a power loss as well as a crash of the process.
+ */
+export async function syncTree(directory: string): Promise<void> {
+  const entries = await readdir(directory, { withFileTypes: true, recursive: true });
+  const paths = entries.map((entry) => join(entry.parentPath, entry.name));
+  // Files first, then directories deepest first, then the upload's own directory.
+  const files = entries.filter((entry) => entry.isFile()).map((e) => join(e.parentPath, e.name));
+  const directories = paths
+    .filter((path) => !files.includes(path))
+    .sort()
+    .reverse();
+  for (const path of [...files, ...directories, directory]) {
+    const handle = await open(path, "r");
+    try {
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+  }
+}
+
+/** Every upload's own directory below the staging root starts so; nothing else there is ours. */
+export const UPLOAD_DIRECTORY_PREFIX = "upload-";
+
 /** Creates the upload's own directory below the staging directory. */
 export function createUploadDirectory(stagingRoot: string): Promise<string> {
-  return mkdtemp(join(stagingRoot, "upload-"));
+  return mkdtemp(join(stagingRoot, UPLOAD_DIRECTORY_PREFIX));
 }
 
 /** Removes an upload's staging directory; a failure here must not hide the answer. */
@@ -55,10 +93,11 @@ export async function extractUpload(
   directory: string,
   pipeline: PipelineConfig,
   maxUploadSize: number,
+  contentType = "application/x-tar",
 ): Promise<StagedUpload> {
   try {
     const extracted = await extractArchive(
-      limitedBody(body, maxUploadSize),
+      checkedFormat(limitedBody(body, maxUploadSize), contentType),
       directory,
       extractionLimits(pipeline),
     );
@@ -95,6 +134,57 @@ async function* limitedBody(body: Readable, limit: number): AsyncGenerator<Buffe
       );
     }
     yield chunk;
+  }
+}
+
+const GZIP_TYPES: ReadonlySet<string> = new Set(["application/gzip", "application/x-gzip"]);
+
+/**
+ * Passes the body on once its first bytes agree with its Content-Type: a body declared gzip that
+ * is not, or that is neither gzip nor tar, is refused naming that, not with a tar parser's error.
+ */
+async function* checkedFormat(
+  body: AsyncIterable<Buffer>,
+  contentType: string,
+): AsyncGenerator<Buffer> {
+  let head: Buffer | undefined = Buffer.alloc(0);
+  for await (const chunk of body) {
+    if (head === undefined) {
+      yield chunk;
+      continue;
+    }
+    head = Buffer.concat([head, chunk]);
+    if (head.length < USTAR_END) continue;
+    checkHead(head, contentType);
+    yield head;
+    head = undefined;
+  }
+  if (head !== undefined && head.length > 0) {
+    checkHead(head, contentType);
+    yield head;
+  }
+}
+
+/** Where a POSIX tar header says `ustar`. */
+const USTAR_START = 257;
+const USTAR_END = 262;
+
+function checkHead(head: Buffer, contentType: string) {
+  const gzip = head[0] === 0x1f && head[1] === 0x8b;
+  if (gzip) return;
+  if (GZIP_TYPES.has(contentType)) {
+    throw new HttpError(
+      422,
+      "invalid_archive",
+      `upload body is not gzip (it does not start with the gzip signature 1f 8b) although Content-Type is ${contentType}`,
+    );
+  }
+  if (head.subarray(USTAR_START, USTAR_END).toString("latin1") !== "ustar") {
+    throw new HttpError(
+      422,
+      "invalid_archive",
+      "upload body is neither gzip nor a tar archive (no gzip signature, no ustar header)",
+    );
   }
 }
 

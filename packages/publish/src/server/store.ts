@@ -1,4 +1,4 @@
-import type { RunReport } from "../workflows/run.js";
+import type { RunSummary } from "./summary.js";
 
 /** The lifecycle of an uploaded bundle's run (SPEC §10). */
 export type UploadRunStatus = "accepted" | "queued" | "running" | "succeeded" | "failed";
@@ -28,8 +28,8 @@ export interface UploadRunRecord {
   started_at: string | null;
   finished_at: string | null;
   manifest: ManifestIdentity;
-  /** The run workflow's report once the run has finished. */
-  result: RunReport | null;
+  /** A bounded summary of the run workflow's report once the run has finished. */
+  result: RunSummary | null;
   error: { code: string; message: string } | null;
 }
 
@@ -66,12 +66,35 @@ export interface UploadJob {
   bundleDirectory: string;
 }
 
+/** A page of `GET /runs`: which of a token's runs to list, newest first. */
+export interface RunQuery {
+  tokenId: string;
+  pipelineId?: string;
+  status?: UploadRunStatus;
+  limit: number;
+  /** The `next_cursor` of the previous page. */
+  cursor?: string;
+}
+
+export interface RunPage {
+  runs: UploadRunRecord[];
+  /** Pass as `cursor` for the next page; null on the last one. */
+  next_cursor: string | null;
+}
+
 /**
  * Where the upload server keeps run status, idempotency records and the queue. The HTTP layer and
- * the workers use nothing else, so a durable store can replace the in-memory one (SPEC §10: status
- * and idempotency records live in memory, and a restart forgets them).
+ * the workers use nothing else, so the in-memory store, the embedded durable one and a shared one
+ * are interchangeable; `describeUploadStoreContract` (./testing) is what each must pass.
  */
 export interface UploadStore {
+  /** True when accepted runs survive a restart; the server then syncs staged bundles to disk. */
+  readonly durable: boolean;
+  /**
+   * Called once before serving: a run left `running` by a stopped process is queued again (the
+   * commit protocol makes a repeat safe). Returns every live run's job, queued in acceptance order.
+   */
+  recover(): Promise<UploadJob[]>;
   /** Claims `scope` for a request that is about to stage an upload. */
   claimKey(scope: IdempotencyScope): Promise<KeyClaim>;
   /** Gives a claimed key up (the upload was refused); waiting requests may claim it. */
@@ -84,7 +107,8 @@ export interface UploadStore {
   releaseQueueSlot(): Promise<void>;
   /**
    * Stores the run's record, queues its job in the reserved place and, when `scope` is given,
-   * binds the claimed key to `accepted` (it then expires with the record).
+   * binds the claimed key to `accepted` (it then expires with the record). Once it resolves the
+   * upload is accepted: a durable store has it on disk.
    */
   enqueue(
     run: StoredRun,
@@ -94,10 +118,23 @@ export interface UploadStore {
   ): Promise<void>;
   /** Removes and returns the oldest queued job whose pipeline is not in `busyPipelines`. */
   takeNext(busyPipelines: ReadonlySet<string>): Promise<UploadJob | undefined>;
+  /** Takes a queued run's job out of the queue (to cancel it); undefined when it is not queued. */
+  dequeue(runId: string): Promise<UploadJob | undefined>;
   /** Number of queued jobs plus reserved places. */
   queueLength(): Promise<number>;
   getRun(runId: string): Promise<StoredRun | undefined>;
+  /** Changes a run's record; a finished status also drops its job (the run is no longer live). */
   updateRun(runId: string, change: Partial<UploadRunRecord>): Promise<void>;
-  /** Forgets finished runs whose `finished_at` is `retentionMs` or more before `now`, and their keys. */
+  /** Resolves when the run's record changes next, or after `timeoutMs`. */
+  watchRun(runId: string, timeoutMs: number, signal?: AbortSignal): Promise<void>;
+  /** One page of a token's runs, newest first. */
+  listRuns(query: RunQuery): Promise<RunPage>;
+  /**
+   * Forgets finished runs whose `finished_at` is the retention or more before `now`, and beyond
+   * the maximum count the oldest finished ones; their keys go with them. Live runs stay.
+   */
   expire(now: Date): Promise<void>;
+  /** Number of run records held, live and finished. */
+  size(): Promise<number>;
+  close(): Promise<void>;
 }

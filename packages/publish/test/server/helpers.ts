@@ -213,6 +213,24 @@ export async function tree(directory: string): Promise<string[]> {
 }
 
 /**
+ * Waits until `directory` holds nothing: a finished run's record is written before its staged
+ * bundle is removed (so a crash never leaves a live run without its bundle).
+ */
+export async function emptied(directory: string, timeoutMs = 5_000): Promise<string[]> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const entries = await tree(directory);
+    if (entries.length === 0 || Date.now() > deadline) return entries;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/** A tree of the workspace without the embedded store beside the staging directory. */
+export function withoutStore(entries: string[]): string[] {
+  return entries.filter((entry) => !entry.startsWith("staging.store"));
+}
+
+/**
  * Streams a body with node:http that is never ended by the client, resolving with the response
  * and how many bytes had been sent when it arrived.
  */

@@ -1,10 +1,11 @@
-import { chmod, mkdir, readFile, rm, symlink } from "node:fs/promises";
+import { chmod, mkdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/index.js";
 import { createUploadServer } from "../../src/server/index.js";
 import {
   bundleArchive,
+  emptied,
   faultyBackends,
   getJson,
   OTHER_TOKEN,
@@ -20,6 +21,7 @@ import {
   uploadConfig,
   validEntries,
   waitForRun,
+  withoutStore,
   workspace,
   writeBundle,
 } from "./helpers.js";
@@ -111,16 +113,25 @@ describe("upload server", () => {
     for (const field of ["accepted_at", "started_at", "finished_at"]) {
       expect(Date.parse(finished[field] as string)).not.toBeNaN();
     }
-    const result = finished.result as { actions: Record<string, unknown>[] };
-    expect(result.actions).toHaveLength(1);
-    expect(result.actions[0]).toMatchObject({
-      pipeline_id: "reports",
-      destination_id: "site",
-      action: "publish_new",
-      status: "published",
+    // The record keeps a bounded summary of the report: no list of outputs.
+    expect(finished.result).toEqual({
+      counts: { published: 1 },
+      actions: [
+        {
+          destination_id: "site",
+          bundle_path: "",
+          action: "publish_new",
+          status: "published",
+          primary_url: null,
+          outputs: 1,
+          error: null,
+        },
+      ],
+      pipeline_errors: [],
+      interrupted: false,
     });
     expect(await readFile(join(root, "site", "report.md"), "utf8")).toBe(REPORT);
-    expect(await tree(join(root, "staging"))).toEqual([]);
+    expect(await emptied(join(root, "staging"))).toEqual([]);
 
     const lines = events.map((event) => JSON.stringify(event));
     expect(lines.some((line) => line.includes(TOKEN))).toBe(false);
@@ -136,16 +147,48 @@ describe("upload server", () => {
     });
   });
 
-  it("accepts a plain tar whose single top-level directory is kept as the bundle path", async () => {
+  it("publishes a bundle in the archive's single top-level directory where path_mapping says, ignoring the directory's name", async () => {
     const { url } = await serve(uploadConfig(root));
     const directory = join(root, "plain");
-    await writeBundle(join(directory, "bundle"), "reports.plain", { "docs/a.txt": "A\n" });
+    await writeBundle(join(directory, "chosen-by-producer"), "reports.plain", {
+      "docs/a.txt": "A\n",
+    });
     const accepted = await upload(url, await packDirectory(directory, false), {
       contentType: "application/x-tar",
     });
     expect(accepted.status).toBe(202);
     expect((await waitForRun(url, accepted.json.run_id as string)).status).toBe("succeeded");
-    expect(await readFile(join(root, "site", "bundle", "docs", "a.txt"), "utf8")).toBe("A\n");
+    expect(await readFile(join(root, "site", "docs", "a.txt"), "utf8")).toBe("A\n");
+    expect(await tree(join(root, "site"))).not.toContain("chosen-by-producer");
+  });
+
+  it("says so when a body declared gzip is not gzip, or is neither gzip nor tar", async () => {
+    const { url } = await serve(uploadConfig(root));
+    const tarBody = rawTar(validEntries());
+    const notGzip = await upload(url, tarBody, { contentType: "application/gzip" });
+    expect(notGzip.status).toBe(422);
+    expect(notGzip.json.error).toMatchObject({
+      code: "invalid_archive",
+      message: expect.stringMatching(/upload body is not gzip .*Content-Type is application\/gzip/),
+    });
+    const neither = await upload(url, Buffer.alloc(2048, 65), { contentType: "application/x-tar" });
+    expect(neither.status).toBe(422);
+    expect((neither.json.error as { message: string }).message).toMatch(/neither gzip nor a tar/);
+    expect(await emptied(join(root, "staging"))).toEqual([]);
+  });
+
+  it("bounds extraction by 32 times max_upload_size even when validation allows more", async () => {
+    // max_upload_size 64KiB allows 2 MiB extracted; validation's default allows 10 GB.
+    const { url } = await serve(uploadConfig(root));
+    const bomb = rawTar(
+      [...validEntries(), { path: "zeros", body: Buffer.alloc(8 * 1024 * 1024) }],
+      true,
+    );
+    expect(bomb.length).toBeLessThan(64 * 1024);
+    const refused = await upload(url, bomb);
+    expect(refused.status).toBe(413);
+    expect(refused.json.error).toMatchObject({ code: "extracted_size_exceeded" });
+    expect(await emptied(join(root, "staging"))).toEqual([]);
   });
 
   it("refuses missing and wrong tokens (401), other pipelines (403) and unknown ones (404)", async () => {
@@ -164,7 +207,7 @@ describe("upload server", () => {
     expect(unknown.status).toBe(404);
     expect(unknown.json.error).toMatchObject({ code: "pipeline_not_found" });
     expect((await getJson(url, "/runs/some-run", null)).status).toBe(401);
-    expect(await tree(join(root, "staging"))).toEqual([]);
+    expect(await emptied(join(root, "staging"))).toEqual([]);
   });
 
   it("keeps each token's runs to itself and answers 404 for unknown runs", async () => {
@@ -193,7 +236,7 @@ describe("upload server", () => {
     const refused = await upload(url, archive, { contentType: "application/zip" });
     expect(refused.status).toBe(415);
     expect(refused.json.error).toMatchObject({ code: "unsupported_media_type" });
-    expect(await tree(join(root, "staging"))).toEqual([]);
+    expect(await emptied(join(root, "staging"))).toEqual([]);
   });
 
   it("answers 413 for a declared length over max_upload_size without reading the body", async () => {
@@ -212,7 +255,7 @@ describe("upload server", () => {
     expect(answered.status).toBe(413);
     expect(JSON.parse(answered.body).error.code).toBe("upload_too_large");
     expect(answered.sent).toBeLessThan(10 * 1024 * 1024);
-    expect(await tree(join(root, "staging"))).toEqual([]);
+    expect(await emptied(join(root, "staging"))).toEqual([]);
   });
 
   it("answers 413 for a streamed body as soon as it passes max_upload_size", async () => {
@@ -229,7 +272,7 @@ describe("upload server", () => {
     expect(answered.headers.connection).toBe("close");
     expect(JSON.parse(answered.body).error.code).toBe("upload_too_large");
     expect(answered.sent).toBeLessThan(8 * 1024 * 1024);
-    expect(await tree(join(root, "staging"))).toEqual([]);
+    expect(await emptied(join(root, "staging"))).toEqual([]);
   });
 
   it.each([
@@ -252,8 +295,8 @@ describe("upload server", () => {
       const refused = await upload(url, rawTar([...validEntries(), entry], true));
       expect(refused.status).toBe(status);
       expect(refused.json.error).toMatchObject({ code });
-      expect(await tree(join(root, "staging"))).toEqual([]);
-      expect(await tree(root)).toEqual(["staging"]);
+      expect(await emptied(join(root, "staging"))).toEqual([]);
+      expect(withoutStore(await tree(root))).toEqual(["staging"]);
     },
   );
 
@@ -267,7 +310,7 @@ describe("upload server", () => {
     const refused = await upload(url, bomb);
     expect(refused.status).toBe(413);
     expect(refused.json.error).toMatchObject({ code: "extracted_size_exceeded" });
-    expect(await tree(root)).toEqual(["staging"]);
+    expect(withoutStore(await tree(root))).toEqual(["staging"]);
   });
 
   it("answers 422 naming the problem for an invalid bundle and for a non-archive", async () => {
@@ -290,7 +333,7 @@ describe("upload server", () => {
     });
     expect(garbage.status).toBe(422);
     expect(garbage.json.error).toMatchObject({ code: "invalid_archive" });
-    expect(await tree(root)).toEqual(["staging"]);
+    expect(withoutStore(await tree(root))).toEqual(["staging"]);
   });
 
   it("replays an accepted upload for the same key and manifest, 409 for another manifest", async () => {
@@ -318,7 +361,7 @@ describe("upload server", () => {
     await waitForRun(url, first.json.run_id as string);
     await waitForRun(url, other.json.run_id as string, OTHER_TOKEN);
     expect(events.filter((e) => e.type === "run")).toHaveLength(2);
-    expect(await tree(join(root, "staging"))).toEqual([]);
+    expect(await emptied(join(root, "staging"))).toEqual([]);
   });
 
   it("runs once for two concurrent uploads with one key", async () => {
@@ -347,9 +390,14 @@ describe("upload server", () => {
     expect(finished.status).toBe("failed");
     expect(finished.error).toMatchObject({ code: "destination_failed" });
     expect((finished.error as { message: string }).message).toContain("disk on fire");
-    const result = finished.result as { actions: { status: string; error: string }[] };
+    const result = finished.result as {
+      counts: Record<string, number>;
+      actions: { status: string; error: string }[];
+    };
+    expect(result.counts).toEqual({ failed: 1 });
     expect(result.actions[0]?.status).toBe("failed");
-    expect(await tree(join(root, "staging"))).toEqual([]);
+    expect(result.actions[0]?.error).toContain("disk on fire");
+    expect(await emptied(join(root, "staging"))).toEqual([]);
   });
 
   it("forgets finished runs and their keys after the retention", async () => {
@@ -447,7 +495,7 @@ describe("upload server", () => {
     await closing;
     expect(await readFile(join(root, "site", "r.md"), "utf8")).toBe("r\n");
     expect(started.events.find((e) => e.type === "run")).toMatchObject({ status: "succeeded" });
-    expect(await tree(join(root, "staging"))).toEqual([]);
+    expect(await emptied(join(root, "staging"))).toEqual([]);
   });
 
   it("fails startup for a missing, empty or duplicated token, naming the reference", async () => {
@@ -458,9 +506,39 @@ describe("upload server", () => {
     await expect(
       createUploadServer({ config, env: { ...TOKEN_ENV, REPORTER_TOKEN: "" } }),
     ).rejects.toThrow(/REPORTER_TOKEN/);
+    await expect(
+      createUploadServer({ config, env: { ...TOKEN_ENV, REPORTER_TOKEN: " \t\n" } }),
+    ).rejects.toThrow(
+      /upload_tokens\[0\] \(id reporter\): secret REPORTER_TOKEN holds only whitespace/,
+    );
     const twin = createUploadServer({ config, env: { REPORTER_TOKEN: TOKEN, OTHER_TOKEN: TOKEN } });
     await expect(twin).rejects.toThrow(/upload_tokens\[1\] \(id other\) has the same value/);
     await twin.catch((error: Error) => expect(error.message).not.toContain(TOKEN));
+  });
+
+  it("warns about a token file that other users may read", async () => {
+    const secrets = join(root, "secrets");
+    await mkdir(secrets);
+    await writeFile(join(secrets, "REPORTER_TOKEN"), TOKEN, { mode: 0o644 });
+    const config = parseConfig(
+      `server: {http: {staging_directory: ${join(root, "staging")}}}
+secrets: {directory: ${secrets}}
+upload_tokens:
+  - {id: reporter, token_env: REPORTER_TOKEN, allow_pipelines: [reports]}
+pipelines:
+  - id: reports
+    source: {backend: http_upload}
+    destinations: [{id: site, backend: local, path: ${join(root, "site")}}]
+`,
+      { sourceName: "secrets.yml" },
+    );
+    const events: unknown[] = [];
+    const server = await createUploadServer({ config, env: {}, onEvent: (e) => events.push(e) });
+    await server.close();
+    expect(events).toContainEqual({
+      type: "warning",
+      message: `upload_tokens[0] (id reporter): secret file ${join(secrets, "REPORTER_TOKEN")} may be read by other users (mode 644); chmod 600 it`,
+    });
   });
 
   it("refuses a staging directory that is a symlink or that other users may write", async () => {

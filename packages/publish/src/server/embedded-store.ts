@@ -1,0 +1,248 @@
+import { createHash, randomBytes } from "node:crypto";
+import { lstat, mkdir, open, readdir, readFile, rename, unlink } from "node:fs/promises";
+import { hostname } from "node:os";
+import { join } from "node:path";
+import { WorkflowError } from "../workflows/shared.js";
+import type { UploadStore } from "./store.js";
+import {
+  createUploadStoreCore,
+  type PersistedKey,
+  type PersistedRun,
+  type StoreLimits,
+  type StorePersistence,
+} from "./store-core.js";
+
+export interface EmbeddedUploadStoreOptions extends StoreLimits {
+  /** `server.store.path`: the store's own directory, created private (0700) when missing. */
+  path: string;
+}
+
+const RUN_FORMAT = "distributor-upload-run/1";
+const KEY_FORMAT = "distributor-upload-key/1";
+const TEMP_SUFFIX = ".tmp";
+
+/**
+ * The embedded durable store (SPEC §10 Durability): one JSON file per run record and per
+ * idempotency record below `path`, each written to a temporary file, fsynced, renamed into place,
+ * and the directory fsynced, so a record is either wholly there or not, and once a write resolved
+ * it survives `kill -9` and a power loss. Everything is also held in memory; the files are read
+ * once, at open. See docs/decisions.md for why not SQLite or PGlite.
+ */
+export async function openEmbeddedUploadStore(
+  options: EmbeddedUploadStoreOptions,
+): Promise<UploadStore> {
+  const runsDirectory = join(options.path, "runs");
+  const keysDirectory = join(options.path, "keys");
+  await preparePrivateDirectory(options.path);
+  const releaseLock = await lockStore(options.path);
+  await mkdir(runsDirectory, { recursive: true, mode: 0o700 });
+  await mkdir(keysDirectory, { recursive: true, mode: 0o700 });
+  const runs = await readRecords(runsDirectory, RUN_FORMAT, parseRun);
+  const keys = await readRecords(keysDirectory, KEY_FORMAT, parseKey);
+  const known = new Set(runs.map((run) => run.record.run_id));
+  // A key whose run is gone was being written when the process died, or was left by an expiry
+  // the process did not finish: no 202 ever named it.
+  for (const key of keys) {
+    if (!known.has(key.run_id)) await removeFile(keysDirectory, keyFileName(key));
+  }
+
+  const persistence: StorePersistence = {
+    durable: true,
+    writeRun: (run) => writeRecord(runsDirectory, `${run.record.run_id}.json`, RUN_FORMAT, run),
+    removeRun: (runId) => removeFile(runsDirectory, `${runId}.json`),
+    writeKey: (key) => writeRecord(keysDirectory, keyFileName(key), KEY_FORMAT, key),
+    removeKey: (key) => removeFile(keysDirectory, keyFileName(key)),
+    close: releaseLock,
+  };
+  return createUploadStoreCore(options, persistence, {
+    runs,
+    keys: keys.filter((key) => known.has(key.run_id)),
+  });
+}
+
+/**
+ * One process per store: a second `serve` on the same store (or the same default staging
+ * directory) would run every job twice and remove the other's staged uploads at start. The lock
+ * file names the holder; a holder that no longer runs on this host is replaced.
+ */
+async function lockStore(directory: string): Promise<() => Promise<void>> {
+  const file = join(directory, "lock");
+  const mine = JSON.stringify({ pid: process.pid, host: hostname() });
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const handle = await open(file, "wx", 0o600);
+      await handle.writeFile(mine);
+      await handle.close();
+      return async () => {
+        if ((await readFile(file, "utf8").catch(() => "")) === mine) await unlink(file);
+      };
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+    }
+    let holder: { pid?: unknown; host?: unknown } = {};
+    try {
+      holder = JSON.parse(await readFile(file, "utf8"));
+    } catch {
+      // An empty or torn lock file: its writer died before finishing it.
+    }
+    if (holder.host === hostname() && typeof holder.pid === "number" && alive(holder.pid)) {
+      throw new WorkflowError(
+        "store_in_use",
+        `upload store ${directory} is in use by process ${holder.pid}; one serve per store (set server.store.path and server.http.staging_directory per instance)`,
+      );
+    }
+    if (holder.host !== undefined && holder.host !== hostname()) {
+      throw new WorkflowError(
+        "store_in_use",
+        `upload store ${directory} is locked by host ${String(holder.host)} (pid ${String(holder.pid)}); if that host no longer runs serve, remove ${file}`,
+      );
+    }
+    await unlink(file).catch(() => undefined);
+  }
+  throw new WorkflowError("store_in_use", `upload store ${directory}: cannot take ${file}`);
+}
+
+function alive(pid: number): boolean {
+  if (pid === process.pid) return true;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** Key files are named by a digest of their scope: keys may hold any visible ASCII. */
+function keyFileName(key: Pick<PersistedKey, "token_id" | "pipeline_id" | "key">): string {
+  const scope = JSON.stringify([key.token_id, key.pipeline_id, key.key]);
+  return `${createHash("sha256").update(scope).digest("hex")}.json`;
+}
+
+async function writeRecord(
+  directory: string,
+  name: string,
+  format: string,
+  record: object,
+): Promise<void> {
+  const temp = join(directory, `.${name}.${randomBytes(6).toString("hex")}${TEMP_SUFFIX}`);
+  const handle = await open(temp, "wx", 0o600);
+  try {
+    await handle.writeFile(`${JSON.stringify({ format, ...record })}\n`);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  await rename(temp, join(directory, name));
+  await syncDirectory(directory);
+}
+
+async function removeFile(directory: string, name: string): Promise<void> {
+  try {
+    await unlink(join(directory, name));
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return;
+    throw error;
+  }
+  await syncDirectory(directory);
+}
+
+async function syncDirectory(directory: string): Promise<void> {
+  const handle = await open(directory, "r");
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Every record file of `directory`; temporary files of interrupted writes are removed. */
+async function readRecords<T>(
+  directory: string,
+  format: string,
+  parse: (value: Record<string, unknown>) => T | undefined,
+): Promise<T[]> {
+  const records: T[] = [];
+  for (const name of (await readdir(directory)).sort()) {
+    if (name.endsWith(TEMP_SUFFIX)) {
+      await unlink(join(directory, name)).catch(() => undefined);
+      continue;
+    }
+    if (!name.endsWith(".json")) continue;
+    const file = join(directory, name);
+    let value: unknown;
+    try {
+      value = JSON.parse(await readFile(file, "utf8"));
+    } catch (error) {
+      throw corrupt(file, `is not JSON: ${(error as Error).message}`);
+    }
+    const body = value as Record<string, unknown> | null;
+    if (typeof body !== "object" || body === null || body.format !== format) {
+      throw corrupt(file, `is not a ${format} record`);
+    }
+    const record = parse(body);
+    if (record === undefined) throw corrupt(file, `is an incomplete ${format} record`);
+    records.push(record);
+  }
+  return records;
+}
+
+function parseRun(body: Record<string, unknown>): PersistedRun | undefined {
+  const record = body.record as PersistedRun["record"] | undefined;
+  if (
+    typeof body.seq !== "number" ||
+    typeof body.token_id !== "string" ||
+    typeof record?.run_id !== "string" ||
+    typeof record.status !== "string"
+  ) {
+    return undefined;
+  }
+  return {
+    seq: body.seq,
+    token_id: body.token_id,
+    record,
+    job: (body.job as PersistedRun["job"] | undefined) ?? null,
+  };
+}
+
+function parseKey(body: Record<string, unknown>): PersistedKey | undefined {
+  const { token_id, pipeline_id, key, run_id, accepted } = body;
+  if (
+    typeof token_id !== "string" ||
+    typeof pipeline_id !== "string" ||
+    typeof key !== "string" ||
+    typeof run_id !== "string" ||
+    typeof accepted !== "object" ||
+    accepted === null
+  ) {
+    return undefined;
+  }
+  return { token_id, pipeline_id, key, run_id, accepted: accepted as PersistedKey["accepted"] };
+}
+
+function corrupt(file: string, problem: string): WorkflowError {
+  return new WorkflowError(
+    "store_unreadable",
+    `upload store record ${file} ${problem}; restore the store from a backup or move the file away`,
+  );
+}
+
+/** The store holds tokens' run ids and staged paths: a private directory of this user. */
+async function preparePrivateDirectory(directory: string): Promise<void> {
+  await mkdir(directory, { recursive: true, mode: 0o700 });
+  const stats = await lstat(directory);
+  const problem = stats.isSymbolicLink()
+    ? "is a symlink"
+    : !stats.isDirectory()
+      ? "is not a directory"
+      : process.geteuid !== undefined && stats.uid !== process.geteuid()
+        ? `belongs to uid ${stats.uid}, not to this user (uid ${process.geteuid()})`
+        : (stats.mode & 0o022) !== 0
+          ? `may be written by other users (mode ${(stats.mode & 0o777).toString(8)})`
+          : undefined;
+  if (problem !== undefined) {
+    throw new WorkflowError(
+      "store_unsafe",
+      `server.store.path ${directory} ${problem}; use a private directory (mode 0700, owned by this user)`,
+    );
+  }
+}

@@ -1,0 +1,95 @@
+import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
+import { hostname, tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { openEmbeddedUploadStore } from "../../src/server/embedded-store.js";
+import { createMemoryUploadStore } from "../../src/server/memory-store.js";
+import { describeUploadStoreContract, sampleRun } from "../../src/server/testing/index.js";
+
+describeUploadStoreContract("memory", async (limits) => ({
+  store: createMemoryUploadStore(limits),
+}));
+
+describeUploadStoreContract("embedded", async (limits) => {
+  const root = await mkdtemp(join(tmpdir(), "distributor-store-"));
+  const path = join(root, "store");
+  return {
+    store: await openEmbeddedUploadStore({ ...limits, path }),
+    // The abandoned instance's process is "dead": its lock goes, as a restarted serve replaces it.
+    reopen: async () => {
+      await rm(join(path, "lock"), { force: true });
+      return openEmbeddedUploadStore({ ...limits, path });
+    },
+    cleanup: () => rm(root, { recursive: true, force: true }),
+  };
+});
+
+describe("embedded upload store", () => {
+  const limits = { queueSize: 4, retentionMs: 60_000, maxRuns: 10 };
+
+  it("keeps one private file per run and per key, and removes interrupted writes", async () => {
+    const root = await mkdtemp(join(tmpdir(), "distributor-store-"));
+    try {
+      const path = join(root, "store");
+      const store = await openEmbeddedUploadStore({ ...limits, path });
+      const sample = sampleRun();
+      await store.reserveQueueSlot();
+      const scope = { tokenId: "reporter", pipelineId: "reports", key: "k" };
+      await store.claimKey(scope);
+      await store.enqueue(sample.run, sample.job, sample.accepted, scope);
+      expect(await readdir(join(path, "runs"))).toEqual([`${sample.runId}.json`]);
+      expect(await readdir(join(path, "keys"))).toHaveLength(1);
+      // What a write interrupted by kill -9 leaves: a temporary file, and a key without its run.
+      await writeFile(join(path, "runs", `.x.json.abc.tmp`), '{"trunc');
+      await writeFile(
+        join(path, "keys", "dangling.json"),
+        JSON.stringify({
+          format: "distributor-upload-key/1",
+          token_id: "reporter",
+          pipeline_id: "reports",
+          key: "lost",
+          run_id: "never-written",
+          accepted: {},
+        }),
+      );
+      await store.close();
+      const again = await openEmbeddedUploadStore({ ...limits, path });
+      expect(await readdir(join(path, "runs"))).toEqual([`${sample.runId}.json`]);
+      expect((await again.recover()).map((job) => job.runId)).toEqual([sample.runId]);
+      expect(await again.claimKey({ ...scope, key: "lost" })).toEqual({ kind: "claimed" });
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+
+  it("allows one open store per directory while its holder lives", async () => {
+    const root = await mkdtemp(join(tmpdir(), "distributor-store-"));
+    try {
+      const path = join(root, "store");
+      const store = await openEmbeddedUploadStore({ ...limits, path });
+      await expect(openEmbeddedUploadStore({ ...limits, path })).rejects.toThrow(
+        `upload store ${path} is in use by process ${process.pid}`,
+      );
+      await store.close();
+      // A holder that no longer runs is replaced.
+      await writeFile(join(path, "lock"), JSON.stringify({ pid: 2 ** 22 + 1, host: hostname() }));
+      await (await openEmbeddedUploadStore({ ...limits, path })).close();
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+
+  it("refuses to start on a record it cannot read, naming the file", async () => {
+    const root = await mkdtemp(join(tmpdir(), "distributor-store-"));
+    try {
+      const path = join(root, "store");
+      await (await openEmbeddedUploadStore({ ...limits, path })).close();
+      await writeFile(join(path, "runs", "broken.json"), "not json");
+      await expect(openEmbeddedUploadStore({ ...limits, path })).rejects.toThrow(
+        /upload store record .*broken\.json is not JSON/,
+      );
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+});
