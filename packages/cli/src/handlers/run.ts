@@ -1,12 +1,33 @@
 import type { RunActionReport, RunReport } from "@distributor/publish";
 import type { CommandHandler, CommandOutcome, RunCommandOptions } from "../command.js";
+import { UsageError } from "../errors.js";
 import { createRunProgress, type RunProgress } from "../render/progress.js";
 import { summaryLine } from "../render/text.js";
 import { cliPackage } from "../version.js";
 import { lockTimeoutMs } from "./lock-timeout.js";
 
+/**
+ * For tests only, not an operator setting: the lifetime of the leases this run takes, in
+ * milliseconds (renewed every third of it). The end-to-end suites shorten it to stop a real
+ * process past its lease in seconds rather than a minute; unset, the library's default applies.
+ */
+const LEASE_TTL_ENV = "DISTRIBUTOR_LEASE_TTL_MS";
+
+function leaseTtlMs(env: Readonly<Record<string, string | undefined>> | undefined) {
+  const text = env?.[LEASE_TTL_ENV];
+  if (text === undefined || text === "") return undefined;
+  const ms = Number(text);
+  if (!/^[0-9]+$/.test(text) || !Number.isSafeInteger(ms) || ms <= 0) {
+    throw new UsageError(
+      `${LEASE_TTL_ENV} must be a positive whole number of milliseconds, got ${JSON.stringify(text)}`,
+    );
+  }
+  return ms;
+}
+
 export const runCommand: CommandHandler<RunCommandOptions> = async (options, context) => {
   const publish = await import("@distributor/publish");
+  const ttlMs = leaseTtlMs(context.io.env);
   const config = await publish.loadConfig(options.configPath);
   // Progress only where a person watches stderr; a pipe or file gets exactly what it got before.
   const progress: RunProgress | undefined =
@@ -28,6 +49,7 @@ export const runCommand: CommandHandler<RunCommandOptions> = async (options, con
       distributorVersion: (await cliPackage()).version,
       backends: context.backends,
       signal: context.signal,
+      ...(ttlMs === undefined ? {} : { lease: { ttlMs } }),
       ...(progress ? { onEvent: progress.onEvent } : {}),
     });
   } catch (error) {
