@@ -352,6 +352,11 @@ export class Lease {
     await this.#update(changes);
   }
 
+  /** The paths journaled so far (carried over from a broken lease, and added since). */
+  get journaled(): readonly string[] {
+    return [...this.#document.journal];
+  }
+
   /** Empties the journal once what it listed is either recorded in state or gone. */
   async clearJournal(): Promise<void> {
     const { journal, directories, overwrites } = this.#document;

@@ -5,6 +5,7 @@ import {
   removeMissingOutputs,
   removeMissingOwnerOutputs,
   type SharedRootState,
+  truncateToSecond,
 } from "@distributor/state";
 import {
   isStorageError,
@@ -53,7 +54,7 @@ export async function recoverJournal(
   journal: readonly string[],
   directories: readonly string[],
   signal?: AbortSignal,
-  lease?: LeaseGuard,
+  lease?: RecoveringLease,
   overwrites: readonly string[] = [],
 ): Promise<RecoveryReport> {
   const { status } = await readDestinationStatus(backend, bundlePath, signal);
@@ -93,30 +94,38 @@ export async function recoverJournal(
       return version === undefined ? [] : [[path, version] as const];
     }),
   );
+  // The previous holder may only be stalled, with writes still to land: first fence them off
+  // (its replacements in place and its state commit), then delete what it left.
+  if (readable && status.state !== undefined && journaled.length + overwrites.length > 0) {
+    report.dropped = await fenceStateAndReplaced(backend, bundlePath, overwrites, signal, lease);
+  }
   lease?.assertHeld();
   await deleteEach(backend, bundlePath, report.deleted, signal, fenced);
   await deleteEach(backend, bundlePath, report.tempFiles, signal);
   await removeEmptyDirectories(backend, bundlePath, directories, signal);
-  if (readable && status.state !== undefined && overwrites.length > 0) {
-    report.dropped = await dropReplacedRecords(backend, bundlePath, overwrites, signal, lease);
-  }
   return report;
 }
 
 /**
- * A dead run replaced recorded outputs in place before its state write: those paths may hold its
- * bytes while the state still records the previous ones, and a later run that keeps the record
- * (a merge of a source without that file) would never rewrite them. Each such path is hashed;
- * where the bytes differ from the record, the file is deleted (fenced on the version hashed) and
- * its record dropped with a compare-and-swap of the state, so that state and bytes agree again.
- * Returns the paths whose records were dropped.
+ * Fences off a previous holder that may be stalled rather than dead (SPEC §5): its writes were
+ * all conditional on versions it saw, so recovery moves those versions on.
+ * - Each path it was replacing in place is hashed. Bytes other than the record's are the previous
+ *   holder's: the file goes and its record is dropped, since no source that could rewrite it is
+ *   at hand (a merge that keeps the record would never rewrite it). Bytes equal to the record are
+ *   written again in place, so that their version changes and a replacement still on its way
+ *   refuses (where versions derive from the bytes alone, as on S3, this cannot fence).
+ * - The state is rewritten with a new `updated_at` (and without the dropped records), so that a
+ *   commit still on its way — a compare-and-swap on the version the previous holder planned
+ *   from — refuses instead of recording outputs this recovery removes.
+ * Paths it drops are journaled before the state write, so a crash leaves them for the next
+ * recovery. Returns the paths whose records were dropped.
  */
-async function dropReplacedRecords(
+async function fenceStateAndReplaced(
   backend: StorageBackend,
   bundlePath: string,
   overwrites: readonly string[],
   signal: AbortSignal | undefined,
-  lease: LeaseGuard | undefined,
+  lease: RecoveringLease | undefined,
 ): Promise<string[]> {
   const { status, version } = await readDestinationStatus(backend, bundlePath, signal);
   const state = status.state;
@@ -126,23 +135,60 @@ async function dropReplacedRecords(
   for (const path of new Set(overwrites)) {
     const record = records.get(path);
     if (record === undefined) continue;
-    const found = await storedDigest(backend, joinPrefix(bundlePath, path), signal);
+    const target = joinPrefix(bundlePath, path);
+    const found = await storedDigest(backend, target, signal);
     if (found === undefined) continue;
     if (found.sha256 !== record.sha256 || found.size !== record.size) {
       stale.set(path, found.version);
+      continue;
     }
+    lease?.assertHeld();
+    await rewriteInPlace(backend, target, found.version, signal);
   }
-  if (stale.size === 0) return [];
   const paths = [...stale.keys()];
-  const removal = isSharedRootState(state)
-    ? removeRecordsAtPaths(state, paths)
-    : removeMissingOutputs(state, paths);
+  const removal =
+    paths.length === 0
+      ? { state }
+      : isSharedRootState(state)
+        ? removeRecordsAtPaths(state, paths)
+        : removeMissingOutputs(state, paths);
+  if (paths.length > 0) await lease?.journal(paths, []);
   lease?.assertHeld();
   await lease?.confirm();
-  const bytes = encodeStateFile(backend, statePath(bundlePath), removal.state);
+  const next = { ...removal.state, updatedAt: bumpedUpdatedAt(state.updatedAt) };
+  const bytes = encodeStateFile(backend, statePath(bundlePath), next);
   await compareAndSwapState(backend, statePath(bundlePath), bytes, version, signal);
   await deleteEach(backend, bundlePath, paths, signal, stale);
   return paths;
+}
+
+/** A later `updated_at` (whole seconds), so the rewritten state's bytes differ from before. */
+function bumpedUpdatedAt(previous: Date): Date {
+  const now = truncateToSecond(new Date());
+  return now.getTime() > previous.getTime() ? now : new Date(previous.getTime() + 1000);
+}
+
+/** Writes a file's own bytes again, as a compare-and-swap, so that its version moves on. */
+async function rewriteInPlace(
+  backend: StorageBackend,
+  path: string,
+  version: string,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  const stream = await backend.openRead(path, { signal });
+  try {
+    await backend.writeFile(path, stream, { ifMatch: version, signal });
+  } catch (error) {
+    // Moved meanwhile: then it is not the version a stalled write is conditional on either.
+    if (!isStorageError(error, "conflict")) throw error;
+  } finally {
+    stream.destroy();
+  }
+}
+
+/** What recovery needs of the lease it holds: checks, and journaling what it will delete. */
+export interface RecoveringLease extends LeaseGuard {
+  journal(paths: readonly string[], directories: readonly string[]): Promise<void>;
 }
 
 /** Every owner's records at `paths` dropped: a shared root's replaced paths had one owner each. */
@@ -316,7 +362,7 @@ export async function holdLease(
     // the next run, rather than releasing and forgetting it.
     const broken = lease.broken;
     if (broken === undefined) await lease.release();
-    else await lease.abandon(broken.journal);
+    else await lease.abandon(lease.journaled);
     throw error;
   }
 }

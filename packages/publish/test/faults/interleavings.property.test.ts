@@ -164,8 +164,12 @@ const coverage = {
 
 /** Where the destinations of every case lie (emptied before each case). */
 let paths: Record<DestinationId, string>;
-/** Every pipeline; each run selects one and is given its source. */
-let config: Config;
+/**
+ * One configuration per pipeline, as two teams' configurations would be: one file may not point
+ * two single-owner destinations at one location (the configuration check refuses it), but two
+ * files can, and `solo` is exactly that case. Each run is given its source.
+ */
+let configs: Record<Pipeline, Config>;
 let root: string;
 beforeAll(async () => {
   root = await mkdtemp(join(tmpdir(), "distributor-interleavings-"));
@@ -175,12 +179,14 @@ beforeAll(async () => {
     solo: `      - {id: solo, backend: local, path: ${paths.solo}, fsync: false}\n`,
   };
   // Sources are in memory (the runs are given them): only the destinations are under test.
-  config = parseConfig(
-    `pipelines:\n${PIPELINES.map(
-      (pipeline) =>
-        `  - id: ${pipeline}\n    source: {backend: local, path: ${join(root, pipeline)}}\n    destinations:\n${TARGETS[pipeline].map((id) => destination[id]).join("")}`,
-    ).join("")}`,
-  );
+  configs = Object.fromEntries(
+    PIPELINES.map((pipeline) => [
+      pipeline,
+      parseConfig(
+        `pipelines:\n  - id: ${pipeline}\n    source: {backend: local, path: ${join(root, pipeline)}}\n    destinations:\n${TARGETS[pipeline].map((id) => destination[id]).join("")}`,
+      ),
+    ]),
+  ) as Record<Pipeline, Config>;
 });
 afterAll(async () => {
   await rm(root, { recursive: true, force: true });
@@ -189,7 +195,7 @@ afterAll(async () => {
 interface Case {
   paths: Record<DestinationId, string>;
   versions: Record<Pipeline, Files[]>;
-  config: Config;
+  configs: Record<Pipeline, Config>;
   /** The source of one pipeline holding one of its versions (written on first use). */
   source(pipeline: Pipeline, version: number): Promise<StorageBackend>;
   clock: { offset: number };
@@ -218,7 +224,7 @@ async function newCase(input: Scenario): Promise<Case> {
   return {
     paths,
     versions: input.versions,
-    config,
+    configs,
     source,
     clock,
     now: () => new Date(Date.now() + clock.offset),
@@ -233,7 +239,7 @@ async function runPipeline(
   plan?: FaultPlan,
 ): Promise<RunReport> {
   return run({
-    config: c.config,
+    config: c.configs[pipeline],
     pipelineIds: [pipeline],
     sources: { [pipeline]: await c.source(pipeline, version) },
     backends: registryFor(c, plan),
