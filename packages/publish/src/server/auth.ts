@@ -1,5 +1,5 @@
 import { createHash, timingSafeEqual } from "node:crypto";
-import { resolveSecret } from "../config/secrets.js";
+import { resolveSecret } from "@distributor/storage";
 import type { Config, UploadTokenConfig } from "../config/types.js";
 import { WorkflowError } from "../workflows/shared.js";
 
