@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { readdir, readFile, writeFile } from "node:fs/promises";
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
@@ -252,7 +252,8 @@ describe("a run killed with SIGKILL", () => {
     expect(envelope.result.interrupted).toBe(true);
     expect(envelope.result.actions).toHaveLength(1);
     expect(envelope.result.actions[0]).toMatchObject({ status: "failed", action: "publish_new" });
-    expect(envelope.result.actions[0].error).toContain("interrupted by SIGTERM");
+    expect(envelope.result.actions[0].error.code).toBe("aborted");
+    expect(envelope.result.actions[0].error.message).toContain("interrupted by SIGTERM");
     // Before the commit the journal is kept, never dropped (SPEC §5): the lease stays, already
     // expired, and lists whatever of this attempt may still be there (writes cut off mid-way).
     const left = await files(dest);

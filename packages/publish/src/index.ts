@@ -7,7 +7,13 @@ export {
   MAX_MARKDOWN_BYTES,
   type MarkdownMode,
 } from "./transform/markdown-paths.js";
-export { errorCode, errorMessage } from "./workflows/errors.js";
+export {
+  type ActionError,
+  actionError,
+  actionErrorCode,
+  errorCode,
+  errorMessage,
+} from "./workflows/errors.js";
 export * from "./workflows/index.js";
 export {
   type DestinationPrunePlanOptions,

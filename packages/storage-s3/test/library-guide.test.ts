@@ -91,13 +91,18 @@ describe.skipIf(found === undefined)("the library guide's programs with S3 (Ceph
     ]);
   });
 
-  it("fails the S3 destination when its credential references resolve to nothing", async () => {
+  it("reports the S3 destination failed, naming the secret, when its credentials are empty", async () => {
     const failed = await runScript(dir, ["publish.mjs", "distributor.yml"], {
       GUIDE_S3_KEY: "",
       GUIDE_S3_SECRET: "",
     });
     expect(failed.code).toBe(1);
-    expect(failed.stdout).toContain("reports bucket");
-    expect(failed.stdout).toContain("failed");
+    expect(failed.stdout.trim().split("\n").sort()).toEqual([
+      "reports bucket null failed",
+      "reports site skip_same skipped",
+    ]);
+    expect(failed.stderr).toBe(
+      "bucket: secret_unavailable: secret GUIDE_S3_KEY is not available: environment variable GUIDE_S3_KEY is empty and no secrets.directory is configured\n",
+    );
   });
 });
