@@ -178,6 +178,38 @@ describe("concurrent runs", () => {
   });
 });
 
+describe("--lock-timeout with a negative value", () => {
+  it("says the same for `--lock-timeout -5s` as for `--lock-timeout=-5s`, and writes nothing", async () => {
+    const source = join(tmp(), "src");
+    const dest = join(tmp(), "dest");
+    const configPath = join(tmp(), "distributor.yml");
+    await writeFile(configPath, config(source, dest));
+    await bundle(source, "reports", "2026-06-04T10:00:00Z", { "a.txt": "a\n" });
+
+    const joined = await runCli(["run", "--config", configPath, "--lock-timeout=-5s"]);
+    const separate = await runCli(["run", "--config", configPath, "--lock-timeout", "-5s"]);
+
+    expect(joined).toEqual({
+      code: 2,
+      stdout: "",
+      stderr: 'distributor: --lock-timeout "-5s" must not be negative\n',
+    });
+    expect(separate).toEqual(joined);
+    const json = await runCli([
+      "run",
+      "--config",
+      configPath,
+      "--lock-timeout",
+      "-5s",
+      "--format",
+      "json",
+    ]);
+    expect(json.code).toBe(2);
+    expect(json.stderr).toBe(joined.stderr);
+    await expect(readdir(dest)).rejects.toThrow("ENOENT");
+  });
+});
+
 describe("a run killed with SIGKILL", () => {
   const many = (version: string) =>
     Object.fromEntries(
