@@ -1,24 +1,30 @@
 import type { BackendRegistry } from "@distributor/publish";
 
 /**
- * The storage backends the CLI offers, by configuration name. Each entry imports its adapter on
- * first use so commands that never touch a backend (help, version) stay fast. A remote backend is
- * one more entry of the same shape.
+ * The storage backends the CLI offers, by configuration name: `local`, and `s3` and `ssh` from
+ * publish's `remoteBackends()` (the registry library users get). Every entry imports its code on
+ * first use, so commands that never open a backend (help, version) load neither the workflows
+ * nor an adapter. `onOpen` hears the name of each backend opened (for the Node line notice).
  */
-export const cliBackends: BackendRegistry = {
-  local: async (location) => {
-    const { createLocalBackend } = await import("@distributor/storage");
-    return createLocalBackend({
-      root: location.path,
-      ...(location.fsync === undefined ? {} : { fsync: location.fsync }),
-    });
-  },
-  s3: async (location, options) => {
-    const { openS3Location } = await import("./s3-location.js");
-    return openS3Location(location, options);
-  },
-  ssh: async (location, options) => {
-    const { openSshLocation } = await import("./ssh-location.js");
-    return openSshLocation(location, options);
-  },
-};
+export function createCliBackends(onOpen: (backend: string) => void = () => {}): BackendRegistry {
+  return {
+    local: async (location) => {
+      const { createLocalBackend } = await import("@distributor/storage");
+      onOpen("local");
+      return createLocalBackend({
+        root: location.path,
+        ...(location.fsync === undefined ? {} : { fsync: location.fsync }),
+      });
+    },
+    s3: async (location, options) => {
+      const { remoteBackends } = await import("@distributor/publish");
+      onOpen("s3");
+      return remoteBackends().s3!(location, options);
+    },
+    ssh: async (location, options) => {
+      const { remoteBackends } = await import("@distributor/publish");
+      onOpen("ssh");
+      return remoteBackends().ssh!(location, options);
+    },
+  };
+}

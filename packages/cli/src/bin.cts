@@ -8,6 +8,10 @@
 import os = require("node:os");
 
 process.env.UV_THREADPOOL_SIZE ??= String(Math.min(16, Math.max(4, 2 * os.availableParallelism())));
+// The AWS SDK prints an eight-line NodeVersionSupportWarning on Node 20 whenever an S3 client is
+// made; the CLI says the same in one line of its own (src/node-line.ts). Set before the SDK
+// loads; an operator's own setting wins.
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true";
 import("./cli.js").catch((error: unknown) => {
   process.stderr.write(`distributor: ${error instanceof Error ? error.message : String(error)}\n`);
   process.exitCode = 1;

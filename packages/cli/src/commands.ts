@@ -19,6 +19,7 @@ import {
   booleanFlag,
   checkBooleanAssignments,
   extraPositionals,
+  joinDashValues,
   optionalString,
   outputFormat,
   type RawFlags,
@@ -83,7 +84,8 @@ const COMMAND_NAMES: ReadonlySet<string> = new Set([
  * Parses the arguments after `distributor`. Throws `UsageError` for anything the command line
  * gets wrong; never runs a workflow (the returned invocation does, when executed).
  */
-export async function parseCommandLine(argv: readonly string[]): Promise<Invocation> {
+export async function parseCommandLine(words: readonly string[]): Promise<Invocation> {
+  const argv = joinDashValues(words, BOOLEAN_FLAGS);
   // Help wins over every other flag on the line, malformed ones included.
   if (!argv.includes("--help")) checkBooleanAssignments(argv, BOOLEAN_FLAGS);
   if (argv.find((token) => !token.startsWith("-")) === "completion") return completion(argv);

@@ -3,6 +3,7 @@ import { UsageError } from "./errors.js";
 import {
   booleanFlag,
   checkBooleanAssignments,
+  joinDashValues,
   optionalString,
   outputFormat,
   requiredString,
@@ -79,5 +80,30 @@ describe("switches", () => {
     expect(() =>
       checkBooleanAssignments(["--config=x", "--", "--force=maybe"], booleans),
     ).not.toThrow();
+  });
+});
+
+describe("joinDashValues", () => {
+  it("joins a flag with a value that starts with a dash and a digit", () => {
+    expect(joinDashValues(["run", "--lock-timeout", "-5s", "--dry-run"], booleans)).toEqual([
+      "run",
+      "--lock-timeout=-5s",
+      "--dry-run",
+    ]);
+    expect(joinDashValues(["--lock-timeout", "-1h30m"], booleans)).toEqual([
+      "--lock-timeout=-1h30m",
+    ]);
+  });
+
+  it("leaves switches, flags that follow, joined values and everything after -- alone", () => {
+    const untouched = [
+      ["run", "--dry-run", "-5"],
+      ["run", "--pipeline", "--dry-run"],
+      ["run", "--lock-timeout=-5s"],
+      ["run", "--lock-timeout", "-x"],
+      ["run", "--", "--lock-timeout", "-5s"],
+      ["run", "--lock-timeout"],
+    ];
+    for (const argv of untouched) expect(joinDashValues(argv, booleans)).toEqual(argv);
   });
 });

@@ -79,3 +79,33 @@ export function checkBooleanAssignments(argv: readonly string[], booleans: Reado
     }
   }
 }
+
+/**
+ * Joins a flag that takes a value with a following value that starts with a dash and a digit
+ * (`--lock-timeout -5s` → `--lock-timeout=-5s`). yargs reads such a word as the short flags
+ * `-5` and `-s`; joined, it reaches the handler, which says what is wrong with the value (a
+ * negative duration), exactly as for the `=` form. Switches (`booleanFlags`) take no value and
+ * are left alone, and nothing after `--` is touched.
+ */
+export function joinDashValues(
+  argv: readonly string[],
+  booleanFlags: ReadonlySet<string>,
+): string[] {
+  const joined: string[] = [];
+  for (let index = 0; index < argv.length; index++) {
+    const token = argv[index] as string;
+    if (token === "--") {
+      joined.push(...argv.slice(index));
+      break;
+    }
+    const next = argv[index + 1];
+    const name = /^--([^=]+)$/.exec(token)?.[1];
+    if (name !== undefined && !booleanFlags.has(name) && next !== undefined && /^-\d/.test(next)) {
+      joined.push(`${token}=${next}`);
+      index += 1;
+    } else {
+      joined.push(token);
+    }
+  }
+  return joined;
+}

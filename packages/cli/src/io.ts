@@ -17,4 +17,6 @@ export interface CliIO {
   env?: Readonly<Record<string, string | undefined>>;
   /** Aborted when the operator interrupts the process. */
   signal?: AbortSignal;
+  /** The Node.js version the notice about end-of-life lines reads; default `process.versions.node`. */
+  nodeVersion?: string;
 }

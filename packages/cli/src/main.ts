@@ -1,4 +1,4 @@
-import { cliBackends } from "./backends.js";
+import { createCliBackends } from "./backends.js";
 import type { CommandOutcome } from "./command.js";
 import { parseCommandLine } from "./commands.js";
 import {
@@ -10,6 +10,7 @@ import {
   isUsageError,
 } from "./errors.js";
 import type { CliIO } from "./io.js";
+import { nodeLineNotice } from "./node-line.js";
 import { colourEnabled } from "./render/colour.js";
 import { envelope, renderEnvelope } from "./render/envelope.js";
 
@@ -37,6 +38,11 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
       env: io.env ?? {},
       isTTY: io.stdoutIsTTY === true,
     });
+  // The S3 adapter is the part that needs a newer Node soonest (see node-line.ts).
+  let openedS3 = false;
+  const backends = createCliBackends((backend) => {
+    if (backend === "s3") openedS3 = true;
+  });
   let outcome: CommandOutcome;
   try {
     outcome = await invocation.execute({
@@ -45,7 +51,7 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
       io,
       colour,
       signal: io.signal ?? new AbortController().signal,
-      backends: cliBackends,
+      backends,
     });
   } catch (error) {
     if (isUsageError(error)) return reportUnexpected(io, error);
@@ -61,6 +67,8 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
       for (const line of lines) io.stderr.write(`distributor: ${line}\n`);
     }
   }
+  const notice = openedS3 ? nodeLineNotice(io.nodeVersion ?? process.versions.node) : undefined;
+  if (notice !== undefined) io.stderr.write(`distributor: ${notice}\n`);
   return outcome.ok ? EXIT_OK : EXIT_FAILURE;
 }
 

@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { readdir, readFile, writeFile } from "node:fs/promises";
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
@@ -178,6 +178,38 @@ describe("concurrent runs", () => {
   });
 });
 
+describe("--lock-timeout with a negative value", () => {
+  it("says the same for `--lock-timeout -5s` as for `--lock-timeout=-5s`, and writes nothing", async () => {
+    const source = join(tmp(), "src");
+    const dest = join(tmp(), "dest");
+    const configPath = join(tmp(), "distributor.yml");
+    await writeFile(configPath, config(source, dest));
+    await bundle(source, "reports", "2026-06-04T10:00:00Z", { "a.txt": "a\n" });
+
+    const joined = await runCli(["run", "--config", configPath, "--lock-timeout=-5s"]);
+    const separate = await runCli(["run", "--config", configPath, "--lock-timeout", "-5s"]);
+
+    expect(joined).toEqual({
+      code: 2,
+      stdout: "",
+      stderr: 'distributor: --lock-timeout "-5s" must not be negative\n',
+    });
+    expect(separate).toEqual(joined);
+    const json = await runCli([
+      "run",
+      "--config",
+      configPath,
+      "--lock-timeout",
+      "-5s",
+      "--format",
+      "json",
+    ]);
+    expect(json.code).toBe(2);
+    expect(json.stderr).toBe(joined.stderr);
+    await expect(readdir(dest)).rejects.toThrow("ENOENT");
+  });
+});
+
 describe("a run killed with SIGKILL", () => {
   const many = (version: string) =>
     Object.fromEntries(
@@ -252,7 +284,8 @@ describe("a run killed with SIGKILL", () => {
     expect(envelope.result.interrupted).toBe(true);
     expect(envelope.result.actions).toHaveLength(1);
     expect(envelope.result.actions[0]).toMatchObject({ status: "failed", action: "publish_new" });
-    expect(envelope.result.actions[0].error).toContain("interrupted by SIGTERM");
+    expect(envelope.result.actions[0].error.code).toBe("aborted");
+    expect(envelope.result.actions[0].error.message).toContain("interrupted by SIGTERM");
     // Before the commit the journal is kept, never dropped (SPEC §5): the lease stays, already
     // expired, and lists whatever of this attempt may still be there (writes cut off mid-way).
     const left = await files(dest);

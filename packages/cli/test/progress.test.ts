@@ -85,6 +85,30 @@ describe.skipIf(process.platform !== "linux")("run progress on a pseudo-terminal
     expect(again.output).toContain("nothing to publish: every destination skipped\r\n");
   });
 
+  it("keeps the ETA sane on a mixed tree: many small files first, then a big one", async () => {
+    const source = join(tmp(), "src");
+    const dest = join(tmp(), "dest");
+    const files: Record<string, string> = {};
+    for (let i = 0; i < 1500; i++) files[`a/${String(i).padStart(4, "0")}.txt`] = `${i}\n`;
+    files["z.bin"] = "z".repeat(48 * 1024 * 1024);
+    await writeBundle(source, "reports.mixed", "2026-06-04T11:55:00Z", files);
+    const configPath = await writeConfig(tmp(), source, dest);
+    const started = Date.now();
+    const { code, output } = await runInTerminal(["run", "--config", configPath]);
+    const seconds = (Date.now() - started) / 1000;
+
+    expect(code).toBe(0);
+    const etas = output
+      .split(ERASE)
+      .filter((line) => /^(validating|publishing) /.test(line))
+      .map((line) => /ETA (?:(\d+)m)?(\d+)s/.exec(line))
+      .filter((match) => match !== null)
+      .map((match) => Number(match[1] ?? 0) * 60 + Number(match[2]));
+    // Small files go first in both phases; by bytes alone they promised minutes.
+    expect(etas.length).toBeGreaterThan(0);
+    expect(Math.max(...etas)).toBeLessThanOrEqual(Math.max(10, Math.ceil(seconds * 3)));
+  });
+
   it("draws nothing with --quiet", async () => {
     const { configPath } = await largeBundle();
     const { code, output } = await runInTerminal(["run", "--quiet", "--config", configPath]);

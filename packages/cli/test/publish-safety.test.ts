@@ -35,7 +35,7 @@ interface Action {
   status: string;
   reason: string;
   primary_url: string | null;
-  error: string | null;
+  error: { code: string; message: string } | null;
   outputs: Array<Record<string, unknown>>;
 }
 
@@ -309,7 +309,10 @@ describe("destination problems caught while planning", () => {
     const [action] = actionsOf(result);
     expect(action?.action).toBeNull();
     expect(action?.status).toBe("failed");
-    expect(action?.error).toContain(`root ${dest} is not a directory`);
+    expect(action?.error).toEqual({
+      code: "conflict",
+      message: expect.stringContaining(`root ${dest} is not a directory`),
+    });
     expect(await readFile(dest, "utf8")).toBe("not a directory");
   });
 
@@ -434,8 +437,9 @@ pipelines:
       env: { TEST_S3_KEY: "key", TEST_S3_SECRET: "secret" },
     });
     expect(result.code).toBe(1);
-    const error = actionsOf(result)[0]?.error ?? "";
-    expect(error).toContain("request for s3://reports-bucket/archive/");
-    expect(error).toContain("failed (ECONNREFUSED");
+    const error = actionsOf(result)[0]?.error;
+    expect(error?.code).toBe("unavailable");
+    expect(error?.message).toContain("request for s3://reports-bucket/archive/");
+    expect(error?.message).toContain("failed (ECONNREFUSED");
   });
 });

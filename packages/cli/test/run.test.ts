@@ -176,9 +176,12 @@ describe("distributor run", () => {
     expect(envelope.ok).toBe(false);
     const action = (envelope.result as { actions: Record<string, unknown>[] }).actions[0];
     expect(action).toMatchObject({ action: "fail_conflict", status: "failed" });
-    expect(String(action?.error)).toContain(
-      "destination output path first.md is owned by reports-first/archive",
-    );
+    expect(action?.error).toEqual({
+      code: "conflict",
+      message: expect.stringContaining(
+        "destination output path first.md is owned by reports-first/archive",
+      ),
+    });
     expect(await tree(dest)).toEqual(before);
   });
 

@@ -444,10 +444,14 @@ describe.skipIf(sshd === undefined)("distributor with an SSH destination", () =>
       env: { SSH_TEST_KEY: key },
     });
     expect(refused.code).toBe(1);
-    const [action] = resultOf(refused).actions as { status: string; error: string }[];
+    const [action] = resultOf(refused).actions as {
+      status: string;
+      error: { code: string; message: string };
+    }[];
     expect(action?.status).toBe("failed");
-    expect(action?.error).toContain("the private key cannot be used");
-    expect(action?.error).toContain("bad passphrase");
+    expect(action?.error.code).toBe("permission_denied");
+    expect(action?.error.message).toContain("the private key cannot be used");
+    expect(action?.error.message).toContain("bad passphrase");
     expect(refused.stdout).not.toContain("OPENSSH PRIVATE KEY");
   });
 });

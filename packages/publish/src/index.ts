@@ -27,7 +27,13 @@ export {
   type AuditReport,
   audit,
 } from "./workflows/audit.js";
-export { errorCode, errorMessage } from "./workflows/errors.js";
+export {
+  type ActionError,
+  actionError,
+  actionErrorCode,
+  errorCode,
+  errorMessage,
+} from "./workflows/errors.js";
 export * from "./workflows/index.js";
 export {
   type DestinationPrunePlanOptions,

@@ -4,3 +4,4 @@ export {
   DEFAULT_REQUEST_TIMEOUT_MS,
   type S3Credentials,
 } from "./client.js";
+export { type OpenS3LocationOptions, openS3Location, type S3LocationConfig } from "./location.js";

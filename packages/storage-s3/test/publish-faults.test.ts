@@ -52,7 +52,9 @@ const recordedOf = (files: Record<string, string>) =>
 
 /** Every error a run reported, for messages and for naming a timeout. */
 const errorsOf = (report: RunReport) => [
-  ...report.actions.flatMap((action) => (action.error === null ? [] : [action.error])),
+  ...report.actions.flatMap((action) =>
+    action.error === null ? [] : [`${action.error.code}: ${action.error.message}`],
+  ),
   ...report.pipeline_errors.map((error) => `${error.code}: ${error.message}`),
 ];
 

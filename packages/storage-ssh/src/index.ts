@@ -16,6 +16,11 @@ export {
   parseKnownHosts,
 } from "./known-hosts/parse.js";
 export {
+  type OpenSshLocationOptions,
+  openSshLocation,
+  type SshLocationConfig,
+} from "./location.js";
+export {
   DEFAULT_CONNECT_TIMEOUT_MS,
   DEFAULT_OPERATION_TIMEOUT_MS,
   type SshAuthentication,

@@ -54,7 +54,9 @@ const recordedOf = (files: Record<string, string>) =>
   Object.fromEntries(Object.entries(files).map(([path, text]) => [path, sha256(text)]));
 
 const errorsOf = (report: RunReport) => [
-  ...report.actions.flatMap((action) => (action.error === null ? [] : [action.error])),
+  ...report.actions.flatMap((action) =>
+    action.error === null ? [] : [`${action.error.code}: ${action.error.message}`],
+  ),
   ...report.pipeline_errors.map((error) => `${error.code}: ${error.message}`),
 ];
 

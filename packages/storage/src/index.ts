@@ -51,3 +51,10 @@ export {
   validatePrefix,
 } from "./paths.js";
 export { consumeChunks, readFileChunks } from "./read-chunks.js";
+export {
+  isSecretName,
+  type ResolveSecretOptions,
+  resolveSecret,
+  SECRET_NAME_PATTERN,
+  SecretError,
+} from "./secrets.js";

@@ -69,7 +69,7 @@ function runOutcome(report: RunReport, ok: boolean): CommandOutcome {
         .filter((a) => a.status === "failed")
         .map(
           (a) =>
-            `pipeline ${a.pipeline_id} destination ${a.destination_id} bundle ${a.bundle_path || "."}: ${a.error ?? a.reason}`,
+            `pipeline ${a.pipeline_id} destination ${a.destination_id} bundle ${a.bundle_path || "."}: ${a.error?.message ?? a.reason}`,
         ),
     ];
     const failed = report.actions.filter((a) => a.status === "failed").length;

@@ -144,7 +144,46 @@ describe("run progress renderer", () => {
     });
     // One MiB in one second, three to go.
     expect(lines().at(-1)).toBe(
-      "validating reports: 1/4 files, 1.0 MiB/4.0 MiB, 25%, 1.0 MiB/s, ETA 3s",
+      "validating reports: 1/4 files, 1.0 MiB/4.0 MiB, 25%, 1.0 files/s, 1.0 MiB/s, ETA 3s",
+    );
+  });
+
+  it("estimates a mixed tree sanely from the first draw: many small files, then a big one", () => {
+    const { progress, advance, lines } = setup();
+    const small = Array.from({ length: 1000 }, () => 1024);
+    const big = 1024 * 1024 * 1024;
+    progress.onEvent({ type: "plan", action: action({ outputs: outputs([...small, big]) }) });
+    const etas: number[] = [];
+    const written = (index: number, size: number) =>
+      progress.onEvent({
+        type: "output_written",
+        pipeline_id: "reports",
+        destination_id: "archive",
+        path: `f${index}.bin`,
+        size,
+      });
+    // A thousand 1 KiB files in the first second, then the 1 GiB file takes two more.
+    for (let i = 0; i < small.length; i++) {
+      advance(1);
+      written(i, 1024);
+      const eta = /ETA (\d+)s$/.exec(lines().at(-1) ?? "")?.[1];
+      if (eta !== undefined) etas.push(Number(eta));
+    }
+    advance(100);
+    expect(lines().at(-1)).toBe(
+      "publishing reports/archive: 1000/1001 files, 1000.0 KiB/1.0 GiB, 19%, 909 files/s, 909.1 KiB/s, ETA 5s",
+    );
+    // Every estimate on the way was a few seconds: the job takes three (bytes alone said 17 min).
+    expect(etas.length).toBeGreaterThanOrEqual(9);
+    for (const eta of etas) {
+      expect(eta).toBeGreaterThanOrEqual(3);
+      expect(eta).toBeLessThanOrEqual(6);
+    }
+    advance(1900);
+    written(1000, big);
+    advance(100);
+    expect(lines().at(-1)).toMatch(
+      /^publishing reports\/archive: 1001\/1001 files, .*, 100%, .*, ETA 0s$/,
     );
   });
 
@@ -164,7 +203,7 @@ describe("run progress renderer", () => {
       size: 3000,
     });
     expect(lines().at(-1)).toBe(
-      "publishing reports/archive 2026/06: 1/2 files, 2.9 KiB/3.9 KiB, 75%, 5.9 KiB/s, ETA 1s",
+      "publishing reports/archive 2026/06: 1/2 files, 2.9 KiB/3.9 KiB, 50%, 2.0 files/s, 5.9 KiB/s, ETA 1s",
     );
     advance(500);
     progress.onEvent({

@@ -44,6 +44,15 @@ interface Phase {
 
 const ERASE_LINE = "\r\u001b[K";
 
+/**
+ * What one file costs besides its bytes, counted as bytes: creating, renaming and flushing a
+ * file (or a request per object remotely) take about as long as moving a quarter MiB does on a
+ * local disk (about 1 ms against about 300 MB/s here). Progress, rate and ETA count a phase's work
+ * as its bytes plus this much per file, so a tree whose many small files go first does not
+ * promise hours for the big file that follows, nor a finished job at 99 % of its files.
+ */
+export const FILE_COST_BYTES = 256 * 1024;
+
 export const systemClock: ProgressClock = {
   now: () => performance.now(),
   setTimeout: (callback, ms) => {
@@ -184,20 +193,31 @@ function statusLine(phase: Phase, now: number): string {
     `${percent(phase)}%`,
   ];
   const seconds = (now - phase.startedAt) / 1000;
-  if (seconds > 0 && phase.bytes > 0) {
-    const rate = phase.bytes / seconds;
-    parts.push(`${formatBytes(rate)}/s`);
-    parts.push(`ETA ${formatDuration(Math.max(0, phase.totalBytes - phase.bytes) / rate)}`);
+  const done = work(phase.files, phase.bytes);
+  if (seconds > 0 && done > 0) {
+    parts.push(`${formatRate(phase.files / seconds)} files/s`);
+    parts.push(`${formatBytes(phase.bytes / seconds)}/s`);
+    const remaining = Math.max(0, work(phase.totalFiles, phase.totalBytes) - done);
+    parts.push(`ETA ${formatDuration(remaining / (done / seconds))}`);
   }
   return `${head}: ${parts.join(", ")}`;
 }
 
-/** Whole percent done, by bytes (by files when there are no bytes); 100 only when complete. */
+/** A phase's work: its bytes, plus `FILE_COST_BYTES` for every file. */
+function work(files: number, bytes: number): number {
+  return bytes + files * FILE_COST_BYTES;
+}
+
+/** Whole percent of the phase's work done (files and bytes together); 100 only when complete. */
 function percent(phase: Phase): number {
-  const [done, total] =
-    phase.totalBytes > 0 ? [phase.bytes, phase.totalBytes] : [phase.files, phase.totalFiles];
+  const total = work(phase.totalFiles, phase.totalBytes);
   if (total <= 0) return 100;
-  return Math.min(100, Math.floor((done / total) * 100));
+  return Math.min(100, Math.floor((work(phase.files, phase.bytes) / total) * 100));
+}
+
+/** Files a second: whole numbers from 10 up, one decimal below. */
+function formatRate(perSecond: number): string {
+  return perSecond >= 10 ? String(Math.round(perSecond)) : perSecond.toFixed(1);
 }
 
 /** The line printed when the run is over. */

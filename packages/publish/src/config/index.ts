@@ -1,3 +1,10 @@
+export {
+  isSecretName,
+  type ResolveSecretOptions,
+  resolveSecret,
+  SECRET_NAME_PATTERN,
+  SecretError,
+} from "@distributor/storage";
 export { CONFIG_DEFAULTS } from "./defaults.js";
 export { parseDuration } from "./duration.js";
 export { ConfigError, type ConfigErrorOptions, isConfigError } from "./errors.js";
@@ -8,8 +15,6 @@ export {
   parseConfig,
 } from "./load.js";
 export { configSchema, type RawConfig } from "./schema.js";
-export { isSecretName, SECRET_NAME_PATTERN } from "./secret-name.js";
-export { type ResolveSecretOptions, resolveSecret, SecretError } from "./secrets.js";
 export { parseSize, SIZE_UNITS } from "./size.js";
 export type {
   Backend,

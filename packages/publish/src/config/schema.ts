@@ -1,7 +1,6 @@
-import { pathProblem } from "@distributor/storage";
+import { pathProblem, SECRET_NAME_PATTERN } from "@distributor/storage";
 import * as v from "valibot";
 import { parseDuration } from "./duration.js";
-import { SECRET_NAME_PATTERN } from "./secret-name.js";
 import { parseSize, SIZE_UNITS } from "./size.js";
 
 /*

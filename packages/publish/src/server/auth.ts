@@ -1,7 +1,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { stat } from "node:fs/promises";
 import { join } from "node:path";
-import { resolveSecret } from "../config/secrets.js";
+import { resolveSecret } from "@distributor/storage";
 import type { Config, UploadTokenConfig } from "../config/types.js";
 import { WorkflowError } from "../workflows/shared.js";
 

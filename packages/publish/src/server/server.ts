@@ -737,7 +737,7 @@ function runFailure(report: RunReport): { code: string; message: string } {
   const detail =
     first === undefined
       ? ""
-      : `: destination ${first.destination_id} bundle ${first.bundle_path || "."}: ${first.error ?? first.reason}`;
+      : `: destination ${first.destination_id} bundle ${first.bundle_path || "."}: ${first.error?.message ?? first.reason}`;
   return { code: "destination_failed", message: `${failed.length} destination(s) failed${detail}` };
 }
 

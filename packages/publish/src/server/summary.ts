@@ -9,7 +9,8 @@ export interface RunActionSummary {
   primary_url: string | null;
   /** How many outputs the action wrote or kept. */
   outputs: number;
-  error: string | null;
+  /** As in the run report: a documented code and the message (cut to a bounded length). */
+  error: { code: string; message: string } | null;
 }
 
 /**
@@ -40,7 +41,10 @@ export function summarizeRun(report: RunReport): RunSummary {
       status: action.status,
       primary_url: action.primary_url,
       outputs: action.outputs.length,
-      error: action.error === null ? null : cut(action.error),
+      error:
+        action.error === null
+          ? null
+          : { code: action.error.code, message: cut(action.error.message) },
     })),
     pipeline_errors: report.pipeline_errors.map(({ code, message }) => ({
       code,

@@ -34,3 +34,76 @@ export function errorCode(error: unknown): string {
 export function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
+
+/** A failed destination action's error in a run report: a documented code and the message. */
+export interface ActionError {
+  code: string;
+  message: string;
+}
+
+// Operating-system causes that say more than the storage kind wrapping them (a full disk and a
+// read-only mount both surface as a failed write).
+const CODES_BY_ERRNO: Readonly<Record<string, string>> = {
+  EACCES: "permission_denied",
+  EPERM: "permission_denied",
+  ENOSPC: "no_space",
+  EDQUOT: "no_space",
+  EROFS: "read_only",
+  ETIMEDOUT: "timeout",
+  TimeoutError: "timeout",
+};
+
+const CODES_BY_KIND: Readonly<Record<string, string>> = {
+  permission: "permission_denied",
+};
+
+/**
+ * The code of a failed destination action (`run` reports, SPEC §9): one vocabulary, documented
+ * in docs/cli.md, so scripts branch on it instead of on messages. Domain failures keep their
+ * own code (`lease_held`, `commit_unknown`, `source_changed`, ...); a storage failure is named by
+ * its operating-system cause where one is known (`no_space`, `read_only`, `permission_denied`,
+ * `timeout`), else by its kind (`not_found`, `conflict`, `unavailable`, ...). The command's
+ * envelope code is decided separately (`errorCode`).
+ */
+export function actionErrorCode(error: unknown): string {
+  if (!(error instanceof Error)) return "failed";
+  if (error.name === "AbortError") return "aborted";
+  // A failure before the commit is reported by what caused it.
+  if (error.name === "UncommittedError" && error.cause !== undefined) {
+    return actionErrorCode(error.cause);
+  }
+  if (error.name === "StorageError") {
+    // A write that failed because its source did (a file changed, an interrupt) is that failure.
+    const inner = error.cause;
+    if (inner instanceof Error && inner.name !== "StorageError" && errorCode(inner) !== "failed") {
+      return actionErrorCode(inner);
+    }
+    const cause = errnoCode(error);
+    if (cause !== undefined) return cause;
+    const kind = String((error as { kind?: unknown }).kind);
+    // Adapters report a request that timed out as `unavailable` with these words.
+    if (kind === "unavailable" && /\btimed out\b/.test(error.message)) return "timeout";
+    return CODES_BY_KIND[kind] ?? kind;
+  }
+  const code = errorCode(error);
+  if (code !== "failed") return code;
+  return errnoCode(error) ?? "failed";
+}
+
+/** The `error` of a failed destination action. */
+export function actionError(error: unknown): ActionError {
+  return { code: actionErrorCode(error), message: errorMessage(error) };
+}
+
+/** The first operating-system code along the cause chain that names a failure we document. */
+function errnoCode(error: unknown): string | undefined {
+  let current: unknown = error;
+  for (let depth = 0; depth < 8 && current instanceof Error; depth++) {
+    const code = (current as { code?: unknown }).code;
+    const byCode = typeof code === "string" ? CODES_BY_ERRNO[code] : undefined;
+    if (byCode !== undefined) return byCode;
+    if (current.name === "TimeoutError") return "timeout";
+    current = current.cause;
+  }
+  return undefined;
+}

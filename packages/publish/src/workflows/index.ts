@@ -25,6 +25,7 @@ export {
   createManifestWorkflow,
   type ManifestCreateReport,
 } from "./manifest-create.js";
+export { remoteBackends } from "./remote-backends.js";
 export {
   type BackendFactory,
   type BackendRegistry,

@@ -14,7 +14,7 @@ import { isFailAction, isWriteAction, type PublishAction } from "../publish/acti
 import { publishTarget } from "../publish/commit.js";
 import { type PlannedOutput, selectOutputs } from "../publish/outputs.js";
 import { RenderCache } from "../publish/render-cache.js";
-import { errorCode, errorMessage } from "./errors.js";
+import { type ActionError, actionError, errorCode, errorMessage } from "./errors.js";
 import {
   findPipeline,
   openBackend,
@@ -48,7 +48,8 @@ export interface RunActionReport {
   status: RunStatus;
   primary_url: string | null;
   outputs: RunOutputReport[];
-  error: string | null;
+  /** Why the action failed: a documented code (docs/cli.md) and the message; null otherwise. */
+  error: ActionError | null;
 }
 
 /** A pipeline that stopped before planning any destination (source unreadable or invalid). */
@@ -486,8 +487,8 @@ function baseAction(
 
 function fail(action: RunActionReport, error: unknown) {
   action.status = "failed";
-  action.error = errorMessage(error);
-  if (action.reason === "") action.reason = action.error;
+  action.error = actionError(error);
+  if (action.reason === "") action.reason = action.error.message;
 }
 
 async function runTarget(
@@ -586,7 +587,10 @@ async function runTarget(
         action.error = null;
         if (isFailAction(plan.action)) {
           action.status = "failed";
-          action.error = `${plan.action}: ${plan.reason}`;
+          action.error = {
+            code: plan.action === "fail_unmanaged" ? "unmanaged" : "conflict",
+            message: `${plan.action}: ${plan.reason}`,
+          };
         } else if (!isWriteAction(plan.action)) {
           action.status = "skipped";
         } else {
@@ -600,7 +604,11 @@ async function runTarget(
       // Reported, not thrown: an interrupted run prints its whole result (SPEC §5, §9).
       fail(action, error);
       const reason = errorMessage(signal.reason);
-      if (!action.error?.includes(reason)) action.error = `${reason}: ${action.error}`;
+      const message = action.error?.message ?? "";
+      action.error = {
+        code: "aborted",
+        message: message.includes(reason) ? message : `${reason}: ${message}`,
+      };
       return action;
     }
     if (error instanceof PipelineStop) throw error.reason;

@@ -394,7 +394,10 @@ describe("run workflow", () => {
       );
       const action = report.actions.find((a) => a.bundle_path === "a");
       expect(action?.status).toBe("failed");
-      expect(action?.error).toContain("r.txt: source changed while copying: sha256 mismatch");
+      expect(action?.error?.code).toBe("source_changed");
+      expect(action?.error?.message).toContain(
+        "r.txt: source changed while copying: sha256 mismatch",
+      );
       expect(await exists(join(dest, "a", "r.txt"))).toBe(false);
       expect(await exists(join(dest, "a", "keep.txt"))).toBe(false);
     });

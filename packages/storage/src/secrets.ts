@@ -1,7 +1,16 @@
 import { constants } from "node:fs";
 import { open } from "node:fs/promises";
 import { join } from "node:path";
-import { isSecretName } from "./secret-name.js";
+
+/**
+ * A secret reference names both an environment variable and a file in `secrets.directory`, so it
+ * must be valid as either; this also keeps a reference from escaping the directory.
+ */
+export const SECRET_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+export function isSecretName(name: string): boolean {
+  return SECRET_NAME_PATTERN.test(name);
+}
 
 // Tokens, passwords and keys are small; a larger file is a wrong path, not a secret.
 const MAX_SECRET_BYTES = 64 * 1024;
@@ -31,7 +40,8 @@ export class SecretError extends Error {
  * Resolves a secret reference: the environment variable `name` when it is set and not empty,
  * else the file `<secretsDirectory>/<name>` without one trailing newline. Fails with a
  * SecretError naming the reference when neither gives a non-empty value. Configuration loading
- * never calls this; the commands that need a secret do, so a missing one only stops them.
+ * never calls this; the commands that need a secret do, so a missing one only stops them. It
+ * lives here, beside the backends, so every remote adapter resolves its credentials the same way.
  */
 export async function resolveSecret(
   name: string,
