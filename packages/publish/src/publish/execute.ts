@@ -282,6 +282,7 @@ async function deleteAfter(
       await deleteRetired(context, plan);
     }
   } catch (error) {
+    if (error instanceof PendingDeletesError) throw error;
     if (isStorageError(error, "conflict")) {
       // Changed since planning, and this run could not prove it still holds the lease: a newer
       // run may record those bytes, so they are not this run's to delete.
@@ -292,7 +293,7 @@ async function deleteAfter(
     }
     throw new PendingDeletesError(
       `published, but removing the outputs it replaced failed: ${(error as Error).message}; the next run removes them`,
-      plan.clearBundlePath ? [] : plan.deletes,
+      plan.clearBundlePath ? plan.journal.paths : plan.deletes,
       { cause: error },
     );
   }
@@ -318,9 +319,13 @@ async function deleteRetired(context: ExecuteContext, plan: PublishPlan): Promis
     return;
   } catch (error) {
     if (!isStorageError(error, "conflict") || context.lease === undefined) throw error;
-    await context.lease.confirm().catch(() => {
-      throw error;
-    });
+    const held = await context.lease.confirm().then(
+      () => true,
+      () => false,
+    );
+    // Not provably held: leave the moved path, and keep every retired one journaled for the
+    // next run (a lease that was taken over refuses the journal write, harmlessly).
+    if (!held) throw new PendingDeletesError(error.message, plan.deletes, { cause: error });
   }
   // Held: every path still there goes, each at the version it holds now.
   const current = new Map<string, string>();

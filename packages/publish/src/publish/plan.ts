@@ -284,10 +284,15 @@ export function planPublish(
       if (version !== undefined) plan.deleteVersions[path] = version;
     }
   }
+  plan.journal = journalOf(plan);
   if (forced) {
     plan.keep = [...request.outputs.map((output) => output.path), STATE_FILE_NAME, LEASE_FILE_NAME];
+    // The clear after the commit removes this owner's old outputs too: journaled, so that a
+    // clear cut short leaves them for the next run rather than as unrecorded debris.
+    const planned = new Set(request.outputs.map((output) => output.path));
+    const retired = [...current].filter((path) => !planned.has(path));
+    plan.journal.paths.push(...retired);
   }
-  plan.journal = journalOf(plan);
   plan.nextState = nextStateDocument(request, inspection.status.state, plan.action);
   return plan;
 }
@@ -441,7 +446,12 @@ export function journalOf(
     const dir = posix.dirname(write.output.path);
     directories.add(dir === "." ? "" : dir);
   }
-  const overwrites = plan.writes.filter((write) => write.overwrite).map((w) => w.output.path);
+  // Recorded outputs this attempt changes before its commit: replaced in place, or deleted ahead
+  // of the writes. Should it die there, recovery checks each against the state.
+  const overwrites = [
+    ...plan.writes.filter((write) => write.overwrite).map((write) => write.output.path),
+    ...plan.deletesFirst,
+  ];
   return { paths, directories: [...directories], overwrites };
 }
 

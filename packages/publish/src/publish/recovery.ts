@@ -1,3 +1,4 @@
+import type { Readable } from "node:stream";
 import { FileHasher } from "@distributor/bundle";
 import {
   isSharedRootState,
@@ -5,6 +6,7 @@ import {
   removeMissingOutputs,
   removeMissingOwnerOutputs,
   type SharedRootState,
+  type StateDocument,
   truncateToSecond,
 } from "@distributor/state";
 import {
@@ -20,7 +22,7 @@ import {
   type StorageEntry,
   statePath,
 } from "@distributor/storage";
-import { compareAndSwapState } from "./commit-state.js";
+import { compareAndSwapState, StateChangedError } from "./commit-state.js";
 import type { LeaseGuard } from "./execute.js";
 import { acquireLease, type Lease, type LeaseOptions } from "./lease.js";
 import { encodeStateFile, readDestinationStatus } from "./state-file.js";
@@ -57,18 +59,9 @@ export async function recoverJournal(
   lease?: RecoveringLease,
   overwrites: readonly string[] = [],
 ): Promise<RecoveryReport> {
-  const { status } = await readDestinationStatus(backend, bundlePath, signal);
-  const report: RecoveryReport = { deleted: [], tempFiles: [], kept: [], dropped: [] };
-  // Every owner's records count: a shared root's other owners' paths are never removed.
-  const recorded = new Set((status.state?.outputs ?? []).map((output) => output.path));
-  const readable = status.stateError === undefined;
   const journaled = [...new Set(journal)].filter(
     (path) => path !== STATE_FILE_NAME && path !== LEASE_FILE_NAME,
   );
-  for (const path of journaled) {
-    if (!readable || recorded.has(path)) report.kept.push(path);
-    else report.deleted.push(path);
-  }
   // Killed multipart uploads hold hidden parts under journaled paths: abort them (S3).
   if (backend.abortUploads !== undefined && journaled.length > 0) {
     lease?.assertHeld();
@@ -77,27 +70,66 @@ export async function recoverJournal(
       { signal },
     );
   }
+  // What to delete is decided from the state the fence replaces: a late commit of the previous
+  // holder either landed before (and is what was read) or refuses after. Should it land between
+  // the read and the fence, the fence refuses, and the decision is made again.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await recoverOnce(backend, bundlePath, journaled, directories, overwrites, {
+        signal,
+        lease,
+      });
+    } catch (error) {
+      if (!(error instanceof StateChangedError) || attempt >= 3) throw error;
+    }
+  }
+}
 
+async function recoverOnce(
+  backend: StorageBackend,
+  bundlePath: string,
+  journaled: readonly string[],
+  directories: readonly string[],
+  overwrites: readonly string[],
+  { signal, lease }: { signal: AbortSignal | undefined; lease: RecoveringLease | undefined },
+): Promise<RecoveryReport> {
+  const { status, version } = await readDestinationStatus(backend, bundlePath, signal);
+  const report: RecoveryReport = { deleted: [], tempFiles: [], kept: [], dropped: [] };
+  // Every owner's records count: a shared root's other owners' paths are never removed.
+  const recorded = new Set((status.state?.outputs ?? []).map((output) => output.path));
+  const readable = status.stateError === undefined;
+  for (const path of journaled) {
+    if (!readable || recorded.has(path)) report.kept.push(path);
+    else report.deleted.push(path);
+  }
   const looked = new Set(["", ...directories, ...report.deleted.map(parentOf)]);
   const versions = new Map<string, string>();
   for (const directory of looked) {
     const entries = await listDirectory(backend, bundlePath, directory, signal);
     report.tempFiles.push(...tempFiles(bundlePath, entries));
     for (const entry of entries) {
-      if (entry.version !== undefined)
+      if (entry.version !== undefined) {
         versions.set(relativeTo(bundlePath, entry.path), entry.version);
+      }
     }
   }
   const fenced = new Map(
     report.deleted.flatMap((path) => {
-      const version = versions.get(path);
-      return version === undefined ? [] : [[path, version] as const];
+      const seen = versions.get(path);
+      return seen === undefined ? [] : [[path, seen] as const];
     }),
   );
   // The previous holder may only be stalled, with writes still to land: first fence them off
   // (its replacements in place and its state commit), then delete what it left.
-  if (readable && status.state !== undefined && journaled.length + overwrites.length > 0) {
-    report.dropped = await fenceStateAndReplaced(backend, bundlePath, overwrites, signal, lease);
+  const state = status.state;
+  if (readable && state !== undefined && version !== undefined) {
+    if (journaled.length + overwrites.length > 0) {
+      const read = { state, version };
+      report.dropped = await fenceStateAndReplaced(backend, bundlePath, read, overwrites, {
+        signal,
+        lease,
+      });
+    }
   }
   lease?.assertHeld();
   await deleteEach(backend, bundlePath, report.deleted, signal, fenced);
@@ -109,41 +141,44 @@ export async function recoverJournal(
 /**
  * Fences off a previous holder that may be stalled rather than dead (SPEC §5): its writes were
  * all conditional on versions it saw, so recovery moves those versions on.
- * - Each path it was replacing in place is hashed. Bytes other than the record's are the previous
- *   holder's: the file goes and its record is dropped, since no source that could rewrite it is
- *   at hand (a merge that keeps the record would never rewrite it). Bytes equal to the record are
- *   written again in place, so that their version changes and a replacement still on its way
- *   refuses (where versions derive from the bytes alone, as on S3, this cannot fence).
- * - The state is rewritten with a new `updated_at` (and without the dropped records), so that a
- *   commit still on its way — a compare-and-swap on the version the previous holder planned
- *   from — refuses instead of recording outputs this recovery removes.
+ * - Each path it was replacing in place (or deleting ahead of its writes) is hashed. Bytes other
+ *   than the record's, or none, are not what the state describes: the file goes and its record
+ *   is dropped, since no source that could rewrite it is at hand (a merge that keeps the record
+ *   would never rewrite it). Bytes equal to the record are written again in place, so that their
+ *   version changes and a replacement still on its way refuses (where versions derive from the
+ *   bytes alone, as on S3, this cannot fence). A replacement that lands meanwhile shows as a
+ *   moved version, and the path is looked at again.
+ * - The state the caller read is rewritten with a new `updated_at` (and without the dropped
+ *   records), so that a commit still on its way — a compare-and-swap on the version the previous
+ *   holder planned from — refuses instead of recording outputs this recovery removes; if that
+ *   commit landed since the caller's read, this write refuses (`StateChangedError`) instead.
  * Paths it drops are journaled before the state write, so a crash leaves them for the next
  * recovery. Returns the paths whose records were dropped.
  */
 async function fenceStateAndReplaced(
   backend: StorageBackend,
   bundlePath: string,
+  { state, version }: { state: StateDocument; version: string },
   overwrites: readonly string[],
-  signal: AbortSignal | undefined,
-  lease: RecoveringLease | undefined,
+  { signal, lease }: { signal: AbortSignal | undefined; lease: RecoveringLease | undefined },
 ): Promise<string[]> {
-  const { status, version } = await readDestinationStatus(backend, bundlePath, signal);
-  const state = status.state;
-  if (state === undefined || version === undefined) return [];
   const records = new Map(state.outputs.map((output) => [output.path, output]));
-  const stale = new Map<string, string>();
+  // Path → the version to delete it at (undefined: nothing stored there any more).
+  const stale = new Map<string, string | undefined>();
+  const differs = (found: { sha256: string; size: number }, record: StateRecord) =>
+    found.sha256 !== record.sha256 || found.size !== record.size;
   for (const path of new Set(overwrites)) {
     const record = records.get(path);
     if (record === undefined) continue;
     const target = joinPrefix(bundlePath, path);
-    const found = await storedDigest(backend, target, signal);
-    if (found === undefined) continue;
-    if (found.sha256 !== record.sha256 || found.size !== record.size) {
-      stale.set(path, found.version);
-      continue;
+    let found = await storedDigest(backend, target, signal);
+    if (found !== undefined && !differs(found, record)) {
+      lease?.assertHeld();
+      if (await rewriteInPlace(backend, target, found.version, signal)) continue;
+      found = await storedDigest(backend, target, signal);
+      if (found !== undefined && !differs(found, record)) continue;
     }
-    lease?.assertHeld();
-    await rewriteInPlace(backend, target, found.version, signal);
+    stale.set(path, found?.version);
   }
   const paths = [...stale.keys()];
   const removal =
@@ -158,9 +193,14 @@ async function fenceStateAndReplaced(
   const next = { ...removal.state, updatedAt: bumpedUpdatedAt(state.updatedAt) };
   const bytes = encodeStateFile(backend, statePath(bundlePath), next);
   await compareAndSwapState(backend, statePath(bundlePath), bytes, version, signal);
-  await deleteEach(backend, bundlePath, paths, signal, stale);
+  const present = new Map(
+    [...stale].flatMap(([path, seen]) => (seen === undefined ? [] : [[path, seen] as const])),
+  );
+  await deleteEach(backend, bundlePath, [...present.keys()], signal, present);
   return paths;
 }
+
+type StateRecord = StateDocument["outputs"][number];
 
 /** A later `updated_at` (whole seconds), so the rewritten state's bytes differ from before. */
 function bumpedUpdatedAt(previous: Date): Date {
@@ -168,19 +208,29 @@ function bumpedUpdatedAt(previous: Date): Date {
   return now.getTime() > previous.getTime() ? now : new Date(previous.getTime() + 1000);
 }
 
-/** Writes a file's own bytes again, as a compare-and-swap, so that its version moves on. */
+/**
+ * Writes a file's own bytes again, as a compare-and-swap, so that its version moves on; false
+ * when it moved (or went) meanwhile, which the caller looks at again.
+ */
 async function rewriteInPlace(
   backend: StorageBackend,
   path: string,
   version: string,
   signal: AbortSignal | undefined,
-): Promise<void> {
-  const stream = await backend.openRead(path, { signal });
+): Promise<boolean> {
+  let stream: Readable;
+  try {
+    stream = await backend.openRead(path, { signal });
+  } catch (error) {
+    if (isStorageError(error, "not_found")) return false;
+    throw error;
+  }
   try {
     await backend.writeFile(path, stream, { ifMatch: version, signal });
+    return true;
   } catch (error) {
-    // Moved meanwhile: then it is not the version a stalled write is conditional on either.
     if (!isStorageError(error, "conflict")) throw error;
+    return false;
   } finally {
     stream.destroy();
   }
@@ -205,6 +255,7 @@ async function storedDigest(
   backend: StorageBackend,
   path: string,
   signal: AbortSignal | undefined,
+  attempt = 1,
 ): Promise<{ sha256: string; size: number; version: string } | undefined> {
   let version: string | undefined;
   try {
@@ -224,7 +275,14 @@ async function storedDigest(
     { signal },
   );
   const { sha256, size } = hasher.digest();
-  // Changed while it was read: its version then no longer fences the delete, which refuses.
+  // Changed while it was read: the digest may be of either version, so look again.
+  const after = await backend.stat(path, { signal }).catch((error: unknown) => {
+    if (isStorageError(error, "not_found")) return undefined;
+    throw error;
+  });
+  if (after === undefined) return undefined;
+  if (after.version !== version && attempt < 3)
+    return storedDigest(backend, path, signal, attempt + 1);
   return { sha256, size, version: version ?? "" };
 }
 

@@ -268,8 +268,14 @@ async function applyPrune(
       });
     } catch (error) {
       if (isStorageError(error, "conflict")) {
-        // Rewritten since it was planned (a newer publication, a hand edit): not ours to delete.
-        report.preserved_outputs.push(output);
+        // Rewritten since it was planned. With the lease proven held, no state records those
+        // bytes (the one just written no longer does): delete them at the version they hold
+        // now. Without that proof, a newer run may record them: they stay.
+        if (await deleteAtCurrentVersion(backend, lease, output.path, signal)) {
+          report.deleted_outputs.push(output);
+        } else {
+          report.preserved_outputs.push(output);
+        }
         continue;
       }
       // An abort is not this output's fault.
@@ -293,6 +299,29 @@ async function applyPrune(
       destination_id: report.destination_id,
       path: output.path,
     });
+  }
+}
+
+/** Deletes `path` at whatever version it holds now, only while `lease` is provably held. */
+async function deleteAtCurrentVersion(
+  backend: StorageBackend,
+  lease: Lease,
+  path: string,
+  signal: AbortSignal | undefined,
+): Promise<boolean> {
+  try {
+    await lease.confirm();
+    const { version } = await backend.stat(path, { signal });
+    lease.assertHeld();
+    await backend.deleteManagedOutputs("", [path], {
+      ignoreMissing: true,
+      pruneEmptyDirs: true,
+      ...(version === undefined ? {} : { ifMatch: new Map([[path, version]]) }),
+    });
+    return true;
+  } catch (error) {
+    if (isStorageError(error, "not_found")) return true;
+    return false;
   }
 }
 
