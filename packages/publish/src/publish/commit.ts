@@ -1,13 +1,20 @@
-import { isStorageError, type StorageBackend, statePath } from "@distributor/storage";
-import { isWriteAction } from "./action.js";
 import {
+  isSharedRootState,
+  removeMissingOutputs,
+  removeMissingOwnerOutputs,
+} from "@distributor/state";
+import { isStorageError, joinPrefix, type StorageBackend, statePath } from "@distributor/storage";
+import { isWriteAction } from "./action.js";
+import { compareAndSwapState } from "./commit-state.js";
+import {
+  type Committed,
   type ExecuteContext,
   executeEncodedPublish,
   PendingDeletesError,
   StateChangedError,
   UncommittedError,
 } from "./execute.js";
-import { type Lease, type LeaseOptions, leaseStatus } from "./lease.js";
+import { type Lease, LeaseLostError, type LeaseOptions, leaseStatus } from "./lease.js";
 import type { PublishPlan } from "./plan.js";
 import { type PlanTargetOptions, planTarget, prepareOnce } from "./plan-target.js";
 import { holdLease, leasePresent, type RecoveryReport } from "./recovery.js";
@@ -111,7 +118,7 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
       await held.journal(paths, directories, overwrites);
       try {
         // Steps write → confirm → compare-and-swap state → delete-after.
-        await executeEncodedPublish(
+        const committed = await executeEncodedPublish(
           {
             ...options.execute,
             source: options.plan.source,
@@ -122,6 +129,7 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
           current,
           state,
         );
+        if (committed !== undefined) await checkLateCommit(destination, held, current, committed);
         return current;
       } catch (error) {
         if (error instanceof StateChangedError && attempt < MAX_PUBLISH_ATTEMPTS) continue;
@@ -168,6 +176,50 @@ async function unchangedSincePlanning(
     if (isStorageError(error, "not_found")) return plan.stateVersion === undefined;
     throw error;
   }
+}
+
+/**
+ * A commit that landed after this run had lost its lease (it stalled at the state write, past
+ * the lease, and the run that took over recovered the journal — removing the outputs no state
+ * recorded yet, where no state existed to fence the commit): the state may now record outputs
+ * that are gone. Each written output is looked at; the records of missing ones are dropped with
+ * a compare-and-swap on the version this run just wrote (so a newer state is never touched), and
+ * the run fails, saying so. With every output there, the commit stands.
+ */
+async function checkLateCommit(
+  destination: StorageBackend,
+  lease: Lease,
+  plan: PublishPlan,
+  committed: Committed,
+): Promise<void> {
+  try {
+    lease.assertHeld();
+    return;
+  } catch {
+    // Lost: look at what the commit describes.
+  }
+  const missing: string[] = [];
+  for (const write of plan.writes) {
+    try {
+      await destination.stat(joinPrefix(plan.bundlePath, write.output.path));
+    } catch (error) {
+      if (!isStorageError(error, "not_found")) throw error;
+      missing.push(write.output.path);
+    }
+  }
+  if (missing.length === 0 || plan.nextState === undefined) return;
+  const document = plan.nextState;
+  const removal = isSharedRootState(document)
+    ? removeMissingOwnerOutputs(document, plan.ownerScope, missing)
+    : removeMissingOutputs(document, missing);
+  const path = statePath(plan.bundlePath);
+  const bytes = encodeStateFile(destination, path, removal.state);
+  await compareAndSwapState(destination, path, bytes, committed.stateVersion, undefined).catch(
+    () => undefined,
+  );
+  throw new LeaseLostError(
+    `the state was committed after this run's lease had been taken over, and the run that took it over removed ${missing.length} of its outputs (${missing.slice(0, 5).join(", ")}); their records were dropped, so state and files agree — publish again with --repair`,
+  );
 }
 
 /** The bytes of a write plan's next state (see `encodeStateFile`). */

@@ -99,6 +99,11 @@ export async function executePublish(context: ExecuteContext, plan: PublishPlan)
   await executeEncodedPublish(context, plan, undefined);
 }
 
+/** What a carried-out write plan committed: the version of the state it wrote. */
+export interface Committed {
+  stateVersion: string;
+}
+
 /**
  * `executePublish` with the next state already encoded by `encodeStateFile(…, plan.nextState)`:
  * `publishTarget` encodes it before journaling, so that a state that cannot be written costs the
@@ -108,9 +113,9 @@ export async function executeEncodedPublish(
   context: ExecuteContext,
   plan: PublishPlan,
   encodedState: Uint8Array | undefined,
-): Promise<void> {
+): Promise<Committed | undefined> {
   if (!isWriteAction(plan.action) || plan.nextState === undefined) {
-    if (plan.action.startsWith("skip_")) return;
+    if (plan.action.startsWith("skip_")) return undefined;
     throw new PublishExecutionError(`cannot execute action ${plan.action}: ${plan.reason}`);
   }
   const writable = plan as PublishPlan & { nextState: StateDocument };
@@ -126,8 +131,9 @@ export async function executeEncodedPublish(
   const scope = fanOutSignal(combined, concurrency);
   try {
     const scoped = { ...context, signal: scope.signal };
-    await writeAndCommit(scoped, writable, concurrency, state);
+    const stateVersion = await writeAndCommit(scoped, writable, concurrency, state);
     await deleteAfter(scoped, writable);
+    return { stateVersion };
   } finally {
     scope.dispose();
   }
@@ -147,14 +153,14 @@ async function writeAndCommit(
   plan: PublishPlan & { nextState: StateDocument },
   concurrency: number,
   state: Uint8Array,
-): Promise<void> {
+): Promise<string> {
   const outcome: WriteOutcome = { created: new Map(), uncertain: new Set() };
   try {
     await deleteFirst(context, plan);
     await writeOutputs(context, plan, concurrency, outcome);
     // The held lease proves no other run broke it: only then may the state change.
     await context.lease?.confirm();
-    await commitState(context, plan, state);
+    return await commitState(context, plan, state);
   } catch (error) {
     if (error instanceof AmbiguousCommitError) {
       // The state may record what this attempt wrote: remove nothing, keep it all journaled —
@@ -220,10 +226,10 @@ async function commitState(
   context: ExecuteContext,
   plan: PublishPlan,
   state: Uint8Array,
-): Promise<void> {
+): Promise<string> {
   context.lease?.assertHeld();
   const target = statePath(plan.bundlePath);
-  await compareAndSwapState(context.destination, target, state, plan.stateVersion, context.signal);
+  return compareAndSwapState(context.destination, target, state, plan.stateVersion, context.signal);
 }
 
 /**

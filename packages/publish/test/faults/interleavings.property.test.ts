@@ -576,6 +576,32 @@ const FOUND: Array<{ name: string; input: Scenario }> = [
       ],
     },
   },
+  {
+    // gamma's first publication at solo stalls just before its state write (no state there
+    // yet, so nothing can fence it); alpha, running beside it, breaks the stale lease and
+    // recovers it, deleting g1.txt; gamma's state create then lands, recording g1.txt, which is
+    // gone. Found with 1 000 cases on CI; gamma must not report success, and the state must
+    // not go on recording the missing file.
+    name: "a stalled first commit lands where no state could fence it",
+    input: {
+      versions: SMALL,
+      seed: 0,
+      steps: [
+        {
+          runs: [runOf("alpha", 0), runOf("gamma", 0, { kind: "stall", at: 5 })],
+          stagger: 1,
+          competitorVersion: 2,
+          competitorOffset: 2,
+        },
+        {
+          runs: [runOf("alpha", 0), runOf("beta", 0)],
+          stagger: 0,
+          competitorVersion: 0,
+          competitorOffset: 1,
+        },
+      ],
+    },
+  },
 ];
 
 describe("interleaved runs of three pipelines over shared destinations, with faults", () => {

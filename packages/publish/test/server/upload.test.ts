@@ -392,11 +392,11 @@ describe("upload server", () => {
     expect((finished.error as { message: string }).message).toContain("disk on fire");
     const result = finished.result as {
       counts: Record<string, number>;
-      actions: { status: string; error: string }[];
+      actions: { status: string; error: { code: string; message: string } }[];
     };
     expect(result.counts).toEqual({ failed: 1 });
     expect(result.actions[0]?.status).toBe("failed");
-    expect(result.actions[0]?.error).toContain("disk on fire");
+    expect(result.actions[0]?.error.message).toContain("disk on fire");
     expect(await emptied(join(root, "staging"))).toEqual([]);
   });
 
