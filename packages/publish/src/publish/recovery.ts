@@ -1,5 +1,4 @@
 import type { Readable } from "node:stream";
-import { FileHasher } from "@distributor/bundle";
 import {
   isSharedRootState,
   type OwnerScope,
@@ -15,7 +14,6 @@ import {
   isTempFileName,
   joinPrefix,
   LEASE_FILE_NAME,
-  readFileChunks,
   relativeTo,
   STATE_FILE_NAME,
   type StorageBackend,
@@ -26,6 +24,7 @@ import { compareAndSwapState, StateChangedError } from "./commit-state.js";
 import type { LeaseGuard } from "./execute.js";
 import { acquireLease, type Lease, type LeaseOptions } from "./lease.js";
 import { encodeStateFile, readDestinationStatus } from "./state-file.js";
+import { storedFile } from "./stored-digest.js";
 
 /** What recovering a stale lease removed. */
 export interface RecoveryReport {
@@ -257,33 +256,19 @@ async function storedDigest(
   signal: AbortSignal | undefined,
   attempt = 1,
 ): Promise<{ sha256: string; size: number; version: string } | undefined> {
-  let version: string | undefined;
-  try {
-    version = (await backend.stat(path, { signal })).version;
-  } catch (error) {
-    if (isStorageError(error, "not_found")) return undefined;
-    throw error;
-  }
-  const hasher = new FileHasher();
-  await readFileChunks(
-    backend,
-    path,
-    (chunk) => {
-      hasher.update(chunk);
-      return undefined;
-    },
-    { signal },
-  );
-  const { sha256, size } = hasher.digest();
+  const found = await storedFile(backend, path, signal);
+  // Nothing there, or no file's bytes (a directory, a link): not what any record describes.
+  if (found.kind !== "file") return undefined;
   // Changed while it was read: the digest may be of either version, so look again.
   const after = await backend.stat(path, { signal }).catch((error: unknown) => {
     if (isStorageError(error, "not_found")) return undefined;
     throw error;
   });
   if (after === undefined) return undefined;
-  if (after.version !== version && attempt < 3)
+  if (after.version !== found.version && attempt < 3) {
     return storedDigest(backend, path, signal, attempt + 1);
-  return { sha256, size, version: version ?? "" };
+  }
+  return { sha256: found.sha256, size: found.size, version: found.version ?? "" };
 }
 
 function parentOf(path: string): string {

@@ -267,7 +267,7 @@ async function runPipeline(options: RunOptions, pipeline: PipelineConfig, report
       ...(options.signal ? { signal: options.signal } : {}),
     }));
   try {
-    const bundles = await readPipelineManifests(options, pipeline, source);
+    const bundles = await readPipelineManifests(options, source);
     // Full validation hashes every file, so it waits until some destination will write: a run
     // in which every destination skips reads manifests and state files only (SPEC §4). Once
     // needed, every bundle of the pipeline is validated, so one invalid bundle publishes nothing.
@@ -297,7 +297,6 @@ async function runPipeline(options: RunOptions, pipeline: PipelineConfig, report
 /** Discovers the bundles of a pipeline's source and reads their manifests (no hashing yet). */
 async function readPipelineManifests(
   options: RunOptions,
-  pipeline: PipelineConfig,
   source: StorageBackend,
 ): Promise<SourceBundle[]> {
   const discovered = await discoverBundles(source, "", { signal: options.signal });
