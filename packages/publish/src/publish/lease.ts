@@ -394,13 +394,28 @@ export class Lease {
     await this.#queue.catch(() => undefined);
     if (this.#lost !== undefined) return;
     try {
-      await this.#backend.deleteManagedOutputs(this.bundlePath, [LEASE_FILE_NAME], {
-        ignoreMissing: true,
-        ifMatch: new Map([[LEASE_FILE_NAME, this.#version]]),
-      });
-    } catch {
-      // A lease left behind is stale once our process is gone; the next run recovers it.
+      await this.#deleteIfOurs(this.#version);
+    } catch (error) {
+      // A write of ours whose answer was lost leaves a version this run never learnt: read the
+      // lease back, and when it is still this run's, delete it at the version it holds.
+      if (!isStorageError(error, "conflict")) return;
+      try {
+        const found = await this.#backend.readVersioned(this.#path, {
+          maxBytes: LEASE_BYTES_LIMIT,
+        });
+        const lease = parseLease(Buffer.from(found.bytes).toString("utf8"));
+        if (lease?.run_id === this.runId) await this.#deleteIfOurs(found.version);
+      } catch {
+        // A lease left behind is stale once our process is gone; the next run recovers it.
+      }
     }
+  }
+
+  #deleteIfOurs(version: string): Promise<void> {
+    return this.#backend.deleteManagedOutputs(this.bundlePath, [LEASE_FILE_NAME], {
+      ignoreMissing: true,
+      ifMatch: new Map([[LEASE_FILE_NAME, version]]),
+    });
   }
 
   get #path(): string {

@@ -658,12 +658,13 @@ describe("interleaved runs of three pipelines over shared destinations, with fau
     it.each(FOUND)("$name", async ({ input }) => {
       await checkCase(input);
     });
-    // Open: found with a random seed and not fixed yet. It fails today; when it passes, this
-    // marker fails, and the case joins FOUND. A journal write whose answer is lost and cannot be
-    // read back (blackout) leaves alpha's lease behind; two steps later beta, stalled at its
-    // state write at site, is taken over by alpha v2, whose run then reports publish_new
-    // published while the a1.txt it records is missing.
-    it.fails("open: a lost journal write, then a stall at the state write", async () => {
+    // Found with a random seed: a journal write whose answer is lost and cannot be read back
+    // (blackout) made the run's release refuse (the lease's version had moved on without the
+    // run learning it), leaving alpha's lease behind; two steps later beta, stalled at its state
+    // write at site, was taken over by alpha v2, whose run then reported publish_new published
+    // while the a1.txt it records was missing. A release now reads a refused lease back and
+    // deletes it when it is still this run's.
+    it("a lost journal write, then a stall at the state write", async () => {
       await checkCase(OPEN_CASE);
     });
   });
