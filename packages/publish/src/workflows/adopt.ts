@@ -19,10 +19,8 @@ import {
   compareLogicalPaths,
   displayPath,
   isStorageError,
-  isTempFileName,
   isWithinPrefix,
   joinPrefix,
-  LEASE_FILE_NAME,
   relativeTo,
   STATE_FILE_NAME,
   type StorageBackend,
@@ -54,6 +52,7 @@ import {
   WorkflowError,
   withBackend,
 } from "./shared.js";
+import { isUnmanagedEntry, unmanagedEntryReport } from "./unmanaged-entry.js";
 
 /** `adopt`: record matching unmanaged files; `rebuild`: replace an invalid state. */
 export type AdoptionMode = "adopt" | "rebuild";
@@ -471,19 +470,8 @@ function unmanagedEntries(
   return entries
     .filter((entry) => {
       if (nested.some((dir) => isWithinPrefix(dir, entry.path))) return false;
-      if (entry.nameProblem !== undefined) return true;
-      if (entry.kind === "directory") return false;
-      const path = relativeTo(bundlePath, entry.path);
-      const name = path.slice(path.lastIndexOf("/") + 1);
-      if (path === STATE_FILE_NAME || path === LEASE_FILE_NAME || isTempFileName(name)) {
-        return false;
-      }
-      return !managed.has(path);
+      return isUnmanagedEntry(bundlePath, entry, managed);
     })
     .sort((a, b) => compareLogicalPaths(a.path, b.path))
-    .map((entry) => ({
-      path: entry.path,
-      type: entry.kind,
-      ...(entry.size === 0 ? {} : { size: entry.size }),
-    }));
+    .map(unmanagedEntryReport);
 }

@@ -10,13 +10,10 @@ import {
 import {
   compareLogicalPaths,
   displayPath,
-  isTempFileName,
   isWithinPrefix,
   joinPrefix,
-  LEASE_FILE_NAME,
   mapBounded,
   parentPath,
-  relativeTo,
   STATE_FILE_NAME,
   type StorageBackend,
   type StorageEntry,
@@ -28,6 +25,7 @@ import { destinationRootPath } from "./destination-root.js";
 import { errorCode, errorMessage } from "./errors.js";
 import type { ReconcileStateEntry } from "./reconcile-state.js";
 import { findDestination, findPipeline, openBackend, type WorkflowOptions } from "./shared.js";
+import { isUnmanagedEntry, unmanagedEntryReport } from "./unmanaged-entry.js";
 
 /** Most entries listed under one destination root while looking for state files. */
 export const AUDIT_WALK_LIMIT = 100_000;
@@ -368,18 +366,7 @@ function unmanagedBelow(
     .filter((entry) => {
       if (!isWithinPrefix(bundlePath, entry.path) || entry.path === bundlePath) return false;
       if (nested.some((other) => isWithinPrefix(other, entry.path))) return false;
-      if (entry.nameProblem !== undefined) return true;
-      if (entry.kind === "directory") return false;
-      const path = relativeTo(bundlePath, entry.path);
-      const name = path.slice(path.lastIndexOf("/") + 1);
-      if (path === STATE_FILE_NAME || path === LEASE_FILE_NAME || isTempFileName(name)) {
-        return false;
-      }
-      return !managed.has(path);
+      return isUnmanagedEntry(bundlePath, entry, managed);
     })
-    .map((entry) => ({
-      path: entry.path,
-      type: entry.kind,
-      ...(entry.size === 0 ? {} : { size: entry.size }),
-    }));
+    .map(unmanagedEntryReport);
 }
