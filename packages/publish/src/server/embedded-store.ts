@@ -226,8 +226,14 @@ function corrupt(file: string, problem: string): WorkflowError {
   );
 }
 
-/** The store holds tokens' run ids and staged paths: a private directory of this user. */
-async function preparePrivateDirectory(directory: string): Promise<void> {
+/**
+ * Creates `directory`, or accepts an existing one only when it is a real directory owned by this
+ * user that no one else may write; otherwise fails with `code`, naming the configuration `key`.
+ */
+export async function preparePrivateDirectory(
+  directory: string,
+  failure: { code: string; key: string } = { code: "store_unsafe", key: "server.store.path" },
+): Promise<void> {
   await mkdir(directory, { recursive: true, mode: 0o700 });
   const stats = await lstat(directory);
   const problem = stats.isSymbolicLink()
@@ -241,8 +247,8 @@ async function preparePrivateDirectory(directory: string): Promise<void> {
           : undefined;
   if (problem !== undefined) {
     throw new WorkflowError(
-      "store_unsafe",
-      `server.store.path ${directory} ${problem}; use a private directory (mode 0700, owned by this user)`,
+      failure.code,
+      `${failure.key} ${directory} ${problem}; use a private directory (mode 0700, owned by this user)`,
     );
   }
 }

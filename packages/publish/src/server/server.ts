@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { lstat, mkdir, readdir, stat } from "node:fs/promises";
+import { readdir, stat } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
@@ -10,7 +10,7 @@ import { errorCode, errorMessage } from "../workflows/errors.js";
 import { type RunReport, run, runSucceeded } from "../workflows/run.js";
 import { WorkflowError, type WorkflowOptions } from "../workflows/shared.js";
 import { authenticate, type ResolvedToken, resolveUploadTokens } from "./auth.js";
-import { openEmbeddedUploadStore } from "./embedded-store.js";
+import { openEmbeddedUploadStore, preparePrivateDirectory } from "./embedded-store.js";
 import { errorBody, HttpError, sendBeforeBody, sendJson } from "./http-error.js";
 import { createMemoryUploadStore } from "./memory-store.js";
 import {
@@ -841,21 +841,8 @@ function listenError(address: string, error: NodeJS.ErrnoException): WorkflowErr
  * and its run, or point extraction elsewhere with a symlink.
  */
 async function prepareStagingRoot(directory: string): Promise<void> {
-  await mkdir(directory, { recursive: true, mode: 0o700 });
-  const stats = await lstat(directory);
-  const problem = stats.isSymbolicLink()
-    ? "is a symlink"
-    : !stats.isDirectory()
-      ? "is not a directory"
-      : process.geteuid !== undefined && stats.uid !== process.geteuid()
-        ? `belongs to uid ${stats.uid}, not to this user (uid ${process.geteuid()})`
-        : (stats.mode & 0o022) !== 0
-          ? `may be written by other users (mode ${(stats.mode & 0o777).toString(8)})`
-          : undefined;
-  if (problem !== undefined) {
-    throw new WorkflowError(
-      "staging_unsafe",
-      `server.http.staging_directory ${directory} ${problem}; use a private directory (mode 0700, owned by this user)`,
-    );
-  }
+  await preparePrivateDirectory(directory, {
+    code: "staging_unsafe",
+    key: "server.http.staging_directory",
+  });
 }
