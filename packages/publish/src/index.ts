@@ -68,3 +68,17 @@ export {
   run,
   runSucceeded,
 } from "./workflows/run.js";
+export { type ApplyOptions, applyPlan, PlanRefusedError } from "./workflows/apply.js";
+export { type PlanRunOptions, type PlanRunResult, planRun } from "./workflows/plan-run.js";
+export {
+  configDigest,
+  encodePlan,
+  loadPlan,
+  PLAN_FORMAT_VERSION,
+  PlanFileError,
+  parsePlan,
+  type SavedPlan,
+  type SavedPlanEntry,
+  type SavedPlanWrite,
+  savePlan,
+} from "./workflows/saved-plan.js";
