@@ -88,7 +88,8 @@ function canonicalJson(value: unknown): string {
   return JSON.stringify(value, (_key, item) => {
     if (item === null || typeof item !== "object" || Array.isArray(item)) return item;
     const sorted: Record<string, unknown> = {};
-    for (const key of Object.keys(item).sort()) sorted[key] = (item as Record<string, unknown>)[key];
+    for (const key of Object.keys(item).sort())
+      sorted[key] = (item as Record<string, unknown>)[key];
     return sorted;
   });
 }
@@ -219,10 +220,7 @@ export function encodePlan(plan: SavedPlan): string {
  */
 export async function savePlan(path: string, plan: SavedPlan): Promise<void> {
   const text = encodePlan(plan);
-  const temp = join(
-    dirname(path),
-    `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`,
-  );
+  const temp = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
   try {
     const handle = await open(temp, "wx", 0o644);
     try {
