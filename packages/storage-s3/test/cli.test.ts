@@ -302,6 +302,89 @@ describe.skipIf(found === undefined)("distributor CLI with S3 (Ceph RGW)", () =>
     ]);
   }, 60_000);
 
+  it("applies a saved plan as a plain run would, and refuses it with nothing written once the destination moved on", async () => {
+    const planned = uniqueName("planned");
+    const plain = uniqueName("plain");
+    const source = join(dir, "src");
+    const site = (version: string) => ({
+      "index.md": `# Site ${version}\n`,
+      "style.css": "body {}\n",
+      [`${version}.txt`]: `${version}\n`,
+    });
+    await bundle(source, "site.example", "2026-06-01T00:00:00Z", site("one"));
+    const configFor = (prefix: string, name: string) =>
+      writeFile(
+        join(dir, name),
+        `pipelines:\n  - id: reports\n    source: {backend: local, path: ${source}}\n    destinations:\n      - {id: bucket, ${s3Location(prefix)}, publish: {source: true, html: true}, transform: {markdown_to_html: {enabled: true}}}\n`,
+      ).then(() => join(dir, name));
+    const plannedConfig = await configFor(planned, "planned.yml");
+    const plainConfig = await configFor(plain, "plain.yml");
+    for (const path of [plannedConfig, plainConfig]) {
+      const first = await runCli(["run", "--config", path]);
+      expect(first.code, first.stderr).toBe(0);
+    }
+    await rm(source, { recursive: true, force: true });
+    await bundle(source, "site.example", "2026-06-02T00:00:00Z", site("two"));
+
+    const objects = async (prefix: string) => {
+      const texts: Record<string, string> = {};
+      for (const key of (await keysBelow(prefix)).sort()) {
+        texts[key] = await objectText(`${prefix}/${key}`);
+      }
+      return texts;
+    };
+    const before = await objects(planned);
+    const plan = join(dir, "plan.json");
+    const made = await runCli(["run", "--config", plannedConfig, "--plan-out", plan]);
+    expect(made.code, made.stderr).toBe(0);
+    expect(made.stdout).toContain("action=replace_older writes=4 deletes=1");
+    expect(made.stdout).toMatch(/^ {2}- delete {3}one\.txt$/m);
+    expect(await objects(planned)).toEqual(before);
+    const entry = JSON.parse(await readFile(plan, "utf8")).destinations[0];
+    // On S3 the state version planned against is the state object's ETag.
+    expect(entry.state_version).toMatch(/^"?[0-9a-f]{32}"?$/);
+
+    const applied = await runCli(["apply", plan]);
+    expect(applied.code, applied.stderr).toBe(0);
+    expect(applied.stdout).toContain("action=replace_older status=published outputs=4");
+    const after = await objects(planned);
+    expect(JSON.parse(after[".distributor.json"] ?? "")).toEqual(entry.next_state);
+    const plainRun = await runCli(["run", "--config", plainConfig]);
+    expect(plainRun.code, plainRun.stderr).toBe(0);
+    const withoutState = ({ ".distributor.json": _state, ...files }: Record<string, string>) =>
+      files;
+    const plainObjects = await objects(plain);
+    expect(withoutState(after)).toEqual(withoutState(plainObjects));
+    const untimed = (text: string | undefined) =>
+      JSON.parse((text ?? "").replace(/"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"/g, '"T"'));
+    expect(untimed(after[".distributor.json"])).toEqual(untimed(plainObjects[".distributor.json"]));
+
+    // A second plan, then the destination moves on: another run publishes a newer bundle.
+    await rm(source, { recursive: true, force: true });
+    await bundle(source, "site.example", "2026-06-03T00:00:00Z", site("three"));
+    const stale = join(dir, "stale.json");
+    expect((await runCli(["run", "--config", plannedConfig, "--plan-out", stale])).code).toBe(0);
+    await rm(source, { recursive: true, force: true });
+    await bundle(source, "site.example", "2026-06-04T00:00:00Z", site("four"));
+    expect((await runCli(["run", "--config", plannedConfig])).code).toBe(0);
+    const moved = await objects(planned);
+    const refused = await runCli(["apply", stale, "--format", "json"]);
+    expect(refused.code).toBe(1);
+    const action = JSON.parse(refused.stdout).result.actions[0];
+    expect([action.status, action.error.code]).toEqual(["failed", "source_changed"]);
+    expect(await objects(planned)).toEqual(moved);
+
+    // Same source as planned, but the state at the destination changed since.
+    await rm(source, { recursive: true, force: true });
+    await bundle(source, "site.example", "2026-06-03T00:00:00Z", site("three"));
+    const refusedState = await runCli(["apply", stale, "--format", "json"]);
+    expect(refusedState.code).toBe(1);
+    const stateAction = JSON.parse(refusedState.stdout).result.actions[0];
+    expect(stateAction.error.code).toBe("plan_stale");
+    expect(stateAction.error.message).toMatch(/destination state changed since the plan/);
+    expect(await objects(planned)).toEqual(moved);
+  }, 120_000);
+
   it("reports wrong credentials and a missing bucket with exit code 1 and a named cause", async () => {
     const source = join(dir, "src");
     await bundle(source, "x", "2026-06-01T00:00:00Z", { "a.txt": "a\n" });
