@@ -24,8 +24,9 @@ import {
 } from "./fault-model.js";
 
 // Every fault of the model (fail, crash, lost answer, hang, stall past the lease) at every
-// mutation of a first publication, a replacement, a merge, a shared-root publication, a prune
-// and a reconcile-state, on memory and on the real filesystem. After each: a run that reported
+// mutation of a first publication, a replacement, a merge, a shared-root publication, a prune,
+// a reconcile-state, a repair, an adoption, a rebuild and the apply of a saved plan, on memory and
+// on the real filesystem. After each: a run that reported
 // success left state and bytes in agreement, and the next plain run succeeds and leaves them in
 // agreement with no lease, journal or temp debris (SPEC §5, "the guarantee, tested").
 
