@@ -1,4 +1,10 @@
-import { type Manifest, readManifest, validateBundle } from "@distributor/bundle";
+import {
+  discoverBundles,
+  type Manifest,
+  readManifest,
+  selectNewestBundle,
+  validateBundle,
+} from "@distributor/bundle";
 import type { StorageBackend } from "@distributor/storage";
 import type { Config, DestinationConfig, PipelineConfig } from "../config/types.js";
 import type { PublishPlan } from "../publish/plan.js";
@@ -62,7 +68,7 @@ const VALIDATION_CONCURRENCY = 8;
  * Carries out a saved plan exactly (`distributor apply`). Per destination bundle path, in the
  * plan's order: the configuration must still describe the planned pipeline and destination, the
  * source bundle must still be the planned one (manifest digest, then every file's digest before
- * the first write), and planning again — at the plan's time, under the lease for a write — must
+ * the first write; for a `fixed` destination, still the newest of the source), and planning again — at the plan's time, under the lease for a write — must
  * give exactly the saved decision (state version, stored versions, writes, deletes, next state).
  * Otherwise that destination is refused with nothing written there and the others go on; when
  * all holds, the saved writes and deletes run under the commit protocol of SPEC §5, so the bytes
@@ -209,6 +215,7 @@ async function applyPipeline(apply: Applying, pipelineId: string, entries: Saved
 class SourceBundles {
   private readonly manifests = new Map<string, Promise<Manifest>>();
   private readonly validations = new Map<string, Promise<void>>();
+  private newest: Promise<string | undefined> | undefined;
 
   constructor(
     private readonly apply: Applying,
@@ -247,6 +254,45 @@ class SourceBundles {
       );
     }
     return manifest;
+  }
+
+  /**
+   * For a `fixed` destination, which publishes the newest bundle of the source: refused when the
+   * planned bundle is no longer the one a run would select (a newer one was added, or it is gone).
+   */
+  async checkSelected(entry: SavedPlanEntry): Promise<void> {
+    this.newest ??= this.selectNewest();
+    let selected: string | undefined;
+    try {
+      selected = await this.newest;
+    } catch (error) {
+      throw refused(
+        this.apply,
+        "source_changed",
+        `the source cannot be read to check the planned bundle is still its newest: ${(error as Error).message}`,
+      );
+    }
+    const planned = entry.source.bundle_path;
+    if (selected !== planned) {
+      throw refused(
+        this.apply,
+        "source_changed",
+        `the newest bundle of the source is now ${selected === undefined ? "none" : selected || "."}, not the planned ${planned || "."}`,
+      );
+    }
+  }
+
+  private async selectNewest(): Promise<string | undefined> {
+    const { signal } = this.apply.options;
+    const found = await discoverBundles(this.source, "", { signal });
+    const bundles: { path: string; manifest: Manifest }[] = [];
+    for (const bundle of found) {
+      bundles.push({
+        path: bundle.path,
+        manifest: await readManifest(this.source, bundle.bundlePath, { signal }),
+      });
+    }
+    return selectNewestBundle(bundles)?.path;
   }
 
   /** Validates the bundle in full against its manifest; a file that changed refuses. */
@@ -344,6 +390,7 @@ async function applyEntry(
   let manifest: Manifest;
   try {
     manifest = await bundles.manifest(entry);
+    if (destination.pathMapping.mode === "fixed") await bundles.checkSelected(entry);
   } catch (error) {
     failedEntry(apply, entry, error);
     return undefined;

@@ -209,6 +209,55 @@ describe("saved plans", () => {
     expect(await tree(a)).toEqual({});
   });
 
+  it("refuses a plan edited after it was made", async () => {
+    const v1 = await source("v1", V1, 1);
+    const a = join(dir, "a");
+    const plan = await planned(config(v1, { archive: a }), T1);
+    const edited = structuredClone(plan);
+    const write = edited.destinations[0]?.writes[0];
+    if (write === undefined) throw new Error("no write planned");
+    write.overwrite = true;
+    const report = await applyPlan({ plan: edited, config: config(v1, { archive: a }) });
+    expect(report.actions.map((x) => [x.status, x.error?.code])).toEqual([
+      ["failed", "plan_stale"],
+    ]);
+    expect(report.actions[0]?.error?.message).toMatch(/planning now gives other writes/);
+    expect(await tree(a)).toEqual({});
+  });
+
+  it("a fixed destination refuses once a newer bundle was added to the source", async () => {
+    const root = join(dir, "bundles");
+    const backend = createLocalBackend({ root });
+    await writeSourceBundle(backend, "2026-06-01", V1, { created: T1 });
+    const a = join(dir, "a");
+    const fixed = config(root, { site: a }, "        path_mapping: {mode: fixed}\n");
+    const plan = await planned(fixed, T1);
+    expect(plan.destinations[0]?.source.bundle_path).toBe("2026-06-01");
+    expect(plan.destinations[0]?.bundle_path).toBe("");
+    await writeSourceBundle(backend, "2026-06-02", V2, { created: T2 });
+    const report = await applyPlan({ plan, config: fixed });
+    expect(report.actions.map((x) => [x.status, x.error?.code])).toEqual([
+      ["failed", "source_changed"],
+    ]);
+    expect(report.actions[0]?.error?.message).toMatch(
+      /newest bundle of the source is now 2026-06-02, not the planned 2026-06-01/,
+    );
+    expect(await tree(a)).toEqual({});
+    // Without the newer bundle, the plan applies.
+    await rm(join(root, "2026-06-02"), { recursive: true });
+    const applied = await applyPlan({ plan, config: fixed });
+    expect(applied.actions.map((x) => [x.action, x.status])).toEqual([
+      ["publish_new", "published"],
+    ]);
+    expect(Object.keys(await tree(a)).sort()).toEqual([
+      ".distributor.json",
+      "a.html",
+      "a.md",
+      "b.txt",
+      "docs/c.txt",
+    ]);
+  });
+
   it("a dry run of apply checks the plan and writes nothing", async () => {
     const v1 = await source("v1", V1, 1);
     const a = join(dir, "a");
