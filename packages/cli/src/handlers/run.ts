@@ -74,15 +74,31 @@ async function planOutCommand(
 ): Promise<CommandOutcome> {
   const publish = await import("@distributor/publish");
   const config = await publish.loadConfig(options.configPath);
-  const { report, plan } = await publish.planRun({
-    config,
-    pipelineIds: options.pipelineIds,
-    force: options.force,
-    repair: options.repair,
-    distributorVersion: (await cliPackage()).version,
-    backends: context.backends,
-    signal: context.signal,
-  });
+  const progress: RunProgress | undefined =
+    context.io.stderrIsTTY === true && !options.quiet
+      ? createRunProgress({
+          stderr: context.io.stderr,
+          ...(context.io.stderrColumns ? { columns: context.io.stderrColumns } : {}),
+        })
+      : undefined;
+  let planned: Awaited<ReturnType<typeof publish.planRun>>;
+  try {
+    planned = await publish.planRun({
+      config,
+      pipelineIds: options.pipelineIds,
+      force: options.force,
+      repair: options.repair,
+      distributorVersion: (await cliPackage()).version,
+      backends: context.backends,
+      signal: context.signal,
+      ...(progress ? { onEvent: progress.onEvent } : {}),
+    });
+  } catch (error) {
+    progress?.stop();
+    throw error;
+  }
+  const { report, plan } = planned;
+  progress?.finish(report);
   if (plan === null) {
     const outcome = runOutcome(report, false);
     outcome.result = { ...report, plan_file: null };
