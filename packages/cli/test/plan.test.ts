@@ -76,6 +76,12 @@ describe("run --plan-out and apply", () => {
     const review = await runCli(["apply", "--dry-run", plan]);
     expect(review.code, review.stderr).toBe(0);
     expect(review.stdout).toContain("action=replace_older status=planned writes=4");
+    const reviewJson = await runCli(["apply", "--dry-run", "--format", "json", plan]);
+    expect(reviewJson.code, reviewJson.stderr).toBe(0);
+    const reviewed = resultOf(reviewJson);
+    expect(reviewed.dry_run).toBe(true);
+    expect(reviewed.plan).toEqual(document);
+    expect((reviewed.actions as { status: string }[]).map((a) => a.status)).toEqual(["planned"]);
     expect(await snapshotTree(planned)).toEqual(before);
 
     const applied = await runCli(["apply", plan, "--format", "json"], { cwd: "/" });
