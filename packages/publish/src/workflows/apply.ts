@@ -68,8 +68,9 @@ const VALIDATION_CONCURRENCY = 8;
  * Carries out a saved plan exactly (`distributor apply`). Per destination bundle path, in the
  * plan's order: the configuration must still describe the planned pipeline and destination, the
  * source bundle must still be the planned one (manifest digest, then every file's digest before
- * the first write; for a `fixed` destination, still the newest of the source), and planning again — at the plan's time, under the lease for a write — must
- * give exactly the saved decision (state version, stored versions, writes, deletes, next state).
+ * the first write; for a `fixed` destination, still the newest of the source), and planning
+ * again — at the plan's time, under the lease for a write — must give exactly the saved
+ * decision (state version, stored versions, writes, deletes, next state).
  * Otherwise that destination is refused with nothing written there and the others go on; when
  * all holds, the saved writes and deletes run under the commit protocol of SPEC §5, so the bytes
  * and state are those a plain run at the plan's time would have left.

@@ -507,7 +507,7 @@ async function runDestination(
   }
 }
 
-export function baseAction(
+function baseAction(
   pipeline: PipelineConfig,
   destination: DestinationConfig,
   bundlePath: string,
