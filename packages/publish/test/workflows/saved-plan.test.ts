@@ -129,6 +129,63 @@ describe("saved plans", () => {
     expect(JSON.parse(result[".distributor.json"] ?? "")).toEqual(entry?.next_state);
   });
 
+  const POLICIES = [
+    { name: "a merge", action: "replace_older", extra: "        reconciliation: {mode: merge}\n" },
+    {
+      name: "a shared root",
+      action: "replace_older",
+      extra: "        state: {mode: shared_root}\n",
+    },
+    {
+      name: "a forced replacement of unmanaged content",
+      action: "force_replace",
+      force: true,
+      prepare: (root: string) => writeFile(join(root, "stray.txt"), "not ours\n"),
+    },
+    {
+      name: "a repair",
+      action: "repair",
+      repair: true,
+      same: true,
+      prepare: async (root: string) => {
+        await rm(join(root, "docs", "c.txt"));
+        await writeFile(join(root, "b.txt"), "edited by hand\n");
+      },
+    },
+  ];
+  it.each(POLICIES)(
+    "applying $name leaves what a plain run leaves, byte for byte",
+    async (policy) => {
+      const v1 = await source("v1", V1, 1);
+      const next = policy.same ? v1 : await source("v2", V2, 2);
+      const a = join(dir, "a");
+      const b = join(dir, "b");
+      const extra = policy.extra ?? "";
+      for (const root of [a, b]) {
+        await publish(config(v1, { archive: root }, extra), T1);
+        await policy.prepare?.(root);
+      }
+      const flags = { force: policy.force ?? false, repair: policy.repair ?? false };
+      const { plan } = await planRun({
+        config: config(next, { archive: a }, extra),
+        now: () => T2,
+        ...flags,
+      });
+      if (plan === null) throw new Error("no plan");
+      const applied = await applyPlan({ plan, config: config(next, { archive: a }, extra) });
+      expect(applied.actions.map((x) => [x.action, x.error])).toEqual([[policy.action, null]]);
+      const plain = await run({
+        config: config(next, { archive: b }, extra),
+        now: () => T2,
+        ...flags,
+      });
+      expect(applied.actions.map((x) => [x.action, x.status])).toEqual(
+        plain.actions.map((x) => [x.action, x.status]),
+      );
+      expect(await tree(a)).toEqual(await tree(b));
+    },
+  );
+
   it("refuses a destination whose state changed since the plan, writing nothing there, and applies the others", async () => {
     const v1 = await source("v1", V1, 1);
     const v2 = await source("v2", V2, 2);
