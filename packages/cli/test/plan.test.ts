@@ -194,4 +194,28 @@ describe("run --plan-out and apply", () => {
     expect(envelope.result?.plan_file).toBeNull();
     await expect(readFile(plan)).rejects.toThrow(/ENOENT/);
   });
+
+  it("says so, leaving nothing behind, when the plan file cannot be written", async () => {
+    const dir = tmp();
+    const source = join(dir, "src");
+    await writeBundle(source, "site.example", "2026-06-01T00:00:00Z", V1);
+    const config = join(dir, "distributor.yml");
+    await writeFile(config, singlePipelineConfig(source, join(dir, "dest")));
+    const plan = join(dir, "missing", "plan.json");
+    const result = await runCli([
+      "run",
+      "--config",
+      config,
+      "--plan-out",
+      plan,
+      "--format",
+      "json",
+    ]);
+    expect(result.code).toBe(1);
+    const envelope = envelopeOf(result);
+    expect(envelope.error?.code).toBe("plan_unwritable");
+    expect(envelope.error?.message).toMatch(new RegExp(`^plan file ${plan} cannot be written: `));
+    expect(await snapshotTree(dir)).not.toContainEqual(expect.stringMatching(/\.tmp /));
+    expect(await snapshotTree(join(dir, "dest"))).toEqual([]);
+  });
 });

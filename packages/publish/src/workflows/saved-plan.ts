@@ -232,7 +232,11 @@ export async function savePlan(path: string, plan: SavedPlan): Promise<void> {
     await rename(temp, path);
   } catch (error) {
     await rm(temp, { force: true });
-    throw error;
+    throw new PlanFileError(
+      "plan_unwritable",
+      `plan file ${path} cannot be written: ${(error as Error).message}`,
+      { cause: error },
+    );
   }
   // The rename itself survives a power cut once the directory is flushed.
   const directory = await open(dirname(path), "r").catch(() => undefined);
