@@ -41,6 +41,7 @@ export {
   PruneError,
   type PruneEvent,
   type PruneOptions,
+  type PruneBundleRecord,
   type PruneOutputRecord,
   type PruneOwnerScope,
   type PrunePlanReport,
