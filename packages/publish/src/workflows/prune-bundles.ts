@@ -3,7 +3,6 @@ import {
   formatStateTimestamp,
   isSharedRootState,
   type OwnerScope,
-  planPrune,
   removeMissingOwnerOutputs,
   type StateDocument,
   sameOwnerScope,
@@ -67,41 +66,52 @@ export interface BundleCandidate {
   outputs: readonly { path: string; updatedAt: Date }[];
   publishedAt: Date | undefined;
   sourceId: string;
+  /** The published source manifest's `created`: breaks ties of publication time. */
+  sourceCreated: Date;
   /** No other owner is listed or records outputs: pruning the bundle removes the state file. */
   removesState: boolean;
 }
 
 /**
  * Which bundle paths a retention policy prunes (pure). Bundles are ranked by publication time,
- * newest first (ties by bundle path): `keep_latest` newest are preserved, then those older than
- * `older_than` are pruned (all the rest when only `keep_latest` is set). A bundle state in which
- * the owner records no output any more (what an interrupted prune leaves) holds nothing to keep:
- * it is always pruned and does not count towards `keep_latest`.
+ * newest first; bundles published by one run share it, so ties go to the newer source manifest
+ * `created`, then to the bundle path. The `keep_latest` newest are preserved, then those older
+ * than `older_than` are pruned (all the rest when only `keep_latest` is set). A bundle state in
+ * which the owner records no output any more (what an interrupted prune leaves) holds nothing to
+ * keep: it is always pruned and does not count towards `keep_latest`. Pruned bundles come oldest
+ * first (the order they go in), preserved ones newest first.
  */
 export function planBundlePrune(
   candidates: readonly BundleCandidate[],
   policy: PrunePolicy,
   now: Date,
 ): { pruned: BundleCandidate[]; preserved: BundleCandidate[] } {
-  if (!policy.enabled) return { pruned: [], preserved: [...candidates] };
-  const active = policy.olderThanMs !== undefined || policy.keepLatest !== undefined;
-  const empty = candidates.filter((c) => c.outputs.length === 0 || c.publishedAt === undefined);
-  const ranked = candidates.filter((c) => !empty.includes(c));
-  const byPath = new Map(ranked.map((c) => [c.bundlePath, c]));
-  const plan = planPrune(
-    ranked.map((c) => ({ path: c.bundlePath, updatedAt: c.publishedAt as Date })),
-    {
-      now,
-      ...(policy.olderThanMs === undefined ? {} : { olderThanMs: policy.olderThanMs }),
-      ...(policy.keepLatest === undefined ? {} : { keepLatest: policy.keepLatest }),
-    },
+  const active =
+    policy.enabled && (policy.olderThanMs !== undefined || policy.keepLatest !== undefined);
+  const ranked = candidates
+    .filter((c) => c.outputs.length > 0 && c.publishedAt !== undefined)
+    .sort(newestFirst);
+  if (!active) return { pruned: [], preserved: ranked };
+  const empty = candidates.filter((c) => !ranked.includes(c));
+  const keep = Math.max(0, Math.floor(policy.keepLatest ?? 0));
+  const cutoff = policy.olderThanMs === undefined ? undefined : now.getTime() - policy.olderThanMs;
+  const pruned: BundleCandidate[] = [];
+  const preserved: BundleCandidate[] = [];
+  ranked.forEach((candidate, index) => {
+    const young = cutoff !== undefined && (candidate.publishedAt as Date).getTime() >= cutoff;
+    if (index < keep || young) preserved.push(candidate);
+    else pruned.push(candidate);
+  });
+  return { pruned: [...empty, ...pruned.reverse()], preserved };
+}
+
+function newestFirst(a: BundleCandidate, b: BundleCandidate): number {
+  const time = (c: BundleCandidate) => c.publishedAt?.getTime() ?? 0;
+  return (
+    time(b) - time(a) ||
+    b.sourceCreated.getTime() - a.sourceCreated.getTime() ||
+    compareLogicalPaths(a.bundlePath, b.bundlePath)
   );
-  const back = (list: readonly { path: string }[]) =>
-    list.map((entry) => byPath.get(entry.path) as BundleCandidate);
-  return {
-    pruned: active ? [...empty, ...back(plan.pruned)] : [],
-    preserved: active ? back(plan.preserved) : [...candidates],
-  };
 }
 
 /**
@@ -395,6 +405,7 @@ async function readCandidate(
       outputs,
       publishedAt: newest,
       sourceId: findOwner(document, owner)?.source.manifest.id ?? "",
+      sourceCreated: findOwner(document, owner)?.source.manifest.created ?? new Date(0),
       removesState: !others,
     };
   }
@@ -405,6 +416,7 @@ async function readCandidate(
     outputs,
     publishedAt: document.publishedAt,
     sourceId: document.source.manifest.id,
+    sourceCreated: document.source.manifest.created,
     removesState: true,
   };
 }

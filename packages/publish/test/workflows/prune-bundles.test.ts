@@ -138,6 +138,37 @@ describe("prune across bundle paths", () => {
     expect(again).toMatchObject({ checked_count: 10, planned_bundles: [], state_changed: false });
   });
 
+  it("ranks bundles one run published together by their source's created time", async () => {
+    const cfg = config("keep_latest: 2");
+    // Written in an order unlike both the paths and the times; one run publishes all five.
+    for (const [path, hour] of [
+      ["e", 3],
+      ["a", 5],
+      ["c", 1],
+      ["b", 4],
+      ["d", 2],
+    ] as const) {
+      await writeSourceBundle(
+        createLocalBackend({ root: source }),
+        path,
+        { "x.txt": path },
+        {
+          id: "reports.day",
+          created: new Date(T0 + hour * HOUR),
+        },
+      );
+    }
+    expect(runSucceeded(await run({ config: cfg, now: () => new Date(T0 + 6 * HOUR) }))).toBe(true);
+    const report = await prune({
+      config: cfg,
+      pipelineId: "reports",
+      destinationId: "archive",
+      now: () => new Date(T0 + 6 * HOUR),
+    });
+    expect(report.preserved_bundles.map((b) => b.bundle_path)).toEqual(["a", "b"]);
+    expect(report.planned_bundles.map((b) => b.bundle_path)).toEqual(["c", "d", "e"]);
+  });
+
   it("older_than keeps the bundles published within it", async () => {
     const cfg = config("older_than: 5h");
     await archive(cfg, 8);
