@@ -61,7 +61,14 @@ export const runCommand: CommandHandler<RunCommandOptions> = async (options, con
 };
 
 function runOutcome(report: RunReport, ok: boolean): CommandOutcome {
-  const outcome: CommandOutcome = { ok, result: report, text: report.actions.map(actionLine) };
+  const outcome: CommandOutcome = {
+    ok,
+    result: report,
+    text: report.actions.map(actionLine),
+    warnings: report.warnings.map(
+      (w) => `pipeline ${w.pipeline_id} bundle ${w.bundle_path}: ${w.message}`,
+    ),
+  };
   if (!ok) {
     const diagnostics = [
       ...report.pipeline_errors.map((e) => `pipeline ${e.pipeline_id}: ${e.message}`),
