@@ -65,8 +65,8 @@ export {
   type RunOutputReport,
   type RunPipelineError,
   type RunReport,
-  type RunWarning,
   type RunStatus,
+  type RunWarning,
   run,
   runSucceeded,
 } from "./workflows/run.js";
