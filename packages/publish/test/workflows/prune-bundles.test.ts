@@ -1,4 +1,4 @@
-import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { cp, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseDocument } from "@distributor/state";
@@ -225,6 +225,31 @@ describe("prune across bundle paths", () => {
       now: () => new Date(T0 + 10 * HOUR),
     });
     expect(theirs.checked_count).toBe(0);
+  });
+
+  it("leaves bundle states of another owner alone", async () => {
+    const cfg = config("keep_latest: 1");
+    await archive(cfg, 3);
+    // A bundle path another pipeline published, copied into this archive.
+    const elsewhere = join(dir, "elsewhere");
+    const other = parseConfig(
+      `pipelines:\n  - id: other\n    source: {backend: local, path: ${join(dir, "other")}}\n    destinations:\n      - id: site\n        backend: local\n        path: ${elsewhere}\n`,
+    );
+    await archive(other, 1, "other", join(dir, "other"));
+    await cp(join(elsewhere, "days/01"), join(dest, "days/00"), { recursive: true });
+    const before = await listTree(join(dest, "days/00"));
+
+    const report = await prune({
+      config: cfg,
+      pipelineId: "reports",
+      destinationId: "archive",
+      dryRun: false,
+      now: () => new Date(T0 + 10 * HOUR),
+    });
+    expect(report.checked_count).toBe(3);
+    expect(report.deleted_bundles.map((b) => b.bundle_path)).toEqual(["days/01", "days/02"]);
+    expect(await listTree(join(dest, "days/00"))).toEqual(before);
+    expect(await readdir(join(dest, "days"))).toEqual(["00", "03"]);
   });
 
   it("refuses to prune anything when a bundle state is invalid", async () => {
