@@ -26,6 +26,8 @@ export interface CommandOutcome {
    * outcome prints `error.message` instead.
    */
   diagnostics?: readonly string[];
+  /** Lines for stderr in text mode whatever the outcome, each printed as `distributor: warning: <line>`. */
+  warnings?: readonly string[];
 }
 
 /** Everything a handler needs besides its flags. */

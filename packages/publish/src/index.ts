@@ -40,6 +40,7 @@ export { type PlanRunOptions, type PlanRunResult, planRun } from "./workflows/pl
 export {
   type DestinationPrunePlanOptions,
   isPruneError,
+  type PruneBundleRecord,
   PruneError,
   type PruneEvent,
   type PruneOptions,
@@ -67,6 +68,7 @@ export {
   type RunPipelineError,
   type RunReport,
   type RunStatus,
+  type RunWarning,
   run,
   runSucceeded,
 } from "./workflows/run.js";

@@ -63,7 +63,7 @@ export const runCommand: CommandHandler<RunCommandOptions> = async (options, con
   return runOutcome(report, publish.runSucceeded(report));
 };
 
-export /**
+/**
  * `run --plan-out`: a dry run whose plan is printed for review and saved (atomically) for
  * `distributor apply`. An incomplete plan is never saved: the file is left as it was.
  */
@@ -123,7 +123,14 @@ async function planOutCommand(
 }
 
 export function runOutcome(report: RunReport, ok: boolean): CommandOutcome {
-  const outcome: CommandOutcome = { ok, result: report, text: report.actions.map(actionLine) };
+  const outcome: CommandOutcome = {
+    ok,
+    result: report,
+    text: report.actions.map(actionLine),
+    warnings: report.warnings.map(
+      (w) => `pipeline ${w.pipeline_id} bundle ${w.bundle_path}: ${w.message}`,
+    ),
+  };
   if (!ok) {
     const diagnostics = [
       ...report.pipeline_errors.map((e) => `pipeline ${e.pipeline_id}: ${e.message}`),

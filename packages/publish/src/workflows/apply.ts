@@ -88,6 +88,8 @@ export async function applyPlan(options: ApplyOptions): Promise<RunReport> {
     dry_run: options.dryRun ?? false,
     actions: [],
     pipeline_errors: [],
+    // Name warnings were given when the plan was made, from the manifest apply checks is unchanged.
+    warnings: [],
     interrupted: false,
   };
   const runOptions: RunOptions = {

@@ -3,6 +3,7 @@ import {
   discoverBundles,
   type FileCheckProgress,
   type Manifest,
+  nameCollisionIssues,
   readManifest,
   selectNewestBundle,
   validateBundle,
@@ -60,10 +61,24 @@ export interface RunPipelineError {
   message: string;
 }
 
+/** A problem of a source bundle that does not stop it being published. */
+export interface RunWarning {
+  pipeline_id: string;
+  /** The bundle's path below the source root (`.` for the root). */
+  bundle_path: string;
+  /** `name_collision`: names that are one name on case-insensitive or normalising stores. */
+  code: string;
+  /** Bundle-relative path the warning is about. */
+  path: string;
+  message: string;
+}
+
 export interface RunReport {
   dry_run: boolean;
   actions: RunActionReport[];
   pipeline_errors: RunPipelineError[];
+  /** Warnings about source bundles, in pipeline and bundle order (see `validation.portable_names`). */
+  warnings: RunWarning[];
   /**
    * True when the run was interrupted (its signal fired): `actions` holds what finished, and the
    * action in progress, failed; nothing after it was started.
@@ -213,6 +228,7 @@ export async function runWith(options: RunOptions, hooks: RunHooks): Promise<Run
     dry_run: options.dryRun ?? false,
     actions: [],
     pipeline_errors: [],
+    warnings: [],
     interrupted: false,
   };
   const selected = selectPipelines(options.config, options.pipelineIds ?? [], options.sources);
@@ -292,6 +308,7 @@ async function runPipeline(
     }));
   try {
     const bundles = await readPipelineManifests(options, source);
+    checkPortableNames(pipeline, bundles, report);
     // Full validation hashes every file, so it waits until some destination will write: a run
     // in which every destination skips reads manifests and state files only (SPEC §4). Once
     // needed, every bundle of the pipeline is validated, so one invalid bundle publishes nothing.
@@ -323,6 +340,33 @@ async function runPipeline(
   } finally {
     // A source that fails to close has already given what the run needed.
     if (given === undefined) await source.close().catch(() => undefined);
+  }
+}
+
+/**
+ * Names of the manifests that are one name on case-insensitive or normalising stores: warnings
+ * in the report, or, under `validation.portable_names: true`, an invalid bundle before anything
+ * is planned. Read from the manifests alone, so a run that only skips says so too.
+ */
+function checkPortableNames(pipeline: PipelineConfig, bundles: SourceBundle[], report: RunReport) {
+  for (const bundle of bundles) {
+    const issues = nameCollisionIssues(bundle.manifest);
+    if (issues.length === 0) continue;
+    if (pipeline.validation.portableNames) {
+      throw bundleInvalid(
+        new BundleValidationError(issues, { bundlePath: bundle.path }),
+        bundle.path,
+      );
+    }
+    for (const issue of issues) {
+      report.warnings.push({
+        pipeline_id: pipeline.id,
+        bundle_path: displayPath(bundle.path),
+        code: issue.code,
+        path: issue.path,
+        message: issue.message,
+      });
+    }
   }
 }
 
@@ -381,6 +425,7 @@ async function validatePipelineBundles(
         unlistedFiles: pipeline.validation.unlistedFiles,
         maxFiles: pipeline.validation.maxFiles,
         maxTotalSize: pipeline.validation.maxTotalSize,
+        portableNames: pipeline.validation.portableNames ? "refuse" : "warn",
         manifest: bundle.manifest,
         ...(bundle.entries === undefined ? {} : { listed: bundle.entries }),
         concurrency: VALIDATION_CONCURRENCY,
