@@ -14,10 +14,10 @@ import {
   StateChangedError,
   UncommittedError,
 } from "./execute.js";
-import { type Lease, LeaseLostError, type LeaseOptions, leaseStatus } from "./lease.js";
+import { type Lease, LeaseLostError, type LeaseOptions, readLeaseHolder } from "./lease.js";
 import type { PublishPlan } from "./plan.js";
 import { type PlanTargetOptions, planTarget, prepareOnce } from "./plan-target.js";
-import { holdLease, leasePresent, type RecoveryReport } from "./recovery.js";
+import { holdLease, type RecoveryReport } from "./recovery.js";
 import { encodeStateFile } from "./state-file.js";
 
 /** How often a publication is planned again after another writer changed the state first. */
@@ -39,8 +39,8 @@ export interface PublishTargetOptions {
   beforeWrite?: (() => Promise<void>) | undefined;
   onRecovered?: ((report: RecoveryReport) => void) | undefined;
   /**
-   * Checks every plan as soon as it is made, before it is reported or carried out (with or
-   * without the lease); throwing refuses the publication. Applying a saved plan refuses here
+   * Checks every final plan — one about to be reported, or carried out under the lease — before
+   * anything of it is done; throwing refuses the publication. Applying a saved plan refuses here
    * whatever differs from the plan a reviewer approved.
    */
   approve?: ((plan: PublishPlan) => void) | undefined;
@@ -65,47 +65,47 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
     });
   // Every attempt plans the same outputs: prepare (and render) them once.
   const prepare = prepareOnce(options.plan);
-  const plan = async () => {
-    const planned = await planTarget({ ...options.plan, now: options.now(), prepare });
+  const plan = () => planTarget({ ...options.plan, now: options.now(), prepare });
+  // A plan that is final — reported, or about to be carried out under the lease — is approved
+  // first (saved plans refuse here whatever differs from what was reviewed), then reported. A
+  // plan made without the lease that leads to a write is not final: it is made again under it.
+  const settle = (planned: PublishPlan): PublishPlan => {
     options.approve?.(planned);
+    options.onPlan?.(planned);
     return planned;
   };
 
   let lease: Lease | undefined;
   try {
-    // A stale lease means a run died here: recover before planning. A live one is waited for
-    // only if this turns out to be a write; a skip takes no lease (SPEC §5).
-    if (
-      !options.dryRun &&
-      (await leaseStatus(destination, bundlePath, {
-        signal: options.plan.signal,
-        now: options.lease.now,
-        processAlive: options.lease.processAlive,
-      })) === "stale"
-    ) {
-      lease = await hold();
-    }
     for (let attempt = 1; ; attempt++) {
       let current = await plan();
       if (lease === undefined && !isWriteAction(current.action)) {
-        // Planned without the lease: final only if no writer changed what it looked at (see
-        // `unchangedSincePlanning`). Otherwise plan again (under the lease, unless a dry run).
-        if ((await unchangedSincePlanning(current, options)) || attempt >= MAX_PUBLISH_ATTEMPTS) {
-          options.onPlan?.(current);
-          return current;
+        // Planned without the lease, from the state read just now. The lease is read after it:
+        // a run that is replacing (or died replacing) the outputs that state records makes it
+        // describe bytes that may not be there, so such a decision waits for that run or
+        // recovers what it left, then plans again under the lease. A dry run only reports.
+        if (!options.dryRun && (await leaseInTheWay(current, options))) {
+          lease = await hold();
+          current = await plan();
+        } else if (
+          (await unchangedSincePlanning(current, options)) ||
+          attempt >= MAX_PUBLISH_ATTEMPTS
+        ) {
+          // Final only if no writer changed what it looked at (see `unchangedSincePlanning`).
+          return settle(current);
+        } else {
+          // Otherwise plan again (under the lease, unless a dry run).
+          if (options.dryRun) continue;
+          lease = await hold();
+          current = await plan();
         }
-        if (options.dryRun) continue;
-        lease = await hold();
-        current = await plan();
       }
       if (isWriteAction(current.action)) await options.beforeWrite?.();
-      if (!isWriteAction(current.action)) {
-        options.onPlan?.(current);
-        return current;
-      }
+      if (!isWriteAction(current.action)) return settle(current);
       if (options.dryRun) {
         // A dry run reports what the run would do: that includes refusing a state it could not
         // write (invalid, or too large to be read back).
+        options.approve?.(current);
         encodedNextState(destination, current);
         options.onPlan?.(current);
         return current;
@@ -114,11 +114,9 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
         lease = await hold();
         // What was planned without the lease may be stale by now.
         current = await plan();
-        if (!isWriteAction(current.action)) {
-          options.onPlan?.(current);
-          return current;
-        }
+        if (!isWriteAction(current.action)) return settle(current);
       }
+      options.approve?.(current);
       // Encoded before the journal: a state that cannot be written costs the destination nothing.
       const state = encodedNextState(destination, current);
       options.onPlan?.(current);
@@ -162,23 +160,40 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
 }
 
 /**
- * True when a plan made without the lease can stand. A decision from the state alone (a skip, a
- * conflict) needs only the state to be the version planning read. A refusal for unmanaged
- * content also looked at the files, which a writer changes while it holds the lease: it stands
- * only with no lease present either — a writer holds the lease for as long as it writes and
- * changes the state when it commits.
+ * True when a lease at the plan's bundle path keeps a decision made without it from standing:
+ * a stale one (a run died there, perhaps part-way through replacing recorded outputs: it is
+ * recovered first), an unreadable one, or a live one of the same owner (its writer may be
+ * replacing the very outputs the state records). A live lease of another owner of a shared root
+ * is no reason: that owner never writes this owner's paths — except for a refusal over unmanaged
+ * content, which looked at files any writer there changes.
+ */
+async function leaseInTheWay(plan: PublishPlan, options: PublishTargetOptions): Promise<boolean> {
+  const { destination, signal, target } = options.plan;
+  const holder = await readLeaseHolder(destination, plan.bundlePath, {
+    signal,
+    now: options.lease.now,
+    processAlive: options.lease.processAlive,
+  });
+  if (holder === undefined) return false;
+  if (holder.status !== "live" || holder.owner === undefined) return true;
+  if (plan.action === "fail_unmanaged") return true;
+  return (
+    holder.owner.pipeline_id === target.owner.pipelineId &&
+    holder.owner.destination_id === target.owner.destinationId
+  );
+}
+
+/**
+ * True when a plan made without the lease can stand: the state is still the version planning
+ * read. Together with the lease read after that state (`leaseInTheWay`), this tells that no
+ * writer of these records was part-way through when the state was read: one still there holds
+ * the lease; one that finished since has changed the state.
  */
 async function unchangedSincePlanning(
   plan: PublishPlan,
   options: PublishTargetOptions,
 ): Promise<boolean> {
   const { destination, signal } = options.plan;
-  if (
-    plan.action === "fail_unmanaged" &&
-    (await leasePresent(destination, plan.bundlePath, signal))
-  ) {
-    return false;
-  }
   try {
     const { version } = await destination.stat(statePath(plan.bundlePath), { signal });
     return version === plan.stateVersion;

@@ -644,15 +644,22 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
   });
 }
 
+/** A lease found at a bundle path: whether its holder still counts, and who it is. */
+export interface LeaseHolder {
+  status: "live" | "stale";
+  /** Undefined for a lease file that cannot be parsed (judged live: it may be being written). */
+  owner: LeaseDocument["owner"] | undefined;
+}
+
 /**
- * Whether a lease lies at a bundle path and, if so, whether it is stale. An unreadable lease
- * counts as live (only its age can make it stale, which `acquireLease` checks).
+ * Reads the lease at `bundlePath`, without taking it: undefined when there is none; otherwise
+ * whether it is live or stale (expired, or its holder's process is gone) and whose it is.
  */
-export async function leaseStatus(
+export async function readLeaseHolder(
   backend: StorageBackend,
   bundlePath: string,
   options: Pick<LeaseOptions, "now" | "processAlive" | "signal"> = {},
-): Promise<"absent" | "live" | "stale"> {
+): Promise<LeaseHolder | undefined> {
   let bytes: Uint8Array;
   try {
     bytes = await backend.readFile(joinPrefix(bundlePath, LEASE_FILE_NAME), {
@@ -660,15 +667,23 @@ export async function leaseStatus(
       signal: options.signal,
     });
   } catch (error) {
-    if (isStorageError(error, "not_found")) return "absent";
+    if (isStorageError(error, "not_found")) return undefined;
     throw error;
   }
   const lease = parseLease(Buffer.from(bytes).toString("utf8"));
-  if (lease === undefined) return "live";
+  if (lease === undefined) return { status: "live", owner: undefined };
   const now = options.now?.() ?? new Date();
-  return isStale(lease, now, hostname(), options.processAlive ?? defaultProcessAlive)
-    ? "stale"
-    : "live";
+  const stale = isStale(lease, now, hostname(), options.processAlive ?? defaultProcessAlive);
+  return { status: stale ? "stale" : "live", owner: lease.owner };
+}
+
+/** Whether a lease is at `bundlePath`, and if so whether it is live or stale. */
+export async function leaseStatus(
+  backend: StorageBackend,
+  bundlePath: string,
+  options: Pick<LeaseOptions, "now" | "processAlive" | "signal"> = {},
+): Promise<"absent" | "live" | "stale"> {
+  return (await readLeaseHolder(backend, bundlePath, options))?.status ?? "absent";
 }
 
 /** Reads the lease at a bundle path for reports; undefined when there is none. */

@@ -409,18 +409,3 @@ export async function holdLease(
     throw error;
   }
 }
-
-/** True when a lease file (live, stale or unreadable) lies beside the state at `bundlePath`. */
-export async function leasePresent(
-  backend: StorageBackend,
-  bundlePath: string,
-  signal?: AbortSignal,
-): Promise<boolean> {
-  try {
-    await backend.stat(joinPrefix(bundlePath, LEASE_FILE_NAME), { signal });
-    return true;
-  } catch (error) {
-    if (isStorageError(error, "not_found")) return false;
-    throw error;
-  }
-}
