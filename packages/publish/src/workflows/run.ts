@@ -12,7 +12,8 @@ import { displayPath, type StorageBackend, type StorageEntry } from "@distributo
 import type { Config, DestinationConfig, PipelineConfig } from "../config/types.js";
 import { isFailAction, isWriteAction, type PublishAction } from "../publish/action.js";
 import { publishTarget } from "../publish/commit.js";
-import { type PlannedOutput, selectOutputs } from "../publish/outputs.js";
+import { MetadataRules } from "../publish/metadata.js";
+import { type PlannedOutput, selectOutputs, withMetadata } from "../publish/outputs.js";
 import { RenderCache } from "../publish/render-cache.js";
 import { type ActionError, actionError, errorCode, errorMessage } from "./errors.js";
 import {
@@ -285,7 +286,8 @@ async function runPipeline(options: RunOptions, pipeline: PipelineConfig, report
               .filter((b) => b !== undefined)
               .map((b) => ({ bundle: b, bundlePath: "" }))
           : bundles.map((bundle) => ({ bundle, bundlePath: bundle.path }));
-      const context = { options, pipeline, destination, source, cache, validateAll };
+      const metadata = new MetadataRules(destination.metadata);
+      const context = { options, pipeline, destination, source, cache, validateAll, metadata };
       await runDestination(context, targets, report);
     }
   } finally {
@@ -408,6 +410,8 @@ interface DestinationContext {
   destination: DestinationConfig;
   source: StorageBackend;
   cache: RenderCache;
+  /** The destination's object metadata rules, compiled. */
+  metadata: MetadataRules;
   /** Validates every bundle of the pipeline once; a failure stops the whole pipeline. */
   validateAll: () => Promise<void>;
 }
@@ -501,11 +505,15 @@ async function runTarget(
   const signal = options.signal;
   try {
     const html = destination.publish.html && destination.transform.markdownToHtml.enabled;
-    const selection = selectOutputs(manifest, {
-      source: destination.publish.source,
-      html: destination.publish.html,
-      markdownMode: html ? destination.transform.markdownToHtml.mode : undefined,
-    });
+    const selection = withMetadata(
+      selectOutputs(manifest, {
+        source: destination.publish.source,
+        html: destination.publish.html,
+        markdownMode: html ? destination.transform.markdownToHtml.mode : undefined,
+      }),
+      context.metadata,
+      target.bundlePath,
+    );
     await publishTarget({
       plan: {
         source,
