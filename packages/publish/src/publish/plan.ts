@@ -3,6 +3,7 @@ import type { Manifest } from "@distributor/bundle";
 import {
   compare,
   compareSharedRootOwner,
+  type DecodedDigest,
   type DestinationStatus,
   formatOwnerScope,
   isSharedRootState,
@@ -364,18 +365,17 @@ export function planRepair(
   const planned = new Map(request.outputs.map((output) => [output.path, output]));
   const blocked: string[] = [];
   const unreproducible: string[] = [];
+  const reencoded: PlannedOutput[] = [];
   for (const record of drifted) {
     const found = stored.get(record.path);
     const output = planned.get(record.path);
     if (found !== undefined && found.kind !== "file" && found.kind !== "missing") {
       blocked.push(`${record.path} (${found.kind})`);
-    } else if (
-      output === undefined ||
-      output.sha256 !== record.sha256 ||
-      output.size !== record.size
-    ) {
+    } else if (output === undefined || !reproduces(output, record)) {
       unreproducible.push(record.path);
     } else {
+      // An encoded output whose encoder now gives other bytes: its record takes the new digest.
+      if (output.sha256 !== record.sha256 || output.size !== record.size) reencoded.push(output);
       const overwrite = found?.kind === "file";
       const ifMatch = found?.kind === "file" ? found.version : undefined;
       plan.writes.push(
@@ -416,12 +416,41 @@ export function planRepair(
   // holding them for a record this attempt made stale (it would drop the record and delete
   // the file, and a later repair could no longer restore it).
   plan.journal = { ...journal, overwrites: [] };
+  const base =
+    reencoded.length === 0
+      ? document
+      : updatedRecordsDocument(document, request.owner, reencoded, request.now);
   plan.nextState =
     added.length === 0
-      ? { ...document, updatedAt: truncateToSecond(request.now) }
-      : adoptedStateDocument({ ...request, outputs: added }, document);
+      ? { ...base, updatedAt: truncateToSecond(request.now) }
+      : adoptedStateDocument({ ...request, outputs: added }, base);
   return plan;
 }
+
+/**
+ * True when writing `output` restores what `record` describes: the same bytes, or, for an output
+ * stored encoded, the same bytes before encoding with the same metadata (compressors of other
+ * zlib or brotli versions may encode the same input differently; the record then takes the new
+ * encoded digest).
+ */
+function reproduces(output: PlannedOutput, record: RecordedOutput): boolean {
+  if (output.sha256 === record.sha256 && output.size === record.size) return true;
+  return (
+    record.decoded !== undefined &&
+    output.decoded !== undefined &&
+    record.decoded.sha256 === output.decoded.sha256 &&
+    record.decoded.size === output.decoded.size &&
+    sameMetadata(output.metadata, record.metadata)
+  );
+}
+
+type RecordedOutput = {
+  path: string;
+  sha256: string;
+  size: number;
+  metadata?: OutputMetadata;
+  decoded?: DecodedDigest;
+};
 
 /**
  * Paths of this owner's recorded outputs (among the planned ones) whose recorded metadata is not
@@ -513,7 +542,7 @@ function refusedRepair(
 function ownedOutputRecords(
   document: StateDocument,
   owner: OwnerScope,
-): ReadonlyArray<{ path: string; sha256: string; size: number; metadata?: OutputMetadata }> {
+): ReadonlyArray<RecordedOutput> {
   if (isSharedRootState(document)) return ownerOutputs(document, owner);
   return sameOwnerScope(singleOwnerScope(document), owner) ? document.outputs : [];
 }

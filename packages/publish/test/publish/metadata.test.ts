@@ -2,8 +2,8 @@ import { createHash } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { brotliDecompressSync, gunzipSync } from "node:zlib";
-import { parseDocument, type SingleOwnerState } from "@distributor/state";
+import { brotliDecompressSync, gunzipSync, gzipSync } from "node:zlib";
+import { parseDocument, type SingleOwnerState, serializeDocument } from "@distributor/state";
 import { createLocalBackend, type StorageBackend } from "@distributor/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type Config, parseConfig } from "../../src/config/index.js";
@@ -182,6 +182,34 @@ describe("metadata rules on a backend that stores object metadata", () => {
     expect(repaired.actions[0]?.action).toBe("repair");
     const html = await bucket.stat("index.html");
     expect([html.cacheControl, html.contentEncoding]).toEqual(["max-age=60", "gzip"]);
+    expect((await audit({ config: config(rules("max-age=60")), backends })).drift).toBe(false);
+  });
+
+  it("repairs an encoded output whose encoder now gives other bytes, recording the new digest", async () => {
+    await publish(rules("max-age=60"));
+    // As if another zlib had encoded it: the record names other encoded bytes than ours would be.
+    const recorded = await state();
+    const index = recorded.outputs.find((output) => output.path === "index.html");
+    if (index === undefined) throw new Error("index.html is not recorded");
+    const stored = await bucket.readFile("index.html");
+    const other = gzipSync(Buffer.from(PAGE), { level: 1 });
+    index.sha256 = `sha256:${createHash("sha256").update(other).digest("hex")}`;
+    index.size = other.length;
+    await bucket.writeFile(".distributor.json", serializeDocument(recorded), { overwrite: true });
+    await bucket.writeFile("index.html", other, {
+      overwrite: true,
+      cacheControl: "max-age=60",
+      contentEncoding: "gzip",
+    });
+    expect((await audit({ config: config(rules("max-age=60")), backends })).drift).toBe(false);
+    await bucket.deleteManagedOutputs("", ["index.html"]);
+
+    const repaired = await publish(rules("max-age=60"), { repair: true });
+    expect(repaired.actions[0]?.action).toBe("repair");
+    expect(Buffer.from(await bucket.readFile("index.html"))).toEqual(Buffer.from(stored));
+    const after = (await state()).outputs.find((output) => output.path === "index.html");
+    expect(after?.sha256).toBe(`sha256:${createHash("sha256").update(stored).digest("hex")}`);
+    expect(after?.decoded).toEqual(digestOf(PAGE));
     expect((await audit({ config: config(rules("max-age=60")), backends })).drift).toBe(false);
   });
 
