@@ -1,6 +1,7 @@
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { gunzipSync } from "node:zlib";
 import {
   GetObjectCommand,
@@ -27,6 +28,7 @@ import { createBucket, emptyBucket, rawClient, s3Server } from "./server.js";
 // decode to the source), and a changed rule stores again only the objects it matches.
 
 const found = s3Server();
+const repositoryRoot = fileURLToPath(new URL("../../../", import.meta.url));
 
 const PAGE = `<!doctype html><title>Home</title>${"<p>Sunny and warm.</p>".repeat(300)}\n`;
 const FILES: Record<string, string> = {
@@ -175,5 +177,30 @@ describe.skipIf(found === undefined)("metadata rules on Ceph RGW", () => {
     expect((await audit({ config: configWith("no-cache", "changed"), backends })).drift).toBe(
       false,
     );
+  });
+
+  it("publishes the static-site example with the headers its rules promise", async () => {
+    const example = await readFile(join(repositoryRoot, "examples", "static-site.yml"), "utf8");
+    const text = example
+      .replace("bucket: www-example", `bucket: ${bucket}\n        prefix: example`)
+      .replace("# endpoint: http://127.0.0.1:7480", `endpoint: "${server.endpoint}"`)
+      .replace("# force_path_style: true", "force_path_style: true");
+    const config = parseConfig(text, { cwd: repositoryRoot, env: {} });
+    await publish(config);
+    const page = await head("example/index.html");
+    expect([page.CacheControl, page.ContentEncoding]).toEqual(["public, max-age=60", "gzip"]);
+    const asset = await head("example/assets/app.3f9a1c2e.css");
+    expect([asset.CacheControl, asset.ContentEncoding]).toEqual([
+      "public, max-age=31536000, immutable",
+      "gzip",
+    ]);
+    const pdf = await head("example/downloads/forecast-2026-11.pdf");
+    expect([pdf.ContentDisposition, pdf.ContentEncoding]).toEqual(["attachment", undefined]);
+    const robots = await head("example/robots.txt");
+    expect(robots.ContentType).toBe("text/plain; charset=utf-8");
+    expect(gunzipSync(await body("example/about/index.html")).toString()).toContain(
+      "<h1>About</h1>",
+    );
+    expect((await publish(config)).actions[0]?.action).toBe("skip_same");
   });
 });
