@@ -193,6 +193,7 @@ function storedFormProblem(at: string, output: OutputRecord): string | undefined
         return `${at}.metadata.${key} must be a non-empty string`;
       }
       // Stored as an HTTP header value: no line breaks or other control characters.
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are the point.
       if (/[\u0000-\u001f\u007f]/.test(value)) {
         return `${at}.metadata.${key} must not contain control characters`;
       }

@@ -122,9 +122,8 @@ describe("object metadata in output records", () => {
   });
 
   it("compares the stored form of two records", () => {
-    const plain = { sha256: GZIP_DIGEST, size: 1 };
-    expect(sameStoredForm(plain, { ...plain, metadata: {} })).toBe(true);
-    expect(sameStoredForm(plain, { ...plain, metadata: { cacheControl: "no-cache" } })).toBe(false);
+    expect(sameStoredForm({}, { metadata: {} })).toBe(true);
+    expect(sameStoredForm({}, { metadata: { cacheControl: "no-cache" } })).toBe(false);
     const gzip = {
       metadata: { contentEncoding: "gzip" },
       decoded: { sha256: GZIP_DIGEST, size: 2 },
