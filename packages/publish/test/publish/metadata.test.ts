@@ -58,7 +58,7 @@ afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-function config(metadata: string): Config {
+function config(metadata: string, policy = ""): Config {
   return parseConfig(`
 pipelines:
   - id: site
@@ -67,7 +67,7 @@ pipelines:
       - id: bucket
         backend: s3
         bucket: site
-        path_mapping: {mode: fixed}
+        path_mapping: {mode: fixed}${policy}
 ${metadata}`);
 }
 
@@ -145,6 +145,24 @@ describe("metadata rules on a backend that stores object metadata", () => {
 
     // And once more unchanged: nothing to do.
     expect((await publish(rules("max-age=300"))).actions[0]?.action).toBe("skip_same");
+  });
+
+  it("updates only this owner's records in a shared root", async () => {
+    const shared = "\n        state: {mode: shared_root}";
+    const first = await run({ config: config(rules("max-age=60"), shared), backends });
+    expect(runSucceeded(first)).toBe(true);
+    const changed = await run({ config: config(rules("no-cache"), shared), backends });
+    expect(runSucceeded(changed), JSON.stringify(changed.actions)).toBe(true);
+    expect(changed.actions[0]?.action).toBe("update_metadata");
+    const document = parseDocument(
+      Buffer.from(await bucket.readFile(".distributor.json")).toString(),
+    );
+    expect(document.schemaVersion).toBe(3);
+    const index = document.outputs.find((output) => output.path === "index.html");
+    expect(index?.metadata).toEqual({ cacheControl: "no-cache", contentEncoding: "gzip" });
+    expect((await bucket.stat("index.html")).cacheControl).toBe("no-cache");
+    const again = await run({ config: config(rules("no-cache"), shared), backends });
+    expect(again.actions[0]?.action).toBe("skip_same");
   });
 
   it("changes the encoding, and drops every header when the rules go", async () => {
