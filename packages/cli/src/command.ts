@@ -78,7 +78,19 @@ export interface RunCommandOptions {
   repair: boolean;
   /** `--lock-timeout` as typed (a Go duration); the handler parses it. */
   lockTimeout?: string;
+  /** `--plan-out`: plan only, and save the plan to this file. */
+  planOut?: string;
   /** `--quiet`: no progress display and no summary line, even on a terminal. */
+  quiet: boolean;
+}
+
+export interface ApplyCommandOptions {
+  /** The plan file as typed. */
+  planPath: string;
+  /** `--config`; absent: the configuration the plan names. */
+  configPath?: string;
+  dryRun: boolean;
+  lockTimeout?: string;
   quiet: boolean;
 }
 

@@ -14,6 +14,7 @@ import { isFailAction, isWriteAction, type PublishAction } from "../publish/acti
 import { publishTarget } from "../publish/commit.js";
 import { MetadataRules } from "../publish/metadata.js";
 import { type PlannedOutput, selectOutputs, withMetadata } from "../publish/outputs.js";
+import type { PublishPlan } from "../publish/plan.js";
 import { RenderCache } from "../publish/render-cache.js";
 import { type ActionError, actionError, errorCode, errorMessage } from "./errors.js";
 import {
@@ -191,6 +192,24 @@ export function runSucceeded(report: RunReport): boolean {
  * destination never stops the others; the report says what happened everywhere.
  */
 export async function run(options: RunOptions): Promise<RunReport> {
+  return runWith(options, {});
+}
+
+/** Where a planned publication comes from and goes to (for saved plans). */
+export interface PlannedTarget {
+  pipeline: PipelineConfig;
+  destination: DestinationConfig;
+  /** Bundle path in the source backend. */
+  sourceBundlePath: string;
+}
+
+/** What `run --plan-out` needs of a run besides its report: each final plan, as data. */
+export interface RunHooks {
+  onPublishPlan?: ((where: PlannedTarget, plan: PublishPlan) => void) | undefined;
+}
+
+/** `run` with hooks for the workflows built on it (saved plans). */
+export async function runWith(options: RunOptions, hooks: RunHooks): Promise<RunReport> {
   const report: RunReport = {
     dry_run: options.dryRun ?? false,
     actions: [],
@@ -206,7 +225,7 @@ export async function run(options: RunOptions): Promise<RunReport> {
     options.onEvent?.({ type: "pipeline_start", pipeline_id: pipeline.id });
     const recorded = report.actions.length;
     try {
-      await runPipeline(options, pipeline, report);
+      await runPipeline(options, pipeline, report, hooks);
     } catch (error) {
       const interrupted = options.signal?.aborted ?? false;
       // Interrupted part-way through its destinations: the failed action says so already.
@@ -257,7 +276,12 @@ function selectPipelines(
   return config.pipelines.filter((pipeline) => wanted.includes(pipeline));
 }
 
-async function runPipeline(options: RunOptions, pipeline: PipelineConfig, report: RunReport) {
+async function runPipeline(
+  options: RunOptions,
+  pipeline: PipelineConfig,
+  report: RunReport,
+  hooks: RunHooks,
+) {
   const given = options.sources?.[pipeline.id];
   const source =
     given ??
@@ -286,8 +310,15 @@ async function runPipeline(options: RunOptions, pipeline: PipelineConfig, report
               .filter((b) => b !== undefined)
               .map((b) => ({ bundle: b, bundlePath: "" }))
           : bundles.map((bundle) => ({ bundle, bundlePath: bundle.path }));
-      const metadata = new MetadataRules(destination.metadata);
-      const context = { options, pipeline, destination, source, cache, validateAll, metadata };
+      const context: DestinationContext = {
+        options,
+        pipeline,
+        destination,
+        source,
+        cache,
+        validateAll,
+        onPublishPlan: hooks.onPublishPlan,
+      };
       await runDestination(context, targets, report);
     }
   } finally {
@@ -393,7 +424,7 @@ function bundleInvalid(error: unknown, path: string): unknown {
 }
 
 /** A discovered bundle and its manifest, read but not yet validated. */
-interface SourceBundle {
+export interface SourceBundle {
   path: string;
   manifest: Manifest;
   /**
@@ -404,16 +435,25 @@ interface SourceBundle {
 }
 
 /** What every destination of one pipeline shares while it runs. */
-interface DestinationContext {
+export interface DestinationContext {
   options: RunOptions;
   pipeline: PipelineConfig;
   destination: DestinationConfig;
   source: StorageBackend;
   cache: RenderCache;
-  /** The destination's object metadata rules, compiled. */
-  metadata: MetadataRules;
-  /** Validates every bundle of the pipeline once; a failure stops the whole pipeline. */
+  /**
+   * Validates the source before the first write (`run`: every bundle of the pipeline, once); a
+   * failure stops the whole pipeline unless `validationFailsAction` is set.
+   */
   validateAll: () => Promise<void>;
+  /** A failed validation fails the action alone (applying a saved plan) instead of the pipeline. */
+  validationFailsAction?: boolean | undefined;
+  /** Receives every final plan (saved plans). */
+  onPublishPlan?: RunHooks["onPublishPlan"];
+  /** Checks every plan before it is reported or carried out; throws to refuse it (apply). */
+  approve?: ((plan: PublishPlan) => void) | undefined;
+  /** The time plans record in their next state, instead of the clock's (apply). */
+  planTime?: Date | undefined;
 }
 
 /** Marks a validation failure met inside a destination, which stops the whole pipeline. */
@@ -423,7 +463,7 @@ class PipelineStop extends Error {
   }
 }
 
-interface Target {
+export interface Target {
   bundle: SourceBundle;
   /** Destination bundle path. */
   bundlePath: string;
@@ -488,13 +528,13 @@ function baseAction(
   };
 }
 
-function fail(action: RunActionReport, error: unknown) {
+export function fail(action: RunActionReport, error: unknown) {
   action.status = "failed";
   action.error = actionError(error);
   if (action.reason === "") action.reason = action.error.message;
 }
 
-async function runTarget(
+export async function runTarget(
   context: DestinationContext,
   backend: StorageBackend,
   target: Target,
@@ -511,7 +551,7 @@ async function runTarget(
         html: destination.publish.html,
         markdownMode: html ? destination.transform.markdownToHtml.mode : undefined,
       }),
-      context.metadata,
+      new MetadataRules(destination.metadata),
       target.bundlePath,
     );
     await publishTarget({
@@ -536,8 +576,9 @@ async function runTarget(
         cache,
         signal,
       },
-      now: () => options.now?.() ?? new Date(),
+      now: () => context.planTime ?? options.now?.() ?? new Date(),
       dryRun: options.dryRun ?? false,
+      approve: context.approve,
       lease: {
         lockTimeoutMs: options.lockTimeoutMs,
         ttlMs: options.lease?.ttlMs,
@@ -574,7 +615,7 @@ async function runTarget(
         try {
           await context.validateAll();
         } catch (error) {
-          throw new PipelineStop(error);
+          throw context.validationFailsAction ? error : new PipelineStop(error);
         }
       },
       onRecovered: (recovery) =>
@@ -587,6 +628,10 @@ async function runTarget(
           temp_files: recovery.tempFiles,
         }),
       onPlan: (plan) => {
+        context.onPublishPlan?.(
+          { pipeline, destination, sourceBundlePath: target.bundle.path },
+          plan,
+        );
         action.action = plan.action;
         action.reason = plan.reason;
         action.outputs = plan.outputs.map(outputReport);

@@ -5,9 +5,12 @@ import { createLocalBackend, type StorageBackend } from "@distributor/storage";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Config, parseConfig } from "../../src/config/index.js";
 import { type AdoptionMode, adoptOutputs } from "../../src/workflows/adopt.js";
+import { applyPlan } from "../../src/workflows/apply.js";
+import { planRun } from "../../src/workflows/plan-run.js";
 import { prune } from "../../src/workflows/prune.js";
 import { reconcileState } from "../../src/workflows/reconcile-state.js";
 import { run, runSucceeded } from "../../src/workflows/run.js";
+import type { SavedPlan } from "../../src/workflows/saved-plan.js";
 import type { BackendRegistry } from "../../src/workflows/shared.js";
 import { writeSourceBundle } from "../publish/fixtures.js";
 import {
@@ -21,8 +24,9 @@ import {
 } from "./fault-model.js";
 
 // Every fault of the model (fail, crash, lost answer, hang, stall past the lease) at every
-// mutation of a first publication, a replacement, a merge, a shared-root publication, a prune
-// and a reconcile-state, on memory and on the real filesystem. After each: a run that reported
+// mutation of a first publication, a replacement, a merge, a shared-root publication, a prune,
+// a reconcile-state, a repair, an adoption, a rebuild and the apply of a saved plan, on memory and
+// on the real filesystem. After each: a run that reported
 // success left state and bytes in agreement, and the next plain run succeeds and leaves them in
 // agreement with no lease, journal or temp debris (SPEC §5, "the guarantee, tested").
 
@@ -40,6 +44,8 @@ interface Case {
   memory: (path: string) => StorageBackend;
   engine: EngineBackend;
   configs: { v1: Config; v2: Config; v3: Config; v1Rules: Config };
+  /** A saved plan made by the scenario's `before`. */
+  plan?: SavedPlan;
 }
 
 interface Scenario {
@@ -121,6 +127,33 @@ const adoptWith =
         bundle.error.code === "source_mismatch",
     );
   };
+
+async function savedPlanOf(c: Case, version: "v1" | "v2" | "v3"): Promise<SavedPlan> {
+  const { plan } = await planRun({
+    config: c.configs[version],
+    pipelineIds: ["reports"],
+    backends: registryFor(c.engine, c.memory, c.dest),
+    now: c.now,
+  });
+  if (plan === null) throw new Error("no plan");
+  return plan;
+}
+
+/**
+ * `apply` of the plan `before` saved; where it refuses because the destination moved on (as it
+ * does after a fault that left a journal to recover, or a competing commit), the operator's next
+ * step: a new plan, applied.
+ */
+async function applySaved(c: Case, backends: BackendRegistry): Promise<boolean> {
+  const applyWith = (plan: SavedPlan) =>
+    applyPlan({ plan, config: c.configs.v2, backends, now: c.now, lease: { renew: false } });
+  const report = await applyWith(c.plan as SavedPlan);
+  if (runSucceeded(report)) return true;
+  if (!report.actions.every((a) => a.status !== "failed" || a.error?.code === "plan_stale")) {
+    return false;
+  }
+  return runSucceeded(await applyWith(await savedPlanOf(c, "v2")));
+}
 
 const SCENARIOS: Scenario[] = [
   { name: "a first publication", before: async () => {}, act: publishWith("v2") },
@@ -245,6 +278,14 @@ const SCENARIOS: Scenario[] = [
       );
       return runSucceeded(report);
     },
+  },
+  {
+    name: "an apply of a saved plan",
+    before: async (c) => {
+      await plainPublish(c, "v1");
+      c.plan = await savedPlanOf(c, "v2");
+    },
+    act: applySaved,
   },
   {
     name: "an adoption",

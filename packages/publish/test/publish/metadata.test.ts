@@ -8,8 +8,11 @@ import { createLocalBackend, type StorageBackend } from "@distributor/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type Config, parseConfig } from "../../src/config/index.js";
 import { adoptOutputs } from "../../src/workflows/adopt.js";
+import { applyPlan } from "../../src/workflows/apply.js";
 import { audit } from "../../src/workflows/audit.js";
+import { planRun } from "../../src/workflows/plan-run.js";
 import { type RunReport, run, runSucceeded } from "../../src/workflows/run.js";
+import { loadPlan, type SavedPlan, savePlan } from "../../src/workflows/saved-plan.js";
 import type { BackendRegistry } from "../../src/workflows/shared.js";
 import { memoryStores } from "../faults/fault-model.js";
 import { digestOf, writeSourceBundle } from "./fixtures.js";
@@ -145,6 +148,33 @@ describe("metadata rules on a backend that stores object metadata", () => {
 
     // And once more unchanged: nothing to do.
     expect((await publish(rules("max-age=300"))).actions[0]?.action).toBe("skip_same");
+  });
+
+  it("saves a plan of a metadata update that names the headers, and applies it", async () => {
+    await publish(rules("max-age=60"));
+    const { plan } = await planRun({ config: config(rules("no-cache")), backends });
+    const entry = plan?.destinations[0];
+    expect(entry?.action).toBe("update_metadata");
+    expect(entry?.writes.map((write) => [write.path, write.metadata])).toEqual([
+      ["docs/guide.html", { cache_control: "no-cache", content_encoding: "gzip" }],
+      ["index.html", { cache_control: "no-cache", content_encoding: "gzip" }],
+    ]);
+    expect((await bucket.stat("index.html")).cacheControl).toBe("max-age=60");
+    const file = join(dir, "plan.json");
+    await savePlan(file, plan as SavedPlan);
+    const applied = await applyPlan({
+      plan: await loadPlan(file),
+      config: config(rules("no-cache")),
+      planName: file,
+      backends,
+    });
+    expect(applied.actions.map((action) => [action.action, action.status, action.error])).toEqual([
+      ["update_metadata", "published", null],
+    ]);
+    expect((await bucket.stat("index.html")).cacheControl).toBe("no-cache");
+    expect(JSON.parse(Buffer.from(await bucket.readFile(".distributor.json")).toString())).toEqual(
+      entry?.next_state,
+    );
   });
 
   it("updates only this owner's records in a shared root", async () => {
