@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -21,7 +22,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createS3Backend } from "../src/index.js";
 import type { S3Server } from "./ceph.js";
-import { createBucket, emptyBucket, rawClient, s3Server } from "./server.js";
+import { backendOn, createBucket, emptyBucket, rawClient, s3Server } from "./server.js";
 
 // Object metadata rules against Ceph RGW, checked with HEAD requests of a plain S3 client: the
 // headers a rule sets are what the gateway returns, compressed outputs come back as stored (and
@@ -202,5 +203,33 @@ describe.skipIf(found === undefined)("metadata rules on Ceph RGW", () => {
       "<h1>About</h1>",
     );
     expect((await publish(config)).actions[0]?.action).toBe("skip_same");
+  });
+
+  it("stores the headers of a multipart upload too", async () => {
+    const MIB = 1024 * 1024;
+    const backend = backendOn(server, bucket, "multipart", {
+      multipartThreshold: 5 * MIB,
+      partSize: 5 * MIB,
+    });
+    try {
+      const bytes = randomBytes(6 * MIB);
+      await backend.writeFile("large.bin", bytes, {
+        size: bytes.length,
+        cacheControl: "private, max-age=10",
+        contentDisposition: 'attachment; filename="large.bin"',
+        contentEncoding: "identity",
+      });
+      const object = await head("multipart/large.bin");
+      expect(object.ContentLength).toBe(bytes.length);
+      expect([object.CacheControl, object.ContentDisposition, object.ContentEncoding]).toEqual([
+        "private, max-age=10",
+        'attachment; filename="large.bin"',
+        "identity",
+      ]);
+      const entry = await backend.stat("large.bin");
+      expect(entry.cacheControl).toBe("private, max-age=10");
+    } finally {
+      await backend.close();
+    }
   });
 });
