@@ -30,6 +30,12 @@ async function* blocks(chunks: AsyncIterable<Uint8Array>): AsyncGenerator<Buffer
   for await (const chunk of chunks) {
     let view = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
     while (view.length > 0) {
+      if (pendingSize === 0 && view.length >= ENCODER_BLOCK) {
+        // A whole block in one piece: one copy, no concatenation.
+        yield Buffer.from(view.subarray(0, ENCODER_BLOCK));
+        view = view.subarray(ENCODER_BLOCK);
+        continue;
+      }
       const take = Math.min(ENCODER_BLOCK - pendingSize, view.length);
       // Copied: a producer may reuse its chunk buffers once the next one is asked for.
       pending.push(Buffer.from(view.subarray(0, take)));

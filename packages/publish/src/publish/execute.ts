@@ -391,7 +391,12 @@ async function writeOutput(
   if (encoding !== undefined) {
     // Compressed while copied: the source is re-verified against the manifest, and the encoded
     // bytes against the digest planning recorded for them.
-    const decoded = output.decoded ?? { sha256: "", size: -1 };
+    const decoded = output.decoded;
+    if (decoded === undefined) {
+      throw new PublishExecutionError(
+        `encoded output ${output.path} has no digest before encoding`,
+      );
+    }
     const readable = await source.openRead(sourcePath, { signal });
     try {
       const raw = verifiedChunks(readable, { path: output.sourcePath, ...decoded });
