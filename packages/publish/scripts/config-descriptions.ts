@@ -119,6 +119,17 @@ export const CONFIG_DESCRIPTIONS: Readonly<Record<string, string>> = {
   "destination.retention.prune.older_than":
     "Outputs last updated longer ago than this duration may be pruned.",
   "destination.retention.prune.keep_latest": "The newest this-many outputs are always kept.",
+  "destination.metadata":
+    "s3 only: object metadata rules, tried in order; the first whose match fits an output's path below the destination root decides.",
+  "destination.metadata.match":
+    "Glob over the output's path below the destination root: * and ? within a segment, ** for any number of segments, [abc], {a,b}.",
+  "destination.metadata.cache_control": "Cache-Control stored with matching objects.",
+  "destination.metadata.content_type":
+    "Content-Type stored with matching objects, instead of the one inferred from the extension.",
+  "destination.metadata.content_disposition":
+    "Content-Disposition stored with matching objects (attachment, inline; filename=...).",
+  "destination.metadata.content_encoding":
+    "gzip or br: matching outputs are compressed so when published and stored with this Content-Encoding.",
   "destination.transfer": "How the comparison of source and destination state becomes an action.",
   "destination.transfer.on_destination_same":
     "The destination holds this exact bundle: skip (default) or fail.",

@@ -57,6 +57,11 @@ export function buildConfigSchema(): JsonSchema {
     ...backendRules(DESTINATION_BACKENDS),
     ...publishRules(),
     when({ required: ["links"] }, { properties: { links: { required: ["base_url"] } } }),
+    // Metadata rules need a backend that stores object metadata (validate.ts).
+    when(
+      { required: ["backend"], not: valueAt(["backend"], "s3") },
+      { properties: { metadata: { maxItems: 0 } } },
+    ),
     when(valueAt(["retention", "prune", "enabled"], true), {
       properties: {
         retention: {
@@ -67,6 +72,7 @@ export function buildConfigSchema(): JsonSchema {
       },
     }),
   ];
+  withRequired(propertyOf(destination, "metadata").items as JsonSchema, ["match"]);
   withRequired(token, ["id", "token_env", "allow_pipelines"]);
   minItems(token, "allow_pipelines");
   propertyOf(token, "allow_pipelines").uniqueItems = true;
@@ -109,7 +115,9 @@ function describeKeys(root: JsonSchema, defs: Record<string, JsonSchema>): void 
     const definition = rest.length > 0 ? defs[first] : undefined;
     let node = definition ?? root;
     for (const segment of definition === undefined ? [first, ...rest] : rest) {
-      node = propertyOf(node, segment);
+      // A list's keys are those of its items (`metadata.match`).
+      const items = node.items as JsonSchema | undefined;
+      node = propertyOf(items ?? node, segment);
     }
     node.description = description;
   }

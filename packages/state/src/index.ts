@@ -13,11 +13,13 @@ export { manifestsEqual } from "./embedded-manifest.js";
 export { StateError } from "./errors.js";
 export {
   findOutputByPath,
+  hasMetadata,
   managedOutputPaths,
   mergeOutputRecords,
   outputsByPath,
   projectOutputs,
   removeMissingOutputs,
+  sameStoredForm,
 } from "./outputs.js";
 export { parseDocument, parseSharedRootState, parseSingleOwnerState } from "./parse.js";
 export {
@@ -62,12 +64,14 @@ export {
 } from "./shared-root.js";
 export { formatStateTimestamp, parseStateTimestamp, truncateToSecond } from "./time.js";
 export {
+  type DecodedDigest,
   isSharedRootState,
   isSingleOwnerState,
   LEGACY_SCHEMA_VERSION,
   type LinkState,
   OUTPUT_KINDS,
   type OutputKind,
+  type OutputMetadata,
   type OutputProjection,
   type OutputRecord,
   type OwnerRecord,

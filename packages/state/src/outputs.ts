@@ -1,6 +1,12 @@
 import { StateError } from "./errors.js";
 import { truncateToSecond } from "./time.js";
-import type { OutputProjection, OutputRecord, RemovalResult, SingleOwnerState } from "./types.js";
+import type {
+  OutputMetadata,
+  OutputProjection,
+  OutputRecord,
+  RemovalResult,
+  SingleOwnerState,
+} from "./types.js";
 
 /** The record for `path`, or undefined. One lookup; index with `outputsByPath` for many. */
 export function findOutputByPath<Output extends { path: string }>(
@@ -125,5 +131,39 @@ export function projectionFields(output: OutputProjection): OutputProjection {
   };
   if (output.transform) fields.transform = output.transform;
   if (output.url) fields.url = output.url;
+  if (output.metadata !== undefined && hasMetadata(output.metadata)) {
+    fields.metadata = { ...output.metadata };
+  }
+  if (output.decoded !== undefined) fields.decoded = { ...output.decoded };
   return fields;
+}
+
+/** True when `metadata` sets at least one field. */
+export function hasMetadata(metadata: OutputMetadata): boolean {
+  return (
+    metadata.cacheControl !== undefined ||
+    metadata.contentType !== undefined ||
+    metadata.contentDisposition !== undefined ||
+    metadata.contentEncoding !== undefined
+  );
+}
+
+/**
+ * True when two records' metadata say the same (absent and empty are alike), and an encoded
+ * output was encoded from the same bytes.
+ */
+export function sameStoredForm(
+  a: Pick<OutputProjection, "metadata" | "decoded">,
+  b: Pick<OutputProjection, "metadata" | "decoded">,
+): boolean {
+  const x = a.metadata ?? {};
+  const y = b.metadata ?? {};
+  return (
+    x.cacheControl === y.cacheControl &&
+    x.contentType === y.contentType &&
+    x.contentDisposition === y.contentDisposition &&
+    x.contentEncoding === y.contentEncoding &&
+    a.decoded?.sha256 === b.decoded?.sha256 &&
+    a.decoded?.size === b.decoded?.size
+  );
 }

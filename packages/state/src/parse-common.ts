@@ -11,7 +11,7 @@ import {
   requiredString,
   requiredTimestamp,
 } from "./json.js";
-import type { LinkState, OutputKind, OutputProjection } from "./types.js";
+import type { LinkState, OutputKind, OutputMetadata, OutputProjection } from "./types.js";
 
 /** `schema_version`, refused unless it is one of `accepted`, which the message lists. */
 export function readSchemaVersion(root: JsonObject, accepted: readonly number[]): number {
@@ -58,8 +58,37 @@ export function readOutputFields(
   const fields: OutputProjection = { path, kind, sourcePath, sha256, size };
   if (transform !== undefined) fields.transform = transform;
   if (url !== undefined) fields.url = url;
+  const metadata = readOutputMetadata(object, `${at}.metadata`);
+  if (metadata !== undefined) fields.metadata = metadata;
+  const decoded = optionalObject(object, "decoded", `${at}.decoded`);
+  if (decoded !== undefined) {
+    fields.decoded = {
+      sha256: requiredString(decoded, "sha256", `${at}.decoded.sha256`),
+      size: requiredInteger(decoded, "size", `${at}.decoded.size`),
+    };
+  }
   return { object, fields };
 }
+
+/** `metadata` of an output record; absent or empty reads as none. */
+function readOutputMetadata(object: JsonObject, name: string): OutputMetadata | undefined {
+  const found = optionalObject(object, "metadata", name);
+  if (found === undefined) return undefined;
+  const metadata: OutputMetadata = {};
+  for (const [key, field] of METADATA_FIELDS) {
+    const value = optionalString(found, key, `${name}.${key}`);
+    if (value !== undefined) metadata[field] = value;
+  }
+  return Object.keys(metadata).length === 0 ? undefined : metadata;
+}
+
+/** JSON key and field of each metadata entry, in the order documents list them. */
+export const METADATA_FIELDS: readonly (readonly [string, keyof OutputMetadata])[] = [
+  ["cache_control", "cacheControl"],
+  ["content_type", "contentType"],
+  ["content_disposition", "contentDisposition"],
+  ["content_encoding", "contentEncoding"],
+];
 
 /** `source.manifest` of a document or owner; `name` is e.g. `state owners[0].source`. */
 export function readSourceManifest(object: JsonObject, name: string): Manifest {

@@ -1,5 +1,7 @@
 import type { Manifest } from "@distributor/bundle";
 import { JsonText } from "./json-text.js";
+import { hasMetadata } from "./outputs.js";
+import { METADATA_FIELDS } from "./parse-common.js";
 import { formatStateTimestamp } from "./time.js";
 import {
   isSharedRootState,
@@ -141,7 +143,24 @@ function writeOutputFields(json: JsonText, output: OutputRecord): JsonText {
   json.member("source_path", output.sourcePath);
   if (output.transform) json.member("transform", output.transform);
   if (output.url) json.member("url", output.url);
-  return json.member("sha256", output.sha256).member("size", output.size);
+  json.member("sha256", output.sha256).member("size", output.size);
+  const metadata = output.metadata;
+  if (metadata !== undefined && hasMetadata(metadata)) {
+    json.openObject("metadata");
+    for (const [key, field] of METADATA_FIELDS) {
+      const value = metadata[field];
+      if (value !== undefined) json.member(key, value);
+    }
+    json.end();
+  }
+  if (output.decoded !== undefined) {
+    json
+      .openObject("decoded")
+      .member("sha256", output.decoded.sha256)
+      .member("size", output.decoded.size)
+      .end();
+  }
+  return json;
 }
 
 /**

@@ -36,6 +36,25 @@ export interface LinkState {
   primaryUrl: string;
 }
 
+/**
+ * Object metadata an output was stored with: the fields of the destination's metadata rule that
+ * matched it (`metadata[]` in the configuration). Absent fields were not set; a content type
+ * absent here is the one the backend infers from the extension.
+ */
+export interface OutputMetadata {
+  cacheControl?: string;
+  contentType?: string;
+  contentDisposition?: string;
+  /** `gzip` or `br`: the stored bytes are the output's bytes compressed so. */
+  contentEncoding?: string;
+}
+
+/** Digest and size of an output's bytes before they were encoded for storage. */
+export interface DecodedDigest {
+  sha256: string;
+  size: number;
+}
+
 /** A planned output as the publish planner describes it, before it gets timestamps. */
 export interface OutputProjection {
   /** Logical path relative to the destination bundle path. */
@@ -47,10 +66,17 @@ export interface OutputProjection {
   transform?: string;
   /** Absolute http(s) URL of the output. */
   url?: string;
-  /** `sha256:` + 64 lowercase hex digits of the output bytes. */
+  /**
+   * `sha256:` + 64 lowercase hex digits of the bytes stored at the path (for an encoded output,
+   * the encoded bytes: what an audit reads back).
+   */
   sha256: string;
-  /** Output size in bytes. */
+  /** Size in bytes of what is stored at the path. */
   size: number;
+  /** Object metadata stored with the output; absent when no rule set any. */
+  metadata?: OutputMetadata;
+  /** Set exactly when `metadata.contentEncoding` is: the output's bytes before encoding. */
+  decoded?: DecodedDigest;
 }
 
 /** One managed output path of a single-owner document (`outputs[]`). */

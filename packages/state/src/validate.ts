@@ -2,6 +2,7 @@ import { isSha256Digest, type Manifest } from "@distributor/bundle";
 import { pathProblem, STATE_FILE_NAME } from "@distributor/storage";
 import { checkedManifestText } from "./embedded-manifest.js";
 import { StateError } from "./errors.js";
+import { METADATA_FIELDS } from "./parse-common.js";
 import { formatOwnerScope, ownerKey } from "./scope.js";
 import { isSerializableTimestamp } from "./time.js";
 import {
@@ -176,6 +177,43 @@ function outputProblem(index: number, output: OutputRecord): string | undefined 
   if (digest !== undefined) return `${at}.sha256: ${digest}`;
   if (!Number.isSafeInteger(output.size)) return `${at}.size must be an integer`;
   if (output.size < 0) return `${at}.size must be non-negative`;
+  return storedFormProblem(at, output);
+}
+
+/** Rules of the optional `metadata` and `decoded` of an output record. */
+function storedFormProblem(at: string, output: OutputRecord): string | undefined {
+  const metadata = output.metadata;
+  if (metadata !== undefined) {
+    if (typeof metadata !== "object" || metadata === null)
+      return `${at}.metadata must be an object`;
+    for (const [key, field] of METADATA_FIELDS) {
+      const value = metadata[field];
+      if (value === undefined) continue;
+      if (typeof value !== "string" || value === "") {
+        return `${at}.metadata.${key} must be a non-empty string`;
+      }
+      // Stored as an HTTP header value: no line breaks or other control characters.
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are the point.
+      if (/[\u0000-\u001f\u007f]/.test(value)) {
+        return `${at}.metadata.${key} must not contain control characters`;
+      }
+    }
+  }
+  const encoded = metadata?.contentEncoding !== undefined;
+  if (encoded && output.decoded === undefined) {
+    return `${at}.decoded is required when metadata.content_encoding is set`;
+  }
+  if (!encoded && output.decoded !== undefined) {
+    return `${at}.decoded is allowed only when metadata.content_encoding is set`;
+  }
+  if (output.decoded !== undefined) {
+    const digest = digestProblem(output.decoded.sha256);
+    if (digest !== undefined) return `${at}.decoded.sha256: ${digest}`;
+    const size = output.decoded.size;
+    if (!Number.isSafeInteger(size) || size < 0) {
+      return `${at}.decoded.size must be a non-negative integer`;
+    }
+  }
   return undefined;
 }
 

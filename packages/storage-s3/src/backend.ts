@@ -57,6 +57,7 @@ import { KeySpace, versionOf } from "./keys.js";
 import { anyKeyBelow, IncompleteListing, listPages, walkKeys } from "./list.js";
 import {
   DigestMismatch,
+  type ObjectHeaders,
   PayloadTooLarge,
   SourceFailure,
   type UploadTuning,
@@ -159,6 +160,7 @@ export function createS3Backend(options: S3BackendOptions): StorageBackend {
       location,
       // ETags of single PUTs are MD5s of the bytes: the same bytes give the same version.
       versionsMayRepeat: true,
+      storesObjectMetadata: true,
       mapError: (error, operation, path) =>
         toStorageError(error, operation, path, {
           bucket: options.bucket,
@@ -265,6 +267,7 @@ class S3Operations implements BackendOperations {
           bucket: this.#bucket,
           key,
           contentType: options.contentType ?? inferContentType(path),
+          headers: objectHeaders(options),
           condition,
           writeId,
           expectedSha256: options.sha256,
@@ -508,6 +511,9 @@ class S3Operations implements BackendOperations {
     const version = versionOf(response.ETag);
     if (version !== undefined) entry.version = version;
     if (response.ContentType !== undefined) entry.contentType = response.ContentType;
+    if (response.CacheControl) entry.cacheControl = response.CacheControl;
+    if (response.ContentDisposition) entry.contentDisposition = response.ContentDisposition;
+    if (response.ContentEncoding) entry.contentEncoding = response.ContentEncoding;
     return entry;
   }
 
@@ -845,4 +851,15 @@ function commonDirectory(targets: readonly string[]): string {
 function isCommitFile(path: string): boolean {
   const name = path.slice(path.lastIndexOf("/") + 1);
   return name === STATE_FILE_NAME || name === LEASE_FILE_NAME;
+}
+
+/** The object metadata headers a write asks for, as PutObject / CreateMultipartUpload fields. */
+function objectHeaders(options: WriteOptions): ObjectHeaders {
+  const headers: ObjectHeaders = {};
+  if (options.cacheControl !== undefined) headers.CacheControl = options.cacheControl;
+  if (options.contentDisposition !== undefined) {
+    headers.ContentDisposition = options.contentDisposition;
+  }
+  if (options.contentEncoding !== undefined) headers.ContentEncoding = options.contentEncoding;
+  return headers;
 }

@@ -29,6 +29,8 @@ export interface UploadTarget {
   bucket: string;
   key: string;
   contentType: string;
+  /** Object metadata headers stored with the object (single PUT and multipart alike). */
+  headers?: ObjectHeaders | undefined;
   condition: WriteCondition;
   /** This write's id, stored as `WRITE_ID_METADATA` (single PUT and multipart alike). */
   writeId: string;
@@ -42,6 +44,13 @@ export interface UploadTarget {
    * conditions everywhere); larger than `MAX_SINGLE_PUT` fails with `PayloadTooLarge`.
    */
   singlePut?: boolean;
+}
+
+/** `Cache-Control`, `Content-Disposition` and `Content-Encoding` of an object, when set. */
+export interface ObjectHeaders {
+  CacheControl?: string;
+  ContentDisposition?: string;
+  ContentEncoding?: string;
 }
 
 export interface UploadTuning {
@@ -151,6 +160,7 @@ async function putOnce(
     Body: body,
     ContentLength: body.length,
     ContentType: target.contentType,
+    ...target.headers,
     Metadata: { sha256, [WRITE_ID_METADATA]: target.writeId },
     ...conditionHeaders(target.condition),
   });
@@ -219,6 +229,7 @@ async function putInParts(
       Bucket: bucket,
       Key: key,
       ContentType: target.contentType,
+      ...target.headers,
       Metadata: {
         ...(target.expectedSha256 === undefined ? {} : { sha256: target.expectedSha256 }),
         [WRITE_ID_METADATA]: target.writeId,

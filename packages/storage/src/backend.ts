@@ -26,6 +26,12 @@ export interface StorageEntry {
   version?: string;
   /** Content type, from backends that store one (S3, memory). */
   contentType?: string;
+  /** `Cache-Control` stored with the file, from backends that store object metadata. */
+  cacheControl?: string;
+  /** `Content-Disposition` stored with the file, from backends that store object metadata. */
+  contentDisposition?: string;
+  /** `Content-Encoding` stored with the file, from backends that store object metadata. */
+  contentEncoding?: string;
   /** Why the stored name is not a valid logical path (not UTF-8, a control character, ...). */
   nameProblem?: string;
 }
@@ -99,6 +105,15 @@ export interface WriteOptions extends OperationOptions {
   ifMatch?: string;
   /** Content type recorded by backends that store one (S3); inferred from the extension otherwise. */
   contentType?: string;
+  /**
+   * `Cache-Control`, `Content-Disposition` and `Content-Encoding` stored with the file. Only
+   * backends with `storesObjectMetadata` accept them; the others refuse the write with
+   * `unsupported` before any IO, so that a file is never published without the headers asked for.
+   * The payload is stored as given: a `Content-Encoding` describes bytes the caller encoded.
+   */
+  cacheControl?: string;
+  contentDisposition?: string;
+  contentEncoding?: string;
   /** Expected byte count of the payload (lets S3 choose a single PUT or a multipart upload). */
   size?: number;
   /** Expected `sha256:<hex>` of the payload, for backends that can have the server verify it. */
@@ -153,6 +168,12 @@ export interface StorageBackend {
    * unchanged, not who wrote it.
    */
   readonly versionsMayRepeat?: boolean;
+  /**
+   * True when the backend stores `Cache-Control`, `Content-Type`, `Content-Disposition` and
+   * `Content-Encoding` with each file and reports them from `stat` (S3, memory). Local
+   * directories and SFTP servers cannot.
+   */
+  readonly storesObjectMetadata?: boolean;
 
   readFile(path: string, options?: ReadOptions): Promise<Uint8Array>;
   /** Reads a whole file together with the version token of exactly those bytes. */

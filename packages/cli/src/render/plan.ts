@@ -70,6 +70,10 @@ function changeLines(entry: SavedPlanEntry): string[] {
     lines.push(
       `  ${verb}${where(write.path)}  ${formatBytes(write.size)}  ${shortDigest(write.sha256)}${made}`,
     );
+    if (write.metadata !== null) {
+      const headers = Object.entries(write.metadata).map(([key, value]) => `${key}=${value}`);
+      lines.push(`              with ${headers.join(" ")}`);
+    }
   }
   for (const path of entry.deletes) lines.push(`  - delete   ${where(path)}`);
   if (entry.clear_bundle_path) {

@@ -1,5 +1,6 @@
 import { homedir, tmpdir } from "node:os";
 import { isAbsolute, join, resolve } from "node:path";
+import type { MetadataRule } from "../publish/metadata.js";
 import type { RawConfig, RawDestination, RawPipeline, RawSource } from "./schema.js";
 import type {
   Config,
@@ -221,7 +222,17 @@ function destinationConfig(raw: RawDestination, files: LocalPaths): DestinationC
       onDestinationNewer: transfer?.on_destination_newer ?? CONFIG_DEFAULTS.onDestinationNewer,
       onConflict: transfer?.on_conflict ?? CONFIG_DEFAULTS.onConflict,
     },
+    metadata: (raw.metadata ?? []).map(metadataRule),
   };
+}
+
+function metadataRule(raw: NonNullable<RawDestination["metadata"]>[number]): MetadataRule {
+  const rule: MetadataRule = { match: present(raw.match) };
+  if (raw.cache_control !== undefined) rule.cacheControl = raw.cache_control;
+  if (raw.content_type !== undefined) rule.contentType = raw.content_type;
+  if (raw.content_disposition !== undefined) rule.contentDisposition = raw.content_disposition;
+  if (raw.content_encoding !== undefined) rule.contentEncoding = raw.content_encoding;
+  return rule;
 }
 
 /** The base URL is a directory: outputs are joined below it, never beside it. */

@@ -74,6 +74,7 @@ describe("parseConfig defaults", () => {
                 onDestinationNewer: "skip",
                 onConflict: "fail",
               },
+              metadata: [],
             },
           ],
         },
@@ -210,6 +211,10 @@ pipelines:
         reconciliation: {mode: merge}
         retention: {prune: {enabled: true, older_than: 168h, keep_latest: 3}}
         transfer: {on_destination_same: fail, on_destination_older: skip, on_destination_newer: fail, on_conflict: fail}
+        metadata:
+          - {match: "**/*.html", cache_control: "max-age=60", content_encoding: gzip}
+          - {match: "assets/**"}
+          - {match: "**/*.pdf", content_type: application/pdf, content_disposition: attachment}
       - id: mirror
         backend: ssh
         host: 10.0.0.5
@@ -264,6 +269,15 @@ pipelines:
         onDestinationNewer: "fail",
         onConflict: "fail",
       },
+      metadata: [
+        { match: "**/*.html", cacheControl: "max-age=60", contentEncoding: "gzip" },
+        { match: "assets/**" },
+        {
+          match: "**/*.pdf",
+          contentType: "application/pdf",
+          contentDisposition: "attachment",
+        },
+      ],
     });
     expect(pipeline?.destinations[1]?.location).toEqual({
       backend: "ssh",

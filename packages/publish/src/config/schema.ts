@@ -1,5 +1,6 @@
 import { pathProblem, SECRET_NAME_PATTERN } from "@distributor/storage";
 import * as v from "valibot";
+import { globProblem } from "../publish/glob.js";
 import { parseDuration } from "./duration.js";
 import { parseSize, SIZE_UNITS } from "./size.js";
 
@@ -153,6 +154,30 @@ function secretName() {
     v.regex(
       SECRET_NAME_PATTERN,
       "must be an environment variable name (letters, digits and _, not starting with a digit)",
+    ),
+  );
+}
+
+/** A glob over destination paths (see `compileGlob`); a malformed one is refused by its key. */
+function glob() {
+  return v.pipe(
+    v.string("must be a string"),
+    v.rawCheck(({ dataset, addIssue }) => {
+      if (!dataset.typed) return;
+      const problem = globProblem(dataset.value);
+      if (problem !== undefined) addIssue({ message: `must be a glob pattern: it ${problem}` });
+    }),
+    jsonSchema({ type: "string", minLength: 1 }),
+  );
+}
+
+/** An HTTP header value: visible ASCII and spaces, not empty. */
+function headerValue() {
+  return v.pipe(
+    text(),
+    v.regex(
+      /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/,
+      "must be an HTTP header value: visible ASCII characters and inner spaces",
     ),
   );
 }
@@ -320,6 +345,17 @@ export const destinationSchema = mapping({
         }),
       ),
     }),
+  ),
+  metadata: v.optional(
+    list(
+      mapping({
+        match: v.optional(glob()),
+        cache_control: v.optional(headerValue()),
+        content_type: v.optional(headerValue()),
+        content_disposition: v.optional(headerValue()),
+        content_encoding: v.optional(choice(["gzip", "br"])),
+      }),
+    ),
   ),
   transfer: v.optional(
     mapping({

@@ -1,3 +1,4 @@
+import type { MetadataRule } from "../publish/metadata.js";
 /**
  * The configuration after parsing, validation and defaults: every optional key has its value,
  * names are camelCase, durations are milliseconds and sizes are bytes. Local filesystem paths are
@@ -166,6 +167,11 @@ export interface DestinationConfig {
   reconciliation: ReconciliationPolicy;
   retention: RetentionPolicy;
   transfer: TransferPolicy;
+  /**
+   * Object metadata rules, in order (the first whose `match` fits an output's path below the
+   * destination root decides); empty when none are configured. Only the s3 backend allows them.
+   */
+  metadata: MetadataRule[];
 }
 
 export interface PublishPolicy {

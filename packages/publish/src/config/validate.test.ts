@@ -741,3 +741,69 @@ describe("destinations sharing a location", () => {
     );
   });
 });
+
+describe("metadata rules", () => {
+  const S3 = { backend: "s3", bucket: "site", path: undefined };
+
+  it("accepts ordered rules on an s3 destination", () => {
+    const config = parseConfig(
+      configText({
+        ...S3,
+        metadata: [
+          { match: "**/*.html", cache_control: "max-age=60", content_encoding: "gzip" },
+          { match: "assets/**", cache_control: "public, max-age=31536000, immutable" },
+          { match: "**/*.pdf", content_disposition: "attachment" },
+          { match: "raw/**" },
+        ],
+      }),
+    );
+    expect(config.pipelines[0]?.destinations[0]?.metadata).toHaveLength(4);
+  });
+
+  it.each([
+    ["local", { backend: "local", path: "/a" }],
+    ["ssh", { backend: "ssh", host: "h", user: "u", path: "p", private_key_file: "/k" }],
+  ])("refuses rules on a %s destination, naming it", (backend, location) => {
+    expect(
+      onlyProblem(
+        configText({ ...location, metadata: [{ match: "**", cache_control: "no-cache" }] }),
+      ),
+    ).toBe(
+      `${D}.metadata cannot be used by destination archive: its ${backend} backend cannot store object metadata (Cache-Control, Content-Type, Content-Disposition, Content-Encoding); only the s3 backend can`,
+    );
+  });
+
+  it.each([
+    [
+      { match: "a**" },
+      `${D}.metadata[0].match must be a glob pattern: it uses ** inside the segment "a**"; ** must be a whole segment`,
+    ],
+    [
+      { match: "[abc" },
+      `${D}.metadata[0].match must be a glob pattern: it has an unclosed [ in "[abc"`,
+    ],
+    [
+      { match: "/abs" },
+      `${D}.metadata[0].match must be a glob pattern: it must be relative (no leading /)`,
+    ],
+    [{ cache_control: "no-cache" }, `${D}.metadata[0].match is required`],
+    [{ match: "**", cache: "no-cache" }, `${D}.metadata[0].cache: unknown key`],
+    [
+      { match: "**", content_encoding: "zstd" },
+      `${D}.metadata[0].content_encoding must be gzip or br`,
+    ],
+    [
+      { match: "**", cache_control: "max-age=60\nX-Evil: 1" },
+      `${D}.metadata[0].cache_control must be an HTTP header value: visible ASCII characters and inner spaces`,
+    ],
+  ])("refuses the rule %j", (rule, message) => {
+    const problems = problemsOf(configText({ ...S3, metadata: [rule] }));
+    expect(problems.some((problem) => problem.startsWith(message))).toBe(true);
+  });
+
+  it("refuses metadata that is not a list", () => {
+    expect(onlyProblem(configText({ ...S3, metadata: { match: "**" } }))).toBe(
+      `${D}.metadata must be a list`,
+    );
+  });
+});

@@ -264,6 +264,8 @@ function checkDestination(problems: Problems, destination: RawDestination, path:
     }
   }
 
+  checkMetadataRules(problems, destination, path);
+
   if (destination.links !== undefined && destination.links.base_url === undefined) {
     problems.add([...path, "links", "base_url"], "is required when links is set");
   }
@@ -280,6 +282,28 @@ function checkDestination(problems: Problems, destination: RawDestination, path:
       "must set older_than or keep_latest when enabled is true",
     );
   }
+}
+
+/**
+ * Metadata rules need a backend that stores headers per object (s3): on a local directory or an
+ * SFTP server they could never take effect, so they are refused rather than ignored.
+ */
+function checkMetadataRules(problems: Problems, destination: RawDestination, path: Path): void {
+  const rules = destination.metadata;
+  if (rules === undefined || !problems.intact([...path, "metadata"])) return;
+  const backend = destination.backend;
+  if (rules.length > 0 && backend !== undefined && backend !== "s3") {
+    const name =
+      destination.id === undefined ? "this destination" : `destination ${destination.id}`;
+    problems.add(
+      [...path, "metadata"],
+      `cannot be used by ${name}: its ${backend} backend cannot store object metadata (Cache-Control, Content-Type, Content-Disposition, Content-Encoding); only the s3 backend can`,
+    );
+  }
+  rules.forEach((rule, index) => {
+    if (rule.match === undefined)
+      problems.add([...path, "metadata", index, "match"], "is required");
+  });
 }
 
 function checkUploadTokens(problems: Problems, raw: RawConfig): void {

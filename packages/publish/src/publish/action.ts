@@ -4,7 +4,9 @@ import type { TransferPolicy } from "../config/types.js";
 /**
  * What publication does at one destination bundle path. The labels are part of the contract;
  * `repair` (`run --repair`: restore missing or changed managed outputs of a destination whose
- * state already records the current source) extends SPEC's list.
+ * state already records the current source) and `update_metadata` (the state records the current
+ * source, but the destination's metadata rules now give some of its outputs other metadata:
+ * exactly those are stored again) extend SPEC's list.
  */
 export type PublishAction =
   | "publish_new"
@@ -15,13 +17,15 @@ export type PublishAction =
   | "skip_destination_newer"
   | "fail_conflict"
   | "fail_unmanaged"
-  | "repair";
+  | "repair"
+  | "update_metadata";
 
 const WRITE_ACTIONS: ReadonlySet<PublishAction> = new Set([
   "publish_new",
   "replace_older",
   "force_replace",
   "repair",
+  "update_metadata",
 ]);
 
 export function isWriteAction(action: PublishAction): boolean {

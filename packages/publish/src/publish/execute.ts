@@ -15,6 +15,8 @@ import { encodeStateFile } from "./state-file.js";
 
 export { AmbiguousCommitError, StateChangedError };
 
+import { encodeStream, verifiedEncoding } from "./encode.js";
+import { encodingOf, metadataOptions } from "./metadata.js";
 import { verifiedChunks, verifyingReader } from "./verify-source.js";
 
 /**
@@ -372,6 +374,7 @@ async function writeOutput(
   const options = {
     overwrite,
     ...(ifMatch !== undefined ? { ifMatch } : {}),
+    ...metadataOptions(output.metadata),
     size: output.size,
     sha256: output.sha256,
     signal: context.signal,
@@ -383,8 +386,31 @@ async function writeOutput(
     return context.destination.writeFile(target, output.content, options);
   }
   const sourcePath = joinPrefix(context.sourceBundlePath, output.sourcePath);
-  const expected = { path: output.sourcePath, sha256: output.sha256, size: output.size };
   const { source, signal } = context;
+  const encoding = encodingOf(output.metadata);
+  if (encoding !== undefined) {
+    // Compressed while copied: the source is re-verified against the manifest, and the encoded
+    // bytes against the digest planning recorded for them.
+    const decoded = output.decoded;
+    if (decoded === undefined) {
+      throw new PublishExecutionError(
+        `encoded output ${output.path} has no digest before encoding`,
+      );
+    }
+    const readable = await source.openRead(sourcePath, { signal });
+    try {
+      const raw = verifiedChunks(readable, { path: output.sourcePath, ...decoded });
+      const encoded = verifiedEncoding(encodeStream(raw, encoding), {
+        path: output.path,
+        sha256: output.sha256,
+        size: output.size,
+      });
+      return await context.destination.writeFile(target, encoded, options);
+    } finally {
+      readable.destroy();
+    }
+  }
+  const expected = { path: output.sourcePath, sha256: output.sha256, size: output.size };
   if (source.openReader !== undefined) {
     const reader = await source.openReader(sourcePath, { signal });
     try {

@@ -23,6 +23,7 @@ export {
   StateChangedError,
   UncommittedError,
 } from "./execute.js";
+export { compileGlob, type Glob, GlobError, globProblem } from "./glob.js";
 export {
   DEFAULT_DESTINATION_WALK_LIMIT,
   type InspectDestinationOptions,
@@ -39,6 +40,13 @@ export {
   LeaseTooLargeError,
 } from "./lease.js";
 export { outputUrl, type PrimaryPolicy, selectPrimaryUrl } from "./links.js";
+export {
+  CONTENT_ENCODINGS,
+  type ContentEncoding,
+  type MetadataRule,
+  MetadataRules,
+  sameMetadata,
+} from "./metadata.js";
 export { nextStateDocument } from "./next-state.js";
 export {
   attachUrls,
@@ -48,17 +56,20 @@ export {
   type OutputSelection,
   type PlannedOutput,
   selectOutputs,
+  withMetadata,
 } from "./outputs.js";
 export {
   type DestinationInspection,
   decideAction,
   journalOf,
+  metadataChanges,
   needsBundleListing,
   type PlanJournal,
   type PlannedWrite,
   type PublishPlan,
   type PublishRequest,
   type PublishTarget,
+  planMetadataUpdate,
   planPublish,
 } from "./plan.js";
 export { type PlanTargetOptions, planTarget } from "./plan-target.js";

@@ -4,7 +4,9 @@ import {
   mergeOwnerOutputs,
   newSharedRootState,
   type OutputProjection,
+  type OutputRecord,
   type OwnerRecord,
+  type OwnerScope,
   ownerOutputs,
   projectOutputs,
   projectOwnerOutputs,
@@ -50,6 +52,8 @@ function projections(outputs: readonly PlannedOutput[]): OutputProjection[] {
     };
     if (output.transform !== undefined) projection.transform = output.transform;
     if (output.url !== undefined) projection.url = output.url;
+    if (output.metadata !== undefined) projection.metadata = output.metadata;
+    if (output.decoded !== undefined) projection.decoded = output.decoded;
     return projection;
   });
 }
@@ -174,4 +178,39 @@ export function adoptedStateDocument(
     }
   }
   return nextStateDocument(request, previous, "publish_new");
+}
+
+/**
+ * `document` with the records of `outputs` (paths this owner records) replaced by the outputs as
+ * now planned, keeping each record's `created_at` and owner fields and giving it `updated_at =
+ * now`; every other record stays as it is. The document's `updated_at` moves too (the commit
+ * point of SPEC §5), its publication time does not: no new source was published.
+ */
+export function updatedRecordsDocument(
+  document: StateDocument,
+  owner: OwnerScope,
+  outputs: readonly PlannedOutput[],
+  now: Date,
+): StateDocument {
+  const at = truncateToSecond(now);
+  const replaced = new Map(projections(outputs).map((output) => [output.path, output]));
+  const update = <Record extends OutputRecord>(record: Record): Record => {
+    const projection = replaced.get(record.path);
+    if (projection === undefined) return record;
+    const updated: Record = { ...record, ...projection, updatedAt: new Date(at) };
+    // A field the new projection lacks (metadata no rule sets any more) must not survive.
+    if (projection.metadata === undefined) delete updated.metadata;
+    if (projection.decoded === undefined) delete updated.decoded;
+    return updated;
+  };
+  if (isSharedRootState(document)) {
+    return {
+      ...document,
+      updatedAt: at,
+      outputs: document.outputs.map((record) =>
+        sameOwnerScope(record.owner, owner) ? update(record) : record,
+      ),
+    };
+  }
+  return { ...document, updatedAt: at, outputs: document.outputs.map(update) };
 }

@@ -1,5 +1,6 @@
 import { posix } from "node:path";
 import type { Manifest } from "@distributor/bundle";
+import type { DecodedDigest, OutputMetadata } from "@distributor/state";
 import { compareLogicalPaths, join } from "@distributor/storage";
 import {
   htmlOutputPath,
@@ -9,6 +10,7 @@ import {
 } from "../transform/markdown-paths.js";
 import { PublishPlanError } from "./errors.js";
 import { outputUrl, type PrimaryPolicy, selectPrimaryUrl } from "./links.js";
+import type { MetadataRules } from "./metadata.js";
 
 export type OutputKind = "source" | "generated";
 
@@ -33,15 +35,48 @@ export interface OutputSelection {
   /** Manifest path the output is made from. */
   sourcePath: string;
   transform?: typeof MARKDOWN_TO_HTML | undefined;
+  /** Object metadata from the destination's first matching rule (`withMetadata`). */
+  metadata?: OutputMetadata | undefined;
 }
 
-/** An output with the digest and size of the bytes that will be written. */
+/**
+ * An output with the digest and size of the bytes that will be stored: for an output with a
+ * `Content-Encoding`, the encoded bytes, and `decoded` holds the digest of the bytes before.
+ */
 export interface PlannedOutput extends OutputSelection {
   url?: string | undefined;
   sha256: string;
   size: number;
-  /** Rendered bytes of a generated output; source copies stream from the source instead. */
+  decoded?: DecodedDigest | undefined;
+  /**
+   * Bytes of a generated output as stored (rendered, and encoded when it is); source copies
+   * stream from the source instead.
+   */
   content?: Uint8Array | undefined;
+}
+
+/**
+ * The selection with the metadata of each output's first matching rule; unchanged (the same
+ * objects) when the destination has no rules.
+ */
+export function withMetadata(
+  selection: readonly OutputSelection[],
+  rules: MetadataRules,
+  bundlePath: string,
+): OutputSelection[] {
+  if (rules.empty) return [...selection];
+  return selection.map((output) => {
+    const metadata = rules.for(bundlePath, output.path);
+    if (metadata === undefined) return output;
+    const selected: OutputSelection = {
+      path: output.path,
+      kind: output.kind,
+      sourcePath: output.sourcePath,
+    };
+    if (output.transform !== undefined) selected.transform = output.transform;
+    selected.metadata = metadata;
+    return selected;
+  });
 }
 
 /**
@@ -136,6 +171,8 @@ export function plannedOutput(fields: Omit<PlannedOutput, "url">, url?: string):
     size: fields.size,
   };
   if (fields.transform !== undefined) output.transform = fields.transform;
+  if (fields.metadata !== undefined) output.metadata = fields.metadata;
+  if (fields.decoded !== undefined) output.decoded = fields.decoded;
   if (fields.content !== undefined) output.content = fields.content;
   if (url !== undefined) output.url = url;
   return output;

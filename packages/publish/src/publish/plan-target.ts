@@ -61,7 +61,12 @@ export function prepareOnce(
  * Markdown is rendered only for writes. The returned plan is the whole decision.
  */
 export async function planTarget(options: PlanTargetOptions): Promise<PublishPlan> {
-  const { target, signal } = options;
+  const { signal } = options;
+  // Each planned path's metadata: a state recording other metadata is brought up to date.
+  const target: PublishTarget = {
+    ...options.target,
+    plannedMetadata: new Map(options.selection.map((output) => [output.path, output.metadata])),
+  };
   const { inspection, decision } = await inspectDestination(
     options.destination,
     target,

@@ -3,9 +3,11 @@ import type { Manifest } from "@distributor/bundle";
 import {
   compare,
   compareSharedRootOwner,
+  type DecodedDigest,
   type DestinationStatus,
   formatOwnerScope,
   isSharedRootState,
+  type OutputMetadata,
   type OwnerScope,
   outputsByPath,
   ownerOutputs,
@@ -36,7 +38,8 @@ import {
   isWriteAction,
   type PublishAction,
 } from "./action.js";
-import { adoptedStateDocument, nextStateDocument } from "./next-state.js";
+import { sameMetadata } from "./metadata.js";
+import { adoptedStateDocument, nextStateDocument, updatedRecordsDocument } from "./next-state.js";
 import type { PlannedOutput } from "./outputs.js";
 import { type StoredFile, storedStatus } from "./stored-digest.js";
 
@@ -56,6 +59,12 @@ export interface PublishTarget {
    * managed outputs whose stored bytes are missing or differ from their records.
    */
   repair?: boolean | undefined;
+  /**
+   * The object metadata each planned output path gets from the destination's rules (absent:
+   * none). A state that records this source with other metadata for any of these paths is
+   * brought up to date (`update_metadata`) instead of skipped. Paths not listed are not compared.
+   */
+  plannedMetadata?: ReadonlyMap<string, OutputMetadata | undefined> | undefined;
 }
 
 /** A target with the outputs it would publish and what the next state records. */
@@ -188,6 +197,15 @@ export function decideAction(target: PublishTarget, status: DestinationStatus): 
       ? compareSharedRootOwner(target.manifest, target.owner, status, options)
       : compare(target.manifest, target.owner, status, options);
   const decision = actionForComparison(comparison, target.transfer, target.force);
+  if (decision.action === "skip_same" && status.state !== undefined) {
+    const changed = metadataChanges(target, status.state);
+    if (changed.length > 0) {
+      return {
+        action: "update_metadata",
+        reason: `${decision.reason}; the metadata rules give ${changed.length} output(s) other metadata: ${listPaths(changed)}`,
+      };
+    }
+  }
   const singleOwnerInShared =
     target.stateMode === "shared_root" &&
     status.state !== undefined &&
@@ -233,6 +251,7 @@ export function planPublish(
   if (decided.action === "skip_same" && request.repair && inspection.stored !== undefined) {
     return planRepair(request, inspection, decided);
   }
+  if (decided.action === "update_metadata") return planMetadataUpdate(request, inspection, decided);
   const current = currentOwnerPaths(request.owner, inspection.status.state);
   let decision = decided;
   if (isWriteAction(decided.action) && decided.action !== "force_replace") {
@@ -346,18 +365,17 @@ export function planRepair(
   const planned = new Map(request.outputs.map((output) => [output.path, output]));
   const blocked: string[] = [];
   const unreproducible: string[] = [];
+  const reencoded: PlannedOutput[] = [];
   for (const record of drifted) {
     const found = stored.get(record.path);
     const output = planned.get(record.path);
     if (found !== undefined && found.kind !== "file" && found.kind !== "missing") {
       blocked.push(`${record.path} (${found.kind})`);
-    } else if (
-      output === undefined ||
-      output.sha256 !== record.sha256 ||
-      output.size !== record.size
-    ) {
+    } else if (output === undefined || !reproduces(output, record)) {
       unreproducible.push(record.path);
     } else {
+      // An encoded output whose encoder now gives other bytes: its record takes the new digest.
+      if (output.sha256 !== record.sha256 || output.size !== record.size) reencoded.push(output);
       const overwrite = found?.kind === "file";
       const ifMatch = found?.kind === "file" ? found.version : undefined;
       plan.writes.push(
@@ -398,10 +416,117 @@ export function planRepair(
   // holding them for a record this attempt made stale (it would drop the record and delete
   // the file, and a later repair could no longer restore it).
   plan.journal = { ...journal, overwrites: [] };
+  const base =
+    reencoded.length === 0
+      ? document
+      : updatedRecordsDocument(document, request.owner, reencoded, request.now);
   plan.nextState =
     added.length === 0
-      ? { ...document, updatedAt: truncateToSecond(request.now) }
-      : adoptedStateDocument({ ...request, outputs: added }, document);
+      ? { ...base, updatedAt: truncateToSecond(request.now) }
+      : adoptedStateDocument({ ...request, outputs: added }, base);
+  return plan;
+}
+
+/**
+ * True when writing `output` restores what `record` describes: the same bytes, or, for an output
+ * stored encoded, the same bytes before encoding with the same metadata (compressors of other
+ * zlib or brotli versions may encode the same input differently; the record then takes the new
+ * encoded digest).
+ */
+function reproduces(output: PlannedOutput, record: RecordedOutput): boolean {
+  if (output.sha256 === record.sha256 && output.size === record.size) return true;
+  return (
+    record.decoded !== undefined &&
+    output.decoded !== undefined &&
+    record.decoded.sha256 === output.decoded.sha256 &&
+    record.decoded.size === output.decoded.size &&
+    sameMetadata(output.metadata, record.metadata)
+  );
+}
+
+type RecordedOutput = {
+  path: string;
+  sha256: string;
+  size: number;
+  metadata?: OutputMetadata;
+  decoded?: DecodedDigest;
+};
+
+/**
+ * Paths of this owner's recorded outputs (among the planned ones) whose recorded metadata is not
+ * what the destination's rules give them now. Pure; reads the state only.
+ */
+export function metadataChanges(target: PublishTarget, document: StateDocument): string[] {
+  const planned = target.plannedMetadata;
+  if (planned === undefined) return [];
+  const changed: string[] = [];
+  for (const record of ownedOutputRecords(document, target.owner)) {
+    if (!planned.has(record.path)) continue;
+    if (!sameMetadata(record.metadata, planned.get(record.path))) changed.push(record.path);
+  }
+  return changed;
+}
+
+/**
+ * An `update_metadata` plan: the state records this source, and the outputs whose metadata the
+ * rules changed are stored again with the new metadata (encoded anew when the encoding changed),
+ * each an overwrite fenced on the version planning saw (or a create where the file is gone).
+ * Their records are updated; nothing else is written or deleted. Something other than a file at
+ * one of those paths refuses the update before anything is touched.
+ */
+export function planMetadataUpdate(
+  request: PublishRequest,
+  inspection: DestinationInspection,
+  decision: ActionDecision,
+): PublishPlan {
+  const document = inspection.status.state as StateDocument;
+  const changed = new Set(metadataChanges(request, document));
+  const versions = inspection.versions ?? new Map<string, string>();
+  const plan: PublishPlan = {
+    ...decision,
+    bundlePath: request.bundlePath,
+    ownerScope: request.owner,
+    stateMode: request.stateMode,
+    reconciliation: request.reconciliation,
+    manifest: request.manifest,
+    outputs: [],
+    primaryUrl: recordedPrimaryUrl(document, request.owner),
+    writes: [],
+    deletesFirst: [],
+    deletes: [],
+    deleteVersions: {},
+    clearBundlePath: false,
+    keep: [],
+    journal: { paths: [], directories: [], overwrites: [] },
+    stateVersion: inspection.stateVersion,
+  };
+  const blocked: string[] = [];
+  for (const output of request.outputs) {
+    if (!changed.has(output.path)) continue;
+    const kind = inspection.existingOutputs.get(output.path);
+    if (kind !== undefined && kind !== "file") {
+      blocked.push(`${output.path} (${kind})`);
+      continue;
+    }
+    const overwrite = kind === "file";
+    const ifMatch = overwrite ? versions.get(output.path) : undefined;
+    plan.writes.push(
+      ifMatch === undefined ? { output, overwrite } : { output, overwrite, ifMatch },
+    );
+  }
+  if (blocked.length > 0) {
+    return refusedRepair(
+      plan,
+      "fail_unmanaged",
+      `${listPaths(blocked)} stands where the state records a managed output`,
+    );
+  }
+  plan.outputs = plan.writes.map((write) => write.output);
+  // Like a repair's, these overwrites replace recorded outputs of the recorded source: should
+  // the attempt die before its commit, recovery keeps their records (not "stale"), and the next
+  // run, finding the old metadata still recorded, stores them again and commits.
+  plan.journal = { ...journalOf(plan), overwrites: [] };
+  plan.nextState = updatedRecordsDocument(document, request.owner, plan.outputs, request.now);
   return plan;
 }
 
@@ -417,7 +542,7 @@ function refusedRepair(
 function ownedOutputRecords(
   document: StateDocument,
   owner: OwnerScope,
-): ReadonlyArray<{ path: string; sha256: string; size: number }> {
+): ReadonlyArray<RecordedOutput> {
   if (isSharedRootState(document)) return ownerOutputs(document, owner);
   return sameOwnerScope(singleOwnerScope(document), owner) ? document.outputs : [];
 }

@@ -1,9 +1,13 @@
 import { FileHasher, type Manifest } from "@distributor/bundle";
+import type { DecodedDigest } from "@distributor/state";
 import { joinPrefix, type StorageBackend } from "@distributor/storage";
 import { MAX_MARKDOWN_BYTES } from "../transform/markdown-paths.js";
+import { encodeBytes, encodedDigest } from "./encode.js";
 import { PublishPlanError } from "./errors.js";
+import { encodingOf } from "./metadata.js";
 import type { OutputSelection, PlannedOutput } from "./outputs.js";
 import { RenderCache } from "./render-cache.js";
+import { verifiedChunks } from "./verify-source.js";
 
 export interface PrepareOutputsOptions {
   source: StorageBackend;
@@ -31,20 +35,51 @@ export async function prepareOutputs(
         `output ${output.path} refers to ${output.sourcePath}, which is not in the manifest`,
       );
     }
+    const encoding = encodingOf(output.metadata);
     if (output.kind === "source") {
-      prepared.push(withDigest(output, file.sha256, file.size));
+      if (encoding === undefined) {
+        prepared.push(withDigest(output, file.sha256, file.size));
+        continue;
+      }
+      // Encoded now only to learn the digest the state will record; the write encodes again.
+      const readable = await options.source.openRead(
+        joinPrefix(options.sourceBundlePath, output.sourcePath),
+        { signal: options.signal },
+      );
+      try {
+        const expected = { path: output.sourcePath, sha256: file.sha256, size: file.size };
+        const encoded = await encodedDigest(verifiedChunks(readable, expected), encoding);
+        prepared.push(
+          withDigest(output, encoded.sha256, encoded.size, undefined, {
+            sha256: file.sha256,
+            size: file.size,
+          }),
+        );
+      } finally {
+        readable.destroy();
+      }
       continue;
     }
     const key = RenderCache.key(output.transform ?? "", file.sha256, output.sourcePath);
     const content = await cache.get(key, () =>
       render(options, output.sourcePath, file.sha256, file.size),
     );
-    const hasher = new FileHasher();
-    hasher.update(content);
-    const digest = hasher.digest();
-    prepared.push(withDigest(output, digest.sha256, digest.size, content));
+    const digest = digestOf(content);
+    if (encoding === undefined) {
+      prepared.push(withDigest(output, digest.sha256, digest.size, content));
+      continue;
+    }
+    const encoded = await encodeBytes(content, encoding);
+    const stored = digestOf(encoded);
+    prepared.push(withDigest(output, stored.sha256, stored.size, encoded, digest));
   }
   return prepared;
+}
+
+function digestOf(bytes: Uint8Array): { sha256: string; size: number } {
+  const hasher = new FileHasher();
+  hasher.update(bytes);
+  return hasher.digest();
 }
 
 async function render(
@@ -85,6 +120,7 @@ function withDigest(
   sha256: string,
   size: number,
   content?: Uint8Array,
+  decoded?: DecodedDigest,
 ): Omit<PlannedOutput, "url"> {
   const prepared: Omit<PlannedOutput, "url"> = {
     path: output.path,
@@ -94,6 +130,8 @@ function withDigest(
     size,
   };
   if (output.transform !== undefined) prepared.transform = output.transform;
+  if (output.metadata !== undefined) prepared.metadata = output.metadata;
+  if (decoded !== undefined) prepared.decoded = decoded;
   if (content !== undefined) prepared.content = content;
   return prepared;
 }

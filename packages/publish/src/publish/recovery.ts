@@ -1,6 +1,7 @@
 import type { Readable } from "node:stream";
 import {
   isSharedRootState,
+  type OutputMetadata,
   type OwnerScope,
   removeMissingOutputs,
   removeMissingOwnerOutputs,
@@ -23,6 +24,7 @@ import {
 import { compareAndSwapState, StateChangedError } from "./commit-state.js";
 import type { LeaseGuard } from "./execute.js";
 import { acquireLease, type Lease, type LeaseOptions } from "./lease.js";
+import { metadataOptions } from "./metadata.js";
 import { encodeStateFile, readDestinationStatus } from "./state-file.js";
 import { storedFile } from "./stored-digest.js";
 
@@ -173,7 +175,7 @@ async function fenceStateAndReplaced(
     let found = await storedDigest(backend, target, signal);
     if (found !== undefined && !differs(found, record)) {
       lease?.assertHeld();
-      if (await rewriteInPlace(backend, target, found.version, signal)) continue;
+      if (await rewriteInPlace(backend, target, found.version, record.metadata, signal)) continue;
       found = await storedDigest(backend, target, signal);
       if (found !== undefined && !differs(found, record)) continue;
     }
@@ -215,6 +217,7 @@ async function rewriteInPlace(
   backend: StorageBackend,
   path: string,
   version: string,
+  metadata: OutputMetadata | undefined,
   signal: AbortSignal | undefined,
 ): Promise<boolean> {
   let stream: Readable;
@@ -225,7 +228,13 @@ async function rewriteInPlace(
     throw error;
   }
   try {
-    await backend.writeFile(path, stream, { ifMatch: version, signal });
+    // Stored again as the state describes it: with the record's metadata, which a plain write
+    // would drop on a backend that keeps metadata per object.
+    await backend.writeFile(path, stream, {
+      ifMatch: version,
+      ...metadataOptions(metadata),
+      signal,
+    });
     return true;
   } catch (error) {
     if (!isStorageError(error, "conflict")) throw error;

@@ -31,13 +31,14 @@ import type { DestinationConfig, PipelineConfig } from "../config/types.js";
 import { compareAndSwapState } from "../publish/commit-state.js";
 import { UncommittedError } from "../publish/execute.js";
 import type { Lease } from "../publish/lease.js";
+import { MetadataRules } from "../publish/metadata.js";
 import { adoptedStateDocument } from "../publish/next-state.js";
-import { attachUrls, type PlannedOutput, selectOutputs } from "../publish/outputs.js";
+import { attachUrls, type PlannedOutput, selectOutputs, withMetadata } from "../publish/outputs.js";
 import type { PublishRequest } from "../publish/plan.js";
 import { prepareOutputs } from "../publish/prepare.js";
 import { holdLease } from "../publish/recovery.js";
 import { encodeStateFile, readDestinationStatus } from "../publish/state-file.js";
-import { storedFile } from "../publish/stored-digest.js";
+import { storedFile, storedMetadataMatches } from "../publish/stored-digest.js";
 import { destinationRootPath, scopeReport } from "./destination-root.js";
 import { errorCode, errorMessage } from "./errors.js";
 import {
@@ -73,7 +74,7 @@ export interface AdoptedOutput {
 /** An output the source would publish that was not adopted, and why. */
 export interface UnmatchedOutput {
   path: string;
-  /** `missing`: nothing stored; `different`: other bytes (or not a file); `other_owner`: recorded by another shared-root owner. */
+  /** `missing`: nothing stored; `different`: other bytes, other object metadata than the rules give (or not a file); `other_owner`: recorded by another shared-root owner. */
   reason: "missing" | "different" | "other_owner";
 }
 
@@ -237,11 +238,15 @@ async function adoptBundle(
     error: null,
   };
   const html = destination.publish.html && destination.transform.markdownToHtml.enabled;
-  const selection = selectOutputs(target.manifest, {
-    source: destination.publish.source,
-    html: destination.publish.html,
-    markdownMode: html ? destination.transform.markdownToHtml.mode : undefined,
-  });
+  const selection = withMetadata(
+    selectOutputs(target.manifest, {
+      source: destination.publish.source,
+      html: destination.publish.html,
+      markdownMode: html ? destination.transform.markdownToHtml.mode : undefined,
+    }),
+    new MetadataRules(destination.metadata),
+    target.bundlePath,
+  );
   const prepared = await prepareOutputs(selection, {
     source,
     sourceBundlePath: target.sourcePath,
@@ -286,7 +291,14 @@ async function adoptBundle(
         continue;
       }
       const found = await storedFile(backend, joinPrefix(target.bundlePath, output.path), signal);
-      if (found.kind === "file" && found.sha256 === output.sha256 && found.size === output.size) {
+      // Adopted only as stored the way the rules would store it: bytes and headers alike, so
+      // the record never claims metadata the object lacks.
+      if (
+        found.kind === "file" &&
+        found.sha256 === output.sha256 &&
+        found.size === output.size &&
+        storedMetadataMatches(found.metadata, output.metadata)
+      ) {
         adopted.push(output);
         report.adopted_outputs.push({
           path: output.path,

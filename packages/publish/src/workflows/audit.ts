@@ -1,5 +1,6 @@
 import {
   isSharedRootState,
+  type OutputMetadata,
   type OwnerScope,
   ownerOutputs,
   ownerScope,
@@ -335,7 +336,7 @@ async function auditBundle(
 }
 
 function outputReport(
-  record: { path: string; sha256: string; size: number },
+  record: { path: string; sha256: string; size: number; metadata?: OutputMetadata | undefined },
   stored: StoredFile,
 ): AuditOutputReport {
   return {

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { open, readFile, rename, rm } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
-import { encodeDocument } from "@distributor/state";
+import { encodeDocument, type OutputMetadata } from "@distributor/state";
 import * as v from "valibot";
 import type { DestinationConfig, PipelineConfig } from "../config/types.js";
 import type { PublishAction } from "../publish/action.js";
@@ -31,6 +31,11 @@ export interface SavedPlanWrite {
   overwrite: boolean;
   /** The version an overwrite is conditional on; null for a create. */
   if_match: string | null;
+  /**
+   * Object metadata stored with it (the matching `metadata` rule's fields, snake_case); null when
+   * none. With `content_encoding`, `sha256`/`size` are those of the compressed bytes.
+   */
+  metadata: Record<string, string> | null;
 }
 
 /** What one destination bundle path of one pipeline will become, and what it was planned from. */
@@ -147,6 +152,7 @@ export function savedPlanEntry(
       size: write.output.size,
       overwrite: write.overwrite,
       if_match: write.ifMatch ?? null,
+      metadata: savedMetadata(write.output.metadata),
     })),
     deletes_first: [...plan.deletesFirst],
     deletes: [...plan.deletes],
@@ -161,6 +167,19 @@ export function savedPlanEntry(
     next_state: nextState === undefined ? null : JSON.parse(Buffer.from(nextState).toString()),
     next_state_sha256: nextState === undefined ? null : sha256(nextState),
   };
+}
+
+/** An output's metadata as a plan file lists it, keys as in the configuration. */
+function savedMetadata(metadata: OutputMetadata | undefined): Record<string, string> | null {
+  if (metadata === undefined) return null;
+  const saved: Record<string, string> = {};
+  if (metadata.cacheControl !== undefined) saved.cache_control = metadata.cacheControl;
+  if (metadata.contentType !== undefined) saved.content_type = metadata.contentType;
+  if (metadata.contentDisposition !== undefined) {
+    saved.content_disposition = metadata.contentDisposition;
+  }
+  if (metadata.contentEncoding !== undefined) saved.content_encoding = metadata.contentEncoding;
+  return Object.keys(saved).length === 0 ? null : saved;
 }
 
 /** Why a saved entry and a plan made now differ; undefined when they are the same decision. */
@@ -276,6 +295,7 @@ const writeSchema = v.strictObject({
   size: v.number(),
   overwrite: v.boolean(),
   if_match: v.nullable(v.string()),
+  metadata: v.nullable(v.record(v.string(), v.string())),
 });
 const ACTIONS = [
   "publish_new",
@@ -287,6 +307,7 @@ const ACTIONS = [
   "fail_conflict",
   "fail_unmanaged",
   "repair",
+  "update_metadata",
 ] as const satisfies readonly PublishAction[];
 const entrySchema = v.strictObject({
   pipeline_id: v.string(),

@@ -183,6 +183,13 @@ export function registryFor(
       const backend = engine === "memory" ? memory(dest) : createLocalBackend({ root: dest });
       return plan === undefined ? backend : faultyBackend(backend, plan);
     },
+    // A destination configured as s3 (for what only S3 offers, object metadata) is the memory
+    // store of `dest`, which keeps metadata per object as S3 does.
+    s3: async () => {
+      if (engine !== "memory") throw new Error("an s3 destination runs on the memory engine only");
+      const backend = memory(dest);
+      return plan === undefined ? backend : faultyBackend(backend, plan);
+    },
   };
 }
 

@@ -72,6 +72,8 @@ export interface BackendIdentity {
   writeConcurrency?: number;
   /** See `StorageBackend.versionsMayRepeat`. */
   versionsMayRepeat?: boolean;
+  /** See `StorageBackend.storesObjectMetadata`. */
+  storesObjectMetadata?: boolean;
   /** Turns a failure that is not a cancellation into a `StorageError` (e.g. errno mapping). */
   mapError?: (error: unknown, operation: StorageOperation, path: string) => unknown;
 }
@@ -93,6 +95,7 @@ class FramedBackend implements StorageBackend {
   readonly location: string;
   readonly writeConcurrency?: number;
   readonly versionsMayRepeat?: boolean;
+  readonly storesObjectMetadata?: boolean;
   readonly openReader?: (path: string, options?: OperationOptions) => Promise<ByteReader>;
   readonly abortUploads?: (paths: readonly string[], options?: OperationOptions) => Promise<number>;
   readonly #operations: BackendOperations;
@@ -104,6 +107,7 @@ class FramedBackend implements StorageBackend {
     this.location = identity.location;
     if (identity.writeConcurrency !== undefined) this.writeConcurrency = identity.writeConcurrency;
     if (identity.versionsMayRepeat) this.versionsMayRepeat = true;
+    if (identity.storesObjectMetadata) this.storesObjectMetadata = true;
     this.#operations = operations;
     this.#mapError = identity.mapError ?? ((error) => error);
     const openReader = operations.openReader?.bind(operations);
@@ -158,6 +162,17 @@ class FramedBackend implements StorageBackend {
         throw backendErrors(this.name)("conflict", operation, path, "ifMatch is an empty version");
       }
       checkCount("size", options.size);
+      if (!this.storesObjectMetadata) {
+        const asked = metadataAsked(options);
+        if (asked !== undefined) {
+          throw backendErrors(this.name)(
+            "unsupported",
+            operation,
+            path,
+            `cannot store object metadata (${asked}); only backends that store it per file, such as s3, can`,
+          );
+        }
+      }
       return await this.#run(operation, path, options.signal, () =>
         this.#operations.writeFile(path, data, operation, options),
       );
@@ -280,4 +295,14 @@ class FramedBackend implements StorageBackend {
     }
     return abortable(signal, body, (error) => this.#mapError(error, operation, path));
   }
+}
+
+/** The object metadata headers a write asks for, named for a message; undefined when none. */
+function metadataAsked(options: WriteOptions): string | undefined {
+  const asked = [
+    options.cacheControl === undefined ? undefined : "Cache-Control",
+    options.contentDisposition === undefined ? undefined : "Content-Disposition",
+    options.contentEncoding === undefined ? undefined : "Content-Encoding",
+  ].filter((name) => name !== undefined);
+  return asked.length === 0 ? undefined : asked.join(", ");
 }

@@ -38,7 +38,7 @@ export function createMemoryBackend(options: MemoryBackendOptions = {}): Storage
   const operations = new MemoryOperations(options.now ?? (() => new Date()));
   for (const [path, data] of Object.entries(options.files ?? {})) operations.seed(path, data);
   const location = `${BACKEND_NAME}:${options.label ?? "memory"}`;
-  return frameBackend({ name: BACKEND_NAME, location }, operations);
+  return frameBackend({ name: BACKEND_NAME, location, storesObjectMetadata: true }, operations);
 }
 
 class MemoryOperations implements BackendOperations {
@@ -216,12 +216,18 @@ class MemoryOperations implements BackendOperations {
     this.#checkWritable(path, options, operation);
     this.#writes += 1;
     const version = `m${this.#writes}`;
-    this.#tree.put(path, {
+    const file: StoredFile = {
       bytes,
       modifiedAt: this.#now(),
       version,
       contentType: options.contentType ?? inferContentType(path),
-    });
+    };
+    if (options.cacheControl !== undefined) file.cacheControl = options.cacheControl;
+    if (options.contentDisposition !== undefined) {
+      file.contentDisposition = options.contentDisposition;
+    }
+    if (options.contentEncoding !== undefined) file.contentEncoding = options.contentEncoding;
+    this.#tree.put(path, file);
     return version;
   }
 }
@@ -263,6 +269,9 @@ function fileEntry(path: string, file: StoredFile): StorageEntry {
     version: file.version,
   };
   if (file.contentType !== undefined) entry.contentType = file.contentType;
+  if (file.cacheControl !== undefined) entry.cacheControl = file.cacheControl;
+  if (file.contentDisposition !== undefined) entry.contentDisposition = file.contentDisposition;
+  if (file.contentEncoding !== undefined) entry.contentEncoding = file.contentEncoding;
   return entry;
 }
 

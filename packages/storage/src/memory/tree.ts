@@ -6,6 +6,9 @@ export interface StoredFile {
   /** Changes with every write of the path. */
   version: string;
   contentType?: string | undefined;
+  cacheControl?: string | undefined;
+  contentDisposition?: string | undefined;
+  contentEncoding?: string | undefined;
 }
 
 /** What lies at a logical path in a memory tree. */

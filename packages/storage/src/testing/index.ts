@@ -404,6 +404,37 @@ export function describeBackendContract(
           expect(data.contentType).toBeUndefined();
         }
       });
+
+      it("stores object metadata where it can, and refuses it before any IO where it cannot", async () => {
+        const headers = {
+          cacheControl: "public, max-age=60",
+          contentDisposition: "attachment",
+          contentEncoding: "gzip",
+        };
+        if (backend().storesObjectMetadata) {
+          await backend().writeFile("headers.txt", "x", headers);
+          const entry = await backend().stat("headers.txt");
+          expect({
+            cacheControl: entry.cacheControl,
+            contentDisposition: entry.contentDisposition,
+            contentEncoding: entry.contentEncoding,
+          }).toEqual(headers);
+          // A later write without them stores none.
+          await backend().writeFile("headers.txt", "y", { overwrite: true });
+          const plain = await backend().stat("headers.txt");
+          expect([plain.cacheControl, plain.contentDisposition, plain.contentEncoding]).toEqual([
+            undefined,
+            undefined,
+            undefined,
+          ]);
+        } else {
+          await expectKind(
+            backend().writeFile("headers.txt", "x", { cacheControl: "no-cache" }),
+            "unsupported",
+          );
+          await expectKind(backend().stat("headers.txt"), "not_found");
+        }
+      });
     });
 
     describe("many entries", () => {
