@@ -33,7 +33,7 @@ const DETAIL_BY_CODE: Record<string, string> = {
   ENAMETOOLONG: "name too long for the filesystem",
 };
 
-function errorCode(error: unknown): string | undefined {
+export function errorCode(error: unknown): string | undefined {
   if (typeof error !== "object" || error === null) return undefined;
   const code = (error as NativeError).code;
   return typeof code === "string" ? code : undefined;
