@@ -16,6 +16,7 @@ export {
   type FsPath,
   type FsReadOverrides,
   FsStore,
+  type FsStats,
   type FsStoreOptions,
   fsOperations,
   type PathState,
