@@ -15,8 +15,8 @@ export {
   type FsKind,
   type FsPath,
   type FsReadOverrides,
-  FsStore,
   type FsStats,
+  FsStore,
   type FsStoreOptions,
   fsOperations,
   type PathState,
@@ -26,6 +26,10 @@ export { abortable, throwIfAborted } from "./internal/abort.js";
 export {
   type BackendErrorFactory,
   backendErrors,
+  errorMessage,
+  hasNativeCode,
+  nativeCode,
+  nativeErrorMapper,
   sourceStreamFailed,
   versionMismatch,
 } from "./internal/backend-error.js";
