@@ -64,6 +64,13 @@ const KIND_BY_CODE: Record<string, StorageErrorKind> = {
   ENOTSUP: "unsupported",
 };
 
+const FAILURE_BY_CODE: Record<string, FsFailure> = {
+  ENOENT: "not_found",
+  EEXIST: "exists",
+  ENOTDIR: "not_directory",
+  ENOTSUP: "unsupported",
+};
+
 function fail(code: string, path: FsPath): Error {
   const shown = typeof path === "string" ? path : Buffer.from(path).toString("utf8");
   return Object.assign(new Error(`${code}: ${shown}`), { code });
@@ -121,18 +128,7 @@ export class MemoryFsDriver implements FsDriver<number> {
   }
 
   classify(error: unknown): FsFailure {
-    switch (nativeCode(error, "string")) {
-      case "ENOENT":
-        return "not_found";
-      case "EEXIST":
-        return "exists";
-      case "ENOTDIR":
-        return "not_directory";
-      case "ENOTSUP":
-        return "unsupported";
-      default:
-        return "other";
-    }
+    return FAILURE_BY_CODE[nativeCode(error, "string") ?? ""] ?? "other";
   }
 
   toStorageError(error: unknown, operation: StorageOperation, path: string): StorageError {
