@@ -10,7 +10,7 @@ import {
   type FsStats,
 } from "@distributor/storage/adapter";
 import type { Attributes, FileEntryWithStats, SFTPWrapper } from "ssh2";
-import { hasStatus, STATUS, sshError, toStorageError } from "./errors.js";
+import { BACKEND_NAME, hasStatus, STATUS, sshError, toStorageError } from "./errors.js";
 import { Cancellation, type Session, SFTP_EXTENSIONS } from "./session.js";
 
 /** How long a cancelled operation still waits for its clean-up (see `SftpDriver.tidy`). */
@@ -69,7 +69,7 @@ interface Shared {
  * flushed; directories never are.
  */
 export class SftpDriver implements FsDriver<Buffer> {
-  readonly name = "ssh";
+  readonly name = BACKEND_NAME;
   readonly capabilities: FsCapabilities;
   readonly #shared: Shared;
   readonly #lane: number | undefined;
