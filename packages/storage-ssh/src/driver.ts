@@ -53,10 +53,32 @@ function describe(attrs: Attributes): FsStats {
   };
 }
 
+/** What the server offers, read from the first channel's VERSION packet. */
+function capabilitiesOf(session: Session): FsCapabilities {
+  return {
+    atomicReplace: session.supports("posixRename"),
+    hardLink: session.supports("hardlink"),
+    fileSync: session.supports("fsync"),
+    directorySync: false,
+    coarseMtime: true,
+    orderedRequests: true,
+    rememberDirectories: true,
+    localClock: false,
+    // A few round trips hold a swap lock; one unchanged this long was left by a dead writer.
+    staleSwapLockMs: 5_000,
+    writeBlockBytes: Math.max(1024, Math.min(CHUNK_BYTES, session.maxWriteLength)),
+    readBlockBytes: session.maxReadLength,
+    writesInFlight: REQUESTS_IN_FLIGHT,
+    readsInFlight: REQUESTS_IN_FLIGHT,
+    parallelism: 16,
+  };
+}
+
 /** What every view of one driver shares. */
 interface Shared {
   /** Set once the root is known to exist as a directory (it is created on first write). */
   rootReady: boolean;
+  capabilities: FsCapabilities;
 }
 
 /**
@@ -80,26 +102,10 @@ export class SftpDriver implements FsDriver<Buffer> {
     readonly root: string,
     view?: { shared: Shared; lane: number | undefined; cancel: Cancellation | undefined },
   ) {
-    this.#shared = view?.shared ?? { rootReady: false };
+    this.#shared = view?.shared ?? { rootReady: false, capabilities: capabilitiesOf(session) };
     this.#lane = view?.lane;
     this.#cancel = view?.cancel;
-    this.capabilities = {
-      atomicReplace: session.supports("posixRename"),
-      hardLink: session.supports("hardlink"),
-      fileSync: session.supports("fsync"),
-      directorySync: false,
-      coarseMtime: true,
-      orderedRequests: true,
-      rememberDirectories: true,
-      localClock: false,
-      // A few round trips hold a swap lock; one unchanged this long was left by a dead writer.
-      staleSwapLockMs: 5_000,
-      writeBlockBytes: Math.max(1024, Math.min(CHUNK_BYTES, session.maxWriteLength)),
-      readBlockBytes: session.maxReadLength,
-      writesInFlight: REQUESTS_IN_FLIGHT,
-      readsInFlight: REQUESTS_IN_FLIGHT,
-      parallelism: 16,
-    };
+    this.capabilities = this.#shared.capabilities;
   }
 
   lacks(capability: "atomicReplace" | "hardLink"): string {
