@@ -1,5 +1,11 @@
-import { StorageError, type StorageErrorKind, type StorageOperation } from "@distributor/storage";
-import { backendErrors } from "@distributor/storage/adapter";
+import type { StorageErrorKind } from "@distributor/storage";
+import {
+  backendErrors,
+  errorMessage,
+  hasNativeCode,
+  nativeCode,
+  nativeErrorMapper,
+} from "@distributor/storage/adapter";
 
 export const BACKEND_NAME = "ssh";
 
@@ -24,30 +30,20 @@ const KIND_BY_STATUS: Record<number, StorageErrorKind> = {
 };
 
 /** The SFTP status code of an ssh2 error, when it carries one. */
-export function statusOf(error: unknown): number | undefined {
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === "number" ? code : undefined;
-}
-
-export function hasStatus(error: unknown, ...codes: number[]): boolean {
-  const status = statusOf(error);
-  return status !== undefined && codes.includes(status);
-}
+export const statusOf = (error: unknown) => nativeCode(error, "number");
+export const hasStatus: (error: unknown, ...codes: number[]) => boolean = hasNativeCode;
 
 /**
  * Maps an SFTP failure to a `StorageError`. OpenSSH reports most errno values (EEXIST,
  * ENOTEMPTY, ENOSPC) as the generic FAILURE, so those become `unavailable` with the server's
  * words unless the caller recognised them first.
  */
-export function toStorageError(
-  error: unknown,
-  operation: StorageOperation,
-  path: string,
-): StorageError {
-  if (error instanceof StorageError) return error;
+export const toStorageError = nativeErrorMapper(BACKEND_NAME, (error) => {
   const status = statusOf(error);
-  const kind = (status !== undefined && KIND_BY_STATUS[status]) || "unavailable";
-  const message = error instanceof Error ? error.message : String(error);
-  const detail = status === undefined ? message : `${message} (SFTP status ${status})`;
-  return sshError(kind, operation, path, detail, error);
-}
+  const message = errorMessage(error);
+  if (status === undefined) return { kind: "unavailable", detail: message };
+  return {
+    kind: KIND_BY_STATUS[status] ?? "unavailable",
+    detail: `${message} (SFTP status ${status})`,
+  };
+});

@@ -1,14 +1,13 @@
 import { readdir, readFile, rename, rm, stat, utimes, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { isTempFileFor, type StorageBackend } from "@distributor/storage";
-import { swapBreakerName, swapLockName } from "@distributor/storage/adapter";
+import { FsStore, swapBreakerName, swapLockName, withSwapLock } from "@distributor/storage/adapter";
 import { expectStorageError } from "@distributor/storage/testing";
 import { afterEach, describe, expect, it } from "vitest";
 import { openSession } from "../src/connect.js";
+import { SftpDriver } from "../src/driver.js";
 import { createSshBackend } from "../src/index.js";
-import { Remote } from "../src/remote.js";
 import type { Session } from "../src/session.js";
-import { withSwapLock } from "../src/swap-lock.js";
 import { backendOptions, freshRoot, sshd } from "./fixture.js";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -26,11 +25,11 @@ describe.skipIf(sshd === null)("swap lock", () => {
     opened.push(backend);
     return backend;
   };
-  /** A remote on a connection of its own: waiters on separate connections run side by side. */
+  /** A store on a connection of its own: waiters on separate connections run side by side. */
   const remoteOn = async (root: string) => {
     const session = await openSession(backendOptions(root));
     sessions.push(session);
-    return new Remote(session, root);
+    return new FsStore(new SftpDriver(session, root));
   };
 
   it("names its lock and breaker files as reserved temp files of the target", () => {
@@ -63,7 +62,7 @@ describe.skipIf(sshd === null)("swap lock", () => {
             await sleep(100);
             inside--;
           },
-          staleMs,
+          { staleMs },
         ),
       ),
     );
@@ -91,7 +90,7 @@ describe.skipIf(sshd === null)("swap lock", () => {
       async () => {
         enteredAt = Date.now() - started;
       },
-      staleMs,
+      { staleMs },
     );
     await sleep(300);
     // The stale holder's lock goes and another holder's takes its place, alike but for the token.
@@ -120,7 +119,7 @@ describe.skipIf(sshd === null)("swap lock", () => {
       async () => {
         ran = true;
       },
-      200,
+      { staleMs: 200 },
     );
     expect(ran).toBe(true);
     expect(await readdir(root)).toEqual([]);

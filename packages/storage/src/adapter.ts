@@ -2,14 +2,34 @@
  * What an adapter package (S3, SFTP, ...) builds a backend from. `frameBackend` supplies the parts
  * of the contract that do not depend on where bytes live: path validation before any IO, the
  * closed state, cancellation with the signal's own reason, ownership of a write's source stream
- * and error wrapping. An adapter writes only its `BackendOperations`.
+ * and error wrapping. An adapter writes only its `BackendOperations`; an adapter over a
+ * filesystem-like store writes only an `FsDriver` and takes its operations from `fsOperations`.
  */
 
 export { inferContentType } from "./content-type.js";
+export {
+  type FsCapabilities,
+  type FsDirEntry,
+  type FsDriver,
+  type FsFailure,
+  type FsKind,
+  type FsPath,
+  type FsReadOverrides,
+  type FsStats,
+  FsStore,
+  type FsStoreOptions,
+  fsOperations,
+  type PathState,
+  withSwapLock,
+} from "./fs-protocol/index.js";
 export { abortable, throwIfAborted } from "./internal/abort.js";
 export {
   type BackendErrorFactory,
   backendErrors,
+  errorMessage,
+  hasNativeCode,
+  nativeCode,
+  nativeErrorMapper,
   sourceStreamFailed,
   versionMismatch,
 } from "./internal/backend-error.js";

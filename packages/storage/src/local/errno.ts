@@ -1,15 +1,12 @@
+import { defaultDetail, type StorageErrorKind } from "../errors.js";
 import {
-  defaultDetail,
-  StorageError,
-  type StorageErrorKind,
-  type StorageOperation,
-} from "../errors.js";
+  errorMessage,
+  hasNativeCode,
+  nativeCode,
+  nativeErrorMapper,
+} from "../internal/backend-error.js";
 
 export const BACKEND_NAME = "local";
-
-interface NativeError {
-  code?: unknown;
-}
 
 const KIND_BY_CODE: Record<string, StorageErrorKind> = {
   ENOENT: "not_found",
@@ -33,34 +30,16 @@ const DETAIL_BY_CODE: Record<string, string> = {
   ENAMETOOLONG: "name too long for the filesystem",
 };
 
-function errorCode(error: unknown): string | undefined {
-  if (typeof error !== "object" || error === null) return undefined;
-  const code = (error as NativeError).code;
-  return typeof code === "string" ? code : undefined;
-}
+/** The errno name a Node filesystem error carries. */
+export const errorCode = (error: unknown) => nativeCode(error, "string");
+export const hasCode: (error: unknown, ...codes: string[]) => boolean = hasNativeCode;
 
-export function hasCode(error: unknown, ...codes: string[]): boolean {
-  const code = errorCode(error);
-  return code !== undefined && codes.includes(code);
-}
-
-/** Maps a Node filesystem error to a `StorageError`; `StorageError`s pass through unchanged. */
-export function toStorageError(
-  error: unknown,
-  operation: StorageOperation,
-  path: string,
-): StorageError {
-  if (error instanceof StorageError) return error;
+/** Maps a Node filesystem error to a `StorageError` named by its errno. */
+export const toStorageError = nativeErrorMapper(BACKEND_NAME, (error) => {
   const code = errorCode(error);
   const kind = (code && KIND_BY_CODE[code]) || "unavailable";
   const words =
     (code && DETAIL_BY_CODE[code]) ||
-    (kind === "unavailable" ? messageOf(error) : defaultDetail(kind));
-  const detail = code && !words.includes(code) ? `${words} (${code})` : words;
-  return new StorageError({ kind, operation, backend: BACKEND_NAME, path, detail, cause: error });
-}
-
-function messageOf(error: unknown): string {
-  if (error instanceof Error) return error.message;
-  return String(error);
-}
+    (kind === "unavailable" ? errorMessage(error) : defaultDetail(kind));
+  return { kind, detail: code && !words.includes(code) ? `${words} (${code})` : words };
+});

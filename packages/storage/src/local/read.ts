@@ -1,5 +1,5 @@
 import type { Stats } from "node:fs";
-import { closeSync, constants, fstatSync, openSync, readSync } from "node:fs";
+import { closeSync, fstatSync, openSync, readSync } from "node:fs";
 import { addAbortSignal, Readable } from "node:stream";
 import type { ByteReader } from "../backend.js";
 import type { StorageOperation } from "../errors.js";
@@ -11,14 +11,10 @@ import {
   localVersion,
   nativePath,
   rootNotDirectory,
-  symlinkRefused,
 } from "./context.js";
+import { READ_FLAGS } from "./driver.js";
 import { hasCode, toStorageError } from "./errno.js";
-import { parentIsDirectory } from "./inspect.js";
 
-// O_NOFOLLOW refuses a final symlink; O_NONBLOCK keeps a FIFO from blocking the open (regular
-// files ignore it), so the fstat can refuse it instead.
-const OPEN_FLAGS = constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0) | (constants.O_NONBLOCK ?? 0);
 const MIN_READ_BYTES = 16 * 1024;
 
 /**
@@ -31,18 +27,18 @@ async function openFile(
   path: string,
   operation: StorageOperation,
 ): Promise<{ fd: number; stats: Stats }> {
-  if (!(await parentIsDirectory(local, path, operation))) {
+  if (!(await local.store.parentIsDirectory(local.store.driver, path, operation))) {
     throw localError("not_found", operation, path);
   }
   let fd: number;
   try {
-    fd = openSync(nativePath(local, path), OPEN_FLAGS);
+    fd = openSync(nativePath(local.root, path), READ_FLAGS);
   } catch (error) {
     if (hasCode(error, "ENOTDIR") && !path.includes("/")) {
-      throw rootNotDirectory(local, operation, path);
+      throw rootNotDirectory(local.root, operation, path);
     }
     if (hasCode(error, "ENOENT", "ENOTDIR")) throw localError("not_found", operation, path);
-    if (hasCode(error, "ELOOP")) throw symlinkRefused(operation, path, path);
+    if (hasCode(error, "ELOOP")) throw local.store.symlinkRefused(operation, path, path);
     if (hasCode(error, "ENXIO")) {
       // A socket (or a FIFO without a writer on some systems): not a regular file.
       throw localError("unsupported", operation, path, "is not a regular file");

@@ -1,0 +1,94 @@
+import { setImmediate as nextTurn } from "node:timers/promises";
+import type { StorageEntry, WalkOptions } from "../backend.js";
+import { throwIfAborted } from "../internal/abort.js";
+import { escapeName, nameProblem } from "../names.js";
+import { compareLogicalPaths } from "../paths.js";
+import type { FsDirEntry } from "./driver.js";
+import type { FsStore } from "./store.js";
+
+const OPERATION = "walk";
+
+/**
+ * Directories listed between two turns of the event loop: a driver whose calls never wait (local)
+ * would otherwise hold off signals, timers (lease renewals, progress) and every other request of
+ * `distributor serve` for the whole of a large walk.
+ */
+const LISTINGS_PER_TURN = 64;
+
+/**
+ * Lists entries below `prefix` in byte order, failing with `limit_exceeded` past `limit`. Every
+ * entry is listed, never followed: symlinks and special files as `symlink` / `other`, names that
+ * are not logical paths escaped with their `nameProblem`; the walk descends only into
+ * directories it can address. A missing prefix, or one that is a file, yields an empty list.
+ */
+export async function walkTree<Handle>(
+  store: FsStore<Handle>,
+  prefix: string,
+  options: WalkOptions,
+): Promise<StorageEntry[]> {
+  const { signal, limit } = options;
+  const io = store.driver.scope(signal);
+  if (prefix !== "") {
+    const state = await store.inspect(io, prefix, OPERATION);
+    if (state.kind !== "directory") return [];
+  }
+  const entries: StorageEntry[] = [];
+  const pending: string[] = [prefix];
+  let listed = 0;
+  while (pending.length > 0) {
+    throwIfAborted(signal);
+    const batch = pending.splice(0, io.capabilities.parallelism);
+    listed += batch.length;
+    if (listed >= LISTINGS_PER_TURN) {
+      listed = 0;
+      await nextTurn();
+    }
+    const listings = await Promise.all(
+      batch.map(async (directory) => {
+        try {
+          return await io.readdir(directory, limit - entries.length);
+        } catch (error) {
+          // Name the directory that failed (an unreadable one deep below the prefix, say).
+          throw io.toStorageError(error, OPERATION, directory === "" ? prefix : directory);
+        }
+      }),
+    );
+    for (let index = 0; index < batch.length; index++) {
+      const directory = batch[index] as string;
+      for (const listedEntry of listings[index] ?? []) {
+        const entry = describeEntry(directory, listedEntry);
+        entries.push(entry);
+        if (entries.length > limit) {
+          throw store.error("limit_exceeded", OPERATION, prefix, `more than ${limit} entries`);
+        }
+        if (entry.kind === "directory" && entry.nameProblem === undefined) {
+          store.markVerified(entry.path);
+          if (options.recursive) pending.push(entry.path);
+        }
+      }
+    }
+  }
+  return entries.sort((left, right) => compareLogicalPaths(left.path, right.path));
+}
+
+/** A listed entry as a `StorageEntry` below `directory`. */
+function describeEntry(directory: string, listed: FsDirEntry): StorageEntry {
+  const raw = typeof listed.name === "string" ? Buffer.from(listed.name, "utf8") : listed.name;
+  const problem = listed.nameProblem ?? nameProblem(raw);
+  // A decoded name that lost bytes shows where: U+FFFD escaped like any other character.
+  const name =
+    problem === undefined && typeof listed.name === "string"
+      ? listed.name
+      : escapeName(raw).replaceAll("\ufffd", "\\ufffd");
+  const path = directory === "" ? name : `${directory}/${name}`;
+  const { stats } = listed;
+  const entry: StorageEntry = {
+    path,
+    kind: stats.kind,
+    size: stats.kind === "file" ? stats.size : 0,
+    modifiedAt: new Date(stats.mtimeMs),
+  };
+  if (stats.kind === "file") entry.version = stats.version;
+  if (problem !== undefined) entry.nameProblem = problem;
+  return entry;
+}
