@@ -9,6 +9,7 @@ export {
 export {
   createUploadServer,
   MAX_STATUS_WAIT_MS,
+  SHARED_STAGING_GRACE_MS,
   parseListen,
   type UploadServer,
   type UploadServerAddress,

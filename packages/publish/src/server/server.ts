@@ -110,6 +110,11 @@ export interface UploadServer {
 }
 
 const DEFAULT_LOCK_TIMEOUT_MS = 10 * 60 * 1000;
+/**
+ * On shared staging, how old an upload directory that no live run owns must be before a starting
+ * instance removes it: younger ones may be uploads that another instance is still receiving.
+ */
+export const SHARED_STAGING_GRACE_MS = 60 * 60 * 1000;
 const ACCEPTED_CONTENT_TYPES: ReadonlySet<string> = new Set([
   "application/x-tar",
   "application/gzip",
@@ -150,7 +155,13 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     ...(options.signal ? { signal: options.signal } : {}),
     onWarning: (message) => options.onEvent?.({ type: "warning", message }),
   });
-  await prepareStagingRoot(http.stagingDirectory);
+  // Shared staging (several instances) or this instance's own directory.
+  const stagingRoot = config.server.staging?.path ?? http.stagingDirectory;
+  const sharedStaging = config.server.staging !== undefined;
+  await prepareStagingRoot(
+    stagingRoot,
+    sharedStaging ? "server.staging.path" : "server.http.staging_directory",
+  );
 
   const now = () => options.now?.() ?? new Date();
   const emit = (event: UploadServerEvent) => options.onEvent?.(event);
@@ -184,6 +195,13 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     void handling.finally(() => inFlight.delete(handling));
   });
 
+  // A shared store gains jobs from other instances: look for them now and then.
+  const poller =
+    store.pollIntervalMs === undefined
+      ? undefined
+      : setInterval(() => workers.pump(), store.pollIntervalMs);
+  poller?.unref();
+
   // Finished records leave with the retention even when nobody asks for them.
   const sweeper = setInterval(
     () => void store.expire(now()).catch(() => undefined),
@@ -194,7 +212,9 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
   /**
    * SPEC §10 Durability: resumes every live run the store holds (a run that was running is queued
    * again), records the ones whose staged bundle is gone as failed, and removes staged data that
-   * belongs to no live run.
+   * belongs to no live run. On shared staging other instances are alive: only data older than
+   * `SHARED_STAGING_GRACE_MS` goes, since a younger directory may be an upload another instance is
+   * receiving right now, before its run exists.
    */
   async function recover() {
     const jobs = await store.recover();
@@ -205,8 +225,12 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
         live.add(job.stagingDirectory);
         continue;
       }
+      // Another instance holds the run (it may just have finished and removed its bundle).
+      if ((await store.dequeue(job.runId)) === undefined) {
+        live.add(job.stagingDirectory);
+        continue;
+      }
       lost += 1;
-      await store.dequeue(job.runId);
       await store.updateRun(job.runId, {
         status: "failed",
         finished_at: now().toISOString(),
@@ -217,9 +241,11 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
       });
     }
     let removed = 0;
-    for (const name of await readdir(http.stagingDirectory)) {
-      const path = join(http.stagingDirectory, name);
+    const graceCutoff = Date.now() - SHARED_STAGING_GRACE_MS;
+    for (const name of await readdir(stagingRoot)) {
+      const path = join(stagingRoot, name);
       if (!name.startsWith(UPLOAD_DIRECTORY_PREFIX) || live.has(path)) continue;
+      if (sharedStaging && !(await olderThan(path, graceCutoff))) continue;
       await removeUploadDirectory(path);
       removed += 1;
     }
@@ -479,7 +505,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
           { headers: { "Retry-After": RETRY_AFTER_SECONDS } },
         );
       }
-      const directory = await createUploadDirectory(http.stagingDirectory);
+      const directory = await createUploadDirectory(stagingRoot);
       staged = { directory, bundleDirectory: directory };
       staged = await extractUpload(
         request,
@@ -678,6 +704,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
         await Promise.allSettled([...inFlight]);
         await workers.drained();
         clearInterval(sweeper);
+        if (poller !== undefined) clearInterval(poller);
         server.closeAllConnections();
         await stopped;
         if (ownStore) await store.close();
@@ -771,6 +798,15 @@ function waitParameter(query: URLSearchParams): number {
   return Math.min(ms, MAX_STATUS_WAIT_MS);
 }
 
+/** True when `path` was last modified before `cutoff` (epoch ms); false when it is gone. */
+async function olderThan(path: string, cutoff: number): Promise<boolean> {
+  try {
+    return (await stat(path)).mtimeMs < cutoff;
+  } catch {
+    return false;
+  }
+}
+
 async function exists(path: string): Promise<boolean> {
   try {
     await stat(path);
@@ -788,6 +824,12 @@ async function openConfiguredStore(config: Config): Promise<UploadStore> {
     maxRuns: config.server.store.maxRuns,
   };
   if (config.server.store.backend === "memory") return createMemoryUploadStore(limits);
+  if (config.server.store.backend === "postgres") {
+    throw new WorkflowError(
+      "store_not_given",
+      "server.store.backend postgres: open the store with openPostgresUploadStore from @distributor/store-postgres and pass it as `store`",
+    );
+  }
   return openEmbeddedUploadStore({ ...limits, path: config.server.store.path });
 }
 
@@ -840,9 +882,6 @@ function listenError(address: string, error: NodeJS.ErrnoException): WorkflowErr
  * another local user could create it first and then swap a staged bundle between its validation
  * and its run, or point extraction elsewhere with a symlink.
  */
-async function prepareStagingRoot(directory: string): Promise<void> {
-  await preparePrivateDirectory(directory, {
-    code: "staging_unsafe",
-    key: "server.http.staging_directory",
-  });
+async function prepareStagingRoot(directory: string, key: string): Promise<void> {
+  await preparePrivateDirectory(directory, { code: "staging_unsafe", key });
 }

@@ -4,7 +4,10 @@ import type { UploadJob, UploadStore } from "./store.js";
 export interface Workers {
   /** Starts queued jobs while workers are free; call after each enqueue. */
   pump(): void;
-  /** Resolves once nothing runs and nothing is queued (after a shutdown stopped new uploads). */
+  /**
+   * Resolves once nothing runs and nothing is queued (after a shutdown stopped new uploads). With
+   * a shared store the queue is everyone's: no new job starts, and it resolves once nothing runs.
+   */
   drained(): Promise<void>;
   running(): number;
 }
@@ -19,16 +22,19 @@ export function createWorkers(options: {
   let pumping = false;
   let again = false;
   let waiters: (() => void)[] = [];
+  const shared = options.store.pollIntervalMs !== undefined;
+  let stopped = false;
 
   const settleWaiters = async () => {
     if (active > 0 || pumping) return;
-    if ((await options.store.queueLength()) > 0) return;
+    if (!shared && (await options.store.queueLength()) > 0) return;
     const done = waiters;
     waiters = [];
     for (const resolve of done) resolve();
   };
 
   const pump = async () => {
+    if (stopped) return settleWaiters();
     if (pumping) {
       again = true;
       return;
@@ -37,7 +43,7 @@ export function createWorkers(options: {
     try {
       do {
         again = false;
-        while (active < options.workers) {
+        while (active < options.workers && !stopped) {
           const job = await options.store.takeNext(busyPipelines);
           if (job === undefined) break;
           start(job);
@@ -67,6 +73,7 @@ export function createWorkers(options: {
     pump: () => void pump(),
     drained: () =>
       new Promise<void>((resolve) => {
+        if (shared) stopped = true;
         waiters.push(resolve);
         void settleWaiters();
       }),
