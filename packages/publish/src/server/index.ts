@@ -9,8 +9,8 @@ export {
 export {
   createUploadServer,
   MAX_STATUS_WAIT_MS,
-  SHARED_STAGING_GRACE_MS,
   parseListen,
+  SHARED_STAGING_GRACE_MS,
   type UploadServer,
   type UploadServerAddress,
   type UploadServerEvent,

@@ -1,0 +1,1 @@
+export { startPostgres, type TestPostgres } from "./postgres.js";
