@@ -30,6 +30,11 @@ export interface PostgresUploadStoreOptions extends StoreLimits {
    * for the claim timeout; two live processes must never share one.
    */
   instanceId?: string;
+  /**
+   * How often this instance renews its heartbeat (default a quarter of the claim timeout). Tests
+   * set it beyond their length to stand for a process that stalled.
+   */
+  heartbeatIntervalMs?: number;
   /** Connections in the pool (default 4). */
   poolSize?: number;
 }
@@ -147,7 +152,7 @@ export async function openPostgresUploadStore(
           beating = false;
         });
     },
-    Math.max(25, Math.floor(claimTimeoutMs / 4)),
+    options.heartbeatIntervalMs ?? Math.max(25, Math.floor(claimTimeoutMs / 4)),
   );
   beat.unref();
 
