@@ -1,0 +1,303 @@
+import { randomUUID } from "node:crypto";
+import { readdir, readFile, writeFile } from "node:fs/promises";
+import { join, relative } from "node:path";
+import { startPostgres, type TestPostgres } from "@distributor/store-postgres/testing";
+import { c as createTar } from "tar";
+import { afterAll, describe, expect, it } from "vitest";
+import { type Serving, sha256Of, startServe, useTempDir, writeBundle } from "./helpers.js";
+
+// SPEC §10 Several instances with real `distributor serve` processes: two instances share one
+// PostgreSQL database and one staging directory.
+
+const TOKEN = "instances-test-token-value";
+const tempDir = useTempDir();
+
+function postgresRequired(): boolean {
+  const ci = process.env.CI;
+  return ci !== undefined && ci !== "" && ci !== "0" && ci !== "false";
+}
+
+let postgres: TestPostgres | null = null;
+try {
+  postgres = await startPostgres();
+} catch (error) {
+  if (postgresRequired()) throw error;
+  console.warn(`serve instances tests skipped: ${(error as Error).message}`);
+}
+afterAll(async () => {
+  await postgres?.stop();
+});
+
+function configText(dir: string): string {
+  return `server:
+  http:
+    listen: 127.0.0.1:0
+    queue_size: 64
+    workers: 2
+  store:
+    backend: postgres
+    url_env: DISTRIBUTOR_DATABASE_URL
+    claim_timeout: 2s
+  staging:
+    backend: local
+    path: ${join(dir, "staging")}
+upload_tokens:
+  - {id: reporter, token_env: REPORTER_TOKEN, allow_pipelines: [alpha, beta]}
+pipelines:
+  - id: alpha
+    source: {backend: http_upload}
+    destinations:
+      - {id: site, backend: local, path: ${join(dir, "alpha-site")}}
+  - id: beta
+    source: {backend: http_upload}
+    destinations:
+      - {id: site, backend: local, path: ${join(dir, "beta-site")}}
+`;
+}
+
+async function pack(directory: string): Promise<Buffer> {
+  const names = (await readdir(directory)).sort();
+  const chunks: Buffer[] = [];
+  for await (const chunk of createTar({ gzip: true, cwd: directory, portable: true }, names)) {
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks);
+}
+
+interface Upload {
+  index: number;
+  pipeline: string;
+  key: string;
+  archive: Buffer;
+  runId?: string;
+}
+
+async function post(url: string, upload: Upload): Promise<{ status: number; runId?: string }> {
+  const response = await fetch(`${url}/pipelines/${upload.pipeline}/uploads`, {
+    method: "POST",
+    headers: {
+      Authorization: `Bearer ${TOKEN}`,
+      "Content-Type": "application/gzip",
+      "Idempotency-Key": upload.key,
+    },
+    body: new Uint8Array(upload.archive),
+    signal: AbortSignal.timeout(20_000),
+  });
+  const body = (await response.json()) as { run_id?: string };
+  return { status: response.status, ...(body.run_id ? { runId: body.run_id } : {}) };
+}
+
+async function runStatus(url: string, runId: string, wait = "20s") {
+  const response = await fetch(`${url}/runs/${runId}?wait=${wait}`, {
+    headers: { Authorization: `Bearer ${TOKEN}` },
+  });
+  expect(response.status).toBe(200);
+  return (await response.json()) as { status: string; error: unknown };
+}
+
+async function finalStatus(url: string, runId: string) {
+  let record = await runStatus(url, runId);
+  for (let i = 0; i < 10 && record.status !== "succeeded" && record.status !== "failed"; i++) {
+    record = await runStatus(url, runId);
+  }
+  return record;
+}
+
+interface RunEvent {
+  run_id: string;
+  pipeline_id: string;
+  status: string;
+  started_at: string;
+  finished_at: string;
+}
+
+function runEvents(stderr: string): RunEvent[] {
+  return stderr
+    .split("\n")
+    .filter((line) => line.includes('"type":"run"'))
+    .map((line) => JSON.parse(line) as RunEvent);
+}
+
+function createdOf(index: number): string {
+  return new Date(Date.parse("2026-06-04T00:00:00Z") + index * 60_000)
+    .toISOString()
+    .replace(".000", "");
+}
+
+async function makeUploads(dir: string, count: number, pipelines: string[], files = 20) {
+  const uploads: Upload[] = [];
+  for (let index = 0; index < count; index++) {
+    const bundle = join(dir, "bundles", String(index));
+    const content: Record<string, string> = {};
+    for (let f = 0; f < files; f++)
+      content[`docs/${f}.md`] = `# ${index}.${f}\n${"x".repeat(4000)}\n`;
+    const pipeline = pipelines[index % pipelines.length] as string;
+    await writeBundle(bundle, `${pipeline}.reports`, createdOf(index), content);
+    uploads.push({ index, pipeline, key: `upload-${index}`, archive: await pack(bundle) });
+  }
+  return uploads;
+}
+
+/** Each destination's state records exactly the bytes on disk, and holds the newest upload. */
+async function expectDestinationsAgree(dir: string, pipelines: string[], uploads: Upload[]) {
+  for (const pipeline of pipelines) {
+    const site = join(dir, `${pipeline}-site`);
+    const state = JSON.parse(await readFile(join(site, ".distributor.json"), "utf8")) as {
+      source: { manifest: { created: string } };
+      outputs: { path: string; sha256: string; size: number }[];
+    };
+    const onDisk = (await readdir(site, { recursive: true, withFileTypes: true }))
+      .filter((entry) => entry.isFile())
+      .map((entry) => relative(site, join(entry.parentPath, entry.name)))
+      .filter((path) => path !== ".distributor.json")
+      .filter((path) => !/^\.distributor\.[0-9a-f]+\.tmp$/.test(path))
+      .sort();
+    expect(onDisk).toEqual(state.outputs.map((output) => output.path).sort());
+    for (const output of state.outputs) {
+      expect(sha256Of(await readFile(join(site, output.path))), output.path).toBe(output.sha256);
+    }
+    const newest = uploads.filter((u) => u.pipeline === pipeline).at(-1)?.index ?? -1;
+    expect(state.source.manifest.created).toBe(createdOf(newest));
+  }
+}
+
+/** Waits until the shared staging directory is empty: removal follows the final record. */
+async function expectStagingEmpties(dir: string) {
+  for (let i = 0; i < 100 && (await readdir(join(dir, "staging"))).length > 0; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  expect(await readdir(join(dir, "staging"))).toEqual([]);
+}
+
+describe.skipIf(postgres === null)("two distributor serve instances on one PostgreSQL", () => {
+  async function setup() {
+    const dir = tempDir();
+    const config = join(dir, "distributor.yml");
+    await writeFile(config, configText(dir));
+    const database = await (postgres as TestPostgres).createDatabase(
+      `instances_${randomUUID().replaceAll("-", "").slice(0, 12)}`,
+    );
+    const env = { REPORTER_TOKEN: TOKEN, DISTRIBUTOR_DATABASE_URL: database };
+    const start = () => startServe(config, { cwd: dir, env });
+    return { dir, start };
+  }
+
+  it("share uploads: any instance answers for any run, each run executes once, a pipeline's runs never overlap", async () => {
+    const { dir, start } = await setup();
+    const uploads = await makeUploads(dir, 30, ["alpha", "beta"]);
+    const instances: Serving[] = [await start(), await start()];
+    const [a, b] = instances as [Serving, Serving];
+    try {
+      // Spread over both, three at a time.
+      for (let i = 0; i < uploads.length; i += 3) {
+        const batch = uploads.slice(i, i + 3);
+        const answers = await Promise.all(
+          batch.map((upload, j) => post((i + j) % 2 === 0 ? a.url : b.url, upload)),
+        );
+        for (const [j, answer] of answers.entries()) {
+          expect(answer.status).toBe(202);
+          (batch[j] as Upload).runId = answer.runId;
+        }
+      }
+      for (const upload of uploads) {
+        // Asked of the instance that did not accept it.
+        const other = upload.index % 2 === 0 ? b.url : a.url;
+        expect(await finalStatus(other, upload.runId ?? ""), `upload ${upload.index}`).toEqual(
+          expect.objectContaining({ status: "succeeded", error: null }),
+        );
+        // A retry on the other instance replays the original run.
+        expect(await post(other, upload)).toEqual({ status: 200, runId: upload.runId });
+      }
+      await expectStagingEmpties(dir);
+    } finally {
+      for (const serving of instances) serving.child.kill("SIGTERM");
+      await Promise.all(instances.map((serving) => serving.exited));
+    }
+    const events = instances.flatMap((serving) => runEvents(serving.stderr()));
+    // Each run executed exactly once, and both instances executed some.
+    expect(events.map((event) => event.run_id).sort()).toEqual(
+      uploads.map((upload) => upload.runId).sort(),
+    );
+    expect(events.every((event) => event.status === "succeeded")).toBe(true);
+    expect(runEvents(a.stderr()).length).toBeGreaterThan(0);
+    expect(runEvents(b.stderr()).length).toBeGreaterThan(0);
+    // One pipeline's runs, across both instances, one after another.
+    for (const pipeline of ["alpha", "beta"]) {
+      const runs = events
+        .filter((event) => event.pipeline_id === pipeline)
+        .sort((x, y) => Date.parse(x.started_at) - Date.parse(y.started_at));
+      for (let i = 1; i < runs.length; i++) {
+        const previous = runs[i - 1] as RunEvent;
+        const current = runs[i] as RunEvent;
+        expect(
+          Date.parse(current.started_at),
+          `${pipeline} run ${current.run_id}`,
+        ).toBeGreaterThanOrEqual(Date.parse(previous.finished_at));
+      }
+    }
+    await expectDestinationsAgree(dir, ["alpha", "beta"], uploads);
+  });
+
+  it("take over the run of an instance killed mid-run: it succeeds on the other, and the destination agrees", async () => {
+    const { dir, start } = await setup();
+    // Larger bundles, one pipeline: the killed instance's run holds the pipeline until taken over.
+    const uploads = await makeUploads(dir, 6, ["alpha"], 200);
+    const a = await start();
+    let b: Serving | undefined;
+    let caught: Upload | undefined;
+    try {
+      for (const upload of uploads) {
+        const answer = await post(a.url, upload);
+        expect(answer.status).toBe(202);
+        upload.runId = answer.runId;
+      }
+      // Freeze A while one of its runs is recorded running, then kill it: that run was A's.
+      for (const upload of uploads) {
+        const record = await runStatus(a.url, upload.runId ?? "", "0s");
+        if (record.status === "succeeded") continue;
+        for (let i = 0; i < 200; i++) {
+          if ((await runStatus(a.url, upload.runId ?? "", "0s")).status === "running") break;
+          await new Promise((resolve) => setTimeout(resolve, 5));
+        }
+        a.child.kill("SIGSTOP");
+        b = await start();
+        if ((await runStatus(b.url, upload.runId ?? "", "0s")).status === "running") {
+          caught = upload;
+          break;
+        }
+        a.child.kill("SIGCONT");
+        b.child.kill("SIGTERM");
+        await b.exited;
+        b = undefined;
+      }
+      expect(caught, "a run recorded running on the frozen instance").toBeDefined();
+      a.child.kill("SIGKILL");
+      await a.exited;
+      const other = b as Serving;
+      for (const upload of uploads) {
+        expect(await finalStatus(other.url, upload.runId ?? ""), `upload ${upload.index}`).toEqual(
+          expect.objectContaining({ status: "succeeded", error: null }),
+        );
+      }
+      // The taken-over run finished on B, once.
+      const onB = runEvents(other.stderr());
+      expect(onB.filter((event) => event.run_id === caught?.runId)).toEqual([
+        expect.objectContaining({ status: "succeeded" }),
+      ]);
+      await expectStagingEmpties(dir);
+    } finally {
+      a.child.kill("SIGKILL");
+      if (b !== undefined) {
+        b.child.kill("SIGTERM");
+        await b.exited;
+      }
+    }
+    const succeeded = [...runEvents(a.stderr()), ...runEvents(b?.stderr() ?? "")].filter(
+      (event) => event.status === "succeeded",
+    );
+    expect(succeeded.map((event) => event.run_id).sort()).toEqual(
+      uploads.map((upload) => upload.runId).sort(),
+    );
+    await expectDestinationsAgree(dir, ["alpha"], uploads);
+  });
+});
