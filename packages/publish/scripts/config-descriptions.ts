@@ -61,7 +61,16 @@ export const CONFIG_DESCRIPTIONS: Readonly<Record<string, string>> = {
     "postgres: how long an instance may miss heartbeats before another instance takes over its runs (a duration, default 60s).",
   "server.staging":
     "Where accepted bundles wait, readable by every serve instance; required with a postgres store. Replaces server.http.staging_directory.",
-  "server.staging.backend": "local: a directory on a filesystem every instance mounts at path.",
+  ...prefixed(
+    "server.staging",
+    Object.fromEntries(
+      Object.entries(location).filter(
+        ([key]) => !/^(host|port|user|private_key|passphrase|password|known_hosts)/.test(key),
+      ),
+    ),
+  ),
+  "server.staging.backend":
+    "local: a directory on a filesystem every instance mounts at path. s3: a bucket/prefix every instance reaches.",
   "server.staging.path":
     "local: the shared staging directory, private to the serving user (the same uid on every host).",
   secrets: "Where secret references are looked up besides the environment.",

@@ -7,6 +7,7 @@ import type {
   PipelineConfig,
   RemoteTimeouts,
   SourceConfig,
+  StagingConfig,
   StorageLocation,
   UploadTokenConfig,
 } from "./types.js";
@@ -92,7 +93,12 @@ export function applyDefaults(raw: RawConfig, options: DefaultsOptions): Config 
       },
       ...(raw.server?.staging === undefined
         ? {}
-        : { staging: { backend: "local", path: files.resolve(present(raw.server.staging.path)) } }),
+        : {
+            staging: storageLocation(
+              { ...raw.server.staging, backend: present(raw.server.staging.backend) },
+              files,
+            ) as StagingConfig,
+          }),
     },
     secrets: secretsDirectory === undefined ? {} : { directory: files.resolve(secretsDirectory) },
     uploadTokens: (raw.upload_tokens ?? []).map(

@@ -358,7 +358,7 @@ export const uploadTokenSchema = mapping({
 export const STORE_BACKENDS = ["embedded", "memory", "postgres"] as const;
 
 /** `server.staging.backend`: where accepted bundles wait, readable by every instance. */
-export const STAGING_BACKENDS = ["local"] as const;
+export const STAGING_BACKENDS = ["local", "s3"] as const;
 
 /** The whole configuration document. */
 export const configSchema = mapping({
@@ -386,7 +386,14 @@ export const configSchema = mapping({
       staging: v.optional(
         mapping({
           backend: v.optional(choice(STAGING_BACKENDS)),
-          path: v.optional(text()),
+          path: locationEntries.path,
+          bucket: locationEntries.bucket,
+          prefix: locationEntries.prefix,
+          region: locationEntries.region,
+          endpoint: locationEntries.endpoint,
+          force_path_style: locationEntries.force_path_style,
+          timeouts: locationEntries.timeouts,
+          credentials: locationEntries.credentials,
         }),
       ),
     }),

@@ -41,14 +41,11 @@ export interface StoreConfig {
 }
 
 /**
- * `server.staging`: where accepted bundles wait until a worker of any instance runs them. Being
+ * `server.staging`: where accepted bundles wait until a worker of any instance runs them: a
+ * directory on a filesystem every instance mounts at the same path, or an S3 bucket/prefix. Being
  * shared, its start-up clean-up removes only data older than a grace period that no live run owns.
  */
-export interface StagingConfig {
-  backend: "local";
-  /** Absolute directory on a filesystem every instance mounts at this path. */
-  path: string;
-}
+export type StagingConfig = LocalLocation | S3Location;
 
 export interface HttpServerConfig {
   /** `host:port` (`[v6]:port` for IPv6); port 0 asks the system for a free port. */

@@ -713,6 +713,18 @@ describe("server and secrets", () => {
       claimTimeoutMs: 15_000,
     });
     expect(config.server.staging).toEqual({ backend: "local", path: "/srv/staging" });
+    const s3 = parseConfig(
+      configText(
+        {},
+        {},
+        { server: { staging: { backend: "s3", bucket: "uploads", prefix: "staging" } } },
+      ),
+    );
+    expect(s3.server.staging).toMatchObject({
+      backend: "s3",
+      bucket: "uploads",
+      prefix: "staging",
+    });
   });
 
   it.each([
@@ -746,9 +758,14 @@ describe("server and secrets", () => {
       },
       "server.store.path is only valid when backend is embedded",
     ],
-    [{ staging: { backend: "local" } }, "server.staging.path is required when backend is local"],
+    [{ staging: { backend: "local" } }, "server.staging.path is required for the local backend"],
+    [{ staging: { backend: "s3" } }, "server.staging.bucket is required for the s3 backend"],
     [{ staging: { path: "/s" } }, "server.staging.backend is required"],
-    [{ staging: { backend: "nfs", path: "/s" } }, "server.staging.backend must be local"],
+    [{ staging: { backend: "nfs", path: "/s" } }, "server.staging.backend must be local or s3"],
+    [
+      { staging: { backend: "local", path: "/s", bucket: "b" } },
+      "server.staging.bucket is valid only for the s3 backend",
+    ],
   ])("rejects server %j", (server, message) => {
     expect(onlyProblem(configText({}, {}, { server }))).toBe(message);
   });

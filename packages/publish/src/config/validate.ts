@@ -95,13 +95,8 @@ function checkServerStore(problems: Problems, raw: RawConfig): void {
       }
     }
   }
-  if (staging !== undefined) {
-    if (staging.backend === undefined && !problems.removed(["server", "staging", "backend"])) {
-      problems.add(["server", "staging", "backend"], "is required");
-    }
-    if (staging.path === undefined && !problems.removed(["server", "staging", "path"])) {
-      problems.add(["server", "staging", "path"], "is required when backend is local");
-    }
+  if (staging !== undefined && !problems.removed(["server", "staging", "backend"])) {
+    checkLocation(problems, staging, ["server", "staging"]);
   }
 }
 

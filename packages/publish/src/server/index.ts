@@ -10,13 +10,13 @@ export {
   createUploadServer,
   MAX_STATUS_WAIT_MS,
   parseListen,
-  SHARED_STAGING_GRACE_MS,
   type UploadServer,
   type UploadServerAddress,
   type UploadServerEvent,
   type UploadServerOptions,
 } from "./server.js";
 export { extractionLimits, MAX_EXPANSION_RATIO } from "./staging.js";
+export { SHARED_STAGING_GRACE_MS } from "./staging-area.js";
 export type {
   AcceptedUpload,
   IdempotencyScope,

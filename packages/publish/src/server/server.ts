@@ -1,9 +1,7 @@
 import { randomUUID } from "node:crypto";
-import { readdir, stat } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { join } from "node:path";
-import { createLocalBackend } from "@distributor/storage";
+import type { StorageBackend } from "@distributor/storage";
 import { parseDuration } from "../config/duration.js";
 import type { Config, PipelineConfig } from "../config/types.js";
 import { errorCode, errorMessage } from "../workflows/errors.js";
@@ -20,9 +18,9 @@ import {
   type StagedUpload,
   stagedManifest,
   syncTree,
-  UPLOAD_DIRECTORY_PREFIX,
   validateStaged,
 } from "./staging.js";
+import { openStagingArea } from "./staging-area.js";
 import type {
   AcceptedUpload,
   IdempotencyScope,
@@ -110,11 +108,6 @@ export interface UploadServer {
 }
 
 const DEFAULT_LOCK_TIMEOUT_MS = 10 * 60 * 1000;
-/**
- * On shared staging, how old an upload directory that no live run owns must be before a starting
- * instance removes it: younger ones may be uploads that another instance is still receiving.
- */
-export const SHARED_STAGING_GRACE_MS = 60 * 60 * 1000;
 const ACCEPTED_CONTENT_TYPES: ReadonlySet<string> = new Set([
   "application/x-tar",
   "application/gzip",
@@ -156,12 +149,18 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     onWarning: (message) => options.onEvent?.({ type: "warning", message }),
   });
   // Shared staging (several instances) or this instance's own directory.
-  const stagingRoot = config.server.staging?.path ?? http.stagingDirectory;
-  const sharedStaging = config.server.staging !== undefined;
-  await prepareStagingRoot(
-    stagingRoot,
-    sharedStaging ? "server.staging.path" : "server.http.staging_directory",
-  );
+  const stagingArea = await openStagingArea(config, options.backends);
+  try {
+    await prepareStagingRoot(
+      stagingArea.receiveRoot,
+      config.server.staging?.backend === "local"
+        ? "server.staging.path"
+        : "server.http.staging_directory",
+    );
+  } catch (error) {
+    await stagingArea.close().catch(() => undefined);
+    throw error;
+  }
 
   const now = () => options.now?.() ?? new Date();
   const emit = (event: UploadServerEvent) => options.onEvent?.(event);
@@ -186,6 +185,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     await recover();
   } catch (error) {
     if (ownStore) await store.close().catch(() => undefined);
+    await stagingArea.close().catch(() => undefined);
     throw error;
   }
 
@@ -213,7 +213,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
    * SPEC §10 Durability: resumes every live run the store holds (a run that was running is queued
    * again), records the ones whose staged bundle is gone as failed, and removes staged data that
    * belongs to no live run. On shared staging other instances are alive: only data older than
-   * `SHARED_STAGING_GRACE_MS` goes, since a younger directory may be an upload another instance is
+   * `SHARED_STAGING_GRACE_MS` goes, since younger data may be an upload another instance is
    * receiving right now, before its run exists.
    */
   async function recover() {
@@ -221,7 +221,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     const live = new Set<string>();
     let lost = 0;
     for (const job of jobs) {
-      if (await exists(job.bundleDirectory)) {
+      if (await stagingArea.exists(job)) {
         live.add(job.stagingDirectory);
         continue;
       }
@@ -240,15 +240,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
         },
       });
     }
-    let removed = 0;
-    const graceCutoff = Date.now() - SHARED_STAGING_GRACE_MS;
-    for (const name of await readdir(stagingRoot)) {
-      const path = join(stagingRoot, name);
-      if (!name.startsWith(UPLOAD_DIRECTORY_PREFIX) || live.has(path)) continue;
-      if (sharedStaging && !(await olderThan(path, graceCutoff))) continue;
-      await removeUploadDirectory(path);
-      removed += 1;
-    }
+    const removed = await stagingArea.removeOrphans(live, Date.now());
     if (jobs.length > 0 || removed > 0) {
       emit({ type: "recovered", resumed: jobs.length - lost, removed_staging: removed, lost });
     }
@@ -441,7 +433,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
         error: { code: "cancelled", message: `${reason} before it started` },
       });
       const stored = await store.getRun(runId);
-      await removeUploadDirectory(queued.stagingDirectory);
+      await stagingArea.remove(queued);
       workers.pump();
       sendJson(response, 200, stored?.record ?? record);
       return;
@@ -492,6 +484,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     const earlier = scope === undefined ? undefined : await claim(scope);
     let slot = false;
     let staged: StagedUpload | undefined;
+    let placed: Pick<UploadJob, "stagingDirectory" | "bundleDirectory"> | undefined;
     let enqueued = false;
     try {
       // A replay stages its body too (its manifest must be compared), so it takes a place while
@@ -505,7 +498,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
           { headers: { "Retry-After": RETRY_AFTER_SECONDS } },
         );
       }
-      const directory = await createUploadDirectory(stagingRoot);
+      const directory = await createUploadDirectory(stagingArea.receiveRoot);
       staged = { directory, bundleDirectory: directory };
       staged = await extractUpload(
         request,
@@ -520,15 +513,17 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
         return;
       }
       const manifest = await validateStaged(staged, pipeline);
-      // A durable 202 promises the staged bytes too.
-      if (store.durable) await syncTree(staged.directory);
-      const accepted = await enqueue(token, pipeline, manifest, staged, scope);
+      // A durable 202 promises the staged bytes too (a remote staging copy is durable once written).
+      if (store.durable && !stagingArea.remote) await syncTree(staged.directory);
+      placed = await stagingArea.place(staged);
+      const accepted = await enqueue(token, pipeline, manifest, placed, scope);
       enqueued = true;
       log.run_id = accepted.run_id;
       sendJson(response, 202, accepted, { Location: accepted.status_url });
     } finally {
       if (!enqueued) {
         if (staged !== undefined) await removeUploadDirectory(staged.directory);
+        if (placed !== undefined) await stagingArea.remove(placed);
         if (slot) await store.releaseQueueSlot();
         if (scope !== undefined && earlier === undefined) await store.releaseKey(scope);
       }
@@ -575,7 +570,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     token: ResolvedToken,
     pipeline: PipelineConfig,
     manifest: ManifestIdentity,
-    staged: StagedUpload,
+    staged: Pick<UploadJob, "stagingDirectory" | "bundleDirectory">,
     scope: IdempotencyScope | undefined,
   ): Promise<AcceptedUpload> {
     const runId = randomUUID();
@@ -600,7 +595,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     const job: UploadJob = {
       runId,
       pipelineId: pipeline.id,
-      stagingDirectory: staged.directory,
+      stagingDirectory: staged.stagingDirectory,
       bundleDirectory: staged.bundleDirectory,
     };
     await store.enqueue({ record, tokenId: token.id }, job, accepted, scope);
@@ -620,10 +615,11 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     // The staged bundle directory is the source root, whether the archive held the bundle at its
     // root or in a single top-level directory: that directory's name is the producer's and never
     // becomes part of a destination path (SPEC §10, §12); path_mapping alone decides.
-    const source = createLocalBackend({ root: job.bundleDirectory });
+    let source: StorageBackend | undefined;
     try {
       await store.updateRun(job.runId, { status: "running", started_at: startedAt.toISOString() });
       control.signal.throwIfAborted();
+      source = await stagingArea.openSource(job, control.signal);
       report = await run({
         config,
         pipelineIds: [job.pipelineId],
@@ -639,7 +635,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
       error = { code: errorCode(failure), message: errorMessage(failure) };
     } finally {
       runControls.delete(job.runId);
-      await source.close().catch(() => undefined);
+      await source?.close().catch(() => undefined);
     }
     if (control.signal.aborted) {
       error = { code: "cancelled", message: errorMessage(control.signal.reason) };
@@ -664,7 +660,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
       duration_ms: Date.now() - started,
       error,
     });
-    await removeUploadDirectory(job.stagingDirectory);
+    await stagingArea.remove(job);
   }
 
   const self: UploadServer = {
@@ -705,6 +701,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
         await workers.drained();
         clearInterval(sweeper);
         if (poller !== undefined) clearInterval(poller);
+        await stagingArea.close().catch(() => undefined);
         server.closeAllConnections();
         await stopped;
         if (ownStore) await store.close();
@@ -796,24 +793,6 @@ function waitParameter(query: URLSearchParams): number {
     );
   }
   return Math.min(ms, MAX_STATUS_WAIT_MS);
-}
-
-/** True when `path` was last modified before `cutoff` (epoch ms); false when it is gone. */
-async function olderThan(path: string, cutoff: number): Promise<boolean> {
-  try {
-    return (await stat(path)).mtimeMs < cutoff;
-  } catch {
-    return false;
-  }
-}
-
-async function exists(path: string): Promise<boolean> {
-  try {
-    await stat(path);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** The store `server.store` configures. */
