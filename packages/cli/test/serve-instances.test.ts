@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { readdir, readFile, writeFile } from "node:fs/promises";
+import { hostname } from "node:os";
 import { join, relative } from "node:path";
-import { startPostgres, type TestPostgres } from "@distributor/store-postgres/testing";
+import { liveClaims, startPostgres, type TestPostgres } from "@distributor/store-postgres/testing";
 import { c as createTar } from "tar";
 import { afterAll, describe, expect, it } from "vitest";
 import { type Serving, sha256Of, startServe, useTempDir, writeBundle } from "./helpers.js";
@@ -179,7 +180,7 @@ describe.skipIf(postgres === null)("two distributor serve instances on one Postg
     );
     const env = { REPORTER_TOKEN: TOKEN, DISTRIBUTOR_DATABASE_URL: database };
     const start = () => startServe(config, { cwd: dir, env });
-    return { dir, start };
+    return { dir, start, database };
   }
 
   it("share uploads: any instance answers for any run, each run executes once, a pipeline's runs never overlap", async () => {
@@ -299,5 +300,78 @@ describe.skipIf(postgres === null)("two distributor serve instances on one Postg
       uploads.map((upload) => upload.runId).sort(),
     );
     await expectDestinationsAgree(dir, ["alpha"], uploads);
+  });
+
+  it("keep every 202 of 100 uploads spread over both when one is killed mid-run: each succeeds exactly once", async () => {
+    const { dir, start, database } = await setup();
+    const uploads = await makeUploads(dir, 100, ["alpha", "beta"], 5);
+    const a = await start();
+    const b = await start();
+    const ofA = (claim: { claimedBy: string | null }) =>
+      claim.claimedBy?.startsWith(`${hostname()}:${a.child.pid}:`) === true;
+    let killedWhileHolding: string[] = [];
+    try {
+      let killed = false;
+      const attempt = async (upload: Upload, url: string) => {
+        try {
+          const answer = await post(url, upload);
+          if (answer.status === 202 || answer.status === 200) upload.runId = answer.runId;
+        } catch {
+          // A was killed under this request: retried on B below, with the same key.
+        }
+      };
+      // Uploads keep arriving, spread over both, while A is killed holding a run.
+      const sending = (async () => {
+        for (let i = 0; i < uploads.length; i += 4) {
+          await Promise.all(
+            uploads
+              .slice(i, i + 4)
+              .map((upload) => attempt(upload, !killed && upload.index % 2 === 0 ? a.url : b.url)),
+          );
+        }
+      })();
+      for (let round = 0; round < 2000 && !killed; round++) {
+        if ((await liveClaims(database)).some(ofA)) {
+          // Frozen first, so a claim seen now is one it still holds when it dies.
+          a.child.kill("SIGSTOP");
+          const held = (await liveClaims(database)).filter(ofA).map((claim) => claim.runId);
+          if (held.length > 0) {
+            a.child.kill("SIGKILL");
+            killedWhileHolding = held;
+            killed = true;
+            break;
+          }
+          a.child.kill("SIGCONT");
+        }
+      }
+      await sending;
+      expect(killedWhileHolding.length, "A was killed holding a run").toBeGreaterThan(0);
+      await a.exited;
+      // A retry with the same key on B: the original run if A had accepted it, else a new one.
+      for (const upload of uploads.filter((u) => u.runId === undefined)) {
+        await attempt(upload, b.url);
+        expect(upload.runId, `upload ${upload.index}`).toBeDefined();
+      }
+      for (const upload of uploads) {
+        expect(await finalStatus(b.url, upload.runId ?? ""), `upload ${upload.index}`).toEqual(
+          expect.objectContaining({ status: "succeeded", error: null }),
+        );
+      }
+      await expectStagingEmpties(dir);
+    } finally {
+      a.child.kill("SIGKILL");
+      b.child.kill("SIGTERM");
+      await b.exited;
+    }
+    const succeeded = [...runEvents(a.stderr()), ...runEvents(b.stderr())].filter(
+      (event) => event.status === "succeeded",
+    );
+    expect(succeeded.map((event) => event.run_id).sort()).toEqual(
+      uploads.map((upload) => upload.runId).sort(),
+    );
+    // What A held when it died finished on B.
+    const onB = new Set(runEvents(b.stderr()).map((event) => event.run_id));
+    for (const runId of killedWhileHolding) expect(onB.has(runId), runId).toBe(true);
+    await expectDestinationsAgree(dir, ["alpha", "beta"], uploads);
   });
 });

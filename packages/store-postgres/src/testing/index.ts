@@ -1,1 +1,1 @@
-export { startPostgres, type TestPostgres } from "./postgres.js";
+export { liveClaims, startPostgres, type TestPostgres } from "./postgres.js";

@@ -72,6 +72,27 @@ export async function startPostgres(): Promise<TestPostgres> {
   };
 }
 
+/** The live runs of a store and the instance holding each (null: queued, held by none). */
+export async function liveClaims(
+  url: string,
+  schema = "distributor",
+): Promise<{ runId: string; claimedBy: string | null }[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const result = await client.query<{ run_id: string; claimed_by: string | null }>(
+      `SELECT run_id, claimed_by FROM "${schema}".upload_runs WHERE job IS NOT NULL ORDER BY seq`,
+    );
+    return result.rows.map((row) => ({ runId: row.run_id, claimedBy: row.claimed_by }));
+  } catch (error) {
+    // Before the first instance created the schema there is nothing live.
+    if ((error as { code?: string }).code === "42P01") return [];
+    throw error;
+  } finally {
+    await client.end();
+  }
+}
+
 async function execute(url: string, sql: string): Promise<void> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
