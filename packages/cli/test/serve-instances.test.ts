@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { readdir, readFile, writeFile } from "node:fs/promises";
+import { mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { join, relative } from "node:path";
 import { liveClaims, startPostgres, type TestPostgres } from "@distributor/store-postgres/testing";
@@ -373,5 +373,64 @@ describe.skipIf(postgres === null)("two distributor serve instances on one Postg
     const onB = new Set(runEvents(b.stderr()).map((event) => event.run_id));
     for (const runId of killedWhileHolding) expect(onB.has(runId), runId).toBe(true);
     await expectDestinationsAgree(dir, ["alpha", "beta"], uploads);
+  });
+
+  it("cancel a run running on one instance when asked through the other", async () => {
+    const { dir, start, database } = await setup();
+    const [upload] = await makeUploads(dir, 1, ["alpha"], 2);
+    // Another run's live lease holds the destination: the run waits inside it until stopped.
+    const lease = join(dir, "alpha-site", ".distributor.lease.json");
+    await mkdir(join(dir, "alpha-site"), { recursive: true });
+    await writeFile(
+      lease,
+      JSON.stringify({
+        format: "distributor-lease/1",
+        owner: { pipeline_id: "elsewhere", destination_id: "site" },
+        run_id: "held-by-test",
+        host: hostname(),
+        pid: process.pid,
+        acquired_at: new Date().toISOString(),
+        expires_at: new Date(Date.now() + 600_000).toISOString(),
+        journal: [],
+        directories: [],
+      }),
+    );
+    const instances = [await start(), await start()];
+    try {
+      const answer = await post((instances[0] as Serving).url, upload as Upload);
+      expect(answer.status).toBe(202);
+      const runId = answer.runId ?? "";
+      let holder: Serving | undefined;
+      for (let i = 0; i < 2000 && holder === undefined; i++) {
+        const claim = (await liveClaims(database)).find((c) => c.runId === runId);
+        holder = instances.find((serving) =>
+          claim?.claimedBy?.startsWith(`${hostname()}:${serving.child.pid}:`),
+        );
+      }
+      const other = instances.find((serving) => serving !== holder) as Serving;
+      expect(holder).toBeDefined();
+      for (
+        let i = 0;
+        i < 100 && (await runStatus(other.url, runId, "0s")).status !== "running";
+        i++
+      ) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      const response = await fetch(`${other.url}/runs/${runId}/cancel`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${TOKEN}` },
+      });
+      expect(response.status).toBe(202);
+      const record = await finalStatus(other.url, runId);
+      expect(record).toMatchObject({ status: "failed", error: { code: "cancelled" } });
+      // The holder stopped it: its log has the run, failed.
+      expect(runEvents((holder as Serving).stderr())).toEqual([
+        expect.objectContaining({ run_id: runId, status: "failed" }),
+      ]);
+    } finally {
+      await rm(lease, { force: true });
+      for (const serving of instances) serving.child.kill("SIGTERM");
+      await Promise.all(instances.map((serving) => serving.exited));
+    }
   });
 });

@@ -59,6 +59,7 @@ export async function migrate(client: pg.ClientBase, schema: string): Promise<vo
       job jsonb,
       claimed_by text,
       claim_token uuid,
+      cancel_reason text,
       version bigint NOT NULL DEFAULT 1
     )`);
     await client.query(

@@ -453,6 +453,24 @@ export async function openPostgresUploadStore(
       notify(runId);
     },
 
+    async requestCancel(runId, reason) {
+      await query(
+        "asking a run to stop",
+        `UPDATE ${s}.upload_runs SET cancel_reason = $2 WHERE run_id = $1 AND job IS NOT NULL`,
+        [runId, reason],
+      );
+    },
+
+    async cancelRequests(runIds) {
+      const result = await query<{ run_id: string; cancel_reason: string }>(
+        "reading requests to stop",
+        `SELECT run_id, cancel_reason FROM ${s}.upload_runs
+         WHERE run_id = ANY($1::text[]) AND job IS NOT NULL AND cancel_reason IS NOT NULL`,
+        [[...runIds]],
+      );
+      return new Map(result.rows.map((row) => [row.run_id, row.cancel_reason]));
+    },
+
     watchRun(runId, timeoutMs, signal) {
       return new Promise<void>((resolve) => {
         let poller: NodeJS.Timeout | undefined;

@@ -146,6 +146,24 @@ describe.skipIf(url === null)("postgres store shared by several instances", () =
     expect(await b.claimKey(other)).toEqual({ kind: "claimed" });
   });
 
+  it("passes a request to stop a run from one instance to the one holding it", async () => {
+    const {
+      stores: [a, b],
+    } = await instances(2);
+    if (a === undefined || b === undefined) throw new Error("two stores");
+    const sample = await accept(a);
+    const other = await accept(a, "other");
+    expect(await a.takeNext(new Set())).toEqual(sample.job);
+    expect(await a.cancelRequests?.([sample.runId, other.runId])).toEqual(new Map());
+    await b.requestCancel?.(sample.runId, "cancelled by token reporter");
+    expect(await a.cancelRequests?.([sample.runId, other.runId])).toEqual(
+      new Map([[sample.runId, "cancelled by token reporter"]]),
+    );
+    // A finished run is no longer asked about.
+    await a.updateRun(sample.runId, { status: "failed", finished_at: new Date().toISOString() });
+    expect(await a.cancelRequests?.([sample.runId])).toEqual(new Map());
+  });
+
   it("wakes a long-poll on one instance when another changes the run", async () => {
     const {
       stores: [a, b],

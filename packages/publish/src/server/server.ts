@@ -199,7 +199,10 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
   const poller =
     store.pollIntervalMs === undefined
       ? undefined
-      : setInterval(() => workers.pump(), store.pollIntervalMs);
+      : setInterval(() => {
+          workers.pump();
+          void stopCancelledRuns().catch(() => undefined);
+        }, store.pollIntervalMs);
   poller?.unref();
 
   // Finished records leave with the retention even when nobody asks for them.
@@ -245,6 +248,13 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
       emit({ type: "recovered", resumed: jobs.length - lost, removed_staging: removed, lost });
     }
     workers.pump();
+  }
+
+  /** Stops this instance's runs that were asked to stop through another instance. */
+  async function stopCancelledRuns() {
+    if (runControls.size === 0 || store.cancelRequests === undefined) return;
+    const asked = await store.cancelRequests([...runControls.keys()]);
+    for (const [runId, reason] of asked) runControls.get(runId)?.abort(new Error(reason));
   }
 
   async function handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
@@ -439,8 +449,12 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
       return;
     }
     const control = runControls.get(runId);
-    if (control === undefined) cancelRequests.add(runId);
-    else control.abort(new Error(reason));
+    if (control !== undefined) control.abort(new Error(reason));
+    else {
+      cancelRequests.add(runId);
+      // It may be running on another instance: that one stops it at its next safe point.
+      await store.requestCancel?.(runId, reason);
+    }
     sendJson(response, 202, { ...record, cancel_requested: true });
   }
 

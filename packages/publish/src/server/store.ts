@@ -140,6 +140,13 @@ export interface UploadStore {
    * shared store ignores a change by an instance whose claim on the run was taken over.
    */
   updateRun(runId: string, change: Partial<UploadRunRecord>): Promise<void>;
+  /**
+   * Shared stores: records that a live run held by another instance was asked to stop, so that
+   * instance can stop it at its next safe point.
+   */
+  requestCancel?(runId: string, reason: string): Promise<void>;
+  /** Shared stores: which of `runIds` were asked to stop, with the reason given. */
+  cancelRequests?(runIds: readonly string[]): Promise<Map<string, string>>;
   /** Resolves when the run's record changes next, or after `timeoutMs`. */
   watchRun(runId: string, timeoutMs: number, signal?: AbortSignal): Promise<void>;
   /** One page of a token's runs, newest first. */
