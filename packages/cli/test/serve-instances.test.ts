@@ -5,7 +5,7 @@ import { join, relative } from "node:path";
 import { liveClaims, startPostgres, type TestPostgres } from "@distributor/store-postgres/testing";
 import { c as createTar } from "tar";
 import { afterAll, describe, expect, it } from "vitest";
-import { type Serving, sha256Of, startServe, useTempDir, writeBundle } from "./helpers.js";
+import { runCli, type Serving, sha256Of, startServe, useTempDir, writeBundle } from "./helpers.js";
 
 // SPEC §10 Several instances with real `distributor serve` processes: two instances share one
 // PostgreSQL database and one staging directory.
@@ -432,5 +432,35 @@ describe.skipIf(postgres === null)("two distributor serve instances on one Postg
       for (const serving of instances) serving.child.kill("SIGTERM");
       await Promise.all(instances.map((serving) => serving.exited));
     }
+  });
+
+  it("refuse to start when the database cannot be reached, naming the store and the cause", async () => {
+    const dir = tempDir();
+    await writeFile(join(dir, "distributor.yml"), configText(dir));
+    // Port 1 on loopback: nothing listens there.
+    const result = await runCli(["serve", "--config", "distributor.yml"], {
+      cwd: dir,
+      env: {
+        REPORTER_TOKEN: TOKEN,
+        DISTRIBUTOR_DATABASE_URL: "postgres://nobody:secret-password@127.0.0.1:1/none",
+      },
+    });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(
+      "upload store (postgres, schema distributor): preparing the schema:",
+    );
+    expect(result.stderr).toContain("ECONNREFUSED");
+    expect(result.stderr).not.toContain("secret-password");
+  });
+
+  it("refuse to start without the database URL's secret, naming its reference", async () => {
+    const dir = tempDir();
+    await writeFile(join(dir, "distributor.yml"), configText(dir));
+    const result = await runCli(["serve", "--config", "distributor.yml"], {
+      cwd: dir,
+      env: { REPORTER_TOKEN: TOKEN, DISTRIBUTOR_DATABASE_URL: "" },
+    });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain("DISTRIBUTOR_DATABASE_URL");
   });
 });
