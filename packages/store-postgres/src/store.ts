@@ -161,7 +161,9 @@ export async function openPostgresUploadStore(
   /** Keys this process claimed and is staging with, with what settles their waiters. */
   const pending = new Map<string, () => void>();
   const pendingSettled = new Map<string, Promise<void>>();
-  const watchers = new Map<string, Set<() => void>>();
+  /** Long-polls: each watched run's waiters, with the version each waits to see change. */
+  const watchers = new Map<string, Map<() => void, number | undefined>>();
+  let looking: NodeJS.Timeout | undefined;
   const seen = new Map<string, number>();
   let reserved = 0;
   let closed = false;
@@ -177,7 +179,38 @@ export async function openPostgresUploadStore(
     const waiting = watchers.get(runId);
     if (waiting === undefined) return;
     watchers.delete(runId);
-    for (const wake of waiting) wake();
+    for (const wake of [...waiting.keys()]) wake();
+  };
+  /**
+   * Another instance's change arrives only through the table: one query per poll reads the
+   * version of every watched run and wakes the waiters of those that changed (or went).
+   */
+  const lookForChanges = async () => {
+    looking = undefined;
+    const runIds = [...watchers.keys()];
+    if (runIds.length === 0 || closed) return;
+    try {
+      const result = await pool.query<{ run_id: string; version: string }>(
+        `SELECT run_id, version FROM ${s}.upload_runs WHERE run_id = ANY($1::text[])`,
+        [runIds],
+      );
+      const versions = new Map(result.rows.map((row) => [row.run_id, Number(row.version)]));
+      for (const runId of runIds) {
+        const version = versions.get(runId) ?? -1;
+        for (const [wake, baseline] of [...(watchers.get(runId) ?? [])]) {
+          if (baseline === undefined) watchers.get(runId)?.set(wake, version);
+          else if (baseline !== version) wake();
+        }
+      }
+    } catch {
+      // The next look, or each waiter's timeout, ends the wait.
+    }
+    scheduleLook();
+  };
+  const scheduleLook = () => {
+    if (looking !== undefined || watchers.size === 0 || closed) return;
+    looking = setTimeout(() => void lookForChanges(), POLL_MS);
+    looking.unref();
   };
   const settleLocal = (scope: IdempotencyScope) => {
     const key = keyOf(scope);
@@ -473,39 +506,24 @@ export async function openPostgresUploadStore(
 
     watchRun(runId, timeoutMs, signal) {
       return new Promise<void>((resolve) => {
-        let poller: NodeJS.Timeout | undefined;
-        let baseline = seen.get(runId);
         const done = () => {
           clearTimeout(timer);
-          clearTimeout(poller);
           signal?.removeEventListener("abort", done);
-          watchers.get(runId)?.delete(done);
+          const waiting = watchers.get(runId);
+          waiting?.delete(done);
+          if (waiting?.size === 0) watchers.delete(runId);
           resolve();
         };
         const timer = setTimeout(done, timeoutMs);
         signal?.addEventListener("abort", done, { once: true });
         let waiting = watchers.get(runId);
         if (waiting === undefined) {
-          waiting = new Set();
+          waiting = new Map();
           watchers.set(runId, waiting);
         }
-        waiting.add(done);
-        // Another instance's change arrives only through the table.
-        const look = async () => {
-          try {
-            const result = await pool.query<{ version: string }>(
-              `SELECT version FROM ${s}.upload_runs WHERE run_id = $1`,
-              [runId],
-            );
-            const version = Number(result.rows[0]?.version ?? -1);
-            if (baseline === undefined) baseline = version;
-            else if (version !== baseline) return done();
-          } catch {
-            // The next look, or the timeout, ends the wait.
-          }
-          if (!closed && watchers.get(runId)?.has(done)) poller = setTimeout(look, POLL_MS);
-        };
-        void look();
+        // From the version this process last read: a change since the caller's read counts.
+        waiting.set(done, seen.get(runId));
+        scheduleLook();
       });
     },
 
@@ -563,6 +581,7 @@ export async function openPostgresUploadStore(
       if (closed) return;
       closed = true;
       clearInterval(beat);
+      clearTimeout(looking);
       for (const settle of pending.values()) settle();
       // Leaving: whatever this instance still held may be taken over at once.
       await pool
