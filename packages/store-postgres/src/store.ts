@@ -35,6 +35,9 @@ export interface PostgresUploadStoreOptions extends StoreLimits {
    * set it beyond their length to stand for a process that stalled.
    */
   heartbeatIntervalMs?: number;
+  /** How long to wait for a connection (default 10 s) and for a query's answer (default 30 s). */
+  connectTimeoutMs?: number;
+  queryTimeoutMs?: number;
   /** Connections in the pool (default 4). */
   poolSize?: number;
 }
@@ -68,7 +71,14 @@ export async function openPostgresUploadStore(
   const claimTimeoutMs = options.claimTimeoutMs ?? DEFAULT_CLAIM_TIMEOUT_MS;
   const me = options.instanceId ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   const s = quoted(schema);
-  const pool = new pg.Pool({ connectionString: options.url, max: options.poolSize ?? 4 });
+  // Bounded waits: a database that does not answer fails the call instead of holding it.
+  const pool = new pg.Pool({
+    connectionString: options.url,
+    max: options.poolSize ?? 4,
+    connectionTimeoutMillis: options.connectTimeoutMs ?? 10_000,
+    query_timeout: options.queryTimeoutMs ?? 30_000,
+    keepAlive: true,
+  });
   // An idle connection that breaks is replaced by the pool; without a listener it would crash.
   pool.on("error", () => undefined);
 

@@ -108,6 +108,8 @@ export interface UploadServer {
 }
 
 const DEFAULT_LOCK_TIMEOUT_MS = 10 * 60 * 1000;
+/** How long a local store's failing write of a finished run's record is tried again. */
+const FINAL_RECORD_RETRY_MS = 2 * 60 * 1000;
 const ACCEPTED_CONTENT_TYPES: ReadonlySet<string> = new Set([
   "application/x-tar",
   "application/gzip",
@@ -170,6 +172,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     store,
     workers: http.workers,
     execute: (job) => executeRun(job),
+    onError: (error) => emit({ type: "warning", message: `upload queue: ${errorMessage(error)}` }),
   });
   const inFlight = new Set<Promise<void>>();
   /** Running runs' controllers, by run id: a cancel aborts at the run's next safe point. */
@@ -248,6 +251,30 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
       emit({ type: "recovered", resumed: jobs.length - lost, removed_staging: removed, lost });
     }
     workers.pump();
+  }
+
+  /**
+   * Writes a finished run's record, trying again while the store is away: a shared store's run
+   * left live under this instance's claim would wait for it forever, so there it keeps trying
+   * (another instance takes the run over if this one's heartbeat lapses meanwhile, and this
+   * change is then ignored); a local store gives up after `FINAL_RECORD_RETRY_MS`, and its next
+   * start queues the run again.
+   */
+  async function recordFinished(runId: string, change: Partial<UploadRunRecord>) {
+    const giveUpAt = Date.now() + FINAL_RECORD_RETRY_MS;
+    for (let delay = 100; ; delay = Math.min(delay * 2, 5_000)) {
+      try {
+        await store.updateRun(runId, change);
+        return;
+      } catch (error) {
+        emit({
+          type: "warning",
+          message: `run ${runId}: recording its end failed, trying again: ${errorMessage(error)}`,
+        });
+        if (store.pollIntervalMs === undefined && Date.now() >= giveUpAt) throw error;
+      }
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
   }
 
   /** Stops this instance's runs that were asked to stop through another instance. */
@@ -658,7 +685,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     const status = error === null ? "succeeded" : "failed";
     // The record first: a crash before the staged bundle is removed leaves only orphaned data,
     // which the next start removes, never a live run without its bundle.
-    await store.updateRun(job.runId, {
+    await recordFinished(job.runId, {
       status,
       finished_at: finishedAt.toISOString(),
       result: report === null ? null : summarizeRun(report),

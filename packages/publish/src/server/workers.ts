@@ -16,6 +16,8 @@ export function createWorkers(options: {
   store: UploadStore;
   workers: number;
   execute: (job: UploadJob) => Promise<void>;
+  /** A store call of the workers failed (the store is away); they try again at the next pump. */
+  onError?: (error: unknown) => void;
 }): Workers {
   const busyPipelines = new Set<string>();
   let active = 0;
@@ -65,17 +67,20 @@ export function createWorkers(options: {
       .finally(() => {
         active -= 1;
         busyPipelines.delete(job.pipelineId);
-        void pump();
+        safePump();
       });
   };
+  // A store that is away must not stop the process: the next pump (an upload, a finished run,
+  // a shared store's poll) tries again.
+  const safePump = () => void pump().catch((error) => options.onError?.(error));
 
   return {
-    pump: () => void pump(),
+    pump: safePump,
     drained: () =>
       new Promise<void>((resolve) => {
         if (shared) stopped = true;
         waiters.push(resolve);
-        void settleWaiters();
+        void settleWaiters().catch((error) => options.onError?.(error));
       }),
     running: () => active,
   };

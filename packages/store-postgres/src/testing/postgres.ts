@@ -15,6 +15,11 @@ export interface TestPostgres {
   port: number;
   /** Creates an empty database and returns its URL. */
   createDatabase(name: string): Promise<string>;
+  /** Stops the server at once, keeping its data (a database that went away). */
+  halt(): Promise<void>;
+  /** Starts a halted server again on the same port, with its data. */
+  resume(): Promise<void>;
+  /** Stops the server and removes its data. */
   stop(): Promise<void>;
 }
 
@@ -38,6 +43,8 @@ export async function startPostgres(): Promise<TestPostgres> {
   const asRoot = process.getuid?.() === 0;
   // The data directory's parent must be reachable by the server's account.
   await chmod(directory, 0o777);
+  const options = `-p ${port} -k ${directory} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200`;
+  const start = `${bin}/pg_ctl -D ${data} -o '${options}' -l ${directory}/log -w -t 60 start`;
   const shell = async (command: string) => {
     if (asRoot) {
       await run("su", ["postgres", "-s", "/bin/sh", "-c", command], { cwd: "/" });
@@ -49,8 +56,7 @@ export async function startPostgres(): Promise<TestPostgres> {
     await shell(
       `${bin}/initdb -D ${data} -A trust -U ${user} --no-sync -E UTF8 >${directory}/initdb.log 2>&1`,
     );
-    const options = `-p ${port} -k ${directory} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200`;
-    await shell(`${bin}/pg_ctl -D ${data} -o '${options}' -l ${directory}/log -w -t 60 start`);
+    await shell(start);
   } catch (error) {
     await rm(directory, { recursive: true, force: true }).catch(() => undefined);
     throw new Error(`PostgreSQL did not start in ${directory}: ${(error as Error).message}`, {
@@ -64,6 +70,12 @@ export async function startPostgres(): Promise<TestPostgres> {
     async createDatabase(name) {
       await execute(url, `CREATE DATABASE "${name.replace(/"/g, '""')}"`);
       return `postgres://${user}@127.0.0.1:${port}/${name}`;
+    },
+    async halt() {
+      await shell(`${bin}/pg_ctl -D ${data} -m immediate -w stop`);
+    },
+    async resume() {
+      await shell(start);
     },
     async stop() {
       await shell(`${bin}/pg_ctl -D ${data} -m immediate -w stop`).catch(() => undefined);
