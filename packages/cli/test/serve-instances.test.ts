@@ -473,4 +473,44 @@ describe.skipIf(postgres === null)("two distributor serve instances on one Postg
     expect(result.code).toBe(1);
     expect(result.stderr).toContain("DISTRIBUTOR_DATABASE_URL");
   });
+
+  it("keep serving through a database outage: requests fail while it is away, work resumes after", async () => {
+    // A server of this test's own, since it is stopped mid-test.
+    const own = await startPostgres();
+    const dir = tempDir();
+    await writeFile(join(dir, "distributor.yml"), configText(dir));
+    const uploads = await makeUploads(dir, 2, ["alpha"], 2);
+    const [first, second] = uploads as [Upload, Upload];
+    const serving = await startServe(join(dir, "distributor.yml"), {
+      cwd: dir,
+      env: { REPORTER_TOKEN: TOKEN, DISTRIBUTOR_DATABASE_URL: own.url },
+    });
+    try {
+      const accepted = await post(serving.url, first);
+      expect(accepted.status).toBe(202);
+      expect(await finalStatus(serving.url, accepted.runId ?? "")).toMatchObject({
+        status: "succeeded",
+      });
+
+      await own.halt();
+      const refused = await post(serving.url, second);
+      expect(refused.status).toBe(500);
+      expect(serving.child.exitCode).toBeNull();
+
+      await own.resume();
+      const retried = await post(serving.url, second);
+      expect(retried.status).toBe(202);
+      expect(await finalStatus(serving.url, retried.runId ?? "")).toMatchObject({
+        status: "succeeded",
+      });
+      second.runId = retried.runId;
+      first.runId = accepted.runId;
+      await expectStagingEmpties(dir);
+    } finally {
+      serving.child.kill("SIGTERM");
+      expect(await serving.exited).toBe(0);
+      await own.stop();
+    }
+    await expectDestinationsAgree(dir, ["alpha"], uploads);
+  });
 });
