@@ -18,7 +18,9 @@ export type BundleIssueCode =
   | "too_many_entries"
   | "nested_bundle"
   | "empty_bundle"
-  | "manifest_exists";
+  | "manifest_exists"
+  /** Names that are one name on case-insensitive or normalising stores (`portable_names`). */
+  | "name_collision";
 
 /** One problem found in a bundle. */
 export interface BundleIssue {

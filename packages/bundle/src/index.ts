@@ -61,6 +61,7 @@ export {
   verifiedManifestText,
 } from "./manifest.js";
 export type { Manifest, ManifestFile } from "./manifest-types.js";
+export { describeNameCollision, type NameCollision, nameCollisions } from "./portable-names.js";
 export { MAX_MANIFEST_BYTES, type ReadManifestOptions, readManifest } from "./read-manifest.js";
 export { type SelectableBundle, selectNewestBundle } from "./select.js";
 export {
@@ -75,6 +76,7 @@ export {
   DEFAULT_MAX_TOTAL_SIZE,
   DEFAULT_VALIDATION_CONCURRENCY,
   type FileCheckProgress,
+  nameCollisionIssues,
   type UnlistedFilesPolicy,
   type ValidateBundleOptions,
   type ValidatedBundle,

@@ -58,6 +58,7 @@ describe("validateBundle", () => {
       manifest,
       totalSize: 16 + 8,
       unlistedFiles: [],
+      warnings: [],
     });
     expect(
       progress.map((event) => [event.path, event.index, event.count, event.ok]).sort(),

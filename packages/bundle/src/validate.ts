@@ -14,6 +14,7 @@ import { type BundleIssue, BundleValidationError } from "./errors.js";
 import { fileIssue } from "./file-problem.js";
 import { MANIFEST_FILE_NAME } from "./manifest.js";
 import type { Manifest, ManifestFile } from "./manifest-types.js";
+import { describeNameCollision, nameCollisions } from "./portable-names.js";
 import { readManifest } from "./read-manifest.js";
 
 export type UnlistedFilesPolicy = "reject" | "ignore";
@@ -27,6 +28,11 @@ export const DEFAULT_VALIDATION_CONCURRENCY = 4;
 export interface ValidateBundleOptions {
   /** `validation.unlisted_files`; default `reject`. */
   unlistedFiles?: UnlistedFilesPolicy;
+  /**
+   * Listed names that collide on case-insensitive or normalising stores (`nameCollisions`):
+   * reported as `warnings` (default) or, with `refuse`, as issues that fail validation.
+   */
+  portableNames?: "warn" | "refuse";
   /** `validation.max_files`; default 10000. */
   maxFiles?: number;
   /** `validation.max_total_size` in bytes; default 10 GB. */
@@ -66,6 +72,8 @@ export interface ValidatedBundle {
   totalSize: number;
   /** Files present but not listed, tolerated because `unlistedFiles` is `ignore`. */
   unlistedFiles: string[];
+  /** Problems that do not fail validation: names that collide on other stores. */
+  warnings: BundleIssue[];
 }
 
 /**
@@ -161,12 +169,26 @@ export async function validateBundle(
     if (issue !== undefined && !refused.has(issue.path)) issues.push(issue);
   }
 
+  const collisions = nameCollisionIssues(manifest);
+  const warnings: BundleIssue[] = [];
+  if (options.portableNames === "refuse") issues.push(...collisions);
+  else warnings.push(...collisions);
+
   if (issues.length > 0) {
     issues.sort((a, b) => compareLogicalPaths(a.path, b.path));
     throw new BundleValidationError(issues, { bundlePath });
   }
   unlistedFiles.sort(compareLogicalPaths);
-  return { path: bundlePath, manifest, totalSize, unlistedFiles };
+  return { path: bundlePath, manifest, totalSize, unlistedFiles, warnings };
+}
+
+/** One `name_collision` issue per group of listed names that are one name on some stores. */
+export function nameCollisionIssues(manifest: Manifest): BundleIssue[] {
+  return nameCollisions(manifest.files.map((file) => file.path)).map((collision) => ({
+    code: "name_collision",
+    path: collision.paths[0] ?? "",
+    message: describeNameCollision(collision),
+  }));
 }
 
 export function checkLimit(name: string, value: number, minimum: number): number {

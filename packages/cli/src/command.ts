@@ -26,6 +26,8 @@ export interface CommandOutcome {
    * outcome prints `error.message` instead.
    */
   diagnostics?: readonly string[];
+  /** Lines for stderr in text mode whatever the outcome, each printed as `distributor: warning: <line>`. */
+  warnings?: readonly string[];
 }
 
 /** Everything a handler needs besides its flags. */
@@ -78,7 +80,19 @@ export interface RunCommandOptions {
   repair: boolean;
   /** `--lock-timeout` as typed (a Go duration); the handler parses it. */
   lockTimeout?: string;
+  /** `--plan-out`: plan only, and save the plan to this file. */
+  planOut?: string;
   /** `--quiet`: no progress display and no summary line, even on a terminal. */
+  quiet: boolean;
+}
+
+export interface ApplyCommandOptions {
+  /** The plan file as typed. */
+  planPath: string;
+  /** `--config`; absent: the configuration the plan names. */
+  configPath?: string;
+  dryRun: boolean;
+  lockTimeout?: string;
   quiet: boolean;
 }
 

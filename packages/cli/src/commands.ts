@@ -1,5 +1,6 @@
 import yargs, { type Argv } from "yargs";
 import type {
+  ApplyCommandOptions,
   AuditCommandOptions,
   CommandContext,
   CommandHandler,
@@ -69,6 +70,7 @@ const COMMAND_NAMES: ReadonlySet<string> = new Set([
   "help",
   "version",
   "run",
+  "apply",
   "validate",
   "inspect",
   "manifest",
@@ -235,7 +237,8 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
       (y) =>
         y
           .usage(
-            "Usage:\n  distributor run [--config <path>] [--pipeline <id>]... [--dry-run] [--force] [--repair] [--lock-timeout <duration>] [--quiet] [--format text|json]",
+            "Usage:\n  distributor run [--config <path>] [--pipeline <id>]... [--dry-run] [--force] [--repair] [--lock-timeout <duration>] [--quiet] [--format text|json]\n" +
+              "  distributor run [--config <path>] [--pipeline <id>]... [--force] [--repair] --plan-out <file> [--format text|json]",
           )
           .option("config", {
             type: "string",
@@ -261,6 +264,11 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
             describe:
               "Where the state already records the current source, restore managed outputs that are missing or changed (action repair)",
           })
+          .option("plan-out", {
+            type: "string",
+            describe:
+              "Plan as --dry-run does, print the plan for review and save it to this file (atomically) for `distributor apply`; nothing is written anywhere else",
+          })
           .option("lock-timeout", {
             type: "string",
             describe:
@@ -274,7 +282,8 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
           .option("format", formatOption)
           .epilog(
             "Pipelines run in configuration order. Each destination is planned and written on its own;\n" +
-              "one failing destination does not stop the others, but makes the exit status 1.",
+              "one failing destination does not stop the others, but makes the exit status 1.\n" +
+              "With --plan-out the plan file is written only when every destination could be planned.",
           ),
       (argv) => {
         const flags = argv as RawFlags;
@@ -286,6 +295,7 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
           dryRun: booleanFlag(flags, "dry-run"),
           force: booleanFlag(flags, "force"),
           repair: booleanFlag(flags, "repair"),
+          ...planOutFlag(flags),
           ...lockTimeoutFlag(flags),
           quiet: booleanFlag(flags, "quiet"),
         };
@@ -294,6 +304,55 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
           "run",
           format,
           lazily(async () => (await import("./handlers/run.js")).runCommand, options),
+          flags,
+        );
+      },
+    )
+    .command(
+      "apply [plan]",
+      "Carry out a plan saved by `run --plan-out`, or refuse where a destination moved on",
+      (y) =>
+        y
+          .usage(
+            "Usage:\n  distributor apply [--config <path>] [--dry-run] [--lock-timeout <duration>] [--quiet] [--format text|json] <plan-file>",
+          )
+          .positional("plan", { type: "string", describe: "Plan file written by run --plan-out" })
+          .option("config", {
+            type: "string",
+            describe: "Configuration file (default: the one the plan was made from)",
+          })
+          .option("dry-run", {
+            type: "boolean",
+            describe:
+              "Print the plan for review and check it against sources and destinations; write nothing anywhere",
+          })
+          .option("lock-timeout", {
+            type: "string",
+            describe:
+              "Wait this long (Go duration: 500ms, 30s, 2m) for another run's lease on a state file before failing (default 0s)",
+          })
+          .option("quiet", {
+            type: "boolean",
+            describe:
+              "Draw no progress and no summary line on stderr (drawn only when stderr is a terminal)",
+          })
+          .option("format", formatOption)
+          .epilog(
+            "Per destination, apply takes the lease and plans again at the plan's time: only when that\n" +
+              "gives exactly the saved plan (same state version, stored files, source digests and\n" +
+              "configuration) does it write the saved outputs, state and deletes. Otherwise that\n" +
+              "destination fails with error code plan_stale, source_changed or config_changed and\n" +
+              "nothing is written there; the others still apply. Any failure makes the exit status 1.",
+          ),
+      (argv) => {
+        const flags = argv as RawFlags;
+        const format = outputFormat(flags);
+        const options = applyOptions(flags);
+        command(
+          selection,
+          "apply",
+          format,
+          lazily(async () => (await import("./handlers/apply.js")).applyCommand, options),
           flags,
         );
       },
@@ -736,6 +795,34 @@ function adoptionMode(flags: RawFlags): { mode?: "adopt" | "rebuild" } {
   }
   if (adopt) return { mode: "adopt" };
   return rebuild ? { mode: "rebuild" } : {};
+}
+
+function planOutFlag(flags: RawFlags): { planOut?: string } {
+  const value = optionalString(flags, "plan-out");
+  if (value === undefined) return {};
+  if (booleanFlag(flags, "dry-run")) {
+    throw new UsageError(
+      "run accepts --plan-out or --dry-run, not both (--plan-out writes nothing else)",
+    );
+  }
+  return { planOut: value };
+}
+
+function applyOptions(flags: RawFlags): ApplyCommandOptions {
+  if (extraPositionals(flags, 1).length > 0) throw new UsageError("apply accepts one plan file");
+  const planPath = flags.plan;
+  if (planPath === undefined) throw new UsageError("apply requires a plan file");
+  if (typeof planPath !== "string" || planPath === "") {
+    throw new UsageError("plan file must not be empty");
+  }
+  const configPath = optionalString(flags, "config");
+  return {
+    planPath,
+    ...(configPath === undefined ? {} : { configPath }),
+    dryRun: booleanFlag(flags, "dry-run"),
+    ...lockTimeoutFlag(flags),
+    quiet: booleanFlag(flags, "quiet"),
+  };
 }
 
 function validateOptions(flags: RawFlags): ValidateCommandOptions {

@@ -62,6 +62,7 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
     io.stdout.write(renderEnvelope(envelope(command, outcome.ok, outcome.result, outcome.error)));
   } else {
     for (const line of outcome.text) io.stdout.write(`${line}\n`);
+    for (const line of outcome.warnings ?? []) io.stderr.write(`distributor: warning: ${line}\n`);
     if (!outcome.ok) {
       const lines = outcome.diagnostics ?? [outcome.error?.message ?? `${command} failed`];
       for (const line of lines) io.stderr.write(`distributor: ${line}\n`);

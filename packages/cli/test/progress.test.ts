@@ -106,7 +106,9 @@ describe.skipIf(process.platform !== "linux")("run progress on a pseudo-terminal
       .map((match) => Number(match[1] ?? 0) * 60 + Number(match[2]));
     // Small files go first in both phases; by bytes alone they promised minutes.
     expect(etas.length).toBeGreaterThan(0);
-    expect(Math.max(...etas)).toBeLessThanOrEqual(Math.max(10, Math.ceil(seconds * 3)));
+    // The bound is loose on purpose (a loaded machine slows the first second more than the
+    // rest); the byte-weighted ETA it guards against said hours.
+    expect(Math.max(...etas)).toBeLessThanOrEqual(Math.max(60, Math.ceil(seconds * 5)));
   });
 
   it("draws nothing with --quiet", async () => {

@@ -1,5 +1,7 @@
-import { cp, mkdir, readFile, rm, writeFile } from "node:fs/promises";
+import { execFile } from "node:child_process";
+import { cp, mkdir, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import {
   envelopeOf,
@@ -386,5 +388,106 @@ describe("distributor reconcile-state --rebuild", () => {
     expect(again.stderr).toContain("holds valid state, so there is nothing to rebuild");
     const audited = await runCli(["audit", "--config", config]);
     expect(audited.code, audited.stdout).toBe(0);
+  });
+});
+
+/** Runs a tool the way an operator would, asynchronously (see FACTS: no spawnSync). */
+const execTool = promisify(execFile);
+
+/** Inode, modification time and bytes of every file below `root`: what a write would change. */
+async function fileIdentities(root: string): Promise<Record<string, string>> {
+  const found: Record<string, string> = {};
+  for (const entry of await readdir(root, { recursive: true, withFileTypes: true })) {
+    if (!entry.isFile() || entry.name === ".distributor.json") continue;
+    const path = join(entry.parentPath, entry.name);
+    const info = await stat(path);
+    found[path.slice(root.length + 1)] =
+      `${info.ino} ${info.mtimeMs} ${sha256Of(await readFile(path))}`;
+  }
+  return found;
+}
+
+describe("adoption after rsync -a", () => {
+  it("records every output of a bundle rsync copied, writing none of them", async () => {
+    const source = join(tmp(), "src");
+    const dest = join(tmp(), "dest");
+    await writeBundle(source, "reports.daily", "2026-06-01T00:00:00Z", FILES);
+    await mkdir(dest);
+    await execTool("rsync", ["-a", "--exclude", "/manifest.json", `${source}/`, `${dest}/`]);
+    const config = join(tmp(), "distributor.yml");
+    await writeFile(
+      config,
+      `pipelines:\n  - id: reports\n    source: {backend: local, path: ${source}}\n    destinations:\n      - id: archive\n        backend: local\n        path: ${dest}\n`,
+    );
+    const before = await fileIdentities(dest);
+    expect(Object.keys(before).sort()).toEqual(Object.keys(FILES).sort());
+
+    const adopted = await runCli([
+      ...["reconcile-state", "--config", config, "--pipeline", "reports"],
+      ...["--destination", "archive", "--adopt", "--format", "json"],
+    ]);
+    expect(adopted.code, adopted.stderr).toBe(0);
+    const [bundle] = resultOf(adopted).bundles as Array<{ adopted_outputs: unknown[] }>;
+    expect(bundle?.adopted_outputs).toHaveLength(3);
+    // Same inodes, times and bytes: only the state was written.
+    expect(await fileIdentities(dest)).toEqual(before);
+    const run = await runCli(["run", "--config", config]);
+    expect(run.stdout).toContain("action=skip_same status=skipped");
+    const audited = await runCli(["audit", "--config", config]);
+    expect(audited.code, audited.stdout).toBe(0);
+  });
+});
+
+describe("distributor prune across bundle paths", () => {
+  it("prunes an archive of 30 bundle paths to the newest 10", async () => {
+    const source = join(tmp(), "src");
+    const dest = join(tmp(), "archive");
+    for (let day = 1; day <= 30; day++) {
+      const dd = String(day).padStart(2, "0");
+      await writeBundle(join(source, `2026-06-${dd}`), "reports.daily", `2026-06-${dd}T06:00:00Z`, {
+        "report.md": `# Day ${day}\n`,
+        "data/summary.txt": `summary ${day}\n`,
+      });
+    }
+    const config = join(tmp(), "distributor.yml");
+    await writeFile(
+      config,
+      `pipelines:\n  - id: reports\n    source: {backend: local, path: ${source}}\n    destinations:\n      - id: archive\n        backend: local\n        path: ${dest}\n        path_mapping: {mode: preserve_relative}\n        retention: {prune: {enabled: true, keep_latest: 10}}\n`,
+    );
+    const published = await runCli(["run", "--config", config]);
+    expect(published.code, published.stderr).toBe(0);
+    const selector = ["--config", config, "--pipeline", "reports", "--destination", "archive"];
+    const days = (from: number, to: number) =>
+      Array.from(
+        { length: to - from + 1 },
+        (_, i) => `2026-06-${String(from + i).padStart(2, "0")}`,
+      );
+
+    const before = await snapshotTree(dest);
+    const dry = await runCli(["prune", ...selector, "--dry-run"]);
+    expect(dry.code, dry.stderr).toBe(0);
+    const lines = dry.stdout.trimEnd().split("\n");
+    expect(lines[0]).toMatch(
+      /^Prune: pipeline=reports destination=archive backend=local root=\S+ status=would_change unit=bundles checked=30 planned=20 deleted=0 preserved=10 planned_outputs=40 deleted_outputs=0 dry_run=true$/,
+    );
+    expect(lines.slice(1)).toHaveLength(20);
+    expect(lines[1]).toMatch(
+      /^Prune bundle: pipeline=reports destination=archive bundle=2026-06-01 published_at=\S+Z outputs=2 removes_state=true status=planned$/,
+    );
+    expect(await snapshotTree(dest)).toEqual(before);
+
+    const applied = await runCli(["prune", ...selector, "--apply", "--format", "json"]);
+    expect(applied.code, applied.stderr).toBe(0);
+    const report = resultOf(applied);
+    expect(report).toMatchObject({ unit: "bundles", state_changed: true, dry_run: false });
+    const names = (list: unknown) =>
+      (list as Array<{ bundle_path: string }>).map((b) => b.bundle_path);
+    expect(names(report.deleted_bundles)).toEqual(days(1, 20));
+    expect(names(report.preserved_bundles)).toEqual(days(21, 30).reverse());
+    expect((await readdir(dest)).sort()).toEqual(days(21, 30));
+
+    const audited = await runCli(["audit", "--config", config]);
+    expect(audited.code, audited.stdout).toBe(0);
+    expect(audited.stdout.trimEnd().split("\n")).toHaveLength(10);
   });
 });

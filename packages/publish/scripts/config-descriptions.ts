@@ -93,6 +93,8 @@ export const CONFIG_DESCRIPTIONS: Readonly<Record<string, string>> = {
     "A file present but missing from manifest.json: reject (default) fails validation, ignore leaves it out.",
   "pipeline.validation.max_files": "Most files a bundle may list; default 10000.",
   "pipeline.validation.max_total_size": "Largest total size of the listed files; default 10GB.",
+  "pipeline.validation.portable_names":
+    "true refuses bundles with names that are one name on case-insensitive or normalising stores (A.html and a.html, NFC and NFD forms); false (default) only warns.",
   "pipeline.destinations": "Where bundles are published; each is planned and written on its own.",
 
   "source.backend": "local, ssh, s3 or http_upload (bundles pushed to distributor serve).",

@@ -16,6 +16,7 @@ export {
   adoptOutputs,
   type UnmatchedOutput,
 } from "./workflows/adopt.js";
+export { type ApplyOptions, applyPlan, PlanRefusedError } from "./workflows/apply.js";
 export {
   AUDIT_WALK_LIMIT,
   type AuditBundleReport,
@@ -35,9 +36,11 @@ export {
   errorMessage,
 } from "./workflows/errors.js";
 export * from "./workflows/index.js";
+export { type PlanRunOptions, type PlanRunResult, planRun } from "./workflows/plan-run.js";
 export {
   type DestinationPrunePlanOptions,
   isPruneError,
+  type PruneBundleRecord,
   PruneError,
   type PruneEvent,
   type PruneOptions,
@@ -65,6 +68,19 @@ export {
   type RunPipelineError,
   type RunReport,
   type RunStatus,
+  type RunWarning,
   run,
   runSucceeded,
 } from "./workflows/run.js";
+export {
+  configDigest,
+  encodePlan,
+  loadPlan,
+  PLAN_FORMAT_VERSION,
+  PlanFileError,
+  parsePlan,
+  type SavedPlan,
+  type SavedPlanEntry,
+  type SavedPlanWrite,
+  savePlan,
+} from "./workflows/saved-plan.js";

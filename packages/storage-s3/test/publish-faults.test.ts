@@ -7,6 +7,7 @@ import {
   type Config,
   createManifestWorkflow,
   parseConfig,
+  prune,
   type RunReport,
   run,
   runSucceeded,
@@ -350,5 +351,83 @@ describe.skipIf(found === undefined)("publishing to Ceph RGW through a fault pro
     });
     expect(outcome.hit?.method).toBe("DELETE");
     expect(outcome.succeeded, outcome.errors.join("; ")).toBe(true);
+  });
+
+  it("bundle prune: resolves the fenced delete of a pruned bundle's state whose answer was lost", async () => {
+    const prefix = uniqueName("archive");
+    const source = join(dir, prefix);
+    for (const [day, files] of [
+      ["days/1", V1],
+      ["days/2", V2],
+    ] as const) {
+      for (const [path, text] of Object.entries(files)) {
+        await mkdir(dirname(join(source, day, path)), { recursive: true });
+        await writeFile(join(source, day, path), text);
+      }
+      await createManifestWorkflow({
+        path: join(source, day),
+        id: "reports.example",
+        created: new Date(Date.UTC(2026, 5, day === "days/1" ? 1 : 2)),
+      });
+    }
+    const archive = (endpoint: string) =>
+      parseConfig(`pipelines:
+  - id: reports
+    source: {backend: local, path: ${source}}
+    destinations:
+      - id: archive
+        backend: s3
+        bucket: ${bucket}
+        prefix: ${prefix}
+        endpoint: "${endpoint}"
+        force_path_style: true
+        retention: {prune: {enabled: true, keep_latest: 1}}
+`);
+    const published = await run({ config: archive(server.endpoint), backends });
+    expect(runSucceeded(published), errorsOf(published).join("; ")).toBe(true);
+
+    proxy = await startTcpProxy({
+      target: { host: rgw.hostname, port: Number(rgw.port) },
+      http: true,
+    });
+    const stateKey = `/${bucket}/${prefix}/days/1/.distributor.json`;
+    const fault = proxy.loseAnswer(
+      (request) => request.method === "DELETE" && request.path.split("?")[0] === stateKey,
+    );
+    const outcome = await prune({
+      config: archive(`http://127.0.0.1:${proxy.port}`),
+      pipelineId: "reports",
+      destinationId: "archive",
+      dryRun: false,
+      backends,
+    }).then(
+      (report) => ({ ok: true as const, report, error: undefined }),
+      (error: unknown) => ({ ok: false as const, report: undefined, error }),
+    );
+    const hit = await Promise.race([
+      fault.catch(() => undefined),
+      new Promise<undefined>((r) => setTimeout(() => r(undefined), 2_000)),
+    ]);
+    await proxy.close();
+    proxy = undefined;
+    expect(hit?.method).toBe("DELETE");
+    if (outcome.ok) {
+      expect(outcome.report.deleted_bundles.map((b) => b.bundle_path)).toEqual(["days/1"]);
+      await expectAgreement(direct(prefix), { debris: true, label: "after the faulted prune" });
+    }
+    // Later, a plain prune finishes whatever is left; then only days/2 is there, with no debris.
+    const next = await prune({
+      config: archive(server.endpoint),
+      pipelineId: "reports",
+      destinationId: "archive",
+      dryRun: false,
+      backends,
+      now: () => new Date(Date.now() + LATER_MS),
+    });
+    expect(next.checked_count, String(outcome.error)).toBe(1);
+    const recorded = await expectAgreement(direct(prefix), { label: "after the next prune" });
+    expect(recorded).toEqual(
+      Object.fromEntries(Object.entries(recordedOf(V2)).map(([p, d]) => [`days/2/${p}`, d])),
+    );
   });
 });

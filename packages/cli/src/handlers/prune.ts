@@ -1,5 +1,5 @@
 import type { CommandHandler, PruneCommandOptions } from "../command.js";
-import { formatPruneText } from "../render/maintenance.js";
+import { formatPruneBundleLines, formatPruneText } from "../render/maintenance.js";
 import { lockTimeoutMs } from "./lock-timeout.js";
 
 export const pruneCommand: CommandHandler<PruneCommandOptions> = async (options, context) => {
@@ -15,14 +15,18 @@ export const pruneCommand: CommandHandler<PruneCommandOptions> = async (options,
       backends: context.backends,
       signal: context.signal,
     });
-    return { ok: true, result: report, text: [formatPruneText(report)] };
+    return {
+      ok: true,
+      result: report,
+      text: [formatPruneText(report), ...formatPruneBundleLines(report)],
+    };
   } catch (error) {
     // A prune that stopped part-way still reports what it deleted and what it kept.
     if (!publish.isPruneError(error)) throw error;
     return {
       ok: false,
       result: error.report,
-      text: [formatPruneText(error.report)],
+      text: [formatPruneText(error.report), ...formatPruneBundleLines(error.report)],
       error: { code: publish.errorCode(error), message: error.message },
     };
   }

@@ -1,6 +1,8 @@
+import { resolve } from "node:path";
 import type { RunActionReport, RunReport } from "@distributor/publish";
 import type { CommandHandler, CommandOutcome, RunCommandOptions } from "../command.js";
 import { UsageError } from "../errors.js";
+import { planLines } from "../render/plan.js";
 import { createRunProgress, type RunProgress } from "../render/progress.js";
 import { summaryLine } from "../render/text.js";
 import { cliPackage } from "../version.js";
@@ -13,7 +15,7 @@ import { lockTimeoutMs } from "./lock-timeout.js";
  */
 const LEASE_TTL_ENV = "DISTRIBUTOR_LEASE_TTL_MS";
 
-function leaseTtlMs(env: Readonly<Record<string, string | undefined>> | undefined) {
+export function leaseTtlMs(env: Readonly<Record<string, string | undefined>> | undefined) {
   const text = env?.[LEASE_TTL_ENV];
   if (text === undefined || text === "") return undefined;
   const ms = Number(text);
@@ -26,6 +28,7 @@ function leaseTtlMs(env: Readonly<Record<string, string | undefined>> | undefine
 }
 
 export const runCommand: CommandHandler<RunCommandOptions> = async (options, context) => {
+  if (options.planOut !== undefined) return planOutCommand(options, options.planOut, context);
   const publish = await import("@distributor/publish");
   const ttlMs = leaseTtlMs(context.io.env);
   const config = await publish.loadConfig(options.configPath);
@@ -60,8 +63,74 @@ export const runCommand: CommandHandler<RunCommandOptions> = async (options, con
   return runOutcome(report, publish.runSucceeded(report));
 };
 
-function runOutcome(report: RunReport, ok: boolean): CommandOutcome {
-  const outcome: CommandOutcome = { ok, result: report, text: report.actions.map(actionLine) };
+/**
+ * `run --plan-out`: a dry run whose plan is printed for review and saved (atomically) for
+ * `distributor apply`. An incomplete plan is never saved: the file is left as it was.
+ */
+async function planOutCommand(
+  options: RunCommandOptions,
+  file: string,
+  context: Parameters<CommandHandler<RunCommandOptions>>[1],
+): Promise<CommandOutcome> {
+  const publish = await import("@distributor/publish");
+  const config = await publish.loadConfig(options.configPath);
+  const progress: RunProgress | undefined =
+    context.io.stderrIsTTY === true && !options.quiet
+      ? createRunProgress({
+          stderr: context.io.stderr,
+          ...(context.io.stderrColumns ? { columns: context.io.stderrColumns } : {}),
+        })
+      : undefined;
+  let planned: Awaited<ReturnType<typeof publish.planRun>>;
+  try {
+    planned = await publish.planRun({
+      config,
+      pipelineIds: options.pipelineIds,
+      force: options.force,
+      repair: options.repair,
+      distributorVersion: (await cliPackage()).version,
+      backends: context.backends,
+      signal: context.signal,
+      ...(progress ? { onEvent: progress.onEvent } : {}),
+    });
+  } catch (error) {
+    progress?.stop();
+    throw error;
+  }
+  const { report, plan } = planned;
+  progress?.finish(report);
+  if (plan === null) {
+    const outcome = runOutcome(report, false);
+    outcome.result = { ...report, plan_file: null };
+    const failed = outcome.error ?? { code: "plan_incomplete", message: "planning failed" };
+    outcome.error = {
+      code: failed.code === "destination_failed" ? "plan_incomplete" : failed.code,
+      message: `no plan written to ${file}: ${failed.message}`,
+    };
+    outcome.diagnostics = [...(outcome.diagnostics ?? []), outcome.error.message];
+    return outcome;
+  }
+  // Recorded absolute, so that `apply` finds the same file from any working directory.
+  plan.config_path = resolve(options.configPath);
+  await publish.savePlan(file, plan);
+  const outcome = runOutcome(report, publish.runSucceeded(report));
+  outcome.result = { ...report, plan_file: file };
+  outcome.text = [
+    ...planLines(plan, file),
+    `Plan written to ${file}; apply it with: distributor apply ${file}`,
+  ];
+  return outcome;
+}
+
+export function runOutcome(report: RunReport, ok: boolean): CommandOutcome {
+  const outcome: CommandOutcome = {
+    ok,
+    result: report,
+    text: report.actions.map(actionLine),
+    warnings: report.warnings.map(
+      (w) => `pipeline ${w.pipeline_id} bundle ${w.bundle_path}: ${w.message}`,
+    ),
+  };
   if (!ok) {
     const diagnostics = [
       ...report.pipeline_errors.map((e) => `pipeline ${e.pipeline_id}: ${e.message}`),

@@ -1,6 +1,10 @@
 import type { PruneReport, ReconcileStateReport } from "@distributor/publish";
 import { describe, expect, it } from "vitest";
-import { formatPruneText, formatReconcileStateText } from "./maintenance.js";
+import {
+  formatPruneBundleLines,
+  formatPruneText,
+  formatReconcileStateText,
+} from "./maintenance.js";
 
 const reconcile: ReconcileStateReport = {
   pipeline_id: "reports",
@@ -27,6 +31,7 @@ const prune: PruneReport = {
   root_path: "/srv/reports/archive",
   owner_scope: { pipeline_id: "reports", destination_id: "archive" },
   enabled: true,
+  unit: "outputs",
   checked_count: 1,
   planned_outputs: [
     {
@@ -37,9 +42,43 @@ const prune: PruneReport = {
   ],
   deleted_outputs: [],
   preserved_outputs: [],
+  planned_bundles: [],
+  deleted_bundles: [],
+  preserved_bundles: [],
   state_changed: false,
   would_change: true,
   dry_run: true,
+};
+
+const day = (n: number) => ({
+  bundle_path: `days/0${n}`,
+  published_at: `2026-06-0${n}T00:00:00Z`,
+  source_id: "reports.day",
+  output_count: 2,
+  removes_state: true,
+});
+
+const pruneBundles: PruneReport = {
+  ...prune,
+  unit: "bundles",
+  checked_count: 3,
+  planned_outputs: [
+    { path: "days/01/a.txt", updated_at: "2026-06-01T00:00:00Z" },
+    { path: "days/01/b.txt", updated_at: "2026-06-01T00:00:00Z" },
+    { path: "days/02/a.txt", updated_at: "2026-06-02T00:00:00Z" },
+    { path: "days/02/b.txt", updated_at: "2026-06-02T00:00:00Z" },
+  ],
+  deleted_outputs: [
+    { path: "days/01/a.txt", updated_at: "2026-06-01T00:00:00Z" },
+    { path: "days/01/b.txt", updated_at: "2026-06-01T00:00:00Z" },
+  ],
+  planned_bundles: [day(1), day(2)],
+  deleted_bundles: [day(1)],
+  preserved_bundles: [day(3)],
+  failed_bundle: day(2),
+  state_changed: true,
+  would_change: false,
+  dry_run: false,
 };
 
 describe("maintenance text lines", () => {
@@ -62,5 +101,16 @@ describe("maintenance text lines", () => {
     expect(formatPruneText({ ...prune, state_changed: true, would_change: false })).toContain(
       "status=changed",
     );
+  });
+
+  it("prints bundle counts and one line per planned bundle when pruning bundle paths", () => {
+    expect(formatPruneText(pruneBundles)).toBe(
+      "Prune: pipeline=reports destination=archive backend=local root=/srv/reports/archive status=changed unit=bundles checked=3 planned=2 deleted=1 preserved=1 planned_outputs=4 deleted_outputs=2 dry_run=false",
+    );
+    expect(formatPruneBundleLines(pruneBundles)).toEqual([
+      "Prune bundle: pipeline=reports destination=archive bundle=days/01 published_at=2026-06-01T00:00:00Z outputs=2 removes_state=true status=deleted",
+      "Prune bundle: pipeline=reports destination=archive bundle=days/02 published_at=2026-06-02T00:00:00Z outputs=2 removes_state=true status=failed",
+    ]);
+    expect(formatPruneBundleLines(prune)).toEqual([]);
   });
 });

@@ -44,15 +44,53 @@ export function formatAdoptText(report: AdoptReport): string[] {
   });
 }
 
-/** The one summary line of a `prune` report (no trailing newline). */
+/**
+ * The summary line of a `prune` report (no trailing newline). Pruning outputs of a root state
+ * prints the reference line; pruning whole bundle paths says `unit=bundles`, counts bundles, and
+ * adds the output counts.
+ */
 export function formatPruneText(report: PruneReport): string {
-  return (
+  const head =
     `Prune: pipeline=${report.pipeline_id} destination=${report.destination_id}` +
-    ` backend=${report.backend} root=${report.root_path} status=${pruneStatus(report)}` +
-    ` checked=${report.checked_count} planned=${report.planned_outputs.length}` +
+    ` backend=${report.backend} root=${report.root_path} status=${pruneStatus(report)}`;
+  if (report.unit === "bundles") {
+    return (
+      `${head} unit=bundles checked=${report.checked_count}` +
+      ` planned=${report.planned_bundles.length} deleted=${report.deleted_bundles.length}` +
+      ` preserved=${report.preserved_bundles.length}` +
+      ` planned_outputs=${report.planned_outputs.length}` +
+      ` deleted_outputs=${report.deleted_outputs.length} dry_run=${report.dry_run}`
+    );
+  }
+  return (
+    `${head} checked=${report.checked_count} planned=${report.planned_outputs.length}` +
     ` deleted=${report.deleted_outputs.length} preserved=${report.preserved_outputs.length}` +
     ` dry_run=${report.dry_run}`
   );
+}
+
+/**
+ * One line per planned bundle path of a prune across bundle paths, oldest first (none for a
+ * root state): `status=deleted` once pruned, `failed` for the one that stopped the prune,
+ * `planned` otherwise (a dry run, or not reached).
+ */
+export function formatPruneBundleLines(report: PruneReport): string[] {
+  const deleted = new Set(report.deleted_bundles.map((bundle) => bundle.bundle_path));
+  const kept = new Set(report.preserved_bundles.map((bundle) => bundle.bundle_path));
+  return report.planned_bundles.map((bundle) => {
+    const status = deleted.has(bundle.bundle_path)
+      ? "deleted"
+      : report.failed_bundle?.bundle_path === bundle.bundle_path
+        ? "failed"
+        : kept.has(bundle.bundle_path)
+          ? "preserved"
+          : "planned";
+    return (
+      `Prune bundle: pipeline=${report.pipeline_id} destination=${report.destination_id}` +
+      ` bundle=${bundle.bundle_path} published_at=${bundle.published_at ?? "-"}` +
+      ` outputs=${bundle.output_count} removes_state=${bundle.removes_state} status=${status}`
+    );
+  });
 }
 
 function maintenanceStatus(changed: boolean, wouldChange: boolean): MaintenanceStatus {

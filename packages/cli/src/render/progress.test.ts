@@ -274,6 +274,7 @@ describe("run progress renderer", () => {
         action({ destination_id: "mirror", action: "skip_same", status: "skipped" }),
       ],
       pipeline_errors: [],
+      warnings: [],
       interrupted: false,
     };
     progress.finish(report);
@@ -311,6 +312,7 @@ describe("run progress renderer", () => {
         dry_run: false,
         actions: [action({ status: "skipped" }), action({ status: "skipped" })],
         pipeline_errors: [],
+        warnings: [],
         interrupted: false,
       },
       "nothing to publish: every destination skipped",
@@ -321,6 +323,7 @@ describe("run progress renderer", () => {
         dry_run: true,
         actions: [action({ status: "planned", outputs: outputs([2048]) })],
         pipeline_errors: [],
+        warnings: [],
         interrupted: false,
       },
       "dry run: would publish 1 file, 2.0 KiB",
@@ -331,6 +334,7 @@ describe("run progress renderer", () => {
         dry_run: false,
         actions: [action({ status: "failed" })],
         pipeline_errors: [{ pipeline_id: "other", code: "no_bundles", message: "none" }],
+        warnings: [],
         interrupted: false,
       },
       "nothing published; 2 failed",

@@ -15,7 +15,10 @@ export function validateOutcome(report: ValidateReport): CommandOutcome {
       ["status", report.ok ? "valid" : "invalid"],
     ]),
   ];
-  return bundlesOutcome(report, text);
+  const warnings = report.bundles.flatMap((bundle) =>
+    bundle.warnings.map((warning) => `bundle ${bundle.path}: ${warning.message}`),
+  );
+  return { ...bundlesOutcome(report, text), warnings };
 }
 
 /**

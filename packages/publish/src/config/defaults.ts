@@ -30,6 +30,7 @@ export const CONFIG_DEFAULTS = Object.freeze({
   unlistedFiles: "reject",
   maxFiles: 10_000,
   maxTotalSize: 10 * 1000 ** 3,
+  portableNames: false,
   publishSource: true,
   publishHtml: false,
   transformEnabled: false,
@@ -120,6 +121,7 @@ function pipelineConfig(raw: RawPipeline, files: LocalPaths): PipelineConfig {
       unlistedFiles: raw.validation?.unlisted_files ?? CONFIG_DEFAULTS.unlistedFiles,
       maxFiles: raw.validation?.max_files ?? CONFIG_DEFAULTS.maxFiles,
       maxTotalSize: raw.validation?.max_total_size ?? CONFIG_DEFAULTS.maxTotalSize,
+      portableNames: raw.validation?.portable_names ?? CONFIG_DEFAULTS.portableNames,
     },
     destinations: present(raw.destinations).map((destination) =>
       destinationConfig(destination, files),

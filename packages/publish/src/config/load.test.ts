@@ -53,7 +53,12 @@ describe("parseConfig defaults", () => {
         {
           id: "reports",
           source: { backend: "local", path: "/var/spool/reports" },
-          validation: { unlistedFiles: "reject", maxFiles: 10_000, maxTotalSize: 10_000_000_000 },
+          validation: {
+            unlistedFiles: "reject",
+            maxFiles: 10_000,
+            maxTotalSize: 10_000_000_000,
+            portableNames: false,
+          },
           destinations: [
             {
               id: "archive",
@@ -188,7 +193,7 @@ upload_tokens:
 pipelines:
   - id: ingest
     source: {backend: http_upload, max_upload_size: 1.5MiB}
-    validation: {unlisted_files: ignore, max_files: 20, max_total_size: 2GiB}
+    validation: {unlisted_files: ignore, max_files: 20, max_total_size: 2GiB, portable_names: true}
     destinations:
       - id: site
         backend: s3
@@ -234,6 +239,7 @@ pipelines:
       unlistedFiles: "ignore",
       maxFiles: 20,
       maxTotalSize: 2 * 1024 ** 3,
+      portableNames: true,
     });
     expect(pipeline?.destinations[0]).toEqual({
       id: "site",

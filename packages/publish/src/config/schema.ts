@@ -339,6 +339,7 @@ export const pipelineSchema = mapping({
       unlisted_files: v.optional(choice(["reject", "ignore"])),
       max_files: v.optional(integer(1, "must be greater than zero")),
       max_total_size: v.optional(size()),
+      portable_names: v.optional(flag()),
     }),
   ),
   destinations: v.optional(list(destinationSchema)),

@@ -166,6 +166,11 @@ export interface ValidationPolicy {
   maxFiles: number;
   /** Bytes. */
   maxTotalSize: number;
+  /**
+   * `validation.portable_names`: refuse bundles with names that are one name on case-insensitive
+   * or normalising stores (case-only and NFC/NFD twins). False (the default) only warns.
+   */
+  portableNames: boolean;
 }
 
 export interface DestinationConfig {

@@ -38,6 +38,12 @@ export interface PublishTargetOptions {
    */
   beforeWrite?: (() => Promise<void>) | undefined;
   onRecovered?: ((report: RecoveryReport) => void) | undefined;
+  /**
+   * Checks every plan as soon as it is made, before it is reported or carried out (with or
+   * without the lease); throwing refuses the publication. Applying a saved plan refuses here
+   * whatever differs from the plan a reviewer approved.
+   */
+  approve?: ((plan: PublishPlan) => void) | undefined;
 }
 
 /**
@@ -59,7 +65,11 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
     });
   // Every attempt plans the same outputs: prepare (and render) them once.
   const prepare = prepareOnce(options.plan);
-  const plan = () => planTarget({ ...options.plan, now: options.now(), prepare });
+  const plan = async () => {
+    const planned = await planTarget({ ...options.plan, now: options.now(), prepare });
+    options.approve?.(planned);
+    return planned;
+  };
 
   let lease: Lease | undefined;
   try {

@@ -386,15 +386,17 @@ export class Lease {
   /**
    * Stops renewing and removes the lease file if it is still ours: the delete is fenced by the
    * version this run last wrote, so a lease another run took over meanwhile stays. Never throws.
+   * With `pruneEmptyDirs`, directories the delete leaves empty go too (a bundle path whose state
+   * and outputs were all removed under this lease).
    */
-  async release(): Promise<void> {
+  async release(options: { pruneEmptyDirs?: boolean } = {}): Promise<void> {
     if (this.#released) return;
     this.#released = true;
     this.#stopTimers();
     await this.#queue.catch(() => undefined);
     if (this.#lost !== undefined) return;
     try {
-      await this.#deleteIfOurs(this.#version);
+      await this.#deleteIfOurs(this.#version, options.pruneEmptyDirs);
     } catch (error) {
       // A write of ours whose answer was lost leaves a version this run never learnt: read the
       // lease back, and when it is still this run's, delete it at the version it holds.
@@ -404,16 +406,19 @@ export class Lease {
           maxBytes: LEASE_BYTES_LIMIT,
         });
         const lease = parseLease(Buffer.from(found.bytes).toString("utf8"));
-        if (lease?.run_id === this.runId) await this.#deleteIfOurs(found.version);
+        if (lease?.run_id === this.runId) {
+          await this.#deleteIfOurs(found.version, options.pruneEmptyDirs);
+        }
       } catch {
         // A lease left behind is stale once our process is gone; the next run recovers it.
       }
     }
   }
 
-  #deleteIfOurs(version: string): Promise<void> {
+  #deleteIfOurs(version: string, pruneEmptyDirs = false): Promise<void> {
     return this.#backend.deleteManagedOutputs(this.bundlePath, [LEASE_FILE_NAME], {
       ignoreMissing: true,
+      pruneEmptyDirs,
       ifMatch: new Map([[LEASE_FILE_NAME, version]]),
     });
   }

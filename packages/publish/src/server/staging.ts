@@ -211,6 +211,7 @@ export async function validateStaged(
       unlistedFiles: pipeline.validation.unlistedFiles,
       maxFiles: pipeline.validation.maxFiles,
       maxTotalSize: pipeline.validation.maxTotalSize,
+      portableNames: pipeline.validation.portableNames ? "refuse" : "warn",
     });
     return identity(validated.manifest);
   } catch (error) {

@@ -189,6 +189,7 @@ async function sourceTargets(
       unlistedFiles: pipeline.validation.unlistedFiles,
       maxFiles: pipeline.validation.maxFiles,
       maxTotalSize: pipeline.validation.maxTotalSize,
+      portableNames: pipeline.validation.portableNames ? "refuse" : "warn",
       manifest,
       ...(signal ? { signal } : {}),
     });

@@ -101,7 +101,7 @@ export function maintenanceLease(options: {
  * fails with an `UncommittedError` or a `PendingDeletesError`, the lease is abandoned with their
  * pending paths, so the next run completes the work; otherwise it is released.
  */
-export async function withRootLease<Result>(
+export function withRootLease<Result>(
   backend: StorageBackend,
   owner: OwnerScope,
   dryRun: boolean,
@@ -109,20 +109,42 @@ export async function withRootLease<Result>(
   work: (lease: Lease | undefined) => Promise<Result>,
 ): Promise<Result> {
   if (dryRun) return work(undefined);
-  const lease = await holdLease(backend, "", owner, {
+  return withBundleLease(backend, "", owner, options, work);
+}
+
+/** What a `withBundleLease` body tells about how to let the lease go. */
+export interface LeaseRelease {
+  /** The bundle path's state is gone: remove the directories its lease leaves empty. */
+  emptied: boolean;
+}
+
+/**
+ * Runs `work` holding the lease of the state at `bundlePath` (as `withRootLease` does for the
+ * root). When `work` sets `release.emptied`, the directories left empty by removing the lease
+ * go with it.
+ */
+export async function withBundleLease<Result>(
+  backend: StorageBackend,
+  bundlePath: string,
+  owner: OwnerScope,
+  options: MaintenanceLeaseOptions,
+  work: (lease: Lease, release: LeaseRelease) => Promise<Result>,
+): Promise<Result> {
+  const lease = await holdLease(backend, bundlePath, owner, {
     lockTimeoutMs: options.lockTimeoutMs,
     signal: options.signal,
     ...options.lease,
   });
+  const release: LeaseRelease = { emptied: false };
   let keep: readonly string[] | undefined;
   try {
-    return await work(lease);
+    return await work(lease, release);
   } catch (error) {
     const pending = pendingOf(error);
     if (pending !== undefined) keep = pending;
     throw error;
   } finally {
-    if (keep === undefined) await lease.release();
+    if (keep === undefined) await lease.release({ pruneEmptyDirs: release.emptied });
     else await lease.abandon(keep);
   }
 }

@@ -659,7 +659,7 @@ describe("prune", () => {
     );
   });
 
-  it("reports exactly the reference JSON fields", async () => {
+  it("reports exactly the reference JSON fields, plus the unit and the (empty) bundle lists", async () => {
     await destination.writeDestination(referenceSharedRoot());
     const config = configWith(retentionYaml({ keepLatest: 0 }), "shared_root");
 
@@ -672,6 +672,7 @@ describe("prune", () => {
       root_path: destination.root,
       owner_scope: { pipeline_id: "reports", destination_id: "archive" },
       enabled: true,
+      unit: "outputs",
       checked_count: 1,
       planned_outputs: [
         {
@@ -682,6 +683,9 @@ describe("prune", () => {
       ],
       deleted_outputs: [],
       preserved_outputs: [],
+      planned_bundles: [],
+      deleted_bundles: [],
+      preserved_bundles: [],
       state_changed: false,
       would_change: true,
       dry_run: true,

@@ -11,7 +11,13 @@ import {
   type StateDocument,
   truncateToSecond,
 } from "@distributor/state";
-import { isStorageError, mapBounded, type StorageBackend } from "@distributor/storage";
+import {
+  isStorageError,
+  joinPrefix,
+  mapBounded,
+  STATE_FILE_NAME,
+  type StorageBackend,
+} from "@distributor/storage";
 import type { Config, PrunePolicy } from "../config/types.js";
 import { PendingDeletesError, UncommittedError } from "../publish/execute.js";
 import type { Lease } from "../publish/lease.js";
@@ -24,7 +30,10 @@ import {
   writeRootState,
 } from "./destination-root.js";
 import { errorCode, errorMessage } from "./errors.js";
+import { type PruneBundleRecord, pruneBundles } from "./prune-bundles.js";
 import { openConfiguredDestination, type WorkflowOptions, withBackend } from "./shared.js";
+
+export type { PruneBundleRecord } from "./prune-bundles.js";
 
 /** The owner whose outputs a prune considers. */
 export interface PruneOwnerScope {
@@ -66,13 +75,28 @@ export interface PruneReport {
   root_path: string;
   owner_scope: PruneOwnerScope;
   enabled: boolean;
+  /**
+   * What retention counts: `outputs` of the state at the destination root, or whole `bundles`
+   * of a `preserve_relative` destination with one state per bundle path (no root state).
+   */
+  unit: "outputs" | "bundles";
+  /** Owned outputs (`outputs`) or owned bundle states (`bundles`) the policy considered. */
   checked_count: number;
+  /** Outputs of planned bundles too, with paths relative to the destination root. */
   planned_outputs: PruneOutputRecord[];
   /** Confirmed deletes, in deletion order (a prefix of `planned_outputs`). */
   deleted_outputs: PruneOutputRecord[];
   preserved_outputs: PruneOutputRecord[];
   /** The planned output whose delete failed; its record and those after it stay in state. */
   failed_output?: PruneOutputRecord;
+  /** `bundles` only (else empty): bundle paths to prune, oldest first. */
+  planned_bundles: PruneBundleRecord[];
+  /** Bundle paths pruned entirely, in order (a prefix of `planned_bundles`). */
+  deleted_bundles: PruneBundleRecord[];
+  /** Bundle paths kept, newest first; then any whose state changed since planning. */
+  preserved_bundles: PruneBundleRecord[];
+  /** The planned bundle path whose prune failed; it and those after it are not pruned. */
+  failed_bundle?: PruneBundleRecord;
   /** The state file was rewritten. */
   state_changed: boolean;
   /** A dry run planned deletes. */
@@ -191,36 +215,75 @@ export async function prune(options: PruneOptions): Promise<PruneReport> {
   const dryRun = options.dryRun ?? true;
   const { pipeline, destination, backend } = await openConfiguredDestination(options, dryRun);
   const owner = ownerScope(pipeline.id, destination.id);
-  return withBackend(backend, () =>
-    withRootLease(backend, owner, dryRun, maintenanceLease(options), async (lease) => {
+  const policy = destination.retention.prune;
+  const now = options.now?.() ?? new Date();
+  const base = (plan: PrunePlanReport, unit: PruneReport["unit"]): PruneReport => ({
+    pipeline_id: pipeline.id,
+    destination_id: destination.id,
+    backend: destination.location.backend,
+    root_path: destinationRootPath(destination),
+    owner_scope: plan.owner_scope,
+    enabled: plan.enabled,
+    unit,
+    checked_count: plan.checked_count,
+    planned_outputs: plan.pruned_outputs,
+    deleted_outputs: [],
+    preserved_outputs: plan.preserved_outputs,
+    planned_bundles: [],
+    deleted_bundles: [],
+    preserved_bundles: [],
+    state_changed: false,
+    would_change: dryRun && plan.pruned_outputs.length > 0,
+    dry_run: dryRun,
+  });
+  return withBackend(backend, async () => {
+    if (
+      destination.pathMapping.mode === "preserve_relative" &&
+      !(await rootStatePresent(backend, options.signal))
+    ) {
+      const empty: PrunePlanReport = {
+        pipeline_id: pipeline.id,
+        destination_id: destination.id,
+        owner_scope: scopeReport(owner),
+        enabled: policy.enabled,
+        checked_count: 0,
+        pruned_outputs: [],
+        preserved_outputs: [],
+      };
+      const report = base(empty, "bundles");
+      return pruneBundles(backend, report, owner, policy, truncateToSecond(now), {
+        ...options,
+        dryRun,
+      });
+    }
+    return withRootLease(backend, owner, dryRun, maintenanceLease(options), async (lease) => {
       const { document, version } = await readRootState(backend, options.signal);
-      const now = options.now?.() ?? new Date();
-      const plan = planDestinationPrune(document, destination.retention.prune, {
+      const plan = planDestinationPrune(document, policy, {
         pipelineId: pipeline.id,
         destinationId: destination.id,
         now,
       });
-      const report: PruneReport = {
-        pipeline_id: pipeline.id,
-        destination_id: destination.id,
-        backend: destination.location.backend,
-        root_path: destinationRootPath(destination),
-        owner_scope: plan.owner_scope,
-        enabled: plan.enabled,
-        checked_count: plan.checked_count,
-        planned_outputs: plan.pruned_outputs,
-        deleted_outputs: [],
-        preserved_outputs: plan.preserved_outputs,
-        state_changed: false,
-        would_change: dryRun && plan.pruned_outputs.length > 0,
-        dry_run: dryRun,
-      };
+      const report = base(plan, "outputs");
       if (lease === undefined || report.planned_outputs.length === 0) return report;
       const state = { document, version };
       await applyPrune(backend, lease, state, report, truncateToSecond(now), options);
       return report;
-    }),
-  );
+    });
+  });
+}
+
+/** True when a `.distributor.json` lies at the destination root. */
+async function rootStatePresent(
+  backend: StorageBackend,
+  signal: AbortSignal | undefined,
+): Promise<boolean> {
+  try {
+    await backend.stat(STATE_FILE_NAME, { signal });
+    return true;
+  } catch (error) {
+    if (isStorageError(error, "not_found")) return false;
+    throw error;
+  }
 }
 
 /**
@@ -241,7 +304,7 @@ async function applyPrune(
   const { signal } = options;
   const scope = ownerScope(report.pipeline_id, report.destination_id);
   const paths = report.planned_outputs.map((output) => output.path);
-  const versions = await storedVersions(backend, paths, signal);
+  const versions = await storedVersions(backend, "", paths, signal);
   await lease.journal(paths, [...new Set(paths.map(parentOf))]);
   try {
     signal?.throwIfAborted();
@@ -255,35 +318,21 @@ async function applyPrune(
     );
   }
 
-  for (const output of report.planned_outputs) {
-    try {
-      signal?.throwIfAborted();
-      lease.assertHeld();
-      const version = versions.get(output.path);
-      await backend.deleteManagedOutputs("", [output.path], {
-        // An output already gone is as pruned as one deleted now.
-        ignoreMissing: true,
-        pruneEmptyDirs: true,
-        ...(version === undefined ? {} : { ifMatch: new Map([[output.path, version]]) }),
-      });
-    } catch (error) {
-      if (isStorageError(error, "conflict")) {
-        // Rewritten since it was planned. With the lease proven held, no state records those
-        // bytes (the one just written no longer does): delete them at the version they hold
-        // now. Without that proof, a newer run may record them: they stay.
-        if (await deleteAtCurrentVersion(backend, lease, output.path, signal)) {
-          report.deleted_outputs.push(output);
-        } else {
-          report.preserved_outputs.push(output);
-        }
-        continue;
-      }
+  const planned = new Map(report.planned_outputs.map((output) => [output.path, output]));
+  const kept = await deleteFencedOutputs(
+    backend,
+    lease,
+    "",
+    paths,
+    versions,
+    signal,
+    (path, error) => {
       // An abort is not this output's fault.
-      if (!signal?.aborted) report.failed_output = output;
+      if (!signal?.aborted) report.failed_output = planned.get(path);
       const done = new Set(report.deleted_outputs.map((deleted) => deleted.path));
-      const pending = paths.filter((path) => !done.has(path));
-      const what = signal?.aborted ? "the prune was interrupted" : `deleting ${output.path} failed`;
-      throw new PruneError(
+      const pending = paths.filter((p) => !done.has(p));
+      const what = signal?.aborted ? "the prune was interrupted" : `deleting ${path} failed`;
+      return new PruneError(
         report,
         new PendingDeletesError(
           `the state no longer records the pruned outputs, but ${what}: ${errorMessage(error)}; the next run at this destination removes the rest`,
@@ -291,29 +340,84 @@ async function applyPrune(
           { cause: error },
         ),
       );
-    }
-    report.deleted_outputs.push(output);
-    options.onEvent?.({
-      type: "output_deleted",
-      pipeline_id: report.pipeline_id,
-      destination_id: report.destination_id,
-      path: output.path,
-    });
+    },
+    (path) => {
+      const output = planned.get(path);
+      if (output !== undefined) report.deleted_outputs.push(output);
+      options.onEvent?.({
+        type: "output_deleted",
+        pipeline_id: report.pipeline_id,
+        destination_id: report.destination_id,
+        path,
+      });
+    },
+  );
+  for (const path of kept) {
+    const output = planned.get(path);
+    if (output !== undefined) report.preserved_outputs.push(output);
   }
+}
+
+/**
+ * Deletes the outputs `paths` of `bundlePath` one at a time, each fenced on the version seen
+ * before the journal (`versions`). One rewritten since is deleted at its current version only
+ * while `lease` is proven held (no state records those bytes then); without that proof it stays
+ * and is returned. Any other failure throws what `failure` makes of it.
+ */
+export async function deleteFencedOutputs(
+  backend: StorageBackend,
+  lease: Lease,
+  bundlePath: string,
+  paths: readonly string[],
+  versions: ReadonlyMap<string, string>,
+  signal: AbortSignal | undefined,
+  failure: (path: string, error: unknown) => Error,
+  deleted: (path: string) => void = () => undefined,
+): Promise<string[]> {
+  const kept: string[] = [];
+  for (const path of paths) {
+    try {
+      signal?.throwIfAborted();
+      lease.assertHeld();
+      const version = versions.get(path);
+      await backend.deleteManagedOutputs(bundlePath, [path], {
+        // An output already gone is as pruned as one deleted now.
+        ignoreMissing: true,
+        pruneEmptyDirs: true,
+        ...(version === undefined ? {} : { ifMatch: new Map([[path, version]]) }),
+      });
+    } catch (error) {
+      if (isStorageError(error, "conflict")) {
+        // Rewritten since it was planned. With the lease proven held, no state records those
+        // bytes (the one just written no longer does): delete them at the version they hold
+        // now. Without that proof, a newer run may record them: they stay.
+        if (await deleteAtCurrentVersion(backend, lease, bundlePath, path, signal)) {
+          deleted(path);
+        } else {
+          kept.push(path);
+        }
+        continue;
+      }
+      throw failure(path, error);
+    }
+    deleted(path);
+  }
+  return kept;
 }
 
 /** Deletes `path` at whatever version it holds now, only while `lease` is provably held. */
 async function deleteAtCurrentVersion(
   backend: StorageBackend,
   lease: Lease,
+  bundlePath: string,
   path: string,
   signal: AbortSignal | undefined,
 ): Promise<boolean> {
   try {
     await lease.confirm();
-    const { version } = await backend.stat(path, { signal });
+    const { version } = await backend.stat(joinPrefix(bundlePath, path), { signal });
     lease.assertHeld();
-    await backend.deleteManagedOutputs("", [path], {
+    await backend.deleteManagedOutputs(bundlePath, [path], {
       ignoreMissing: true,
       pruneEmptyDirs: true,
       ...(version === undefined ? {} : { ifMatch: new Map([[path, version]]) }),
@@ -330,15 +434,16 @@ function parentOf(path: string): string {
   return slash === -1 ? "" : path.slice(0, slash);
 }
 
-/** Version tokens of the stored files at `paths` (missing ones have none). */
-async function storedVersions(
+/** Version tokens of the stored outputs `paths` of `bundlePath` (missing ones have none). */
+export async function storedVersions(
   backend: StorageBackend,
+  bundlePath: string,
   paths: readonly string[],
   signal: AbortSignal | undefined,
 ): Promise<Map<string, string>> {
   const found = await mapBounded(paths, 8, async (path) => {
     try {
-      return (await backend.stat(path, { signal })).version;
+      return (await backend.stat(joinPrefix(bundlePath, path), { signal })).version;
     } catch (error) {
       if (isStorageError(error, "not_found")) return undefined;
       throw error;

@@ -3,6 +3,7 @@ import {
   discoverBundles,
   type FileCheckProgress,
   type Manifest,
+  nameCollisionIssues,
   readManifest,
   selectNewestBundle,
   validateBundle,
@@ -13,6 +14,7 @@ import type { Config, DestinationConfig, PipelineConfig } from "../config/types.
 import { isFailAction, isWriteAction, type PublishAction } from "../publish/action.js";
 import { publishTarget } from "../publish/commit.js";
 import { type PlannedOutput, selectOutputs } from "../publish/outputs.js";
+import type { PublishPlan } from "../publish/plan.js";
 import { RenderCache } from "../publish/render-cache.js";
 import { type ActionError, actionError, errorCode, errorMessage } from "./errors.js";
 import {
@@ -59,10 +61,24 @@ export interface RunPipelineError {
   message: string;
 }
 
+/** A problem of a source bundle that does not stop it being published. */
+export interface RunWarning {
+  pipeline_id: string;
+  /** The bundle's path below the source root (`.` for the root). */
+  bundle_path: string;
+  /** `name_collision`: names that are one name on case-insensitive or normalising stores. */
+  code: string;
+  /** Bundle-relative path the warning is about. */
+  path: string;
+  message: string;
+}
+
 export interface RunReport {
   dry_run: boolean;
   actions: RunActionReport[];
   pipeline_errors: RunPipelineError[];
+  /** Warnings about source bundles, in pipeline and bundle order (see `validation.portable_names`). */
+  warnings: RunWarning[];
   /**
    * True when the run was interrupted (its signal fired): `actions` holds what finished, and the
    * action in progress, failed; nothing after it was started.
@@ -190,10 +206,29 @@ export function runSucceeded(report: RunReport): boolean {
  * destination never stops the others; the report says what happened everywhere.
  */
 export async function run(options: RunOptions): Promise<RunReport> {
+  return runWith(options, {});
+}
+
+/** Where a planned publication comes from and goes to (for saved plans). */
+export interface PlannedTarget {
+  pipeline: PipelineConfig;
+  destination: DestinationConfig;
+  /** Bundle path in the source backend. */
+  sourceBundlePath: string;
+}
+
+/** What `run --plan-out` needs of a run besides its report: each final plan, as data. */
+export interface RunHooks {
+  onPublishPlan?: ((where: PlannedTarget, plan: PublishPlan) => void) | undefined;
+}
+
+/** `run` with hooks for the workflows built on it (saved plans). */
+export async function runWith(options: RunOptions, hooks: RunHooks): Promise<RunReport> {
   const report: RunReport = {
     dry_run: options.dryRun ?? false,
     actions: [],
     pipeline_errors: [],
+    warnings: [],
     interrupted: false,
   };
   const selected = selectPipelines(options.config, options.pipelineIds ?? [], options.sources);
@@ -205,7 +240,7 @@ export async function run(options: RunOptions): Promise<RunReport> {
     options.onEvent?.({ type: "pipeline_start", pipeline_id: pipeline.id });
     const recorded = report.actions.length;
     try {
-      await runPipeline(options, pipeline, report);
+      await runPipeline(options, pipeline, report, hooks);
     } catch (error) {
       const interrupted = options.signal?.aborted ?? false;
       // Interrupted part-way through its destinations: the failed action says so already.
@@ -256,7 +291,12 @@ function selectPipelines(
   return config.pipelines.filter((pipeline) => wanted.includes(pipeline));
 }
 
-async function runPipeline(options: RunOptions, pipeline: PipelineConfig, report: RunReport) {
+async function runPipeline(
+  options: RunOptions,
+  pipeline: PipelineConfig,
+  report: RunReport,
+  hooks: RunHooks,
+) {
   const given = options.sources?.[pipeline.id];
   const source =
     given ??
@@ -268,6 +308,7 @@ async function runPipeline(options: RunOptions, pipeline: PipelineConfig, report
     }));
   try {
     const bundles = await readPipelineManifests(options, source);
+    checkPortableNames(pipeline, bundles, report);
     // Full validation hashes every file, so it waits until some destination will write: a run
     // in which every destination skips reads manifests and state files only (SPEC §4). Once
     // needed, every bundle of the pipeline is validated, so one invalid bundle publishes nothing.
@@ -285,12 +326,47 @@ async function runPipeline(options: RunOptions, pipeline: PipelineConfig, report
               .filter((b) => b !== undefined)
               .map((b) => ({ bundle: b, bundlePath: "" }))
           : bundles.map((bundle) => ({ bundle, bundlePath: bundle.path }));
-      const context = { options, pipeline, destination, source, cache, validateAll };
+      const context: DestinationContext = {
+        options,
+        pipeline,
+        destination,
+        source,
+        cache,
+        validateAll,
+        onPublishPlan: hooks.onPublishPlan,
+      };
       await runDestination(context, targets, report);
     }
   } finally {
     // A source that fails to close has already given what the run needed.
     if (given === undefined) await source.close().catch(() => undefined);
+  }
+}
+
+/**
+ * Names of the manifests that are one name on case-insensitive or normalising stores: warnings
+ * in the report, or, under `validation.portable_names: true`, an invalid bundle before anything
+ * is planned. Read from the manifests alone, so a run that only skips says so too.
+ */
+function checkPortableNames(pipeline: PipelineConfig, bundles: SourceBundle[], report: RunReport) {
+  for (const bundle of bundles) {
+    const issues = nameCollisionIssues(bundle.manifest);
+    if (issues.length === 0) continue;
+    if (pipeline.validation.portableNames) {
+      throw bundleInvalid(
+        new BundleValidationError(issues, { bundlePath: bundle.path }),
+        bundle.path,
+      );
+    }
+    for (const issue of issues) {
+      report.warnings.push({
+        pipeline_id: pipeline.id,
+        bundle_path: displayPath(bundle.path),
+        code: issue.code,
+        path: issue.path,
+        message: issue.message,
+      });
+    }
   }
 }
 
@@ -349,6 +425,7 @@ async function validatePipelineBundles(
         unlistedFiles: pipeline.validation.unlistedFiles,
         maxFiles: pipeline.validation.maxFiles,
         maxTotalSize: pipeline.validation.maxTotalSize,
+        portableNames: pipeline.validation.portableNames ? "refuse" : "warn",
         manifest: bundle.manifest,
         ...(bundle.entries === undefined ? {} : { listed: bundle.entries }),
         concurrency: VALIDATION_CONCURRENCY,
@@ -391,7 +468,7 @@ function bundleInvalid(error: unknown, path: string): unknown {
 }
 
 /** A discovered bundle and its manifest, read but not yet validated. */
-interface SourceBundle {
+export interface SourceBundle {
   path: string;
   manifest: Manifest;
   /**
@@ -402,14 +479,25 @@ interface SourceBundle {
 }
 
 /** What every destination of one pipeline shares while it runs. */
-interface DestinationContext {
+export interface DestinationContext {
   options: RunOptions;
   pipeline: PipelineConfig;
   destination: DestinationConfig;
   source: StorageBackend;
   cache: RenderCache;
-  /** Validates every bundle of the pipeline once; a failure stops the whole pipeline. */
+  /**
+   * Validates the source before the first write (`run`: every bundle of the pipeline, once); a
+   * failure stops the whole pipeline unless `validationFailsAction` is set.
+   */
   validateAll: () => Promise<void>;
+  /** A failed validation fails the action alone (applying a saved plan) instead of the pipeline. */
+  validationFailsAction?: boolean | undefined;
+  /** Receives every final plan (saved plans). */
+  onPublishPlan?: RunHooks["onPublishPlan"];
+  /** Checks every plan before it is reported or carried out; throws to refuse it (apply). */
+  approve?: ((plan: PublishPlan) => void) | undefined;
+  /** The time plans record in their next state, instead of the clock's (apply). */
+  planTime?: Date | undefined;
 }
 
 /** Marks a validation failure met inside a destination, which stops the whole pipeline. */
@@ -419,7 +507,7 @@ class PipelineStop extends Error {
   }
 }
 
-interface Target {
+export interface Target {
   bundle: SourceBundle;
   /** Destination bundle path. */
   bundlePath: string;
@@ -484,13 +572,13 @@ function baseAction(
   };
 }
 
-function fail(action: RunActionReport, error: unknown) {
+export function fail(action: RunActionReport, error: unknown) {
   action.status = "failed";
   action.error = actionError(error);
   if (action.reason === "") action.reason = action.error.message;
 }
 
-async function runTarget(
+export async function runTarget(
   context: DestinationContext,
   backend: StorageBackend,
   target: Target,
@@ -528,8 +616,9 @@ async function runTarget(
         cache,
         signal,
       },
-      now: () => options.now?.() ?? new Date(),
+      now: () => context.planTime ?? options.now?.() ?? new Date(),
       dryRun: options.dryRun ?? false,
+      approve: context.approve,
       lease: {
         lockTimeoutMs: options.lockTimeoutMs,
         ttlMs: options.lease?.ttlMs,
@@ -566,7 +655,7 @@ async function runTarget(
         try {
           await context.validateAll();
         } catch (error) {
-          throw new PipelineStop(error);
+          throw context.validationFailsAction ? error : new PipelineStop(error);
         }
       },
       onRecovered: (recovery) =>
@@ -579,6 +668,10 @@ async function runTarget(
           temp_files: recovery.tempFiles,
         }),
       onPlan: (plan) => {
+        context.onPublishPlan?.(
+          { pipeline, destination, sourceBundlePath: target.bundle.path },
+          plan,
+        );
         action.action = plan.action;
         action.reason = plan.reason;
         action.outputs = plan.outputs.map(outputReport);

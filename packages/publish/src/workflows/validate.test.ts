@@ -63,6 +63,7 @@ describe("validateBundlePath", () => {
           total_size: 16,
           unlisted_files: [],
           issues: [],
+          warnings: [],
         },
       ],
     });

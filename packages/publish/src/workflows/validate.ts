@@ -40,6 +40,11 @@ export interface BundleValidationReport {
   /** Files present but not listed, tolerated by `validation.unlisted_files: ignore`. */
   unlisted_files: string[];
   issues: IssueReport[];
+  /**
+   * Problems that do not fail validation: names that are one name on case-insensitive or
+   * normalising stores (`name_collision`), unless `validation.portable_names` refuses them.
+   */
+  warnings: IssueReport[];
 }
 
 /** Result of `validateBundlePath` and `validateConfiguredSource`; the CLI prints it as JSON. */
@@ -84,7 +89,7 @@ export interface ValidateConfiguredSourceOptions extends WorkflowOptions<Validat
 /** Limits and unlisted-file policy a validation applies (a pipeline's `validation` block). */
 export type ValidationRules = Pick<
   ValidateBundleOptions,
-  "unlistedFiles" | "maxFiles" | "maxTotalSize"
+  "unlistedFiles" | "maxFiles" | "maxTotalSize" | "portableNames"
 >;
 
 /**
@@ -136,6 +141,7 @@ export function validationRules(policy: ValidationPolicy): ValidationRules {
     unlistedFiles: policy.unlistedFiles,
     maxFiles: policy.maxFiles,
     maxTotalSize: policy.maxTotalSize,
+    portableNames: policy.portableNames ? "refuse" : "warn",
   };
 }
 
@@ -231,6 +237,7 @@ async function validateOne(
         onEvent?.({ type: "file_checked", bundle_path: bundlePath, ...progress }),
     });
     report = bundleReport(bundlePath, validated.manifest, [], validated.unlistedFiles);
+    report.warnings = issueReports(validated.warnings);
   } catch (error) {
     if (!(error instanceof BundleValidationError)) throw error;
     report = bundleReport(bundlePath, manifest, issueReports(error.issues), []);
@@ -256,6 +263,7 @@ function bundleReport(
       manifest === undefined ? null : manifest.files.reduce((sum, file) => sum + file.size, 0),
     unlisted_files: unlistedFiles,
     issues,
+    warnings: [],
   };
 }
 

@@ -189,10 +189,11 @@ export function registryFor(
 const sha = (bytes: Uint8Array) => `sha256:${createHash("sha256").update(bytes).digest("hex")}`;
 
 /**
- * The invariant after every fault (SPEC §5): the state at the destination root describes exactly
- * the bytes there. Every recorded output holds its recorded digest and size; every other file is
- * in `unmanaged` (untouched, with those bytes). Without `debris`, no lease and no temp file lie
- * anywhere either. Returns the recorded outputs (path → sha256).
+ * The invariant after every fault (SPEC §5): every state file — at the destination root, or one
+ * per bundle path below it — describes exactly the bytes there. Every recorded output holds its
+ * recorded digest and size; every other file is in `unmanaged` (untouched, with those bytes).
+ * Without `debris`, no lease and no temp file lie anywhere either. Returns the recorded outputs
+ * (path below the destination root → sha256).
  */
 export async function expectAgreement(
   backend: StorageBackend,
@@ -201,22 +202,24 @@ export async function expectAgreement(
   const label = options.label ?? "";
   const entries = await backend.walk("", { recursive: true, limit: 10_000 });
   const files = entries.filter((entry) => entry.kind === "file").map((entry) => entry.path);
+  const nameOf = (path: string) => path.slice(path.lastIndexOf("/") + 1);
   const recorded: Record<string, string> = {};
-  if (files.includes(STATE_FILE_NAME)) {
-    const state = parseDocument(Buffer.from(await backend.readFile(STATE_FILE_NAME)).toString());
+  for (const stateFile of files.filter((path) => nameOf(path) === STATE_FILE_NAME)) {
+    const bundle = stateFile.slice(0, stateFile.length - STATE_FILE_NAME.length);
+    const state = parseDocument(Buffer.from(await backend.readFile(stateFile)).toString());
     for (const output of state.outputs) {
-      recorded[output.path] = output.sha256;
-      expect(files, `${label}: recorded ${output.path} is missing`).toContain(output.path);
-      const bytes = await backend.readFile(output.path);
-      expect(sha(bytes), `${label}: ${output.path} holds other bytes than recorded`).toBe(
-        output.sha256,
-      );
-      expect(bytes.byteLength, `${label}: ${output.path} size`).toBe(output.size);
+      const path = `${bundle}${output.path}`;
+      expect(recorded[path], `${label}: ${path} is recorded by two states`).toBeUndefined();
+      recorded[path] = output.sha256;
+      expect(files, `${label}: recorded ${path} is missing`).toContain(path);
+      const bytes = await backend.readFile(path);
+      expect(sha(bytes), `${label}: ${path} holds other bytes than recorded`).toBe(output.sha256);
+      expect(bytes.byteLength, `${label}: ${path} size`).toBe(output.size);
     }
   }
   for (const path of files) {
-    if (path === STATE_FILE_NAME || recorded[path] !== undefined) continue;
-    const name = path.slice(path.lastIndexOf("/") + 1);
+    const name = nameOf(path);
+    if (name === STATE_FILE_NAME || recorded[path] !== undefined) continue;
     if (name === LEASE_FILE_NAME || isTempFileName(name)) {
       expect(options.debris ?? false, `${label}: debris ${path} left behind`).toBe(true);
       continue;

@@ -5,9 +5,12 @@ import { createLocalBackend, type StorageBackend } from "@distributor/storage";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Config, parseConfig } from "../../src/config/index.js";
 import { type AdoptionMode, adoptOutputs } from "../../src/workflows/adopt.js";
+import { applyPlan } from "../../src/workflows/apply.js";
+import { planRun } from "../../src/workflows/plan-run.js";
 import { prune } from "../../src/workflows/prune.js";
 import { reconcileState } from "../../src/workflows/reconcile-state.js";
 import { run, runSucceeded } from "../../src/workflows/run.js";
+import type { SavedPlan } from "../../src/workflows/saved-plan.js";
 import type { BackendRegistry } from "../../src/workflows/shared.js";
 import { writeSourceBundle } from "../publish/fixtures.js";
 import {
@@ -21,8 +24,10 @@ import {
 } from "./fault-model.js";
 
 // Every fault of the model (fail, crash, lost answer, hang, stall past the lease) at every
-// mutation of a first publication, a replacement, a merge, a shared-root publication, a prune
-// and a reconcile-state, on memory and on the real filesystem. After each: a run that reported
+// mutation of a first publication, a replacement, a merge, a shared-root publication, a prune (of
+// a root state's outputs, and of whole bundle paths with one state each), a reconcile-state, a
+// repair, an adoption, a rebuild and the apply of a saved plan, on memory and on the real
+// filesystem. After each: a run that reported
 // success left state and bytes in agreement, and the next plain run succeeds and leaves them in
 // agreement with no lease, journal or temp debris (SPEC §5, "the guarantee, tested").
 
@@ -40,6 +45,8 @@ interface Case {
   memory: (path: string) => StorageBackend;
   engine: EngineBackend;
   configs: { v1: Config; v2: Config; v3: Config };
+  /** A saved plan made by the scenario's `before`. */
+  plan?: SavedPlan;
 }
 
 interface Scenario {
@@ -47,6 +54,12 @@ interface Scenario {
   shared?: boolean;
   merge?: boolean;
   prune?: boolean;
+  /**
+   * Sources hold three bundles (`days/1..3`) published at their own bundle paths, each with a
+   * state; retention keeps the newest bundle. The competing run of a stall publishes a newer
+   * `days/1`.
+   */
+  nested?: boolean;
   /** Brings the destination to where the faulted command starts. */
   before(c: Case): Promise<void>;
   /** The command under test; resolves with whether it reported success. */
@@ -117,6 +130,33 @@ const adoptWith =
     );
   };
 
+async function savedPlanOf(c: Case, version: "v1" | "v2" | "v3"): Promise<SavedPlan> {
+  const { plan } = await planRun({
+    config: c.configs[version],
+    pipelineIds: ["reports"],
+    backends: registryFor(c.engine, c.memory, c.dest),
+    now: c.now,
+  });
+  if (plan === null) throw new Error("no plan");
+  return plan;
+}
+
+/**
+ * `apply` of the plan `before` saved; where it refuses because the destination moved on (as it
+ * does after a fault that left a journal to recover, or a competing commit), the operator's next
+ * step: a new plan, applied.
+ */
+async function applySaved(c: Case, backends: BackendRegistry): Promise<boolean> {
+  const applyWith = (plan: SavedPlan) =>
+    applyPlan({ plan, config: c.configs.v2, backends, now: c.now, lease: { renew: false } });
+  const report = await applyWith(c.plan as SavedPlan);
+  if (runSucceeded(report)) return true;
+  if (!report.actions.every((a) => a.status !== "failed" || a.error?.code === "plan_stale")) {
+    return false;
+  }
+  return runSucceeded(await applyWith(await savedPlanOf(c, "v2")));
+}
+
 const SCENARIOS: Scenario[] = [
   { name: "a first publication", before: async () => {}, act: publishWith("v2") },
   {
@@ -151,6 +191,26 @@ const SCENARIOS: Scenario[] = [
     act: async (c, backends) => {
       await prune({
         config: c.configs.v2,
+        pipelineId: "reports",
+        destinationId: "archive",
+        dryRun: false,
+        backends,
+        now: c.now,
+        lease: { renew: false },
+      });
+      return true;
+    },
+  },
+  {
+    name: "a prune across bundle paths",
+    nested: true,
+    before: async (c) => {
+      await plainPublish(c, "v1");
+      c.clock.offset += 2 * HOUR;
+    },
+    act: async (c, backends) => {
+      await prune({
+        config: c.configs.v1,
         pipelineId: "reports",
         destinationId: "archive",
         dryRun: false,
@@ -222,6 +282,14 @@ const SCENARIOS: Scenario[] = [
     },
   },
   {
+    name: "an apply of a saved plan",
+    before: async (c) => {
+      await plainPublish(c, "v1");
+      c.plan = await savedPlanOf(c, "v2");
+    },
+    act: applySaved,
+  },
+  {
     name: "an adoption",
     before: (c) => copyByHand(c, V1),
     act: adoptWith("adopt"),
@@ -253,15 +321,19 @@ async function newCase(scenario: Scenario, engine: EngineBackend): Promise<Case>
   const sources = { v1: V1, v2: V2, v3: V3 } as const;
   const created = { v1: 1, v2: 2, v3: 3 } as const;
   for (const version of ["v1", "v2", "v3"] as const) {
-    await writeSourceBundle(
-      createLocalBackend({ root: join(dir, version) }),
-      "",
-      sources[version],
-      {
+    const write = (path: string, files: Record<string, string>, hour: number) =>
+      writeSourceBundle(createLocalBackend({ root: join(dir, version) }), path, files, {
         id: "reports.example",
-        created: new Date(Date.UTC(2026, 5, 4, created[version])),
-      },
-    );
+        created: new Date(Date.UTC(2026, 5, 4, hour)),
+      });
+    if (!scenario.nested) {
+      await write("", sources[version], created[version]);
+      continue;
+    }
+    // v3 brings a newer days/1; the other bundles stay as they are.
+    await write("days/1", version === "v3" ? V3 : V1, version === "v3" ? 4 : 1);
+    await write("days/2", V2, 2);
+    await write("days/3", V3, 3);
   }
   await writeSourceBundle(createLocalBackend({ root: join(dir, "other") }), "", OTHER, {
     id: "other.source",
@@ -270,6 +342,7 @@ async function newCase(scenario: Scenario, engine: EngineBackend): Promise<Case>
     scenario.shared ? "\n        state: {mode: shared_root}" : "",
     scenario.merge ? "\n        reconciliation: {mode: merge}" : "",
     scenario.prune ? "\n        retention: {prune: {enabled: true, older_than: 1h}}" : "",
+    scenario.nested ? "\n        retention: {prune: {enabled: true, keep_latest: 1}}" : "",
   ].join("");
   // Two single-owner destinations may not share a location (a configuration error): the other
   // pipeline publishes beside this one's only into a shared root.
@@ -308,11 +381,13 @@ async function snapshot(c: Case, scenario: Scenario) {
   });
   const entries = await backend.walk("", { recursive: true, limit: 10_000 });
   const files: Record<string, string> = {};
+  const states: string[] = [];
   for (const entry of entries) {
-    if (entry.kind !== "file" || entry.path === ".distributor.json") continue;
-    files[entry.path] = Buffer.from(await backend.readFile(entry.path)).toString();
+    if (entry.kind !== "file") continue;
+    if (entry.path.endsWith(".distributor.json")) states.push(entry.path);
+    else files[entry.path] = Buffer.from(await backend.readFile(entry.path)).toString();
   }
-  return { recorded, files };
+  return { recorded, files, states };
 }
 
 async function faultCase(
@@ -367,6 +442,12 @@ async function faultCase(
     // Without a competing run, the destination ends exactly as a clean run leaves it.
     expect(recorded, `${where}: recorded outputs`).toEqual(expected.recorded);
     const backend = await destinationOf(c);
+    const entries = await backend.walk("", { recursive: true, limit: 10_000 });
+    const states = entries.filter((e) => e.kind === "file" && e.path.endsWith(".distributor.json"));
+    expect(
+      states.map((e) => e.path),
+      `${where}: state files`,
+    ).toEqual(expected.states);
     for (const [path, text] of Object.entries(expected.files)) {
       expect(Buffer.from(await backend.readFile(path)).toString(), `${where}: ${path}`).toBe(text);
     }

@@ -1,0 +1,68 @@
+import { createLocalBackend } from "@distributor/storage";
+import { afterEach, describe, expect, it } from "vitest";
+import { TempDirs, writeBundle } from "../test/helpers.js";
+import { BundleValidationError } from "./errors.js";
+import { describeNameCollision, nameCollisions } from "./portable-names.js";
+import { validateBundle } from "./validate.js";
+
+const temp = new TempDirs();
+afterEach(() => temp.cleanup());
+
+const NFC = "caf\u00e9.txt";
+const NFD = "cafe\u0301.txt";
+
+describe("nameCollisions", () => {
+  it("finds case-only twins and NFC/NFD twins, and nothing among portable names", () => {
+    expect(nameCollisions(["A.html", "a.html", "b.html", NFC, NFD, "c/d.txt"])).toEqual([
+      { kind: "case", paths: ["A.html", "a.html"] },
+      { kind: "normalization", paths: [NFD, NFC] },
+    ]);
+    expect(nameCollisions(["a.html", "b.html", "a/b.html", "ab.html"])).toEqual([]);
+  });
+
+  it("reports colliding directories once, not every file below them", () => {
+    expect(nameCollisions(["Docs/a.txt", "docs/a.txt", "docs/b.txt"])).toEqual([
+      { kind: "case", paths: ["Docs", "docs"] },
+    ]);
+  });
+
+  it("names code points where the names would look the same", () => {
+    expect(describeNameCollision({ kind: "normalization", paths: [NFD, NFC] })).toBe(
+      "cafe\\u{301}.txt, caf\\u{e9}.txt: names differ only by Unicode normalisation (NFC/NFD) and are one name on normalising stores",
+    );
+  });
+});
+
+describe("validateBundle portable names", () => {
+  const files = {
+    "A.html": "upper\n",
+    "a.html": "lower\n",
+    [NFC]: "composed\n",
+    [NFD]: "decomposed\n",
+  };
+
+  it("warns by default and the bundle stays valid", async () => {
+    const root = await temp.make();
+    await writeBundle(root, "", files);
+    const backend = createLocalBackend({ root });
+    const validated = await validateBundle(backend, "");
+    expect(validated.warnings.map((w) => [w.code, w.path])).toEqual([
+      ["name_collision", "A.html"],
+      ["name_collision", NFD],
+    ]);
+  });
+
+  it("refuses under portableNames: refuse", async () => {
+    const root = await temp.make();
+    await writeBundle(root, "", files);
+    const backend = createLocalBackend({ root });
+    const error = await validateBundle(backend, "", { portableNames: "refuse" }).catch(
+      (caught: unknown) => caught,
+    );
+    expect(error).toBeInstanceOf(BundleValidationError);
+    expect((error as BundleValidationError).issues.map((i) => i.code)).toEqual([
+      "name_collision",
+      "name_collision",
+    ]);
+  });
+});

@@ -1,0 +1,73 @@
+import { compareLogicalPaths } from "@distributor/storage";
+
+/**
+ * Names that are different here but one name on some stores: `case` twins differ only by letter
+ * case (one file on case-insensitive stores: Windows, macOS by default, many SFTP servers on
+ * them); `normalization` twins differ only by Unicode normalisation, NFC against NFD (one file on
+ * normalising stores: macOS HFS+, some SMB and NFS servers).
+ */
+export interface NameCollision {
+  kind: "case" | "normalization";
+  /** The colliding paths (files or directories), in byte order. */
+  paths: string[];
+}
+
+/**
+ * Every group of colliding names among `paths` and their parent directories. A collision is
+ * reported at the shallowest directory or file where it happens: `Docs/a.txt` and `docs/b.txt`
+ * collide as `Docs` and `docs`, and nothing below them is reported again.
+ */
+export function nameCollisions(paths: readonly string[]): NameCollision[] {
+  const names = new Set<string>();
+  for (const path of paths) {
+    const segments = path.split("/");
+    for (let depth = 1; depth <= segments.length; depth++) {
+      names.add(segments.slice(0, depth).join("/"));
+    }
+  }
+  const groups = new Map<string, string[]>();
+  for (const name of names) {
+    const key = foldName(name);
+    const group = groups.get(key);
+    if (group === undefined) groups.set(key, [name]);
+    else group.push(name);
+  }
+  const colliding = new Set(
+    [...groups].filter(([, members]) => members.length > 1).map(([key]) => key),
+  );
+  const collisions: NameCollision[] = [];
+  for (const key of colliding) {
+    // Below a colliding directory everything collides again: only the directory is reported.
+    if (ancestors(key).some((above) => colliding.has(above))) continue;
+    const members = (groups.get(key) ?? []).sort(compareLogicalPaths);
+    const nfc = new Set(members.map((member) => member.normalize("NFC")));
+    collisions.push({ kind: nfc.size === 1 ? "normalization" : "case", paths: members });
+  }
+  return collisions.sort((a, b) => compareLogicalPaths(a.paths[0] ?? "", b.paths[0] ?? ""));
+}
+
+/** A collision as a one-line message; names are shown with their code points where not ASCII. */
+export function describeNameCollision(collision: NameCollision): string {
+  const shown = collision.paths.map(showName).join(", ");
+  return collision.kind === "case"
+    ? `${shown}: names differ only by letter case and are one name on case-insensitive stores`
+    : `${shown}: names differ only by Unicode normalisation (NFC/NFD) and are one name on normalising stores`;
+}
+
+function foldName(name: string): string {
+  return name.normalize("NFC").toLowerCase();
+}
+
+function ancestors(key: string): string[] {
+  const segments = key.split("/");
+  return segments.slice(1).map((_, index) => segments.slice(0, index + 1).join("/"));
+}
+
+function showName(name: string): string {
+  return [...name]
+    .map((char) => {
+      const code = char.codePointAt(0) ?? 0;
+      return code < 0x80 ? char : `\\u{${code.toString(16)}}`;
+    })
+    .join("");
+}

@@ -1,0 +1,51 @@
+import { resolve } from "node:path";
+import type { RunReport } from "@distributor/publish";
+import type { ApplyCommandOptions, CommandHandler } from "../command.js";
+import { planLines } from "../render/plan.js";
+import { createRunProgress, type RunProgress } from "../render/progress.js";
+import { cliPackage } from "../version.js";
+import { lockTimeoutMs } from "./lock-timeout.js";
+import { leaseTtlMs, runOutcome } from "./run.js";
+
+export const applyCommand: CommandHandler<ApplyCommandOptions> = async (options, context) => {
+  const publish = await import("@distributor/publish");
+  const ttlMs = leaseTtlMs(context.io.env);
+  const timeout = lockTimeoutMs(publish.parseDuration, options.lockTimeout);
+  const plan = await publish.loadPlan(options.planPath);
+  // The plan names the configuration it was made from (absolute); --config chooses another.
+  const config = await publish.loadConfig(options.configPath ?? resolve(plan.config_path));
+  const progress: RunProgress | undefined =
+    context.io.stderrIsTTY === true && !options.quiet && !options.dryRun
+      ? createRunProgress({
+          stderr: context.io.stderr,
+          ...(context.io.stderrColumns ? { columns: context.io.stderrColumns } : {}),
+        })
+      : undefined;
+  let report: RunReport;
+  try {
+    report = await publish.applyPlan({
+      plan,
+      config,
+      planName: options.planPath,
+      dryRun: options.dryRun,
+      distributorVersion: (await cliPackage()).version,
+      backends: context.backends,
+      signal: context.signal,
+      ...(timeout === undefined ? {} : { lockTimeoutMs: timeout }),
+      ...(ttlMs === undefined ? {} : { lease: { ttlMs } }),
+      ...(progress ? { onEvent: progress.onEvent } : {}),
+    });
+  } catch (error) {
+    progress?.stop();
+    throw error;
+  }
+  progress?.finish(report);
+  const outcome = runOutcome(report, publish.runSucceeded(report));
+  const result: Record<string, unknown> = { ...report, plan_file: options.planPath };
+  if (options.dryRun) {
+    result.plan = plan;
+    outcome.text = planLines(plan, options.planPath, report.actions);
+  }
+  outcome.result = result;
+  return outcome;
+};

@@ -1,0 +1,428 @@
+import {
+  discoverBundles,
+  type Manifest,
+  readManifest,
+  selectNewestBundle,
+  validateBundle,
+} from "@distributor/bundle";
+import type { StorageBackend } from "@distributor/storage";
+import type { Config, DestinationConfig, PipelineConfig } from "../config/types.js";
+import type { PublishPlan } from "../publish/plan.js";
+import { RenderCache } from "../publish/render-cache.js";
+import {
+  type DestinationContext,
+  fail,
+  type RunActionReport,
+  type RunEvent,
+  type RunOptions,
+  type RunReport,
+  runTarget,
+} from "./run.js";
+import {
+  configDigest,
+  PlanFileError,
+  planDifference,
+  type SavedPlan,
+  type SavedPlanEntry,
+  savedPlanEntry,
+} from "./saved-plan.js";
+import { openBackend, sourceLocation, type WorkflowOptions } from "./shared.js";
+
+export interface ApplyOptions extends WorkflowOptions<RunEvent> {
+  /** The plan to carry out (`loadPlan`). */
+  plan: SavedPlan;
+  /** The configuration naming the plan's pipelines and destinations (`plan.config_path`'s). */
+  config: Config;
+  /** How the plan is named in messages (its file). */
+  planName?: string;
+  /**
+   * Check the plan against sources and destinations and report what applying it would do,
+   * writing nothing and taking no lease.
+   */
+  dryRun?: boolean;
+  /** This distributor's version: a plan made by another one is refused. */
+  distributorVersion?: string;
+  lockTimeoutMs?: number;
+  lease?: { ttlMs?: number; renew?: boolean };
+}
+
+/**
+ * A destination a saved plan may no longer be carried out at: `code` is `plan_stale` (the
+ * destination moved on), `source_changed` (the bundle is no longer the one planned) or
+ * `config_changed` (the pipeline or destination is configured differently, or gone).
+ */
+export class PlanRefusedError extends Error {
+  override readonly name = "PlanRefusedError";
+  readonly code: string;
+
+  constructor(code: string, message: string) {
+    super(message);
+    this.code = code;
+  }
+}
+
+/** Files hashed at once while validating a bundle before its first write. */
+const VALIDATION_CONCURRENCY = 8;
+
+/**
+ * Carries out a saved plan exactly (`distributor apply`). Per destination bundle path, in the
+ * plan's order: the configuration must still describe the planned pipeline and destination, the
+ * source bundle must still be the planned one (manifest digest, then every file's digest before
+ * the first write; for a `fixed` destination, still the newest of the source), and planning
+ * again — at the plan's time, under the lease for a write — must give exactly the saved
+ * decision (state version, stored versions, writes, deletes, next state).
+ * Otherwise that destination is refused with nothing written there and the others go on; when
+ * all holds, the saved writes and deletes run under the commit protocol of SPEC §5, so the bytes
+ * and state are those a plain run at the plan's time would have left.
+ */
+export async function applyPlan(options: ApplyOptions): Promise<RunReport> {
+  const { plan } = options;
+  const name = options.planName ?? "plan";
+  if ((plan.distributor_version ?? undefined) !== options.distributorVersion) {
+    throw new PlanFileError(
+      "plan_version_mismatch",
+      `plan file ${name} was made by distributor ${plan.distributor_version ?? "(unknown)"}, and this is ${options.distributorVersion ?? "(unknown)"}: make the plan again with this version`,
+    );
+  }
+  const report: RunReport = {
+    dry_run: options.dryRun ?? false,
+    actions: [],
+    pipeline_errors: [],
+    // Name warnings were given when the plan was made, from the manifest apply checks is unchanged.
+    warnings: [],
+    interrupted: false,
+  };
+  const runOptions: RunOptions = {
+    config: options.config,
+    dryRun: options.dryRun ?? false,
+    force: plan.force,
+    repair: plan.repair,
+    ...(options.distributorVersion === undefined
+      ? {}
+      : { distributorVersion: options.distributorVersion }),
+    ...(options.lockTimeoutMs === undefined ? {} : { lockTimeoutMs: options.lockTimeoutMs }),
+    ...(options.lease === undefined ? {} : { lease: options.lease }),
+    ...(options.backends === undefined ? {} : { backends: options.backends }),
+    ...(options.signal === undefined ? {} : { signal: options.signal }),
+    ...(options.onEvent === undefined ? {} : { onEvent: options.onEvent }),
+    ...(options.now === undefined ? {} : { now: options.now }),
+  };
+  const apply: Applying = {
+    options: runOptions,
+    report,
+    name,
+    planTime: new Date(plan.planned_at),
+  };
+  for (const [pipelineId, entries] of groups(plan.destinations, (e) => e.pipeline_id)) {
+    if (options.signal?.aborted) {
+      report.interrupted = true;
+      break;
+    }
+    options.onEvent?.({ type: "pipeline_start", pipeline_id: pipelineId });
+    await applyPipeline(apply, pipelineId, entries);
+    if (options.signal?.aborted) {
+      report.interrupted = true;
+      break;
+    }
+  }
+  return report;
+}
+
+interface Applying {
+  options: RunOptions;
+  report: RunReport;
+  name: string;
+  planTime: Date;
+}
+
+/** Consecutive runs of entries with the same key, in order. */
+function groups<T>(items: readonly T[], keyOf: (item: T) => string): [string, T[]][] {
+  const result: [string, T[]][] = [];
+  for (const item of items) {
+    const key = keyOf(item);
+    const last = result[result.length - 1];
+    if (last !== undefined && last[0] === key) last[1].push(item);
+    else result.push([key, [item]]);
+  }
+  return result;
+}
+
+/** An action of a saved entry that failed before (or instead of) planning again. */
+function failedEntry(apply: Applying, entry: SavedPlanEntry, error: unknown): RunActionReport {
+  const action: RunActionReport = {
+    pipeline_id: entry.pipeline_id,
+    destination_id: entry.destination_id,
+    bundle_path: entry.bundle_path,
+    source_id: entry.source.manifest_id,
+    action: entry.action,
+    reason: "",
+    status: "failed",
+    primary_url: entry.primary_url,
+    outputs: entry.outputs,
+    error: null,
+  };
+  fail(action, error);
+  record(apply, action);
+  return action;
+}
+
+function record(apply: Applying, action: RunActionReport) {
+  apply.report.actions.push(action);
+  apply.options.onEvent?.({ type: "destination_done", action });
+}
+
+function refused(apply: Applying, code: string, detail: string): PlanRefusedError {
+  return new PlanRefusedError(
+    code,
+    `${detail}; nothing was written there (plan ${apply.name}) — make a new plan`,
+  );
+}
+
+async function applyPipeline(apply: Applying, pipelineId: string, entries: SavedPlanEntry[]) {
+  const { options } = apply;
+  const pipeline = options.config.pipelines.find((p) => p.id === pipelineId);
+  if (pipeline === undefined) {
+    const error = refused(
+      apply,
+      "config_changed",
+      `pipeline ${pipelineId} is not in the configuration ${options.config.sourceName}`,
+    );
+    for (const entry of entries) failedEntry(apply, entry, error);
+    return;
+  }
+  let source: StorageBackend;
+  try {
+    source = await openBackend(options.backends, sourceLocation(pipeline), {
+      role: "source",
+      dryRun: options.dryRun ?? false,
+      secrets: options.config.secrets,
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
+  } catch (error) {
+    for (const entry of entries) failedEntry(apply, entry, error);
+    return;
+  }
+  try {
+    const bundles = new SourceBundles(apply, pipeline, source);
+    const cache = new RenderCache();
+    for (const [destinationId, group] of groups(entries, (e) => e.destination_id)) {
+      await applyDestination(apply, { pipeline, source, bundles, cache }, destinationId, group);
+      if (options.signal?.aborted) return;
+    }
+  } finally {
+    await source.close().catch(() => undefined);
+  }
+}
+
+/** The planned source bundles of one pipeline: each manifest read once, each bundle hashed once. */
+class SourceBundles {
+  private readonly manifests = new Map<string, Promise<Manifest>>();
+  private readonly validations = new Map<string, Promise<void>>();
+  private newest: Promise<string | undefined> | undefined;
+
+  constructor(
+    private readonly apply: Applying,
+    private readonly pipeline: PipelineConfig,
+    private readonly source: StorageBackend,
+  ) {}
+
+  /** The manifest at `entry`'s source bundle path, refused unless it is the planned one. */
+  async manifest(entry: SavedPlanEntry): Promise<Manifest> {
+    const path = entry.source.bundle_path;
+    let read = this.manifests.get(path);
+    if (read === undefined) {
+      read = readManifest(this.source, path, { signal: this.apply.options.signal });
+      this.manifests.set(path, read);
+    }
+    let manifest: Manifest;
+    try {
+      manifest = await read;
+    } catch (error) {
+      throw refused(
+        this.apply,
+        "source_changed",
+        `the planned source bundle ${path || "."} cannot be read any more: ${(error as Error).message}`,
+      );
+    }
+    const planned = entry.source;
+    if (
+      manifest.digest !== planned.manifest_digest ||
+      manifest.id !== planned.manifest_id ||
+      manifest.created.toISOString() !== planned.manifest_created
+    ) {
+      throw refused(
+        this.apply,
+        "source_changed",
+        `the source bundle ${path || "."} changed since the plan (planned ${planned.manifest_id} ${planned.manifest_digest}, found ${manifest.id} ${manifest.digest})`,
+      );
+    }
+    return manifest;
+  }
+
+  /**
+   * For a `fixed` destination, which publishes the newest bundle of the source: refused when the
+   * planned bundle is no longer the one a run would select (a newer one was added, or it is gone).
+   */
+  async checkSelected(entry: SavedPlanEntry): Promise<void> {
+    this.newest ??= this.selectNewest();
+    let selected: string | undefined;
+    try {
+      selected = await this.newest;
+    } catch (error) {
+      throw refused(
+        this.apply,
+        "source_changed",
+        `the source cannot be read to check the planned bundle is still its newest: ${(error as Error).message}`,
+      );
+    }
+    const planned = entry.source.bundle_path;
+    if (selected !== planned) {
+      throw refused(
+        this.apply,
+        "source_changed",
+        `the newest bundle of the source is now ${selected === undefined ? "none" : selected || "."}, not the planned ${planned || "."}`,
+      );
+    }
+  }
+
+  private async selectNewest(): Promise<string | undefined> {
+    const { signal } = this.apply.options;
+    const found = await discoverBundles(this.source, "", { signal });
+    const bundles: { path: string; manifest: Manifest }[] = [];
+    for (const bundle of found) {
+      bundles.push({
+        path: bundle.path,
+        manifest: await readManifest(this.source, bundle.bundlePath, { signal }),
+      });
+    }
+    return selectNewestBundle(bundles)?.path;
+  }
+
+  /** Validates the bundle in full against its manifest; a file that changed refuses. */
+  validate(path: string, manifest: Manifest): Promise<void> {
+    let validation = this.validations.get(path);
+    if (validation === undefined) {
+      const rules = this.pipeline.validation;
+      validation = validateBundle(this.source, path, {
+        unlistedFiles: rules.unlistedFiles,
+        maxFiles: rules.maxFiles,
+        maxTotalSize: rules.maxTotalSize,
+        manifest,
+        concurrency: VALIDATION_CONCURRENCY,
+        ...(this.apply.options.signal ? { signal: this.apply.options.signal } : {}),
+      }).then(
+        () => undefined,
+        (error: unknown) => {
+          throw refused(
+            this.apply,
+            "source_changed",
+            `the source bundle ${path || "."} no longer matches its planned manifest: ${(error as Error).message}`,
+          );
+        },
+      );
+      this.validations.set(path, validation);
+    }
+    return validation;
+  }
+}
+
+interface PipelineApplying {
+  pipeline: PipelineConfig;
+  source: StorageBackend;
+  bundles: SourceBundles;
+  cache: RenderCache;
+}
+
+async function applyDestination(
+  apply: Applying,
+  shared: PipelineApplying,
+  destinationId: string,
+  entries: SavedPlanEntry[],
+) {
+  const { options } = apply;
+  const { pipeline } = shared;
+  const destination = pipeline.destinations.find((d) => d.id === destinationId);
+  const problem =
+    destination === undefined
+      ? `pipeline ${pipeline.id} has no destination ${destinationId} in the configuration ${options.config.sourceName}`
+      : undefined;
+  const current = destination === undefined ? undefined : configDigest(pipeline, destination);
+  const ready: SavedPlanEntry[] = [];
+  for (const entry of entries) {
+    if (problem !== undefined) {
+      failedEntry(apply, entry, refused(apply, "config_changed", problem));
+    } else if (entry.config_digest !== current) {
+      const detail = `the configuration of pipeline ${pipeline.id} destination ${destinationId} (or of its source) in ${options.config.sourceName} changed since the plan`;
+      failedEntry(apply, entry, refused(apply, "config_changed", detail));
+    } else {
+      ready.push(entry);
+    }
+  }
+  if (destination === undefined || ready.length === 0) return;
+  let backend: StorageBackend;
+  try {
+    backend = await openBackend(options.backends, destination.location, {
+      role: "destination",
+      dryRun: options.dryRun ?? false,
+      secrets: options.config.secrets,
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
+  } catch (error) {
+    for (const entry of ready) failedEntry(apply, entry, error);
+    return;
+  }
+  try {
+    for (const entry of ready) {
+      const action = await applyEntry(apply, shared, destination, backend, entry);
+      if (action !== undefined) record(apply, action);
+      if (options.signal?.aborted) return;
+    }
+  } finally {
+    await backend.close().catch(() => undefined);
+  }
+}
+
+async function applyEntry(
+  apply: Applying,
+  shared: PipelineApplying,
+  destination: DestinationConfig,
+  backend: StorageBackend,
+  entry: SavedPlanEntry,
+): Promise<RunActionReport | undefined> {
+  const { pipeline, bundles } = shared;
+  let manifest: Manifest;
+  try {
+    manifest = await bundles.manifest(entry);
+    if (destination.pathMapping.mode === "fixed") await bundles.checkSelected(entry);
+  } catch (error) {
+    failedEntry(apply, entry, error);
+    return undefined;
+  }
+  const sourceBundlePath = entry.source.bundle_path;
+  const context: DestinationContext = {
+    options: apply.options,
+    pipeline,
+    destination,
+    source: shared.source,
+    cache: shared.cache,
+    validateAll: () => bundles.validate(sourceBundlePath, manifest),
+    validationFailsAction: true,
+    planTime: apply.planTime,
+    approve: (plan: PublishPlan) => {
+      const now = savedPlanEntry({ pipeline, destination, sourceBundlePath }, plan);
+      const difference = planDifference(entry, now);
+      if (difference !== undefined) throw refused(apply, difference.code, difference.message);
+    },
+  };
+  const action = await runTarget(context, backend, {
+    bundle: { path: sourceBundlePath, manifest, entries: undefined },
+    bundlePath: entry.bundle_path,
+  });
+  if (action.action === null) {
+    // Refused (or failed) before a plan was accepted: report the planned action.
+    action.action = entry.action;
+    action.outputs = entry.outputs;
+    action.primary_url = entry.primary_url;
+  }
+  return action;
+}

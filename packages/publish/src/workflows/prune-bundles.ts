@@ -1,0 +1,471 @@
+import {
+  findOwner,
+  formatStateTimestamp,
+  isSharedRootState,
+  type OwnerScope,
+  removeMissingOwnerOutputs,
+  type StateDocument,
+  sameOwnerScope,
+} from "@distributor/state";
+import {
+  compareLogicalPaths,
+  displayPath,
+  isStorageError,
+  joinPrefix,
+  LEASE_FILE_NAME,
+  parentPath,
+  STATE_FILE_NAME,
+  type StorageBackend,
+  type StorageEntry,
+  statePath,
+} from "@distributor/storage";
+import type { PrunePolicy } from "../config/types.js";
+import { compareAndSwapState } from "../publish/commit-state.js";
+import { PendingDeletesError, UncommittedError } from "../publish/execute.js";
+import { type Lease, LeaseHeldError, readLease } from "../publish/lease.js";
+import { encodeStateFile, readStateFile } from "../publish/state-file.js";
+import { ownedRecords } from "./audit.js";
+import { maintenanceLease, withBundleLease } from "./destination-root.js";
+import { errorCode, errorMessage } from "./errors.js";
+import {
+  deleteFencedOutputs,
+  PruneError,
+  type PruneOptions,
+  type PruneOutputRecord,
+  type PruneReport,
+  storedVersions,
+} from "./prune.js";
+import { WorkflowError } from "./shared.js";
+
+/** Most entries listed under a destination root while looking for bundle states. */
+export const PRUNE_WALK_LIMIT = 100_000;
+
+/** A bundle path a prune across bundle paths planned, deleted or preserved. */
+export interface PruneBundleRecord {
+  /** Destination bundle path (`.` for the root). */
+  bundle_path: string;
+  /**
+   * When the owner last published there: the state's `published_at` (single-owner), or the
+   * newest `updated_at` of the owner's outputs (shared root). Retention measures age from it.
+   * Null for a shared-root owner that records no output any more.
+   */
+  published_at: string | null;
+  source_id: string;
+  /** Managed outputs of the owner there. */
+  output_count: number;
+  /** The state file goes with the bundle: no other owner records anything in it. */
+  removes_state: boolean;
+}
+
+/** One owned bundle state as planning read it. */
+export interface BundleCandidate {
+  bundlePath: string;
+  document: StateDocument;
+  version: string;
+  /** The owner's output records (bundle-relative paths). */
+  outputs: readonly { path: string; updatedAt: Date }[];
+  publishedAt: Date | undefined;
+  sourceId: string;
+  /** The published source manifest's `created`: breaks ties of publication time. */
+  sourceCreated: Date;
+  /** No other owner is listed or records outputs: pruning the bundle removes the state file. */
+  removesState: boolean;
+}
+
+/**
+ * Which bundle paths a retention policy prunes (pure). Bundles are ranked by publication time,
+ * newest first; bundles published by one run share it, so ties go to the newer source manifest
+ * `created`, then to the bundle path. The `keep_latest` newest are preserved, then those older
+ * than `older_than` are pruned (all the rest when only `keep_latest` is set). A bundle state in
+ * which the owner records no output any more (what an interrupted prune leaves) holds nothing to
+ * keep: it is always pruned and does not count towards `keep_latest`. Pruned bundles come oldest
+ * first (the order they go in), preserved ones newest first.
+ */
+export function planBundlePrune(
+  candidates: readonly BundleCandidate[],
+  policy: PrunePolicy,
+  now: Date,
+): { pruned: BundleCandidate[]; preserved: BundleCandidate[] } {
+  const active =
+    policy.enabled && (policy.olderThanMs !== undefined || policy.keepLatest !== undefined);
+  const ranked = candidates
+    .filter((c) => c.outputs.length > 0 && c.publishedAt !== undefined)
+    .sort(newestFirst);
+  if (!active) return { pruned: [], preserved: ranked };
+  const empty = candidates.filter((c) => !ranked.includes(c));
+  const keep = Math.max(0, Math.floor(policy.keepLatest ?? 0));
+  const cutoff = policy.olderThanMs === undefined ? undefined : now.getTime() - policy.olderThanMs;
+  const pruned: BundleCandidate[] = [];
+  const preserved: BundleCandidate[] = [];
+  ranked.forEach((candidate, index) => {
+    const young = cutoff !== undefined && (candidate.publishedAt as Date).getTime() >= cutoff;
+    if (index < keep || young) preserved.push(candidate);
+    else pruned.push(candidate);
+  });
+  return { pruned: [...empty, ...pruned.reverse()], preserved };
+}
+
+function newestFirst(a: BundleCandidate, b: BundleCandidate): number {
+  const time = (c: BundleCandidate) => c.publishedAt?.getTime() ?? 0;
+  return (
+    time(b) - time(a) ||
+    b.sourceCreated.getTime() - a.sourceCreated.getTime() ||
+    compareLogicalPaths(a.bundlePath, b.bundlePath)
+  );
+}
+
+/**
+ * `prune` of a `preserve_relative` destination without a root state: every bundle state below
+ * the root that records the owner is a candidate, and a pruned bundle loses all of the owner's
+ * outputs; its state file goes too unless another owner of a shared root remains in it. Each
+ * bundle is pruned under its own lease in the commit protocol's order: journal, state written
+ * without the owner's records (compare-and-swap), fenced deletes, then the state file removed
+ * (fenced on the version just written) or the owner's record dropped from it. A bundle whose
+ * state changed since planning is preserved. The first failure stops the prune (`PruneError`).
+ */
+export async function pruneBundles(
+  backend: StorageBackend,
+  report: PruneReport,
+  owner: OwnerScope,
+  policy: PrunePolicy,
+  now: Date,
+  options: PruneOptions & { dryRun: boolean },
+): Promise<PruneReport> {
+  const { signal } = options;
+  // A disabled policy plans nothing and checks nothing, as at a root state.
+  if (!policy.enabled) return report;
+  const entries = await backend.walk("", { recursive: true, limit: PRUNE_WALK_LIMIT, signal });
+  const states = namedFiles(entries, STATE_FILE_NAME);
+  if (states.length === 0) {
+    throw new WorkflowError(
+      "state_not_found",
+      `${backend.location}: no ${STATE_FILE_NAME} at the destination root or below it, so nothing is managed there`,
+    );
+  }
+  if (!options.dryRun) {
+    const stated = new Set(states);
+    const orphans = namedFiles(entries, LEASE_FILE_NAME).filter((path) => !stated.has(path));
+    for (const bundlePath of orphans) await recoverOrphanLease(backend, bundlePath, owner, options);
+  }
+  const candidates: BundleCandidate[] = [];
+  for (const bundlePath of states) {
+    const candidate = await readCandidate(backend, bundlePath, owner, signal);
+    if (candidate !== undefined) candidates.push(candidate);
+  }
+  const plan = planBundlePrune(candidates, policy, now);
+  report.checked_count = candidates.length;
+  report.planned_bundles = plan.pruned.map(bundleRecord);
+  report.preserved_bundles = plan.preserved.map(bundleRecord);
+  report.planned_outputs = plan.pruned.flatMap(outputRecords);
+  report.preserved_outputs = plan.preserved.flatMap(outputRecords);
+  report.would_change = options.dryRun && plan.pruned.length > 0;
+  if (options.dryRun) return report;
+
+  for (const candidate of plan.pruned) {
+    signal?.throwIfAborted();
+    const record = bundleRecord(candidate);
+    let outcome: "pruned" | "changed";
+    try {
+      outcome = await withBundleLease(
+        backend,
+        candidate.bundlePath,
+        owner,
+        maintenanceLease(options),
+        (lease, release) =>
+          pruneBundle(backend, lease, candidate, owner, report, now, signal, release),
+      );
+    } catch (error) {
+      if (!signal?.aborted) report.failed_bundle = record;
+      if (error instanceof PruneError) throw error;
+      throw new PruneError(report, error);
+    }
+    if (outcome === "changed") {
+      // Published again (or repaired) since planning: not what was planned to go.
+      report.preserved_bundles.push(record);
+      report.preserved_outputs.push(...outputRecords(candidate));
+      continue;
+    }
+    report.deleted_bundles.push(record);
+    report.deleted_outputs.push(...outputRecords(candidate));
+    for (const output of candidate.outputs) {
+      options.onEvent?.({
+        type: "output_deleted",
+        pipeline_id: report.pipeline_id,
+        destination_id: report.destination_id,
+        path: joinPrefix(candidate.bundlePath, output.path),
+      });
+    }
+  }
+  return report;
+}
+
+async function pruneBundle(
+  backend: StorageBackend,
+  lease: Lease,
+  candidate: BundleCandidate,
+  owner: OwnerScope,
+  report: PruneReport,
+  now: Date,
+  signal: AbortSignal | undefined,
+  release: { emptied: boolean },
+): Promise<"pruned" | "changed"> {
+  const { bundlePath } = candidate;
+  const stateFile = statePath(bundlePath);
+  // Read again under the lease (taking it may have recovered a dead run's journal, which
+  // rewrites the state): pruned only while it is still the publication that was planned.
+  const current = await readCandidate(backend, bundlePath, owner, signal);
+  if (current === undefined || !samePublication(current, candidate)) return "changed";
+  const paths = current.outputs.map((output) => output.path);
+  let { document, version } = current;
+  if (paths.length > 0) {
+    const versions = await storedVersions(backend, bundlePath, paths, signal);
+    await lease.journal(paths, [...new Set(paths.map(parentPath))]);
+    try {
+      signal?.throwIfAborted();
+      await lease.confirm();
+      document = withoutOwnerOutputs(document, owner, paths, now);
+      version = await compareAndSwapState(
+        backend,
+        stateFile,
+        encodeStateFile(backend, stateFile, document),
+        version,
+        signal,
+      );
+    } catch (error) {
+      // Not known to be written: nothing was deleted; the journal decides at the next run.
+      throw new PruneError(
+        report,
+        new UncommittedError(errorMessage(error), paths, { cause: error }),
+      );
+    }
+    report.state_changed = true;
+    await deleteFencedOutputs(
+      backend,
+      lease,
+      bundlePath,
+      paths,
+      versions,
+      signal,
+      (path, error) => {
+        const what = signal?.aborted ? "the prune was interrupted" : `deleting ${path} failed`;
+        return new PruneError(
+          report,
+          new PendingDeletesError(
+            `the state of ${displayPath(bundlePath)} no longer records the pruned outputs, but ${what}: ${errorMessage(error)}; the next prune at this destination removes the rest`,
+            paths,
+            { cause: error },
+          ),
+        );
+      },
+    );
+  }
+
+  try {
+    signal?.throwIfAborted();
+    await lease.confirm();
+    if (current.removesState) {
+      await backend.deleteManagedBundle(bundlePath, [], {
+        ignoreMissing: true,
+        pruneEmptyDirs: true,
+        ifMatch: new Map([[STATE_FILE_NAME, version]]),
+        signal,
+      });
+      release.emptied = true;
+    } else {
+      const next = withoutOwner(document, owner, now);
+      await compareAndSwapState(
+        backend,
+        stateFile,
+        encodeStateFile(backend, stateFile, next),
+        version,
+        signal,
+      );
+    }
+  } catch (error) {
+    // The outputs are gone (or journaled); a state left recording nothing of this owner is
+    // pruned by the next prune, which also completes the journal.
+    throw new PruneError(
+      report,
+      new PendingDeletesError(
+        `the pruned outputs of ${displayPath(bundlePath)} are gone, but removing its state failed: ${errorMessage(error)}; the next prune at this destination finishes it`,
+        paths,
+        { cause: error },
+      ),
+    );
+  }
+  report.state_changed = true;
+  return "pruned";
+}
+
+/**
+ * A lease of this owner left where no state is (a prune that removed the state, or a first
+ * publication, died before releasing it): taken over when stale, which recovers its journal,
+ * then removed with the directories it leaves empty. A live lease is another run's: left alone.
+ */
+async function recoverOrphanLease(
+  backend: StorageBackend,
+  bundlePath: string,
+  owner: OwnerScope,
+  options: PruneOptions,
+): Promise<void> {
+  const found = await readLease(backend, bundlePath, options.signal);
+  if (found === undefined) return;
+  const leaseOwner = {
+    pipelineId: found.owner.pipeline_id,
+    destinationId: found.owner.destination_id,
+  };
+  if (!sameOwnerScope(leaseOwner, owner)) return;
+  try {
+    await withBundleLease(
+      backend,
+      bundlePath,
+      owner,
+      maintenanceLease(options),
+      async (_, release) => {
+        try {
+          await backend.stat(statePath(bundlePath), { signal: options.signal });
+        } catch (error) {
+          if (!isStorageError(error, "not_found")) throw error;
+          release.emptied = true;
+        }
+      },
+    );
+  } catch (error) {
+    if (error instanceof LeaseHeldError || errorCode(error) === "lease_held") return;
+    throw error;
+  }
+}
+
+/** The same owner's publication: nobody published there since it was planned. */
+function samePublication(current: BundleCandidate, planned: BundleCandidate): boolean {
+  return (
+    current.sourceId === planned.sourceId &&
+    current.publishedAt?.getTime() === planned.publishedAt?.getTime()
+  );
+}
+
+/** Parent paths of the listed files called `name`, in bundle path order. */
+function namedFiles(entries: readonly StorageEntry[], name: string): string[] {
+  return entries
+    .filter(
+      (entry) =>
+        entry.kind === "file" &&
+        entry.nameProblem === undefined &&
+        (entry.path === name || entry.path.endsWith(`/${name}`)),
+    )
+    .map((entry) => parentPath(entry.path))
+    .sort(compareLogicalPaths);
+}
+
+/**
+ * The bundle state at `bundlePath` when it records `owner`; undefined when it belongs to others.
+ * An unreadable or invalid state fails the prune before anything is deleted: its owner and age
+ * cannot be known, so neither can the ranking.
+ */
+async function readCandidate(
+  backend: StorageBackend,
+  bundlePath: string,
+  owner: OwnerScope,
+  signal: AbortSignal | undefined,
+): Promise<BundleCandidate | undefined> {
+  let read: { document: StateDocument; version: string };
+  try {
+    read = await readStateFile(backend, statePath(bundlePath), signal);
+  } catch (error) {
+    if (isStorageError(error, "not_found")) return undefined;
+    const code = errorCode(error);
+    if (code !== "state_invalid" && code !== "storage_limit_exceeded") throw error;
+    throw new WorkflowError(
+      "state_invalid",
+      `${backend.location} ${statePath(bundlePath)} cannot be read as state (${errorMessage(error)}); nothing was pruned (reconcile-state --rebuild replaces it while its source still publishes there)`,
+      { cause: error },
+    );
+  }
+  const { document, version } = read;
+  const records = ownedRecords(document, owner);
+  if (records === undefined) return undefined;
+  const outputs = (document.outputs as readonly { path: string; updatedAt: Date }[]).filter(
+    (output) => records.some((record) => record.path === output.path),
+  );
+  if (isSharedRootState(document)) {
+    const newest = outputs.reduce<Date | undefined>(
+      (latest, output) =>
+        latest === undefined || output.updatedAt.getTime() > latest.getTime()
+          ? output.updatedAt
+          : latest,
+      undefined,
+    );
+    const others =
+      document.owners.some((o) => !sameOwnerScope(o.scope, owner)) ||
+      document.outputs.some((o) => !sameOwnerScope(o.owner, owner));
+    return {
+      bundlePath,
+      document,
+      version,
+      outputs,
+      publishedAt: newest,
+      sourceId: findOwner(document, owner)?.source.manifest.id ?? "",
+      sourceCreated: findOwner(document, owner)?.source.manifest.created ?? new Date(0),
+      removesState: !others,
+    };
+  }
+  return {
+    bundlePath,
+    document,
+    version,
+    outputs,
+    publishedAt: document.publishedAt,
+    sourceId: document.source.manifest.id,
+    sourceCreated: document.source.manifest.created,
+    removesState: true,
+  };
+}
+
+/** The state without `owner`'s records at `paths`, with a new `updated_at`. */
+function withoutOwnerOutputs(
+  document: StateDocument,
+  owner: OwnerScope,
+  paths: readonly string[],
+  now: Date,
+): StateDocument {
+  const gone = new Set(paths);
+  if (isSharedRootState(document)) {
+    return { ...removeMissingOwnerOutputs(document, owner, paths).state, updatedAt: now };
+  }
+  // `published_at` stays: a state left like this is still ranked where it was.
+  return {
+    ...document,
+    outputs: document.outputs.filter((o) => !gone.has(o.path)),
+    updatedAt: now,
+  };
+}
+
+/** A shared-root state without `owner` (who records no output there any more). */
+function withoutOwner(document: StateDocument, owner: OwnerScope, now: Date): StateDocument {
+  if (!isSharedRootState(document)) return document;
+  return {
+    ...document,
+    owners: document.owners.filter((o) => !sameOwnerScope(o.scope, owner)),
+    outputs: document.outputs.filter((o) => !sameOwnerScope(o.owner, owner)),
+    updatedAt: now,
+  };
+}
+
+function bundleRecord(candidate: BundleCandidate): PruneBundleRecord {
+  return {
+    bundle_path: displayPath(candidate.bundlePath),
+    published_at:
+      candidate.publishedAt === undefined ? null : formatStateTimestamp(candidate.publishedAt),
+    source_id: candidate.sourceId,
+    output_count: candidate.outputs.length,
+    removes_state: candidate.removesState,
+  };
+}
+
+/** The owner's outputs of a bundle, with paths relative to the destination root. */
+function outputRecords(candidate: BundleCandidate): PruneOutputRecord[] {
+  return candidate.outputs.map((output) => ({
+    path: joinPrefix(candidate.bundlePath, output.path),
+    updated_at: formatStateTimestamp(output.updatedAt),
+  }));
+}

@@ -1,0 +1,394 @@
+import { createHash, randomBytes } from "node:crypto";
+import { open, readFile, rename, rm } from "node:fs/promises";
+import { basename, dirname, join } from "node:path";
+import { encodeDocument } from "@distributor/state";
+import * as v from "valibot";
+import type { DestinationConfig, PipelineConfig } from "../config/types.js";
+import type { PublishAction } from "../publish/action.js";
+import type { PublishPlan } from "../publish/plan.js";
+import type { RunOutputReport } from "./run.js";
+
+/**
+ * Saved plans (`run --plan-out`, `apply`): the whole decision of a dry run, per destination bundle
+ * path, as a versioned JSON document a reviewer reads and `applyPlan` carries out. The document
+ * holds what the executor would do (writes with digests and sizes, fenced deletes, the next state
+ * in full) and what the decision was made against (the state version, the source manifest, the
+ * configuration of the pipeline and destination), so that applying it can prove nothing moved.
+ */
+
+/** The format of plan files this version writes and reads. */
+export const PLAN_FORMAT_VERSION = 1;
+
+/** One output write of a saved plan. */
+export interface SavedPlanWrite {
+  path: string;
+  kind: "source" | "generated";
+  source_path: string;
+  transform: string | null;
+  sha256: string;
+  size: number;
+  /** Replaces what is stored at the path (else a no-clobber create). */
+  overwrite: boolean;
+  /** The version an overwrite is conditional on; null for a create. */
+  if_match: string | null;
+}
+
+/** What one destination bundle path of one pipeline will become, and what it was planned from. */
+export interface SavedPlanEntry {
+  pipeline_id: string;
+  destination_id: string;
+  bundle_path: string;
+  /** Digest of the pipeline's source and validation and of the destination's configuration. */
+  config_digest: string;
+  source: {
+    /** Bundle path in the source. */
+    bundle_path: string;
+    manifest_id: string;
+    manifest_created: string;
+    manifest_digest: string;
+  };
+  action: PublishAction;
+  reason: string;
+  primary_url: string | null;
+  /** Version token of `.distributor.json` planning read; null when there was none. */
+  state_version: string | null;
+  outputs: RunOutputReport[];
+  writes: SavedPlanWrite[];
+  deletes_first: string[];
+  deletes: string[];
+  delete_versions: Record<string, string>;
+  clear_bundle_path: boolean;
+  keep: string[];
+  journal: { paths: string[]; directories: string[]; overwrites: string[] };
+  /** The state written after the outputs (as `.distributor.json` holds it); null for no write. */
+  next_state: unknown;
+  /** SHA-256 of the exact bytes of `next_state` as the state file; null for no write. */
+  next_state_sha256: string | null;
+}
+
+/** A plan file (`format_version` 1). */
+export interface SavedPlan {
+  format_version: typeof PLAN_FORMAT_VERSION;
+  /** When the plan was made; the next states record this time. */
+  planned_at: string;
+  /** The distributor that made it; `apply` refuses a plan made by another version. */
+  distributor_version: string | null;
+  /** The configuration file it was planned from (`apply` reads it unless given another). */
+  config_path: string;
+  force: boolean;
+  repair: boolean;
+  destinations: SavedPlanEntry[];
+}
+
+const sha256 = (bytes: Uint8Array | string) =>
+  `sha256:${createHash("sha256").update(bytes).digest("hex")}`;
+
+/** JSON with object keys sorted at every depth: one text for one value. */
+function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, item) => {
+    if (item === null || typeof item !== "object" || Array.isArray(item)) return item;
+    const sorted: Record<string, unknown> = {};
+    for (const key of Object.keys(item).sort())
+      sorted[key] = (item as Record<string, unknown>)[key];
+    return sorted;
+  });
+}
+
+/**
+ * The identity of a configured destination as a plan sees it: its own settings and its
+ * pipeline's source and validation (secrets are references, never values). Any change to them
+ * makes a saved plan for it refuse.
+ */
+export function configDigest(pipeline: PipelineConfig, destination: DestinationConfig): string {
+  return sha256(
+    canonicalJson({
+      pipeline: { id: pipeline.id, source: pipeline.source, validation: pipeline.validation },
+      destination,
+    }),
+  );
+}
+
+/** The saved form of a publish plan for one destination bundle path. */
+export function savedPlanEntry(
+  where: { pipeline: PipelineConfig; destination: DestinationConfig; sourceBundlePath: string },
+  plan: PublishPlan,
+): SavedPlanEntry {
+  const nextState = plan.nextState === undefined ? undefined : encodeDocument(plan.nextState);
+  return {
+    pipeline_id: where.pipeline.id,
+    destination_id: where.destination.id,
+    bundle_path: plan.bundlePath,
+    config_digest: configDigest(where.pipeline, where.destination),
+    source: {
+      bundle_path: where.sourceBundlePath,
+      manifest_id: plan.manifest.id,
+      manifest_created: plan.manifest.created.toISOString(),
+      manifest_digest: plan.manifest.digest,
+    },
+    action: plan.action,
+    reason: plan.reason,
+    primary_url: plan.primaryUrl ?? null,
+    state_version: plan.stateVersion ?? null,
+    outputs: plan.outputs.map((output) => ({
+      path: output.path,
+      kind: output.kind,
+      source_path: output.sourcePath,
+      transform: output.transform ?? null,
+      url: output.url ?? null,
+      sha256: output.sha256,
+      size: output.size,
+    })),
+    writes: plan.writes.map((write) => ({
+      path: write.output.path,
+      kind: write.output.kind,
+      source_path: write.output.sourcePath,
+      transform: write.output.transform ?? null,
+      sha256: write.output.sha256,
+      size: write.output.size,
+      overwrite: write.overwrite,
+      if_match: write.ifMatch ?? null,
+    })),
+    deletes_first: [...plan.deletesFirst],
+    deletes: [...plan.deletes],
+    delete_versions: { ...plan.deleteVersions },
+    clear_bundle_path: plan.clearBundlePath,
+    keep: [...plan.keep],
+    journal: {
+      paths: [...plan.journal.paths],
+      directories: [...plan.journal.directories],
+      overwrites: [...plan.journal.overwrites],
+    },
+    next_state: nextState === undefined ? null : JSON.parse(Buffer.from(nextState).toString()),
+    next_state_sha256: nextState === undefined ? null : sha256(nextState),
+  };
+}
+
+/** Why a saved entry and a plan made now differ; undefined when they are the same decision. */
+export interface PlanDifference {
+  code: "plan_stale" | "source_changed";
+  message: string;
+}
+
+/**
+ * Compares the saved entry with the entry of a plan made now from the same source, destination
+ * and time. Any difference at all refuses; the message names the first that explains it.
+ */
+export function planDifference(
+  saved: SavedPlanEntry,
+  now: SavedPlanEntry,
+): PlanDifference | undefined {
+  if (canonicalJson(saved) === canonicalJson(now)) return undefined;
+  if (canonicalJson(saved.source) !== canonicalJson(now.source)) {
+    return {
+      code: "source_changed",
+      message: `the source bundle changed since the plan (manifest ${saved.source.manifest_id} ${saved.source.manifest_digest} planned, ${now.source.manifest_id} ${now.source.manifest_digest} found)`,
+    };
+  }
+  if (saved.state_version !== now.state_version) {
+    return {
+      code: "plan_stale",
+      message: `the destination state changed since the plan (planned against ${versionText(saved.state_version)}, found ${versionText(now.state_version)})`,
+    };
+  }
+  if (saved.action !== now.action) {
+    return {
+      code: "plan_stale",
+      message: `the destination changed since the plan: it was planned as ${saved.action}, and would now be ${now.action} (${now.reason})`,
+    };
+  }
+  const field = (Object.keys(saved) as (keyof SavedPlanEntry)[]).find(
+    (key) => canonicalJson(saved[key]) !== canonicalJson(now[key]),
+  );
+  return {
+    code: "plan_stale",
+    message: `the destination changed since the plan: planning now gives other ${field ?? "content"}`,
+  };
+}
+
+function versionText(version: string | null): string {
+  return version === null ? "no state file" : `state version ${version}`;
+}
+
+/** The plan file's JSON text: 2-space indented with a trailing newline. */
+export function encodePlan(plan: SavedPlan): string {
+  return `${JSON.stringify(plan, null, 2)}\n`;
+}
+
+/**
+ * Writes a plan file atomically: a temp file beside it, flushed, then renamed over the target,
+ * so a reader finds the old file or the complete new one, never a part.
+ */
+export async function savePlan(path: string, plan: SavedPlan): Promise<void> {
+  const text = encodePlan(plan);
+  const temp = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
+  try {
+    const handle = await open(temp, "wx", 0o644);
+    try {
+      await handle.writeFile(text, "utf8");
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(temp, path);
+  } catch (error) {
+    await rm(temp, { force: true });
+    throw new PlanFileError(
+      "plan_unwritable",
+      `plan file ${path} cannot be written: ${(error as Error).message}`,
+      { cause: error },
+    );
+  }
+  // The rename itself survives a power cut once the directory is flushed.
+  const directory = await open(dirname(path), "r").catch(() => undefined);
+  await directory
+    ?.sync()
+    .catch(() => undefined)
+    .finally(() => directory.close());
+}
+
+/** A plan file that cannot be read, is not a plan, or has a format this version does not read. */
+export class PlanFileError extends Error {
+  override readonly name = "PlanFileError";
+  readonly code: string;
+
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+  }
+}
+
+const stringList = v.array(v.string());
+const outputSchema = v.strictObject({
+  path: v.string(),
+  kind: v.picklist(["source", "generated"]),
+  source_path: v.string(),
+  transform: v.nullable(v.string()),
+  url: v.nullable(v.string()),
+  sha256: v.string(),
+  size: v.number(),
+});
+const writeSchema = v.strictObject({
+  path: v.string(),
+  kind: v.picklist(["source", "generated"]),
+  source_path: v.string(),
+  transform: v.nullable(v.string()),
+  sha256: v.string(),
+  size: v.number(),
+  overwrite: v.boolean(),
+  if_match: v.nullable(v.string()),
+});
+const ACTIONS = [
+  "publish_new",
+  "replace_older",
+  "force_replace",
+  "skip_same",
+  "skip_destination_older",
+  "skip_destination_newer",
+  "fail_conflict",
+  "fail_unmanaged",
+  "repair",
+] as const satisfies readonly PublishAction[];
+const entrySchema = v.strictObject({
+  pipeline_id: v.string(),
+  destination_id: v.string(),
+  bundle_path: v.string(),
+  config_digest: v.string(),
+  source: v.strictObject({
+    bundle_path: v.string(),
+    manifest_id: v.string(),
+    manifest_created: v.string(),
+    manifest_digest: v.string(),
+  }),
+  action: v.picklist(ACTIONS),
+  reason: v.string(),
+  primary_url: v.nullable(v.string()),
+  state_version: v.nullable(v.string()),
+  outputs: v.array(outputSchema),
+  writes: v.array(writeSchema),
+  deletes_first: stringList,
+  deletes: stringList,
+  delete_versions: v.record(v.string(), v.string()),
+  clear_bundle_path: v.boolean(),
+  keep: stringList,
+  journal: v.strictObject({ paths: stringList, directories: stringList, overwrites: stringList }),
+  next_state: v.unknown(),
+  next_state_sha256: v.nullable(v.string()),
+});
+const planSchema = v.strictObject({
+  format_version: v.literal(PLAN_FORMAT_VERSION),
+  planned_at: v.pipe(v.string(), v.isoTimestamp()),
+  distributor_version: v.nullable(v.string()),
+  config_path: v.string(),
+  force: v.boolean(),
+  repair: v.boolean(),
+  destinations: v.array(entrySchema),
+});
+
+/** Parses a plan file's text; `name` (the file) is named in every error. */
+export function parsePlan(text: string, name: string): SavedPlan {
+  let document: unknown;
+  try {
+    document = JSON.parse(text);
+  } catch (error) {
+    throw new PlanFileError(
+      "plan_invalid",
+      `plan file ${name} is not JSON: ${(error as Error).message}`,
+      { cause: error },
+    );
+  }
+  const format =
+    typeof document === "object" && document !== null && !Array.isArray(document)
+      ? (document as Record<string, unknown>).format_version
+      : undefined;
+  if (format === undefined) {
+    throw new PlanFileError(
+      "plan_invalid",
+      `plan file ${name} is not a distributor plan (it has no format_version)`,
+    );
+  }
+  if (format !== PLAN_FORMAT_VERSION) {
+    throw new PlanFileError(
+      "plan_format_unsupported",
+      `plan file ${name} has format_version ${JSON.stringify(format)}; this distributor reads format_version ${PLAN_FORMAT_VERSION} only — make the plan again with this version`,
+    );
+  }
+  const parsed = v.safeParse(planSchema, document);
+  if (!parsed.success) {
+    const problems = parsed.issues.slice(0, 5).map((issue) => {
+      const key = issue.path?.map((item) => String(item.key)).join(".") ?? "";
+      return key === "" ? issue.message : `${key}: ${issue.message}`;
+    });
+    throw new PlanFileError(
+      "plan_invalid",
+      `plan file ${name} is not a valid plan: ${problems.join("; ")}`,
+    );
+  }
+  const plan = parsed.output as SavedPlan;
+  const seen = new Set<string>();
+  for (const entry of plan.destinations) {
+    const key = JSON.stringify([entry.pipeline_id, entry.destination_id, entry.bundle_path]);
+    if (seen.has(key)) {
+      throw new PlanFileError(
+        "plan_invalid",
+        `plan file ${name} plans pipeline ${entry.pipeline_id} destination ${entry.destination_id} bundle ${entry.bundle_path || "."} twice`,
+      );
+    }
+    seen.add(key);
+  }
+  return plan;
+}
+
+/** Reads and parses a plan file. */
+export async function loadPlan(path: string): Promise<SavedPlan> {
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch (error) {
+    throw new PlanFileError(
+      "plan_unreadable",
+      `plan file ${path} cannot be read: ${(error as Error).message}`,
+      { cause: error },
+    );
+  }
+  return parsePlan(text, path);
+}

@@ -1,0 +1,317 @@
+import { cp, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseDocument } from "@distributor/state";
+import { createLocalBackend } from "@distributor/storage";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { type Config, parseConfig } from "../../src/config/index.js";
+import { isPruneError, type PruneReport, prune } from "../../src/workflows/prune.js";
+import { run, runSucceeded } from "../../src/workflows/run.js";
+import { writeSourceBundle } from "../publish/fixtures.js";
+
+// Prune across bundle paths: a preserve_relative destination holds one state per bundle path,
+// and retention counts whole bundles by when they were published. Real runs publish the
+// archive on the real filesystem; each bundle one hour after the one before.
+
+const T0 = Date.UTC(2026, 5, 1);
+const HOUR = 3_600_000;
+
+let dir: string;
+let source: string;
+let dest: string;
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), "distributor-prune-bundles-"));
+  source = join(dir, "source");
+  dest = join(dir, "dest");
+});
+afterEach(() => rm(dir, { recursive: true, force: true }));
+
+const bundlePath = (index: number) => `days/${String(index).padStart(2, "0")}`;
+
+function config(retention: string, extra = "", pipelines = ""): Config {
+  return parseConfig(
+    `pipelines:\n  - id: reports\n    source: {backend: local, path: ${source}}\n    destinations:\n      - id: archive\n        backend: local\n        path: ${dest}\n        retention: {prune: {enabled: true, ${retention}}}\n${extra}${pipelines}`,
+  );
+}
+
+/** Publishes bundles 1..count into the archive, bundle i at T0 + i hours. */
+async function archive(cfg: Config, count: number, pipeline = "reports", src = source) {
+  for (let index = 1; index <= count; index++) {
+    await writeSourceBundle(
+      createLocalBackend({ root: src }),
+      bundlePath(index),
+      { "report.md": `# Day ${index}\n`, "data/n.txt": `${index}\n` },
+      { id: `${pipeline}.day`, created: new Date(T0 + index * HOUR) },
+    );
+    const report = await run({
+      config: cfg,
+      pipelineIds: [pipeline],
+      now: () => new Date(T0 + index * HOUR),
+    });
+    expect(runSucceeded(report), JSON.stringify(report.actions)).toBe(true);
+  }
+}
+
+async function listTree(root: string): Promise<string[]> {
+  const entries = await readdir(root, { recursive: true, withFileTypes: true });
+  return entries.map((entry) => join(entry.parentPath, entry.name).slice(root.length + 1)).sort();
+}
+
+const days = (from: number, to: number) =>
+  Array.from({ length: to - from + 1 }, (_, i) => bundlePath(from + i));
+
+describe("prune across bundle paths", () => {
+  it("plans the oldest bundles beyond keep_latest in a dry run and changes nothing", async () => {
+    const cfg = config("keep_latest: 10");
+    await archive(cfg, 30);
+    const before = await listTree(dest);
+
+    const report = await prune({
+      config: cfg,
+      pipelineId: "reports",
+      destinationId: "archive",
+      now: () => new Date(T0 + 40 * HOUR),
+    });
+
+    expect(report).toMatchObject({
+      unit: "bundles",
+      checked_count: 30,
+      dry_run: true,
+      would_change: true,
+      state_changed: false,
+      deleted_bundles: [],
+      deleted_outputs: [],
+    });
+    expect(report.planned_bundles.map((b) => b.bundle_path)).toEqual(days(1, 20));
+    expect(report.preserved_bundles.map((b) => b.bundle_path)).toEqual(days(21, 30).reverse());
+    expect(report.planned_bundles[0]).toEqual({
+      bundle_path: "days/01",
+      published_at: "2026-06-01T01:00:00Z",
+      source_id: "reports.day",
+      output_count: 2,
+      removes_state: true,
+    });
+    expect(report.planned_outputs.slice(0, 2).map((o) => o.path)).toEqual([
+      "days/01/data/n.txt",
+      "days/01/report.md",
+    ]);
+    expect(report.planned_outputs).toHaveLength(40);
+    expect(await listTree(dest)).toEqual(before);
+  });
+
+  it("--apply removes whole bundle paths (outputs, state, directories) and keeps the newest", async () => {
+    const cfg = config("keep_latest: 10");
+    await archive(cfg, 30);
+    await writeFile(join(dest, "days/25/notes.txt"), "mine\n");
+
+    const report = await prune({
+      config: cfg,
+      pipelineId: "reports",
+      destinationId: "archive",
+      dryRun: false,
+      now: () => new Date(T0 + 40 * HOUR),
+    });
+
+    expect(report.deleted_bundles.map((b) => b.bundle_path)).toEqual(days(1, 20));
+    expect(report.deleted_outputs).toHaveLength(40);
+    expect(report.state_changed).toBe(true);
+    expect(report.failed_bundle).toBeUndefined();
+    expect(await readdir(join(dest, "days"))).toEqual(
+      Array.from({ length: 10 }, (_, i) => String(21 + i)),
+    );
+    // The kept bundles are untouched, an unmanaged file among them too; no lease is left.
+    const tree = await listTree(dest);
+    expect(tree.filter((path) => path.endsWith(".distributor.lease"))).toEqual([]);
+    expect(await readFile(join(dest, "days/25/notes.txt"), "utf8")).toBe("mine\n");
+    const kept = parseDocument(await readFile(join(dest, "days/30/.distributor.json"), "utf8"));
+    expect(kept.outputs.map((o) => o.path).sort()).toEqual(["data/n.txt", "report.md"]);
+
+    // Nothing is left to prune.
+    const again = await prune({
+      config: cfg,
+      pipelineId: "reports",
+      destinationId: "archive",
+      dryRun: false,
+      now: () => new Date(T0 + 40 * HOUR),
+    });
+    expect(again).toMatchObject({ checked_count: 10, planned_bundles: [], state_changed: false });
+  });
+
+  it("ranks bundles one run published together by their source's created time", async () => {
+    const cfg = config("keep_latest: 2");
+    // Written in an order unlike both the paths and the times; one run publishes all five.
+    for (const [path, hour] of [
+      ["e", 3],
+      ["a", 5],
+      ["c", 1],
+      ["b", 4],
+      ["d", 2],
+    ] as const) {
+      await writeSourceBundle(
+        createLocalBackend({ root: source }),
+        path,
+        { "x.txt": path },
+        {
+          id: "reports.day",
+          created: new Date(T0 + hour * HOUR),
+        },
+      );
+    }
+    expect(runSucceeded(await run({ config: cfg, now: () => new Date(T0 + 6 * HOUR) }))).toBe(true);
+    const report = await prune({
+      config: cfg,
+      pipelineId: "reports",
+      destinationId: "archive",
+      now: () => new Date(T0 + 6 * HOUR),
+    });
+    expect(report.preserved_bundles.map((b) => b.bundle_path)).toEqual(["a", "b"]);
+    expect(report.planned_bundles.map((b) => b.bundle_path)).toEqual(["c", "d", "e"]);
+  });
+
+  it("older_than keeps the bundles published within it", async () => {
+    const cfg = config("older_than: 5h");
+    await archive(cfg, 8);
+    const report = await prune({
+      config: cfg,
+      pipelineId: "reports",
+      destinationId: "archive",
+      dryRun: false,
+      now: () => new Date(T0 + 10 * HOUR),
+    });
+    // Published at hours 1..8; now is hour 10: bundles of hours 5..8 are younger than 5h.
+    expect(report.deleted_bundles.map((b) => b.bundle_path)).toEqual(days(1, 4));
+    expect(await readdir(join(dest, "days"))).toEqual(["05", "06", "07", "08"]);
+  });
+
+  it("in a shared root, prunes only its own records and leaves the other owner's bundle", async () => {
+    const shared = "        state: {mode: shared_root}\n";
+    const other = join(dir, "other");
+    const cfg = config(
+      "keep_latest: 1",
+      shared,
+      `  - id: html\n    source: {backend: local, path: ${other}}\n    destinations:\n      - id: site\n        backend: local\n        path: ${dest}\n        state: {mode: shared_root}\n        publish: {source: false, html: true}\n        transform: {markdown_to_html: {enabled: true}}\n`,
+    );
+    await archive(cfg, 3);
+    await archive(cfg, 1, "html", other);
+
+    const report = await prune({
+      config: cfg,
+      pipelineId: "reports",
+      destinationId: "archive",
+      dryRun: false,
+      now: () => new Date(T0 + 10 * HOUR),
+    });
+
+    expect(report.deleted_bundles).toEqual([
+      expect.objectContaining({ bundle_path: "days/01", removes_state: false }),
+      expect.objectContaining({ bundle_path: "days/02", removes_state: true }),
+    ]);
+    // days/01 keeps the other owner's page and a state that no longer names this owner.
+    expect((await listTree(join(dest, "days/01"))).filter((p) => !p.endsWith("/"))).toEqual([
+      ".distributor.json",
+      "report.html",
+    ]);
+    const state = parseDocument(await readFile(join(dest, "days/01/.distributor.json"), "utf8"));
+    expect(state.outputs.map((o) => o.path)).toEqual(["report.html"]);
+    expect(JSON.stringify(state)).not.toContain('"archive"');
+    expect(await readdir(join(dest, "days"))).toEqual(["01", "03"]);
+
+    // The other owner's own prune sees only its bundle.
+    const theirs = await prune({
+      config: cfg,
+      pipelineId: "html",
+      destinationId: "site",
+      now: () => new Date(T0 + 10 * HOUR),
+    });
+    expect(theirs.checked_count).toBe(0);
+  });
+
+  it("leaves bundle states of another owner alone", async () => {
+    const cfg = config("keep_latest: 1");
+    await archive(cfg, 3);
+    // A bundle path another pipeline published, copied into this archive.
+    const elsewhere = join(dir, "elsewhere");
+    const other = parseConfig(
+      `pipelines:\n  - id: other\n    source: {backend: local, path: ${join(dir, "other")}}\n    destinations:\n      - id: site\n        backend: local\n        path: ${elsewhere}\n`,
+    );
+    await archive(other, 1, "other", join(dir, "other"));
+    await cp(join(elsewhere, "days/01"), join(dest, "days/00"), { recursive: true });
+    const before = await listTree(join(dest, "days/00"));
+
+    const report = await prune({
+      config: cfg,
+      pipelineId: "reports",
+      destinationId: "archive",
+      dryRun: false,
+      now: () => new Date(T0 + 10 * HOUR),
+    });
+    expect(report.checked_count).toBe(3);
+    expect(report.deleted_bundles.map((b) => b.bundle_path)).toEqual(["days/01", "days/02"]);
+    expect(await listTree(join(dest, "days/00"))).toEqual(before);
+    expect(await readdir(join(dest, "days"))).toEqual(["00", "03"]);
+  });
+
+  it("refuses to prune anything when a bundle state is invalid", async () => {
+    const cfg = config("keep_latest: 1");
+    await archive(cfg, 3);
+    await writeFile(join(dest, "days/02/.distributor.json"), "{ not state");
+    const before = await listTree(dest);
+
+    const failure = await prune({
+      config: cfg,
+      pipelineId: "reports",
+      destinationId: "archive",
+      dryRun: false,
+      now: () => new Date(T0 + 10 * HOUR),
+    }).catch((error: unknown) => error);
+
+    expect(failure).toMatchObject({
+      code: "state_invalid",
+      message: expect.stringContaining("days/02/.distributor.json"),
+    });
+    expect(await listTree(dest)).toEqual(before);
+  });
+
+  it("a prune stopped after the state write is finished by the next prune", async () => {
+    const cfg = config("keep_latest: 1");
+    await archive(cfg, 2);
+    // The delete of days/01's state fails: its outputs are gone, its state records none.
+    const inner = createLocalBackend({ root: dest });
+    const failing = new Proxy(inner, {
+      get(target, property) {
+        if (property === "deleteManagedBundle") {
+          return async () => {
+            throw new Error("injected: delete refused");
+          };
+        }
+        const value = Reflect.get(target, property, target);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const stopped = await prune({
+      config: cfg,
+      pipelineId: "reports",
+      destinationId: "archive",
+      dryRun: false,
+      now: () => new Date(T0 + 10 * HOUR),
+      backends: { local: async (location) => (location.path === dest ? failing : inner) },
+    }).catch((error: unknown) => error);
+    if (!isPruneError(stopped)) throw new Error(`expected a PruneError, got ${String(stopped)}`);
+    const partial: PruneReport = stopped.report;
+    expect(partial.failed_bundle?.bundle_path).toBe("days/01");
+    expect(partial.state_changed).toBe(true);
+    const left = parseDocument(await readFile(join(dest, "days/01/.distributor.json"), "utf8"));
+    expect(left.outputs).toEqual([]);
+
+    const next = await prune({
+      config: cfg,
+      pipelineId: "reports",
+      destinationId: "archive",
+      dryRun: false,
+      now: () => new Date(T0 + 11 * HOUR),
+    });
+    expect(next.deleted_bundles.map((b) => b.bundle_path)).toEqual(["days/01"]);
+    expect(await readdir(join(dest, "days"))).toEqual(["02"]);
+  });
+});
