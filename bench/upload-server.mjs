@@ -3,6 +3,11 @@
 //
 //   pnpm build && node bench/upload-server.mjs [--small 400] [--clients 8] [--big-clients 4]
 //     [--big-size 268435456] [--only small,big] [--server-node-options="--cpu-prof --cpu-prof-dir=DIR"]
+//     [--store embedded|postgres]
+//
+// `--store postgres` starts a throwaway PostgreSQL (`@distributor/store-postgres/testing`, needs
+// initdb/pg_ctl) and runs every workload on two `serve` instances sharing it and one staging
+// directory (`server.staging`); client c talks to instance c % 2. Peak RSS is the larger of the two.
 //
 // Every workload starts its own server: `node --import bench/peak-rss.mjs packages/cli/dist/bin.cjs
 // serve --config <generated> --listen 127.0.0.1:0` in a temporary directory, so the peak RSS it
@@ -52,6 +57,7 @@ const { values } = parseArgs({
     "big-size": { type: "string", default: String(256 * 1024 * 1024) },
     only: { type: "string", default: "small,big" },
     "server-node-options": { type: "string", default: "" },
+    store: { type: "string", default: "embedded" },
   },
 });
 const smallCount = Number(values.small);
@@ -60,6 +66,14 @@ const bigClients = Number(values["big-clients"]);
 const bigSize = Number(values["big-size"]);
 const only = new Set(values.only.split(","));
 const serverNodeOptions = values["server-node-options"].split(/\s+/).filter(Boolean);
+const storeBackend = values.store;
+if (!["embedded", "postgres"].includes(storeBackend)) {
+  throw new Error("--store must be embedded or postgres");
+}
+const DATABASE_ENV = "DISTRIBUTOR_BENCH_DATABASE_URL";
+/** The throwaway PostgreSQL of `--store postgres`, and a fresh database per workload. */
+let postgres;
+let databases = 0;
 for (const [name, value] of [
   ["--small", smallCount],
   ["--clients", clients],
@@ -84,9 +98,15 @@ const verdict = (ok) => (ok ? "met" : "NOT met");
 
 function configText(work, pipelines, { queueSize, maxUpload, maxTotal }) {
   const ids = pipelines.map((_, i) => `bench-${i}`);
+  const shared =
+    storeBackend === "postgres"
+      ? `  store:\n    backend: postgres\n    url_env: ${DATABASE_ENV}\n` +
+        `  staging:\n    backend: local\n    path: ${join(work, "shared-staging")}\n`
+      : "";
   let text =
     `server:\n  http:\n    retention: 1h\n    queue_size: ${queueSize}\n` +
     `    workers: ${pipelines.length}\n    staging_directory: ${join(work, "staging")}\n` +
+    shared +
     `upload_tokens:\n  - id: bench\n    token_env: ${TOKEN_ENV}\n` +
     `    allow_pipelines: [${ids.join(", ")}]\npipelines:\n`;
   for (const id of ids) {
@@ -103,7 +123,7 @@ function configText(work, pipelines, { queueSize, maxUpload, maxTotal }) {
  * Starts `distributor serve` with the peak-RSS preload; collects its JSON log lines. `stop()`
  * sends SIGTERM, waits for the exit and returns the peak RSS the preload printed.
  */
-async function startServer(work, config) {
+async function startServer(work, config, env = {}) {
   const configPath = join(work, "distributor.yml");
   await writeFile(configPath, config);
   const child = spawn(
@@ -119,7 +139,11 @@ async function startServer(work, config) {
       "--listen",
       "127.0.0.1:0",
     ],
-    { cwd: work, env: { ...process.env, [TOKEN_ENV]: TOKEN }, stdio: ["ignore", "ignore", "pipe"] },
+    {
+      cwd: work,
+      env: { ...process.env, ...env, [TOKEN_ENV]: TOKEN },
+      stdio: ["ignore", "ignore", "pipe"],
+    },
   );
   const events = [];
   const runWaiters = new Map();
@@ -173,6 +197,28 @@ async function startServer(work, config) {
     kill() {
       if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
     },
+  };
+}
+
+/**
+ * The servers of one workload: one with the embedded store, two sharing a fresh database and the
+ * staging directory with `--store postgres`. `runEvent` looks in every instance's log.
+ */
+async function startServers(work, config) {
+  if (storeBackend === "embedded") {
+    const server = await startServer(work, config);
+    return { servers: [server], runEvent: (runId) => server.runEvent(runId) };
+  }
+  const url = await postgres.createDatabase(`bench_${process.pid}_${databases++}`);
+  const servers = [];
+  for (const name of ["a", "b"]) {
+    const dir = join(work, name);
+    await mkdir(dir, { recursive: true });
+    servers.push(await startServer(dir, config, { [DATABASE_ENV]: url }));
+  }
+  return {
+    servers,
+    runEvent: (runId) => Promise.race(servers.map((server) => server.runEvent(runId))),
   };
 }
 
@@ -253,7 +299,7 @@ async function smallWorkload(base) {
     ]);
     perClient[c].push(dir);
   }
-  const server = await startServer(
+  const { servers, runEvent } = await startServers(
     work,
     configText(work, pipelines, {
       queueSize: smallCount + clients,
@@ -261,10 +307,11 @@ async function smallWorkload(base) {
       maxTotal: "1GB",
     }),
   );
+  const server = servers[0];
   try {
     console.log(
       `\nsmall: ${smallCount} bundles × 3 files of 1–4 KiB, ${clients} concurrent clients, ` +
-        `${clients} pipelines, server pid ${server.pid}`,
+        `${clients} pipelines, store ${storeBackend}, server pid ${servers.map((s) => s.pid).join(", ")}`,
     );
     const samples = [];
     const errors = [];
@@ -272,7 +319,7 @@ async function smallWorkload(base) {
     let lastAccepted = wallStart;
     await Promise.all(
       perClient.map(async (dirs, c) => {
-        const { client, timing } = timedClient(server.url);
+        const { client, timing } = timedClient(servers[c % servers.length].url);
         for (const dir of dirs) {
           const callStart = performance.now();
           try {
@@ -294,7 +341,7 @@ async function smallWorkload(base) {
     const wall = (lastAccepted - wallStart) / 1000;
     let timer;
     const finishes = await Promise.race([
-      Promise.all(samples.map((sample) => server.runEvent(sample.runId))),
+      Promise.all(samples.map((sample) => runEvent(sample.runId))),
       new Promise((resolve) => {
         timer = setTimeout(resolve, 120_000);
       }),
@@ -306,14 +353,16 @@ async function smallWorkload(base) {
       client,
       samples.map((sample) => sample.runId),
     );
-    const peak = await server.stop();
+    let peak = 0;
+    for (const instance of servers) peak = Math.max(peak, (await instance.stop()) ?? 0);
 
     const latencies = samples.map((sample) => sample.latency);
     const rate = samples.length / wall;
     const p50 = percentile(latencies, 50);
     const p99 = percentile(latencies, 99);
     const calls = samples.map((sample) => sample.call);
-    const serverDurations = server.events
+    const serverDurations = servers
+      .flatMap((instance) => instance.events)
       .filter((event) => event.type === "request" && event.method === "POST")
       .map((event) => event.duration_ms);
     console.log(
@@ -353,7 +402,7 @@ async function smallWorkload(base) {
       `  every small upload published: ${check.succeeded}/${smallCount} ${allOk ? "yes" : "NO — FAILED"}`,
     );
   } finally {
-    server.kill();
+    for (const instance of servers) instance.kill();
     await rm(work, { recursive: true, force: true });
   }
 }
@@ -369,7 +418,7 @@ async function bigWorkload(base) {
     dirs.push(dir);
   }
   // Random data does not compress: the gzip body is a little larger than the file.
-  const server = await startServer(
+  const { servers } = await startServers(
     work,
     configText(work, pipelines, {
       queueSize: bigClients * 2,
@@ -377,15 +426,16 @@ async function bigWorkload(base) {
       maxTotal: `${Math.ceil((bigSize + (1 << 20)) / 1024)}KiB`,
     }),
   );
+  const server = servers[0];
   try {
     console.log(
-      `\nbig: ${bigClients} concurrent clients each upload one ${mib(bigSize)} file, server pid ${server.pid}`,
+      `\nbig: ${bigClients} concurrent clients each upload one ${mib(bigSize)} file, store ${storeBackend}, server pid ${servers.map((s) => s.pid).join(", ")}`,
     );
     const start = performance.now();
     const accepts = [];
     const records = await Promise.all(
       dirs.map(async (dir, c) => {
-        const { client } = timedClient(server.url);
+        const { client } = timedClient(servers[c % servers.length].url);
         const accepted = await client.upload(dir, { pipeline: `bench-${c}`, retries: 0 });
         accepts.push((performance.now() - start) / 1000);
         const record = await client.waitForRun(accepted.run_id, {
@@ -402,7 +452,8 @@ async function bigWorkload(base) {
       client,
       records.map(({ accepted }) => accepted.run_id),
     );
-    const peak = (await server.stop()) ?? 0;
+    let peak = 0;
+    for (const instance of servers) peak = Math.max(peak, (await instance.stop()) ?? 0);
     const total = bigSize * bigClients;
     console.log(
       `  all accepted after ${Math.max(...accepts).toFixed(2)} s (${mib(total / Math.max(...accepts))}/s received); ` +
@@ -420,7 +471,7 @@ async function bigWorkload(base) {
       `  every big upload published: ${check.succeeded}/${bigClients} ${allOk ? "yes" : "NO — FAILED"}`,
     );
   } finally {
-    server.kill();
+    for (const instance of servers) instance.kill();
     await rm(work, { recursive: true, force: true });
   }
 }
@@ -428,10 +479,17 @@ async function bigWorkload(base) {
 const base = await mkdtemp(join(process.env.BENCH_DIR ?? tmpdir(), "distributor-upload-bench-"));
 console.log(`distributor upload-server: work in ${base}`);
 console.log(`node ${process.version}, ${new Date().toISOString()}`);
+if (storeBackend === "postgres") {
+  const { startPostgres } = await import(
+    join(repo, "packages/store-postgres/dist/testing/index.js")
+  );
+  postgres = await startPostgres();
+}
 try {
   if (only.has("small")) await smallWorkload(base);
   if (only.has("big")) await bigWorkload(base);
 } finally {
+  await postgres?.stop();
   await rm(base, { recursive: true, force: true });
 }
 console.log("\nsummary");

@@ -50,11 +50,29 @@ export const CONFIG_DESCRIPTIONS: Readonly<Record<string, string>> = {
   "server.store":
     "Where run records, the queue and idempotency records live; an accepted upload survives a crash or restart.",
   "server.store.backend":
-    "embedded (default): durable files below path, no service to run. memory: forgotten when serve exits.",
+    "embedded (default): durable files below path, no service to run. memory: forgotten when serve exits. postgres: shared by several serve instances (needs server.staging and @distributor/store-postgres).",
   "server.store.path":
     "embedded: the store's directory, private to this user; default the staging directory's path with .store appended.",
   "server.store.max_runs":
     "Finished run records kept at most; beyond it the oldest finished ones are forgotten. Default 10000.",
+  "server.store.url_env":
+    "postgres: secret reference (environment variable, else a file in secrets.directory) holding the connection URL, postgres://user:password@host:port/database.",
+  "server.store.claim_timeout":
+    "postgres: how long an instance may miss heartbeats before another instance takes over its runs (a duration, default 60s).",
+  "server.staging":
+    "Where accepted bundles wait, readable by every serve instance; required with a postgres store. Replaces server.http.staging_directory.",
+  ...prefixed(
+    "server.staging",
+    Object.fromEntries(
+      Object.entries(location).filter(
+        ([key]) => !/^(host|port|user|private_key|passphrase|password|known_hosts)/.test(key),
+      ),
+    ),
+  ),
+  "server.staging.backend":
+    "local: a directory on a filesystem every instance mounts at path. s3: a bucket/prefix every instance reaches.",
+  "server.staging.path":
+    "local: the shared staging directory, private to the serving user (the same uid on every host).",
   secrets: "Where secret references are looked up besides the environment.",
   "secrets.directory":
     "Directory with one file per secret reference (a mounted Docker or Kubernetes secret).",

@@ -20,22 +20,34 @@ export const serveCommand: CommandHandler<ServeCommandOptions> = async (options,
   }
   const log = (event: object) =>
     context.io.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), ...event })}\n`);
-  const server = await createUploadServer({
-    config,
-    backends: context.backends,
-    distributorVersion: (await cliPackage()).version,
-    onEvent: log,
-  });
+  // The PostgreSQL store (and `pg`) loads only when the configuration asks for it.
+  const store =
+    config.server.store.backend === "postgres"
+      ? await (await import("@distributor/store-postgres")).openConfiguredPostgresStore(config, {
+          signal: context.signal,
+        })
+      : undefined;
   try {
-    await server.listen(options.listen ?? config.server.http.listen);
-  } catch (error) {
+    const server = await createUploadServer({
+      config,
+      backends: context.backends,
+      distributorVersion: (await cliPackage()).version,
+      onEvent: log,
+      ...(store ? { store } : {}),
+    });
+    try {
+      await server.listen(options.listen ?? config.server.http.listen);
+    } catch (error) {
+      await server.close();
+      throw error;
+    }
+    await new Promise<void>((resolve) => {
+      if (context.signal.aborted) return resolve();
+      context.signal.addEventListener("abort", () => resolve(), { once: true });
+    });
     await server.close();
-    throw error;
+  } finally {
+    await store?.close();
   }
-  await new Promise<void>((resolve) => {
-    if (context.signal.aborted) return resolve();
-    context.signal.addEventListener("abort", () => resolve(), { once: true });
-  });
-  await server.close();
   return { ok: true, result: null, text: [] };
 };

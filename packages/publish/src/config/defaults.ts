@@ -8,6 +8,7 @@ import type {
   PipelineConfig,
   RemoteTimeouts,
   SourceConfig,
+  StagingConfig,
   StorageLocation,
   UploadTokenConfig,
 } from "./types.js";
@@ -24,6 +25,7 @@ export const CONFIG_DEFAULTS = Object.freeze({
   /** Appended to the staging directory's path: the store sits beside it. */
   storePathSuffix: ".store",
   maxRuns: 10_000,
+  claimTimeoutMs: 60_000,
   fsync: true,
   maxUploadSize: 64 * 1024 ** 2,
   unlistedFiles: "reject",
@@ -88,7 +90,17 @@ export function applyDefaults(raw: RawConfig, options: DefaultsOptions): Config 
             ? `${stagingDirectory.replace(/\/+$/, "")}${CONFIG_DEFAULTS.storePathSuffix}`
             : files.resolve(store.path),
         maxRuns: store?.max_runs ?? CONFIG_DEFAULTS.maxRuns,
+        ...(store?.url_env === undefined ? {} : { urlEnv: store.url_env }),
+        claimTimeoutMs: store?.claim_timeout ?? CONFIG_DEFAULTS.claimTimeoutMs,
       },
+      ...(raw.server?.staging === undefined
+        ? {}
+        : {
+            staging: storageLocation(
+              { ...raw.server.staging, backend: present(raw.server.staging.backend) },
+              files,
+            ) as StagingConfig,
+          }),
     },
     secrets: secretsDirectory === undefined ? {} : { directory: files.resolve(secretsDirectory) },
     uploadTokens: (raw.upload_tokens ?? []).map(

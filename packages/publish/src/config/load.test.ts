@@ -44,6 +44,7 @@ describe("parseConfig defaults", () => {
           backend: "embedded",
           path: join(tmpdir(), "distributor-uploads.store"),
           maxRuns: 10_000,
+          claimTimeoutMs: 60_000,
         },
       },
       secrets: {},

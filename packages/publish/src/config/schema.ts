@@ -388,8 +388,14 @@ export const uploadTokenSchema = mapping({
   allow_pipelines: v.optional(list(v.string("must be a string"))),
 });
 
-/** `server.store.backend`: `memory` forgets everything on exit (tests, embedding). */
-export const STORE_BACKENDS = ["embedded", "memory"] as const;
+/**
+ * `server.store.backend`: `memory` forgets everything on exit (tests, embedding); `postgres` is
+ * shared by several `serve` instances (its code is in `@distributor/store-postgres`).
+ */
+export const STORE_BACKENDS = ["embedded", "memory", "postgres"] as const;
+
+/** `server.staging.backend`: where accepted bundles wait, readable by every instance. */
+export const STAGING_BACKENDS = ["local", "s3"] as const;
 
 /** The whole configuration document. */
 export const configSchema = mapping({
@@ -409,6 +415,22 @@ export const configSchema = mapping({
           backend: v.optional(choice(STORE_BACKENDS)),
           path: v.optional(text()),
           max_runs: v.optional(integer(1, "must be greater than zero")),
+          url_env: v.optional(secretName()),
+          url: literalSecret("url_env", "database URLs"),
+          claim_timeout: v.optional(duration()),
+        }),
+      ),
+      staging: v.optional(
+        mapping({
+          backend: v.optional(choice(STAGING_BACKENDS)),
+          path: locationEntries.path,
+          bucket: locationEntries.bucket,
+          prefix: locationEntries.prefix,
+          region: locationEntries.region,
+          endpoint: locationEntries.endpoint,
+          force_path_style: locationEntries.force_path_style,
+          timeouts: locationEntries.timeouts,
+          credentials: locationEntries.credentials,
         }),
       ),
     }),

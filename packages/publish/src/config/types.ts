@@ -17,17 +17,36 @@ export interface Config {
 export interface ServerConfig {
   http: HttpServerConfig;
   store: StoreConfig;
+  /** `server.staging`: absent when uploads stage in `http.stagingDirectory`, this instance's own. */
+  staging?: StagingConfig;
 }
 
 /** `server.store`: where run records, the queue and idempotency records live (SPEC §10). */
 export interface StoreConfig {
-  /** `embedded` (durable, default) or `memory` (forgotten on exit). */
-  backend: "embedded" | "memory";
+  /**
+   * `embedded` (durable, default), `memory` (forgotten on exit) or `postgres` (shared by several
+   * `serve` instances; needs `@distributor/store-postgres` and `server.staging`).
+   */
+  backend: "embedded" | "memory" | "postgres";
   /** Absolute directory of the embedded store; default beside the staging directory. */
   path: string;
   /** Finished run records kept at most; beyond it the oldest finished ones are forgotten. */
   maxRuns: number;
+  /** postgres: secret reference (environment variable or secret file) holding the connection URL. */
+  urlEnv?: string;
+  /**
+   * postgres: how long an instance may go without a heartbeat before another instance takes its
+   * runs over (default 60 s).
+   */
+  claimTimeoutMs: number;
 }
+
+/**
+ * `server.staging`: where accepted bundles wait until a worker of any instance runs them: a
+ * directory on a filesystem every instance mounts at the same path, or an S3 bucket/prefix. Being
+ * shared, its start-up clean-up removes only data older than a grace period that no live run owns.
+ */
+export type StagingConfig = LocalLocation | S3Location;
 
 export interface HttpServerConfig {
   /** `host:port` (`[v6]:port` for IPv6); port 0 asks the system for a free port. */

@@ -694,6 +694,82 @@ describe("server and secrets", () => {
     },
   );
 
+  it("reads a postgres store with shared staging", () => {
+    const config = parseConfig(
+      configText(
+        {},
+        {},
+        {
+          server: {
+            store: { backend: "postgres", url_env: "DATABASE_URL", claim_timeout: "15s" },
+            staging: { backend: "local", path: "/srv/staging" },
+          },
+        },
+      ),
+    );
+    expect(config.server.store).toMatchObject({
+      backend: "postgres",
+      urlEnv: "DATABASE_URL",
+      claimTimeoutMs: 15_000,
+    });
+    expect(config.server.staging).toEqual({ backend: "local", path: "/srv/staging" });
+    const s3 = parseConfig(
+      configText(
+        {},
+        {},
+        { server: { staging: { backend: "s3", bucket: "uploads", prefix: "staging" } } },
+      ),
+    );
+    expect(s3.server.staging).toMatchObject({
+      backend: "s3",
+      bucket: "uploads",
+      prefix: "staging",
+    });
+  });
+
+  it.each([
+    [
+      { store: { backend: "postgres", url_env: "DATABASE_URL" } },
+      "server.staging is required when server.store.backend is postgres: every instance must read the bundles another accepted",
+    ],
+    [
+      { store: { backend: "postgres" }, staging: { backend: "local", path: "/s" } },
+      "server.store.url_env is required when backend is postgres",
+    ],
+    [
+      {
+        store: { backend: "postgres", url_env: "D", url: "postgres://u:p@db/x" },
+        staging: { backend: "local", path: "/s" },
+      },
+      "server.store.url is not allowed: configuration files must not contain database URLs; store it in an environment variable or a file in secrets.directory and name it with url_env",
+    ],
+    [
+      { store: { url_env: "DATABASE_URL" } },
+      "server.store.url_env is only valid when backend is postgres",
+    ],
+    [
+      { store: { claim_timeout: "5s" } },
+      "server.store.claim_timeout is only valid when backend is postgres",
+    ],
+    [
+      {
+        store: { backend: "postgres", url_env: "D", path: "/x" },
+        staging: { backend: "local", path: "/s" },
+      },
+      "server.store.path is only valid when backend is embedded",
+    ],
+    [{ staging: { backend: "local" } }, "server.staging.path is required for the local backend"],
+    [{ staging: { backend: "s3" } }, "server.staging.bucket is required for the s3 backend"],
+    [{ staging: { path: "/s" } }, "server.staging.backend is required"],
+    [{ staging: { backend: "nfs", path: "/s" } }, "server.staging.backend must be local or s3"],
+    [
+      { staging: { backend: "local", path: "/s", bucket: "b" } },
+      "server.staging.bucket is valid only for the s3 backend",
+    ],
+  ])("rejects server %j", (server, message) => {
+    expect(onlyProblem(configText({}, {}, { server }))).toBe(message);
+  });
+
   it("rejects a secrets directory that is not a string", () => {
     expect(onlyProblem(configText({}, {}, { secrets: { directory: ["/run/secrets"] } }))).toBe(
       "secrets.directory must be a string",

@@ -61,7 +61,43 @@ export function validateConfig(raw: RawConfig, broken: readonly string[] = []): 
   });
   checkSharedLocations(problems, pipelines);
   checkUploadTokens(problems, raw);
+  checkServerStore(problems, raw);
   return problems.list;
+}
+
+/**
+ * `server.store` keys belong to one backend each, and a store shared by several instances needs
+ * staging they all read: a bundle staged in one instance's private directory could not be run by
+ * another, and each start would take the others' runs for lost.
+ */
+function checkServerStore(problems: Problems, raw: RawConfig): void {
+  const store = raw.server?.store;
+  const staging = raw.server?.staging;
+  const backend = store?.backend ?? "embedded";
+  if (problems.removed(["server", "store", "backend"])) return;
+  if (backend === "postgres") {
+    if (store?.url_env === undefined && !problems.removed(["server", "store", "url_env"])) {
+      problems.add(["server", "store", "url_env"], "is required when backend is postgres");
+    }
+    if (store?.path !== undefined) {
+      problems.add(["server", "store", "path"], "is only valid when backend is embedded");
+    }
+    if (staging === undefined && !problems.removed(["server", "staging"])) {
+      problems.add(
+        ["server", "staging"],
+        "is required when server.store.backend is postgres: every instance must read the bundles another accepted",
+      );
+    }
+  } else {
+    for (const key of ["url_env", "claim_timeout"] as const) {
+      if (store?.[key] !== undefined) {
+        problems.add(["server", "store", key], "is only valid when backend is postgres");
+      }
+    }
+  }
+  if (staging !== undefined && !problems.removed(["server", "staging", "backend"])) {
+    checkLocation(problems, staging, ["server", "staging"]);
+  }
 }
 
 /**

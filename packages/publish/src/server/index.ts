@@ -16,6 +16,7 @@ export {
   type UploadServerOptions,
 } from "./server.js";
 export { extractionLimits, MAX_EXPANSION_RATIO } from "./staging.js";
+export { SHARED_STAGING_GRACE_MS } from "./staging-area.js";
 export type {
   AcceptedUpload,
   IdempotencyScope,

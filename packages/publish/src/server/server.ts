@@ -1,9 +1,7 @@
 import { randomUUID } from "node:crypto";
-import { readdir, stat } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { join } from "node:path";
-import { createLocalBackend } from "@distributor/storage";
+import type { StorageBackend } from "@distributor/storage";
 import { parseDuration } from "../config/duration.js";
 import type { Config, PipelineConfig } from "../config/types.js";
 import { errorCode, errorMessage } from "../workflows/errors.js";
@@ -20,9 +18,9 @@ import {
   type StagedUpload,
   stagedManifest,
   syncTree,
-  UPLOAD_DIRECTORY_PREFIX,
   validateStaged,
 } from "./staging.js";
+import { openStagingArea } from "./staging-area.js";
 import type {
   AcceptedUpload,
   IdempotencyScope,
@@ -110,6 +108,8 @@ export interface UploadServer {
 }
 
 const DEFAULT_LOCK_TIMEOUT_MS = 10 * 60 * 1000;
+/** How long a local store's failing write of a finished run's record is tried again. */
+const FINAL_RECORD_RETRY_MS = 2 * 60 * 1000;
 const ACCEPTED_CONTENT_TYPES: ReadonlySet<string> = new Set([
   "application/x-tar",
   "application/gzip",
@@ -150,7 +150,19 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     ...(options.signal ? { signal: options.signal } : {}),
     onWarning: (message) => options.onEvent?.({ type: "warning", message }),
   });
-  await prepareStagingRoot(http.stagingDirectory);
+  // Shared staging (several instances) or this instance's own directory.
+  const stagingArea = await openStagingArea(config, options.backends);
+  try {
+    await prepareStagingRoot(
+      stagingArea.receiveRoot,
+      config.server.staging?.backend === "local"
+        ? "server.staging.path"
+        : "server.http.staging_directory",
+    );
+  } catch (error) {
+    await stagingArea.close().catch(() => undefined);
+    throw error;
+  }
 
   const now = () => options.now?.() ?? new Date();
   const emit = (event: UploadServerEvent) => options.onEvent?.(event);
@@ -160,6 +172,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     store,
     workers: http.workers,
     execute: (job) => executeRun(job),
+    onError: (error) => emit({ type: "warning", message: `upload queue: ${errorMessage(error)}` }),
   });
   const inFlight = new Set<Promise<void>>();
   /** Running runs' controllers, by run id: a cancel aborts at the run's next safe point. */
@@ -175,6 +188,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     await recover();
   } catch (error) {
     if (ownStore) await store.close().catch(() => undefined);
+    await stagingArea.close().catch(() => undefined);
     throw error;
   }
 
@@ -183,6 +197,16 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     inFlight.add(handling);
     void handling.finally(() => inFlight.delete(handling));
   });
+
+  // A shared store gains jobs from other instances: look for them now and then.
+  const poller =
+    store.pollIntervalMs === undefined
+      ? undefined
+      : setInterval(() => {
+          workers.pump();
+          void stopCancelledRuns().catch(() => undefined);
+        }, store.pollIntervalMs);
+  poller?.unref();
 
   // Finished records leave with the retention even when nobody asks for them.
   const sweeper = setInterval(
@@ -194,19 +218,25 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
   /**
    * SPEC §10 Durability: resumes every live run the store holds (a run that was running is queued
    * again), records the ones whose staged bundle is gone as failed, and removes staged data that
-   * belongs to no live run.
+   * belongs to no live run. On shared staging other instances are alive: only data older than
+   * `SHARED_STAGING_GRACE_MS` goes, since younger data may be an upload another instance is
+   * receiving right now, before its run exists.
    */
   async function recover() {
     const jobs = await store.recover();
     const live = new Set<string>();
     let lost = 0;
     for (const job of jobs) {
-      if (await exists(job.bundleDirectory)) {
+      if (await stagingArea.exists(job)) {
+        live.add(job.stagingDirectory);
+        continue;
+      }
+      // Another instance holds the run (it may just have finished and removed its bundle).
+      if ((await store.dequeue(job.runId)) === undefined) {
         live.add(job.stagingDirectory);
         continue;
       }
       lost += 1;
-      await store.dequeue(job.runId);
       await store.updateRun(job.runId, {
         status: "failed",
         finished_at: now().toISOString(),
@@ -216,17 +246,42 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
         },
       });
     }
-    let removed = 0;
-    for (const name of await readdir(http.stagingDirectory)) {
-      const path = join(http.stagingDirectory, name);
-      if (!name.startsWith(UPLOAD_DIRECTORY_PREFIX) || live.has(path)) continue;
-      await removeUploadDirectory(path);
-      removed += 1;
-    }
+    const removed = await stagingArea.removeOrphans(live, Date.now());
     if (jobs.length > 0 || removed > 0) {
       emit({ type: "recovered", resumed: jobs.length - lost, removed_staging: removed, lost });
     }
     workers.pump();
+  }
+
+  /**
+   * Writes a finished run's record, trying again while the store is away: a shared store's run
+   * left live under this instance's claim would wait for it forever, so there it keeps trying
+   * (another instance takes the run over if this one's heartbeat lapses meanwhile, and this
+   * change is then ignored); a local store gives up after `FINAL_RECORD_RETRY_MS`, and its next
+   * start queues the run again.
+   */
+  async function recordFinished(runId: string, change: Partial<UploadRunRecord>) {
+    const giveUpAt = Date.now() + FINAL_RECORD_RETRY_MS;
+    for (let delay = 100; ; delay = Math.min(delay * 2, 5_000)) {
+      try {
+        await store.updateRun(runId, change);
+        return;
+      } catch (error) {
+        emit({
+          type: "warning",
+          message: `run ${runId}: recording its end failed, trying again: ${errorMessage(error)}`,
+        });
+        if (store.pollIntervalMs === undefined && Date.now() >= giveUpAt) throw error;
+      }
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
+  }
+
+  /** Stops this instance's runs that were asked to stop through another instance. */
+  async function stopCancelledRuns() {
+    if (runControls.size === 0 || store.cancelRequests === undefined) return;
+    const asked = await store.cancelRequests([...runControls.keys()]);
+    for (const [runId, reason] of asked) runControls.get(runId)?.abort(new Error(reason));
   }
 
   async function handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
@@ -415,14 +470,18 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
         error: { code: "cancelled", message: `${reason} before it started` },
       });
       const stored = await store.getRun(runId);
-      await removeUploadDirectory(queued.stagingDirectory);
+      await stagingArea.remove(queued);
       workers.pump();
       sendJson(response, 200, stored?.record ?? record);
       return;
     }
     const control = runControls.get(runId);
-    if (control === undefined) cancelRequests.add(runId);
-    else control.abort(new Error(reason));
+    if (control !== undefined) control.abort(new Error(reason));
+    else {
+      cancelRequests.add(runId);
+      // It may be running on another instance: that one stops it at its next safe point.
+      await store.requestCancel?.(runId, reason);
+    }
     sendJson(response, 202, { ...record, cancel_requested: true });
   }
 
@@ -466,6 +525,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     const earlier = scope === undefined ? undefined : await claim(scope);
     let slot = false;
     let staged: StagedUpload | undefined;
+    let placed: Pick<UploadJob, "stagingDirectory" | "bundleDirectory"> | undefined;
     let enqueued = false;
     try {
       // A replay stages its body too (its manifest must be compared), so it takes a place while
@@ -479,7 +539,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
           { headers: { "Retry-After": RETRY_AFTER_SECONDS } },
         );
       }
-      const directory = await createUploadDirectory(http.stagingDirectory);
+      const directory = await createUploadDirectory(stagingArea.receiveRoot);
       staged = { directory, bundleDirectory: directory };
       staged = await extractUpload(
         request,
@@ -494,15 +554,17 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
         return;
       }
       const manifest = await validateStaged(staged, pipeline);
-      // A durable 202 promises the staged bytes too.
-      if (store.durable) await syncTree(staged.directory);
-      const accepted = await enqueue(token, pipeline, manifest, staged, scope);
+      // A durable 202 promises the staged bytes too (a remote staging copy is durable once written).
+      if (store.durable && !stagingArea.remote) await syncTree(staged.directory);
+      placed = await stagingArea.place(staged);
+      const accepted = await enqueue(token, pipeline, manifest, placed, scope);
       enqueued = true;
       log.run_id = accepted.run_id;
       sendJson(response, 202, accepted, { Location: accepted.status_url });
     } finally {
       if (!enqueued) {
         if (staged !== undefined) await removeUploadDirectory(staged.directory);
+        if (placed !== undefined) await stagingArea.remove(placed);
         if (slot) await store.releaseQueueSlot();
         if (scope !== undefined && earlier === undefined) await store.releaseKey(scope);
       }
@@ -549,7 +611,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     token: ResolvedToken,
     pipeline: PipelineConfig,
     manifest: ManifestIdentity,
-    staged: StagedUpload,
+    staged: Pick<UploadJob, "stagingDirectory" | "bundleDirectory">,
     scope: IdempotencyScope | undefined,
   ): Promise<AcceptedUpload> {
     const runId = randomUUID();
@@ -574,7 +636,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     const job: UploadJob = {
       runId,
       pipelineId: pipeline.id,
-      stagingDirectory: staged.directory,
+      stagingDirectory: staged.stagingDirectory,
       bundleDirectory: staged.bundleDirectory,
     };
     await store.enqueue({ record, tokenId: token.id }, job, accepted, scope);
@@ -594,10 +656,11 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     // The staged bundle directory is the source root, whether the archive held the bundle at its
     // root or in a single top-level directory: that directory's name is the producer's and never
     // becomes part of a destination path (SPEC §10, §12); path_mapping alone decides.
-    const source = createLocalBackend({ root: job.bundleDirectory });
+    let source: StorageBackend | undefined;
     try {
       await store.updateRun(job.runId, { status: "running", started_at: startedAt.toISOString() });
       control.signal.throwIfAborted();
+      source = await stagingArea.openSource(job, control.signal);
       report = await run({
         config,
         pipelineIds: [job.pipelineId],
@@ -613,7 +676,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
       error = { code: errorCode(failure), message: errorMessage(failure) };
     } finally {
       runControls.delete(job.runId);
-      await source.close().catch(() => undefined);
+      await source?.close().catch(() => undefined);
     }
     if (control.signal.aborted) {
       error = { code: "cancelled", message: errorMessage(control.signal.reason) };
@@ -622,7 +685,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     const status = error === null ? "succeeded" : "failed";
     // The record first: a crash before the staged bundle is removed leaves only orphaned data,
     // which the next start removes, never a live run without its bundle.
-    await store.updateRun(job.runId, {
+    await recordFinished(job.runId, {
       status,
       finished_at: finishedAt.toISOString(),
       result: report === null ? null : summarizeRun(report),
@@ -638,7 +701,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
       duration_ms: Date.now() - started,
       error,
     });
-    await removeUploadDirectory(job.stagingDirectory);
+    await stagingArea.remove(job);
   }
 
   const self: UploadServer = {
@@ -678,6 +741,8 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
         await Promise.allSettled([...inFlight]);
         await workers.drained();
         clearInterval(sweeper);
+        if (poller !== undefined) clearInterval(poller);
+        await stagingArea.close().catch(() => undefined);
         server.closeAllConnections();
         await stopped;
         if (ownStore) await store.close();
@@ -771,15 +836,6 @@ function waitParameter(query: URLSearchParams): number {
   return Math.min(ms, MAX_STATUS_WAIT_MS);
 }
 
-async function exists(path: string): Promise<boolean> {
-  try {
-    await stat(path);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** The store `server.store` configures. */
 async function openConfiguredStore(config: Config): Promise<UploadStore> {
   const limits = {
@@ -788,6 +844,12 @@ async function openConfiguredStore(config: Config): Promise<UploadStore> {
     maxRuns: config.server.store.maxRuns,
   };
   if (config.server.store.backend === "memory") return createMemoryUploadStore(limits);
+  if (config.server.store.backend === "postgres") {
+    throw new WorkflowError(
+      "store_not_given",
+      "server.store.backend postgres: open the store with openPostgresUploadStore from @distributor/store-postgres and pass it as `store`",
+    );
+  }
   return openEmbeddedUploadStore({ ...limits, path: config.server.store.path });
 }
 
@@ -840,9 +902,6 @@ function listenError(address: string, error: NodeJS.ErrnoException): WorkflowErr
  * another local user could create it first and then swap a staged bundle between its validation
  * and its run, or point extraction elsewhere with a symlink.
  */
-async function prepareStagingRoot(directory: string): Promise<void> {
-  await preparePrivateDirectory(directory, {
-    code: "staging_unsafe",
-    key: "server.http.staging_directory",
-  });
+async function prepareStagingRoot(directory: string, key: string): Promise<void> {
+  await preparePrivateDirectory(directory, { code: "staging_unsafe", key });
 }

@@ -91,8 +91,17 @@ export interface UploadStore {
   /** True when accepted runs survive a restart; the server then syncs staged bundles to disk. */
   readonly durable: boolean;
   /**
+   * Set by a store that several `serve` instances share: jobs appear in it without a call on this
+   * process (another instance's upload, a run taken over from an instance that died), so the
+   * server asks `takeNext` this often. Its queue is everyone's: at shutdown an instance finishes
+   * its own runs and leaves the queue to the others.
+   */
+  readonly pollIntervalMs?: number;
+  /**
    * Called once before serving: a run left `running` by a stopped process is queued again (the
    * commit protocol makes a repeat safe). Returns every live run's job, queued in acceptance order.
+   * A shared store queues again only what this instance held before; runs of an instance that
+   * died are taken over by `takeNext` once its claim timed out.
    */
   recover(): Promise<UploadJob[]>;
   /** Claims `scope` for a request that is about to stage an upload. */
@@ -116,15 +125,28 @@ export interface UploadStore {
     accepted: AcceptedUpload,
     scope: IdempotencyScope | undefined,
   ): Promise<void>;
-  /** Removes and returns the oldest queued job whose pipeline is not in `busyPipelines`. */
+  /**
+   * Removes and returns the oldest queued job whose pipeline is not in `busyPipelines` (nor, for a
+   * shared store, running on another instance).
+   */
   takeNext(busyPipelines: ReadonlySet<string>): Promise<UploadJob | undefined>;
   /** Takes a queued run's job out of the queue (to cancel it); undefined when it is not queued. */
   dequeue(runId: string): Promise<UploadJob | undefined>;
   /** Number of queued jobs plus reserved places. */
   queueLength(): Promise<number>;
   getRun(runId: string): Promise<StoredRun | undefined>;
-  /** Changes a run's record; a finished status also drops its job (the run is no longer live). */
+  /**
+   * Changes a run's record; a finished status also drops its job (the run is no longer live). A
+   * shared store ignores a change by an instance whose claim on the run was taken over.
+   */
   updateRun(runId: string, change: Partial<UploadRunRecord>): Promise<void>;
+  /**
+   * Shared stores: records that a live run held by another instance was asked to stop, so that
+   * instance can stop it at its next safe point.
+   */
+  requestCancel?(runId: string, reason: string): Promise<void>;
+  /** Shared stores: which of `runIds` were asked to stop, with the reason given. */
+  cancelRequests?(runIds: readonly string[]): Promise<Map<string, string>>;
   /** Resolves when the run's record changes next, or after `timeoutMs`. */
   watchRun(runId: string, timeoutMs: number, signal?: AbortSignal): Promise<void>;
   /** One page of a token's runs, newest first. */

@@ -4,7 +4,10 @@ import type { UploadJob, UploadStore } from "./store.js";
 export interface Workers {
   /** Starts queued jobs while workers are free; call after each enqueue. */
   pump(): void;
-  /** Resolves once nothing runs and nothing is queued (after a shutdown stopped new uploads). */
+  /**
+   * Resolves once nothing runs and nothing is queued (after a shutdown stopped new uploads). With
+   * a shared store the queue is everyone's: no new job starts, and it resolves once nothing runs.
+   */
   drained(): Promise<void>;
   running(): number;
 }
@@ -13,22 +16,27 @@ export function createWorkers(options: {
   store: UploadStore;
   workers: number;
   execute: (job: UploadJob) => Promise<void>;
+  /** A store call of the workers failed (the store is away); they try again at the next pump. */
+  onError?: (error: unknown) => void;
 }): Workers {
   const busyPipelines = new Set<string>();
   let active = 0;
   let pumping = false;
   let again = false;
   let waiters: (() => void)[] = [];
+  const shared = options.store.pollIntervalMs !== undefined;
+  let stopped = false;
 
   const settleWaiters = async () => {
     if (active > 0 || pumping) return;
-    if ((await options.store.queueLength()) > 0) return;
+    if (!shared && (await options.store.queueLength()) > 0) return;
     const done = waiters;
     waiters = [];
     for (const resolve of done) resolve();
   };
 
   const pump = async () => {
+    if (stopped) return settleWaiters();
     if (pumping) {
       again = true;
       return;
@@ -37,7 +45,7 @@ export function createWorkers(options: {
     try {
       do {
         again = false;
-        while (active < options.workers) {
+        while (active < options.workers && !stopped) {
           const job = await options.store.takeNext(busyPipelines);
           if (job === undefined) break;
           start(job);
@@ -59,16 +67,20 @@ export function createWorkers(options: {
       .finally(() => {
         active -= 1;
         busyPipelines.delete(job.pipelineId);
-        void pump();
+        safePump();
       });
   };
+  // A store that is away must not stop the process: the next pump (an upload, a finished run,
+  // a shared store's poll) tries again.
+  const safePump = () => void pump().catch((error) => options.onError?.(error));
 
   return {
-    pump: () => void pump(),
+    pump: safePump,
     drained: () =>
       new Promise<void>((resolve) => {
+        if (shared) stopped = true;
         waiters.push(resolve);
-        void settleWaiters();
+        void settleWaiters().catch((error) => options.onError?.(error));
       }),
     running: () => active,
   };

@@ -1,0 +1,453 @@
+import { randomUUID } from "node:crypto";
+import { mkdir, readdir, readFile, rm, utimes, writeFile } from "node:fs/promises";
+import { hostname } from "node:os";
+import { join, relative } from "node:path";
+import { liveClaims, startPostgres, type TestPostgres } from "@distributor/store-postgres/testing";
+import { c as createTar } from "tar";
+import { afterAll, describe, expect, it } from "vitest";
+import { runCli, type Serving, sha256Of, startServe, useTempDir, writeBundle } from "./helpers.js";
+
+// SPEC §10 Several instances with real `distributor serve` processes: two instances share one
+// PostgreSQL database and one staging directory.
+
+const TOKEN = "instances-test-token-value";
+const tempDir = useTempDir();
+
+function postgresRequired(): boolean {
+  const ci = process.env.CI;
+  return ci !== undefined && ci !== "" && ci !== "0" && ci !== "false";
+}
+
+let postgres: TestPostgres | null = null;
+try {
+  postgres = await startPostgres();
+} catch (error) {
+  if (postgresRequired()) throw error;
+  console.warn(`serve instances tests skipped: ${(error as Error).message}`);
+}
+afterAll(async () => {
+  await postgres?.stop();
+});
+
+function configText(dir: string): string {
+  return `server:
+  http:
+    listen: 127.0.0.1:0
+    queue_size: 64
+    workers: 2
+  store:
+    backend: postgres
+    url_env: DISTRIBUTOR_DATABASE_URL
+    claim_timeout: 2s
+  staging:
+    backend: local
+    path: ${join(dir, "staging")}
+upload_tokens:
+  - {id: reporter, token_env: REPORTER_TOKEN, allow_pipelines: [alpha, beta]}
+pipelines:
+  - id: alpha
+    source: {backend: http_upload}
+    destinations:
+      - {id: site, backend: local, path: ${join(dir, "alpha-site")}}
+  - id: beta
+    source: {backend: http_upload}
+    destinations:
+      - {id: site, backend: local, path: ${join(dir, "beta-site")}}
+`;
+}
+
+async function pack(directory: string): Promise<Buffer> {
+  const names = (await readdir(directory)).sort();
+  const chunks: Buffer[] = [];
+  for await (const chunk of createTar({ gzip: true, cwd: directory, portable: true }, names)) {
+    chunks.push(chunk as Buffer);
+  }
+  return Buffer.concat(chunks);
+}
+
+interface Upload {
+  index: number;
+  pipeline: string;
+  key: string;
+  archive: Buffer;
+  runId?: string;
+}
+
+async function post(url: string, upload: Upload): Promise<{ status: number; runId?: string }> {
+  const response = await fetch(`${url}/pipelines/${upload.pipeline}/uploads`, {
+    method: "POST",
+    headers: {
+      Authorization: `Bearer ${TOKEN}`,
+      "Content-Type": "application/gzip",
+      "Idempotency-Key": upload.key,
+    },
+    body: new Uint8Array(upload.archive),
+    signal: AbortSignal.timeout(20_000),
+  });
+  const body = (await response.json()) as { run_id?: string };
+  return { status: response.status, ...(body.run_id ? { runId: body.run_id } : {}) };
+}
+
+async function runStatus(url: string, runId: string, wait = "20s") {
+  const response = await fetch(`${url}/runs/${runId}?wait=${wait}`, {
+    headers: { Authorization: `Bearer ${TOKEN}` },
+  });
+  expect(response.status).toBe(200);
+  return (await response.json()) as { status: string; error: unknown };
+}
+
+async function finalStatus(url: string, runId: string) {
+  let record = await runStatus(url, runId);
+  for (let i = 0; i < 10 && record.status !== "succeeded" && record.status !== "failed"; i++) {
+    record = await runStatus(url, runId);
+  }
+  return record;
+}
+
+interface RunEvent {
+  run_id: string;
+  pipeline_id: string;
+  status: string;
+  started_at: string;
+  finished_at: string;
+}
+
+function runEvents(stderr: string): RunEvent[] {
+  return stderr
+    .split("\n")
+    .filter((line) => line.includes('"type":"run"'))
+    .map((line) => JSON.parse(line) as RunEvent);
+}
+
+function createdOf(index: number): string {
+  return new Date(Date.parse("2026-06-04T00:00:00Z") + index * 60_000)
+    .toISOString()
+    .replace(".000", "");
+}
+
+async function makeUploads(dir: string, count: number, pipelines: string[], files = 20) {
+  const uploads: Upload[] = [];
+  for (let index = 0; index < count; index++) {
+    const bundle = join(dir, "bundles", String(index));
+    const content: Record<string, string> = {};
+    for (let f = 0; f < files; f++)
+      content[`docs/${f}.md`] = `# ${index}.${f}\n${"x".repeat(4000)}\n`;
+    const pipeline = pipelines[index % pipelines.length] as string;
+    await writeBundle(bundle, `${pipeline}.reports`, createdOf(index), content);
+    uploads.push({ index, pipeline, key: `upload-${index}`, archive: await pack(bundle) });
+  }
+  return uploads;
+}
+
+/** Each destination's state records exactly the bytes on disk, and holds the newest upload. */
+async function expectDestinationsAgree(dir: string, pipelines: string[], uploads: Upload[]) {
+  for (const pipeline of pipelines) {
+    const site = join(dir, `${pipeline}-site`);
+    const state = JSON.parse(await readFile(join(site, ".distributor.json"), "utf8")) as {
+      source: { manifest: { created: string } };
+      outputs: { path: string; sha256: string; size: number }[];
+    };
+    const onDisk = (await readdir(site, { recursive: true, withFileTypes: true }))
+      .filter((entry) => entry.isFile())
+      .map((entry) => relative(site, join(entry.parentPath, entry.name)))
+      .filter((path) => path !== ".distributor.json")
+      .filter((path) => !/^\.distributor\.[0-9a-f]+\.tmp$/.test(path))
+      .sort();
+    expect(onDisk).toEqual(state.outputs.map((output) => output.path).sort());
+    for (const output of state.outputs) {
+      expect(sha256Of(await readFile(join(site, output.path))), output.path).toBe(output.sha256);
+    }
+    const newest = uploads.filter((u) => u.pipeline === pipeline).at(-1)?.index ?? -1;
+    expect(state.source.manifest.created).toBe(createdOf(newest));
+  }
+}
+
+/** Waits until the shared staging directory is empty: removal follows the final record. */
+async function expectStagingEmpties(dir: string) {
+  for (let i = 0; i < 100 && (await readdir(join(dir, "staging"))).length > 0; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  expect(await readdir(join(dir, "staging"))).toEqual([]);
+}
+
+describe.skipIf(postgres === null)("two distributor serve instances on one PostgreSQL", () => {
+  async function setup() {
+    const dir = tempDir();
+    const config = join(dir, "distributor.yml");
+    await writeFile(config, configText(dir));
+    const database = await (postgres as TestPostgres).createDatabase(
+      `instances_${randomUUID().replaceAll("-", "").slice(0, 12)}`,
+    );
+    const env = { REPORTER_TOKEN: TOKEN, DISTRIBUTOR_DATABASE_URL: database };
+    const start = () => startServe(config, { cwd: dir, env });
+    return { dir, start, database };
+  }
+
+  it("share uploads: any instance answers for any run, each run executes once, a pipeline's runs never overlap", async () => {
+    const { dir, start } = await setup();
+    const uploads = await makeUploads(dir, 30, ["alpha", "beta"], 5);
+    const instances: Serving[] = [await start(), await start()];
+    const [a, b] = instances as [Serving, Serving];
+    try {
+      // Spread over both, three at a time.
+      for (let i = 0; i < uploads.length; i += 3) {
+        const batch = uploads.slice(i, i + 3);
+        const answers = await Promise.all(
+          batch.map((upload, j) => post((i + j) % 2 === 0 ? a.url : b.url, upload)),
+        );
+        for (const [j, answer] of answers.entries()) {
+          expect(answer.status).toBe(202);
+          (batch[j] as Upload).runId = answer.runId;
+        }
+      }
+      for (const upload of uploads) {
+        // Asked of the instance that did not accept it.
+        const other = upload.index % 2 === 0 ? b.url : a.url;
+        expect(await finalStatus(other, upload.runId ?? ""), `upload ${upload.index}`).toEqual(
+          expect.objectContaining({ status: "succeeded", error: null }),
+        );
+        // A retry on the other instance replays the original run.
+        expect(await post(other, upload)).toEqual({ status: 200, runId: upload.runId });
+      }
+      await expectStagingEmpties(dir);
+    } finally {
+      for (const serving of instances) serving.child.kill("SIGTERM");
+      await Promise.all(instances.map((serving) => serving.exited));
+    }
+    const events = instances.flatMap((serving) => runEvents(serving.stderr()));
+    // Each run executed exactly once, and both instances executed some.
+    expect(events.map((event) => event.run_id).sort()).toEqual(
+      uploads.map((upload) => upload.runId).sort(),
+    );
+    expect(events.every((event) => event.status === "succeeded")).toBe(true);
+    expect(runEvents(a.stderr()).length).toBeGreaterThan(0);
+    expect(runEvents(b.stderr()).length).toBeGreaterThan(0);
+    // One pipeline's runs, across both instances, one after another.
+    for (const pipeline of ["alpha", "beta"]) {
+      const runs = events
+        .filter((event) => event.pipeline_id === pipeline)
+        .sort((x, y) => Date.parse(x.started_at) - Date.parse(y.started_at));
+      for (let i = 1; i < runs.length; i++) {
+        const previous = runs[i - 1] as RunEvent;
+        const current = runs[i] as RunEvent;
+        expect(
+          Date.parse(current.started_at),
+          `${pipeline} run ${current.run_id}`,
+        ).toBeGreaterThanOrEqual(Date.parse(previous.finished_at));
+      }
+    }
+    await expectDestinationsAgree(dir, ["alpha", "beta"], uploads);
+  });
+
+  it("keep every 202 of 100 uploads spread over both when one is killed mid-run: each succeeds exactly once", async () => {
+    const { dir, start, database } = await setup();
+    const uploads = await makeUploads(dir, 100, ["alpha", "beta"], 5);
+    const a = await start();
+    const b = await start();
+    const ofA = (claim: { claimedBy: string | null }) =>
+      claim.claimedBy?.startsWith(`${hostname()}:${a.child.pid}:`) === true;
+    let killedWhileHolding: string[] = [];
+    try {
+      let killed = false;
+      const attempt = async (upload: Upload, url: string) => {
+        try {
+          const answer = await post(url, upload);
+          if (answer.status === 202 || answer.status === 200) upload.runId = answer.runId;
+        } catch {
+          // A was killed under this request: retried on B below, with the same key.
+        }
+      };
+      // Uploads keep arriving, spread over both, while A is killed holding a run.
+      const sending = (async () => {
+        for (let i = 0; i < uploads.length; i += 4) {
+          await Promise.all(
+            uploads
+              .slice(i, i + 4)
+              .map((upload) => attempt(upload, !killed && upload.index % 2 === 0 ? a.url : b.url)),
+          );
+        }
+      })();
+      for (let round = 0; round < 2000 && !killed; round++) {
+        if ((await liveClaims(database)).some(ofA)) {
+          // Frozen first, so a claim seen now is one it still holds when it dies.
+          a.child.kill("SIGSTOP");
+          const held = (await liveClaims(database)).filter(ofA).map((claim) => claim.runId);
+          if (held.length > 0) {
+            a.child.kill("SIGKILL");
+            killedWhileHolding = held;
+            killed = true;
+            break;
+          }
+          a.child.kill("SIGCONT");
+        }
+      }
+      await sending;
+      expect(killedWhileHolding.length, "A was killed holding a run").toBeGreaterThan(0);
+      await a.exited;
+      // A retry with the same key on B: the original run if A had accepted it, else a new one.
+      for (const upload of uploads.filter((u) => u.runId === undefined)) {
+        await attempt(upload, b.url);
+        expect(upload.runId, `upload ${upload.index}`).toBeDefined();
+      }
+      for (const upload of uploads) {
+        expect(await finalStatus(b.url, upload.runId ?? ""), `upload ${upload.index}`).toEqual(
+          expect.objectContaining({ status: "succeeded", error: null }),
+        );
+      }
+      // Every run has finished. What A was receiving, or had finished without removing, when it
+      // died stays until it is older than the grace period (another instance might still be
+      // receiving it); then the next instance to start removes it.
+      const longAgo = new Date(Date.now() - 2 * 60 * 60 * 1000);
+      for (const name of await readdir(join(dir, "staging"))) {
+        await utimes(join(dir, "staging", name), longAgo, longAgo);
+      }
+      const c = await start();
+      c.child.kill("SIGTERM");
+      await c.exited;
+      expect(await readdir(join(dir, "staging"))).toEqual([]);
+    } finally {
+      a.child.kill("SIGKILL");
+      b.child.kill("SIGTERM");
+      await b.exited;
+    }
+    const succeeded = [...runEvents(a.stderr()), ...runEvents(b.stderr())].filter(
+      (event) => event.status === "succeeded",
+    );
+    expect(succeeded.map((event) => event.run_id).sort()).toEqual(
+      uploads.map((upload) => upload.runId).sort(),
+    );
+    // What A held when it died finished on B.
+    const onB = new Set(runEvents(b.stderr()).map((event) => event.run_id));
+    for (const runId of killedWhileHolding) expect(onB.has(runId), runId).toBe(true);
+    await expectDestinationsAgree(dir, ["alpha", "beta"], uploads);
+  });
+
+  it("cancel a run running on one instance when asked through the other", async () => {
+    const { dir, start, database } = await setup();
+    const [upload] = await makeUploads(dir, 1, ["alpha"], 2);
+    // Another run's live lease holds the destination: the run waits inside it until stopped.
+    const lease = join(dir, "alpha-site", ".distributor.lease.json");
+    await mkdir(join(dir, "alpha-site"), { recursive: true });
+    await writeFile(
+      lease,
+      JSON.stringify({
+        format: "distributor-lease/1",
+        owner: { pipeline_id: "elsewhere", destination_id: "site" },
+        run_id: "held-by-test",
+        host: hostname(),
+        pid: process.pid,
+        acquired_at: new Date().toISOString(),
+        expires_at: new Date(Date.now() + 600_000).toISOString(),
+        journal: [],
+        directories: [],
+      }),
+    );
+    const instances = [await start(), await start()];
+    try {
+      const answer = await post((instances[0] as Serving).url, upload as Upload);
+      expect(answer.status).toBe(202);
+      const runId = answer.runId ?? "";
+      let holder: Serving | undefined;
+      for (let i = 0; i < 2000 && holder === undefined; i++) {
+        const claim = (await liveClaims(database)).find((c) => c.runId === runId);
+        holder = instances.find((serving) =>
+          claim?.claimedBy?.startsWith(`${hostname()}:${serving.child.pid}:`),
+        );
+      }
+      const other = instances.find((serving) => serving !== holder) as Serving;
+      expect(holder).toBeDefined();
+      for (
+        let i = 0;
+        i < 100 && (await runStatus(other.url, runId, "0s")).status !== "running";
+        i++
+      ) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      const response = await fetch(`${other.url}/runs/${runId}/cancel`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${TOKEN}` },
+      });
+      expect(response.status).toBe(202);
+      const record = await finalStatus(other.url, runId);
+      expect(record).toMatchObject({ status: "failed", error: { code: "cancelled" } });
+      // The holder stopped it: its log has the run, failed.
+      expect(runEvents((holder as Serving).stderr())).toEqual([
+        expect.objectContaining({ run_id: runId, status: "failed" }),
+      ]);
+    } finally {
+      await rm(lease, { force: true });
+      for (const serving of instances) serving.child.kill("SIGTERM");
+      await Promise.all(instances.map((serving) => serving.exited));
+    }
+  });
+
+  it("refuse to start when the database cannot be reached, naming the store and the cause", async () => {
+    const dir = tempDir();
+    await writeFile(join(dir, "distributor.yml"), configText(dir));
+    // Port 1 on loopback: nothing listens there.
+    const result = await runCli(["serve", "--config", "distributor.yml"], {
+      cwd: dir,
+      env: {
+        REPORTER_TOKEN: TOKEN,
+        DISTRIBUTOR_DATABASE_URL: "postgres://nobody:secret-password@127.0.0.1:1/none",
+      },
+    });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(
+      "upload store (postgres, schema distributor): preparing the schema:",
+    );
+    expect(result.stderr).toContain("ECONNREFUSED");
+    expect(result.stderr).not.toContain("secret-password");
+  });
+
+  it("refuse to start without the database URL's secret, naming its reference", async () => {
+    const dir = tempDir();
+    await writeFile(join(dir, "distributor.yml"), configText(dir));
+    const result = await runCli(["serve", "--config", "distributor.yml"], {
+      cwd: dir,
+      env: { REPORTER_TOKEN: TOKEN, DISTRIBUTOR_DATABASE_URL: "" },
+    });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain("DISTRIBUTOR_DATABASE_URL");
+  });
+
+  it("keep serving through a database outage: requests fail while it is away, work resumes after", async () => {
+    // A server of this test's own, since it is stopped mid-test.
+    const own = await startPostgres();
+    const dir = tempDir();
+    await writeFile(join(dir, "distributor.yml"), configText(dir));
+    const uploads = await makeUploads(dir, 2, ["alpha"], 2);
+    const [first, second] = uploads as [Upload, Upload];
+    const serving = await startServe(join(dir, "distributor.yml"), {
+      cwd: dir,
+      env: { REPORTER_TOKEN: TOKEN, DISTRIBUTOR_DATABASE_URL: own.url },
+    });
+    try {
+      const accepted = await post(serving.url, first);
+      expect(accepted.status).toBe(202);
+      expect(await finalStatus(serving.url, accepted.runId ?? "")).toMatchObject({
+        status: "succeeded",
+      });
+
+      await own.halt();
+      const refused = await post(serving.url, second);
+      expect(refused.status).toBe(500);
+      expect(serving.child.exitCode).toBeNull();
+
+      await own.resume();
+      const retried = await post(serving.url, second);
+      expect(retried.status).toBe(202);
+      expect(await finalStatus(serving.url, retried.runId ?? "")).toMatchObject({
+        status: "succeeded",
+      });
+      second.runId = retried.runId;
+      first.runId = accepted.runId;
+      await expectStagingEmpties(dir);
+    } finally {
+      serving.child.kill("SIGTERM");
+      expect(await serving.exited).toBe(0);
+      await own.stop();
+    }
+    await expectDestinationsAgree(dir, ["alpha"], uploads);
+  });
+});

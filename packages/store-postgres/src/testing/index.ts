@@ -1,0 +1,1 @@
+export { liveClaims, startPostgres, type TestPostgres } from "./postgres.js";

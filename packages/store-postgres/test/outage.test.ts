@@ -1,0 +1,54 @@
+import { sampleRun } from "@distributor/publish/server/testing";
+import { afterAll, describe, expect, it } from "vitest";
+import { openPostgresUploadStore } from "../src/index.js";
+import { startPostgres, type TestPostgres } from "../src/testing/index.js";
+import { postgresRequired } from "./global-setup.js";
+
+// The database going away and coming back, on a server of this test's own (the shared one
+// serves the other suites meanwhile): calls fail with store_unavailable instead of hanging or
+// crashing the process, and work again once the database is back, with nothing accepted lost.
+
+let server: TestPostgres | null = null;
+try {
+  server = await startPostgres();
+} catch (error) {
+  if (postgresRequired()) throw error;
+  console.warn(`PostgreSQL outage test skipped: ${(error as Error).message}`);
+}
+afterAll(async () => {
+  await server?.stop();
+});
+
+describe.skipIf(server === null)("postgres store when the database goes away", () => {
+  it("fails calls with store_unavailable while it is away and serves them again once it is back", async () => {
+    const postgres = server as TestPostgres;
+    const store = await openPostgresUploadStore({
+      url: postgres.url,
+      queueSize: 4,
+      retentionMs: 60_000,
+      maxRuns: 10,
+      connectTimeoutMs: 2_000,
+      queryTimeoutMs: 2_000,
+    });
+    try {
+      const sample = sampleRun();
+      expect(await store.reserveQueueSlot()).toBe(true);
+      await store.enqueue(sample.run, sample.job, sample.accepted, undefined);
+
+      await postgres.halt();
+      await expect(store.getRun(sample.runId)).rejects.toMatchObject({
+        code: "store_unavailable",
+        message: expect.stringContaining(
+          "upload store (postgres, schema distributor): reading a run:",
+        ),
+      });
+      await expect(store.takeNext(new Set())).rejects.toMatchObject({ code: "store_unavailable" });
+
+      await postgres.resume();
+      expect(await store.getRun(sample.runId)).toEqual(sample.run);
+      expect(await store.takeNext(new Set())).toEqual(sample.job);
+    } finally {
+      await store.close();
+    }
+  });
+});
