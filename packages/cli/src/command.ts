@@ -93,6 +93,8 @@ export interface ApplyCommandOptions {
   configPath?: string;
   dryRun: boolean;
   lockTimeout?: string;
+  /** `--max-age` as typed (a duration). */
+  maxAge?: string;
   quiet: boolean;
 }
 

@@ -238,7 +238,7 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
         y
           .usage(
             "Usage:\n  distributor run [--config <path>] [--pipeline <id>]... [--dry-run] [--force] [--repair] [--lock-timeout <duration>] [--quiet] [--format text|json]\n" +
-              "  distributor run [--config <path>] [--pipeline <id>]... [--force] [--repair] --plan-out <file> [--format text|json]",
+              "  distributor run [--config <path>] [--pipeline <id>]... [--repair] --plan-out <file> [--format text|json]",
           )
           .option("config", {
             type: "string",
@@ -314,7 +314,7 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
       (y) =>
         y
           .usage(
-            "Usage:\n  distributor apply [--config <path>] [--dry-run] [--lock-timeout <duration>] [--quiet] [--format text|json] <plan-file>",
+            "Usage:\n  distributor apply [--config <path>] [--dry-run] [--max-age <duration>] [--lock-timeout <duration>] [--quiet] [--format text|json] <plan-file>",
           )
           .positional("plan", { type: "string", describe: "Plan file written by run --plan-out" })
           .option("config", {
@@ -325,6 +325,11 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
             type: "boolean",
             describe:
               "Print the plan for review and check it against sources and destinations; write nothing anywhere",
+          })
+          .option("max-age", {
+            type: "string",
+            describe:
+              "Refuse a plan made longer ago than this (Go duration: 30m, 2h; default 24h): its states record the plan's time as published_at",
           })
           .option("lock-timeout", {
             type: "string",
@@ -341,8 +346,10 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
             "Per destination, apply takes the lease and plans again at the plan's time: only when that\n" +
               "gives exactly the saved plan (same state version, stored files, source digests and\n" +
               "configuration) does it write the saved outputs, state and deletes. Otherwise that\n" +
-              "destination fails with error code plan_stale, source_changed or config_changed and\n" +
-              "nothing is written there; the others still apply. Any failure makes the exit status 1.",
+              "destination fails with error code plan_stale, source_changed or config_changed and none\n" +
+              "of the plan is carried out there (a lease a dead run left is still recovered first, as\n" +
+              "any run does); the others still apply. A plan older than --max-age fails as a whole\n" +
+              "(plan_expired). Any failure makes the exit status 1.",
           ),
       (argv) => {
         const flags = argv as RawFlags;
@@ -805,6 +812,11 @@ function planOutFlag(flags: RawFlags): { planOut?: string } {
       "run accepts --plan-out or --dry-run, not both (--plan-out writes nothing else)",
     );
   }
+  if (booleanFlag(flags, "force")) {
+    throw new UsageError(
+      "run accepts --plan-out or --force, not both: a forced replacement deletes whatever is below the bundle path when it runs, which a saved plan cannot show for review — run with --force directly",
+    );
+  }
   return { planOut: value };
 }
 
@@ -821,8 +833,15 @@ function applyOptions(flags: RawFlags): ApplyCommandOptions {
     ...(configPath === undefined ? {} : { configPath }),
     dryRun: booleanFlag(flags, "dry-run"),
     ...lockTimeoutFlag(flags),
+    ...maxAgeFlag(flags),
     quiet: booleanFlag(flags, "quiet"),
   };
+}
+
+/** `apply --max-age` when given; parsed by the handler, which has the duration parser loaded. */
+function maxAgeFlag(flags: RawFlags): { maxAge?: string } {
+  const value = optionalString(flags, "max-age");
+  return value === undefined ? {} : { maxAge: value };
 }
 
 function validateOptions(flags: RawFlags): ValidateCommandOptions {

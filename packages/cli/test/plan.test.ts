@@ -1,4 +1,4 @@
-import { readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import {
@@ -142,7 +142,7 @@ describe("run --plan-out and apply", () => {
       ["mirror", "published", null],
     ]);
     expect(actions[0]?.error?.message).toMatch(
-      /planning now gives other writes; nothing was written there/,
+      /: data\.csv: planned overwrite of version \S+ with sha256:[0-9a-f]{64}, now create with sha256:[0-9a-f]{64}; none of plan .*plan\.json was carried out there — make a new plan$/,
     );
     expect(await snapshotTree(join(dir, "a"))).toEqual(moved);
     expect(await readFile(join(dir, "b", "new.txt"), "utf8")).toBe("new\n");
@@ -172,6 +172,12 @@ describe("run --plan-out and apply", () => {
     const both = await runCli(["run", "--dry-run", "--plan-out", plan]);
     expect(both.code).toBe(2);
     expect(both.stderr).toContain("run accepts --plan-out or --dry-run, not both");
+    const forced = await runCli(["run", "--force", "--plan-out", plan]);
+    expect(forced.code).toBe(2);
+    expect(forced.stderr).toContain("run accepts --plan-out or --force, not both");
+    const age = await runCli(["apply", "--max-age", "soon", plan]);
+    expect(age.code).toBe(2);
+    expect(age.stderr).toMatch(/^distributor: --max-age "soon": /);
   });
 
   it("writes no plan when a destination could not be planned", async () => {
@@ -201,7 +207,9 @@ describe("run --plan-out and apply", () => {
     await writeBundle(source, "site.example", "2026-06-01T00:00:00Z", V1);
     const config = join(dir, "distributor.yml");
     await writeFile(config, singlePipelineConfig(source, join(dir, "dest")));
-    const plan = join(dir, "missing", "plan.json");
+    // The target is a directory: the temp file is written beside it, and the rename fails.
+    const plan = join(dir, "plan.json");
+    await mkdir(plan);
     const result = await runCli([
       "run",
       "--config",
@@ -216,6 +224,71 @@ describe("run --plan-out and apply", () => {
     expect(envelope.error?.code).toBe("plan_unwritable");
     expect(envelope.error?.message).toMatch(new RegExp(`^plan file ${plan} cannot be written: `));
     expect(await snapshotTree(dir)).not.toContainEqual(expect.stringMatching(/\.tmp /));
+    expect(await snapshotTree(plan)).toEqual([]);
     expect(await snapshotTree(join(dir, "dest"))).toEqual([]);
   });
+
+  it("refuses a plan older than --max-age as a whole, naming the file and its age", async () => {
+    const { dir, configs } = await setup(["planned"]);
+    const plan = join(dir, "plan.json");
+    const made = await runCli(["run", "--config", configs.planned as string, "--plan-out", plan]);
+    expect(made.code, made.stderr).toBe(0);
+    const document = JSON.parse(await readFile(plan, "utf8"));
+    const old = new Date(Date.parse(document.planned_at) - 30 * 60 * 60 * 1000).toISOString();
+    await writeFile(plan, `${JSON.stringify({ ...document, planned_at: old }, null, 2)}\n`);
+    const before = await snapshotTree(join(dir, "planned"));
+
+    const expired = await runCli(["apply", plan, "--format", "json"]);
+    expect(expired.code).toBe(1);
+    const envelope = envelopeOf(expired);
+    expect(envelope.error?.code).toBe("plan_expired");
+    expect(envelope.error?.message).toMatch(
+      new RegExp(
+        `^plan file ${plan} was made 30h\\d*m? ago \\(planned_at ${old.replace(/\./g, "\\.")}\\), more than the maximum age 24h`,
+      ),
+    );
+    const shorter = await runCli(["apply", "--max-age", "2h", plan]);
+    expect(shorter.code).toBe(1);
+    expect(shorter.stderr).toMatch(/more than the maximum age 2h/);
+    expect(await snapshotTree(join(dir, "planned"))).toEqual(before);
+  }, 60_000);
+
+  it("saves no plan for two owners of one shared-root state file; one pipeline at a time applies", async () => {
+    const dir = tmp();
+    const source = join(dir, "src");
+    await writeBundle(source, "site.example", "2026-06-01T00:00:00Z", V1);
+    const root = join(dir, "shared");
+    const owner = (id: string, publish: string) =>
+      `  - id: ${id}\n    source: {backend: local, path: ${source}}\n    destinations:\n      - id: shared\n        backend: local\n        path: ${root}\n        state: {mode: shared_root}\n        publish: ${publish}\n        transform: {markdown_to_html: {enabled: true}}\n`;
+    const config = join(dir, "distributor.yml");
+    await writeFile(
+      config,
+      `pipelines:\n${owner("copies", "{source: true, html: false}")}${owner("html", "{source: false, html: true}")}`,
+    );
+    const plan = join(dir, "plan.json");
+    const both = await runCli(["run", "--config", config, "--plan-out", plan, "--format", "json"]);
+    expect(both.code).toBe(1);
+    const envelope = envelopeOf(both);
+    expect(envelope.error?.code).toBe("plan_shared_state");
+    expect(envelope.error?.message).toMatch(
+      /pipeline copies destination shared and pipeline html destination shared share the state file .*--pipeline copies, apply, then --pipeline html/,
+    );
+    await expect(readFile(plan)).rejects.toThrow(/ENOENT/);
+    expect(await snapshotTree(root)).toEqual([]);
+
+    for (const id of ["copies", "html"]) {
+      const made = await runCli(["run", "--config", config, "--pipeline", id, "--plan-out", plan]);
+      expect(made.code, made.stderr).toBe(0);
+      const applied = await runCli(["apply", plan]);
+      expect(applied.code, applied.stderr).toBe(0);
+      expect(applied.stdout).toContain(`pipeline=${id} destination=shared`);
+    }
+    expect((await snapshotTree(root)).map((line) => line.split(" ")[1])).toEqual([
+      ".distributor.json",
+      "data.csv",
+      "index.html",
+      "index.md",
+      "old.txt",
+    ]);
+  }, 60_000);
 });

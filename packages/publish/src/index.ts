@@ -16,7 +16,12 @@ export {
   adoptOutputs,
   type UnmatchedOutput,
 } from "./workflows/adopt.js";
-export { type ApplyOptions, applyPlan, PlanRefusedError } from "./workflows/apply.js";
+export {
+  type ApplyOptions,
+  applyPlan,
+  DEFAULT_MAX_PLAN_AGE_MS,
+  PlanRefusedError,
+} from "./workflows/apply.js";
 export {
   AUDIT_WALK_LIMIT,
   type AuditBundleReport,

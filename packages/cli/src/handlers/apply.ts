@@ -1,6 +1,7 @@
 import { resolve } from "node:path";
 import type { RunReport } from "@distributor/publish";
 import type { ApplyCommandOptions, CommandHandler } from "../command.js";
+import { UsageError } from "../errors.js";
 import { planLines } from "../render/plan.js";
 import { createRunProgress, type RunProgress } from "../render/progress.js";
 import { cliPackage } from "../version.js";
@@ -11,6 +12,7 @@ export const applyCommand: CommandHandler<ApplyCommandOptions> = async (options,
   const publish = await import("@distributor/publish");
   const ttlMs = leaseTtlMs(context.io.env);
   const timeout = lockTimeoutMs(publish.parseDuration, options.lockTimeout);
+  const maxAgeMs = maxAge(publish.parseDuration, options.maxAge);
   const plan = await publish.loadPlan(options.planPath);
   // The plan names the configuration it was made from (absolute); --config chooses another.
   const config = await publish.loadConfig(options.configPath ?? resolve(plan.config_path));
@@ -32,6 +34,7 @@ export const applyCommand: CommandHandler<ApplyCommandOptions> = async (options,
       backends: context.backends,
       signal: context.signal,
       ...(timeout === undefined ? {} : { lockTimeoutMs: timeout }),
+      ...(maxAgeMs === undefined ? {} : { maxAgeMs }),
       ...(ttlMs === undefined ? {} : { lease: { ttlMs } }),
       ...(progress ? { onEvent: progress.onEvent } : {}),
     });
@@ -49,3 +52,16 @@ export const applyCommand: CommandHandler<ApplyCommandOptions> = async (options,
   outcome.result = result;
   return outcome;
 };
+
+/** `--max-age` in milliseconds; undefined for the library's default (24h). */
+function maxAge(parse: (text: string) => number, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  let ms: number;
+  try {
+    ms = parse(value);
+  } catch (error) {
+    throw new UsageError(`--max-age ${JSON.stringify(value)}: ${(error as Error).message}`);
+  }
+  if (ms <= 0) throw new UsageError(`--max-age ${JSON.stringify(value)} must be positive`);
+  return ms;
+}

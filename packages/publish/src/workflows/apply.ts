@@ -19,6 +19,7 @@ import {
   runTarget,
 } from "./run.js";
 import {
+  changedConfigKeys,
   configDigest,
   PlanFileError,
   planDifference,
@@ -42,6 +43,12 @@ export interface ApplyOptions extends WorkflowOptions<RunEvent> {
   dryRun?: boolean;
   /** This distributor's version: a plan made by another one is refused. */
   distributorVersion?: string;
+  /**
+   * The oldest plan carried out, in milliseconds since it was made (default `DEFAULT_MAX_PLAN_AGE_MS`,
+   * 24 hours): its next states record the plan's time as `published_at`, so an old plan would
+   * publish a bundle that already looks old to prune and to the ranking of publications.
+   */
+  maxAgeMs?: number;
   lockTimeoutMs?: number;
   lease?: { ttlMs?: number; renew?: boolean };
 }
@@ -61,6 +68,9 @@ export class PlanRefusedError extends Error {
   }
 }
 
+/** How old a plan `applyPlan` carries out may be by default: 24 hours. */
+export const DEFAULT_MAX_PLAN_AGE_MS = 24 * 60 * 60 * 1000;
+
 /** Files hashed at once while validating a bundle before its first write. */
 const VALIDATION_CONCURRENCY = 8;
 
@@ -71,8 +81,9 @@ const VALIDATION_CONCURRENCY = 8;
  * the first write; for a `fixed` destination, still the newest of the source), and planning
  * again — at the plan's time, under the lease for a write — must give exactly the saved
  * decision (state version, stored versions, writes, deletes, next state).
- * Otherwise that destination is refused with nothing written there and the others go on; when
- * all holds, the saved writes and deletes run under the commit protocol of SPEC §5, so the bytes
+ * Otherwise that destination is refused — none of the plan is carried out there (a lease a dead
+ * run left there is still recovered first, as any run does) — and the others go on; when all
+ * holds, the saved writes and deletes run under the commit protocol of SPEC §5, so the bytes
  * and state are those a plain run at the plan's time would have left.
  */
 export async function applyPlan(options: ApplyOptions): Promise<RunReport> {
@@ -82,6 +93,24 @@ export async function applyPlan(options: ApplyOptions): Promise<RunReport> {
     throw new PlanFileError(
       "plan_version_mismatch",
       `plan file ${name} was made by distributor ${plan.distributor_version ?? "(unknown)"}, and this is ${options.distributorVersion ?? "(unknown)"}: make the plan again with this version`,
+    );
+  }
+  if (plan.force) {
+    // A forced replacement clears whatever is below the bundle path when it runs, not what the
+    // plan saw: files that appeared after the plan would go unreviewed. `run --plan-out` refuses
+    // `--force`; this catches a plan file that says otherwise.
+    throw new PlanFileError(
+      "plan_invalid",
+      `plan file ${name} is a forced plan; forced replacements cannot be saved and applied — run with --force instead`,
+    );
+  }
+  const now = options.now?.() ?? new Date();
+  const maxAgeMs = options.maxAgeMs ?? DEFAULT_MAX_PLAN_AGE_MS;
+  const ageMs = now.getTime() - new Date(plan.planned_at).getTime();
+  if (ageMs > maxAgeMs) {
+    throw new PlanFileError(
+      "plan_expired",
+      `plan file ${name} was made ${ageText(ageMs)} ago (planned_at ${plan.planned_at}), more than the maximum age ${ageText(maxAgeMs)}: its states would record that old time as published_at — make a new plan (or raise apply --max-age)`,
     );
   }
   const report: RunReport = {
@@ -126,6 +155,15 @@ export async function applyPlan(options: ApplyOptions): Promise<RunReport> {
     }
   }
   return report;
+}
+
+/** A duration for messages: whole hours, minutes or seconds (rounded down). */
+function ageText(ms: number): string {
+  const seconds = Math.floor(ms / 1000);
+  if (seconds >= 3600 && seconds % 3600 === 0) return `${seconds / 3600}h`;
+  if (seconds >= 3600) return `${Math.floor(seconds / 3600)}h${Math.floor((seconds % 3600) / 60)}m`;
+  if (seconds >= 60) return `${Math.floor(seconds / 60)}m${seconds % 60}s`;
+  return `${seconds}s`;
 }
 
 interface Applying {
@@ -174,7 +212,7 @@ function record(apply: Applying, action: RunActionReport) {
 function refused(apply: Applying, code: string, detail: string): PlanRefusedError {
   return new PlanRefusedError(
     code,
-    `${detail}; nothing was written there (plan ${apply.name}) — make a new plan`,
+    `${detail}; none of plan ${apply.name} was carried out there — make a new plan`,
   );
 }
 
@@ -352,7 +390,9 @@ async function applyDestination(
     if (problem !== undefined) {
       failedEntry(apply, entry, refused(apply, "config_changed", problem));
     } else if (entry.config_digest !== current) {
-      const detail = `the configuration of pipeline ${pipeline.id} destination ${destinationId} (or of its source) in ${options.config.sourceName} changed since the plan`;
+      const keys = changedConfigKeys(entry, pipeline, destination as DestinationConfig);
+      const which = keys === undefined ? "" : ` (${keys.join(", ")})`;
+      const detail = `the configuration of pipeline ${pipeline.id} destination ${destinationId} in ${options.config.sourceName} changed since the plan${which}`;
       failedEntry(apply, entry, refused(apply, "config_changed", detail));
     } else {
       ready.push(entry);

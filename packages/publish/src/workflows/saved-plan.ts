@@ -45,6 +45,11 @@ export interface SavedPlanEntry {
   bundle_path: string;
   /** Digest of the pipeline's source and validation and of the destination's configuration. */
   config_digest: string;
+  /**
+   * One digest per configuration key that `config_digest` covers (`source`, `validation`,
+   * `destination.<key>`), so that a refusal can name what changed. Absent in older plan files.
+   */
+  config_keys?: Record<string, string>;
   source: {
     /** Bundle path in the source. */
     bundle_path: string;
@@ -113,6 +118,40 @@ export function configDigest(pipeline: PipelineConfig, destination: DestinationC
   );
 }
 
+/** The digests of each configuration key `configDigest` covers (see `SavedPlanEntry.config_keys`). */
+export function configKeyDigests(
+  pipeline: PipelineConfig,
+  destination: DestinationConfig,
+): Record<string, string> {
+  const keys: Record<string, string> = {
+    source: sha256(canonicalJson(pipeline.source)),
+    validation: sha256(canonicalJson(pipeline.validation)),
+  };
+  for (const [key, value] of Object.entries(destination)) {
+    if (key === "id" || value === undefined) continue;
+    keys[`destination.${snakeCase(key)}`] = sha256(canonicalJson(value));
+  }
+  return keys;
+}
+
+const snakeCase = (key: string) => key.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`);
+
+/**
+ * The configuration keys of `entry` that are configured differently now (a key added or removed
+ * counts), sorted; undefined when the plan file does not record them.
+ */
+export function changedConfigKeys(
+  entry: SavedPlanEntry,
+  pipeline: PipelineConfig,
+  destination: DestinationConfig,
+): string[] | undefined {
+  const saved = entry.config_keys;
+  if (saved === undefined) return undefined;
+  const now = configKeyDigests(pipeline, destination);
+  const keys = new Set([...Object.keys(saved), ...Object.keys(now)]);
+  return [...keys].filter((key) => saved[key] !== now[key]).sort();
+}
+
 /** The saved form of a publish plan for one destination bundle path. */
 export function savedPlanEntry(
   where: { pipeline: PipelineConfig; destination: DestinationConfig; sourceBundlePath: string },
@@ -124,6 +163,7 @@ export function savedPlanEntry(
     destination_id: where.destination.id,
     bundle_path: plan.bundlePath,
     config_digest: configDigest(where.pipeline, where.destination),
+    config_keys: configKeyDigests(where.pipeline, where.destination),
     source: {
       bundle_path: where.sourceBundlePath,
       manifest_id: plan.manifest.id,
@@ -215,13 +255,51 @@ export function planDifference(
       message: `the destination changed since the plan: it was planned as ${saved.action}, and would now be ${now.action} (${now.reason})`,
     };
   }
+  const path = pathDifference(saved, now);
+  if (path !== undefined) {
+    return { code: "plan_stale", message: `the destination changed since the plan: ${path}` };
+  }
   const field = (Object.keys(saved) as (keyof SavedPlanEntry)[]).find(
     (key) => canonicalJson(saved[key]) !== canonicalJson(now[key]),
   );
   return {
     code: "plan_stale",
-    message: `the destination changed since the plan: planning now gives other ${field ?? "content"}`,
+    message: `the destination changed since the plan: planning now gives another ${field ?? "content"}`,
   };
+}
+
+/**
+ * The first path (in path order) that the two entries treat differently, as
+ * `data.csv: planned overwrite of version v1, now create`; undefined when every path is the same.
+ */
+function pathDifference(saved: SavedPlanEntry, now: SavedPlanEntry): string | undefined {
+  const before = pathTreatments(saved);
+  const after = pathTreatments(now);
+  const paths = [...new Set([...before.keys(), ...after.keys()])].sort();
+  for (const path of paths) {
+    const planned = before.get(path) ?? "nothing";
+    const found = after.get(path) ?? "nothing";
+    if (planned !== found) return `${path}: planned ${planned}, now ${found}`;
+  }
+  return undefined;
+}
+
+/** What an entry does at each path it touches, in words. */
+function pathTreatments(entry: SavedPlanEntry): Map<string, string> {
+  const treatments = new Map<string, string>();
+  const version = (path: string, at: string | null | undefined) =>
+    at === null || at === undefined ? path : `${path} of version ${at}`;
+  for (const write of entry.writes) {
+    const what = write.overwrite ? version("overwrite", write.if_match) : "create";
+    treatments.set(write.path, `${what} with ${write.sha256}`);
+  }
+  for (const path of entry.deletes_first) {
+    treatments.set(path, version("delete before the writes", entry.delete_versions[path]));
+  }
+  for (const path of entry.deletes) {
+    treatments.set(path, version("delete", entry.delete_versions[path]));
+  }
+  return treatments;
 }
 
 function versionText(version: string | null): string {
@@ -314,6 +392,7 @@ const entrySchema = v.strictObject({
   destination_id: v.string(),
   bundle_path: v.string(),
   config_digest: v.string(),
+  config_keys: v.optional(v.record(v.string(), v.string())),
   source: v.strictObject({
     bundle_path: v.string(),
     manifest_id: v.string(),

@@ -22,6 +22,8 @@ const V2 = { "a.md": "# A two\n", "b.txt": "b one\n", "d.txt": "d two\n" };
 const V3 = { "a.md": "# A three\n", "e.txt": "e three\n" };
 const T1 = new Date("2026-06-04T10:00:00Z");
 const T2 = new Date("2026-06-04T11:00:00Z");
+/** When the tests apply their plans: within a day of them. */
+const APPLIED = new Date("2026-06-04T12:00:00Z");
 
 let dir: string;
 beforeEach(async () => {
@@ -71,6 +73,11 @@ async function publish(cfg: Config, now: Date) {
   expect(runSucceeded(report), JSON.stringify(report.actions)).toBe(true);
 }
 
+/** `applyPlan` shortly after the plans were made. */
+function apply(options: Parameters<typeof applyPlan>[0]) {
+  return applyPlan({ now: () => APPLIED, ...options });
+}
+
 async function planned(cfg: Config, now: Date): Promise<SavedPlan> {
   const { report, plan } = await planRun({ config: cfg, now: () => now });
   expect(report.dry_run).toBe(true);
@@ -107,7 +114,7 @@ describe("saved plans", () => {
     await savePlan(file, plan);
     const loaded = await loadPlan(file);
     expect(loaded).toEqual(plan);
-    const applied = await applyPlan({
+    const applied = await apply({
       plan: loaded,
       config: config(v2, { archive: a }),
       planName: file,
@@ -137,12 +144,6 @@ describe("saved plans", () => {
       extra: "        state: {mode: shared_root}\n",
     },
     {
-      name: "a forced replacement of unmanaged content",
-      action: "force_replace",
-      force: true,
-      prepare: (root: string) => writeFile(join(root, "stray.txt"), "not ours\n"),
-    },
-    {
       name: "a repair",
       action: "repair",
       repair: true,
@@ -165,14 +166,14 @@ describe("saved plans", () => {
         await publish(config(v1, { archive: root }, extra), T1);
         await policy.prepare?.(root);
       }
-      const flags = { force: policy.force ?? false, repair: policy.repair ?? false };
+      const flags = { repair: policy.repair ?? false };
       const { plan } = await planRun({
         config: config(next, { archive: a }, extra),
         now: () => T2,
         ...flags,
       });
       if (plan === null) throw new Error("no plan");
-      const applied = await applyPlan({ plan, config: config(next, { archive: a }, extra) });
+      const applied = await apply({ plan, config: config(next, { archive: a }, extra) });
       expect(applied.actions.map((x) => [x.action, x.error])).toEqual([[policy.action, null]]);
       const plain = await run({
         config: config(next, { archive: b }, extra),
@@ -199,7 +200,7 @@ describe("saved plans", () => {
     await publish(config(v3, { archive: a }), T2);
     const moved = await tree(a);
 
-    const report = await applyPlan({ plan, config: config(v2, { archive: a, mirror: b }) });
+    const report = await apply({ plan, config: config(v2, { archive: a, mirror: b }) });
     expect(
       report.actions.map((x) => [x.destination_id, x.action, x.status, x.error?.code]),
     ).toEqual([
@@ -211,18 +212,45 @@ describe("saved plans", () => {
     expect(Object.keys(await tree(b)).sort()).toContain("d.txt");
   });
 
-  it("refuses when a file appeared where the plan creates one", async () => {
+  it("refuses when a file appeared where the plan creates one, naming it", async () => {
     const v1 = await source("v1", V1, 1);
+    const v2 = await source("v2", V2, 2);
     const a = join(dir, "a");
-    const plan = await planned(config(v1, { archive: a }), T1);
-    expect(plan.destinations[0]?.action).toBe("publish_new");
-    await writeFile(join(dir, "unrelated"), "");
-    await rm(a, { recursive: true, force: true });
-    await source("a", { "b.txt": "someone else's\n" }, 0);
+    await publish(config(v1, { archive: a }), T1);
+    const plan = await planned(config(v2, { archive: a }), T2);
+    const create = plan.destinations[0]?.writes.find((w) => w.path === "d.txt");
+    expect(create?.overwrite).toBe(false);
+    // The state is unchanged; only a file no state records appeared at the planned create.
+    await writeFile(join(a, "d.txt"), "someone else's\n");
     const before = await tree(a);
-    const report = await applyPlan({ plan, config: config(v1, { archive: a }) });
-    expect(report.actions[0]?.error?.code).toBe("plan_stale");
-    expect(report.actions[0]?.error?.message).toMatch(/would now be fail_unmanaged/);
+    const report = await apply({ plan, config: config(v2, { archive: a }) });
+    expect(report.actions.map((x) => [x.status, x.error?.code])).toEqual([
+      ["failed", "plan_stale"],
+    ]);
+    expect(report.actions[0]?.error?.message).toMatch(/would now be fail_unmanaged .*d\.txt/);
+    expect(await tree(a)).toEqual(before);
+  });
+
+  it("refuses when a stored file the plan replaces changed since, naming the path and versions", async () => {
+    const v1 = await source("v1", V1, 1);
+    const v2 = await source("v2", V2, 2);
+    const a = join(dir, "a");
+    await publish(config(v1, { archive: a }), T1);
+    const plan = await planned(config(v2, { archive: a }), T2);
+    const replaced = plan.destinations[0]?.writes.find((w) => w.path === "b.txt");
+    expect(replaced?.overwrite).toBe(true);
+    // Edited by hand: the state (and so its version) is unchanged, the stored version is not.
+    await writeFile(join(a, "b.txt"), "edited by hand\n");
+    const before = await tree(a);
+    const report = await apply({ plan, config: config(v2, { archive: a }) });
+    expect(report.actions.map((x) => [x.status, x.error?.code])).toEqual([
+      ["failed", "plan_stale"],
+    ]);
+    const message = report.actions[0]?.error?.message ?? "";
+    expect(message).toContain(
+      `b.txt: planned overwrite of version ${replaced?.if_match} with ${replaced?.sha256}, now overwrite of version `,
+    );
+    expect(message).toMatch(/none of plan plan was carried out there/);
     expect(await tree(a)).toEqual(before);
   });
 
@@ -235,7 +263,7 @@ describe("saved plans", () => {
     const plan = await planned(config(v2, { archive: a }), T2);
 
     await writeFile(join(v2, "d.txt"), "d tampered\n");
-    const files = await applyPlan({ plan, config: config(v2, { archive: a }) });
+    const files = await apply({ plan, config: config(v2, { archive: a }) });
     expect(files.actions.map((x) => [x.status, x.error?.code])).toEqual([
       ["failed", "source_changed"],
     ]);
@@ -243,7 +271,7 @@ describe("saved plans", () => {
     expect(await tree(a)).toEqual(before);
 
     await source("v2", { ...V2, "d.txt": "d tampered\n" }, 2);
-    const manifest = await applyPlan({ plan, config: config(v2, { archive: a }) });
+    const manifest = await apply({ plan, config: config(v2, { archive: a }) });
     expect(manifest.actions[0]?.error?.code).toBe("source_changed");
     expect(manifest.actions[0]?.error?.message).toMatch(/changed since the plan/);
     expect(await tree(a)).toEqual(before);
@@ -253,14 +281,19 @@ describe("saved plans", () => {
     const v1 = await source("v1", V1, 1);
     const a = join(dir, "a");
     const plan = await planned(config(v1, { archive: a }), T1);
-    const merged = await applyPlan({
+    const merged = await apply({
       plan,
       config: config(v1, { archive: a }, "        reconciliation: {mode: merge}\n"),
     });
     expect(merged.actions.map((x) => [x.action, x.status, x.error?.code])).toEqual([
       ["publish_new", "failed", "config_changed"],
     ]);
-    const gone = await applyPlan({ plan, config: config(v1, { other: a }) });
+    expect(merged.actions[0]?.error?.message).toMatch(
+      /pipeline reports destination archive in .* changed since the plan \(destination\.reconciliation\)/,
+    );
+    const moved = await apply({ plan, config: config(join(dir, "elsewhere"), { archive: a }) });
+    expect(moved.actions[0]?.error?.message).toMatch(/changed since the plan \(source\)/);
+    const gone = await apply({ plan, config: config(v1, { other: a }) });
     expect(gone.actions[0]?.error?.code).toBe("config_changed");
     expect(gone.actions[0]?.error?.message).toMatch(/no destination archive/);
     expect(await tree(a)).toEqual({});
@@ -274,11 +307,13 @@ describe("saved plans", () => {
     const write = edited.destinations[0]?.writes[0];
     if (write === undefined) throw new Error("no write planned");
     write.overwrite = true;
-    const report = await applyPlan({ plan: edited, config: config(v1, { archive: a }) });
+    const report = await apply({ plan: edited, config: config(v1, { archive: a }) });
     expect(report.actions.map((x) => [x.status, x.error?.code])).toEqual([
       ["failed", "plan_stale"],
     ]);
-    expect(report.actions[0]?.error?.message).toMatch(/planning now gives other writes/);
+    expect(report.actions[0]?.error?.message).toMatch(
+      /a\.html: planned overwrite with sha256:[0-9a-f]{64}, now create with sha256:/,
+    );
     expect(await tree(a)).toEqual({});
   });
 
@@ -292,7 +327,7 @@ describe("saved plans", () => {
     expect(plan.destinations[0]?.source.bundle_path).toBe("2026-06-01");
     expect(plan.destinations[0]?.bundle_path).toBe("");
     await writeSourceBundle(backend, "2026-06-02", V2, { created: T2 });
-    const report = await applyPlan({ plan, config: fixed });
+    const report = await apply({ plan, config: fixed });
     expect(report.actions.map((x) => [x.status, x.error?.code])).toEqual([
       ["failed", "source_changed"],
     ]);
@@ -302,7 +337,7 @@ describe("saved plans", () => {
     expect(await tree(a)).toEqual({});
     // Without the newer bundle, the plan applies.
     await rm(join(root, "2026-06-02"), { recursive: true });
-    const applied = await applyPlan({ plan, config: fixed });
+    const applied = await apply({ plan, config: fixed });
     expect(applied.actions.map((x) => [x.action, x.status])).toEqual([
       ["publish_new", "published"],
     ]);
@@ -319,7 +354,7 @@ describe("saved plans", () => {
     const v1 = await source("v1", V1, 1);
     const a = join(dir, "a");
     const plan = await planned(config(v1, { archive: a }), T1);
-    const report = await applyPlan({ plan, config: config(v1, { archive: a }), dryRun: true });
+    const report = await apply({ plan, config: config(v1, { archive: a }), dryRun: true });
     expect(report.actions.map((x) => [x.action, x.status])).toEqual([["publish_new", "planned"]]);
     expect(await tree(a)).toEqual({});
   });
@@ -348,12 +383,103 @@ describe("saved plans", () => {
       /p\.json is not a valid plan: force/,
     );
     await expect(
-      applyPlan({
+      apply({
         plan,
         config: config(v1, { archive: join(dir, "a") }),
         distributorVersion: "9.9.9",
         planName: "p.json",
       }),
     ).rejects.toThrow(/plan file p\.json was made by distributor \(unknown\), and this is 9\.9\.9/);
+  });
+
+  it("saves no forced plan, and applies none", async () => {
+    const v1 = await source("v1", V1, 1);
+    const a = join(dir, "a");
+    await publish(config(v1, { archive: a }), T1);
+    await writeFile(join(a, "stray.txt"), "not ours\n");
+    await expect(planRun({ config: config(v1, { archive: a }), force: true })).rejects.toThrow(
+      expect.objectContaining({ code: "plan_force_unsupported" }),
+    );
+    // A plan file that says force: the clear would delete whatever is there when applied.
+    const v2 = await source("v2", V2, 2);
+    const plan = await planned(config(v2, { archive: a }), T2);
+    const before = await tree(a);
+    await expect(
+      apply({
+        plan: { ...plan, force: true },
+        config: config(v2, { archive: a }),
+        planName: "p.json",
+      }),
+    ).rejects.toThrow(/plan file p\.json is a forced plan/);
+    expect(await tree(a)).toEqual(before);
+  });
+
+  it("refuses a plan older than the maximum age, naming the file and its age", async () => {
+    const v1 = await source("v1", V1, 1);
+    const a = join(dir, "a");
+    const plan = await planned(config(v1, { archive: a }), T1);
+    const later = new Date(T1.getTime() + 25 * 60 * 60 * 1000);
+    const late = applyPlan({
+      plan,
+      config: config(v1, { archive: a }),
+      planName: "p.json",
+      now: () => later,
+    });
+    await expect(late).rejects.toThrow(
+      expect.objectContaining({
+        code: "plan_expired",
+        message: expect.stringMatching(
+          /^plan file p\.json was made 25h ago \(planned_at 2026-06-04T10:00:00\.000Z\), more than the maximum age 24h/,
+        ),
+      }),
+    );
+    expect(await tree(a)).toEqual({});
+    // Allowed longer, the same plan applies, recording the plan's time.
+    const report = await applyPlan({
+      plan,
+      config: config(v1, { archive: a }),
+      now: () => later,
+      maxAgeMs: 48 * 60 * 60 * 1000,
+    });
+    expect(report.actions.map((x) => [x.action, x.status])).toEqual([["publish_new", "published"]]);
+    const state = JSON.parse((await tree(a))[".distributor.json"] ?? "");
+    expect(state).toEqual(plan.destinations[0]?.next_state);
+  });
+
+  it("saves no plan where a write precedes another owner of the same shared-root state", async () => {
+    const v1 = await source("v1", V1, 1);
+    const root = join(dir, "shared");
+    const owner = (id: string, publish: string) =>
+      `  - id: ${id}\n    source: {backend: local, path: ${v1}}\n    destinations:\n      - id: shared\n        backend: local\n        path: ${root}\n        state: {mode: shared_root}\n        publish: ${publish}\n        transform: {markdown_to_html: {enabled: true}}\n`;
+    const shared = parseConfig(
+      `pipelines:\n${owner("copies", "{source: true, html: false}")}${owner("html", "{source: false, html: true}")}`,
+      { sourceName: join(dir, "distributor.yml") },
+    );
+    await expect(planRun({ config: shared, now: () => T1 })).rejects.toThrow(
+      expect.objectContaining({
+        code: "plan_shared_state",
+        message: expect.stringMatching(
+          /^pipeline copies destination shared and pipeline html destination shared share the state file of bundle path \., .*plan one pipeline at a time \(--pipeline copies, apply, then --pipeline html\)$/,
+        ),
+      }),
+    );
+    expect(await tree(root)).toEqual({});
+    // One pipeline at a time, each plan applies in full.
+    for (const id of ["copies", "html"]) {
+      const { plan } = await planRun({ config: shared, pipelineIds: [id], now: () => T1 });
+      if (plan === null) throw new Error(`no plan for ${id}`);
+      const report = await apply({ plan, config: shared });
+      expect(report.actions.map((x) => [x.pipeline_id, x.status])).toEqual([[id, "published"]]);
+    }
+    expect(Object.keys(await tree(root)).sort()).toEqual([
+      ".distributor.json",
+      "a.html",
+      "a.md",
+      "b.txt",
+      "docs/c.txt",
+    ]);
+    // Nothing left to write: both skips stand in one plan, and apply.
+    const { plan } = await planRun({ config: shared, now: () => T2 });
+    expect(plan?.destinations.map((e) => e.action)).toEqual(["skip_same", "skip_same"]);
   });
 });
