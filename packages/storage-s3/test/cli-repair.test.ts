@@ -125,11 +125,15 @@ describe.skipIf(found === undefined)("destination repair on S3 (Ceph RGW)", () =
   };
   const put = (key: string, body: string) =>
     send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body }));
+  // The body is read before the client goes: destroying it first aborts the body's stream.
   const text = async (key: string) => {
-    const response = await send<{ Body: { transformToString(): Promise<string> } }>(
-      new GetObjectCommand({ Bucket: bucket, Key: key }),
-    );
-    return response.Body.transformToString();
+    const client = rawClient(server);
+    try {
+      const response = await client.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+      return (await response.Body?.transformToString()) ?? "";
+    } finally {
+      client.destroy();
+    }
   };
   /** Key → ETag and modification time below `prefix/`: what any write would change. */
   const objects = async (prefix: string) => {
