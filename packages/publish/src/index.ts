@@ -48,6 +48,7 @@ export {
   type PruneOwnerScope,
   type PrunePlanReport,
   type PruneReport,
+  type PruneWarning,
   planDestinationPrune,
   prune,
 } from "./workflows/prune.js";

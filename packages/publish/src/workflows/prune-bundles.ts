@@ -1,3 +1,4 @@
+import { discoverBundles } from "@distributor/bundle";
 import {
   findOwner,
   formatStateTimestamp,
@@ -33,9 +34,10 @@ import {
   type PruneOptions,
   type PruneOutputRecord,
   type PruneReport,
+  type PruneWarning,
   storedVersions,
 } from "./prune.js";
-import { WorkflowError } from "./shared.js";
+import { findPipeline, openConfiguredSource, WorkflowError, withBackend } from "./shared.js";
 
 /** Most entries listed under a destination root while looking for bundle states. */
 export const PRUNE_WALK_LIMIT = 100_000;
@@ -165,6 +167,7 @@ export async function pruneBundles(
   report.planned_outputs = plan.pruned.flatMap(outputRecords);
   report.preserved_outputs = plan.preserved.flatMap(outputRecords);
   report.would_change = options.dryRun && plan.pruned.length > 0;
+  report.warnings.push(...(await sourceWarnings(plan.pruned, options)));
   if (options.dryRun) return report;
 
   for (const candidate of plan.pruned) {
@@ -342,6 +345,44 @@ async function recoverOrphanLease(
     if (error instanceof LeaseHeldError || errorCode(error) === "lease_held") return;
     throw error;
   }
+}
+
+/**
+ * A warning for each planned bundle path whose source still holds a bundle there: `run`
+ * publishes it again (`publish_new`), and the prune after that removes it again. Listing the
+ * source is only advice: a source that cannot be listed gives one `source_unchecked` warning,
+ * and an `http_upload` source (which keeps no bundles) none.
+ */
+async function sourceWarnings(
+  pruned: readonly BundleCandidate[],
+  options: PruneOptions,
+): Promise<PruneWarning[]> {
+  if (pruned.length === 0) return [];
+  const pipeline = findPipeline(options.config, options.pipelineId);
+  if (pipeline.source.backend === "http_upload") return [];
+  let held: Set<string>;
+  try {
+    const { backend } = await openConfiguredSource(options);
+    held = await withBackend(backend, async (source) => {
+      const found = await discoverBundles(source, "", { signal: options.signal });
+      return new Set(found.map((bundle) => bundle.path));
+    });
+  } catch (error) {
+    options.signal?.throwIfAborted();
+    return [
+      {
+        code: "source_unchecked",
+        message: `could not list the source of pipeline ${pipeline.id} to tell whether the pruned bundles come back at the next run: ${errorMessage(error)}`,
+      },
+    ];
+  }
+  return pruned
+    .filter((candidate) => held.has(candidate.bundlePath))
+    .map((candidate) => ({
+      code: "bundle_in_source" as const,
+      bundle_path: displayPath(candidate.bundlePath),
+      message: `bundle ${displayPath(candidate.bundlePath)} is planned for pruning but its source still holds it: the next run publishes it again (remove it from the source too)`,
+    }));
 }
 
 /**

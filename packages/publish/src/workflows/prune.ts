@@ -65,6 +65,18 @@ export interface PrunePlanReport {
   preserved_outputs: PruneOutputRecord[];
 }
 
+/**
+ * Something the operator should know that did not stop the prune: `bundle_in_source`, a bundle
+ * path planned to be pruned whose source still holds the bundle (the next `run` publishes it
+ * again), or `source_unchecked`, the source could not be listed to tell.
+ */
+export interface PruneWarning {
+  code: "bundle_in_source" | "source_unchecked";
+  /** The bundle path the warning is about (`bundle_in_source`). */
+  bundle_path?: string;
+  message: string;
+}
+
 /** What `prune` planned and did; the CLI prints it as the JSON `result`. */
 export interface PruneReport {
   pipeline_id: string;
@@ -99,6 +111,8 @@ export interface PruneReport {
   failed_bundle?: PruneBundleRecord;
   /** The state file was rewritten. */
   state_changed: boolean;
+  /** Nothing that stopped the prune; `bundles` only so far (else empty). */
+  warnings: PruneWarning[];
   /** A dry run planned deletes. */
   would_change: boolean;
   dry_run: boolean;
@@ -233,6 +247,7 @@ export async function prune(options: PruneOptions): Promise<PruneReport> {
     deleted_bundles: [],
     preserved_bundles: [],
     state_changed: false,
+    warnings: [],
     would_change: dryRun && plan.pruned_outputs.length > 0,
     dry_run: dryRun,
   });

@@ -297,7 +297,10 @@ describe("prune across bundle paths", () => {
       destinationId: "archive",
       dryRun: false,
       now: () => new Date(T0 + 10 * HOUR),
-      backends: { local: async (location) => (location.path === dest ? failing : inner) },
+      backends: {
+        local: async (location) =>
+          location.path === dest ? failing : createLocalBackend({ root: location.path }),
+      },
     }).catch((error: unknown) => error);
     if (!isPruneError(stopped)) throw new Error(`expected a PruneError, got ${String(stopped)}`);
     const partial: PruneReport = stopped.report;
@@ -328,6 +331,11 @@ describe("prune across bundle paths", () => {
       now: () => new Date(T0 + 10 * HOUR),
     });
     expect(prunedOnce.deleted_bundles.map((b) => b.bundle_path)).toEqual(days(1, 2));
+    // The source still holds them: the report says they come back.
+    expect(prunedOnce.warnings.map((w) => [w.code, w.bundle_path])).toEqual([
+      ["bundle_in_source", "days/01"],
+      ["bundle_in_source", "days/02"],
+    ]);
 
     // The source still holds days/01 and days/02: the next run publishes them again.
     const republished = await run({ config: cfg, now: () => new Date(T0 + 20 * HOUR) });
@@ -349,6 +357,40 @@ describe("prune across bundle paths", () => {
     });
     expect(prunedAgain.preserved_bundles.map((b) => b.bundle_path)).toEqual(days(3, 4).reverse());
     expect(await readdir(join(dest, "days"))).toEqual(["03", "04"]);
+
+    // Once gone from the source too, they stay gone and nothing is warned about.
+    await rm(join(source, "days/01"), { recursive: true });
+    await rm(join(source, "days/02"), { recursive: true });
+    expect(runSucceeded(await run({ config: cfg, now: () => new Date(T0 + 22 * HOUR) }))).toBe(
+      true,
+    );
+    const settled = await prune({
+      config: cfg,
+      pipelineId: "reports",
+      destinationId: "archive",
+      now: () => new Date(T0 + 23 * HOUR),
+    });
+    expect(settled).toMatchObject({ planned_bundles: [], warnings: [], would_change: false });
+  });
+
+  it("warns that the source could not be checked, and prunes all the same", async () => {
+    const cfg = config("keep_latest: 1");
+    await archive(cfg, 2);
+    const report = await prune({
+      config: cfg,
+      pipelineId: "reports",
+      destinationId: "archive",
+      dryRun: false,
+      now: () => new Date(T0 + 10 * HOUR),
+      backends: {
+        local: async (location) => {
+          if (location.path !== dest) throw new Error("injected: source unreachable");
+          return createLocalBackend({ root: dest });
+        },
+      },
+    });
+    expect(report.deleted_bundles.map((b) => b.bundle_path)).toEqual(["days/01"]);
+    expect(report.warnings.map((w) => w.code)).toEqual(["source_unchecked"]);
   });
 
   it("older_than ages bundles by their manifest created, not by when they were published", async () => {
