@@ -659,7 +659,7 @@ describe("prune", () => {
     );
   });
 
-  it("reports exactly the reference JSON fields, plus the unit and the (empty) bundle lists", async () => {
+  it("reports exactly the reference JSON fields, plus the unit and the (empty) bundle lists and warnings", async () => {
     await destination.writeDestination(referenceSharedRoot());
     const config = configWith(retentionYaml({ keepLatest: 0 }), "shared_root");
 
@@ -687,6 +687,7 @@ describe("prune", () => {
       deleted_bundles: [],
       preserved_bundles: [],
       state_changed: false,
+      warnings: [],
       would_change: true,
       dry_run: true,
     });
