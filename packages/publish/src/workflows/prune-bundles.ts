@@ -86,10 +86,10 @@ export interface BundleCandidate {
  * bundle pruned while its source still holds it is published again by the next run, and ranking
  * it by that fresh publication would prune the really newest bundles next. The `keep_latest`
  * newest are preserved, then those whose `created` is older than `older_than` are pruned (all
- * the rest when only `keep_latest` is set). A bundle state in
- * which the owner records no output any more (what an interrupted prune leaves) holds nothing to
- * keep: it is always pruned and does not count towards `keep_latest`. Pruned bundles come oldest
- * first (the order they go in), preserved ones newest first.
+ * the rest when only `keep_latest` is set). A bundle state in which the owner records no output
+ * any more (what an interrupted prune leaves) holds nothing to keep: it is always pruned and does
+ * not count towards `keep_latest`. Pruned bundles come oldest first (the order they go in),
+ * preserved ones newest first.
  */
 export function planBundlePrune(
   candidates: readonly BundleCandidate[],
