@@ -26,6 +26,18 @@ describe("nameCollisions", () => {
     ]);
   });
 
+  it("finds names that are distributor's own state or lease file on such stores", () => {
+    expect(
+      nameCollisions([".Distributor.json", "docs/.DISTRIBUTOR.LEASE.JSON", ".distributor.jsonx"]),
+    ).toEqual([
+      { kind: "reserved", paths: [".Distributor.json"] },
+      { kind: "reserved", paths: ["docs/.DISTRIBUTOR.LEASE.JSON"] },
+    ]);
+    expect(describeNameCollision({ kind: "reserved", paths: [".Distributor.json"] })).toBe(
+      ".Distributor.json: is one name with distributor's own .distributor.json on case-insensitive or normalising stores",
+    );
+  });
+
   it("names code points where the names would look the same", () => {
     expect(describeNameCollision({ kind: "normalization", paths: [NFD, NFC] })).toBe(
       "cafe\\u{301}.txt, caf\\u{e9}.txt: names differ only by Unicode normalisation (NFC/NFD) and are one name on normalising stores",

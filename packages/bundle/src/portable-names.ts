@@ -1,21 +1,27 @@
-import { compareLogicalPaths } from "@distributor/storage";
+import { compareLogicalPaths, LEASE_FILE_NAME, STATE_FILE_NAME } from "@distributor/storage";
 
 /**
  * Names that are different here but one name on some stores: `case` twins differ only by letter
  * case (one file on case-insensitive stores: Windows, macOS by default, many SFTP servers on
  * them); `normalization` twins differ only by Unicode normalisation, NFC against NFD (one file on
- * normalising stores: macOS HFS+, some SMB and NFS servers).
+ * normalising stores: macOS HFS+, some SMB and NFS servers); `reserved` names are one name with a
+ * file distributor keeps beside the outputs (`.Distributor.json` and the state file, the lease
+ * likewise) on such stores, where writing one overwrites the other.
  */
 export interface NameCollision {
-  kind: "case" | "normalization";
-  /** The colliding paths (files or directories), in byte order. */
+  kind: "case" | "normalization" | "reserved";
+  /** The colliding paths (files or directories), in byte order; `reserved`: the one path. */
   paths: string[];
 }
 
+/** Distributor's own names that a bundle's names must not fold to. */
+const RESERVED_NAMES = [STATE_FILE_NAME, LEASE_FILE_NAME];
+
 /**
- * Every group of colliding names among `paths` and their parent directories. A collision is
- * reported at the shallowest directory or file where it happens: `Docs/a.txt` and `docs/b.txt`
- * collide as `Docs` and `docs`, and nothing below them is reported again.
+ * Every group of colliding names among `paths` and their parent directories, and every name that
+ * folds to a reserved name without being it. A collision is reported at the shallowest directory
+ * or file where it happens: `Docs/a.txt` and `docs/b.txt` collide as `Docs` and `docs`, and
+ * nothing below them is reported again.
  */
 export function nameCollisions(paths: readonly string[]): NameCollision[] {
   const names = new Set<string>();
@@ -43,12 +49,24 @@ export function nameCollisions(paths: readonly string[]): NameCollision[] {
     const nfc = new Set(members.map((member) => member.normalize("NFC")));
     collisions.push({ kind: nfc.size === 1 ? "normalization" : "case", paths: members });
   }
+  const reserved = new Set(RESERVED_NAMES.map(foldName));
+  for (const name of names) {
+    const segment = name.slice(name.lastIndexOf("/") + 1);
+    if (RESERVED_NAMES.includes(segment) || !reserved.has(foldName(segment))) continue;
+    collisions.push({ kind: "reserved", paths: [name] });
+  }
   return collisions.sort((a, b) => compareLogicalPaths(a.paths[0] ?? "", b.paths[0] ?? ""));
 }
 
 /** A collision as a one-line message; names are shown with their code points where not ASCII. */
 export function describeNameCollision(collision: NameCollision): string {
   const shown = collision.paths.map(showName).join(", ");
+  if (collision.kind === "reserved") {
+    const name = collision.paths[0] ?? "";
+    const folded = foldName(name.slice(name.lastIndexOf("/") + 1));
+    const own = RESERVED_NAMES.find((reserved) => foldName(reserved) === folded) ?? folded;
+    return `${shown}: is one name with distributor's own ${own} on case-insensitive or normalising stores`;
+  }
   return collision.kind === "case"
     ? `${shown}: names differ only by letter case and are one name on case-insensitive stores`
     : `${shown}: names differ only by Unicode normalisation (NFC/NFD) and are one name on normalising stores`;

@@ -483,7 +483,15 @@ describe("distributor prune across bundle paths", () => {
     );
     expect(lines.slice(1)).toHaveLength(20);
     expect(lines[1]).toMatch(
-      /^Prune bundle: pipeline=reports destination=archive bundle=2026-06-01 published_at=\S+Z outputs=2 removes_state=true status=planned$/,
+      /^Prune bundle: pipeline=reports destination=archive bundle=2026-06-01 created=2026-06-01T06:00:00Z published_at=\S+Z outputs=2 removes_state=true status=planned$/,
+    );
+    // The source still holds every planned bundle: each would come back at the next run.
+    const warned = dry.stderr
+      .split("\n")
+      .filter((line) => line.startsWith("distributor: warning:"));
+    expect(warned).toHaveLength(20);
+    expect(warned[0]).toBe(
+      "distributor: warning: bundle 2026-06-01 is planned for pruning but its source still holds it: the next run publishes it again (remove it from the source too)",
     );
     expect(await snapshotTree(dest)).toEqual(before);
 
@@ -491,6 +499,9 @@ describe("distributor prune across bundle paths", () => {
     expect(applied.code, applied.stderr).toBe(0);
     const report = resultOf(applied);
     expect(report).toMatchObject({ unit: "bundles", state_changed: true, dry_run: false });
+    expect((report.warnings as Array<{ code: string }>).map((w) => w.code)).toEqual(
+      Array(20).fill("bundle_in_source"),
+    );
     const names = (list: unknown) =>
       (list as Array<{ bundle_path: string }>).map((b) => b.bundle_path);
     expect(names(report.deleted_bundles)).toEqual(days(1, 20));

@@ -53,6 +53,7 @@ export {
   type PruneOwnerScope,
   type PrunePlanReport,
   type PruneReport,
+  type PruneWarning,
   planDestinationPrune,
   prune,
 } from "./workflows/prune.js";

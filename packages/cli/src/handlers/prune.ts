@@ -19,6 +19,7 @@ export const pruneCommand: CommandHandler<PruneCommandOptions> = async (options,
       ok: true,
       result: report,
       text: [formatPruneText(report), ...formatPruneBundleLines(report)],
+      warnings: report.warnings.map((warning) => warning.message),
     };
   } catch (error) {
     // A prune that stopped part-way still reports what it deleted and what it kept.
@@ -27,6 +28,7 @@ export const pruneCommand: CommandHandler<PruneCommandOptions> = async (options,
       ok: false,
       result: error.report,
       text: [formatPruneText(error.report), ...formatPruneBundleLines(error.report)],
+      warnings: error.report.warnings.map((warning) => warning.message),
       error: { code: publish.errorCode(error), message: error.message },
     };
   }

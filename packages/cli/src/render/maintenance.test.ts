@@ -46,6 +46,7 @@ const prune: PruneReport = {
   deleted_bundles: [],
   preserved_bundles: [],
   state_changed: false,
+  warnings: [],
   would_change: true,
   dry_run: true,
 };
@@ -54,6 +55,7 @@ const day = (n: number) => ({
   bundle_path: `days/0${n}`,
   published_at: `2026-06-0${n}T00:00:00Z`,
   source_id: "reports.day",
+  created: `2026-06-0${n}T00:00:00Z`,
   output_count: 2,
   removes_state: true,
 });
@@ -108,8 +110,8 @@ describe("maintenance text lines", () => {
       "Prune: pipeline=reports destination=archive backend=local root=/srv/reports/archive status=changed unit=bundles checked=3 planned=2 deleted=1 preserved=1 planned_outputs=4 deleted_outputs=2 dry_run=false",
     );
     expect(formatPruneBundleLines(pruneBundles)).toEqual([
-      "Prune bundle: pipeline=reports destination=archive bundle=days/01 published_at=2026-06-01T00:00:00Z outputs=2 removes_state=true status=deleted",
-      "Prune bundle: pipeline=reports destination=archive bundle=days/02 published_at=2026-06-02T00:00:00Z outputs=2 removes_state=true status=failed",
+      "Prune bundle: pipeline=reports destination=archive bundle=days/01 created=2026-06-01T00:00:00Z published_at=2026-06-01T00:00:00Z outputs=2 removes_state=true status=deleted",
+      "Prune bundle: pipeline=reports destination=archive bundle=days/02 created=2026-06-02T00:00:00Z published_at=2026-06-02T00:00:00Z outputs=2 removes_state=true status=failed",
     ]);
     expect(formatPruneBundleLines(prune)).toEqual([]);
   });

@@ -87,7 +87,7 @@ export function formatPruneBundleLines(report: PruneReport): string[] {
           : "planned";
     return (
       `Prune bundle: pipeline=${report.pipeline_id} destination=${report.destination_id}` +
-      ` bundle=${bundle.bundle_path} published_at=${bundle.published_at ?? "-"}` +
+      ` bundle=${bundle.bundle_path} created=${bundle.created} published_at=${bundle.published_at ?? "-"}` +
       ` outputs=${bundle.output_count} removes_state=${bundle.removes_state} status=${status}`
     );
   });

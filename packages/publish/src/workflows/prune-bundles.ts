@@ -1,3 +1,4 @@
+import { discoverBundles } from "@distributor/bundle";
 import {
   findOwner,
   formatStateTimestamp,
@@ -33,9 +34,10 @@ import {
   type PruneOptions,
   type PruneOutputRecord,
   type PruneReport,
+  type PruneWarning,
   storedVersions,
 } from "./prune.js";
-import { WorkflowError } from "./shared.js";
+import { findPipeline, openConfiguredSource, WorkflowError, withBackend } from "./shared.js";
 
 /** Most entries listed under a destination root while looking for bundle states. */
 export const PRUNE_WALK_LIMIT = 100_000;
@@ -46,11 +48,16 @@ export interface PruneBundleRecord {
   bundle_path: string;
   /**
    * When the owner last published there: the state's `published_at` (single-owner), or the
-   * newest `updated_at` of the owner's outputs (shared root). Retention measures age from it.
-   * Null for a shared-root owner that records no output any more.
+   * newest `updated_at` of the owner's outputs (shared root). Null for a shared-root owner that
+   * records no output any more. Reported only: retention goes by `created`.
    */
   published_at: string | null;
   source_id: string;
+  /**
+   * The `created` of the source manifest published there, as the state records it: the bundle's
+   * content time, which ranks bundles for `keep_latest` and ages them for `older_than`.
+   */
+  created: string;
   /** Managed outputs of the owner there. */
   output_count: number;
   /** The state file goes with the bundle: no other owner records anything in it. */
@@ -66,20 +73,23 @@ export interface BundleCandidate {
   outputs: readonly { path: string; updatedAt: Date }[];
   publishedAt: Date | undefined;
   sourceId: string;
-  /** The published source manifest's `created`: breaks ties of publication time. */
+  /** The published source manifest's `created`: what retention ranks and ages bundles by. */
   sourceCreated: Date;
   /** No other owner is listed or records outputs: pruning the bundle removes the state file. */
   removesState: boolean;
 }
 
 /**
- * Which bundle paths a retention policy prunes (pure). Bundles are ranked by publication time,
- * newest first; bundles published by one run share it, so ties go to the newer source manifest
- * `created`, then to the bundle path. The `keep_latest` newest are preserved, then those older
- * than `older_than` are pruned (all the rest when only `keep_latest` is set). A bundle state in
- * which the owner records no output any more (what an interrupted prune leaves) holds nothing to
- * keep: it is always pruned and does not count towards `keep_latest`. Pruned bundles come oldest
- * first (the order they go in), preserved ones newest first.
+ * Which bundle paths a retention policy prunes (pure). Bundles are ranked by content time, the
+ * `created` of the source manifest their state records, newest first, ties to the bundle path in
+ * ascending order (as a `fixed` destination picks the newest bundle). Not by publication time: a
+ * bundle pruned while its source still holds it is published again by the next run, and ranking
+ * it by that fresh publication would prune the really newest bundles next. The `keep_latest`
+ * newest are preserved, then those whose `created` is older than `older_than` are pruned (all
+ * the rest when only `keep_latest` is set). A bundle state in which the owner records no output
+ * any more (what an interrupted prune leaves) holds nothing to keep: it is always pruned and does
+ * not count towards `keep_latest`. Pruned bundles come oldest first (the order they go in),
+ * preserved ones newest first.
  */
 export function planBundlePrune(
   candidates: readonly BundleCandidate[],
@@ -88,9 +98,7 @@ export function planBundlePrune(
 ): { pruned: BundleCandidate[]; preserved: BundleCandidate[] } {
   const active =
     policy.enabled && (policy.olderThanMs !== undefined || policy.keepLatest !== undefined);
-  const ranked = candidates
-    .filter((c) => c.outputs.length > 0 && c.publishedAt !== undefined)
-    .sort(newestFirst);
+  const ranked = candidates.filter((c) => c.outputs.length > 0).sort(newestFirst);
   if (!active) return { pruned: [], preserved: ranked };
   const empty = candidates.filter((c) => !ranked.includes(c));
   const keep = Math.max(0, Math.floor(policy.keepLatest ?? 0));
@@ -98,7 +106,7 @@ export function planBundlePrune(
   const pruned: BundleCandidate[] = [];
   const preserved: BundleCandidate[] = [];
   ranked.forEach((candidate, index) => {
-    const young = cutoff !== undefined && (candidate.publishedAt as Date).getTime() >= cutoff;
+    const young = cutoff !== undefined && candidate.sourceCreated.getTime() >= cutoff;
     if (index < keep || young) preserved.push(candidate);
     else pruned.push(candidate);
   });
@@ -106,9 +114,7 @@ export function planBundlePrune(
 }
 
 function newestFirst(a: BundleCandidate, b: BundleCandidate): number {
-  const time = (c: BundleCandidate) => c.publishedAt?.getTime() ?? 0;
   return (
-    time(b) - time(a) ||
     b.sourceCreated.getTime() - a.sourceCreated.getTime() ||
     compareLogicalPaths(a.bundlePath, b.bundlePath)
   );
@@ -120,8 +126,10 @@ function newestFirst(a: BundleCandidate, b: BundleCandidate): number {
  * outputs; its state file goes too unless another owner of a shared root remains in it. Each
  * bundle is pruned under its own lease in the commit protocol's order: journal, state written
  * without the owner's records (compare-and-swap), fenced deletes, then the state file removed
- * (fenced on the version just written) or the owner's record dropped from it. A bundle whose
- * state changed since planning is preserved. The first failure stops the prune (`PruneError`).
+ * (fenced on the version just written) or the owner's record dropped from it. A bundle the owner
+ * published again since planning (another source id, manifest `created` or publication time) is
+ * preserved; otherwise what its state records under the lease is what is pruned and reported,
+ * outputs recorded since planning included. The first failure stops the prune (`PruneError`).
  */
 export async function pruneBundles(
   backend: StorageBackend,
@@ -159,12 +167,13 @@ export async function pruneBundles(
   report.planned_outputs = plan.pruned.flatMap(outputRecords);
   report.preserved_outputs = plan.preserved.flatMap(outputRecords);
   report.would_change = options.dryRun && plan.pruned.length > 0;
+  report.warnings.push(...(await sourceWarnings(plan.pruned, options)));
   if (options.dryRun) return report;
 
   for (const candidate of plan.pruned) {
     signal?.throwIfAborted();
     const record = bundleRecord(candidate);
-    let outcome: "pruned" | "changed";
+    let outcome: BundleCandidate | "changed";
     try {
       outcome = await withBundleLease(
         backend,
@@ -185,14 +194,16 @@ export async function pruneBundles(
       report.preserved_outputs.push(...outputRecords(candidate));
       continue;
     }
-    report.deleted_bundles.push(record);
-    report.deleted_outputs.push(...outputRecords(candidate));
-    for (const output of candidate.outputs) {
+    // What the state recorded under the lease went, which may differ from the plan (outputs
+    // recorded since planning).
+    report.deleted_bundles.push(bundleRecord(outcome));
+    report.deleted_outputs.push(...outputRecords(outcome));
+    for (const output of outcome.outputs) {
       options.onEvent?.({
         type: "output_deleted",
         pipeline_id: report.pipeline_id,
         destination_id: report.destination_id,
-        path: joinPrefix(candidate.bundlePath, output.path),
+        path: joinPrefix(outcome.bundlePath, output.path),
       });
     }
   }
@@ -208,7 +219,7 @@ async function pruneBundle(
   now: Date,
   signal: AbortSignal | undefined,
   release: { emptied: boolean },
-): Promise<"pruned" | "changed"> {
+): Promise<BundleCandidate | "changed"> {
   const { bundlePath } = candidate;
   const stateFile = statePath(bundlePath);
   // Read again under the lease (taking it may have recovered a dead run's journal, which
@@ -294,7 +305,7 @@ async function pruneBundle(
     );
   }
   report.state_changed = true;
-  return "pruned";
+  return current;
 }
 
 /**
@@ -336,10 +347,53 @@ async function recoverOrphanLease(
   }
 }
 
-/** The same owner's publication: nobody published there since it was planned. */
+/**
+ * A warning for each planned bundle path whose source still holds a bundle there: `run`
+ * publishes it again (`publish_new`), and the prune after that removes it again. Listing the
+ * source is only advice: a source that cannot be listed gives one `source_unchecked` warning,
+ * and an `http_upload` source (which keeps no bundles) none.
+ */
+async function sourceWarnings(
+  pruned: readonly BundleCandidate[],
+  options: PruneOptions,
+): Promise<PruneWarning[]> {
+  if (pruned.length === 0) return [];
+  const pipeline = findPipeline(options.config, options.pipelineId);
+  if (pipeline.source.backend === "http_upload") return [];
+  let held: Set<string>;
+  try {
+    const { backend } = await openConfiguredSource(options);
+    held = await withBackend(backend, async (source) => {
+      const found = await discoverBundles(source, "", { signal: options.signal });
+      return new Set(found.map((bundle) => bundle.path));
+    });
+  } catch (error) {
+    options.signal?.throwIfAborted();
+    return [
+      {
+        code: "source_unchecked",
+        message: `could not list the source of pipeline ${pipeline.id} to tell whether the pruned bundles come back at the next run: ${errorMessage(error)}`,
+      },
+    ];
+  }
+  return pruned
+    .filter((candidate) => held.has(candidate.bundlePath))
+    .map((candidate) => ({
+      code: "bundle_in_source" as const,
+      bundle_path: displayPath(candidate.bundlePath),
+      message: `bundle ${displayPath(candidate.bundlePath)} is planned for pruning but its source still holds it: the next run publishes it again (remove it from the source too)`,
+    }));
+}
+
+/**
+ * The same owner's publication: nobody published there since it was planned (same source id,
+ * manifest `created` and publication time). Outputs recorded or dropped since (adopted, repaired,
+ * reconciled) do not make it another publication.
+ */
 function samePublication(current: BundleCandidate, planned: BundleCandidate): boolean {
   return (
     current.sourceId === planned.sourceId &&
+    current.sourceCreated.getTime() === planned.sourceCreated.getTime() &&
     current.publishedAt?.getTime() === planned.publishedAt?.getTime()
   );
 }
@@ -457,6 +511,7 @@ function bundleRecord(candidate: BundleCandidate): PruneBundleRecord {
     published_at:
       candidate.publishedAt === undefined ? null : formatStateTimestamp(candidate.publishedAt),
     source_id: candidate.sourceId,
+    created: formatStateTimestamp(candidate.sourceCreated),
     output_count: candidate.outputs.length,
     removes_state: candidate.removesState,
   };

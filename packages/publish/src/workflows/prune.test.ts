@@ -295,6 +295,27 @@ describe("prune", () => {
     expect(state).toMatchObject({ publishedAt: hoursAgo(96), createdAt: hoursAgo(96) });
   });
 
+  it("leaves alone a planned output that was missing when the prune read its version", async () => {
+    await destination.writeDestination(referenceSingleOwner());
+    await rm(join(destination.root, "old.txt"));
+    const config = configWith(retentionYaml({ olderThan: "48h" }));
+    // Once the state no longer records old.txt, another run (one that took over a stalled
+    // prune's lease) writes it again: an unfenced delete would remove its bytes.
+    const backends = faultyLocalRegistry((inner) => ({
+      writeFile: async (path, data, options) => {
+        const result = await inner.writeFile(path, data, options);
+        if (path === ".distributor.json") await inner.writeFile("old.txt", "theirs");
+        return result;
+      },
+    }));
+
+    const report = await prune(pruneOptions(config, { dryRun: false, backends }));
+
+    expect(paths(report.deleted_outputs)).toBe("old.txt");
+    expect(await destination.fileText("old.txt")).toBe("theirs");
+    expect(recordedPaths(await destination.readState())).toBe("fresh.txt");
+  });
+
   it("TestPruneApplyPreservesStateForFailedDeletes", async () => {
     await destination.writeDestination(referenceSingleOwner());
     const config = configWith(retentionYaml({ keepLatest: 0 }));
@@ -659,7 +680,7 @@ describe("prune", () => {
     );
   });
 
-  it("reports exactly the reference JSON fields, plus the unit and the (empty) bundle lists", async () => {
+  it("reports exactly the reference JSON fields, plus the unit and the (empty) bundle lists and warnings", async () => {
     await destination.writeDestination(referenceSharedRoot());
     const config = configWith(retentionYaml({ keepLatest: 0 }), "shared_root");
 
@@ -687,6 +708,7 @@ describe("prune", () => {
       deleted_bundles: [],
       preserved_bundles: [],
       state_changed: false,
+      warnings: [],
       would_change: true,
       dry_run: true,
     });

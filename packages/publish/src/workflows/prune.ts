@@ -65,6 +65,18 @@ export interface PrunePlanReport {
   preserved_outputs: PruneOutputRecord[];
 }
 
+/**
+ * Something the operator should know that did not stop the prune: `bundle_in_source`, a bundle
+ * path planned to be pruned whose source still holds the bundle (the next `run` publishes it
+ * again), or `source_unchecked`, the source could not be listed to tell.
+ */
+export interface PruneWarning {
+  code: "bundle_in_source" | "source_unchecked";
+  /** The bundle path the warning is about (`bundle_in_source`). */
+  bundle_path?: string;
+  message: string;
+}
+
 /** What `prune` planned and did; the CLI prints it as the JSON `result`. */
 export interface PruneReport {
   pipeline_id: string;
@@ -99,6 +111,8 @@ export interface PruneReport {
   failed_bundle?: PruneBundleRecord;
   /** The state file was rewritten. */
   state_changed: boolean;
+  /** Nothing that stopped the prune; `bundles` only so far (else empty). */
+  warnings: PruneWarning[];
   /** A dry run planned deletes. */
   would_change: boolean;
   dry_run: boolean;
@@ -233,6 +247,7 @@ export async function prune(options: PruneOptions): Promise<PruneReport> {
     deleted_bundles: [],
     preserved_bundles: [],
     state_changed: false,
+    warnings: [],
     would_change: dryRun && plan.pruned_outputs.length > 0,
     dry_run: dryRun,
   });
@@ -360,26 +375,35 @@ async function applyPrune(
 
 /**
  * Deletes the outputs `paths` of `bundlePath` one at a time, each fenced on the version seen
- * before the journal (`versions`). One rewritten since is deleted at its current version only
- * while `lease` is proven held (no state records those bytes then); without that proof it stays
- * and is returned. Any other failure throws what `failure` makes of it.
+ * before the journal (`versions`). One that was missing then has nothing of this prune's to
+ * delete: it is not touched (an unfenced delete could remove what a run that took over since
+ * wrote there and records) and counts as deleted. One rewritten since is deleted at its current
+ * version only while `lease` is proven held (no state records those bytes then); without that
+ * proof it stays and is returned. Any other failure throws what `failure` makes of it.
  */
 export async function deleteFencedOutputs(
   backend: StorageBackend,
   lease: Lease,
   bundlePath: string,
   paths: readonly string[],
-  versions: ReadonlyMap<string, string>,
+  versions: ReadonlyMap<string, StoredVersion>,
   signal: AbortSignal | undefined,
   failure: (path: string, error: unknown) => Error,
   deleted: (path: string) => void = () => undefined,
 ): Promise<string[]> {
   const kept: string[] = [];
   for (const path of paths) {
+    const stored = versions.get(path);
+    if (stored === undefined || stored.missing) {
+      // Already gone before the journal: as pruned as one deleted now, and nothing here to fence
+      // a delete on. (Not read at all: never deleted blind either.)
+      deleted(path);
+      continue;
+    }
     try {
       signal?.throwIfAborted();
       lease.assertHeld();
-      const version = versions.get(path);
+      const { version } = stored;
       await backend.deleteManagedOutputs(bundlePath, [path], {
         // An output already gone is as pruned as one deleted now.
         ignoreMissing: true,
@@ -434,27 +458,29 @@ function parentOf(path: string): string {
   return slash === -1 ? "" : path.slice(0, slash);
 }
 
-/** Version tokens of the stored outputs `paths` of `bundlePath` (missing ones have none). */
+/**
+ * What a prune saw at an output's path before its journal: `missing`, or a file with the version
+ * token its delete is fenced on (none from a backend that gave the file no token).
+ */
+export type StoredVersion = { missing: true } | { missing: false; version: string | undefined };
+
+/** What is stored at the outputs `paths` of `bundlePath`, one entry for each path. */
 export async function storedVersions(
   backend: StorageBackend,
   bundlePath: string,
   paths: readonly string[],
   signal: AbortSignal | undefined,
-): Promise<Map<string, string>> {
-  const found = await mapBounded(paths, 8, async (path) => {
+): Promise<Map<string, StoredVersion>> {
+  const found = await mapBounded(paths, 8, async (path): Promise<StoredVersion> => {
     try {
-      return (await backend.stat(joinPrefix(bundlePath, path), { signal })).version;
+      const { version } = await backend.stat(joinPrefix(bundlePath, path), { signal });
+      return { missing: false, version };
     } catch (error) {
-      if (isStorageError(error, "not_found")) return undefined;
+      if (isStorageError(error, "not_found")) return { missing: true };
       throw error;
     }
   });
-  const versions = new Map<string, string>();
-  paths.forEach((path, index) => {
-    const version = found[index];
-    if (version !== undefined) versions.set(path, version);
-  });
-  return versions;
+  return new Map(paths.map((path, index) => [path, found[index] as StoredVersion]));
 }
 
 /** Removes the records of pruned outputs of `scope` and rewrites the state (compare-and-swap). */

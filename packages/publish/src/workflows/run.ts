@@ -1,9 +1,12 @@
 import {
+  type BundleIssue,
   BundleValidationError,
+  describeNameCollision,
   discoverBundles,
   type FileCheckProgress,
   type Manifest,
   nameCollisionIssues,
+  nameCollisions,
   readManifest,
   selectNewestBundle,
   validateBundle,
@@ -345,13 +348,18 @@ async function runPipeline(
 }
 
 /**
- * Names of the manifests that are one name on case-insensitive or normalising stores: warnings
- * in the report, or, under `validation.portable_names: true`, an invalid bundle before anything
- * is planned. Read from the manifests alone, so a run that only skips says so too.
+ * Names of the manifests, and of the outputs each destination would write from them (rendered
+ * HTML included), that are one name on case-insensitive or normalising stores or with a file
+ * distributor keeps: warnings in the report, or, under `validation.portable_names: true`, an
+ * invalid bundle before anything is planned. Read from the manifests and the configuration
+ * alone, so a run that only skips says so too.
  */
 function checkPortableNames(pipeline: PipelineConfig, bundles: SourceBundle[], report: RunReport) {
   for (const bundle of bundles) {
-    const issues = nameCollisionIssues(bundle.manifest);
+    const issues = [
+      ...nameCollisionIssues(bundle.manifest),
+      ...outputNameIssues(pipeline, bundle.manifest),
+    ];
     if (issues.length === 0) continue;
     if (pipeline.validation.portableNames) {
       throw bundleInvalid(
@@ -369,6 +377,49 @@ function checkPortableNames(pipeline: PipelineConfig, bundles: SourceBundle[], r
       });
     }
   }
+}
+
+/**
+ * Collisions among the output paths the pipeline's destinations would write from `manifest` that
+ * the manifest's own names do not already show: a rendered `Notes.md` as `Notes.html` against a
+ * listed `notes.html`, say. One issue per collision, whatever the number of destinations. A
+ * selection that fails (index mode meeting two Markdown files) is left to planning to report.
+ */
+function outputNameIssues(pipeline: PipelineConfig, manifest: Manifest): BundleIssue[] {
+  const listed = new Set(
+    nameCollisions(manifest.files.map((file) => file.path)).map((c) => c.paths.join("\0")),
+  );
+  const issues = new Map<string, BundleIssue>();
+  for (const destination of pipeline.destinations) {
+    const html = destination.publish.html && destination.transform.markdownToHtml.enabled;
+    let outputs: ReturnType<typeof selectOutputs>;
+    try {
+      outputs = selectOutputs(manifest, {
+        source: destination.publish.source,
+        html: destination.publish.html,
+        markdownMode: html ? destination.transform.markdownToHtml.mode : undefined,
+      });
+    } catch {
+      continue;
+    }
+    const from = new Map(outputs.map((output) => [output.path, output.sourcePath]));
+    for (const collision of nameCollisions(outputs.map((output) => output.path))) {
+      const key = collision.paths.join("\0");
+      if (listed.has(key) || issues.has(key)) continue;
+      // Outputs rendered from colliding sources (`A.md`, `a.md`) repeat what the manifest says.
+      const sources = collision.paths.map((path) => from.get(path));
+      const folded = new Set(sources.map((path) => path?.normalize("NFC").toLowerCase()));
+      if (collision.kind !== "reserved" && !sources.includes(undefined) && folded.size === 1) {
+        continue;
+      }
+      issues.set(key, {
+        code: "name_collision",
+        path: collision.paths[0] ?? "",
+        message: `destination ${destination.id} outputs ${describeNameCollision(collision)}`,
+      });
+    }
+  }
+  return [...issues.values()];
 }
 
 /** Discovers the bundles of a pipeline's source and reads their manifests (no hashing yet). */

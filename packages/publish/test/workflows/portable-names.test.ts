@@ -77,4 +77,40 @@ describe("portable names", () => {
     ]);
     expect(refused.bundles[0]?.warnings).toEqual([]);
   });
+
+  it("run also checks the outputs destinations would write and distributor's own names", async () => {
+    const src = join(dir, "rendered");
+    await writeSourceBundle(createLocalBackend({ root: src }), "", {
+      "Notes.md": "# Notes\n",
+      "notes.html": "<p>listed</p>\n",
+      ".Distributor.json": "{}\n",
+    });
+    const rendered = (portable: boolean) =>
+      parseConfig(
+        `pipelines:\n  - id: reports\n    source: {backend: local, path: ${src}}\n    validation: {portable_names: ${portable}}\n    destinations:\n      - id: site\n        backend: local\n        path: ${join(dir, "site")}\n        publish: {source: true, html: true}\n        transform: {markdown_to_html: {enabled: true, mode: sidecar}}\n`,
+      );
+    const warned = await run({ config: rendered(false) });
+    expect(runSucceeded(warned)).toBe(true);
+    expect(warned.warnings.map((w) => [w.path, w.message])).toEqual([
+      [
+        ".Distributor.json",
+        ".Distributor.json: is one name with distributor's own .distributor.json on case-insensitive or normalising stores",
+      ],
+      [
+        "Notes.html",
+        "destination site outputs Notes.html, notes.html: names differ only by letter case and are one name on case-insensitive stores",
+      ],
+    ]);
+
+    await rm(join(dir, "site"), { recursive: true });
+    const refused = await run({ config: rendered(true) });
+    expect(runSucceeded(refused)).toBe(false);
+    expect(refused.pipeline_errors).toEqual([
+      expect.objectContaining({
+        code: "bundle_invalid",
+        message: expect.stringContaining("destination site outputs Notes.html, notes.html"),
+      }),
+    ]);
+    await expect(readdir(join(dir, "site"))).rejects.toMatchObject({ code: "ENOENT" });
+  });
 });

@@ -1,12 +1,13 @@
 import { cp, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { parseDocument } from "@distributor/state";
+import { isSharedRootState, parseDocument } from "@distributor/state";
 import { createLocalBackend } from "@distributor/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type Config, parseConfig } from "../../src/config/index.js";
 import { isPruneError, type PruneReport, prune } from "../../src/workflows/prune.js";
 import { run, runSucceeded } from "../../src/workflows/run.js";
+import type { BackendRegistry } from "../../src/workflows/shared.js";
 import { writeSourceBundle } from "../publish/fixtures.js";
 
 // Prune across bundle paths: a preserve_relative destination holds one state per bundle path,
@@ -89,6 +90,7 @@ describe("prune across bundle paths", () => {
       bundle_path: "days/01",
       published_at: "2026-06-01T01:00:00Z",
       source_id: "reports.day",
+      created: "2026-06-01T01:00:00Z",
       output_count: 2,
       removes_state: true,
     });
@@ -295,7 +297,10 @@ describe("prune across bundle paths", () => {
       destinationId: "archive",
       dryRun: false,
       now: () => new Date(T0 + 10 * HOUR),
-      backends: { local: async (location) => (location.path === dest ? failing : inner) },
+      backends: {
+        local: async (location) =>
+          location.path === dest ? failing : createLocalBackend({ root: location.path }),
+      },
     }).catch((error: unknown) => error);
     if (!isPruneError(stopped)) throw new Error(`expected a PruneError, got ${String(stopped)}`);
     const partial: PruneReport = stopped.report;
@@ -312,6 +317,219 @@ describe("prune across bundle paths", () => {
       now: () => new Date(T0 + 11 * HOUR),
     });
     expect(next.deleted_bundles.map((b) => b.bundle_path)).toEqual(["days/01"]);
+    expect(await readdir(join(dest, "days"))).toEqual(["02"]);
+  });
+
+  it("ranks by content time, so bundles the source still holds do not push out the newest", async () => {
+    const cfg = config("keep_latest: 2");
+    await archive(cfg, 4);
+    const prunedOnce = await prune({
+      config: cfg,
+      pipelineId: "reports",
+      destinationId: "archive",
+      dryRun: false,
+      now: () => new Date(T0 + 10 * HOUR),
+    });
+    expect(prunedOnce.deleted_bundles.map((b) => b.bundle_path)).toEqual(days(1, 2));
+    // The source still holds them: the report says they come back.
+    expect(prunedOnce.warnings.map((w) => [w.code, w.bundle_path])).toEqual([
+      ["bundle_in_source", "days/01"],
+      ["bundle_in_source", "days/02"],
+    ]);
+
+    // The source still holds days/01 and days/02: the next run publishes them again.
+    const republished = await run({ config: cfg, now: () => new Date(T0 + 20 * HOUR) });
+    expect(runSucceeded(republished)).toBe(true);
+    expect(republished.actions.filter((a) => a.action === "publish_new")).toHaveLength(2);
+
+    const prunedAgain = await prune({
+      config: cfg,
+      pipelineId: "reports",
+      destinationId: "archive",
+      dryRun: false,
+      now: () => new Date(T0 + 21 * HOUR),
+    });
+    // The same (oldest by manifest created) bundles go again; the newest content stays.
+    expect(prunedAgain.deleted_bundles.map((b) => b.bundle_path)).toEqual(days(1, 2));
+    expect(prunedAgain.deleted_bundles[0]).toMatchObject({
+      published_at: "2026-06-01T20:00:00Z",
+      created: "2026-06-01T01:00:00Z",
+    });
+    expect(prunedAgain.preserved_bundles.map((b) => b.bundle_path)).toEqual(days(3, 4).reverse());
+    expect(await readdir(join(dest, "days"))).toEqual(["03", "04"]);
+
+    // Once gone from the source too, they stay gone and nothing is warned about.
+    await rm(join(source, "days/01"), { recursive: true });
+    await rm(join(source, "days/02"), { recursive: true });
+    expect(runSucceeded(await run({ config: cfg, now: () => new Date(T0 + 22 * HOUR) }))).toBe(
+      true,
+    );
+    const settled = await prune({
+      config: cfg,
+      pipelineId: "reports",
+      destinationId: "archive",
+      now: () => new Date(T0 + 23 * HOUR),
+    });
+    expect(settled).toMatchObject({ planned_bundles: [], warnings: [], would_change: false });
+  });
+
+  it("warns that the source could not be checked, and prunes all the same", async () => {
+    const cfg = config("keep_latest: 1");
+    await archive(cfg, 2);
+    const report = await prune({
+      config: cfg,
+      pipelineId: "reports",
+      destinationId: "archive",
+      dryRun: false,
+      now: () => new Date(T0 + 10 * HOUR),
+      backends: {
+        local: async (location) => {
+          if (location.path !== dest) throw new Error("injected: source unreachable");
+          return createLocalBackend({ root: dest });
+        },
+      },
+    });
+    expect(report.deleted_bundles.map((b) => b.bundle_path)).toEqual(["days/01"]);
+    expect(report.warnings.map((w) => w.code)).toEqual(["source_unchecked"]);
+  });
+
+  it("older_than ages bundles by their manifest created, not by when they were published", async () => {
+    const cfg = config("older_than: 5h");
+    for (let index = 1; index <= 8; index++) {
+      await writeSourceBundle(
+        createLocalBackend({ root: source }),
+        bundlePath(index),
+        { "x.txt": `${index}\n` },
+        { id: "reports.day", created: new Date(T0 + index * HOUR) },
+      );
+    }
+    // One run publishes all eight at hour 9 (a backfill).
+    expect(runSucceeded(await run({ config: cfg, now: () => new Date(T0 + 9 * HOUR) }))).toBe(true);
+    const report = await prune({
+      config: cfg,
+      pipelineId: "reports",
+      destinationId: "archive",
+      dryRun: false,
+      now: () => new Date(T0 + 10 * HOUR),
+    });
+    expect(report.deleted_bundles.map((b) => b.bundle_path)).toEqual(days(1, 4));
+    expect(await readdir(join(dest, "days"))).toEqual(["05", "06", "07", "08"]);
+  });
+});
+
+/** The local destination, with `hook` run before (`before`) or after a call the filter picks. */
+function intercepted(
+  pick: (method: string, path: unknown) => boolean,
+  hook: () => Promise<void>,
+  when: "before" | "after",
+): BackendRegistry {
+  const inner = createLocalBackend({ root: dest });
+  let fired = false;
+  const wrapped = new Proxy(inner, {
+    get(target, property) {
+      const value = Reflect.get(target, property, target);
+      if (typeof value !== "function") return value;
+      return async (...args: unknown[]) => {
+        const fire = !fired && pick(String(property), args[0]);
+        if (fire) fired = true;
+        if (fire && when === "before") await hook();
+        const result = await value.apply(target, args);
+        if (fire && when === "after") await hook();
+        return result;
+      };
+    },
+  });
+  return {
+    local: async (location) =>
+      location.path === dest ? wrapped : createLocalBackend({ root: location.path }),
+  };
+}
+
+describe("prune across bundle paths, with something happening meanwhile", () => {
+  const applyPrune = (cfg: Config, backends: BackendRegistry) =>
+    prune({
+      config: cfg,
+      pipelineId: "reports",
+      destinationId: "archive",
+      dryRun: false,
+      now: () => new Date(T0 + 10 * HOUR),
+      backends,
+    });
+
+  it("never deletes unfenced an output that was missing when its version was read", async () => {
+    const cfg = config("keep_latest: 1");
+    await archive(cfg, 2);
+    await rm(join(dest, "days/01/report.md"));
+    // Once the state no longer records it, another run (one that took over a stalled prune's
+    // lease) writes days/01/report.md again: not this prune's to delete.
+    const backends = intercepted(
+      (method, path) => method === "writeFile" && path === "days/01/.distributor.json",
+      () => writeFile(join(dest, "days/01/report.md"), "# theirs\n"),
+      "after",
+    );
+    const report = await applyPrune(cfg, backends);
+    expect(report.deleted_bundles.map((b) => b.bundle_path)).toEqual(["days/01"]);
+    expect(await readFile(join(dest, "days/01/report.md"), "utf8")).toBe("# theirs\n");
+    await expect(readFile(join(dest, "days/01/data/n.txt"), "utf8")).rejects.toThrow();
+  });
+
+  it("preserves a bundle published again between planning and its lease", async () => {
+    const cfg = config("keep_latest: 1");
+    await archive(cfg, 2);
+    const republish = async () => {
+      await writeSourceBundle(
+        createLocalBackend({ root: source }),
+        bundlePath(1),
+        { "report.md": "# Day 1 again\n", "data/n.txt": "1\n" },
+        { id: "reports.day", created: new Date(T0 + 5 * HOUR) },
+      );
+      const again = await run({ config: cfg, now: () => new Date(T0 + 5 * HOUR) });
+      expect(runSucceeded(again), JSON.stringify(again.actions)).toBe(true);
+    };
+    const backends = intercepted(
+      (method, path) => method === "writeFile" && path === "days/01/.distributor.lease.json",
+      republish,
+      "before",
+    );
+    const report = await applyPrune(cfg, backends);
+    expect(report.planned_bundles.map((b) => b.bundle_path)).toEqual(["days/01"]);
+    expect(report.deleted_bundles).toEqual([]);
+    expect(report.deleted_outputs).toEqual([]);
+    expect(report.preserved_bundles.map((b) => b.bundle_path)).toEqual(["days/02", "days/01"]);
+    expect(await readFile(join(dest, "days/01/report.md"), "utf8")).toBe("# Day 1 again\n");
+    const kept = parseDocument(await readFile(join(dest, "days/01/.distributor.json"), "utf8"));
+    if (isSharedRootState(kept)) throw new Error("expected a single-owner state");
+    expect(kept.source.manifest.created.toISOString()).toBe("2026-06-01T05:00:00.000Z");
+  });
+
+  it("deletes and reports the outputs the state records under the lease, not the planned ones", async () => {
+    const cfg = config("keep_latest: 1");
+    await archive(cfg, 2);
+    // Between planning and the lease, the state of days/01 comes to record one more output.
+    const addRecord = async () => {
+      const file = join(dest, "days/01/.distributor.json");
+      const raw = JSON.parse(await readFile(file, "utf8"));
+      const record = raw.outputs.find((o: { path: string }) => o.path === "data/n.txt");
+      raw.outputs.push({ ...record, path: "data/m.txt" });
+      await writeFile(file, JSON.stringify(raw, null, 2));
+      await writeFile(join(dest, "days/01/data/m.txt"), "1\n");
+    };
+    const backends = intercepted(
+      (method, path) => method === "writeFile" && path === "days/01/.distributor.lease.json",
+      addRecord,
+      "before",
+    );
+    const report = await applyPrune(cfg, backends);
+    expect(report.planned_outputs.map((o) => o.path)).toEqual([
+      "days/01/data/n.txt",
+      "days/01/report.md",
+    ]);
+    expect(report.deleted_outputs.map((o) => o.path).sort()).toEqual([
+      "days/01/data/m.txt",
+      "days/01/data/n.txt",
+      "days/01/report.md",
+    ]);
+    expect(report.deleted_bundles).toMatchObject([{ bundle_path: "days/01", output_count: 3 }]);
     expect(await readdir(join(dest, "days"))).toEqual(["02"]);
   });
 });
