@@ -370,7 +370,10 @@ describe.skipIf(postgres === null)("two distributor serve instances on one Postg
       expect(response.status).toBe(202);
       const record = await finalStatus(other.url, runId);
       expect(record).toMatchObject({ status: "failed", error: { code: "cancelled" } });
-      // The holder stopped it: its log has the run, failed.
+      // The holder stopped it: its log has the run, failed (the line may follow the record).
+      for (let i = 0; i < 250 && runEvents((holder as Serving).stderr()).length === 0; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
       expect(runEvents((holder as Serving).stderr())).toEqual([
         expect.objectContaining({ run_id: runId, status: "failed" }),
       ]);
