@@ -1,16 +1,14 @@
-import { spawn } from "node:child_process";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { GetObjectCommand } from "@aws-sdk/client-s3";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { S3Server } from "./ceph.js";
+import { runCliIn } from "./cli-process.js";
 import { createBucket, emptyBucket, listKeys, rawClient, s3Server, uniqueName } from "./server.js";
 
 // Saved plans (`run --plan-out`, `apply`) through the real CLI process against Ceph RGW.
 
-const BIN = fileURLToPath(new URL("../../cli/dist/bin.cjs", import.meta.url));
 const found = s3Server();
 
 describe.skipIf(found === undefined)(
@@ -37,24 +35,7 @@ describe.skipIf(found === undefined)(
       await rm(dir, { recursive: true, force: true });
     });
 
-    const runCli = (args: readonly string[]) =>
-      new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-        const child = spawn(process.execPath, [BIN, ...args], {
-          cwd: dir,
-          env: { ...process.env, NO_COLOR: "1", ...env },
-          stdio: ["ignore", "pipe", "pipe"],
-        });
-        let stdout = "";
-        let stderr = "";
-        child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
-          stdout += chunk;
-        });
-        child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
-          stderr += chunk;
-        });
-        child.on("error", reject);
-        child.on("close", (code) => resolve({ code, stdout, stderr }));
-      });
+    const runCli = (args: readonly string[]) => runCliIn(dir, env, args);
 
     /** Replaces the source bundle with `files`, its manifest written by `manifest create`. */
     const bundle = async (root: string, created: string, files: Record<string, string>) => {

@@ -1,9 +1,7 @@
-import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
 import {
   DeleteObjectCommand,
   GetObjectCommand,
@@ -12,20 +10,14 @@ import {
 } from "@aws-sdk/client-s3";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { S3Server } from "./ceph.js";
+import { runCliIn } from "./cli-process.js";
 import { createBucket, emptyBucket, rawClient, s3Server, uniqueName } from "./server.js";
 
 // Destination repair on S3 (Ceph RGW) through the real CLI process: audit, run --repair,
 // adoption of objects another tool uploaded (here: the SDK, as `aws s3 sync` would), rebuilding a
 // corrupted state, and pruning an archive of bundle paths.
 
-const BIN = fileURLToPath(new URL("../../cli/dist/bin.cjs", import.meta.url));
 const found = s3Server();
-
-interface CliResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
 
 const FILES = {
   "report.md": "# Report\nSunny.\n",
@@ -55,24 +47,7 @@ describe.skipIf(found === undefined)("destination repair on S3 (Ceph RGW)", () =
     await rm(dir, { recursive: true, force: true });
   });
 
-  const runCli = (args: readonly string[]): Promise<CliResult> =>
-    new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, [BIN, ...args], {
-        cwd: dir,
-        env: { ...process.env, NO_COLOR: "1", ...env },
-        stdio: ["ignore", "pipe", "pipe"],
-      });
-      let stdout = "";
-      let stderr = "";
-      child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
-        stdout += chunk;
-      });
-      child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
-        stderr += chunk;
-      });
-      child.on("error", reject);
-      child.on("close", (code) => resolve({ code, stdout, stderr }));
-    });
+  const runCli = (args: readonly string[]) => runCliIn(dir, env, args);
 
   /** Writes a bundle and its manifest with the CLI's own `manifest create`. */
   const bundle = async (root: string, created: string, files: Record<string, string>) => {

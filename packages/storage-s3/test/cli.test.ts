@@ -1,21 +1,13 @@
-import { spawn } from "node:child_process";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { GetObjectCommand, PutObjectCommand } from "@aws-sdk/client-s3";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { S3Server } from "./ceph.js";
+import { runCliIn } from "./cli-process.js";
 import { createBucket, emptyBucket, listKeys, rawClient, s3Server, uniqueName } from "./server.js";
 
-const BIN = fileURLToPath(new URL("../../cli/dist/bin.cjs", import.meta.url));
 const found = s3Server();
-
-interface CliResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
 
 describe.skipIf(found === undefined)("distributor CLI with S3 (Ceph RGW)", () => {
   const server = found as S3Server;
@@ -41,24 +33,7 @@ describe.skipIf(found === undefined)("distributor CLI with S3 (Ceph RGW)", () =>
     await rm(dir, { recursive: true, force: true });
   });
 
-  const runCli = (args: readonly string[]): Promise<CliResult> =>
-    new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, [BIN, ...args], {
-        cwd: dir,
-        env: { ...process.env, NO_COLOR: "1", ...env },
-        stdio: ["ignore", "pipe", "pipe"],
-      });
-      let stdout = "";
-      let stderr = "";
-      child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
-        stdout += chunk;
-      });
-      child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
-        stderr += chunk;
-      });
-      child.on("error", reject);
-      child.on("close", (code) => resolve({ code, stdout, stderr }));
-    });
+  const runCli = (args: readonly string[]) => runCliIn(dir, env, args);
 
   const writeFiles = async (root: string, files: Record<string, string>) => {
     for (const [path, text] of Object.entries(files)) {
