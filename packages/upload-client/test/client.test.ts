@@ -255,7 +255,7 @@ describe("upload", () => {
       const error = await rejection(() => client.upload(dir, { pipeline: "reports" }));
 
       expect(error).toMatchObject({ status: 202, code: "invalid_response" });
-      expect(error.message).toContain("pipeline_id must be a string");
+      expect(error.message).toContain("pipeline_id is missing");
     });
   });
 

@@ -396,7 +396,7 @@ export class WireServer {
     }
     if (status === "succeeded" || status === "failed") {
       record.finished_at ??= now;
-      record.result = { dry_run: false, actions: [] };
+      record.result = { counts: {}, actions: [], pipeline_errors: [], interrupted: false };
     }
     if (status === "failed") {
       record.error = { code: "publish_failed", message: "destination archive failed" };
