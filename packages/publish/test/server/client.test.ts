@@ -203,6 +203,7 @@ pipelines:
     const large = await bundle("reports.large", { "data.bin": randomBytes(96 * 1024) });
     expect(await refusal(client.upload(large, { pipeline: "reports" }))).toMatchObject({
       status: 413,
+      code: "upload_too_large",
       retryable: false,
     });
 
