@@ -106,7 +106,7 @@ export interface ListRunsOptions {
   pipeline?: string;
   /** Only runs with this status. */
   status?: RunStatus;
-  /** Runs per page (the server allows 1 to 100; its default is 20). */
+  /** Runs per page (the server allows 1 to 500; its default is 50). */
   limit?: number;
   /** The `next_cursor` of the previous page. */
   cursor?: string;
