@@ -10,6 +10,7 @@ import {
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/index.js";
 import {
+  checkWire,
   faultyBackends,
   OTHER_TOKEN,
   type Running,
@@ -284,5 +285,16 @@ pipelines:
       status: 400,
       code: "bad_request",
     });
+  });
+
+  it("the server tests' wire check refuses an answer that is not its record", () => {
+    const record = { run_id: "r", pipeline_id: "reports", status: "queued" };
+    expect(() => checkWire("GET", "/runs/r", 200, record)).toThrow(
+      "GET /runs/r answered 200 with a body that is not its wire record: accepted_at is missing",
+    );
+    expect(() => checkWire("GET", "/runs/r", 404, { error: { code: "run_not_found" } })).toThrow(
+      /error\.message is missing/,
+    );
+    expect(() => checkWire("GET", "/healthz", 200, { ok: true })).not.toThrow();
   });
 });

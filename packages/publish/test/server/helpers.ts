@@ -284,6 +284,12 @@ export function streamUntilAnswered(
       });
       response.on("end", () => {
         request.destroy();
+        try {
+          checkWire("POST", path, response.statusCode ?? 0, JSON.parse(body));
+        } catch (error) {
+          reject(error);
+          return;
+        }
         resolve({ status: response.statusCode ?? 0, headers: response.headers, body, sent });
       });
     });
