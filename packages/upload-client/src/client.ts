@@ -6,15 +6,21 @@ import {
 } from "@distributor/bundle";
 import { formatMs, isUploadError, RunWaitTimeoutError, UploadError } from "./errors.js";
 import { generateIdempotencyKey, idempotencyKeyProblem } from "./idempotency.js";
-import {
-  type AcceptedUpload,
-  isFinished,
-  parseAccepted,
-  parseErrorBody,
-  parseRunRecord,
-  type RunRecord,
-} from "./records.js";
+import type { AcceptedUpload } from "./records.js";
 import { parseRetryAfter, type RetryPolicy, retryDelay, retryPolicy, sleep } from "./retry.js";
+import {
+  AcceptedBodySchema,
+  type CancelAnswer,
+  CancelAnswerSchema,
+  ErrorBodySchema,
+  isFinished,
+  parseWire,
+  type RunPage,
+  RunPageSchema,
+  type RunRecord,
+  RunRecordSchema,
+  type RunStatus,
+} from "./wire.js";
 
 export interface UploadClientOptions {
   /** Base URL of `distributor serve`, e.g. `http://127.0.0.1:8080` (a path prefix is kept). */
@@ -95,6 +101,34 @@ export interface WaitForRunOptions {
   onStatus?: (record: RunRecord) => void;
 }
 
+export interface ListRunsOptions {
+  /** Only runs of this pipeline. */
+  pipeline?: string;
+  /** Only runs with this status. */
+  status?: RunStatus;
+  /** Runs per page (the server allows 1 to 500; its default is 50). */
+  limit?: number;
+  /** The `next_cursor` of the previous page. */
+  cursor?: string;
+  signal?: AbortSignal;
+  retries?: number | Partial<RetryPolicy>;
+}
+
+export interface CancelRunOptions {
+  signal?: AbortSignal;
+}
+
+/** What `POST /runs/{id}/cancel` answered. */
+export interface CancelledRun {
+  /** The run's record: failed with `cancelled` when it was still queued, else as it was. */
+  record: RunRecord;
+  /**
+   * True when the run was running: it stops at its next safe point and is recorded failed then
+   * (follow it with `waitForRun`). False when it was cancelled before it started.
+   */
+  cancelRequested: boolean;
+}
+
 export interface UploadClient {
   /** The server base URL, ending in `/`. */
   readonly server: URL;
@@ -109,6 +143,13 @@ export interface UploadClient {
   getRun(runId: string, options?: GetRunOptions): Promise<RunRecord>;
   /** Polls the run until it has succeeded or failed, and resolves with that record (failed included). */
   waitForRun(runId: string, options?: WaitForRunOptions): Promise<RunRecord>;
+  /** `GET /runs`: one page of the token's runs, newest first. */
+  listRuns(options?: ListRunsOptions): Promise<RunPage>;
+  /**
+   * `POST /runs/{runId}/cancel`: a queued run is cancelled at once; a running one is asked to stop.
+   * Not retried (a retry after a lost answer would be refused with 409 `run_finished`).
+   */
+  cancelRun(runId: string, options?: CancelRunOptions): Promise<CancelledRun>;
 }
 
 export const DEFAULT_WAIT_TIMEOUT_MS = 60 * 60 * 1000;
@@ -187,7 +228,8 @@ export function createUploadClient(options: UploadClientOptions): UploadClient {
     } catch {
       body = undefined;
     }
-    const parsed = parseErrorBody(body);
+    const checked = parseWire(ErrorBodySchema, body);
+    const parsed = checked.ok ? checked.value.error : undefined;
     const code = parsed?.code ?? `http_${response.status}`;
     const detail = parsed === undefined ? "" : `: ${parsed.message}`;
     const wait = retryAfterMs === undefined ? "" : ` (retry after ${formatMs(retryAfterMs)})`;
@@ -307,13 +349,11 @@ export function createUploadClient(options: UploadClientOptions): UploadClient {
           }
           const answer = await readBody(response, operation);
           deadline.clear();
-          const accepted = parseAccepted(answer);
-          if (typeof accepted === "string") throw invalidResponse(operation, response, accepted);
-          const statusUrl =
-            accepted.status_url || response.headers.get("location") || `runs/${accepted.run_id}`;
+          const accepted = parseWire(AcceptedBodySchema, answer);
+          if (!accepted.ok) throw invalidResponse(operation, response, accepted.problem);
           return {
-            ...accepted,
-            status_url: new URL(statusUrl, server).href,
+            ...accepted.value,
+            status_url: new URL(accepted.value.status_url, server).href,
             replayed: response.headers.get("idempotency-replayed")?.toLowerCase() === "true",
             idempotency_key: idempotencyKey,
           };
@@ -348,10 +388,53 @@ export function createUploadClient(options: UploadClientOptions): UploadClient {
         }
         const answer = await readBody(response, operation);
         deadline.clear();
-        const record = parseRunRecord(answer);
-        if (typeof record === "string") throw invalidResponse(operation, response, record);
-        return record;
+        const record = parseWire(RunRecordSchema, answer);
+        if (!record.ok) throw invalidResponse(operation, response, record.problem);
+        return record.value;
       });
+    },
+
+    async listRuns(listOptions = {}) {
+      const { signal } = listOptions;
+      const policy = retryPolicy(listOptions.retries, clientPolicy);
+      const url = new URL("runs", server);
+      if (listOptions.pipeline !== undefined)
+        url.searchParams.set("pipeline", listOptions.pipeline);
+      if (listOptions.status !== undefined) url.searchParams.set("status", listOptions.status);
+      if (listOptions.limit !== undefined) url.searchParams.set("limit", String(listOptions.limit));
+      if (listOptions.cursor !== undefined) url.searchParams.set("cursor", listOptions.cursor);
+      const operation = `list of runs from ${url.href}`;
+      return withRetries(policy, signal, undefined, async () => {
+        const response = await send(
+          url.href,
+          { method: "GET", headers: headers(), ...(signal === undefined ? {} : { signal }) },
+          operation,
+        );
+        if (response.status !== 200) throw await refusal(response, operation);
+        const page = parseWire(RunPageSchema, await readBody(response, operation));
+        if (!page.ok) throw invalidResponse(operation, response, page.problem);
+        return page.value;
+      });
+    },
+
+    async cancelRun(runId, cancelOptions = {}) {
+      if (typeof runId !== "string" || runId === "")
+        throw new TypeError("cancelRun requires a run id");
+      const { signal } = cancelOptions;
+      const url = new URL(`runs/${encodeURIComponent(runId)}/cancel`, server);
+      const operation = `cancel of run ${runId} at ${url.href}`;
+      const response = await send(
+        url.href,
+        { method: "POST", headers: headers(), ...(signal === undefined ? {} : { signal }) },
+        operation,
+      );
+      if (response.status !== 200 && response.status !== 202) {
+        throw await refusal(response, operation);
+      }
+      const answer = parseWire(CancelAnswerSchema, await readBody(response, operation));
+      if (!answer.ok) throw invalidResponse(operation, response, answer.problem);
+      const { cancel_requested, ...record }: CancelAnswer = answer.value;
+      return { record, cancelRequested: cancel_requested === true };
     },
 
     async waitForRun(runId, waitOptions = {}) {

@@ -1,4 +1,6 @@
 export {
+  type CancelledRun,
+  type CancelRunOptions,
   type ClientTimeouts,
   createUploadClient,
   DEFAULT_MAX_POLL_INTERVAL_MS,
@@ -6,6 +8,7 @@ export {
   DEFAULT_TIMEOUTS,
   DEFAULT_WAIT_TIMEOUT_MS,
   type GetRunOptions,
+  type ListRunsOptions,
   LONG_POLL_MS,
   type RetryNotice,
   type UploadClient,
@@ -22,17 +25,12 @@ export {
   type UploadErrorOptions,
 } from "./errors.js";
 export { generateIdempotencyKey, idempotencyKeyProblem } from "./idempotency.js";
-export {
-  type AcceptedUpload,
-  isFinished,
-  type ManifestIdentity,
-  RUN_STATUSES,
-  type RunRecord,
-  type RunStatus,
-} from "./records.js";
+export type { AcceptedUpload } from "./records.js";
 export {
   DEFAULT_RETRY_POLICY,
   parseRetryAfter,
   type RetryPolicy,
   retryDelay,
 } from "./retry.js";
+// The wire records of the upload API; `@distributor/upload-client/wire` has them alone too.
+export * from "./wire.js";

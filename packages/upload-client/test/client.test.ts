@@ -94,21 +94,6 @@ describe("upload", () => {
     }
   });
 
-  it("sends the given idempotency key and reports a replay as such", async () => {
-    const { dir } = await bundle();
-
-    const first = await client.upload(dir, { pipeline: "reports", idempotencyKey: "build-42" });
-    const again = await client.upload(dir, { pipeline: "reports", idempotencyKey: "build-42" });
-
-    expect(first.replayed).toBe(false);
-    expect(again).toEqual({ ...first, replayed: true });
-    expect(server.uploads.map((upload) => upload.status)).toEqual([202, 200]);
-    expect(server.uploads.map((upload) => upload.headers["idempotency-key"])).toEqual([
-      "build-42",
-      "build-42",
-    ]);
-  });
-
   it("generates a fresh key for each upload", async () => {
     const { dir } = await bundle();
 
@@ -132,44 +117,8 @@ describe("upload", () => {
     expect(server.requests).toEqual([]);
   });
 
+  // 401, 403, 404, 409, 413, 415 and 422 from the real server: packages/publish/test/server/client.test.ts.
   describe("refusals throw at once with the server's code and message", () => {
-    const natural = [
-      {
-        status: 401,
-        code: "unauthorized",
-        message: "missing or invalid upload token",
-        make: () => createUploadClient({ server: server.url, token: "wrong", retry: QUICK }),
-        pipeline: "reports",
-      },
-      {
-        status: 403,
-        code: "pipeline_forbidden",
-        message: "token may not upload to locked",
-        make: () => client,
-        pipeline: "locked",
-      },
-      {
-        status: 404,
-        code: "pipeline_not_found",
-        message: "unknown pipeline nowhere",
-        make: () => client,
-        pipeline: "nowhere",
-      },
-    ];
-    for (const { status, code, message, make, pipeline } of natural) {
-      it(`${status} ${code}`, async () => {
-        const { dir } = await bundle();
-
-        const error = await rejection(() => make().upload(dir, { pipeline }));
-
-        expect(error).toBeInstanceOf(UploadError);
-        expect(error).toMatchObject({ status, code, serverMessage: message, attempts: 1 });
-        expect(error.message).toContain(`${status} ${code}: ${message}`);
-        expect(error.message).toContain(`${server.url}/pipelines/${pipeline}/uploads`);
-        expect(uploadRequests()).toHaveLength(1);
-      });
-    }
-
     for (const [status, code] of [
       [400, "invalid_idempotency_key"],
       [415, "unsupported_media_type"],
@@ -182,7 +131,10 @@ describe("upload", () => {
 
         const error = await rejection(() => client.upload(dir, { pipeline: "reports" }));
 
+        expect(error).toBeInstanceOf(UploadError);
         expect(error).toMatchObject({ status, code, serverMessage: message, attempts: 1 });
+        expect(error.message).toContain(`${status} ${code}: ${message}`);
+        expect(error.message).toContain(`${server.url}/pipelines/reports/uploads`);
         expect(uploadRequests()).toHaveLength(1);
       });
     }
@@ -200,28 +152,6 @@ describe("upload", () => {
 
       expect(error).toMatchObject({ status: 401, code: "unauthorized", attempts: 1 });
       expect(uploadRequests()).toHaveLength(1);
-    });
-
-    it("409 idempotency_conflict for the same key with another bundle", async () => {
-      const { dir } = await bundle();
-      const { dir: other } = await bundle({ "report.md": "# Another report\n" });
-      await client.upload(dir, { pipeline: "reports", idempotencyKey: "shared" });
-
-      const error = await rejection(() =>
-        client.upload(other, { pipeline: "reports", idempotencyKey: "shared" }),
-      );
-
-      expect(error).toMatchObject({ status: 409, code: "idempotency_conflict", attempts: 1 });
-    });
-
-    it("413 upload_too_large once the streamed body passes the server's limit", async () => {
-      // Incompressible and larger than the 256 KiB limit of this server.
-      const { dir } = await bundle({ "big.bin": randomBytes(600 * 1024) });
-
-      const error = await rejection(() => client.upload(dir, { pipeline: "reports" }));
-
-      expect(error).toMatchObject({ status: 413, code: "upload_too_large", attempts: 1 });
-      expect(server.uploads[0]?.bytes).toBeGreaterThan(256 * 1024);
     });
 
     it("a 500 is not retried", async () => {
@@ -255,7 +185,7 @@ describe("upload", () => {
       const error = await rejection(() => client.upload(dir, { pipeline: "reports" }));
 
       expect(error).toMatchObject({ status: 202, code: "invalid_response" });
-      expect(error.message).toContain("pipeline_id must be a string");
+      expect(error.message).toContain("pipeline_id is missing");
     });
   });
 
@@ -456,31 +386,6 @@ describe("upload", () => {
 });
 
 describe("getRun", () => {
-  it("returns the run's status record", async () => {
-    const { dir, identity } = await bundle();
-    const accepted = await client.upload(dir, { pipeline: "reports" });
-
-    const record = await client.getRun(accepted.run_id);
-
-    expect(record).toMatchObject({
-      run_id: accepted.run_id,
-      pipeline_id: "reports",
-      status: "queued",
-      manifest: identity,
-      started_at: null,
-      finished_at: null,
-      error: null,
-    });
-    expect(server.requests.at(-1)?.headers.authorization).toBe(`Bearer ${TOKEN}`);
-  });
-
-  it("an unknown run is a 404 with the server's code", async () => {
-    const error = await rejection(() => client.getRun("run-404"));
-
-    expect(error).toMatchObject({ status: 404, code: "run_not_found" });
-    expect(error.message).toContain("unknown run run-404");
-  });
-
   it("retries a 503", async () => {
     const { dir } = await bundle();
     const { run_id } = await client.upload(dir, { pipeline: "reports" });

@@ -11,10 +11,12 @@ import { Transform, type TransformCallback, type Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { createGunzip } from "node:zlib";
 import { Parser, type ReadEntry } from "tar";
+import type { RunRecord, RunStatus } from "../src/wire.js";
 
 /*
- * A small HTTP server speaking the upload protocol of SPEC §10, for testing the client before the
- * real `distributor serve` exists. It really reads the streamed body: gunzips it, parses the tar
+ * A small HTTP server speaking the upload protocol of SPEC §10, for injecting faults the real
+ * `distributor serve` does not make on demand; the client's tests against the real server are in
+ * packages/publish/test/server/client.test.ts. Its answers are typed with the wire records. It really reads the streamed body: gunzips it, parses the tar
  * with `tar`, hashes every file and checks it against the manifest inside. Faults are injected
  * per request: 503 with Retry-After, connections dropped before or after the upload is accepted,
  * arbitrary refusals and malformed answers. Runs advance one status per poll.
@@ -73,8 +75,8 @@ export interface WireServerOptions {
 }
 
 interface Run {
-  record: Record<string, unknown>;
-  statuses: string[];
+  record: RunRecord;
+  statuses: RunStatus[];
   polls: number;
 }
 
@@ -96,7 +98,7 @@ export class WireServer {
   /** Faults for the next `GET /runs/{id}` requests. */
   readonly runFaults: Fault[] = [];
   /** Statuses a new run reports, one per poll; the last one repeats. */
-  runStatuses: string[] = ["queued", "running", "succeeded"];
+  runStatuses: RunStatus[] = ["queued", "running", "succeeded"];
 
   readonly #server: Server;
   readonly #tokens: Record<string, string[]>;
@@ -212,7 +214,7 @@ export class WireServer {
       return;
     }
     if (!this.#tokens[token]?.includes(pipelineId)) {
-      sendError(response, 403, "pipeline_forbidden", `token may not upload to ${pipelineId}`);
+      sendError(response, 403, "pipeline_not_allowed", `token may not upload to ${pipelineId}`);
       return;
     }
     const contentType = (request.headers["content-type"] ?? "").split(";")[0]?.trim() ?? "";
@@ -396,7 +398,7 @@ export class WireServer {
     }
     if (status === "succeeded" || status === "failed") {
       record.finished_at ??= now;
-      record.result = { dry_run: false, actions: [] };
+      record.result = { counts: {}, actions: [], pipeline_errors: [], interrupted: false };
     }
     if (status === "failed") {
       record.error = { code: "publish_failed", message: "destination archive failed" };

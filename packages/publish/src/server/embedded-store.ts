@@ -2,6 +2,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { lstat, mkdir, open, readdir, readFile, rename, unlink } from "node:fs/promises";
 import { hostname } from "node:os";
 import { join } from "node:path";
+import { AcceptedBodySchema, parseWire, RunRecordSchema } from "@distributor/upload-client/wire";
 import { WorkflowError } from "../workflows/shared.js";
 import type { UploadStore } from "./store.js";
 import {
@@ -43,7 +44,19 @@ export async function openEmbeddedUploadStore(
   // A key whose run is gone was being written when the process died, or was left by an expiry
   // the process did not finish: no 202 ever named it.
   for (const key of keys) {
-    if (!known.has(key.run_id)) await removeFile(keysDirectory, keyFileName(key));
+    if (!known.has(key.run_id)) {
+      await removeFile(keysDirectory, keyFileName(key));
+      continue;
+    }
+    // A replay answers with this body as it is: it must be the wire record.
+    const accepted = parseWire(AcceptedBodySchema, key.accepted);
+    if (!accepted.ok) {
+      throw corrupt(
+        join(keysDirectory, keyFileName(key)),
+        `is an incomplete ${KEY_FORMAT} record: accepted: ${accepted.problem}`,
+      );
+    }
+    key.accepted = accepted.value;
   }
 
   const persistence: StorePersistence = {
@@ -159,7 +172,7 @@ async function syncDirectory(directory: string): Promise<void> {
 async function readRecords<T>(
   directory: string,
   format: string,
-  parse: (value: Record<string, unknown>) => T | undefined,
+  parse: (value: Record<string, unknown>) => T | string,
 ): Promise<T[]> {
   const records: T[] = [];
   for (const name of (await readdir(directory)).sort()) {
@@ -180,43 +193,42 @@ async function readRecords<T>(
       throw corrupt(file, `is not a ${format} record`);
     }
     const record = parse(body);
-    if (record === undefined) throw corrupt(file, `is an incomplete ${format} record`);
+    if (typeof record === "string") {
+      throw corrupt(file, `is an incomplete ${format} record: ${record}`);
+    }
     records.push(record);
   }
   return records;
 }
 
-function parseRun(body: Record<string, unknown>): PersistedRun | undefined {
-  const record = body.record as PersistedRun["record"] | undefined;
-  if (
-    typeof body.seq !== "number" ||
-    typeof body.token_id !== "string" ||
-    typeof record?.run_id !== "string" ||
-    typeof record.status !== "string"
-  ) {
-    return undefined;
-  }
+/** A run record file, its record checked against the wire record it is served as. */
+function parseRun(body: Record<string, unknown>): PersistedRun | string {
+  if (typeof body.seq !== "number") return "seq must be a number";
+  if (typeof body.token_id !== "string") return "token_id must be a string";
+  const record = parseWire(RunRecordSchema, body.record);
+  if (!record.ok) return `record: ${record.problem}`;
   return {
     seq: body.seq,
     token_id: body.token_id,
-    record,
+    record: record.value,
     job: (body.job as PersistedRun["job"] | undefined) ?? null,
   };
 }
 
-function parseKey(body: Record<string, unknown>): PersistedKey | undefined {
+/** An idempotency record file; its accepted body is checked once its run is known to exist. */
+function parseKey(body: Record<string, unknown>): PersistedKey | string {
   const { token_id, pipeline_id, key, run_id, accepted } = body;
-  if (
-    typeof token_id !== "string" ||
-    typeof pipeline_id !== "string" ||
-    typeof key !== "string" ||
-    typeof run_id !== "string" ||
-    typeof accepted !== "object" ||
-    accepted === null
-  ) {
-    return undefined;
+  for (const [name, value] of Object.entries({ token_id, pipeline_id, key, run_id })) {
+    if (typeof value !== "string") return `${name} must be a string`;
   }
-  return { token_id, pipeline_id, key, run_id, accepted: accepted as PersistedKey["accepted"] };
+  if (typeof accepted !== "object" || accepted === null) return "accepted must be an object";
+  return {
+    token_id: token_id as string,
+    pipeline_id: pipeline_id as string,
+    key: key as string,
+    run_id: run_id as string,
+    accepted: accepted as PersistedKey["accepted"],
+  };
 }
 
 function corrupt(file: string, problem: string): WorkflowError {

@@ -1,4 +1,15 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
+import type {
+  AcceptedBody,
+  CancelAnswer,
+  ErrorBody,
+  HealthBody,
+  RunPage,
+  RunRecord,
+} from "@distributor/upload-client/wire";
+
+/** Every answer's body is one of the wire records of `@distributor/upload-client/wire`. */
+export type WireBody = AcceptedBody | RunRecord | RunPage | CancelAnswer | ErrorBody | HealthBody;
 
 /** A request refused with one of the statuses of SPEC §10 and a JSON `{"error": {code, message}}`. */
 export class HttpError extends Error {
@@ -27,7 +38,7 @@ const UNREAD_BODY_GRACE_MS = 1000;
 export function sendJson(
   response: ServerResponse,
   status: number,
-  body: unknown,
+  body: WireBody,
   headers: Readonly<Record<string, string>> = {},
 ): void {
   const text = `${JSON.stringify(body)}\n`;
@@ -48,7 +59,7 @@ export function sendBeforeBody(
   request: IncomingMessage,
   response: ServerResponse,
   status: number,
-  body: unknown,
+  body: WireBody,
   headers: Readonly<Record<string, string>> = {},
 ): void {
   response.on("finish", () => {
@@ -58,6 +69,6 @@ export function sendBeforeBody(
   sendJson(response, status, body, { ...headers, Connection: "close" });
 }
 
-export function errorBody(code: string, message: string) {
+export function errorBody(code: string, message: string): ErrorBody {
   return { error: { code, message } };
 }

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { StorageBackend } from "@distributor/storage";
+import { RUN_STATUSES } from "@distributor/upload-client/wire";
 import { parseDuration } from "../config/duration.js";
 import type { Config, PipelineConfig } from "../config/types.js";
 import { errorCode, errorMessage } from "../workflows/errors.js";
@@ -123,13 +124,6 @@ export const MAX_STATUS_WAIT_MS = 60_000;
 /** `GET /runs` page size when `limit` is absent, and its largest value. */
 export const DEFAULT_RUN_PAGE = 50;
 export const MAX_RUN_PAGE = 500;
-const RUN_STATUSES: readonly UploadRunStatus[] = [
-  "accepted",
-  "queued",
-  "running",
-  "succeeded",
-  "failed",
-];
 
 /**
  * Creates the HTTP upload server of SPEC §10. Upload tokens are resolved here, so a missing,

@@ -1,37 +1,28 @@
-import type { RunSummary } from "./summary.js";
+import type {
+  AcceptedBody,
+  ManifestIdentity,
+  RunPage,
+  RunRecord,
+  RunStatus,
+} from "@distributor/upload-client/wire";
+
+// The records the server answers with are the wire records of `@distributor/upload-client/wire`:
+// one definition for the server and its clients.
 
 /** The lifecycle of an uploaded bundle's run (SPEC §10). */
-export type UploadRunStatus = "accepted" | "queued" | "running" | "succeeded" | "failed";
+export type UploadRunStatus = RunStatus;
 
 /** What identifies an uploaded bundle for idempotency: its manifest's id, digest and creation time. */
-export interface ManifestIdentity {
-  id: string;
-  digest: string;
-  created: string;
-}
+export type { ManifestIdentity, RunPage };
 
 /** The `202` body of an accepted upload, replayed as it was for a retry with the same key. */
-export interface AcceptedUpload {
-  run_id: string;
-  pipeline_id: string;
-  status: UploadRunStatus;
-  manifest: ManifestIdentity;
-  status_url: string;
-}
+export type AcceptedUpload = AcceptedBody;
 
-/** The status record of one upload's run, as `GET /runs/{run_id}` returns it. */
-export interface UploadRunRecord {
-  run_id: string;
-  pipeline_id: string;
-  status: UploadRunStatus;
-  accepted_at: string;
-  started_at: string | null;
-  finished_at: string | null;
-  manifest: ManifestIdentity;
-  /** A bounded summary of the run workflow's report once the run has finished. */
-  result: RunSummary | null;
-  error: { code: string; message: string } | null;
-}
+/**
+ * The status record of one upload's run, as `GET /runs/{run_id}` returns it; `result` is the
+ * bounded summary (`RunSummary`) of the run workflow's report once the run has finished.
+ */
+export type UploadRunRecord = RunRecord;
 
 /** A stored run record and who may read it. */
 export interface StoredRun {
@@ -74,12 +65,6 @@ export interface RunQuery {
   limit: number;
   /** The `next_cursor` of the previous page. */
   cursor?: string;
-}
-
-export interface RunPage {
-  runs: UploadRunRecord[];
-  /** Pass as `cursor` for the next page; null on the last one. */
-  next_cursor: string | null;
 }
 
 /**

@@ -1,29 +1,12 @@
+import type { RunActionSummary, RunSummary } from "@distributor/upload-client/wire";
 import type { RunReport } from "../workflows/run.js";
 
-/** One destination action of a finished upload run, without its list of outputs. */
-export interface RunActionSummary {
-  destination_id: string;
-  bundle_path: string;
-  action: string | null;
-  status: string;
-  primary_url: string | null;
-  /** How many outputs the action wrote or kept. */
-  outputs: number;
-  /** As in the run report: a documented code and the message (cut to a bounded length). */
-  error: { code: string; message: string } | null;
-}
-
 /**
- * What a run record keeps of the run workflow's report: its size depends on the pipeline's
- * destinations, never on the bundle's file count, so finished records stay small.
+ * What a run record keeps of the run workflow's report (the wire record's `result`): its size
+ * depends on the pipeline's destinations, never on the bundle's file count, so finished records
+ * stay small.
  */
-export interface RunSummary {
-  /** Actions per status (`published`, `skipped`, `failed`, ...). */
-  counts: Record<string, number>;
-  actions: RunActionSummary[];
-  pipeline_errors: { code: string; message: string }[];
-  interrupted: boolean;
-}
+export type { RunActionSummary, RunSummary };
 
 /** Longest error text kept per action; a longer one is cut with an ellipsis. */
 export const MAX_SUMMARY_ERROR_LENGTH = 2000;

@@ -4,6 +4,16 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { buildManifest, fileDigest, serializeManifest } from "@distributor/bundle";
 import { createLocalBackend, type StorageBackend } from "@distributor/storage";
+import {
+  AcceptedBodySchema,
+  CancelAnswerSchema,
+  ErrorBodySchema,
+  HealthBodySchema,
+  parseWire,
+  RunPageSchema,
+  RunRecordSchema,
+  type WireSchema,
+} from "@distributor/upload-client/wire";
 import { c as createTar } from "tar";
 import { type RawEntry, rawTar } from "../../../bundle/test/raw-tar.js";
 import { parseConfig } from "../../src/config/index.js";
@@ -165,11 +175,34 @@ export async function upload(
     headers,
     body: new Uint8Array(body),
   });
-  return {
-    status: response.status,
-    headers: response.headers,
-    json: (await response.json()) as Record<string, unknown>,
-  };
+  const json = (await response.json()) as Record<string, unknown>;
+  checkWire("POST", "/pipelines/-/uploads", response.status, json);
+  return { status: response.status, headers: response.headers, json };
+}
+
+/** The wire schema (`@distributor/upload-client/wire`) of the answer to `method path` with `status`. */
+export function wireSchemaOf(method: string, path: string, status: number): WireSchema {
+  const route = new URL(path, "http://server").pathname;
+  if (status >= 400) return ErrorBodySchema;
+  if (route === "/healthz") return HealthBodySchema;
+  if (method === "POST" && /^\/pipelines\/[^/]+\/uploads$/.test(route)) return AcceptedBodySchema;
+  if (method === "POST" && /^\/runs\/[^/]+\/cancel$/.test(route)) return CancelAnswerSchema;
+  if (route === "/runs") return RunPageSchema;
+  if (/^\/runs\/[^/]+$/.test(route)) return RunRecordSchema;
+  throw new Error(`no wire schema for ${method} ${path} ${status}`);
+}
+
+/**
+ * Fails unless `body` is the wire record the upload API promises for that answer: every answer a
+ * test reads through these helpers is checked against the schema the client parses with.
+ */
+export function checkWire(method: string, path: string, status: number, body: unknown): void {
+  const parsed = parseWire(wireSchemaOf(method, path, status), body);
+  if (!parsed.ok) {
+    throw new Error(
+      `${method} ${path} answered ${status} with a body that is not its wire record: ${parsed.problem}: ${JSON.stringify(body)}`,
+    );
+  }
 }
 
 export async function getJson(
@@ -180,11 +213,9 @@ export async function getJson(
   const response = await fetch(`${url}${path}`, {
     headers: token === null ? {} : { Authorization: `Bearer ${token}` },
   });
-  return {
-    status: response.status,
-    headers: response.headers,
-    json: (await response.json()) as Record<string, unknown>,
-  };
+  const json = (await response.json()) as Record<string, unknown>;
+  checkWire("GET", path, response.status, json);
+  return { status: response.status, headers: response.headers, json };
 }
 
 /** Polls a run until it has finished. */
@@ -253,6 +284,12 @@ export function streamUntilAnswered(
       });
       response.on("end", () => {
         request.destroy();
+        try {
+          checkWire("POST", path, response.statusCode ?? 0, JSON.parse(body));
+        } catch (error) {
+          reject(error);
+          return;
+        }
         resolve({ status: response.statusCode ?? 0, headers: response.headers, body, sent });
       });
     });

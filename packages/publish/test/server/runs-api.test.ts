@@ -4,6 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { openEmbeddedUploadStore } from "../../src/server/embedded-store.js";
 import {
   bundleArchive,
+  checkWire,
   emptied,
   faultyBackends,
   getJson,
@@ -55,7 +56,9 @@ async function post(url: string, path: string, token = TOKEN) {
     method: "POST",
     headers: { Authorization: `Bearer ${token}` },
   });
-  return { status: response.status, json: (await response.json()) as Record<string, unknown> };
+  const json = (await response.json()) as Record<string, unknown>;
+  checkWire("POST", path, response.status, json);
+  return { status: response.status, json };
 }
 
 async function untilStatus(url: string, runId: string, status: string) {

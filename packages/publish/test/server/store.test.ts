@@ -1,4 +1,4 @@
-import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -87,6 +87,27 @@ describe("embedded upload store", () => {
       await writeFile(join(path, "runs", "broken.json"), "not json");
       await expect(openEmbeddedUploadStore({ ...limits, path })).rejects.toThrow(
         /upload store record .*broken\.json is not JSON/,
+      );
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+
+  it("refuses a run record that is not the wire record it would be served as, naming the field", async () => {
+    const root = await mkdtemp(join(tmpdir(), "distributor-store-"));
+    try {
+      const path = join(root, "store");
+      const store = await openEmbeddedUploadStore({ ...limits, path });
+      const sample = sampleRun();
+      await store.reserveQueueSlot();
+      await store.enqueue(sample.run, sample.job, sample.accepted, undefined);
+      await store.close();
+      const file = join(path, "runs", `${sample.runId}.json`);
+      const body = JSON.parse(await readFile(file, "utf8"));
+      body.record.manifest.digest = 7;
+      await writeFile(file, JSON.stringify(body));
+      await expect(openEmbeddedUploadStore({ ...limits, path })).rejects.toThrow(
+        `${sample.runId}.json is an incomplete distributor-upload-run/1 record: record: manifest.digest must be a string, got 7`,
       );
     } finally {
       await rm(root, { recursive: true, force: true });

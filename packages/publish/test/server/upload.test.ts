@@ -5,6 +5,7 @@ import { parseConfig } from "../../src/config/index.js";
 import { createUploadServer } from "../../src/server/index.js";
 import {
   bundleArchive,
+  checkWire,
   emptied,
   faultyBackends,
   getJson,
@@ -80,6 +81,7 @@ describe("upload server", () => {
     expect(missing.json).toEqual({ error: { code: "not_found", message: expect.any(String) } });
     const wrong = await fetch(`${url}/pipelines/reports/uploads`);
     expect(wrong.status).toBe(405);
+    checkWire("GET", "/pipelines/reports/uploads", 405, await wrong.json());
     expect(wrong.headers.get("allow")).toBe("POST");
   });
 
