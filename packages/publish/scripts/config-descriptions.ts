@@ -137,6 +137,8 @@ export const CONFIG_DESCRIPTIONS: Readonly<Record<string, string>> = {
   "destination.retention.prune.older_than":
     "Outputs last updated longer ago than this duration may be pruned.",
   "destination.retention.prune.keep_latest": "The newest this-many outputs are always kept.",
+  "destination.transfers":
+    "Outputs written at once, 1 to 64; absent, the backend's default: local 16, ssh 8, s3 4. More helps across a long round trip; memory grows with it, never with file sizes.",
   "destination.metadata":
     "s3 only: object metadata rules, tried in order; the first whose match fits an output's path below the destination root decides.",
   "destination.metadata.match":

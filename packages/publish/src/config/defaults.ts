@@ -235,6 +235,7 @@ function destinationConfig(raw: RawDestination, files: LocalPaths): DestinationC
       onConflict: transfer?.on_conflict ?? CONFIG_DEFAULTS.onConflict,
     },
     metadata: (raw.metadata ?? []).map(metadataRule),
+    ...(raw.transfers === undefined ? {} : { transfers: raw.transfers }),
   };
 }
 

@@ -71,6 +71,9 @@ function choice<const TOptions extends readonly [string, ...string[]]>(options: 
   return v.picklist(options, `must be ${orList(options)}`);
 }
 
+/** The most outputs a destination may write at once (`transfers`). */
+export const MAX_TRANSFERS = 64;
+
 function integer(minimum: number, belowMinimum: string, maximum = Number.MAX_SAFE_INTEGER) {
   return v.pipe(
     v.number("must be a whole number"),
@@ -346,6 +349,8 @@ export const destinationSchema = mapping({
       ),
     }),
   ),
+  /** Outputs written at once (the backend's default when absent). */
+  transfers: v.optional(integer(1, "must be greater than zero", MAX_TRANSFERS)),
   metadata: v.optional(
     list(
       mapping({

@@ -191,6 +191,12 @@ export interface DestinationConfig {
    * destination root decides); empty when none are configured. Only the s3 backend allows them.
    */
   metadata: MetadataRule[];
+  /**
+   * Outputs written at once; absent, the backend's own default (local 16, ssh 8, s3 4). Each
+   * write holds at most one read chunk, or for an S3 multipart upload its parts in flight, so
+   * memory grows with this number, never with file sizes.
+   */
+  transfers?: number;
 }
 
 export interface PublishPolicy {

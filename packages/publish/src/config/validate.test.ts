@@ -653,6 +653,24 @@ describe("state, reconciliation, retention and transfer", () => {
   });
 });
 
+describe("transfers", () => {
+  it("is the backend's default when absent, and the number given otherwise", () => {
+    const [absent] = parseConfig(configText({})).pipelines[0]?.destinations ?? [];
+    expect(absent?.transfers).toBeUndefined();
+    const [given] = parseConfig(configText({ transfers: 32 })).pipelines[0]?.destinations ?? [];
+    expect(given?.transfers).toBe(32);
+  });
+
+  it.each([
+    [0, "transfers must be greater than zero"],
+    [65, "transfers must be at most 64"],
+    [2.5, "transfers must be a whole number"],
+    ["8", "transfers must be a whole number"],
+  ])("rejects transfers: %j", (value, message) => {
+    expect(onlyProblem(configText({ transfers: value }))).toBe(`${D}.${message}`);
+  });
+});
+
 describe("validation policy", () => {
   it.each([
     [{ unlisted_files: "allow" }, "unlisted_files must be reject or ignore"],

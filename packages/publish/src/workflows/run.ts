@@ -683,6 +683,7 @@ export async function runTarget(
       },
       execute: {
         signal,
+        ...(destination.transfers === undefined ? {} : { concurrency: destination.transfers }),
         onOutputWritten: (output: PlannedOutput) =>
           options.onEvent?.({
             type: "output_written",
