@@ -22,6 +22,8 @@ export interface S3LocationConfig {
    */
   credentials?: { accessKeyIdEnv: string; secretAccessKeyEnv: string };
   timeouts?: { connectMs?: number; requestMs?: number };
+  /** Multipart uploads: bytes per part (objects up to one part are one PUT), parts at once. */
+  multipart?: { partSize?: number; concurrency?: number };
 }
 
 /** What opening a configured location needs besides the location (publish's `OpenBackendOptions` fits). */
@@ -67,5 +69,11 @@ export async function openS3Location(
     ...(location.timeouts?.requestMs === undefined
       ? {}
       : { requestTimeoutMs: location.timeouts.requestMs }),
+    ...(location.multipart?.partSize === undefined
+      ? {}
+      : { partSize: location.multipart.partSize, multipartThreshold: location.multipart.partSize }),
+    ...(location.multipart?.concurrency === undefined
+      ? {}
+      : { partConcurrency: location.multipart.concurrency }),
   });
 }

@@ -11,6 +11,7 @@ import {
 import { isStorageError } from "@distributor/storage";
 import { expectStorageError } from "@distributor/storage/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openS3Location } from "../src/index.js";
 import type { S3Server } from "./ceph.js";
 import {
   backendOn,
@@ -103,6 +104,40 @@ describe.skipIf(found === undefined)("s3 backend on Ceph RGW", () => {
       await backend.close();
     }
   }, 120_000);
+
+  it("uploads in the parts a configured location's multipart settings give", async () => {
+    const prefix = uniqueName("p");
+    const opened = await openS3Location(
+      {
+        bucket,
+        prefix,
+        region: server.region,
+        endpoint: server.endpoint,
+        forcePathStyle: true,
+        credentials: { accessKeyIdEnv: "K", secretAccessKeyEnv: "S" },
+        multipart: { partSize: 6 * MIB, concurrency: 2 },
+      },
+      { env: { K: server.accessKeyId, S: server.secretAccessKey } },
+    );
+    try {
+      // 13 MiB in 6 MiB parts: three parts (the default 8 MiB would make two).
+      const big = 13 * MIB;
+      const { version } = await opened.writeFile("big.bin", pattern(big), {
+        size: big,
+        sha256: await digestOf(pattern(big)),
+      });
+      expect(version).toMatch(/-3$/);
+      // Up to one part is a single PUT: a bare MD5 as its ETag.
+      const one = 6 * MIB;
+      const single = await opened.writeFile("one.bin", pattern(one), {
+        size: one,
+        sha256: await digestOf(pattern(one)),
+      });
+      expect(single.version).not.toContain("-");
+    } finally {
+      await opened.close();
+    }
+  });
 
   it("uploads a 20 MiB object in parts and reads it back intact, with its sha256 stored", async () => {
     const { prefix, backend } = fresh();

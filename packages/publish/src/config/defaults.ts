@@ -189,7 +189,17 @@ function storageLocation(raw: RawLocation, files: LocalPaths): StorageLocation {
 /** A destination's location: a local or SSH one also says whether every write is flushed. */
 function destinationLocation(raw: RawDestination, files: LocalPaths): StorageLocation {
   const location = storageLocation({ ...raw, backend: present(raw.backend) }, files);
-  if (location.backend === "s3") return location;
+  if (location.backend === "s3") {
+    const multipart = raw.multipart;
+    if (multipart === undefined) return location;
+    return {
+      ...location,
+      multipart: {
+        ...(multipart.part_size === undefined ? {} : { partSize: multipart.part_size }),
+        ...(multipart.concurrency === undefined ? {} : { concurrency: multipart.concurrency }),
+      },
+    };
+  }
   return { ...location, fsync: raw.fsync ?? CONFIG_DEFAULTS.fsync };
 }
 

@@ -73,6 +73,10 @@ function choice<const TOptions extends readonly [string, ...string[]]>(options: 
 
 /** The most outputs a destination may write at once (`transfers`). */
 export const MAX_TRANSFERS = 64;
+/** S3's bounds on a multipart part (`multipart.part_size`), and the most parts sent at once. */
+export const MIN_PART_SIZE = 5 * 1024 * 1024;
+export const MAX_PART_SIZE = 5 * 1024 * 1024 * 1024;
+export const MAX_PART_CONCURRENCY = 16;
 
 function integer(minimum: number, belowMinimum: string, maximum = Number.MAX_SAFE_INTEGER) {
   return v.pipe(
@@ -347,6 +351,24 @@ export const destinationSchema = mapping({
           keep_latest: v.optional(integer(0, "must be zero or greater")),
         }),
       ),
+    }),
+  ),
+  /** s3 only: how large objects are uploaded in parts. */
+  multipart: v.optional(
+    mapping({
+      part_size: v.optional(
+        v.pipe(
+          size(),
+          v.rawCheck(({ dataset, addIssue }) => {
+            if (!dataset.typed) return;
+            if (dataset.value < MIN_PART_SIZE) addIssue({ message: "must be at least 5MiB" });
+            else if (dataset.value > MAX_PART_SIZE) addIssue({ message: "must be at most 5GiB" });
+          }),
+          // A size is a string with a unit: its bounds are approximated by the description.
+          jsonSchema({ $comment: "between 5MiB and 5GiB" }),
+        ),
+      ),
+      concurrency: v.optional(integer(1, "must be greater than zero", MAX_PART_CONCURRENCY)),
     }),
   ),
   /** Outputs written at once (the backend's default when absent). */

@@ -145,6 +145,15 @@ export interface S3Location {
   /** Absent: the SDK's default credential chain. */
   credentials?: S3Credentials;
   timeouts?: RemoteTimeouts;
+  /** Destinations only: how objects larger than one part are uploaded. */
+  multipart?: S3Multipart;
+}
+
+export interface S3Multipart {
+  /** Bytes per part (5 MiB to 5 GiB); objects up to one part are a single PUT. */
+  partSize?: number;
+  /** Parts of one object uploaded at once. */
+  concurrency?: number;
 }
 
 export interface S3Credentials {

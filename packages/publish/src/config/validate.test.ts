@@ -671,6 +671,33 @@ describe("transfers", () => {
   });
 });
 
+describe("multipart", () => {
+  const s3 = { backend: "s3", bucket: "reports", path: undefined };
+  it("reaches an s3 destination's location", () => {
+    const text = configText({ ...s3, multipart: { part_size: "16MiB", concurrency: 8 } });
+    const [destination] = parseConfig(text).pipelines[0]?.destinations ?? [];
+    expect(destination?.location).toMatchObject({
+      backend: "s3",
+      multipart: { partSize: 16 * 1024 * 1024, concurrency: 8 },
+    });
+  });
+
+  it.each([
+    [{ part_size: "4MiB" }, "multipart.part_size must be at least 5MiB"],
+    [{ part_size: "6GiB" }, "multipart.part_size must be at most 5GiB"],
+    [{ concurrency: 0 }, "multipart.concurrency must be greater than zero"],
+    [{ concurrency: 17 }, "multipart.concurrency must be at most 16"],
+  ])("rejects multipart %j", (multipart, message) => {
+    expect(onlyProblem(configText({ ...s3, multipart }))).toBe(`${D}.${message}`);
+  });
+
+  it("is refused on a destination that does not upload in parts", () => {
+    expect(onlyProblem(configText({ multipart: { concurrency: 2 } }))).toMatch(
+      /multipart cannot be used by destination \w+: only the s3 backend uploads in parts \(its backend is local\)$/,
+    );
+  });
+});
+
 describe("validation policy", () => {
   it.each([
     [{ unlisted_files: "allow" }, "unlisted_files must be reject or ignore"],

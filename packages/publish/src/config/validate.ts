@@ -301,6 +301,7 @@ function checkDestination(problems: Problems, destination: RawDestination, path:
   }
 
   checkMetadataRules(problems, destination, path);
+  checkMultipart(problems, destination, path);
 
   if (destination.links !== undefined && destination.links.base_url === undefined) {
     problems.add([...path, "links", "base_url"], "is required when links is set");
@@ -340,6 +341,18 @@ function checkMetadataRules(problems: Problems, destination: RawDestination, pat
     if (rule.match === undefined)
       problems.add([...path, "metadata", index, "match"], "is required");
   });
+}
+
+/** Multipart settings shape S3 uploads only; elsewhere they would be silently ignored. */
+function checkMultipart(problems: Problems, destination: RawDestination, path: Path): void {
+  const backend = destination.backend;
+  if (destination.multipart === undefined || backend === undefined || backend === "s3") return;
+  if (!problems.intact([...path, "multipart"])) return;
+  const name = destination.id === undefined ? "this destination" : `destination ${destination.id}`;
+  problems.add(
+    [...path, "multipart"],
+    `cannot be used by ${name}: only the s3 backend uploads in parts (its backend is ${backend})`,
+  );
 }
 
 function checkUploadTokens(problems: Problems, raw: RawConfig): void {
