@@ -141,8 +141,7 @@ export const CONFIG_DESCRIPTIONS: Readonly<Record<string, string>> = {
     "s3 only: how objects larger than one part are uploaded. Memory per large object is about (concurrency + 1) × part_size.",
   "destination.multipart.part_size":
     "Bytes per part, 5MiB to 5GiB (default 8MiB); an object of at most one part is a single PUT. S3 allows 10 000 parts, so the largest object is 10 000 × part_size.",
-  "destination.multipart.concurrency":
-    "Parts of one object uploaded at once, 1 to 16 (default 4).",
+  "destination.multipart.concurrency": "Parts of one object uploaded at once, 1 to 16 (default 4).",
   "destination.transfers":
     "Outputs written at once, 1 to 64; absent, the backend's default: local 16, ssh 8, s3 4. More helps across a long round trip; memory grows with it, never with file sizes.",
   "destination.metadata":
