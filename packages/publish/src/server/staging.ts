@@ -190,7 +190,7 @@ function checkHead(head: Buffer, contentType: string) {
 
 /** The staged bundle's manifest identity, for comparing a retried upload with the accepted one. */
 export async function stagedManifest(staged: StagedUpload): Promise<ManifestIdentity> {
-  const backend = createLocalBackend({ root: staged.bundleDirectory });
+  const backend = createLocalBackend({ root: staged.bundleDirectory, blockingCalls: false });
   try {
     return identity(await readManifest(backend, ""));
   } catch (error) {
@@ -205,7 +205,7 @@ export async function validateStaged(
   staged: StagedUpload,
   pipeline: PipelineConfig,
 ): Promise<ManifestIdentity> {
-  const backend = createLocalBackend({ root: staged.bundleDirectory });
+  const backend = createLocalBackend({ root: staged.bundleDirectory, blockingCalls: false });
   try {
     const validated = await validateBundle(backend, "", {
       unlistedFiles: pipeline.validation.unlistedFiles,
