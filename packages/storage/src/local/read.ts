@@ -132,6 +132,9 @@ export async function openByteReader(
   let closed = false;
   let total = 0;
   let atEnd = false;
+  // A read under way on the thread pool: the descriptor is closed after it, never under it (its
+  // number could be reused by another open meanwhile).
+  let pending: Promise<number> | undefined;
   return {
     async read(into: Uint8Array): Promise<number> {
       throwIfAborted(signal);
@@ -141,9 +144,12 @@ export async function openByteReader(
       if (atEnd) return 0;
       let length: number;
       try {
-        length = await local.calls.read(fd, into, 0, into.length, null);
+        pending = local.calls.read(fd, into, 0, into.length, null);
+        length = await pending;
       } catch (error) {
         throw toStorageError(error, "read file", path);
+      } finally {
+        pending = undefined;
       }
       total += length;
       if (length === 0 || (length < into.length && total === stats.size)) atEnd = true;
@@ -152,7 +158,9 @@ export async function openByteReader(
     close(): void {
       if (closed) return;
       closed = true;
-      void closeQuietly(local.calls, fd);
+      const close = () => closeQuietly(local.calls, fd);
+      if (pending === undefined) void close();
+      else void pending.then(close, close);
     },
   };
 }
