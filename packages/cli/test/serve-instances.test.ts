@@ -29,11 +29,13 @@ afterAll(async () => {
   await postgres?.stop();
 });
 
+// The queue holds every upload of these tests: acceptance outruns two workers' publishing, and a
+// 503 for a full queue is not what they are about.
 function configText(dir: string): string {
   return `server:
   http:
     listen: 127.0.0.1:0
-    queue_size: 64
+    queue_size: 128
     workers: 2
   store:
     backend: postgres

@@ -1,3 +1,4 @@
+import { createCliBackends } from "../backends.js";
 import type { CommandHandler, ServeCommandOptions } from "../command.js";
 import { UsageError } from "../errors.js";
 import { cliPackage } from "../version.js";
@@ -28,9 +29,14 @@ export const serveCommand: CommandHandler<ServeCommandOptions> = async (options,
         })
       : undefined;
   try {
+    // Many publications share one event loop here: local destinations must not block it.
+    const backends = {
+      ...context.backends,
+      local: createCliBackends(undefined, { blockingCalls: false }).local!,
+    };
     const server = await createUploadServer({
       config,
-      backends: context.backends,
+      backends,
       distributorVersion: (await cliPackage()).version,
       onEvent: log,
       ...(store ? { store } : {}),

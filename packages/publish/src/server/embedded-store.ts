@@ -41,11 +41,13 @@ export async function openEmbeddedUploadStore(
   const runs = await readRecords(runsDirectory, RUN_FORMAT, parseRun);
   const keys = await readRecords(keysDirectory, KEY_FORMAT, parseKey);
   const known = new Set(runs.map((run) => run.record.run_id));
+  const syncRuns = directorySyncer(runsDirectory);
+  const syncKeys = directorySyncer(keysDirectory);
   // A key whose run is gone was being written when the process died, or was left by an expiry
   // the process did not finish: no 202 ever named it.
   for (const key of keys) {
     if (!known.has(key.run_id)) {
-      await removeFile(keysDirectory, keyFileName(key));
+      await removeFile(keysDirectory, keyFileName(key), syncKeys);
       continue;
     }
     // A replay answers with this body as it is: it must be the wire record.
@@ -61,10 +63,11 @@ export async function openEmbeddedUploadStore(
 
   const persistence: StorePersistence = {
     durable: true,
-    writeRun: (run) => writeRecord(runsDirectory, `${run.record.run_id}.json`, RUN_FORMAT, run),
-    removeRun: (runId) => removeFile(runsDirectory, `${runId}.json`),
-    writeKey: (key) => writeRecord(keysDirectory, keyFileName(key), KEY_FORMAT, key),
-    removeKey: (key) => removeFile(keysDirectory, keyFileName(key)),
+    writeRun: (run) =>
+      writeRecord(runsDirectory, `${run.record.run_id}.json`, RUN_FORMAT, run, syncRuns),
+    removeRun: (runId) => removeFile(runsDirectory, `${runId}.json`, syncRuns),
+    writeKey: (key) => writeRecord(keysDirectory, keyFileName(key), KEY_FORMAT, key, syncKeys),
+    removeKey: (key) => removeFile(keysDirectory, keyFileName(key), syncKeys),
     close: releaseLock,
   };
   return createUploadStoreCore(options, persistence, {
@@ -136,6 +139,7 @@ async function writeRecord(
   name: string,
   format: string,
   record: object,
+  syncDirectory: () => Promise<void>,
 ): Promise<void> {
   const temp = join(directory, `.${name}.${randomBytes(6).toString("hex")}${TEMP_SUFFIX}`);
   const handle = await open(temp, "wx", 0o600);
@@ -146,17 +150,49 @@ async function writeRecord(
     await handle.close();
   }
   await rename(temp, join(directory, name));
-  await syncDirectory(directory);
+  await syncDirectory();
 }
 
-async function removeFile(directory: string, name: string): Promise<void> {
+async function removeFile(
+  directory: string,
+  name: string,
+  syncDirectory: () => Promise<void>,
+): Promise<void> {
   try {
     await unlink(join(directory, name));
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === "ENOENT") return;
     throw error;
   }
-  await syncDirectory(directory);
+  await syncDirectory();
+}
+
+/**
+ * Flushes of one directory shared by concurrent writers (group commit): a caller's rename or
+ * unlink is done before it asks, so a flush that starts after the ask covers it. While a flush
+ * runs, every new ask waits for the one next flush, which starts when the running one ends; so
+ * n concurrent record writes cost about two directory flushes, not n.
+ */
+function directorySyncer(directory: string): () => Promise<void> {
+  let running: Promise<void> | undefined;
+  let next: Promise<void> | undefined;
+  const start = (): Promise<void> => {
+    const flush = syncDirectory(directory).finally(() => {
+      if (running === flush) running = undefined;
+    });
+    running = flush;
+    return flush;
+  };
+  return () => {
+    if (running === undefined) return start();
+    next ??= running
+      .catch(() => undefined)
+      .then(() => {
+        next = undefined;
+        return start();
+      });
+    return next;
+  };
 }
 
 async function syncDirectory(directory: string): Promise<void> {

@@ -63,7 +63,7 @@ function localStagingArea(root: string, shared: boolean): StagingArea {
     },
     exists: (job) => exists(job.bundleDirectory),
     async openSource(job) {
-      return createLocalBackend({ root: job.bundleDirectory });
+      return createLocalBackend({ root: job.bundleDirectory, blockingCalls: false });
     },
     remove: (job) => removeUploadDirectory(job.stagingDirectory),
     removeOrphans: (live, now) => removeLocalOrphans(root, live, shared ? now : undefined),

@@ -62,6 +62,40 @@ describe("embedded upload store", () => {
     }
   });
 
+  it("keeps every record of many concurrent writes sharing directory flushes", async () => {
+    const root = await mkdtemp(join(tmpdir(), "distributor-store-"));
+    try {
+      const path = join(root, "store");
+      const wide = { queueSize: 40, retentionMs: 60_000, maxRuns: 100 };
+      const store = await openEmbeddedUploadStore({ ...wide, path });
+      const samples = Array.from({ length: 40 }, () => sampleRun());
+      // Every write starts before any resolves: most wait for a directory flush another began.
+      await Promise.all(
+        samples.map(async (sample, index) => {
+          await store.reserveQueueSlot();
+          const scope = { tokenId: "reporter", pipelineId: "reports", key: `k${index}` };
+          await store.claimKey(scope);
+          await store.enqueue(sample.run, sample.job, sample.accepted, scope);
+        }),
+      );
+      await Promise.all(
+        samples.map((sample) => store.updateRun(sample.runId, { status: "running" })),
+      );
+      await store.close();
+      const again = await openEmbeddedUploadStore({ ...wide, path });
+      expect((await readdir(join(path, "runs"))).sort()).toEqual(
+        samples.map((sample) => `${sample.runId}.json`).sort(),
+      );
+      expect(await readdir(join(path, "keys"))).toHaveLength(samples.length);
+      for (const sample of samples) {
+        expect((await again.getRun(sample.runId))?.record.status).toBe("running");
+      }
+      await again.close();
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+
   it("allows one open store per directory while its holder lives", async () => {
     const root = await mkdtemp(join(tmpdir(), "distributor-store-"));
     try {

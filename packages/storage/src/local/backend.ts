@@ -3,6 +3,7 @@ import type { StorageBackend } from "../backend.js";
 import { fsOperations } from "../fs-protocol/operations.js";
 import { FsStore } from "../fs-protocol/store.js";
 import { frameBackend } from "../internal/backend-frame.js";
+import { blockingCalls, threadPoolCalls } from "./calls.js";
 import type { LocalRoot } from "./context.js";
 import { LocalDriver } from "./driver.js";
 import { BACKEND_NAME } from "./errno.js";
@@ -17,6 +18,15 @@ export interface LocalBackendOptions {
    * power cut may then lose outputs the state already records, as with `cp` or `rclone`.
    */
   fsync?: boolean;
+  /**
+   * Make the small system calls (open, create, link, rename, unlink, rmdir, lstat, directory
+   * reads, reads and writes) synchronously on the calling thread (default true): fastest for one
+   * publication at a time, as the CLI runs them, but each call holds the event loop for as long
+   * as the kernel takes, which on a busy disk can be milliseconds. With false they run on the
+   * libuv thread pool, so a process serving many requests at once (`distributor serve`) keeps
+   * answering while they wait. Flushes are on the thread pool either way.
+   */
+  blockingCalls?: boolean;
 }
 
 /**
@@ -31,8 +41,13 @@ const LOCAL_WRITE_CONCURRENCY = 16;
  */
 export function createLocalBackend(options: LocalBackendOptions): StorageBackend {
   const root = resolve(options.root);
-  const driver = new LocalDriver(root);
-  const local: LocalRoot = { root, store: new FsStore(driver, { fsync: options.fsync ?? true }) };
+  const calls = (options.blockingCalls ?? true) ? blockingCalls : threadPoolCalls;
+  const driver = new LocalDriver(root, calls);
+  const local: LocalRoot = {
+    root,
+    calls,
+    store: new FsStore(driver, { fsync: options.fsync ?? true }),
+  };
   return frameBackend(
     {
       name: BACKEND_NAME,

@@ -3,6 +3,7 @@ import { join, sep } from "node:path";
 import type { StorageError, StorageOperation } from "../errors.js";
 import type { FsStore } from "../fs-protocol/store.js";
 import { backendErrors } from "../internal/backend-error.js";
+import type { LocalCalls } from "./calls.js";
 import { BACKEND_NAME } from "./errno.js";
 
 /** The resolved root every native path of one local backend hangs from, and its store. */
@@ -11,6 +12,8 @@ export interface LocalRoot {
   readonly root: string;
   /** The protocol's view of the directory: its inspections refuse symlinks below the root. */
   readonly store: FsStore<number>;
+  /** The system calls of this backend, blocking or on the thread pool. */
+  readonly calls: LocalCalls;
 }
 
 /** Native path of a logical path or prefix; validated logical paths cannot climb out of the root. */

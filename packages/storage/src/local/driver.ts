@@ -1,22 +1,4 @@
-import {
-  closeSync,
-  constants,
-  type Dirent,
-  fstatSync,
-  fsync as fsyncCallback,
-  futimesSync,
-  linkSync,
-  lstatSync,
-  opendirSync,
-  openSync,
-  readSync,
-  renameSync,
-  rmdirSync,
-  type Stats,
-  statSync,
-  unlinkSync,
-  writeSync,
-} from "node:fs";
+import { constants, type Dir, fsync as fsyncCallback, type Stats, statSync } from "node:fs";
 import { type FileHandle, mkdir, open } from "node:fs/promises";
 import { setImmediate as nextTurn } from "node:timers/promises";
 import type { StorageError, StorageOperation } from "../errors.js";
@@ -29,6 +11,7 @@ import type {
   FsStats,
 } from "../fs-protocol/driver.js";
 import { CHUNK_BYTES } from "../internal/chunk-buffers.js";
+import { blockingCalls, type LocalCalls } from "./calls.js";
 import { localVersion, nativePath, rootNotDirectory } from "./context.js";
 import { BACKEND_NAME, errorCode, toStorageError } from "./errno.js";
 
@@ -60,20 +43,35 @@ const CAPABILITIES: FsCapabilities = {
   parallelism: 16,
 };
 
+/** `staleSwapLockMs` of a driver whose calls run on the thread pool. */
+const THREAD_POOL_STALE_SWAP_LOCK_MS = 10_000;
+
 /** Failure of an operation at the root level that only a root that is not a directory causes. */
 class RootNotDirectory extends Error {}
 
 /**
  * The IO of a directory of the local filesystem, for `FsStore`. Opens, writes, lstats, links,
- * renames and unlinks are synchronous: each answers from the page or inode cache in microseconds,
- * while a thread-pool round trip costs tens of them in handoffs, several times per file. Flushes,
- * which wait on the disk, stay on the thread pool so that many files' flushes overlap.
+ * renames and unlinks go through a table of calls (`calls.ts`): synchronous by default, since
+ * each answers from the page or inode cache in microseconds while a thread-pool round trip costs
+ * tens of them in handoffs, several times per file; on the thread pool for a process that must
+ * keep its event loop free. Flushes, which wait on the disk, are always on the thread pool so
+ * that many files' flushes overlap.
  */
 export class LocalDriver implements FsDriver<number> {
   readonly name = BACKEND_NAME;
-  readonly capabilities = CAPABILITIES;
+  readonly capabilities: FsCapabilities;
 
-  constructor(readonly root: string) {}
+  constructor(
+    readonly root: string,
+    readonly calls: LocalCalls = blockingCalls,
+  ) {
+    // On the thread pool a holder's calls may queue behind other writers' flushes: a lock is
+    // judged stale only after far longer than any such wait.
+    this.capabilities =
+      calls === blockingCalls
+        ? CAPABILITIES
+        : { ...CAPABILITIES, staleSwapLockMs: THREAD_POOL_STALE_SWAP_LOCK_MS };
+  }
 
   lacks(capability: "atomicReplace" | "hardLink"): string {
     return capability === "hardLink"
@@ -118,7 +116,7 @@ export class LocalDriver implements FsDriver<number> {
   async lstat(path: FsPath): Promise<FsStats | undefined> {
     let stats: Stats | undefined;
     try {
-      stats = lstatSync(this.#native(path), { throwIfNoEntry: false });
+      stats = await this.calls.lstat(this.#native(path));
     } catch (error) {
       if (errorCode(error) !== "ENOTDIR") throw error;
       if (atRootLevel(path)) throw new RootNotDirectory();
@@ -134,9 +132,9 @@ export class LocalDriver implements FsDriver<number> {
 
   async readdir(path: FsPath, stopAfter: number): Promise<FsDirEntry[] | undefined> {
     const native = this.#native(path);
-    let dir: ReturnType<typeof opendirSync>;
+    let dir: Dir;
     try {
-      dir = opendirSync(native, { encoding: "buffer" as BufferEncoding, bufferSize: 1024 });
+      dir = await this.calls.opendir(native);
     } catch (error) {
       // A root not created yet, or a directory removed since it was listed: nothing below it.
       if (errorCode(error) === "ENOENT") return undefined;
@@ -148,10 +146,14 @@ export class LocalDriver implements FsDriver<number> {
     const entries: FsDirEntry[] = [];
     let seen = 0;
     try {
-      for (let dirent = dir.readSync(); dirent !== null; dirent = dir.readSync()) {
+      for (
+        let dirent = await this.calls.readEntry(dir);
+        dirent !== null;
+        dirent = await this.calls.readEntry(dir)
+      ) {
         if (++seen % ENTRIES_PER_TURN === 0) await nextTurn();
-        const raw = (dirent as unknown as Dirent<Buffer>).name;
-        const stats = lstatSync(Buffer.concat([base, raw]), { throwIfNoEntry: false });
+        const raw = dirent.name;
+        const stats = await this.calls.lstat(Buffer.concat([base, raw]));
         // Removed between listing and lstat: it no longer exists, so it is not listed.
         if (stats === undefined) continue;
         const text = raw.toString("utf8");
@@ -160,7 +162,7 @@ export class LocalDriver implements FsDriver<number> {
         if (entries.length > stopAfter) break;
       }
     } finally {
-      dir.closeSync();
+      await this.calls.closeDir(dir);
     }
     return entries;
   }
@@ -169,35 +171,35 @@ export class LocalDriver implements FsDriver<number> {
     await mkdir(this.root, { recursive: true });
   }
 
-  async mkdir(path: string): Promise<void> {
-    await mkdir(this.#native(path));
+  mkdir(path: string): Promise<void> {
+    return this.calls.mkdir(this.#native(path));
   }
 
-  async rmdir(path: FsPath): Promise<void> {
-    rmdirSync(this.#native(path));
+  rmdir(path: FsPath): Promise<void> {
+    return this.calls.rmdir(this.#native(path));
   }
 
-  async unlink(path: FsPath): Promise<void> {
-    unlinkSync(this.#native(path));
+  unlink(path: FsPath): Promise<void> {
+    return this.calls.unlink(this.#native(path));
   }
 
-  async createExclusive(path: string): Promise<number> {
-    return openSync(this.#native(path), "wx", 0o666);
+  createExclusive(path: string): Promise<number> {
+    return this.calls.open(this.#native(path), "wx", 0o666);
   }
 
-  async openRead(path: string): Promise<number> {
-    return openSync(this.#native(path), READ_FLAGS);
+  openRead(path: string): Promise<number> {
+    return this.calls.open(this.#native(path), READ_FLAGS);
   }
 
   async write(fd: number, bytes: Uint8Array, position: number): Promise<void> {
     let offset = 0;
     while (offset < bytes.length) {
-      offset += writeSync(fd, bytes, offset, bytes.length - offset, position + offset);
+      offset += await this.calls.write(fd, bytes, offset, bytes.length - offset, position + offset);
     }
   }
 
-  async read(fd: number, into: Uint8Array, position: number): Promise<number> {
-    return readSync(fd, into, 0, into.length, position);
+  read(fd: number, into: Uint8Array, position: number): Promise<number> {
+    return this.calls.read(fd, into, 0, into.length, position);
   }
 
   fsync(fd: number): Promise<void> {
@@ -207,29 +209,29 @@ export class LocalDriver implements FsDriver<number> {
   }
 
   async fstat(fd: number): Promise<FsStats> {
-    return describe(fstatSync(fd));
+    return describe(await this.calls.fstat(fd));
   }
 
   async setMtime(fd: number, _stats: FsStats, mtimeMs: number): Promise<FsStats> {
-    futimesSync(fd, mtimeMs / 1000, mtimeMs / 1000);
-    return describe(fstatSync(fd));
+    await this.calls.futimes(fd, mtimeMs / 1000);
+    return describe(await this.calls.fstat(fd));
   }
 
-  async close(fd: number): Promise<void> {
-    closeSync(fd);
+  close(fd: number): Promise<void> {
+    return this.calls.close(fd);
   }
 
-  async rename(from: string, to: string): Promise<void> {
-    renameSync(this.#native(from), this.#native(to));
+  rename(from: string, to: string): Promise<void> {
+    return this.calls.rename(this.#native(from), this.#native(to));
   }
 
   async renameNoReplace(from: string, to: string): Promise<void> {
-    linkSync(this.#native(from), this.#native(to));
-    unlinkSync(this.#native(from));
+    await this.calls.link(this.#native(from), this.#native(to));
+    await this.calls.unlink(this.#native(from));
   }
 
-  async link(from: string, to: string): Promise<void> {
-    linkSync(this.#native(from), this.#native(to));
+  link(from: string, to: string): Promise<void> {
+    return this.calls.link(this.#native(from), this.#native(to));
   }
 
   async syncDirectory(path: string): Promise<void> {

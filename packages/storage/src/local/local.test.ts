@@ -37,6 +37,15 @@ describeBackendContract("local (fsync: false)", async () => {
   };
 });
 
+// On the thread pool only who waits for the kernel changes: every rule must hold the same.
+describeBackendContract("local (blockingCalls: false)", async () => {
+  const dir = await mkdtemp(join(tmpdir(), "distributor-local-threadpool-"));
+  return {
+    backend: createLocalBackend({ root: join(dir, "root"), blockingCalls: false }),
+    cleanup: () => rm(dir, { recursive: true, force: true }),
+  };
+});
+
 describe("local backend", () => {
   let dir: string;
   let root: string;

@@ -1,10 +1,10 @@
 import type { Stats } from "node:fs";
-import { closeSync, fstatSync, openSync, readSync } from "node:fs";
 import { addAbortSignal, Readable } from "node:stream";
 import type { ByteReader } from "../backend.js";
 import type { StorageOperation } from "../errors.js";
 import { throwIfAborted } from "../internal/abort.js";
 import { CHUNK_BYTES } from "../internal/chunk-buffers.js";
+import type { LocalCalls } from "./calls.js";
 import {
   type LocalRoot,
   localError,
@@ -32,7 +32,7 @@ async function openFile(
   }
   let fd: number;
   try {
-    fd = openSync(nativePath(local.root, path), READ_FLAGS);
+    fd = await local.calls.open(nativePath(local.root, path), READ_FLAGS);
   } catch (error) {
     if (hasCode(error, "ENOTDIR") && !path.includes("/")) {
       throw rootNotDirectory(local.root, operation, path);
@@ -46,12 +46,12 @@ async function openFile(
     throw toStorageError(error, operation, path);
   }
   try {
-    const stats = fstatSync(fd);
+    const stats = await local.calls.fstat(fd);
     if (stats.isDirectory()) throw localError("unsupported", operation, path, "is a directory");
     if (!stats.isFile()) throw localError("unsupported", operation, path, "is not a regular file");
     return { fd, stats };
   } catch (error) {
-    closeSync(fd);
+    await closeQuietly(local.calls, fd);
     throw toStorageError(error, operation, path);
   }
 }
@@ -80,7 +80,7 @@ export async function readWholeFile(
     let total = 0;
     for (;;) {
       throwIfAborted(signal);
-      const bytesRead = readSync(fd, chunk, filled, chunk.length - filled, null);
+      const bytesRead = await local.calls.read(fd, chunk, filled, chunk.length - filled, null);
       if (bytesRead === 0) break;
       filled += bytesRead;
       total += bytesRead;
@@ -97,14 +97,14 @@ export async function readWholeFile(
   } catch (error) {
     throw toStorageError(error, operation, path);
   } finally {
-    closeSync(fd);
+    await closeQuietly(local.calls, fd);
   }
 }
 
 /** Closes a descriptor only read from: a failed close loses nothing. */
-function closeQuietly(fd: number): void {
+async function closeQuietly(calls: LocalCalls, fd: number): Promise<void> {
   try {
-    closeSync(fd);
+    await calls.close(fd);
   } catch {
     // Nothing was written through it.
   }
@@ -115,8 +115,8 @@ function tooLarge(path: string, limit: number) {
 }
 
 /**
- * A reader that fills the caller's buffers with synchronous `read(2)`s (see `FileStream` for why
- * synchronous). It reads on to the end of the file, so a file that grew since it was listed
+ * A reader that fills the caller's buffers with `read(2)`s, synchronous with blocking calls (see
+ * `FileStream` for why). It reads on to the end of the file, so a file that grew since it was listed
  * shows it. A fired signal rejects the next read with its reason.
  *
  * The end costs no extra call when it is certain: a read that came back short exactly at the size
@@ -132,6 +132,9 @@ export async function openByteReader(
   let closed = false;
   let total = 0;
   let atEnd = false;
+  // A read under way on the thread pool: the descriptor is closed after it, never under it (its
+  // number could be reused by another open meanwhile).
+  let pending: Promise<number> | undefined;
   return {
     async read(into: Uint8Array): Promise<number> {
       throwIfAborted(signal);
@@ -141,9 +144,12 @@ export async function openByteReader(
       if (atEnd) return 0;
       let length: number;
       try {
-        length = readSync(fd, into, 0, into.length, null);
+        pending = local.calls.read(fd, into, 0, into.length, null);
+        length = await pending;
       } catch (error) {
         throw toStorageError(error, "read file", path);
+      } finally {
+        pending = undefined;
       }
       total += length;
       if (length === 0 || (length < into.length && total === stats.size)) atEnd = true;
@@ -152,7 +158,9 @@ export async function openByteReader(
     close(): void {
       if (closed) return;
       closed = true;
-      closeQuietly(fd);
+      const close = () => closeQuietly(local.calls, fd);
+      if (pending === undefined) void close();
+      else void pending.then(close, close);
     },
   };
 }
@@ -165,25 +173,29 @@ export async function openReadStream(
 ): Promise<Readable> {
   const { fd, stats } = await openFile(local, path, "open reader");
   if (signal?.aborted) {
-    closeSync(fd);
+    await closeQuietly(local.calls, fd);
     throwIfAborted(signal);
   }
   // One read for a small file, a chunk at a time for a large one.
   const highWaterMark = Math.min(Math.max(stats.size + 1, MIN_READ_BYTES), CHUNK_BYTES);
-  const stream = new FileStream(fd, stats.size, highWaterMark, path);
+  const stream = new FileStream(local.calls, fd, stats.size, highWaterMark, path);
   return signal ? addAbortSignal(signal, stream) : stream;
 }
 
 /**
- * Reads an open file to its end and closes it. Each read is a synchronous `read(2)` of at most
- * one chunk: from the page cache that is a copy, far cheaper than the thread-pool round trip (and
- * promises) of `FileHandle.createReadStream`, and a chunk never takes long even from disk.
+ * Reads an open file to its end and closes it, one read of at most one chunk at a time. With
+ * blocking calls each is a synchronous `read(2)`: from the page cache that is a copy, far cheaper
+ * than the thread-pool round trip of `FileHandle.createReadStream`, and a chunk never takes long
+ * even from disk.
  */
 class FileStream extends Readable {
   #read = 0;
   #closed = false;
+  /** The read under way: the descriptor is closed only after it, never under it. */
+  #pending: Promise<unknown> | undefined;
 
   constructor(
+    readonly calls: LocalCalls,
     readonly fd: number,
     readonly expectedSize: number,
     highWaterMark: number,
@@ -199,30 +211,34 @@ class FileStream extends Readable {
     const left = this.expectedSize - this.#read;
     const wanted = left > 0 ? Math.min(size, left) : this.#read === this.expectedSize ? 1 : size;
     const buffer = Buffer.allocUnsafe(wanted);
-    let bytesRead: number;
-    try {
-      bytesRead = readSync(this.fd, buffer, 0, buffer.length, null);
-    } catch (error) {
-      this.destroy(toStorageError(error, "open reader", this.path));
-      return;
-    }
-    if (bytesRead === 0) {
-      this.#close();
-      this.push(null);
-      return;
-    }
-    this.#read += bytesRead;
-    this.push(bytesRead === buffer.length ? buffer : buffer.subarray(0, bytesRead));
+    const pending = this.calls.read(this.fd, buffer, 0, buffer.length, null);
+    this.#pending = pending;
+    pending.then(
+      (bytesRead) => {
+        this.#pending = undefined;
+        if (this.destroyed) return;
+        if (bytesRead === 0) {
+          this.#close();
+          this.push(null);
+          return;
+        }
+        this.#read += bytesRead;
+        this.push(bytesRead === buffer.length ? buffer : buffer.subarray(0, bytesRead));
+      },
+      (error: unknown) => {
+        this.#pending = undefined;
+        this.destroy(toStorageError(error, "open reader", this.path));
+      },
+    );
   }
 
   #close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    try {
-      closeSync(this.fd);
-    } catch {
-      // Nothing was written through it; a failed close loses nothing.
-    }
+    // Nothing was written through it; a failed close loses nothing.
+    const close = () => closeQuietly(this.calls, this.fd);
+    if (this.#pending === undefined) void close();
+    else void this.#pending.then(close, close);
   }
 
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
