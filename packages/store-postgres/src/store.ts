@@ -492,8 +492,13 @@ export async function openPostgresUploadStore(
         [runId, JSON.stringify(change), token],
       );
       const status = result.rows[0]?.status;
-      if (status === undefined || !isLive(status)) claims.delete(runId);
       notify(runId);
+      // Refused: the claim was taken over (or the run is gone). The stale token is kept, so that
+      // every later change this instance tries is refused as well: sending none would pass the
+      // fence (a run this instance never took is updated without a token).
+      if (status === undefined) return false;
+      if (!isLive(status)) claims.delete(runId);
+      return true;
     },
 
     async requestCancel(runId, reason) {

@@ -117,10 +117,21 @@ describe.skipIf(url === null)("postgres store shared by several instances", () =
     expect(await b.takeNext(new Set())).toEqual(sample.job);
     await b.updateRun(sample.runId, { status: "running", started_at: new Date().toISOString() });
 
-    // The first instance was only stalled: it comes back and reports its run, and is ignored.
-    await a.updateRun(sample.runId, { status: "failed", finished_at: new Date().toISOString() });
+    // The first instance was only stalled: it comes back and reports its run, and is refused —
+    // every time, not only the first (a second change once slipped through without a token).
+    expect(
+      await a.updateRun(sample.runId, { status: "running", started_at: new Date().toISOString() }),
+    ).toBe(false);
+    expect(
+      await a.updateRun(sample.runId, { status: "failed", finished_at: new Date().toISOString() }),
+    ).toBe(false);
     expect((await b.getRun(sample.runId))?.record.status).toBe("running");
-    await b.updateRun(sample.runId, { status: "succeeded", finished_at: new Date().toISOString() });
+    expect(
+      await b.updateRun(sample.runId, {
+        status: "succeeded",
+        finished_at: new Date().toISOString(),
+      }),
+    ).toBe(true);
     expect((await b.getRun(sample.runId))?.record.status).toBe("succeeded");
   });
 

@@ -254,12 +254,12 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
    * change is then ignored); a local store gives up after `FINAL_RECORD_RETRY_MS`, and its next
    * start queues the run again.
    */
-  async function recordFinished(runId: string, change: Partial<UploadRunRecord>) {
+  /** Records a run's end; false when the store refused it (another instance took the run over). */
+  async function recordFinished(runId: string, change: Partial<UploadRunRecord>): Promise<boolean> {
     const giveUpAt = Date.now() + FINAL_RECORD_RETRY_MS;
     for (let delay = 100; ; delay = Math.min(delay * 2, 5_000)) {
       try {
-        await store.updateRun(runId, change);
-        return;
+        return await store.updateRun(runId, change);
       } catch (error) {
         emit({
           type: "warning",
@@ -652,7 +652,19 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     // becomes part of a destination path (SPEC §10, §12); path_mapping alone decides.
     let source: StorageBackend | undefined;
     try {
-      await store.updateRun(job.runId, { status: "running", started_at: startedAt.toISOString() });
+      const claimed = await store.updateRun(job.runId, {
+        status: "running",
+        started_at: startedAt.toISOString(),
+      });
+      if (!claimed) {
+        // Another instance took this run over while this one stalled (a shared store): it is
+        // that instance's now, with its staged bundle. Nothing here runs, records or removes.
+        emit({
+          type: "warning",
+          message: `run ${job.runId}: taken over by another instance before it started here; left to it`,
+        });
+        return;
+      }
       control.signal.throwIfAborted();
       source = await stagingArea.openSource(job, control.signal);
       report = await run({
@@ -679,7 +691,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     const status = error === null ? "succeeded" : "failed";
     // The record first: a crash before the staged bundle is removed leaves only orphaned data,
     // which the next start removes, never a live run without its bundle.
-    await recordFinished(job.runId, {
+    const recorded = await recordFinished(job.runId, {
       status,
       finished_at: finishedAt.toISOString(),
       result: report === null ? null : summarizeRun(report),
@@ -695,6 +707,16 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
       duration_ms: Date.now() - started,
       error,
     });
+    if (!recorded) {
+      // Taken over while it ran (this instance's claim lapsed): the record is the new holder's,
+      // and so is the staged bundle it is reading; the commit protocol's lease kept the two runs
+      // from writing one destination at once.
+      emit({
+        type: "warning",
+        message: `run ${job.runId}: taken over by another instance while it ran here; its record and staged bundle are left to it`,
+      });
+      return;
+    }
     await stagingArea.remove(job);
   }
 

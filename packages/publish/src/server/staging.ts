@@ -1,5 +1,5 @@
 import { mkdtemp, open, readdir, rm } from "node:fs/promises";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import type { Readable } from "node:stream";
 import {
   ARCHIVE_LIMIT_CODES,
@@ -52,14 +52,20 @@ export function extractionLimits(pipeline: PipelineConfig) {
 const SYNC_TREE_CONCURRENCY = 16;
 
 /**
- * Flushes every file and directory of a staged upload to disk, so that a durable store's `202`
+ * Flushes every file and directory of a staged upload, and the directory holding it, to disk, so that a durable store's `202`
  * promises bytes that survive a power loss as well as a crash of the process. Nothing is renamed
  * after, so no flush must precede another: they run side by side, which on a journalled
  * filesystem costs little more than one (one after another, they made most of an acceptance).
  */
 export async function syncTree(directory: string): Promise<void> {
   const entries = await readdir(directory, { withFileTypes: true, recursive: true });
-  const paths = [directory, ...entries.map((entry) => join(entry.parentPath, entry.name))];
+  // The staging root too: it holds the upload directory's own entry, without which a power loss
+  // could take the whole directory with it.
+  const paths = [
+    dirname(directory),
+    directory,
+    ...entries.map((entry) => join(entry.parentPath, entry.name)),
+  ];
   let next = 0;
   const worker = async () => {
     while (next < paths.length) {

@@ -76,7 +76,7 @@ export function createUploadStoreCore(
   const queue: string[] = [];
   const watchers = new Map<string, Set<() => void>>();
   /** Per-run chain, so two changes of one run are written in the order they were made. */
-  const writes = new Map<string, Promise<void>>();
+  const writes = new Map<string, Promise<unknown>>();
   let reserved = 0;
   let nextSeq = 1;
 
@@ -103,8 +103,8 @@ export function createUploadStoreCore(
     keysByRun.set(persisted.run_id, [...(keysByRun.get(persisted.run_id) ?? []), key]);
   }
 
-  function serial(runId: string, change: () => Promise<void>): Promise<void> {
-    const previous = writes.get(runId) ?? Promise.resolve();
+  function serial<T>(runId: string, change: () => Promise<T>): Promise<T> {
+    const previous: Promise<unknown> = writes.get(runId) ?? Promise.resolve();
     const next = previous.then(change, change);
     writes.set(runId, next);
     void next
@@ -257,15 +257,17 @@ export function createUploadStoreCore(
     },
 
     async updateRun(runId, change) {
-      await serial(runId, async () => {
+      const recorded = await serial(runId, async () => {
         const run = runs.get(runId);
-        if (run === undefined) return;
+        if (run === undefined) return false;
         const record = { ...run.record, ...change };
         const next: PersistedRun = { ...run, record, job: isLive(record.status) ? run.job : null };
         await persistence.writeRun(next);
         runs.set(runId, next);
+        return true;
       });
       notify(runId);
+      return recorded;
     },
 
     watchRun(runId, timeoutMs, signal) {

@@ -121,10 +121,12 @@ export interface UploadStore {
   queueLength(): Promise<number>;
   getRun(runId: string): Promise<StoredRun | undefined>;
   /**
-   * Changes a run's record; a finished status also drops its job (the run is no longer live). A
-   * shared store ignores a change by an instance whose claim on the run was taken over.
+   * Changes a run's record; a finished status also drops its job (the run is no longer live).
+   * Resolves false when the change was not recorded: the run is unknown, or (shared stores) this
+   * instance's claim on it was taken over by another — then every later change this instance
+   * makes to that run is refused too, and the run is no longer this instance's to carry out.
    */
-  updateRun(runId: string, change: Partial<UploadRunRecord>): Promise<void>;
+  updateRun(runId: string, change: Partial<UploadRunRecord>): Promise<boolean>;
   /**
    * Shared stores: records that a live run held by another instance was asked to stop, so that
    * instance can stop it at its next safe point.

@@ -34,17 +34,17 @@ const CAPABILITIES: FsCapabilities = {
   // went, which its device and inode would not reveal; an lstat costs microseconds anyway.
   rememberDirectories: false,
   localClock: true,
-  // A swap lock is held for microseconds: one this old was left by a killed process.
-  staleSwapLockMs: 2000,
+  // A swap lock is held for a few calls. Through the thread pool (`serve`) those calls may queue
+  // behind other writers' flushes, and whoever waits judges staleness by its own setting — a
+  // CLI waiting on a lock `serve` holds too — so every local driver uses one generous value: a
+  // lock this old was left by a killed process.
+  staleSwapLockMs: 10_000,
   writeBlockBytes: CHUNK_BYTES,
   readBlockBytes: CHUNK_BYTES,
   writesInFlight: 1,
   readsInFlight: 1,
   parallelism: 16,
 };
-
-/** `staleSwapLockMs` of a driver whose calls run on the thread pool. */
-const THREAD_POOL_STALE_SWAP_LOCK_MS = 10_000;
 
 /** Failure of an operation at the root level that only a root that is not a directory causes. */
 class RootNotDirectory extends Error {}
@@ -65,12 +65,7 @@ export class LocalDriver implements FsDriver<number> {
     readonly root: string,
     readonly calls: LocalCalls = blockingCalls,
   ) {
-    // On the thread pool a holder's calls may queue behind other writers' flushes: a lock is
-    // judged stale only after far longer than any such wait.
-    this.capabilities =
-      calls === blockingCalls
-        ? CAPABILITIES
-        : { ...CAPABILITIES, staleSwapLockMs: THREAD_POOL_STALE_SWAP_LOCK_MS };
+    this.capabilities = CAPABILITIES;
   }
 
   lacks(capability: "atomicReplace" | "hardLink"): string {
