@@ -251,10 +251,9 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
    * Writes a finished run's record, trying again while the store is away: a shared store's run
    * left live under this instance's claim would wait for it forever, so there it keeps trying
    * (another instance takes the run over if this one's heartbeat lapses meanwhile, and this
-   * change is then ignored); a local store gives up after `FINAL_RECORD_RETRY_MS`, and its next
-   * start queues the run again.
+   * change is then refused: false); a local store gives up after `FINAL_RECORD_RETRY_MS`, and
+   * its next start queues the run again.
    */
-  /** Records a run's end; false when the store refused it (another instance took the run over). */
   async function recordFinished(runId: string, change: Partial<UploadRunRecord>): Promise<boolean> {
     const giveUpAt = Date.now() + FINAL_RECORD_RETRY_MS;
     for (let delay = 100; ; delay = Math.min(delay * 2, 5_000)) {
