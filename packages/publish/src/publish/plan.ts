@@ -258,24 +258,7 @@ export function planPublish(
     const refusal = refuse(request, decided, inspection, current);
     if (refusal !== undefined) decision = applyForce(refusal, request.force);
   }
-  const plan: PublishPlan = {
-    ...decision,
-    bundlePath: request.bundlePath,
-    ownerScope: request.owner,
-    stateMode: request.stateMode,
-    reconciliation: request.reconciliation,
-    manifest: request.manifest,
-    outputs: request.outputs,
-    primaryUrl: request.primaryUrl,
-    writes: [],
-    deletesFirst: [],
-    deletes: [],
-    deleteVersions: {},
-    clearBundlePath: false,
-    keep: [],
-    journal: { paths: [], directories: [], overwrites: [] },
-    stateVersion: inspection.stateVersion,
-  };
+  const plan = emptyPlan(request, inspection, decision, request.outputs, request.primaryUrl);
   if (!isWriteAction(plan.action)) return plan;
 
   const forced = plan.action === "force_replace";
@@ -316,6 +299,34 @@ export function planPublish(
   return plan;
 }
 
+/** A plan of `decision` that does nothing yet: the steps below fill in what it writes and deletes. */
+function emptyPlan(
+  request: PublishRequest,
+  inspection: DestinationInspection,
+  decision: ActionDecision,
+  outputs: PublishPlan["outputs"],
+  primaryUrl: PublishPlan["primaryUrl"],
+): PublishPlan {
+  return {
+    ...decision,
+    bundlePath: request.bundlePath,
+    ownerScope: request.owner,
+    stateMode: request.stateMode,
+    reconciliation: request.reconciliation,
+    manifest: request.manifest,
+    outputs,
+    primaryUrl,
+    writes: [],
+    deletesFirst: [],
+    deletes: [],
+    deleteVersions: {},
+    clearBundlePath: false,
+    keep: [],
+    journal: { paths: [], directories: [], overwrites: [] },
+    stateVersion: inspection.stateVersion,
+  };
+}
+
 /**
  * A repair (`run --repair`): the state records this source, and the recorded outputs whose
  * stored bytes are missing or differ are written again, exactly as recorded: a missing one as a
@@ -333,24 +344,13 @@ export function planRepair(
   const document = inspection.status.state as StateDocument;
   const records = ownedOutputRecords(document, request.owner);
   const stored = inspection.stored ?? new Map<string, StoredFile>();
-  const plan: PublishPlan = {
-    ...skip,
-    bundlePath: request.bundlePath,
-    ownerScope: request.owner,
-    stateMode: request.stateMode,
-    reconciliation: request.reconciliation,
-    manifest: request.manifest,
-    outputs: [],
-    primaryUrl: recordedPrimaryUrl(document, request.owner),
-    writes: [],
-    deletesFirst: [],
-    deletes: [],
-    deleteVersions: {},
-    clearBundlePath: false,
-    keep: [],
-    journal: { paths: [], directories: [], overwrites: [] },
-    stateVersion: inspection.stateVersion,
-  };
+  const plan = emptyPlan(
+    request,
+    inspection,
+    skip,
+    [],
+    recordedPrimaryUrl(document, request.owner),
+  );
   const drifted = records.filter((record) => {
     const found = stored.get(record.path);
     return found !== undefined && storedStatus(found, record) !== "ok";
@@ -482,24 +482,13 @@ export function planMetadataUpdate(
   const document = inspection.status.state as StateDocument;
   const changed = new Set(metadataChanges(request, document));
   const versions = inspection.versions ?? new Map<string, string>();
-  const plan: PublishPlan = {
-    ...decision,
-    bundlePath: request.bundlePath,
-    ownerScope: request.owner,
-    stateMode: request.stateMode,
-    reconciliation: request.reconciliation,
-    manifest: request.manifest,
-    outputs: [],
-    primaryUrl: recordedPrimaryUrl(document, request.owner),
-    writes: [],
-    deletesFirst: [],
-    deletes: [],
-    deleteVersions: {},
-    clearBundlePath: false,
-    keep: [],
-    journal: { paths: [], directories: [], overwrites: [] },
-    stateVersion: inspection.stateVersion,
-  };
+  const plan = emptyPlan(
+    request,
+    inspection,
+    decision,
+    [],
+    recordedPrimaryUrl(document, request.owner),
+  );
   const blocked: string[] = [];
   for (const output of request.outputs) {
     if (!changed.has(output.path)) continue;
