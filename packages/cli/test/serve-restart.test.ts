@@ -1,8 +1,8 @@
 import { readdir, readFile, writeFile } from "node:fs/promises";
 import { join, relative } from "node:path";
-import { c as createTar } from "tar";
 import { describe, expect, it } from "vitest";
 import { type Serving, sha256Of, startServe, useTempDir, writeBundle } from "./helpers.js";
+import { createdOf, pack, postUpload, runEvents, type Upload } from "./upload-load.js";
 
 // SPEC §10 Durability with the real `distributor serve`: killed with SIGKILL at random moments
 // while uploads arrive and runs execute, then started again on the same store and staging.
@@ -34,40 +34,11 @@ pipelines:
 `;
 }
 
-async function pack(directory: string): Promise<Buffer> {
-  const names = (await readdir(directory)).sort();
-  const chunks: Buffer[] = [];
-  for await (const chunk of createTar({ gzip: true, cwd: directory, portable: true }, names)) {
-    chunks.push(chunk as Buffer);
-  }
-  return Buffer.concat(chunks);
-}
-
-interface Upload {
-  index: number;
-  pipeline: string;
-  key: string;
-  archive: Buffer;
-  /** The run id of the first 202 or replay this upload received. */
-  runId?: string;
-}
-
 type Answer = { status: number; runId?: string } | { status: "unreachable" };
 
 async function post(url: string, upload: Upload): Promise<Answer> {
   try {
-    const response = await fetch(`${url}/pipelines/${upload.pipeline}/uploads`, {
-      method: "POST",
-      headers: {
-        Authorization: `Bearer ${TOKEN}`,
-        "Content-Type": "application/gzip",
-        "Idempotency-Key": upload.key,
-      },
-      body: new Uint8Array(upload.archive),
-      signal: AbortSignal.timeout(20_000),
-    });
-    const body = (await response.json()) as { run_id?: string };
-    return { status: response.status, ...(body.run_id ? { runId: body.run_id } : {}) };
+    return await postUpload(url, TOKEN, upload);
   } catch {
     return { status: "unreachable" };
   }
@@ -78,19 +49,6 @@ async function runStatus(url: string, runId: string): Promise<Record<string, unk
     headers: { Authorization: `Bearer ${TOKEN}` },
   });
   return (await response.json()) as Record<string, unknown>;
-}
-
-function createdOf(index: number): string {
-  return new Date(Date.parse("2026-06-04T00:00:00Z") + index * 60_000)
-    .toISOString()
-    .replace(".000", "");
-}
-
-function runEvents(stderr: string): { run_id: string; status: string }[] {
-  return stderr
-    .split("\n")
-    .filter((line) => line.includes('"type":"run"'))
-    .map((line) => JSON.parse(line) as { run_id: string; status: string });
 }
 
 describe("distributor serve restarted after SIGKILL", () => {
