@@ -212,6 +212,11 @@ try {
         proxy.resetCounts();
         results.distributor.push(await time("node", runArgs, { env }));
         distributorRequests = proxy.requests();
+        if (process.env.BENCH_TIMELINE) {
+          for (const { method, path, at } of proxy.timeline()) {
+            console.log(`  ${at.toFixed(0).padStart(6)} ms ${method} ${path.slice(0, 100)}`);
+          }
+        }
         await purge(prefix);
         for (const [label, extra] of [
           ["rclone", []],

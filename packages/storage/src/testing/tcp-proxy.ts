@@ -25,6 +25,11 @@ export interface ProxiedRequest {
   path: string;
 }
 
+/** A request the proxy saw, with when its head arrived, in milliseconds since the proxy started. */
+export interface TimedRequest extends ProxiedRequest {
+  at: number;
+}
+
 export interface ProxiedRequestHead extends ProxiedRequest {
   /** Header names in lower case; repeated fields joined with ", ". */
   headers: Record<string, string>;
@@ -37,6 +42,8 @@ export interface TcpProxy {
   host: "127.0.0.1";
   /** HTTP mode: the requests seen since the start or the last `resetCounts`, in order. */
   requests(): ProxiedRequest[];
+  /** The same requests with the time each arrived, for a benchmark's timeline. */
+  timeline(): TimedRequest[];
   resetCounts(): void;
   /**
    * HTTP mode: the next request matching `match` is forwarded; the server's answer is received in
@@ -109,6 +116,7 @@ export async function startTcpProxy(options: TcpProxyOptions): Promise<TcpProxy>
     port: address.port,
     host: "127.0.0.1",
     requests: () => proxy.seen.map(({ method, path }) => ({ method, path })),
+    timeline: () => proxy.seen.map(({ method, path, at }) => ({ method, path, at })),
     resetCounts: () => {
       proxy.seen.length = 0;
     },
@@ -174,7 +182,8 @@ class Rule {
 }
 
 class ProxyState {
-  readonly seen: ProxiedRequest[] = [];
+  readonly seen: TimedRequest[] = [];
+  readonly started = performance.now();
   readonly connections = new Set<ProxiedConnection>();
   private readonly rules: Rule[] = [];
   private readonly cuts = new Set<{ timer: NodeJS.Timeout; reject: (error: Error) => void }>();
@@ -379,7 +388,11 @@ class ProxiedConnection {
   private requestHead(lines: string[]): Framing | undefined {
     const request = parseRequestHead(lines);
     if (request === undefined) return undefined;
-    this.proxy.seen.push({ method: request.method, path: request.path });
+    this.proxy.seen.push({
+      method: request.method,
+      path: request.path,
+      at: performance.now() - this.proxy.started,
+    });
     const rule = this.proxy.takeRule(request);
     if (rule !== undefined) this.rules.add(rule);
     if (rule?.kind === "refuse") {
