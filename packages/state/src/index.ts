@@ -32,6 +32,12 @@ export {
   singleOwnerPruneCandidates,
 } from "./prune.js";
 export {
+  replacementMarker,
+  replacementMarkers,
+  withoutReplacementMarkers,
+  withReplacementMarker,
+} from "./replacing.js";
+export {
   assertSingleOwnerScope,
   formatOwnerScope,
   ownerScope,
@@ -81,6 +87,7 @@ export {
   type ReconciliationMode,
   type ReconciliationPolicy,
   type RemovalResult,
+  type ReplacementMarker,
   SHARED_ROOT_SCHEMA_VERSION,
   type SharedRootOutputRecord,
   type SharedRootState,

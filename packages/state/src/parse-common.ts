@@ -11,7 +11,13 @@ import {
   requiredString,
   requiredTimestamp,
 } from "./json.js";
-import type { LinkState, OutputKind, OutputMetadata, OutputProjection } from "./types.js";
+import type {
+  LinkState,
+  OutputKind,
+  OutputMetadata,
+  OutputProjection,
+  ReplacementMarker,
+} from "./types.js";
 
 /** `schema_version`, refused unless it is one of `accepted`, which the message lists. */
 export function readSchemaVersion(root: JsonObject, accepted: readonly number[]): number {
@@ -104,6 +110,16 @@ export function readLinks(object: JsonObject, name: string): LinkState | undefin
   if (links === undefined) return undefined;
   const primaryUrl = optionalString(links, "primary_url", `${name}.primary_url`);
   return primaryUrl === undefined ? undefined : { primaryUrl };
+}
+
+/** The optional `replacing` object: `run_id` and `started_at`, both required inside it. */
+export function readReplacing(object: JsonObject, name: string): ReplacementMarker | undefined {
+  const replacing = optionalObject(object, "replacing", name);
+  if (replacing === undefined) return undefined;
+  return {
+    runId: requiredString(replacing, "run_id", `${name}.run_id`),
+    startedAt: requiredTimestamp(replacing, "started_at", `${name}.started_at`),
+  };
 }
 
 /** A required array field: `<name> is required` when absent or null. */

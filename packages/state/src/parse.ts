@@ -12,6 +12,7 @@ import {
   readLinks,
   readOutputFields,
   readRecordTimestamps,
+  readReplacing,
   readRequiredArray,
   readSchemaVersion,
   readSourceManifest,
@@ -64,6 +65,7 @@ function readSingleOwnerState(root: JsonObject): SingleOwnerState {
   const schemaTwo = legacy ? legacyDefaults(publishedAt) : readSchemaTwoFields(root);
   const manifest = readSourceManifest(root, "state source");
   const links = readLinks(root, "state links");
+  const replacing = readReplacing(root, "state replacing");
   const outputs = readRequiredArray(root, "outputs", "state outputs").map((value, index) =>
     readOutput(value, index, legacy ? publishedAt : undefined),
   );
@@ -79,6 +81,7 @@ function readSingleOwnerState(root: JsonObject): SingleOwnerState {
   };
   if (distributorVersion !== undefined) state.distributorVersion = distributorVersion;
   if (links !== undefined) state.links = links;
+  if (replacing !== undefined) state.replacing = replacing;
   validateSingleOwnerState(state);
   return state;
 }
@@ -138,12 +141,14 @@ function readOwner(value: unknown, index: number): OwnerRecord {
   const mode = requiredMode(object, "reconciliation", `${at}.reconciliation`);
   const manifest = readSourceManifest(object, `${at}.source`);
   const links = readLinks(object, `${at}.links`);
+  const replacing = readReplacing(object, `${at}.replacing`);
   const owner: OwnerRecord = {
     scope: { pipelineId, destinationId },
     reconciliation: { mode: mode as ReconciliationMode },
     source: { manifest },
   };
   if (links !== undefined) owner.links = links;
+  if (replacing !== undefined) owner.replacing = replacing;
   return owner;
 }
 

@@ -7,6 +7,7 @@ import {
   isSharedRootState,
   type LinkState,
   type OutputRecord,
+  type ReplacementMarker,
   type SharedRootState,
   type SingleOwnerState,
   type StateDocument,
@@ -70,6 +71,7 @@ function writeSingleOwnerState(state: SingleOwnerState, json: JsonText): JsonTex
     .end();
   writeSource(json, manifests, state.source.manifest);
   writeLinks(json, state.links);
+  writeReplacing(json, state.replacing, timestamp);
   json.openArray("outputs");
   for (const output of state.outputs) {
     writeOutputFields(json.openObject(), output)
@@ -101,6 +103,7 @@ function writeSharedRootState(state: SharedRootState, json: JsonText): JsonText 
       .end();
     writeSource(json, manifests, owner.source.manifest);
     writeLinks(json, owner.links);
+    writeReplacing(json, owner.replacing, timestamp);
     json.end();
   }
   json.end().openArray("outputs");
@@ -131,6 +134,19 @@ function writeSource(json: JsonText, manifests: ManifestTexts, manifest: Manifes
   // Validation records every manifest it accepts; a missing text would be a bug here.
   if (text === undefined) throw new Error("state serialiser: embedded manifest was not validated");
   json.openObject("source").rendered("manifest", text).end();
+}
+
+function writeReplacing(
+  json: JsonText,
+  replacing: ReplacementMarker | undefined,
+  timestamp: (date: Date) => string,
+): void {
+  if (replacing === undefined) return;
+  json
+    .openObject("replacing")
+    .member("run_id", replacing.runId)
+    .member("started_at", timestamp(replacing.startedAt))
+    .end();
 }
 
 function writeLinks(json: JsonText, links: LinkState | undefined): void {

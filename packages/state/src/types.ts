@@ -49,6 +49,20 @@ export interface OutputMetadata {
   contentEncoding?: string;
 }
 
+/**
+ * `replacing`: a run is replacing recorded outputs in place (or deleting them ahead of its
+ * writes) and has not committed yet, so the records beside it may describe bytes that are no
+ * longer there. Written with a compare-and-swap before the first such change and gone with the
+ * commit, or with the recovery of a run that died; a reader that finds it must not trust the
+ * records it covers (a skip waits for the lease instead). A distributor extension of the
+ * reference schemas: readers that do not know it ignore it, as unknown fields are.
+ */
+export interface ReplacementMarker {
+  /** The run id of the lease the replacing run holds. */
+  runId: string;
+  startedAt: Date;
+}
+
 /** Digest and size of an output's bytes before they were encoded for storage. */
 export interface DecodedDigest {
   sha256: string;
@@ -101,6 +115,8 @@ export interface SingleOwnerState {
   reconciliation: ReconciliationPolicy;
   source: SourceState;
   links?: LinkState;
+  /** Present only while a run replaces this state's outputs in place. */
+  replacing?: ReplacementMarker;
   outputs: OutputRecord[];
 }
 
@@ -117,6 +133,8 @@ export interface OwnerRecord {
   /** The owner's latest published source manifest. */
   source: SourceState;
   links?: LinkState;
+  /** Present only while a run of this owner replaces its outputs in place. */
+  replacing?: ReplacementMarker;
 }
 
 /** `outputs[]` of a shared-root document: an output record plus its owner and source identity. */

@@ -11,6 +11,7 @@ import {
   type OutputRecord,
   type OwnerRecord,
   RECONCILIATION_MODES,
+  type ReplacementMarker,
   SHARED_ROOT_SCHEMA_VERSION,
   type SharedRootOutputRecord,
   type SharedRootState,
@@ -81,7 +82,9 @@ export function singleOwnerStateProblem(
     manifestTexts,
   );
   if (manifestProblem !== undefined) return manifestProblem;
-  const linkProblem = linksProblem("state links.primary_url", state.links);
+  const linkProblem =
+    linksProblem("state links.primary_url", state.links) ??
+    replacingProblem("state replacing", state.replacing);
   if (linkProblem !== undefined) return linkProblem;
   if (!Array.isArray(state.outputs)) return "state outputs is required";
   const seen = new Set<string>();
@@ -149,7 +152,8 @@ function ownerProblem(
   }
   return (
     sourceManifestProblem(`${at}.source.manifest`, owner.source, manifestTexts) ??
-    linksProblem(`${at}.links.primary_url`, owner.links)
+    linksProblem(`${at}.links.primary_url`, owner.links) ??
+    replacingProblem(`${at}.replacing`, owner.replacing)
   );
 }
 
@@ -263,6 +267,15 @@ function linksProblem(name: string, links: LinkState | undefined): string | unde
   }
   const problem = httpUrlProblem(links.primaryUrl);
   return problem === undefined ? undefined : `${name}: ${problem}`;
+}
+
+function replacingProblem(
+  name: string,
+  replacing: ReplacementMarker | undefined,
+): string | undefined {
+  if (replacing === undefined) return undefined;
+  if (!nonEmpty(replacing.runId)) return `${name}.run_id is required`;
+  return timestampProblem(`${name}.started_at`, replacing.startedAt);
 }
 
 /** The diagnostic version is optional, but only ever a string (as the parser reads it). */
