@@ -2,8 +2,16 @@ import {
   isSharedRootState,
   removeMissingOutputs,
   removeMissingOwnerOutputs,
+  replacementMarker,
+  replacementMarkers,
 } from "@distributor/state";
-import { isStorageError, joinPrefix, type StorageBackend, statePath } from "@distributor/storage";
+import {
+  displayPath,
+  isStorageError,
+  joinPrefix,
+  type StorageBackend,
+  statePath,
+} from "@distributor/storage";
 import { isWriteAction } from "./action.js";
 import { compareAndSwapState } from "./commit-state.js";
 import {
@@ -17,7 +25,7 @@ import {
 import { type Lease, LeaseLostError, type LeaseOptions, readLeaseHolder } from "./lease.js";
 import type { PublishPlan } from "./plan.js";
 import { type PlanTargetOptions, planTarget, prepareOnce } from "./plan-target.js";
-import { holdLease, type RecoveryReport } from "./recovery.js";
+import { holdLease, type RecoveryReport, recoverJournal } from "./recovery.js";
 import { encodeStateFile } from "./state-file.js";
 
 /** How often a publication is planned again after another writer changed the state first. */
@@ -48,24 +56,45 @@ export interface PublishTargetOptions {
 
 /**
  * Plans and, for a write, commits one bundle at one destination under the commit protocol of
- * SPEC §5: a skip or refusal reads and takes no lease (unless a lease is already there, which is
- * waited for or, when stale, recovered first); a write takes the state file's lease, plans again
- * under it, journals the paths it may create or will delete, executes, and releases. When the
- * state changed after planning the attempt is planned again, at most `MAX_PUBLISH_ATTEMPTS`
- * times. Returns the plan that was carried out.
+ * SPEC §5: a skip reads the state alone and takes no lease (unless the state says a replacement
+ * in place is under way, whose lease is then waited for or, when stale, recovered first); a
+ * refusal reads the lease too; a write takes the state file's lease, plans again under it
+ * unless nothing changed since, journals the paths it may create or will delete, marks the
+ * state when it replaces recorded outputs in place, executes, and releases. When the state
+ * changed after planning the attempt is planned again, at most `MAX_PUBLISH_ATTEMPTS` times.
+ * Returns the plan that was carried out.
  */
 export async function publishTarget(options: PublishTargetOptions): Promise<PublishPlan> {
   const { destination, target } = options.plan;
   const bundlePath = target.bundlePath;
-  const hold = () =>
+  const hold = (alongside?: () => Promise<void>) =>
     holdLease(destination, bundlePath, target.owner, {
       ...options.lease,
       signal: options.plan.signal,
       onRecovered: options.onRecovered,
+      alongside,
     });
   // Every attempt plans the same outputs: prepare (and render) them once.
   const prepare = prepareOnce(options.plan);
-  const plan = () => planTarget({ ...options.plan, now: options.now(), prepare });
+  const planOnce = () => planTarget({ ...options.plan, now: options.now(), prepare });
+  let lease: Lease | undefined;
+  // Under the lease, with any recovery done, a state that still says a replacement is under way
+  // was left by a run whose lease went without a recovery (removed by hand, say): every record
+  // the marker covers is looked at first, as recovery would, and the plan is made again.
+  const sweepMarkers = async (planned: PublishPlan): Promise<PublishPlan> => {
+    if (lease === undefined || !markedForAnyone(planned)) return planned;
+    const signal = options.plan.signal;
+    const report = await recoverJournal(destination, bundlePath, [], [], signal, lease, []);
+    options.onRecovered?.(report);
+    const again = await planOnce();
+    if (markedForAnyone(again)) {
+      throw new Error(
+        `${destination.location} ${displayPath(statePath(bundlePath))}: the state still carries a replacement marker after recovery; nothing was written`,
+      );
+    }
+    return again;
+  };
+  const plan = async () => sweepMarkers(await planOnce());
   // A plan that is final — reported, or about to be carried out under the lease — is approved
   // first (saved plans refuse here whatever differs from what was reviewed), then reported. A
   // plan made without the lease that leads to a write is not final: it is made again under it.
@@ -75,14 +104,22 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
     return planned;
   };
 
-  let lease: Lease | undefined;
   try {
     for (let attempt = 1; ; attempt++) {
       let current = await plan();
-      if (lease === undefined && !isWriteAction(current.action)) {
-        // Planned without the lease, from the state read just now. The lease is read after it:
-        // a run that is replacing (or died replacing) the outputs that state records makes it
-        // describe bytes that may not be there, so such a decision waits for that run or
+      if (lease === undefined && isSkip(current.action)) {
+        // Decided from the state alone, read in one request (SPEC §4). A run replacing this
+        // owner's recorded outputs in place (or one that died doing so) marked that state
+        // before its first change: then its records may describe bytes that are not there, so
+        // the decision waits for that run, or recovers what it left, and is made again under
+        // the lease. A dry run only reports.
+        if (options.dryRun || !markedForOwner(current)) return settle(current);
+        lease = await hold();
+        current = await plan();
+      } else if (lease === undefined && !isWriteAction(current.action)) {
+        // A refusal, planned without the lease from the state and what is stored. The lease is
+        // read after the state: a run part-way through a publication makes what is stored
+        // differ from what that state records, so such a decision waits for that run or
         // recovers what it left, then plans again under the lease. A dry run only reports.
         if (!options.dryRun && (await leaseInTheWay(current, options))) {
           lease = await hold();
@@ -111,9 +148,17 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
         return current;
       }
       if (lease === undefined) {
-        lease = await hold();
-        // What was planned without the lease may be stale by now.
-        current = await plan();
+        // What was planned without the lease may be stale by now. It stands when the lease was
+        // free or released cleanly (nothing to recover) and the state is still the version it
+        // read: every writer of these records holds this lease until it commits, and one that
+        // gave it up cleanly left the destination as it was. Otherwise plan again under it.
+        const planned = current;
+        let unchanged = false;
+        lease = await hold(async () => {
+          unchanged = await unchangedSincePlanning(planned, options);
+        });
+        current =
+          unchanged && lease.broken === undefined ? await sweepMarkers(current) : await plan();
         if (!isWriteAction(current.action)) return settle(current);
       }
       options.approve?.(current);
@@ -159,8 +204,29 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
   }
 }
 
+/** A skip: decided from the state alone, and nothing to write. */
+function isSkip(action: PublishPlan["action"]): boolean {
+  return (
+    action === "skip_same" ||
+    action === "skip_destination_older" ||
+    action === "skip_destination_newer"
+  );
+}
+
+/** The state planning read says a run is replacing the plan's owner's records in place. */
+function markedForOwner(plan: PublishPlan): boolean {
+  return (
+    plan.readState !== undefined && replacementMarker(plan.readState, plan.ownerScope) !== undefined
+  );
+}
+
+/** The state planning read says a run is replacing some owner's records in place. */
+function markedForAnyone(plan: PublishPlan): boolean {
+  return plan.readState !== undefined && replacementMarkers(plan.readState).length > 0;
+}
+
 /**
- * True when a lease at the plan's bundle path keeps a decision made without it from standing:
+ * True when a lease at the plan's bundle path keeps a refusal made without it from standing:
  * a stale one (a run died there, perhaps part-way through replacing recorded outputs: it is
  * recovered first), an unreadable one, or a live one of the same owner (its writer may be
  * replacing the very outputs the state records). A live lease of another owner of a shared root
@@ -187,7 +253,8 @@ async function leaseInTheWay(plan: PublishPlan, options: PublishTargetOptions): 
  * True when a plan made without the lease can stand: the state is still the version planning
  * read. Together with the lease read after that state (`leaseInTheWay`), this tells that no
  * writer of these records was part-way through when the state was read: one still there holds
- * the lease; one that finished since has changed the state.
+ * the lease; one that finished since has changed the state. Taken with the lease held, it
+ * tells that the plan made just before is still the one to carry out.
  */
 async function unchangedSincePlanning(
   plan: PublishPlan,

@@ -1,4 +1,5 @@
-import type { StateDocument } from "@distributor/state";
+import { randomUUID } from "node:crypto";
+import { type StateDocument, truncateToSecond, withReplacementMarker } from "@distributor/state";
 import {
   fanOutSignal,
   isStorageError,
@@ -25,6 +26,8 @@ import { verifiedChunks, verifyingReader } from "./verify-source.js";
  * a confirmation (a compare-and-swap of the lease) just before the state is written.
  */
 export interface LeaseGuard {
+  /** The run id the lease names; a replacement in place marks the state with it. */
+  readonly runId: string;
   assertHeld(): void;
   confirm(): Promise<void>;
   readonly signal: AbortSignal;
@@ -133,11 +136,67 @@ export async function executeEncodedPublish(
   const scope = fanOutSignal(combined, concurrency);
   try {
     const scoped = { ...context, signal: scope.signal };
-    const stateVersion = await writeAndCommit(scoped, writable, concurrency, state);
-    await deleteAfter(scoped, writable);
-    return { stateVersion };
+    // With deletes to follow, the state is committed marked (see `markReplacement`) until they
+    // are done: a run killed in between leaves outputs no state records, which a skip reading
+    // the state alone would otherwise never see. The unmarked bytes are written last.
+    const cleaning = writable.clearBundlePath || writable.deletes.length > 0;
+    const committed = cleaning ? markedBytes(scoped, writable, writable.nextState) : state;
+    const stateVersion = await writeAndCommit(scoped, writable, concurrency, committed);
+    if (!cleaning) return { stateVersion };
+    try {
+      await deleteAfter(scoped, writable);
+    } catch (error) {
+      // What was left in place is not this run's to delete: no run can finish it either.
+      if (error instanceof PublishExecutionError)
+        await unmark(scoped, writable, state, stateVersion);
+      throw error;
+    }
+    return { stateVersion: await unmark(scoped, writable, state, stateVersion) };
   } finally {
     scope.dispose();
+  }
+}
+
+/** `document` with this run's `replacing` marker for the plan's owner, encoded. */
+function markedBytes(context: ExecuteContext, plan: PublishPlan, document: StateDocument) {
+  const marker = {
+    runId: context.lease?.runId ?? randomUUID(),
+    startedAt: truncateToSecond(new Date()),
+  };
+  const path = statePath(plan.bundlePath);
+  return encodeStateFile(
+    context.destination,
+    path,
+    withReplacementMarker(document, plan.ownerScope, marker),
+  );
+}
+
+/**
+ * Step after the deletes: the committed state's marker goes, as a compare-and-swap on the
+ * version committed. A failure leaves the marker for the next run's recovery (the lease is kept
+ * for it): the publication stands, and the run says the rest is left.
+ */
+async function unmark(
+  context: ExecuteContext,
+  plan: PublishPlan,
+  state: Uint8Array,
+  committed: string,
+): Promise<string> {
+  try {
+    context.lease?.assertHeld();
+    return await compareAndSwapState(
+      context.destination,
+      statePath(plan.bundlePath),
+      state,
+      committed,
+      context.signal,
+    );
+  } catch (error) {
+    throw new PendingDeletesError(
+      `published, but the state could not be marked finished: ${(error as Error).message}; the next run finishes it`,
+      [],
+      { cause: error },
+    );
   }
 }
 
@@ -158,11 +217,12 @@ async function writeAndCommit(
 ): Promise<string> {
   const outcome: WriteOutcome = { created: new Map(), uncertain: new Set() };
   try {
+    const expected = await markReplacement(context, plan);
     await deleteFirst(context, plan);
     await writeOutputs(context, plan, concurrency, outcome);
     // The held lease proves no other run broke it: only then may the state change.
     await context.lease?.confirm();
-    return await commitState(context, plan, state);
+    return await commitState(context, plan, state, expected);
   } catch (error) {
     if (error instanceof AmbiguousCommitError) {
       // The state may record what this attempt wrote: remove nothing, keep it all journaled —
@@ -184,6 +244,31 @@ async function writeAndCommit(
         : `; ${pending.length} path(s) it may have created stay journaled for the next run to remove`;
     throw new UncommittedError(`${(error as Error).message}${left}`, pending, { cause: error });
   }
+}
+
+/**
+ * Step, before the first write: the state planning read is written back with a `replacing`
+ * marker, as a compare-and-swap on its version. From then until the commit (and, when deletes
+ * follow it, until they are done) the state says that its records may not describe what is
+ * stored — outputs replaced in place, deleted ahead, or created and not yet recorded — so a run
+ * reading it alone does not report a skip (SPEC §4 reads nothing else) but waits for this run's
+ * lease, or recovers what a dead one left. Resolves with the version the commit swaps: the
+ * marked state's, or, where no state was there, none.
+ */
+async function markReplacement(
+  context: ExecuteContext,
+  plan: PublishPlan,
+): Promise<string | undefined> {
+  const read = plan.readState;
+  // Every write where a state is there marks it, not only replacements in place: a run killed
+  // part-way (or failing with an answer lost) leaves files no state records, and the next run
+  // may well skip — the source it publishes may be the recorded one, or older. Without a state
+  // the next run publishes anew, and recovers what is left first.
+  if (read === undefined || plan.stateVersion === undefined) return plan.stateVersion;
+  context.lease?.assertHeld();
+  const path = statePath(plan.bundlePath);
+  const marked = markedBytes(context, plan, read);
+  return compareAndSwapState(context.destination, path, marked, plan.stateVersion, context.signal);
 }
 
 /** Step: managed outputs standing where new outputs need a directory go first (fenced). */
@@ -223,15 +308,16 @@ async function writeOutputs(
   });
 }
 
-/** Step: the compare-and-swap of the state against the version planning read. */
+/** Step: the compare-and-swap of the state against the version planning read, or marked. */
 async function commitState(
   context: ExecuteContext,
   plan: PublishPlan,
   state: Uint8Array,
+  expected: string | undefined,
 ): Promise<string> {
   context.lease?.assertHeld();
   const target = statePath(plan.bundlePath);
-  return compareAndSwapState(context.destination, target, state, plan.stateVersion, context.signal);
+  return compareAndSwapState(context.destination, target, state, expected, context.signal);
 }
 
 /**

@@ -75,7 +75,13 @@ export async function inspectDestination(
       );
   let entries: readonly StorageEntry[] | undefined;
   try {
-    entries = await backend.walk(bundlePath, { recursive: true, limit, signal });
+    // Reading the state found nothing at the bundle path (no state, no other content): there
+    // is nothing to list either.
+    const empty = status.state === undefined && status.stateError === undefined;
+    entries =
+      empty && !status.hasContents
+        ? []
+        : await backend.walk(bundlePath, { recursive: true, limit, signal });
   } catch (error) {
     // Too much to list: a replacement that had to prove the path clean is refused (the plan
     // says so). Otherwise the listing was only a shortcut: whatever stopped it (too many

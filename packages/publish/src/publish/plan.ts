@@ -175,6 +175,12 @@ export interface PublishPlan {
   nextState?: StateDocument | undefined;
   /** Version of the state planning read (undefined when there was none). */
   stateVersion?: string | undefined;
+  /**
+   * The state planning read, when it could be parsed: a replacement in place marks it before
+   * its first change (see `ReplacementMarker`), and its markers tell whether a decision made
+   * from it alone may stand. Not part of a saved plan.
+   */
+  readState?: StateDocument | undefined;
 }
 
 const MAX_LISTED_PATHS = 5;
@@ -324,6 +330,7 @@ function emptyPlan(
     keep: [],
     journal: { paths: [], directories: [], overwrites: [] },
     stateVersion: inspection.stateVersion,
+    readState: inspection.status.state,
   };
 }
 

@@ -5,9 +5,13 @@ import {
   type OwnerScope,
   removeMissingOutputs,
   removeMissingOwnerOutputs,
+  replacementMarkers,
   type SharedRootState,
   type StateDocument,
+  sameOwnerScope,
   truncateToSecond,
+  withoutReplacementMarkers,
+  withReplacementMarker,
 } from "@distributor/state";
 import {
   isStorageError,
@@ -59,6 +63,7 @@ export async function recoverJournal(
   signal?: AbortSignal,
   lease?: RecoveringLease,
   overwrites: readonly string[] = [],
+  brokenRunId?: string,
 ): Promise<RecoveryReport> {
   const journaled = [...new Set(journal)].filter(
     (path) => path !== STATE_FILE_NAME && path !== LEASE_FILE_NAME,
@@ -79,6 +84,7 @@ export async function recoverJournal(
       return await recoverOnce(backend, bundlePath, journaled, directories, overwrites, {
         signal,
         lease,
+        brokenRunId,
       });
     } catch (error) {
       if (!(error instanceof StateChangedError) || attempt >= 3) throw error;
@@ -92,7 +98,15 @@ async function recoverOnce(
   journaled: readonly string[],
   directories: readonly string[],
   overwrites: readonly string[],
-  { signal, lease }: { signal: AbortSignal | undefined; lease: RecoveringLease | undefined },
+  {
+    signal,
+    lease,
+    brokenRunId,
+  }: {
+    signal: AbortSignal | undefined;
+    lease: RecoveringLease | undefined;
+    brokenRunId: string | undefined;
+  },
 ): Promise<RecoveryReport> {
   const { status, version } = await readDestinationStatus(backend, bundlePath, signal);
   const report: RecoveryReport = { deleted: [], tempFiles: [], kept: [], dropped: [] };
@@ -123,20 +137,41 @@ async function recoverOnce(
   // The previous holder may only be stalled, with writes still to land: first fence them off
   // (its replacements in place and its state commit), then delete what it left.
   const state = status.state;
+  let fencedState: FencedState | undefined;
   if (readable && state !== undefined && version !== undefined) {
-    if (journaled.length + overwrites.length > 0) {
+    if (journaled.length + overwrites.length > 0 || replacementMarkers(state).length > 0) {
       const read = { state, version };
-      report.dropped = await fenceStateAndReplaced(backend, bundlePath, read, overwrites, {
+      const replaced = [...overwrites, ...unjournaledReplacements(state, brokenRunId)];
+      fencedState = await fenceStateAndReplaced(backend, bundlePath, read, replaced, {
         signal,
         lease,
       });
+      report.dropped = fencedState.dropped;
     }
   }
   lease?.assertHeld();
   await deleteEach(backend, bundlePath, report.deleted, signal, fenced);
   await deleteEach(backend, bundlePath, report.tempFiles, signal);
   await removeEmptyDirectories(backend, bundlePath, directories, signal);
+  if (fencedState?.marked === true) {
+    // Everything the dead run left is gone: the marker this recovery kept goes last.
+    lease?.assertHeld();
+    const bytes = encodeStateFile(
+      backend,
+      statePath(bundlePath),
+      withoutReplacementMarkers(fencedState.state),
+    );
+    await compareAndSwapState(backend, statePath(bundlePath), bytes, fencedState.version, signal);
+  }
   return report;
+}
+
+/** The state a recovery wrote while fencing, and whether it kept a `replacing` marker. */
+interface FencedState {
+  dropped: string[];
+  state: StateDocument;
+  version: string;
+  marked: boolean;
 }
 
 /**
@@ -162,7 +197,7 @@ async function fenceStateAndReplaced(
   { state, version }: { state: StateDocument; version: string },
   overwrites: readonly string[],
   { signal, lease }: { signal: AbortSignal | undefined; lease: RecoveringLease | undefined },
-): Promise<string[]> {
+): Promise<FencedState> {
   const records = new Map(state.outputs.map((output) => [output.path, output]));
   // Path → the version to delete it at (undefined: nothing stored there any more).
   const stale = new Map<string, string | undefined>();
@@ -191,17 +226,53 @@ async function fenceStateAndReplaced(
   if (paths.length > 0) await lease?.journal(paths, []);
   lease?.assertHeld();
   await lease?.confirm();
-  const next = { ...removal.state, updatedAt: bumpedUpdatedAt(state.updatedAt) };
+  // Every record left describes the bytes there now. A `replacing` marker stays, as this
+  // recovery's, until what the dead run left is deleted too: a run killed before that must not
+  // leave those files to runs that read the state alone and skip.
+  const marked = lease !== undefined && replacementMarkers(removal.state).length > 0;
+  const next = {
+    ...(marked ? retargetedMarkers(removal.state, lease.runId) : removal.state),
+    updatedAt: bumpedUpdatedAt(state.updatedAt),
+  };
   const bytes = encodeStateFile(backend, statePath(bundlePath), next);
-  await compareAndSwapState(backend, statePath(bundlePath), bytes, version, signal);
+  const written = await compareAndSwapState(backend, statePath(bundlePath), bytes, version, signal);
   const present = new Map(
     [...stale].flatMap(([path, seen]) => (seen === undefined ? [] : [[path, seen] as const])),
   );
   await deleteEach(backend, bundlePath, [...present.keys()], signal, present);
-  return paths;
+  return { dropped: paths, state: next, version: written, marked };
+}
+
+/** Every `replacing` marker of `state` rewritten as run `runId`'s (a recovery's). */
+function retargetedMarkers(state: StateDocument, runId: string): StateDocument {
+  const marker = { runId, startedAt: truncateToSecond(new Date()) };
+  let next = withoutReplacementMarkers(state);
+  if (!isSharedRootState(next)) return { ...next, replacing: marker };
+  for (const { owner } of replacementMarkers(state)) {
+    if (owner !== undefined) next = withReplacementMarker(next, owner, marker);
+  }
+  return next;
 }
 
 type StateRecord = StateDocument["outputs"][number];
+
+/**
+ * The recorded paths a `replacing` marker covers when no journal at hand lists what its run
+ * replaced (the marker is not the broken lease's run's: its lease went without a recovery):
+ * every record of the marked owner is looked at.
+ */
+function unjournaledReplacements(state: StateDocument, brokenRunId: string | undefined): string[] {
+  const paths: string[] = [];
+  for (const { owner, marker } of replacementMarkers(state)) {
+    if (marker.runId === brokenRunId) continue;
+    for (const output of state.outputs) {
+      if (owner === undefined || ("owner" in output && sameOwnerScope(output.owner, owner))) {
+        paths.push(output.path);
+      }
+    }
+  }
+  return paths;
+}
 
 /** A later `updated_at` (whole seconds), so the rewritten state's bytes differ from before. */
 function bumpedUpdatedAt(previous: Date): Date {
@@ -389,11 +460,21 @@ export async function holdLease(
   backend: StorageBackend,
   bundlePath: string,
   owner: OwnerScope,
-  options: LeaseOptions & { onRecovered?: (report: RecoveryReport) => void } = {},
+  options: LeaseOptions & {
+    onRecovered?: (report: RecoveryReport) => void;
+    /**
+     * Runs once the lease is taken, beside the sweep of temp files (one round trip instead of
+     * two on a remote store); its failure fails the taking, and the lease is released.
+     */
+    alongside?: (() => Promise<void>) | undefined;
+  } = {},
 ): Promise<Lease> {
   const lease = await acquireLease(backend, bundlePath, owner, options);
   try {
-    const entries = await listDirectory(backend, bundlePath, "", options.signal);
+    const [entries] = await Promise.all([
+      listDirectory(backend, bundlePath, "", options.signal),
+      options.alongside?.(),
+    ]);
     await deleteEach(backend, bundlePath, tempFiles(bundlePath, entries), options.signal);
     if (lease.broken !== undefined) {
       const report = await recoverJournal(
@@ -404,6 +485,7 @@ export async function holdLease(
         options.signal,
         lease,
         lease.broken.overwrites,
+        lease.broken.lease?.run_id,
       );
       await lease.clearJournal();
       options.onRecovered?.(report);

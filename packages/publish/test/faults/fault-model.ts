@@ -204,7 +204,17 @@ const sha = (bytes: Uint8Array) => `sha256:${createHash("sha256").update(bytes).
  */
 export async function expectAgreement(
   backend: StorageBackend,
-  options: { unmanaged?: Record<string, string>; debris?: boolean; label?: string } = {},
+  options: {
+    unmanaged?: Record<string, string>;
+    debris?: boolean;
+    label?: string;
+    /**
+     * A lease expired by then may stay: a committed run whose release failed leaves one, and a
+     * run that only skips reads the state alone, so it never sees it (the next write takes it
+     * over). Its journal must name nothing left to undo, which the rest of the check shows.
+     */
+    staleLeasesAt?: Date;
+  } = {},
 ): Promise<Record<string, string>> {
   const label = options.label ?? "";
   const entries = await backend.walk("", { recursive: true, limit: 10_000 });
@@ -227,6 +237,14 @@ export async function expectAgreement(
   for (const path of files) {
     const name = nameOf(path);
     if (name === STATE_FILE_NAME || recorded[path] !== undefined) continue;
+    if (name === LEASE_FILE_NAME && options.staleLeasesAt !== undefined && !options.debris) {
+      const lease = JSON.parse(Buffer.from(await backend.readFile(path)).toString());
+      const expires = new Date(lease.expires_at).getTime();
+      expect(expires, `${label}: live lease ${path} left behind`).toBeLessThan(
+        options.staleLeasesAt.getTime(),
+      );
+      continue;
+    }
     if (name === LEASE_FILE_NAME || isTempFileName(name)) {
       expect(options.debris ?? false, `${label}: debris ${path} left behind`).toBe(true);
       continue;

@@ -33,7 +33,8 @@ import {
 // past the lease. Sources are in memory; the destinations are on the real filesystem.
 // Invariants: (1) a run that reports success (at a destination) leaves that destination in
 // agreement, right after it (temp files and leases allowed); (2) once everything is quiet and every
-// pipeline has run once more, plainly, every destination is in agreement with no debris at all,
+// pipeline has run once more, plainly, every destination is in agreement with no debris but an
+// expired lease a skip never reads,
 // holds exactly each owner's newest version, and the unmanaged file is untouched.
 
 const PIPELINES = ["alpha", "beta", "gamma"] as const;
@@ -470,6 +471,7 @@ async function quiesce(c: Case) {
     const recorded = await expectAgreement(destinationOf(c, id), {
       unmanaged: unmanagedAt(id),
       label: `after the plain runs, ${id}`,
+      staleLeasesAt: c.now(),
     });
     // Each owner holds exactly its newest version.
     const state = await recordedOwners(c, id);

@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createLocalBackend } from "@distributor/storage";
@@ -8,10 +8,11 @@ import { run, runSucceeded } from "../../src/workflows/run.js";
 import type { BackendRegistry } from "../../src/workflows/shared.js";
 import { writeSourceBundle } from "./fixtures.js";
 
-// A run whose plan is a skip reads the state without the lease. A writer may be part-way through
+// A run whose plan is a skip reads the state alone (SPEC §4). A writer may be part-way through
 // replacing the very outputs that state records: then the state does not describe the bytes, and
-// a skip reported at that moment would be a success the destination contradicts. The lease is
-// read after the state, so a writer of the same records is seen (SPEC §5).
+// a skip reported at that moment would be a success the destination contradicts. The writer
+// marks the state before its first write (`replacing`), so a writer of the same records is seen
+// in the one read a skip makes, and the skip waits for its lease instead (SPEC §5).
 
 const V1 = { "a.txt": "a one\n", "b.txt": "b one\n" };
 const V2 = { "a.txt": "a two\n", "b.txt": "b two\n" };
@@ -127,5 +128,103 @@ describe("a skip while another run replaces outputs in place", () => {
       ["other", "skip_same"],
     ]);
     expect(runSucceeded(concurrent as NonNullable<typeof concurrent>)).toBe(true);
+  });
+});
+
+/** A registry whose backend for `dest` records every call made on it (method and first argument). */
+function counting(dest: string, calls: string[]): BackendRegistry {
+  return {
+    local: async (location) => {
+      const backend = createLocalBackend({ root: location.path });
+      if (location.path !== dest) return backend;
+      return new Proxy(backend, {
+        get(target, property) {
+          const value = Reflect.get(target, property, target);
+          if (typeof value !== "function") return value;
+          return (...args: unknown[]) => {
+            if (property !== "close") calls.push(`${String(property)}(${String(args[0])})`);
+            return value.apply(target, args);
+          };
+        },
+      });
+    },
+  };
+}
+
+describe("a skip reads the state alone", () => {
+  it("makes one read per destination bundle path, of the state file", async () => {
+    const dest = join(dir, "dest");
+    const v1 = await source("v1", V1, 1, "reports.example");
+    const cfg = config(dest, [{ id: "reports", src: v1 }], false);
+    expect(runSucceeded(await run({ config: cfg }))).toBe(true);
+    const calls: string[] = [];
+    const report = await run({ config: cfg, backends: counting(dest, calls) });
+    expect(report.actions.map((a) => a.action)).toEqual(["skip_same"]);
+    expect(calls).toEqual(["readVersioned(.distributor.json)"]);
+  });
+
+  it("leaves no marker behind a publication, and a marked state sends a skip to the lease", async () => {
+    const dest = join(dir, "dest");
+    const v1 = await source("v1", V1, 1, "reports.example");
+    const v2 = await source("v2", V2, 2, "reports.example");
+    expect(
+      runSucceeded(await run({ config: config(dest, [{ id: "reports", src: v1 }], false) })),
+    ).toBe(true);
+    let marked: string | undefined;
+    const backends = afterWrites(dest, async (path) => {
+      if (marked === undefined && path in V1) {
+        marked = await readFile(join(dest, ".distributor.json"), "utf8");
+      }
+    });
+    const writer = await run({
+      config: config(dest, [{ id: "reports", src: v2 }], false),
+      backends,
+    });
+    expect(runSucceeded(writer)).toBe(true);
+    // While its outputs were being replaced, the state said so; once committed, it does not.
+    expect(JSON.parse(marked ?? "{}").replacing?.run_id).toEqual(expect.any(String));
+    const committed = JSON.parse(await readFile(join(dest, ".distributor.json"), "utf8"));
+    expect(committed.replacing).toBeUndefined();
+    expect(committed.source.manifest.id).toBe("reports.example");
+  });
+});
+
+describe("a marker whose run's lease went without a recovery", () => {
+  it("has every record it covers looked at before anything is decided from them", async () => {
+    const dest = join(dir, "dest");
+    const v1 = await source("v1", V1, 1, "reports.example");
+    const cfg = config(dest, [{ id: "reports", src: v1 }], false);
+    expect(runSucceeded(await run({ config: cfg }))).toBe(true);
+    // A replacement marked the state, changed b.txt in place and died; its lease was then
+    // removed by hand, so no journal says what it changed.
+    const statePath = join(dest, ".distributor.json");
+    const state = JSON.parse(await readFile(statePath, "utf8"));
+    const lines = (await readFile(statePath, "utf8")).split("\n");
+    const at = lines.findIndex((line) => line.startsWith('  "outputs"'));
+    lines.splice(
+      at,
+      0,
+      '  "replacing": {',
+      '    "run_id": "gone-run",',
+      '    "started_at": "2026-06-04T03:00:00Z"',
+      "  },",
+    );
+    await writeFile(statePath, lines.join("\n"));
+    await writeFile(join(dest, "b.txt"), "b half-replaced\n");
+
+    const report = await run({ config: cfg });
+    expect(runSucceeded(report)).toBe(true);
+    expect(report.actions.map((a) => a.action)).toEqual(["skip_same"]);
+    const after = JSON.parse(await readFile(statePath, "utf8"));
+    expect(after.replacing).toBeUndefined();
+    // b.txt no longer held its record's bytes: the file and its record went; a.txt stands.
+    expect(after.outputs.map((o: { path: string }) => o.path)).toEqual(["a.txt"]);
+    expect(state.outputs.map((o: { path: string }) => o.path)).toEqual(["a.txt", "b.txt"]);
+    await expect(readFile(join(dest, "b.txt"), "utf8")).rejects.toThrow();
+    expect(await readFile(join(dest, "a.txt"), "utf8")).toBe(V1["a.txt"]);
+    // The next repair restores it from the recorded source.
+    const repaired = await run({ config: cfg, repair: true });
+    expect(runSucceeded(repaired)).toBe(true);
+    expect(await readFile(join(dest, "b.txt"), "utf8")).toBe(V1["b.txt"]);
   });
 });
