@@ -110,6 +110,8 @@ export interface S3BackendOptions {
 }
 
 const MIB = 1024 * 1024;
+/** Outputs written at once by default (a destination's `transfers` overrides it). */
+const S3_WRITE_CONCURRENCY = 16;
 const MIN_PART_SIZE = 5 * MIB;
 const INSPECT_CONCURRENCY = 16;
 /** A managed delete lists its bundle directory when it holds at most this many keys per target. */
@@ -161,6 +163,8 @@ export function createS3Backend(options: S3BackendOptions): StorageBackend {
       // ETags of single PUTs are MD5s of the bytes: the same bytes give the same version.
       versionsMayRepeat: true,
       storesObjectMetadata: true,
+      // Each write waits a round trip for its answer: across 20–80 ms many must be in flight.
+      writeConcurrency: S3_WRITE_CONCURRENCY,
       mapError: (error, operation, path) =>
         toStorageError(error, operation, path, {
           bucket: options.bucket,
@@ -196,6 +200,8 @@ type FencedDelete = { refused: false } | { refused: true; current: string | unde
 class S3Operations implements BackendOperations {
   readonly #bucket: string;
   #probe: Promise<ProbeOutcome> | undefined;
+  /** Removals of probe objects still in flight; `close` waits for them. */
+  readonly #cleanups = new Set<Promise<void>>();
 
   constructor(
     readonly client: S3Client,
@@ -343,8 +349,14 @@ class S3Operations implements BackendOperations {
     targets: readonly string[],
     options: DeleteOptions,
   ): Promise<void> {
-    const kinds = await this.#inspectTargets(targets, options.signal);
-    for (const target of targets) {
+    const fences = options.ifMatch;
+    // A fenced delete HEADs its target anyway (see `#deleteIfMatch`), and one already gone is
+    // fine when missing ones are: then only the others are looked at first, so releasing a
+    // lease or deleting a few fenced paths lists nothing.
+    const headed = (target: string) => options.ignoreMissing === true && fences?.has(target);
+    const inspected = targets.filter((target) => !headed(target));
+    const kinds = await this.#inspectTargets(inspected, options.signal);
+    for (const target of inspected) {
       const kind = kinds.get(target);
       if (kind === "directory") {
         throw s3Error("unsupported", operation, target, "is a directory, not a managed file");
@@ -352,8 +364,7 @@ class S3Operations implements BackendOperations {
       if (kind === undefined && !options.ignoreMissing) throw this.#notFound(operation, target);
     }
     // Directories are virtual: they vanish with their last key, so `pruneEmptyDirs` is implied.
-    const present = targets.filter((target) => kinds.get(target) === "file");
-    const fences = options.ifMatch;
+    const present = targets.filter((target) => headed(target) || kinds.get(target) === "file");
     const fenced = present.filter((target) => fences?.has(target));
     await deleteKeys(
       this.client,
@@ -474,6 +485,7 @@ class S3Operations implements BackendOperations {
   }
 
   async close(): Promise<void> {
+    await Promise.all(this.#cleanups);
     this.client.destroy();
   }
 
@@ -695,15 +707,22 @@ class S3Operations implements BackendOperations {
         ["If-None-Match: * on an existing object", { IfNoneMatch: "*" }],
         ["If-Match with a wrong ETag", { IfMatch: "0123456789abcdef0123456789abcdef" }],
       ];
-      for (const [what, headers] of checks) {
-        const refused = await put(headers).then(
-          () => false,
-          (error: unknown) => {
-            if (statusOf(error) === 412) return true;
-            if (rejectsConditions(error)) return undefined;
-            throw error;
-          },
-        );
+      // Both at once: each must be refused, so neither changes the object on a service that
+      // enforces them, and one round trip answers both.
+      const outcomes = await Promise.all(
+        checks.map(([, headers]) =>
+          put(headers).then(
+            () => false,
+            (error: unknown) => {
+              if (statusOf(error) === 412) return true;
+              if (rejectsConditions(error)) return undefined;
+              throw error;
+            },
+          ),
+        ),
+      );
+      for (const [index, [what]] of checks.entries()) {
+        const refused = outcomes[index];
         if (refused === false) {
           return {
             supported: false,
@@ -716,9 +735,15 @@ class S3Operations implements BackendOperations {
       }
       return { supported: true };
     } finally {
-      await this.client
+      // The verdict does not wait for the probe object to go; closing the backend does.
+      const removal = this.client
         .send(new DeleteObjectCommand({ Bucket: this.#bucket, Key: key }))
-        .catch(() => undefined);
+        .then(
+          () => undefined,
+          () => undefined,
+        );
+      this.#cleanups.add(removal);
+      void removal.finally(() => this.#cleanups.delete(removal));
     }
   }
 
