@@ -170,9 +170,10 @@ function countRequests(requests) {
 }
 
 /**
- * The servers. `start` brings one up; the started server's `connect(proxy)` says how distributor
- * and rclone reach it through the proxy: the destination's YAML, rclone's environment and remote,
- * and how to remove what a run wrote.
+ * The servers. `start` brings one up and answers with: `proxy(delayMs)`, a delay proxy in front of
+ * it; `connect(proxy)`, how distributor and rclone reach it through that proxy (the destination's
+ * YAML fields, rclone's environment and remote); `purge(prefix)`, which removes what a run wrote;
+ * and `stop()`. `variants` are the distributor configurations timed on it.
  */
 const BACKENDS = {
   s3: {
@@ -250,7 +251,7 @@ const BACKENDS = {
     // place; rclone does not flush, so `fsync: false` is the like-for-like comparison.
     variants: [
       { label: "distributor", yaml: "" },
-      { label: "distributor, fsync: false", yaml: ", fsync: false" },
+      { label: "distributor, fsync: false", yaml: ", fsync: false", note: "fsync: false" },
     ],
     async start(work, startTcpProxy) {
       const testing = join(repo, "packages/storage-ssh/dist/testing/index.js");
@@ -436,7 +437,7 @@ async function benchmarkBackend(name, { work, trees, warmTree, rtts, runs, trans
             const runsOf = results[variant.label];
             const d = seconds(runsOf);
             const row = {
-              workload: variant === backend.variants[0] ? tree.name : `${tree.name}, fsync: false`,
+              workload: variant.note ? `${tree.name}, ${variant.note}` : tree.name,
               rtt,
               distributor: `${d.toFixed(2)} s (${spread(runsOf)})`,
               rclone: `${r.toFixed(2)} s`,
