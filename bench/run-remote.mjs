@@ -42,7 +42,7 @@ const bin = join(repo, "packages/cli/dist/bin.cjs");
 const execFileAsync = promisify(execFile);
 
 /** distributor's write concurrency when a destination sets no `transfers` (docs/config.md). */
-const DEFAULT_TRANSFERS = { s3: 4, sftp: 8 };
+const DEFAULT_TRANSFERS = { s3: 16, sftp: 16 };
 
 function options() {
   const { values } = parseArgs({

@@ -57,6 +57,7 @@ import { KeySpace, versionOf } from "./keys.js";
 import { anyKeyBelow, IncompleteListing, listPages, walkKeys } from "./list.js";
 import {
   DigestMismatch,
+  MemoryBudget,
   type ObjectHeaders,
   PayloadTooLarge,
   SourceFailure,
@@ -110,6 +111,8 @@ export interface S3BackendOptions {
 }
 
 const MIB = 1024 * 1024;
+/** What all uploads of one backend buffer at once, at most, with the default part settings. */
+const UPLOAD_MEMORY_BYTES = 48 * MIB;
 /** Outputs written at once by default (a destination's `transfers` overrides it). */
 const S3_WRITE_CONCURRENCY = 16;
 const MIN_PART_SIZE = 5 * MIB;
@@ -150,10 +153,15 @@ export function createS3Backend(options: S3BackendOptions): StorageBackend {
     connectTimeoutMs,
     requestTimeoutMs,
   });
+  const partConcurrency = Math.max(1, options.partConcurrency ?? 4);
   const tuning: UploadTuning = {
     multipartThreshold: options.multipartThreshold ?? 8 * MIB,
     partSize,
-    partConcurrency: Math.max(1, options.partConcurrency ?? 4),
+    partConcurrency,
+    // Room for one large object's parts in flight and a margin of small ones beside it.
+    memory: new MemoryBudget(
+      Math.max(UPLOAD_MEMORY_BYTES, (partConcurrency + 1) * partSize + 8 * MIB),
+    ),
   };
   const location = `${BACKEND_NAME}://${options.bucket}${prefix === "" ? "" : `/${prefix}`}`;
   return frameBackend(

@@ -58,6 +58,45 @@ export interface UploadTuning {
   multipartThreshold: number;
   partSize: number;
   partConcurrency: number;
+  /**
+   * The bytes every upload of the backend may buffer together (see `MemoryBudget`); without
+   * one, each upload is bounded on its own only.
+   */
+  memory?: MemoryBudget;
+}
+
+/**
+ * Bytes that uploads running at once may hold in buffers, taken before an upload reads and
+ * given back when it ends. An upload that needs more than is free waits for others to finish;
+ * one alone always proceeds, so a part size above the budget still works, one at a time. With
+ * many outputs in flight (`transfers`) this, not their number, bounds the memory.
+ */
+export class MemoryBudget {
+  #used = 0;
+  readonly #waiting: (() => void)[] = [];
+
+  constructor(readonly limit: number) {}
+
+  async take(bytes: number, signal: AbortSignal | undefined): Promise<void> {
+    while (this.#used > 0 && this.#used + bytes > this.limit) {
+      signal?.throwIfAborted();
+      await new Promise<void>((resolve) => {
+        const wake = () => {
+          signal?.removeEventListener("abort", wake);
+          resolve();
+        };
+        this.#waiting.push(wake);
+        signal?.addEventListener("abort", wake, { once: true });
+      });
+    }
+    signal?.throwIfAborted();
+    this.#used += bytes;
+  }
+
+  give(bytes: number): void {
+    this.#used -= bytes;
+    for (const wake of this.#waiting.splice(0)) wake();
+  }
 }
 
 export interface UploadResult {
@@ -97,6 +136,38 @@ export async function upload(
   size: number | undefined,
   tuning: UploadTuning,
 ): Promise<UploadResult> {
+  const budget = tuning.memory;
+  const bytes = bufferedBytes(data, size, tuning, target.singlePut === true);
+  if (budget === undefined || bytes === 0) return uploadBuffered(target, data, size, tuning);
+  await budget.take(bytes, target.signal);
+  try {
+    return await uploadBuffered(target, data, size, tuning);
+  } finally {
+    budget.give(bytes);
+  }
+}
+
+/** At most what `uploadBuffered` holds in its own buffers for `data` (not the caller's bytes). */
+function bufferedBytes(
+  data: WriteData,
+  size: number | undefined,
+  tuning: UploadTuning,
+  single: boolean,
+): number {
+  if (typeof data === "string" || data instanceof Uint8Array) return 0;
+  const parts = (tuning.partConcurrency + 1) * Math.max(tuning.partSize, (size ?? 0) / MAX_PARTS);
+  if (isByteReader(data) && size !== undefined) {
+    return !single && size > tuning.multipartThreshold ? parts : size + 1;
+  }
+  return single ? tuning.multipartThreshold + 1 : tuning.multipartThreshold + 1 + parts;
+}
+
+async function uploadBuffered(
+  target: UploadTarget,
+  data: WriteData,
+  size: number | undefined,
+  tuning: UploadTuning,
+): Promise<UploadResult> {
   const hash = payloadDigest(target, data);
   const single = target.singlePut === true;
   if (typeof data === "string" || data instanceof Uint8Array) {
@@ -117,10 +188,16 @@ export async function upload(
   }
   // Sized by the announced size, so only up to the threshold: `size` is a hint.
   if (isByteReader(data) && size !== undefined && size <= tuning.multipartThreshold) {
-    const read = await readExpected(data, size, target.signal);
-    if (read.rest === undefined) return putOnce(target, read.body, hash);
-    // Longer than announced: go on as with any stream, the bytes read so far first.
-    payload = read.rest;
+    const pooled = takeBody(size);
+    try {
+      const read = await readExpected(data, size, target.signal, pooled);
+      if (read.rest === undefined) return await putOnce(target, read.body, hash);
+      // Longer than announced: go on as with any stream, the bytes read so far first.
+      payload = read.rest;
+    } finally {
+      // Answered (or failed): nothing holds the body any more.
+      releaseBody(pooled);
+    }
   }
   const chunks = readChunks(payload, target.signal);
   try {
@@ -353,12 +430,37 @@ async function* readChunks(
  * chunk copies), then checks that nothing follows. A shorter payload is what it is; a longer one
  * comes back as `rest`, the bytes read so far followed by the remainder.
  */
+/**
+ * Bodies of small single PUTs, kept by power-of-two capacity and used again once their PUT is
+ * answered: a thousand 100 KiB files otherwise leave a thousand buffers for the collector, which
+ * V8 lets pile up to tens of MiB outside its heap before it looks.
+ */
+const POOLED_BODY_MAX = 1024 * 1024;
+const POOLED_BODIES_PER_SIZE = 32;
+const pooledBodies = new Map<number, Buffer[]>();
+
+function takeBody(size: number): Buffer | undefined {
+  if (size > POOLED_BODY_MAX) return undefined;
+  const capacity = Math.max(4096, 2 ** Math.ceil(Math.log2(size + 1)));
+  return pooledBodies.get(capacity)?.pop() ?? Buffer.allocUnsafeSlow(capacity);
+}
+
+function releaseBody(body: Buffer | undefined): void {
+  if (body === undefined) return;
+  const free = pooledBodies.get(body.length) ?? [];
+  if (free.length < POOLED_BODIES_PER_SIZE) free.push(body);
+  pooledBodies.set(body.length, free);
+}
+
 async function readExpected(
   reader: ByteReader,
   size: number,
   signal: AbortSignal | undefined,
+  pooled?: Buffer,
 ): Promise<{ body: Buffer; rest?: AsyncIterable<Uint8Array> }> {
-  const body = Buffer.allocUnsafe(size);
+  // One byte more than announced tells a longer source at once.
+  const space = pooled ?? Buffer.allocUnsafe(size + 1);
+  const body = space.subarray(0, size);
   let filled = 0;
   try {
     while (filled < size) {
@@ -366,10 +468,12 @@ async function readExpected(
       if (length === 0) return { body: body.subarray(0, filled) };
       filled += length;
     }
-    const probe = Buffer.allocUnsafe(1);
+    const probe = space.subarray(size, size + 1);
     const extra = await reader.read(probe);
     if (extra === 0) return { body };
-    return { body, rest: continued([body, probe], reader) };
+    // The source goes on: its bytes are copied out of a pooled buffer, which goes back.
+    const head = Buffer.from(space.subarray(0, size + 1));
+    return { body: head.subarray(0, size), rest: continued([head], reader) };
   } catch (error) {
     throw sourceFailure(error, signal);
   }

@@ -22,7 +22,7 @@ export async function createSshBackend(options: SshBackendOptions): Promise<Stor
       // Size and whole-second mtime: two writes of one path can share a version.
       versionsMayRepeat: true,
       // Enough files in flight to keep every channel busy while others wait on an fsync.
-      writeConcurrency: 8,
+      writeConcurrency: 16,
       mapError: (error, operation, path) => driver.toStorageError(error, operation, path),
     },
     fsOperations(new FsStore(driver, { fsync: options.fsync ?? true })),
