@@ -91,6 +91,13 @@ function stateReportLines(state: StateReport): string[] {
         ["source_digest", owner.source.digest],
         ["outputs", owner.outputs],
         ["primary_url", owner.primary_url],
+        // Only while a write is under way (or died there): see docs/operations.md.
+        ...(owner.replacing === undefined
+          ? []
+          : ([
+              ["replacing_run", owner.replacing.run_id],
+              ["replacing_since", owner.replacing.started_at],
+            ] as const)),
       ]),
     ),
     ...state.outputs.map((output) =>

@@ -4,6 +4,7 @@ import {
   isSharedRootState,
   ownerOutputs,
   type ReconciliationMode,
+  type ReplacementMarker,
   type StateDocument,
   type StateMode,
 } from "@distributor/state";
@@ -26,6 +27,11 @@ export interface StateOwnerReport {
   primary_url?: string;
   /** Number of outputs this owner manages. */
   outputs: number;
+  /**
+   * Present while a run of this owner is writing here (or died doing so): its records may not
+   * describe what is stored until that run, or the recovery of it, finishes.
+   */
+  replacing?: { run_id: string; started_at: string };
 }
 
 /** One managed output recorded in a state file. */
@@ -121,6 +127,7 @@ function stateReport(
           owner.source.manifest,
           owner.links?.primaryUrl,
           ownerOutputs(document, owner.scope).length,
+          owner.replacing,
         ),
       ),
       outputs: document.outputs.map((output) =>
@@ -139,6 +146,7 @@ function stateReport(
         document.source.manifest,
         document.links?.primaryUrl,
         document.outputs.length,
+        document.replacing,
       ),
     ],
     outputs: document.outputs.map((output) =>
@@ -154,6 +162,7 @@ function ownerReport(
   manifest: Manifest,
   primaryUrl: string | undefined,
   outputs: number,
+  replacing: ReplacementMarker | undefined,
 ): StateOwnerReport {
   return {
     pipeline_id: pipelineId,
@@ -167,6 +176,14 @@ function ownerReport(
     },
     ...(primaryUrl === undefined ? {} : { primary_url: primaryUrl }),
     outputs,
+    ...(replacing === undefined
+      ? {}
+      : {
+          replacing: {
+            run_id: replacing.runId,
+            started_at: formatStateTimestamp(replacing.startedAt),
+          },
+        }),
   };
 }
 
