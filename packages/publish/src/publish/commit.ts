@@ -9,7 +9,9 @@ import {
   displayPath,
   isStorageError,
   joinPrefix,
+  STATE_FILE_NAME,
   type StorageBackend,
+  type StorageEntry,
   statePath,
 } from "@distributor/storage";
 import { isWriteAction } from "./action.js";
@@ -67,7 +69,7 @@ export interface PublishTargetOptions {
 export async function publishTarget(options: PublishTargetOptions): Promise<PublishPlan> {
   const { destination, target } = options.plan;
   const bundlePath = target.bundlePath;
-  const hold = (alongside?: () => Promise<void>) =>
+  const hold = (alongside?: (entries: Promise<readonly StorageEntry[]>) => Promise<void>) =>
     holdLease(destination, bundlePath, target.owner, {
       ...options.lease,
       signal: options.plan.signal,
@@ -154,8 +156,12 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
         // gave it up cleanly left the destination as it was. Otherwise plan again under it.
         const planned = current;
         let unchanged = false;
-        lease = await hold(async () => {
-          unchanged = await unchangedSincePlanning(planned, options);
+        lease = await hold(async (entries) => {
+          // No state when planned: the listing the lease makes anyway says whether one came.
+          unchanged =
+            planned.stateVersion === undefined
+              ? !(await entries).some((entry) => isStateFile(entry.path))
+              : await unchangedSincePlanning(planned, options);
         });
         current =
           unchanged && lease.broken === undefined ? await sweepMarkers(current) : await plan();
@@ -202,6 +208,10 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
   } finally {
     await lease?.release();
   }
+}
+
+function isStateFile(path: string): boolean {
+  return path === STATE_FILE_NAME || path.endsWith(`/${STATE_FILE_NAME}`);
 }
 
 /** A skip: decided from the state alone, and nothing to write. */

@@ -1,5 +1,10 @@
 import { randomUUID } from "node:crypto";
-import { type StateDocument, truncateToSecond, withReplacementMarker } from "@distributor/state";
+import {
+  replacementMarker,
+  type StateDocument,
+  truncateToSecond,
+  withReplacementMarker,
+} from "@distributor/state";
 import {
   fanOutSignal,
   isStorageError,
@@ -265,6 +270,10 @@ async function markReplacement(
   // may well skip — the source it publishes may be the recorded one, or older. Without a state
   // the next run publishes anew, and recovers what is left first.
   if (read === undefined || plan.stateVersion === undefined) return plan.stateVersion;
+  // A shared root this owner has no entry in yet records nothing of it to mark: its next run
+  // publishes anew too.
+  const probe = withReplacementMarker(read, plan.ownerScope, { runId: "", startedAt: new Date() });
+  if (replacementMarker(probe, plan.ownerScope) === undefined) return plan.stateVersion;
   context.lease?.assertHeld();
   const path = statePath(plan.bundlePath);
   const marked = markedBytes(context, plan, read);

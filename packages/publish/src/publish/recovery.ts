@@ -464,17 +464,17 @@ export async function holdLease(
     onRecovered?: (report: RecoveryReport) => void;
     /**
      * Runs once the lease is taken, beside the sweep of temp files (one round trip instead of
-     * two on a remote store); its failure fails the taking, and the lease is released.
+     * two on a remote store), with the listing of the bundle path's own entries that the sweep
+     * makes; its failure fails the taking, and the lease is released.
      */
-    alongside?: (() => Promise<void>) | undefined;
+    alongside?: ((entries: Promise<readonly StorageEntry[]>) => Promise<void>) | undefined;
   } = {},
 ): Promise<Lease> {
   const lease = await acquireLease(backend, bundlePath, owner, options);
   try {
-    const [entries] = await Promise.all([
-      listDirectory(backend, bundlePath, "", options.signal),
-      options.alongside?.(),
-    ]);
+    const listing = listDirectory(backend, bundlePath, "", options.signal);
+    listing.catch(() => undefined);
+    const [entries] = await Promise.all([listing, options.alongside?.(listing)]);
     await deleteEach(backend, bundlePath, tempFiles(bundlePath, entries), options.signal);
     if (lease.broken !== undefined) {
       const report = await recoverJournal(
