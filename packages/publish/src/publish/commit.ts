@@ -69,12 +69,16 @@ export interface PublishTargetOptions {
 export async function publishTarget(options: PublishTargetOptions): Promise<PublishPlan> {
   const { destination, target } = options.plan;
   const bundlePath = target.bundlePath;
-  const hold = (alongside?: (entries: Promise<readonly StorageEntry[]>) => Promise<void>) =>
+  const hold = (
+    alongside?: (entries: Promise<readonly StorageEntry[]>) => Promise<void>,
+    initialJournal?: PublishPlan["journal"],
+  ) =>
     holdLease(destination, bundlePath, target.owner, {
       ...options.lease,
       signal: options.plan.signal,
       onRecovered: options.onRecovered,
       alongside,
+      initialJournal,
     });
   // Every attempt plans the same outputs: prepare (and render) them once.
   const prepare = prepareOnce(options.plan);
@@ -156,13 +160,15 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
         // gave it up cleanly left the destination as it was. Otherwise plan again under it.
         const planned = current;
         let unchanged = false;
+        // The lease is created journaling what this plan may create: when the plan stands, the
+        // journal step below has nothing left to write.
         lease = await hold(async (entries) => {
           // No state when planned: the listing the lease makes anyway says whether one came.
           unchanged =
             planned.stateVersion === undefined
               ? !(await entries).some((entry) => isStateFile(entry.path))
               : await unchangedSincePlanning(planned, options);
-        });
+        }, planned.journal);
         current =
           unchanged && lease.broken === undefined ? await sweepMarkers(current) : await plan();
         if (!isWriteAction(current.action)) return settle(current);

@@ -88,6 +88,12 @@ export interface LeaseOptions {
   signal?: AbortSignal | undefined;
   /** Tells whether a process of this host still runs (tests inject it). */
   processAlive?: ((pid: number) => boolean) | undefined;
+  /**
+   * A journal a fresh lease is created with (the plan made before it was taken), saving the
+   * write that would record it next. A lease taken over from a dead run starts from that run's
+   * journal instead; a journal too large for a lease is left for `journal`, which refuses it.
+   */
+  initialJournal?: { paths: string[]; directories: string[]; overwrites: string[] } | undefined;
 }
 
 /** Parses a lease file; anything unreadable is undefined (then only its age can make it stale). */
@@ -340,6 +346,12 @@ export class Lease {
       directories: [...new Set([...this.#document.directories, ...directories])],
       overwrites: [...new Set([...(this.#document.overwrites ?? []), ...overwrites])],
     };
+    // Already journaled (the lease was created with this journal): nothing to write.
+    const unchanged =
+      changes.journal.length === this.#document.journal.length &&
+      changes.directories.length === this.#document.directories.length &&
+      changes.overwrites.length === (this.#document.overwrites ?? []).length;
+    if (unchanged) return;
     // The journal is the only part of a lease that grows; renewals, confirmations and
     // abandoning rewrite it unchanged or smaller.
     const bytes = Buffer.byteLength(serializeLease({ ...this.#document, ...changes }), "utf8");
@@ -524,9 +536,19 @@ export async function acquireLease(
       directories,
     };
   };
+  const initial = options.initialJournal;
+  const first = (): LeaseDocument => {
+    if (initial === undefined) return fresh([], []);
+    const document = {
+      ...fresh([...new Set(initial.paths)], [...new Set(initial.directories)]),
+      overwrites: [...new Set(initial.overwrites)],
+    };
+    const size = Buffer.byteLength(serializeLease(document), "utf8");
+    return size > LEASE_BYTES_LIMIT - TAKEOVER_HEADROOM_BYTES ? fresh([], []) : document;
+  };
   for (;;) {
     options.signal?.throwIfAborted();
-    const document = fresh([], []);
+    const document = first();
     const bytes = serializeLease(document);
     const started = now().getTime();
     try {
