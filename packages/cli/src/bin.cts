@@ -9,9 +9,9 @@ import nodeModule = require("node:module");
 import os = require("node:os");
 
 // Node 22.1 and later keep compiled module code on disk between runs (in the temp directory, or
-// NODE_COMPILE_CACHE), which takes a third off a short run's start; Node 20 has no such cache.
-// A cache that cannot be written is skipped by Node itself. NODE_DISABLE_COMPILE_CACHE=1 turns
-// it off.
+// NODE_COMPILE_CACHE): measured on Node 22, `--help` 142 → 127 ms, a local skip-only run no
+// different. Node 20 has no such cache. A cache that cannot be written is skipped by Node
+// itself; NODE_DISABLE_COMPILE_CACHE=1 turns it off.
 (nodeModule as { enableCompileCache?: () => unknown }).enableCompileCache?.();
 
 process.env.UV_THREADPOOL_SIZE ??= String(Math.min(16, Math.max(4, 2 * os.availableParallelism())));
