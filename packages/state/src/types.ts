@@ -50,15 +50,15 @@ export interface OutputMetadata {
 }
 
 /**
- * `replacing`: a run is replacing recorded outputs in place (or deleting them ahead of its
- * writes) and has not committed yet, so the records beside it may describe bytes that are no
- * longer there. Written with a compare-and-swap before the first such change and gone with the
- * commit, or with the recovery of a run that died; a reader that finds it must not trust the
- * records it covers (a skip waits for the lease instead). A distributor extension of the
- * reference schemas: readers that do not know it ignore it, as unknown fields are.
+ * `replacing`: a run is writing at this state's bundle path — replacing recorded outputs in
+ * place, deleting them, or creating new ones — and is not done yet, so the records beside it may
+ * not describe what is stored. Written with a compare-and-swap before the run's first write and
+ * gone once it is done, or with the recovery of a run that died; a reader that finds it must not
+ * trust the records it covers (a skip waits for the lease instead). A distributor extension of
+ * the reference schemas: readers that do not know it ignore it, as unknown fields are.
  */
 export interface ReplacementMarker {
-  /** The run id of the lease the replacing run holds. */
+  /** The run id of the lease the writing run holds. */
   runId: string;
   startedAt: Date;
 }
@@ -115,7 +115,7 @@ export interface SingleOwnerState {
   reconciliation: ReconciliationPolicy;
   source: SourceState;
   links?: LinkState;
-  /** Present only while a run replaces this state's outputs in place. */
+  /** Present only while a run writes at this state's bundle path. */
   replacing?: ReplacementMarker;
   outputs: OutputRecord[];
 }
@@ -133,7 +133,7 @@ export interface OwnerRecord {
   /** The owner's latest published source manifest. */
   source: SourceState;
   links?: LinkState;
-  /** Present only while a run of this owner replaces its outputs in place. */
+  /** Present only while a run of this owner writes at this bundle path. */
   replacing?: ReplacementMarker;
 }
 

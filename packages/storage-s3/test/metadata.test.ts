@@ -11,7 +11,6 @@ import {
 } from "@aws-sdk/client-s3";
 import {
   audit,
-  type BackendRegistry,
   type Config,
   createManifestWorkflow,
   parseConfig,
@@ -20,9 +19,8 @@ import {
   runSucceeded,
 } from "@distributor/publish";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createS3Backend } from "../src/index.js";
 import type { S3Server } from "./ceph.js";
-import { backendOn, createBucket, emptyBucket, rawClient, s3Server } from "./server.js";
+import { backendOn, createBucket, emptyBucket, rawClient, registryOn, s3Server } from "./server.js";
 
 // Object metadata rules against Ceph RGW, checked with HEAD requests of a plain S3 client: the
 // headers a rule sets are what the gateway returns, compressed outputs come back as stored (and
@@ -47,17 +45,7 @@ describe.skipIf(found === undefined)("metadata rules on Ceph RGW", () => {
   let dir = "";
   const client = rawClient(server);
 
-  const backends: BackendRegistry = {
-    s3: async (location) =>
-      createS3Backend({
-        bucket: location.bucket,
-        prefix: location.prefix,
-        region: location.region,
-        forcePathStyle: location.forcePathStyle,
-        ...(location.endpoint === undefined ? {} : { endpoint: location.endpoint }),
-        credentials: { accessKeyId: server.accessKeyId, secretAccessKey: server.secretAccessKey },
-      }),
-  };
+  const backends = registryOn(server);
 
   const configWith = (html: string, prefix: string): Config =>
     parseConfig(`pipelines:

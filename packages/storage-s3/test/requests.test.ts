@@ -1,18 +1,11 @@
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import {
-  type BackendRegistry,
-  createManifestWorkflow,
-  parseConfig,
-  run,
-  runSucceeded,
-} from "@distributor/publish";
+import { createManifestWorkflow, parseConfig, run, runSucceeded } from "@distributor/publish";
 import { type ProxiedRequest, startTcpProxy, type TcpProxy } from "@distributor/storage/testing";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { createS3Backend } from "../src/index.js";
 import type { S3Server } from "./ceph.js";
-import { createBucket, emptyBucket, s3Server, uniqueName } from "./server.js";
+import { createBucket, emptyBucket, registryOn, s3Server, uniqueName } from "./server.js";
 
 // What a run costs in requests, counted by a proxy in front of a real Ceph RGW: a run in which
 // everything skips reads one state per destination bundle path and nothing else (SPEC §4), and
@@ -56,17 +49,7 @@ describe.skipIf(found === undefined)("requests made against Ceph RGW", () => {
     proxy = undefined;
   });
 
-  const backends: BackendRegistry = {
-    s3: async (location) =>
-      createS3Backend({
-        bucket: location.bucket,
-        prefix: location.prefix,
-        region: location.region,
-        forcePathStyle: location.forcePathStyle,
-        ...(location.endpoint === undefined ? {} : { endpoint: location.endpoint }),
-        credentials: { accessKeyId: server.accessKeyId, secretAccessKey: server.secretAccessKey },
-      }),
-  };
+  const backends = registryOn(server);
   const configFor = (prefix: string, endpoint: string) =>
     parseConfig(`pipelines:
   - id: reports

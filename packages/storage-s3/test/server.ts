@@ -6,6 +6,7 @@ import {
   ListObjectsV2Command,
   S3Client,
 } from "@aws-sdk/client-s3";
+import type { BackendRegistry } from "@distributor/publish";
 import { inject } from "vitest";
 import { createS3Backend, type S3BackendOptions } from "../src/index.js";
 import type { S3Server } from "./ceph.js";
@@ -104,4 +105,22 @@ export function backendOn(
     credentials: { accessKeyId: server.accessKeyId, secretAccessKey: server.secretAccessKey },
     ...extra,
   });
+}
+
+/**
+ * Destinations opened as the CLI opens them — the configured endpoint, prefix and region — with
+ * the gateway's credentials, for runs of `@distributor/publish` against it.
+ */
+export function registryOn(server: S3Server): BackendRegistry {
+  return {
+    s3: async (location) =>
+      createS3Backend({
+        bucket: location.bucket,
+        prefix: location.prefix,
+        region: location.region,
+        forcePathStyle: location.forcePathStyle,
+        ...(location.endpoint === undefined ? {} : { endpoint: location.endpoint }),
+        credentials: { accessKeyId: server.accessKeyId, secretAccessKey: server.secretAccessKey },
+      }),
+  };
 }

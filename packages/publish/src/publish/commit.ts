@@ -58,11 +58,11 @@ export interface PublishTargetOptions {
 
 /**
  * Plans and, for a write, commits one bundle at one destination under the commit protocol of
- * SPEC §5: a skip reads the state alone and takes no lease (unless the state says a replacement
- * in place is under way, whose lease is then waited for or, when stale, recovered first); a
- * refusal reads the lease too; a write takes the state file's lease, plans again under it
- * unless nothing changed since, journals the paths it may create or will delete, marks the
- * state when it replaces recorded outputs in place, executes, and releases. When the state
+ * SPEC §5: a skip reads the state alone and takes no lease (unless the state says a write is
+ * under way, whose lease is then waited for or, when stale, recovered first); a refusal reads
+ * the lease too; a write takes the state file's lease, plans again under it unless nothing
+ * changed since, journals the paths it may create or will delete, marks the state (where one is
+ * there) before its first write, executes, and releases. When the state
  * changed after planning the attempt is planned again, at most `MAX_PUBLISH_ATTEMPTS` times.
  * Returns the plan that was carried out.
  */
@@ -114,11 +114,10 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
     for (let attempt = 1; ; attempt++) {
       let current = await plan();
       if (lease === undefined && isSkip(current.action)) {
-        // Decided from the state alone, read in one request (SPEC §4). A run replacing this
-        // owner's recorded outputs in place (or one that died doing so) marked that state
-        // before its first change: then its records may describe bytes that are not there, so
-        // the decision waits for that run, or recovers what it left, and is made again under
-        // the lease. A dry run only reports.
+        // Decided from the state alone, read in one request (SPEC §4). A run writing for this
+        // owner here (or one that died doing so) marked that state before its first write: then
+        // its records may not describe what is stored, so the decision waits for that run, or
+        // recovers what it left, and is made again under the lease. A dry run only reports.
         if (options.dryRun || !markedForOwner(current)) return settle(current);
         lease = await hold();
         current = await plan();
@@ -229,14 +228,14 @@ function isSkip(action: PublishPlan["action"]): boolean {
   );
 }
 
-/** The state planning read says a run is replacing the plan's owner's records in place. */
+/** The state planning read says a run of the plan's owner is writing (or died writing) there. */
 function markedForOwner(plan: PublishPlan): boolean {
   return (
     plan.readState !== undefined && replacementMarker(plan.readState, plan.ownerScope) !== undefined
   );
 }
 
-/** The state planning read says a run is replacing some owner's records in place. */
+/** The state planning read says a run of some owner is writing (or died writing) there. */
 function markedForAnyone(plan: PublishPlan): boolean {
   return plan.readState !== undefined && replacementMarkers(plan.readState).length > 0;
 }

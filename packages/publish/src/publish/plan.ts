@@ -176,9 +176,9 @@ export interface PublishPlan {
   /** Version of the state planning read (undefined when there was none). */
   stateVersion?: string | undefined;
   /**
-   * The state planning read, when it could be parsed: a replacement in place marks it before
-   * its first change (see `ReplacementMarker`), and its markers tell whether a decision made
-   * from it alone may stand. Not part of a saved plan.
+   * The state planning read, when it could be parsed: a write marks it before its first change
+   * (see `ReplacementMarker`), and its markers tell whether a decision made from it alone may
+   * stand. Not part of a saved plan.
    */
   readState?: StateDocument | undefined;
 }

@@ -25,8 +25,10 @@ afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-/** A registry whose backend for `dest` runs `after(path)` once each output write is done. */
-function afterWrites(dest: string, after: (path: string) => Promise<void>): BackendRegistry {
+type Call = (...args: never[]) => Promise<unknown>;
+
+/** A registry whose backend for `dest` has each method replaced by what `wrap` makes of it. */
+function wrapping(dest: string, wrap: (name: string, call: Call) => Call): BackendRegistry {
   return {
     local: async (location) => {
       const backend = createLocalBackend({ root: location.path });
@@ -34,18 +36,24 @@ function afterWrites(dest: string, after: (path: string) => Promise<void>): Back
       return new Proxy(backend, {
         get(target, property) {
           const value = Reflect.get(target, property, target);
-          if (property !== "writeFile") {
-            return typeof value === "function" ? value.bind(target) : value;
-          }
-          return async (path: string, data: never, options: never) => {
-            const written = await target.writeFile(path, data, options);
-            await after(path);
-            return written;
-          };
+          if (typeof value !== "function") return value;
+          return wrap(String(property), value.bind(target) as Call);
         },
       });
     },
   };
+}
+
+/** A registry whose backend for `dest` runs `after(path)` once each output write is done. */
+function afterWrites(dest: string, after: (path: string) => Promise<void>): BackendRegistry {
+  return wrapping(dest, (name, call) => {
+    if (name !== "writeFile") return call;
+    return (async (path: string, data: never, options: never) => {
+      const written = await (call as (...args: unknown[]) => Promise<unknown>)(path, data, options);
+      await after(path);
+      return written;
+    }) as Call;
+  });
 }
 
 async function source(name: string, files: Record<string, string>, hour: number, id: string) {
@@ -133,22 +141,13 @@ describe("a skip while another run replaces outputs in place", () => {
 
 /** A registry whose backend for `dest` records every call made on it (method and first argument). */
 function counting(dest: string, calls: string[]): BackendRegistry {
-  return {
-    local: async (location) => {
-      const backend = createLocalBackend({ root: location.path });
-      if (location.path !== dest) return backend;
-      return new Proxy(backend, {
-        get(target, property) {
-          const value = Reflect.get(target, property, target);
-          if (typeof value !== "function") return value;
-          return (...args: unknown[]) => {
-            if (property !== "close") calls.push(`${String(property)}(${String(args[0])})`);
-            return value.apply(target, args);
-          };
-        },
-      });
-    },
-  };
+  return wrapping(dest, (name, call) => {
+    if (name === "close") return call;
+    return ((...args: never[]) => {
+      calls.push(`${name}(${String(args[0])})`);
+      return call(...args);
+    }) as Call;
+  });
 }
 
 describe("a skip reads the state alone", () => {
