@@ -426,11 +426,6 @@ async function* readChunks(
 }
 
 /**
- * Reads a `ByteReader` payload of the announced size straight into one buffer of that size (no
- * chunk copies), then checks that nothing follows. A shorter payload is what it is; a longer one
- * comes back as `rest`, the bytes read so far followed by the remainder.
- */
-/**
  * Bodies of small single PUTs, kept by power-of-two capacity and used again once their PUT is
  * answered: a thousand 100 KiB files otherwise leave a thousand buffers for the collector, which
  * V8 lets pile up to tens of MiB outside its heap before it looks.
@@ -452,6 +447,12 @@ function releaseBody(body: Buffer | undefined): void {
   pooledBodies.set(body.length, free);
 }
 
+/**
+ * Reads a `ByteReader` payload of the announced size straight into one buffer (`pooled`, when
+ * given, of at least the size and one byte more; no chunk copies), then checks that nothing
+ * follows. A shorter payload is what it is; a longer one
+ * comes back as `rest`, the bytes read so far followed by the remainder.
+ */
 async function readExpected(
   reader: ByteReader,
   size: number,
