@@ -9,7 +9,6 @@ import {
   displayPath,
   isStorageError,
   joinPrefix,
-  STATE_FILE_NAME,
   type StorageBackend,
   type StorageEntry,
   statePath,
@@ -28,7 +27,7 @@ import { type Lease, LeaseLostError, type LeaseOptions, readLeaseHolder } from "
 import type { PublishPlan } from "./plan.js";
 import { type PlanTargetOptions, planTarget, prepareOnce } from "./plan-target.js";
 import { holdLease, type RecoveryReport, recoverJournal } from "./recovery.js";
-import { encodeStateFile } from "./state-file.js";
+import { encodeStateFile, isStateFile } from "./state-file.js";
 
 /** How often a publication is planned again after another writer changed the state first. */
 export const MAX_PUBLISH_ATTEMPTS = 3;
@@ -213,10 +212,6 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
   } finally {
     await lease?.release();
   }
-}
-
-function isStateFile(path: string): boolean {
-  return path === STATE_FILE_NAME || path.endsWith(`/${STATE_FILE_NAME}`);
 }
 
 /** A skip: decided from the state alone, and nothing to write. */

@@ -11,6 +11,7 @@ import {
   isTempFileName,
   LEASE_FILE_NAME,
   relativeTo,
+  STATE_FILE_NAME,
   type StorageBackend,
   type StorageEntry,
   statePath,
@@ -154,4 +155,9 @@ async function hasContentsBesidesLease(
     const name = relativeTo(bundlePath, entry.path);
     return !(entry.kind === "file" && (name === LEASE_FILE_NAME || isTempFileName(name)));
   });
+}
+
+/** Whether a logical path names a state file (`.distributor.json` at any bundle path). */
+export function isStateFile(path: string): boolean {
+  return path === STATE_FILE_NAME || path.endsWith(`/${STATE_FILE_NAME}`);
 }

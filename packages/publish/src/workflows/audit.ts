@@ -20,7 +20,7 @@ import {
   type StorageEntry,
 } from "@distributor/storage";
 import type { Config, DestinationConfig, PipelineConfig } from "../config/types.js";
-import { readStateFile } from "../publish/state-file.js";
+import { isStateFile, readStateFile } from "../publish/state-file.js";
 import { type StoredFile, storedFile, storedStatus } from "../publish/stored-digest.js";
 import { destinationRootPath } from "./destination-root.js";
 import { errorCode, errorMessage } from "./errors.js";
@@ -242,9 +242,7 @@ function stateBundlePaths(
   const paths = entries
     .filter(
       (entry) =>
-        entry.kind === "file" &&
-        entry.nameProblem === undefined &&
-        (entry.path === STATE_FILE_NAME || entry.path.endsWith(`/${STATE_FILE_NAME}`)),
+        entry.kind === "file" && entry.nameProblem === undefined && isStateFile(entry.path),
     )
     .map((entry) => parentPath(entry.path));
   const wanted =

@@ -8,14 +8,9 @@ import {
   type StateDocument,
   type StateMode,
 } from "@distributor/state";
-import {
-  displayPath,
-  parentPath,
-  STATE_FILE_NAME,
-  type StorageBackend,
-} from "@distributor/storage";
+import { displayPath, parentPath, type StorageBackend } from "@distributor/storage";
 import { type LeaseReport, readLease } from "../publish/lease.js";
-import { readStateFile } from "../publish/state-file.js";
+import { isStateFile, readStateFile } from "../publish/state-file.js";
 
 /** A pipeline/destination pair that published into a state file. */
 export interface StateOwnerReport {
@@ -95,9 +90,7 @@ export async function findStateFiles(
     .map((entry) => entry.path);
 }
 
-export function isStateFile(path: string): boolean {
-  return path === STATE_FILE_NAME || path.endsWith(`/${STATE_FILE_NAME}`);
-}
+export { isStateFile };
 
 function stateReport(
   document: StateDocument,

@@ -31,6 +31,7 @@ import {
   planTarget,
   selectOutputs,
 } from "../../src/publish/index.js";
+import type { BackendRegistry } from "../../src/workflows/shared.js";
 
 export const CREATED = new Date("2026-06-04T11:55:00Z");
 export const EARLIER = new Date("2026-05-30T11:12:00Z");
@@ -342,4 +343,44 @@ export function newBackend(options: { files?: Record<string, string> } = {}): St
 /** Removes the temp directories `newBackend` made; call from `afterAll`. */
 export function removeTempBackends(): void {
   for (const dir of tempDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+}
+
+/** A backend method, as `wrappingDestination` hands it over (bound to its backend). */
+export type BackendCall = (...args: never[]) => Promise<unknown>;
+
+/**
+ * A registry of real local backends in which the one rooted at `dest` has each method replaced
+ * by what `wrap` makes of it (given the method's name and the bound original): how tests slip
+ * something in between a run's steps, or watch them, on the real filesystem.
+ */
+export function wrappingDestination(
+  dest: string,
+  wrap: (name: string, call: BackendCall) => BackendCall,
+): BackendRegistry {
+  return {
+    local: async (location) => {
+      const backend = createLocalBackend({ root: location.path });
+      if (location.path !== dest) return backend;
+      return new Proxy(backend, {
+        get(target, property) {
+          const value = Reflect.get(target, property, target);
+          if (typeof value !== "function") return value;
+          return wrap(String(property), value.bind(target) as BackendCall);
+        },
+      });
+    },
+  };
+}
+
+/** `wrappingDestination` for `writeFile` alone: `around(path, write)` performs each write. */
+export function aroundWrites(
+  dest: string,
+  around: (path: string, write: () => Promise<unknown>) => Promise<unknown>,
+): BackendRegistry {
+  return wrappingDestination(dest, (name, call) => {
+    if (name !== "writeFile") return call;
+    const write = call as (...args: unknown[]) => Promise<unknown>;
+    return ((path: string, data: unknown, options: unknown) =>
+      around(path, () => write(path, data, options))) as BackendCall;
+  });
 }

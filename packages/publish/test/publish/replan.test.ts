@@ -8,7 +8,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/index.js";
 import { run, runSucceeded } from "../../src/workflows/run.js";
 import type { BackendRegistry } from "../../src/workflows/shared.js";
-import { writeSourceBundle } from "./fixtures.js";
+import { aroundWrites, writeSourceBundle } from "./fixtures.js";
 
 // A compare-and-swap of the state that finds another writer's commit plans again instead of
 // overwriting it. (The fault model itself, every fault at every mutation, is test/faults/.)
@@ -18,24 +18,10 @@ import { writeSourceBundle } from "./fixtures.js";
  * slip something in between planning and a write.
  */
 function beforeWrites(destRoot: string, before: (path: string) => Promise<void>): BackendRegistry {
-  return {
-    local: async (location) => {
-      const backend = createLocalBackend({ root: location.path });
-      if (location.path !== destRoot) return backend;
-      return new Proxy(backend, {
-        get(target, property) {
-          const value = Reflect.get(target, property, target);
-          if (property !== "writeFile") {
-            return typeof value === "function" ? value.bind(target) : value;
-          }
-          return async (path: string, data: never, options: never) => {
-            await before(path);
-            return target.writeFile(path, data, options);
-          };
-        },
-      });
-    },
-  };
+  return aroundWrites(destRoot, async (path, write) => {
+    await before(path);
+    return write();
+  });
 }
 
 async function tree(root: string): Promise<Map<string, string>> {

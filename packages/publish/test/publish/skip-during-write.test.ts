@@ -6,7 +6,12 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/index.js";
 import { run, runSucceeded } from "../../src/workflows/run.js";
 import type { BackendRegistry } from "../../src/workflows/shared.js";
-import { writeSourceBundle } from "./fixtures.js";
+import {
+  aroundWrites,
+  type BackendCall,
+  wrappingDestination,
+  writeSourceBundle,
+} from "./fixtures.js";
 
 // A run whose plan is a skip reads the state alone (SPEC §4). A writer may be part-way through
 // replacing the very outputs that state records: then the state does not describe the bytes, and
@@ -25,34 +30,12 @@ afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-type Call = (...args: never[]) => Promise<unknown>;
-
-/** A registry whose backend for `dest` has each method replaced by what `wrap` makes of it. */
-function wrapping(dest: string, wrap: (name: string, call: Call) => Call): BackendRegistry {
-  return {
-    local: async (location) => {
-      const backend = createLocalBackend({ root: location.path });
-      if (location.path !== dest) return backend;
-      return new Proxy(backend, {
-        get(target, property) {
-          const value = Reflect.get(target, property, target);
-          if (typeof value !== "function") return value;
-          return wrap(String(property), value.bind(target) as Call);
-        },
-      });
-    },
-  };
-}
-
 /** A registry whose backend for `dest` runs `after(path)` once each output write is done. */
 function afterWrites(dest: string, after: (path: string) => Promise<void>): BackendRegistry {
-  return wrapping(dest, (name, call) => {
-    if (name !== "writeFile") return call;
-    return (async (path: string, data: never, options: never) => {
-      const written = await (call as (...args: unknown[]) => Promise<unknown>)(path, data, options);
-      await after(path);
-      return written;
-    }) as Call;
+  return aroundWrites(dest, async (path, write) => {
+    const written = await write();
+    await after(path);
+    return written;
   });
 }
 
@@ -141,12 +124,12 @@ describe("a skip while another run replaces outputs in place", () => {
 
 /** A registry whose backend for `dest` records every call made on it (method and first argument). */
 function counting(dest: string, calls: string[]): BackendRegistry {
-  return wrapping(dest, (name, call) => {
+  return wrappingDestination(dest, (name, call) => {
     if (name === "close") return call;
     return ((...args: never[]) => {
       calls.push(`${name}(${String(args[0])})`);
       return call(...args);
-    }) as Call;
+    }) as BackendCall;
   });
 }
 
@@ -162,7 +145,7 @@ describe("a skip reads the state alone", () => {
     expect(calls).toEqual(["readVersioned(.distributor.json)"]);
   });
 
-  it("leaves no marker behind a publication, and a marked state sends a skip to the lease", async () => {
+  it("marks the state while a replacement writes, and leaves no marker once it committed", async () => {
     const dest = join(dir, "dest");
     const v1 = await source("v1", V1, 1, "reports.example");
     const v2 = await source("v2", V2, 2, "reports.example");

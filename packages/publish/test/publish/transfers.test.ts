@@ -5,8 +5,7 @@ import { createLocalBackend, LEASE_FILE_NAME, STATE_FILE_NAME } from "@distribut
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/index.js";
 import { run, runSucceeded } from "../../src/workflows/run.js";
-import type { BackendRegistry } from "../../src/workflows/shared.js";
-import { writeSourceBundle } from "./fixtures.js";
+import { aroundWrites, writeSourceBundle } from "./fixtures.js";
 
 // A destination's `transfers` bounds how many outputs are written at once; absent, the backend's
 // own default (`writeConcurrency`) does.
@@ -30,35 +29,19 @@ async function mostInFlight(transfers: number | undefined): Promise<number> {
   await writeSourceBundle(createLocalBackend({ root: src }), "", FILES, { id: "reports.daily" });
   let inFlight = 0;
   let most = 0;
-  const backends: BackendRegistry = {
-    local: async (location) => {
-      const backend = createLocalBackend({ root: location.path });
-      if (location.path !== dest) return backend;
-      return new Proxy(backend, {
-        get(target, property) {
-          const value = Reflect.get(target, property, target);
-          if (property !== "writeFile") {
-            return typeof value === "function" ? value.bind(target) : value;
-          }
-          return async (path: string, data: never, options: never) => {
-            const name = path.slice(path.lastIndexOf("/") + 1);
-            if (name === STATE_FILE_NAME || name === LEASE_FILE_NAME) {
-              return target.writeFile(path, data, options);
-            }
-            inFlight += 1;
-            most = Math.max(most, inFlight);
-            try {
-              // Long enough that every write the run allows has started before one ends.
-              await new Promise((resolve) => setTimeout(resolve, 5));
-              return await target.writeFile(path, data, options);
-            } finally {
-              inFlight -= 1;
-            }
-          };
-        },
-      });
-    },
-  };
+  const backends = aroundWrites(dest, async (path, write) => {
+    const name = path.slice(path.lastIndexOf("/") + 1);
+    if (name === STATE_FILE_NAME || name === LEASE_FILE_NAME) return write();
+    inFlight += 1;
+    most = Math.max(most, inFlight);
+    try {
+      // Long enough that every write the run allows has started before one ends.
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      return await write();
+    } finally {
+      inFlight -= 1;
+    }
+  });
   const setting = transfers === undefined ? "" : `\n        transfers: ${transfers}`;
   const config = parseConfig(
     `pipelines:\n  - id: reports\n    source: {backend: local, path: ${src}}\n    destinations:\n      - id: site\n        backend: local\n        path: ${dest}${setting}\n`,
