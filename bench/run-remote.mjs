@@ -35,7 +35,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs, promisify } from "node:util";
-import { median, mib, writeSized } from "./common.mjs";
+import { median, mib, s3BenchEnv, writeSized } from "./common.mjs";
 
 const repo = dirname(dirname(fileURLToPath(import.meta.url)));
 const bin = join(repo, "packages/cli/dist/bin.cjs");
@@ -193,19 +193,7 @@ const BACKENDS = {
         bucket = "bench";
         console.log(`started Ceph RGW at ${endpoint}`);
       }
-      const baseEnv = {
-        ...process.env,
-        BENCH_S3_KEY: key,
-        BENCH_S3_SECRET: secret,
-        AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true",
-        RCLONE_CONFIG_BENCH_TYPE: "s3",
-        RCLONE_CONFIG_BENCH_PROVIDER: "Ceph",
-        RCLONE_CONFIG_BENCH_ACCESS_KEY_ID: key,
-        RCLONE_CONFIG_BENCH_SECRET_ACCESS_KEY: secret,
-        RCLONE_CONFIG_BENCH_FORCE_PATH_STYLE: "true",
-      };
-      // rclone honours AWS_CA_BUNDLE even for http:// endpoints; the SDK does not.
-      delete baseEnv.AWS_CA_BUNDLE;
+      const baseEnv = s3BenchEnv(key, secret);
       const direct = { ...baseEnv, RCLONE_CONFIG_BENCH_ENDPOINT: endpoint };
       if (cluster !== undefined)
         await time("rclone", ["mkdir", `bench:${bucket}`], { env: direct });

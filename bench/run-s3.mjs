@@ -15,7 +15,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
-import { median, mib, writeSized } from "./common.mjs";
+import { median, mib, s3BenchEnv, writeSized } from "./common.mjs";
 
 const repo = dirname(dirname(fileURLToPath(import.meta.url)));
 const bin = join(repo, "packages/cli/dist/bin.cjs");
@@ -84,20 +84,7 @@ try {
     bucket = "bench";
     console.log(`started Ceph RGW at ${endpoint} in ${(cluster.startedInMs / 1000).toFixed(1)} s`);
   }
-  const env = {
-    ...process.env,
-    BENCH_S3_KEY: key,
-    BENCH_S3_SECRET: secret,
-    AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true",
-    RCLONE_CONFIG_BENCH_TYPE: "s3",
-    RCLONE_CONFIG_BENCH_PROVIDER: "Ceph",
-    RCLONE_CONFIG_BENCH_ACCESS_KEY_ID: key,
-    RCLONE_CONFIG_BENCH_SECRET_ACCESS_KEY: secret,
-    RCLONE_CONFIG_BENCH_ENDPOINT: endpoint,
-    RCLONE_CONFIG_BENCH_FORCE_PATH_STYLE: "true",
-  };
-  // rclone honours AWS_CA_BUNDLE even for http:// endpoints; the SDK does not.
-  delete env.AWS_CA_BUNDLE;
+  const env = { ...s3BenchEnv(key, secret), RCLONE_CONFIG_BENCH_ENDPOINT: endpoint };
   if (cluster !== undefined) time("rclone", ["mkdir", `bench:${bucket}`], { env });
 
   const bundle = join(work, "source", "bundle");
