@@ -263,6 +263,21 @@ class S3Operations implements BackendOperations {
     operation: WriteOperation,
     options: WriteOptions,
   ): Promise<WriteResult> {
+    try {
+      return await this.#writeFile(path, data, operation, options);
+    } finally {
+      // The probe object removed meanwhile (see `#probeConditionalWrites`) is gone once the
+      // write that needed the probe returns, whatever its outcome: nothing of it is left behind.
+      if (this.#cleanups.size > 0) await Promise.all(this.#cleanups);
+    }
+  }
+
+  async #writeFile(
+    path: string,
+    data: WriteData,
+    operation: WriteOperation,
+    options: WriteOptions,
+  ): Promise<WriteResult> {
     const { signal } = options;
     const condition: WriteCondition =
       options.ifMatch !== undefined
@@ -743,7 +758,8 @@ class S3Operations implements BackendOperations {
       }
       return { supported: true };
     } finally {
-      // The verdict does not wait for the probe object to go; closing the backend does.
+      // The verdict does not wait for the probe object to go: its removal overlaps the write
+      // that asked for the probe, which waits for it before returning (and so does `close`).
       const removal = this.client
         .send(new DeleteObjectCommand({ Bucket: this.#bucket, Key: key }))
         .then(
