@@ -58,6 +58,9 @@ function capabilitiesOf(session: Session): FsCapabilities {
   return {
     atomicReplace: session.supports("posixRename"),
     hardLink: session.supports("hardlink"),
+    // OpenSSH, the server that offers hardlink@openssh.com, renames a regular file by link(2)
+    // and unlink(2) within one request: a no-clobber move that no cut connection can split.
+    atomicMoveNoClobber: session.supports("hardlink"),
     fileSync: session.supports("fsync"),
     directorySync: false,
     coarseMtime: true,

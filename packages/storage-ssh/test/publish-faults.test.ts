@@ -13,7 +13,7 @@ import {
   runSucceeded,
 } from "@distributor/publish";
 import type { StorageBackend } from "@distributor/storage";
-import { startTcpProxy, type TcpProxy } from "@distributor/storage/testing";
+import { faultRepeats, startTcpProxy, type TcpProxy } from "@distributor/storage/testing";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { expectAgreement } from "../../publish/test/faults/fault-model.js";
 import { createSshBackend } from "../src/index.js";
@@ -355,6 +355,7 @@ describe.skipIf(sshd === null)("publishing over SFTP through a fault proxy", () 
         const when = at === "start" ? "as it starts" : "once the server did it";
         it(
           `recovers from a connection cut during ${name}, ${when}`,
+          { timeout: CASE_MS, repeats: faultRepeats() },
           async () => {
             const outcome = await faultCase(scenario, step, at);
             expect(outcome.faulted, "the cut never fired").toBe(true);
@@ -364,7 +365,6 @@ describe.skipIf(sshd === null)("publishing over SFTP through a fault proxy", () 
             expect(errors).toContain(says);
             expect(errors).toMatch(/connection to \S+ was lost/);
           },
-          CASE_MS,
         );
       }
     }

@@ -62,6 +62,13 @@ export interface FsCapabilities {
    * moves the temp file with `renameNoReplace`, which must refuse an existing target too.
    */
   hardLink: boolean;
+  /**
+   * `renameNoReplace` is one request that the store carries out whole: the target appears and
+   * the source name goes at once, or neither. A no-clobber create then moves its temp file with
+   * it instead of a link and an unlink, so no cut between two requests can leave the temp name
+   * behind a target that landed (docs/decisions.md, "A commit file's temp name").
+   */
+  atomicMoveNoClobber: boolean;
   /** `fsync` of an open file reaches the disk. Without it files are not flushed (a no-op). */
   fileSync: boolean;
   /**

@@ -16,13 +16,15 @@ const TOKEN_BYTES = 16;
  * recovery recognises leftovers as debris), holding a random token of its holder. A
  * compare-and-swap and a fenced delete check the version and act under it, so of several of them
  * on one version exactly one acts. A lock that stays the same file for the driver's
- * `staleSwapLockMs` is broken, by exactly one waiter (see `breakStaleLock`).
+ * `staleSwapLockMs` is broken, by exactly one waiter (see `breakStaleLock`). `body` may send the
+ * release itself (`release`) right behind its last request, where the driver keeps requests in
+ * order, so that the lock goes in the same round trip as the change it guarded.
  */
 export async function withSwapLock<T, Handle>(
   store: FsStore<Handle>,
   parent: string,
   name: string,
-  body: () => Promise<T>,
+  body: (release: () => Promise<void>) => Promise<T>,
   options: { signal?: AbortSignal | undefined; staleMs?: number } = {},
 ): Promise<T> {
   const { signal } = options;
@@ -69,10 +71,15 @@ export async function withSwapLock<T, Handle>(
     }
     await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
   }
+  let released: Promise<void> | undefined;
+  const release = () => {
+    released ??= io.tidy((clean) => clean.unlink(lock));
+    return released;
+  };
   try {
-    return await body();
+    return await body(release);
   } finally {
-    await io.tidy((clean) => clean.unlink(lock));
+    await release();
   }
 }
 

@@ -104,11 +104,19 @@ async function writeInPlace<Handle>(
         stats = await described;
         throwIfAborted(signal);
         if (commit) await flushBeforeCommit(store, io, created);
-        const replace = async () => {
+        const replace = async (release?: () => Promise<void>) => {
           stats = await prepareReplace(store, io, handle, stats, path, ifMatch, operation);
           await close();
-          await io.rename(temp, path);
-          tempExists = false;
+          const renamed = io.rename(temp, path);
+          // In order, the swap lock's release follows the rename in the same round trip: a cut
+          // once the rename is done can hardly leave the lock behind it.
+          const releasing = capabilities.orderedRequests ? release?.() : undefined;
+          try {
+            await renamed;
+            tempExists = false;
+          } finally {
+            await releasing;
+          }
         };
         if (ifMatch === undefined) await replace();
         else await withSwapLock(store, parent, name, replace, { signal });
@@ -229,10 +237,9 @@ async function prepareReplace<Handle>(
 
 /**
  * Gives the finished temp file the name `path` without ever replacing what is there, and removes
- * the temp name whatever the outcome. Without hard links the rename that refuses an existing
- * target moves it (and the unlink behind it removes what a refused rename left). Where requests
- * run in order both go out together: one round trip, and the temp name is gone even when the
- * link's answer is lost.
+ * the temp name whatever the outcome. Where the store moves without clobbering in one request,
+ * that move does it all; otherwise a hard link (or, lacking one, the rename that refuses an
+ * existing target) and an unlink behind it. Where requests run in order both go out together.
  */
 async function linkNoClobber<Handle>(
   store: FsStore<Handle>,
@@ -241,12 +248,15 @@ async function linkNoClobber<Handle>(
   path: string,
   operation: StorageOperation,
 ): Promise<void> {
-  const hardLink = store.driver.capabilities.hardLink;
-  const linked = hardLink ? io.link(temp, path) : io.renameNoReplace(temp, path);
+  const { hardLink, atomicMoveNoClobber, orderedRequests } = store.driver.capabilities;
+  const link = hardLink && !atomicMoveNoClobber;
+  const linked = link ? io.link(temp, path) : io.renameNoReplace(temp, path);
   linked.catch(() => undefined);
   // After a rename that worked the name is gone already: the unlink fails, which is fine.
   const removeTemp = () => io.tidy((clean) => clean.unlink(temp));
-  const removed = store.driver.capabilities.orderedRequests ? removeTemp() : undefined;
+  // A move done in one request leaves no temp name behind when it worked; only a refused one
+  // needs the unlink.
+  const removed = orderedRequests && !atomicMoveNoClobber ? removeTemp() : undefined;
   try {
     await linked;
   } catch (error) {
@@ -254,13 +264,13 @@ async function linkNoClobber<Handle>(
     if (io.classify(error) === "exists" || (await io.lstat(path).catch(() => undefined))) {
       throw store.error("already_exists", operation, path, undefined, error);
     }
-    if (hardLink && io.classify(error) === "unsupported") {
+    if (link && io.classify(error) === "unsupported") {
       const detail = `${store.driver.lacks("hardLink")}, which no-clobber writes need`;
       throw store.error("unsupported", operation, path, detail, error);
     }
     throw error;
   }
-  await (removed ?? removeTemp());
+  if (!atomicMoveNoClobber) await (removed ?? removeTemp());
 }
 
 function checkVersion<Handle>(

@@ -26,6 +26,7 @@ const ENTRIES_PER_TURN = 512;
 const CAPABILITIES: FsCapabilities = {
   atomicReplace: true,
   hardLink: true,
+  atomicMoveNoClobber: false,
   fileSync: true,
   directorySync: true,
   coarseMtime: false,

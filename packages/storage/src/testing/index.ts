@@ -87,3 +87,18 @@ export { describeReadWrite } from "./contract/read-write.js";
 export { describeVersions } from "./contract/versions.js";
 export { MemoryFsDriver, type MemoryFsDriverOptions } from "./memory-fs-driver.js";
 export * from "./tcp-proxy.js";
+
+/**
+ * Extra runs of each fault case that depends on timing, from `DISTRIBUTOR_FAULT_REPEATS` (the
+ * whole count; unset or 1 means once): vitest's `repeats` option. `scripts/repeat-fault-tests.sh`
+ * sets it to show a window is closed, not merely unlikely; `pnpm test` runs each case once.
+ */
+export function faultRepeats(): number {
+  const raw = process.env.DISTRIBUTOR_FAULT_REPEATS;
+  if (raw === undefined || raw === "") return 0;
+  const count = Number(raw);
+  if (!Number.isInteger(count) || count < 1) {
+    throw new RangeError(`DISTRIBUTOR_FAULT_REPEATS must be a whole number ≥ 1, got "${raw}"`);
+  }
+  return count - 1;
+}

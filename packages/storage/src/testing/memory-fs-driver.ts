@@ -40,6 +40,7 @@ export interface MemoryFsDriverOptions {
 const DEFAULTS: FsCapabilities = {
   atomicReplace: true,
   hardLink: true,
+  atomicMoveNoClobber: false,
   fileSync: true,
   directorySync: true,
   coarseMtime: false,
