@@ -14,9 +14,9 @@ import {
 } from "@distributor/publish";
 import type { StorageBackend } from "@distributor/storage";
 import {
+  faultRepeats,
   type ProxiedRequest,
   type ProxiedRequestHead,
-  faultRepeats,
   startTcpProxy,
   type TcpProxy,
 } from "@distributor/storage/testing";
@@ -268,7 +268,9 @@ describe.skipIf(found === undefined)("publishing to Ceph RGW through a fault pro
   };
 
   describe.each(SCENARIOS)("%s", (scenario) => {
-    it("resolves a state compare-and-swap whose answer was lost by reading it back", { repeats: faultRepeats() }, async () => {
+    it("resolves a state compare-and-swap whose answer was lost by reading it back", {
+      repeats: faultRepeats(),
+    }, async () => {
       const outcome = await faultCase({
         scenario,
         arm: (proxy, key) => proxy.loseAnswer(isWrite(key(".distributor.json"))),
@@ -278,7 +280,9 @@ describe.skipIf(found === undefined)("publishing to Ceph RGW through a fault pro
       expect(outcome.succeeded, outcome.errors.join("; ")).toBe(true);
     });
 
-    it("resolves the commit's compare-and-swap, after the state was marked, whose answer was lost", { repeats: faultRepeats() }, async () => {
+    it("resolves the commit's compare-and-swap, after the state was marked, whose answer was lost", {
+      repeats: faultRepeats(),
+    }, async () => {
       // A replacement first marks the state (one PUT), then commits (the next): lose the
       // commit's answer. A first publication has no state to mark: its one PUT is the commit.
       const writes = scenario === "replacement" ? 2 : 1;
@@ -327,7 +331,9 @@ describe.skipIf(found === undefined)("publishing to Ceph RGW through a fault pro
       expect(outcome.errors.join("; ")).toMatch(/a\.txt timed out/);
     });
 
-    it("leaves a state write whose outcome stays unknown to the next run's recovery", { repeats: faultRepeats() }, async () => {
+    it("leaves a state write whose outcome stays unknown to the next run's recovery", {
+      repeats: faultRepeats(),
+    }, async () => {
       const outcome = await faultCase({
         scenario,
         timeouts: SHORT_TIMEOUTS,

@@ -353,19 +353,18 @@ describe.skipIf(sshd === null)("publishing over SFTP through a fault proxy", () 
     for (const [name, step, says] of steps) {
       for (const at of ["start", "done"] as const) {
         const when = at === "start" ? "as it starts" : "once the server did it";
-        it(
-          `recovers from a connection cut during ${name}, ${when}`,
-          { timeout: CASE_MS, repeats: faultRepeats() },
-          async () => {
-            const outcome = await faultCase(scenario, step, at);
-            expect(outcome.faulted, "the cut never fired").toBe(true);
-            // The only connection died mid-step: the run cannot have finished, and says why.
-            expect(outcome.succeeded).toBe(false);
-            const errors = outcome.errors.join("; ");
-            expect(errors).toContain(says);
-            expect(errors).toMatch(/connection to \S+ was lost/);
-          },
-        );
+        it(`recovers from a connection cut during ${name}, ${when}`, {
+          timeout: CASE_MS,
+          repeats: faultRepeats(),
+        }, async () => {
+          const outcome = await faultCase(scenario, step, at);
+          expect(outcome.faulted, "the cut never fired").toBe(true);
+          // The only connection died mid-step: the run cannot have finished, and says why.
+          expect(outcome.succeeded).toBe(false);
+          const errors = outcome.errors.join("; ");
+          expect(errors).toContain(says);
+          expect(errors).toMatch(/connection to \S+ was lost/);
+        });
       }
     }
 
