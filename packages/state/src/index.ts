@@ -15,6 +15,7 @@ export {
   findOutputByPath,
   hasMetadata,
   managedOutputPaths,
+  mergeByPath,
   mergeOutputRecords,
   outputsByPath,
   projectOutputs,

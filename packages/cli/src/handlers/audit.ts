@@ -26,7 +26,7 @@ export const auditCommand: CommandHandler<AuditCommandOptions> = async (options,
   if (!report.drift && !report.failed) return { ok: true, result: report, text };
   const failed = report.destinations.filter((d) => d.error !== null);
   const message = report.drift
-    ? `audit found ${report.missing_count} missing and ${report.changed_count} changed managed output(s) and ${report.invalid_states} invalid state file(s); \`distributor run --repair\` restores outputs of a destination whose state matches the source`
+    ? driftMessage(report)
     : `${failed.length} destination(s) could not be audited`;
   return {
     ok: false,
@@ -65,4 +65,31 @@ function auditProgress(stderr: { write(chunk: string): unknown }) {
       if (outputs > 0) stderr.write("\r\x1b[2K");
     },
   };
+}
+
+/** What audit found wrong, and what fixes each kind of it. */
+function driftMessage(report: {
+  missing_count: number;
+  changed_count: number;
+  invalid_states: number;
+  incomplete_count: number;
+  reupload_needed: boolean;
+}): string {
+  const found = `audit found ${report.missing_count} missing and ${report.changed_count} changed managed output(s), ${report.incomplete_count} output(s) where the records are not the publication of the recorded source, and ${report.invalid_states} invalid state file(s)`;
+  const fixes: string[] = [];
+  if (report.incomplete_count > 0) {
+    fixes.push("a plain `distributor run` of the same source completes the publication");
+  }
+  if (report.missing_count + report.changed_count > 0) {
+    fixes.push("`distributor run --repair` restores outputs whose bytes drifted");
+  }
+  if (report.invalid_states > 0) {
+    fixes.push("`distributor reconcile-state --rebuild` writes a new state from the source");
+  }
+  if (report.reupload_needed) {
+    fixes.push(
+      "the pipeline's source is an HTTP upload, gone after its run: upload the bundle again to restore it",
+    );
+  }
+  return `${found}; ${fixes.join("; ")}`;
 }

@@ -2,9 +2,10 @@ import type { AuditReport } from "@distributor/publish";
 import { summaryLine } from "./text.js";
 
 /**
- * The text of an `audit` report: one `Audit:` line per audited bundle path, one `Drift:` line
- * per missing or changed output, one `Unmanaged:` line per unmanaged entry, and one `Audit
- * failed:` line per destination that could not be audited.
+ * The text of an `audit` report: one `Audit:` line per audited bundle path, one `Incomplete:`
+ * line per output the publication in force and the records disagree on, one `Drift:` line per
+ * missing or changed output, one `Unmanaged:` line per unmanaged entry, and one `Audit failed:`
+ * line per destination that could not be audited.
  */
 export function formatAuditText(report: AuditReport): string[] {
   const lines: string[] = [];
@@ -22,7 +23,9 @@ export function formatAuditText(report: AuditReport): string[] {
           ? "invalid_state"
           : bundle.missing_count + bundle.changed_count > 0
             ? "drift"
-            : "ok";
+            : bundle.incomplete_count > 0
+              ? "incomplete"
+              : "ok";
       lines.push(
         summaryLine("Audit", [
           ...where,
@@ -33,8 +36,19 @@ export function formatAuditText(report: AuditReport): string[] {
           ["missing", bundle.missing_count],
           ["changed", bundle.changed_count],
           ["unmanaged", bundle.unmanaged_entries.length],
+          ["incomplete", bundle.incomplete_count],
         ]),
       );
+      for (const gap of bundle.incomplete) {
+        lines.push(
+          summaryLine("Incomplete", [
+            ...where,
+            ["bundle", bundle.bundle_path],
+            ["path", gap.path],
+            ["status", gap.status],
+          ]),
+        );
+      }
       for (const output of bundle.outputs) {
         if (output.status === "ok") continue;
         lines.push(

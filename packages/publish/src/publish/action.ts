@@ -6,7 +6,9 @@ import type { TransferPolicy } from "../config/types.js";
  * `repair` (`run --repair`: restore missing or changed managed outputs of a destination whose
  * state already records the current source) and `update_metadata` (the state records the current
  * source, but the destination's metadata rules now give some of its outputs other metadata:
- * exactly those are stored again) extend SPEC's list.
+ * exactly those are stored again) and `complete` (the state records the current source, but its
+ * records are not the outputs that source gives under the configuration in force: the missing or
+ * different ones are written and the ones no longer produced deleted) extend SPEC's list.
  */
 export type PublishAction =
   | "publish_new"
@@ -18,7 +20,8 @@ export type PublishAction =
   | "fail_conflict"
   | "fail_unmanaged"
   | "repair"
-  | "update_metadata";
+  | "update_metadata"
+  | "complete";
 
 const WRITE_ACTIONS: ReadonlySet<PublishAction> = new Set([
   "publish_new",
@@ -26,6 +29,7 @@ const WRITE_ACTIONS: ReadonlySet<PublishAction> = new Set([
   "force_replace",
   "repair",
   "update_metadata",
+  "complete",
 ]);
 
 export function isWriteAction(action: PublishAction): boolean {

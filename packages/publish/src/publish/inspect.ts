@@ -51,7 +51,9 @@ export async function inspectDestination(
     stateVersion: version,
     existingOutputs: new Map(),
   };
-  if (decision.action === "skip_same" && target.repair) {
+  const repairing = target.repair && decision.action === "skip_same";
+  // A completion under `--repair` also looks at the bytes of what it keeps recorded.
+  if (repairing || (target.repair && decision.action === "complete")) {
     inspection.stored = await storedOwnerOutputs(
       backend,
       target,
@@ -59,7 +61,7 @@ export async function inspectDestination(
       plannedPaths,
       options,
     );
-    return { inspection, decision };
+    if (repairing) return { inspection, decision };
   }
   if (!isWriteAction(decision.action)) return { inspection, decision };
 

@@ -1,5 +1,6 @@
 import {
   isSharedRootState,
+  mergeByPath,
   mergeOutputRecords,
   mergeOwnerOutputs,
   newSharedRootState,
@@ -213,4 +214,53 @@ export function updatedRecordsDocument(
     };
   }
   return { ...document, updatedAt: at, outputs: document.outputs.map(update) };
+}
+
+/**
+ * The state after a completion (`complete`): the owner still records the same source; `written`
+ * (the outputs it wrote) replace or join its records, each keeping its `created_at` and taking
+ * `updated_at = now`; the records of `removed` go; every other record stays as it was. The
+ * publication time stays, the document's `updated_at` moves (the commit point of SPEC §5), and
+ * the primary URL is the one the configuration gives now. Pure.
+ */
+export function completedStateDocument(
+  request: PublishRequest,
+  document: StateDocument,
+  written: readonly PlannedOutput[],
+  removed: readonly string[],
+): StateDocument {
+  const now = truncateToSecond(request.now);
+  const gone = new Set(removed);
+  if (isSharedRootState(document)) {
+    const existing = ownerOutputs(document, request.owner);
+    const kept = existing.filter((record) => !gone.has(record.path));
+    const planned = projectOwnerOutputs(
+      projections(written),
+      existing,
+      request.owner,
+      request.manifest,
+      now,
+    );
+    const current = document.owners.find((o) => sameOwnerScope(o.scope, request.owner));
+    const owner: OwnerRecord = {
+      ...(current ?? {
+        scope: { ...request.owner },
+        reconciliation: { mode: request.reconciliation },
+        source: { manifest: request.manifest },
+      }),
+    };
+    delete owner.links;
+    if (request.primaryUrl !== undefined) owner.links = { primaryUrl: request.primaryUrl };
+    return replaceOwnerOutputs({ ...document, updatedAt: now }, owner, mergeByPath(kept, planned));
+  }
+  const kept = document.outputs.filter((record) => !gone.has(record.path));
+  const planned = projectOutputs(projections(written), document.outputs, now);
+  const next: SingleOwnerState = {
+    ...document,
+    updatedAt: now,
+    outputs: mergeOutputRecords(kept, planned),
+  };
+  delete next.links;
+  if (request.primaryUrl !== undefined) next.links = { primaryUrl: request.primaryUrl };
+  return next;
 }

@@ -65,7 +65,7 @@ export async function planTarget(options: PlanTargetOptions): Promise<PublishPla
   // Each planned path's metadata: a state recording other metadata is brought up to date.
   const target: PublishTarget = {
     ...options.target,
-    plannedMetadata: new Map(options.selection.map((output) => [output.path, output.metadata])),
+    planned: options.selection,
   };
   const { inspection, decision } = await inspectDestination(
     options.destination,

@@ -7,6 +7,7 @@ import {
   type DestinationStatus,
   formatOwnerScope,
   isSharedRootState,
+  type OutputKind,
   type OutputMetadata,
   type OwnerScope,
   outputsByPath,
@@ -38,9 +39,15 @@ import {
   isWriteAction,
   type PublishAction,
 } from "./action.js";
+import { completenessGaps, describeGaps, isComplete } from "./completeness.js";
 import { sameMetadata } from "./metadata.js";
-import { adoptedStateDocument, nextStateDocument, updatedRecordsDocument } from "./next-state.js";
-import type { PlannedOutput } from "./outputs.js";
+import {
+  adoptedStateDocument,
+  completedStateDocument,
+  nextStateDocument,
+  updatedRecordsDocument,
+} from "./next-state.js";
+import type { OutputSelection, PlannedOutput } from "./outputs.js";
 import { type StoredFile, storedStatus } from "./stored-digest.js";
 
 /** Where and as whom a bundle is published: everything the action decision depends on. */
@@ -60,11 +67,13 @@ export interface PublishTarget {
    */
   repair?: boolean | undefined;
   /**
-   * The object metadata each planned output path gets from the destination's rules (absent:
-   * none). A state that records this source with other metadata for any of these paths is
-   * brought up to date (`update_metadata`) instead of skipped. Paths not listed are not compared.
+   * The outputs the destination's configuration selects from the manifest, with the object
+   * metadata its rules give each. A state that records this source is compared with them: other
+   * outputs than these recorded (missing, different, no longer produced) are converged
+   * (`complete`); only other metadata, brought up to date (`update_metadata`). Absent: neither
+   * is compared.
    */
-  plannedMetadata?: ReadonlyMap<string, OutputMetadata | undefined> | undefined;
+  planned?: readonly OutputSelection[] | undefined;
 }
 
 /** A target with the outputs it would publish and what the next state records. */
@@ -204,6 +213,13 @@ export function decideAction(target: PublishTarget, status: DestinationStatus): 
       : compare(target.manifest, target.owner, status, options);
   const decision = actionForComparison(comparison, target.transfer, target.force);
   if (decision.action === "skip_same" && status.state !== undefined) {
+    const gaps = recordGaps(target, status.state);
+    if (gaps !== undefined && !isComplete(gaps)) {
+      return {
+        action: "complete",
+        reason: `${decision.reason}, but its records are not the outputs it gives under this configuration: ${describeGaps(gaps, listPaths)}`,
+      };
+    }
     const changed = metadataChanges(target, status.state);
     if (changed.length > 0) {
       return {
@@ -233,6 +249,22 @@ export function decideAction(target: PublishTarget, status: DestinationStatus): 
     );
   }
   return decision;
+}
+
+/**
+ * How the owner's records in `document` fall short of the outputs `target` plans from its
+ * manifest, when the document is of the target's state mode (a single-owner state met by a
+ * shared-root target migrates with the next new source, not here). Pure; reads the state only.
+ */
+export function recordGaps(target: PublishTarget, document: StateDocument) {
+  if (target.planned === undefined) return undefined;
+  if (isSharedRootState(document) !== (target.stateMode === "shared_root")) return undefined;
+  return completenessGaps(
+    target.planned,
+    target.manifest,
+    ownedOutputRecords(document, target.owner),
+    target.reconciliation,
+  );
 }
 
 /** True when planning must list the bundle path: a single-owner replacement proves it is clean. */
@@ -270,7 +302,22 @@ export function planPublish(
   const forced = plan.action === "force_replace";
   const versions = inspection.versions ?? new Map<string, string>();
   plan.clearBundlePath = forced;
-  plan.writes = request.outputs.map((output) => {
+  // A completion writes only the outputs whose record is not already exactly what it plans.
+  const completing = plan.action === "complete";
+  const recorded = completing ? recordsByPath(request.owner, inspection.status.state) : undefined;
+  // Under `--repair` a record whose stored bytes drifted is written again too.
+  const drifted = (output: PlannedOutput, record: RecordedOutput) => {
+    const found = inspection.stored?.get(output.path);
+    return found !== undefined && storedStatus(found, record) !== "ok";
+  };
+  const toWrite =
+    recorded === undefined
+      ? request.outputs
+      : request.outputs.filter((output) => {
+          const record = recorded.get(output.path);
+          return record === undefined || !recordMatches(record, output) || drifted(output, record);
+        });
+  plan.writes = toWrite.map((output) => {
     // A forced replacement claims whatever is there; otherwise only this owner's own outputs are
     // replaced in place. Every path where nothing is stored is a no-clobber create (and so is
     // journaled as one this attempt may create).
@@ -279,7 +326,8 @@ export function planPublish(
     const ifMatch = overwrite ? versions.get(output.path) : undefined;
     return ifMatch === undefined ? { output, overwrite } : { output, overwrite, ifMatch };
   });
-  const merging = plan.action === "replace_older" && request.reconciliation === "merge";
+  const merging =
+    (plan.action === "replace_older" || completing) && request.reconciliation === "merge";
   if (!forced && !merging) {
     const planned = new Set(request.outputs.map((output) => output.path));
     const plannedAncestors = ancestorsOf(planned);
@@ -301,8 +349,42 @@ export function planPublish(
     const retired = [...current].filter((path) => !planned.has(path));
     plan.journal.paths.push(...retired);
   }
+  if (completing) {
+    // What it writes is what it reports; the state keeps its publication time and the records
+    // it did not need to touch (their timestamps are what prune reads).
+    plan.outputs = toWrite;
+    plan.nextState = completedStateDocument(
+      request,
+      inspection.status.state as StateDocument,
+      toWrite,
+      [...plan.deletesFirst, ...plan.deletes],
+    );
+    return plan;
+  }
   plan.nextState = nextStateDocument(request, inspection.status.state, plan.action);
   return plan;
+}
+
+/** The owner's records by path (none without a state). */
+function recordsByPath(
+  owner: OwnerScope,
+  document: StateDocument | undefined,
+): Map<string, RecordedOutput> {
+  const records = document === undefined ? [] : ownedOutputRecords(document, owner);
+  return new Map(records.map((record) => [record.path, record]));
+}
+
+/** True when `record` already describes `output` exactly: bytes, origin and metadata. */
+function recordMatches(record: RecordedOutput | undefined, output: PlannedOutput): boolean {
+  return (
+    record !== undefined &&
+    record.sha256 === output.sha256 &&
+    record.size === output.size &&
+    record.kind === output.kind &&
+    record.sourcePath === output.sourcePath &&
+    (record.transform ?? undefined) === (output.transform ?? undefined) &&
+    sameMetadata(record.metadata, output.metadata)
+  );
 }
 
 /** A plan of `decision` that does nothing yet: the steps below fill in what it writes and deletes. */
@@ -453,6 +535,9 @@ function reproduces(output: PlannedOutput, record: RecordedOutput): boolean {
 
 type RecordedOutput = {
   path: string;
+  kind: OutputKind;
+  sourcePath: string;
+  transform?: string;
   sha256: string;
   size: number;
   metadata?: OutputMetadata;
@@ -464,8 +549,8 @@ type RecordedOutput = {
  * what the destination's rules give them now. Pure; reads the state only.
  */
 export function metadataChanges(target: PublishTarget, document: StateDocument): string[] {
-  const planned = target.plannedMetadata;
-  if (planned === undefined) return [];
+  if (target.planned === undefined) return [];
+  const planned = new Map(target.planned.map((output) => [output.path, output.metadata]));
   const changed: string[] = [];
   for (const record of ownedOutputRecords(document, target.owner)) {
     if (!planned.has(record.path)) continue;

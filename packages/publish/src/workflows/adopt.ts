@@ -31,9 +31,8 @@ import type { DestinationConfig, PipelineConfig } from "../config/types.js";
 import { compareAndSwapState } from "../publish/commit-state.js";
 import { UncommittedError } from "../publish/execute.js";
 import type { Lease } from "../publish/lease.js";
-import { MetadataRules } from "../publish/metadata.js";
 import { adoptedStateDocument } from "../publish/next-state.js";
-import { attachUrls, type PlannedOutput, selectOutputs, withMetadata } from "../publish/outputs.js";
+import { attachUrls, type PlannedOutput } from "../publish/outputs.js";
 import type { PublishRequest } from "../publish/plan.js";
 import { prepareOutputs } from "../publish/prepare.js";
 import { holdLease } from "../publish/recovery.js";
@@ -46,6 +45,7 @@ import {
   type ReconcileStateEntry,
   type ReconcileStateOptions,
 } from "./reconcile-state.js";
+import { destinationSelection } from "./selection.js";
 import {
   openBackend,
   openConfiguredDestination,
@@ -237,16 +237,7 @@ async function adoptBundle(
     would_change: false,
     error: null,
   };
-  const html = destination.publish.html && destination.transform.markdownToHtml.enabled;
-  const selection = withMetadata(
-    selectOutputs(target.manifest, {
-      source: destination.publish.source,
-      html: destination.publish.html,
-      markdownMode: html ? destination.transform.markdownToHtml.mode : undefined,
-    }),
-    new MetadataRules(destination.metadata),
-    target.bundlePath,
-  );
+  const selection = destinationSelection(destination, target.manifest, target.bundlePath);
   const prepared = await prepareOutputs(selection, {
     source,
     sourceBundlePath: target.sourcePath,

@@ -1,6 +1,7 @@
 import {
   isSharedRootState,
   type OutputMetadata,
+  type OutputProjection,
   type OwnerScope,
   ownerOutputs,
   ownerScope,
@@ -20,11 +21,13 @@ import {
   type StorageEntry,
 } from "@distributor/storage";
 import type { Config, DestinationConfig, PipelineConfig } from "../config/types.js";
+import { completenessGaps } from "../publish/completeness.js";
 import { isStateFile, readStateFile } from "../publish/state-file.js";
 import { type StoredFile, storedFile, storedStatus } from "../publish/stored-digest.js";
 import { destinationRootPath } from "./destination-root.js";
 import { errorCode, errorMessage } from "./errors.js";
 import type { ReconcileStateEntry } from "./reconcile-state.js";
+import { destinationSelection, recordedManifest } from "./selection.js";
 import { findDestination, findPipeline, openBackend, type WorkflowOptions } from "./shared.js";
 import { isUnmanagedEntry, unmanagedEntryReport } from "./unmanaged-entry.js";
 
@@ -66,6 +69,23 @@ export interface AuditBundleReport {
   outputs: AuditOutputReport[];
   /** Entries below the bundle path that no state records (never counted as drift). */
   unmanaged_entries: ReconcileStateEntry[];
+  /**
+   * Where the records fall short of the publication their recorded source gives under the
+   * configuration in force, in path order (counted as drift): a plain `run` completes it.
+   */
+  incomplete: AuditIncompleteReport[];
+  incomplete_count: number;
+}
+
+/**
+ * One difference between the publication in force and the records: `not_recorded` (an output
+ * the recorded source gives that no record covers), `recorded_otherwise` (its record describes
+ * another output: other bytes, source file or transform), `not_produced` (a record of an output
+ * the configuration no longer gives; `replace` reconciliation only).
+ */
+export interface AuditIncompleteReport {
+  path: string;
+  status: "not_recorded" | "recorded_otherwise" | "not_produced";
 }
 
 /** One configured destination. */
@@ -90,6 +110,13 @@ export interface AuditReport {
   changed_count: number;
   unmanaged_count: number;
   invalid_states: number;
+  /** Outputs of publications in force that the records lack or describe otherwise, and back. */
+  incomplete_count: number;
+  /**
+   * Set when drift was found in a destination whose pipeline takes its sources from HTTP
+   * uploads: the source a run needs to restore it is gone, so a re-upload of the bundle does.
+   */
+  reupload_needed: boolean;
   /** Any destination drifted. */
   drift: boolean;
   /** Any destination could not be audited. */
@@ -142,6 +169,8 @@ export async function audit(options: AuditOptions): Promise<AuditReport> {
     changed_count: 0,
     unmanaged_count: 0,
     invalid_states: 0,
+    incomplete_count: 0,
+    reupload_needed: false,
     drift: false,
     failed: false,
   };
@@ -155,9 +184,11 @@ export async function audit(options: AuditOptions): Promise<AuditReport> {
       report.missing_count += bundle.missing_count;
       report.changed_count += bundle.changed_count;
       report.unmanaged_count += bundle.unmanaged_entries.length;
+      report.incomplete_count += bundle.incomplete_count;
       if (bundle.state === "invalid") report.invalid_states += 1;
     }
     report.drift ||= found.drift;
+    report.reupload_needed ||= found.drift && pipeline.source.backend === "http_upload";
     report.failed ||= found.error !== null;
   }
   return report;
@@ -219,6 +250,7 @@ async function auditDestination(
       const bundle = await auditBundle(options, backend, report, owner, bundlePath, {
         entries,
         bundlePaths,
+        destination,
       });
       if (bundle !== undefined) report.bundles.push(bundle);
     }
@@ -229,7 +261,8 @@ async function auditDestination(
     await backend?.close().catch(() => undefined);
   }
   report.drift = report.bundles.some(
-    (b) => b.state === "invalid" || b.missing_count > 0 || b.changed_count > 0,
+    (b) =>
+      b.state === "invalid" || b.missing_count > 0 || b.changed_count > 0 || b.incomplete_count > 0,
   );
   return report;
 }
@@ -254,7 +287,7 @@ function stateBundlePaths(
 export function ownedRecords(
   document: StateDocument,
   owner: OwnerScope,
-): ReadonlyArray<{ path: string; sha256: string; size: number }> | undefined {
+): ReadonlyArray<OutputProjection> | undefined {
   if (isSharedRootState(document)) {
     const records = ownerOutputs(document, owner);
     return document.owners.some((o) => sameOwnerScope(o.scope, owner)) ? records : undefined;
@@ -268,7 +301,11 @@ async function auditBundle(
   destination: AuditDestinationReport,
   owner: OwnerScope,
   bundlePath: string,
-  listing: { entries: readonly StorageEntry[]; bundlePaths: readonly string[] },
+  listing: {
+    entries: readonly StorageEntry[];
+    bundlePaths: readonly string[];
+    destination: DestinationConfig;
+  },
 ): Promise<AuditBundleReport | undefined> {
   const stateFile = joinPrefix(bundlePath, STATE_FILE_NAME);
   const report: AuditBundleReport = {
@@ -282,6 +319,8 @@ async function auditBundle(
     changed_count: 0,
     outputs: [],
     unmanaged_entries: [],
+    incomplete: [],
+    incomplete_count: 0,
   };
   let document: StateDocument;
   try {
@@ -297,6 +336,8 @@ async function auditBundle(
   }
   const records = ownedRecords(document, owner);
   if (records === undefined) return undefined;
+  report.incomplete = incompleteOutputs(listing.destination, document, owner, bundlePath);
+  report.incomplete_count = report.incomplete.length;
   const sorted = [...records].sort((a, b) => compareLogicalPaths(a.path, b.path));
   options.onEvent?.({
     type: "bundle_start",
@@ -331,6 +372,37 @@ async function auditBundle(
   const managed = new Set(document.outputs.map((output) => output.path));
   report.unmanaged_entries = unmanagedBelow(bundlePath, managed, listing);
   return report;
+}
+
+/**
+ * Recorded source → planned outputs → records: what the owner's recorded source gives under the
+ * destination's configuration, compared with its records (docs/operations.md, "What a success
+ * report promises"). Reads nothing but the state.
+ */
+function incompleteOutputs(
+  destination: DestinationConfig,
+  document: StateDocument,
+  owner: OwnerScope,
+  bundlePath: string,
+): AuditIncompleteReport[] {
+  const manifest = recordedManifest(document, owner);
+  if (manifest === undefined) return [];
+  const reconciliation = isSharedRootState(document)
+    ? (document.owners.find((o) => sameOwnerScope(o.scope, owner))?.reconciliation.mode ??
+      "replace")
+    : document.reconciliation.mode;
+  const gaps = completenessGaps(
+    destinationSelection(destination, manifest, bundlePath),
+    manifest,
+    ownedRecords(document, owner) ?? [],
+    reconciliation,
+  );
+  const found: AuditIncompleteReport[] = [
+    ...gaps.missing.map((path) => ({ path, status: "not_recorded" as const })),
+    ...gaps.changed.map((path) => ({ path, status: "recorded_otherwise" as const })),
+    ...gaps.retired.map((path) => ({ path, status: "not_produced" as const })),
+  ];
+  return found.sort((a, b) => compareLogicalPaths(a.path, b.path));
 }
 
 function outputReport(

@@ -86,7 +86,8 @@ export interface BundleCandidate {
  * bundle pruned while its source still holds it is published again by the next run, and ranking
  * it by that fresh publication would prune the really newest bundles next. The `keep_latest`
  * newest are preserved, then those whose `created` is older than `older_than` are pruned (all
- * the rest when only `keep_latest` is set). A bundle state in which the owner records no output
+ * the rest when only `keep_latest` is set). The newest bundle, the publication in force, is
+ * always preserved (`keep_latest: 0` cannot empty an archive). A bundle state in which the owner records no output
  * any more (what an interrupted prune leaves) holds nothing to keep: it is always pruned and does
  * not count towards `keep_latest`. Pruned bundles come oldest first (the order they go in),
  * preserved ones newest first.
@@ -107,7 +108,8 @@ export function planBundlePrune(
   const preserved: BundleCandidate[] = [];
   ranked.forEach((candidate, index) => {
     const young = cutoff !== undefined && candidate.sourceCreated.getTime() >= cutoff;
-    if (index < keep || young) preserved.push(candidate);
+    // The newest bundle is the publication in force: never pruned, whatever the policy.
+    if (index === 0 || index < keep || young) preserved.push(candidate);
     else pruned.push(candidate);
   });
   return { pruned: [...empty, ...pruned.reverse()], preserved };

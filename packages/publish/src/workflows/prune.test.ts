@@ -584,22 +584,28 @@ describe("prune", () => {
     expect(await destination.exists("old.txt")).toBe(true);
   });
 
-  it("deletes every planned output but keeps .distributor.json and unmanaged files", async () => {
+  it("deletes every planned output but keeps the live publication, .distributor.json and unmanaged files", async () => {
+    // report.md is what the recorded source gives under this configuration: the publication in
+    // force, older than the cutoff and still never a candidate.
     await destination.writeDestination(
       singleOwnerState([
         { path: "report.md", updatedAt: hoursAgo(3) },
-        { path: "summary.txt", updatedAt: hoursAgo(2) },
+        { path: "retired.txt", updatedAt: hoursAgo(2) },
       ]),
     );
     await destination.writeFiles({ "extra.txt": "unmanaged" });
-    const config = configWith(retentionYaml({ olderThan: "1h" }));
+    const config = configWith(retentionYaml({ olderThan: "1h", keepLatest: 0 }));
 
     const report = await prune(pruneOptions(config, { dryRun: false }));
 
-    expect(report).toMatchObject({ state_changed: true, checked_count: 2, dry_run: false });
-    expect(report.deleted_outputs).toHaveLength(2);
-    expect((await readdir(destination.root)).sort()).toEqual([".distributor.json", "extra.txt"]);
-    expect(recordedPaths(await destination.readState())).toBe("");
+    expect(report).toMatchObject({ state_changed: true, checked_count: 1, dry_run: false });
+    expect(paths(report.deleted_outputs)).toBe("retired.txt");
+    expect((await readdir(destination.root)).sort()).toEqual([
+      ".distributor.json",
+      "extra.txt",
+      "report.md",
+    ]);
+    expect(recordedPaths(await destination.readState())).toBe("report.md");
   });
 
   it("removes directories the deletes leave empty, never the root", async () => {

@@ -31,6 +31,7 @@ import {
 } from "./destination-root.js";
 import { errorCode, errorMessage } from "./errors.js";
 import { type PruneBundleRecord, pruneBundles } from "./prune-bundles.js";
+import { livePaths } from "./selection.js";
 import { openConfiguredDestination, type WorkflowOptions, withBackend } from "./shared.js";
 
 export type { PruneBundleRecord } from "./prune-bundles.js";
@@ -146,6 +147,11 @@ export interface DestinationPrunePlanOptions {
   destinationId: string;
   /** Reference time for `older_than`. */
   now: Date;
+  /**
+   * The paths of the publication in force (what the owner's recorded source gives under the
+   * configuration): never candidates. Omitted, every owned output is one.
+   */
+  live?: ReadonlySet<string> | undefined;
 }
 
 /**
@@ -188,7 +194,9 @@ export function isPruneError(error: unknown): error is PruneError {
 /**
  * Selects the outputs a destination's retention policy prunes from a state document: the
  * selected owner's outputs only (single-owner state must belong to it: `state owner is A/B, not
- * C/D`). `keep_latest` newest are preserved before `older_than` is applied, by `updated_at`.
+ * C/D`), and of those only the ones the publication in force no longer lists (`live`: outputs
+ * merged from older bundles, or no longer produced). Among them `keep_latest` newest are
+ * preserved before `older_than` is applied, by `updated_at`.
  */
 export function planDestinationPrune(
   document: StateDocument,
@@ -206,7 +214,10 @@ export function planDestinationPrune(
     preserved_outputs: [],
   };
   if (!policy.enabled) return report;
-  const candidates = pruneCandidatesForDocument(document, scope);
+  const live = options.live;
+  const candidates = pruneCandidatesForDocument(document, scope).filter(
+    (candidate) => live === undefined || !live.has(candidate.path),
+  );
   const plan = planPrune(candidates, {
     now: options.now,
     ...(policy.olderThanMs === undefined ? {} : { olderThanMs: policy.olderThanMs }),
@@ -277,6 +288,9 @@ export async function prune(options: PruneOptions): Promise<PruneReport> {
         pipelineId: pipeline.id,
         destinationId: destination.id,
         now,
+        // The publication in force is never pruned (docs/decisions.md, "Prune keeps the
+        // publication in force").
+        live: livePaths(destination, document, owner, ""),
       });
       const report = base(plan, "outputs");
       if (lease === undefined || report.planned_outputs.length === 0) return report;

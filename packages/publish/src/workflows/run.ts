@@ -16,11 +16,11 @@ import { displayPath, type StorageBackend, type StorageEntry } from "@distributo
 import type { Config, DestinationConfig, PipelineConfig } from "../config/types.js";
 import { isFailAction, isWriteAction, type PublishAction } from "../publish/action.js";
 import { publishTarget } from "../publish/commit.js";
-import { MetadataRules } from "../publish/metadata.js";
-import { type PlannedOutput, selectOutputs, withMetadata } from "../publish/outputs.js";
+import { type PlannedOutput, selectOutputs } from "../publish/outputs.js";
 import type { PublishPlan } from "../publish/plan.js";
 import { RenderCache } from "../publish/render-cache.js";
 import { type ActionError, actionError, errorCode, errorMessage } from "./errors.js";
+import { destinationSelection } from "./selection.js";
 import {
   findPipeline,
   openBackend,
@@ -640,16 +640,7 @@ export async function runTarget(
   const action = baseAction(pipeline, destination, target.bundlePath, manifest);
   const signal = options.signal;
   try {
-    const html = destination.publish.html && destination.transform.markdownToHtml.enabled;
-    const selection = withMetadata(
-      selectOutputs(manifest, {
-        source: destination.publish.source,
-        html: destination.publish.html,
-        markdownMode: html ? destination.transform.markdownToHtml.mode : undefined,
-      }),
-      new MetadataRules(destination.metadata),
-      target.bundlePath,
-    );
+    const selection = destinationSelection(destination, manifest, target.bundlePath);
     await publishTarget({
       plan: {
         source,

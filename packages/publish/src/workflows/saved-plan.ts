@@ -386,6 +386,7 @@ const ACTIONS = [
   "fail_unmanaged",
   "repair",
   "update_metadata",
+  "complete",
 ] as const satisfies readonly PublishAction[];
 const entrySchema = v.strictObject({
   pipeline_id: v.string(),

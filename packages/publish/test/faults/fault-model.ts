@@ -1,5 +1,10 @@
 import { createHash } from "node:crypto";
-import { parseDocument } from "@distributor/state";
+import {
+  isSharedRootState,
+  ownerOutputs,
+  parseDocument,
+  type StateDocument,
+} from "@distributor/state";
 import {
   createLocalBackend,
   createMemoryBackend,
@@ -196,9 +201,50 @@ export function registryFor(
 const sha = (bytes: Uint8Array) => `sha256:${createHash("sha256").update(bytes).digest("hex")}`;
 
 /**
+ * Planned outputs = records, for the copy-only configurations of the fault suites: every owner
+ * records each file of the source it records, at its path, with its bytes (before any encoding);
+ * an owner that replaces records nothing else (one that merges may keep older bundles' outputs).
+ */
+export function expectWholePublication(state: StateDocument, label: string): void {
+  const owners = isSharedRootState(state)
+    ? state.owners.map((owner) => ({
+        name: `${owner.scope.pipelineId}/${owner.scope.destinationId}`,
+        manifest: owner.source.manifest,
+        merge: owner.reconciliation.mode === "merge",
+        records: ownerOutputs(state, owner.scope),
+      }))
+    : [
+        {
+          name: `${state.pipelineId}/${state.destinationId}`,
+          manifest: state.source.manifest,
+          merge: state.reconciliation.mode === "merge",
+          records: state.outputs,
+        },
+      ];
+  for (const owner of owners) {
+    const records = new Map(owner.records.map((record) => [record.path, record]));
+    for (const file of owner.manifest.files) {
+      const record = records.get(file.path);
+      const where = `${label}: ${owner.name} records ${owner.manifest.id} but`;
+      expect(record, `${where} not its ${file.path}`).toBeDefined();
+      const bytes = record?.decoded ?? record;
+      expect(bytes?.sha256, `${where} other bytes at ${file.path}`).toBe(file.sha256);
+    }
+    if (owner.merge) continue;
+    const listed = new Set(owner.manifest.files.map((file) => file.path));
+    const extra = owner.records.filter((record) => !listed.has(record.path));
+    expect(
+      extra.map((record) => record.path),
+      `${label}: ${owner.name} records outputs ${owner.manifest.id} does not give`,
+    ).toEqual([]);
+  }
+}
+
+/**
  * The invariant after every fault (SPEC §5): every state file — at the destination root, or one
  * per bundle path below it — describes exactly the bytes there. Every recorded output holds its
  * recorded digest and size; every other file is in `unmanaged` (untouched, with those bytes).
+ * Every owner records the whole publication of its recorded source (`expectWholePublication`).
  * Without `debris`, no lease and no temp file lie anywhere either. Returns the recorded outputs
  * (path below the destination root → sha256).
  */
@@ -214,6 +260,8 @@ export async function expectAgreement(
      * over). Its journal must name nothing left to undo, which the rest of the check shows.
      */
     staleLeasesAt?: Date;
+    /** Records may fall short of the recorded source's publication (after reconcile-state). */
+    partial?: boolean | undefined;
   } = {},
 ): Promise<Record<string, string>> {
   const label = options.label ?? "";
@@ -224,6 +272,7 @@ export async function expectAgreement(
   for (const stateFile of files.filter((path) => nameOf(path) === STATE_FILE_NAME)) {
     const bundle = stateFile.slice(0, stateFile.length - STATE_FILE_NAME.length);
     const state = parseDocument(Buffer.from(await backend.readFile(stateFile)).toString());
+    if (!options.partial) expectWholePublication(state, `${label}: ${stateFile}`);
     for (const output of state.outputs) {
       const path = `${bundle}${output.path}`;
       expect(recorded[path], `${label}: ${path} is recorded by two states`).toBeUndefined();
