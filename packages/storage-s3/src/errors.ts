@@ -127,7 +127,7 @@ export function describeFailure(
       ? "no connection to the service"
       : "no answer or progress from the service";
     const within = limit === undefined ? "" : ` within ${limit} ms`;
-    const option = connecting ? "connectTimeoutMs" : "requestTimeoutMs";
+    const option = connecting ? "timeouts.connect" : "timeouts.request";
     return `request for ${at} timed out: ${what}${within} (${option}; ${code}${said})`;
   }
   if (failure.code === "NoSuchBucket") {

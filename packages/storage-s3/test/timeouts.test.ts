@@ -73,7 +73,7 @@ describe("s3 backend against a service that accepts connections and never answer
         const error = await expectStorageError(result, "unavailable");
         expect(error.message).toContain(`${operation} s3:${path}: `);
         expect(error.message).toContain(`request for s3://hung/site/${path} timed out`);
-        expect(error.message).toContain(`within ${TIMEOUT_MS} ms (requestTimeoutMs`);
+        expect(error.message).toContain(`within ${TIMEOUT_MS} ms (timeouts.request`);
         // The overwrite waits twice (PUT, then HEAD).
         expect(ms, operation).toBeLessThan(2 * ENDS_WITHIN_MS);
       }

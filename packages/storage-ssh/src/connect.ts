@@ -207,7 +207,7 @@ async function authenticationConfig(
 }
 
 function timeoutDetail(stage: string, timeoutMs: number): string {
-  return `timed out: ${stage} within ${formatDuration(timeoutMs)} (connectTimeoutMs)`;
+  return `timed out: ${stage} within ${formatDuration(timeoutMs)} (timeouts.connect)`;
 }
 
 function connectError(error: unknown, fail: Fail, timeoutMs: number): Error {

@@ -219,7 +219,7 @@ export class Session {
           // every other request fails fast instead of waiting for its own timeout.
           this.#lose(
             new SessionLost(
-              `timed out: no answer from ${this.#label} within ${formatDuration(this.#timeoutMs)} (operationTimeoutMs); the connection was closed`,
+              `timed out: no answer from ${this.#label} within ${formatDuration(this.#timeoutMs)} (timeouts.request); the connection was closed`,
             ),
           );
           this.#socket?.destroy();
