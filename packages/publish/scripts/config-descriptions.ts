@@ -45,14 +45,16 @@ export const CONFIG_DESCRIPTIONS: Readonly<Record<string, string>> = {
     "Uploads accepted but not started; beyond it the server answers 503. Default 16.",
   "server.http.workers":
     "Runs executed concurrently (runs of one pipeline never overlap). Default 2.",
+  "server.name":
+    "The service's name, recorded in its upload store: a store of another service is refused. Default: derived from the configuration file's path.",
   "server.http.staging_directory":
-    "Where uploads are received and extracted; default distributor-uploads in the temporary directory.",
+    "Where uploads are received and extracted; default a directory of this service under $XDG_STATE_HOME/distributor/serve (~/.local/state/distributor/serve).",
   "server.store":
     "Where run records, the queue and idempotency records live; an accepted upload survives a crash or restart.",
   "server.store.backend":
     "embedded (default): durable files below path, no service to run. memory: forgotten when serve exits. postgres: shared by several serve instances (needs server.staging and @distributor/store-postgres).",
   "server.store.path":
-    "embedded: the store's directory, private to this user; default the staging directory's path with .store appended.",
+    "embedded: the store's directory, private to this user; default beside the default staging directory, in this service's own directory under $XDG_STATE_HOME/distributor/serve.",
   "server.store.max_runs":
     "Finished run records kept at most; beyond it the oldest finished ones are forgotten. Default 10000.",
   "server.store.url_env":

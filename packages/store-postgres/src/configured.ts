@@ -25,6 +25,7 @@ export async function openConfiguredPostgresStore(
     retentionMs: config.server.http.retentionMs,
     maxRuns: store.maxRuns,
     claimTimeoutMs: store.claimTimeoutMs,
+    service: config.server.service,
     ...(options.instanceId ? { instanceId: options.instanceId } : {}),
   });
 }

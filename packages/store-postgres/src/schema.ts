@@ -22,8 +22,13 @@ export function checkSchemaName(name: string): string | undefined {
  * - `upload_runs`: one row per run; `job` is set exactly while the run is live (accepted, queued,
  *   running); `claimed_by`/`claim_token` name the instance executing it and fence its changes.
  * - `upload_keys`: idempotency keys; `run_id` null while a request stages with the key.
+ * - `upload_store_meta.service`: the service the store belongs to (see `ServiceMismatch`).
  */
-export async function migrate(client: pg.ClientBase, schema: string): Promise<void> {
+export async function migrate(
+  client: pg.ClientBase,
+  schema: string,
+  service?: string,
+): Promise<void> {
   const s = quoted(schema);
   await client.query("BEGIN");
   try {
@@ -87,9 +92,32 @@ export async function migrate(client: pg.ClientBase, schema: string): Promise<vo
         SCHEMA_VERSION,
       ]);
     }
+    // The service the store belongs to: set by the first instance that names one, then checked.
+    await client.query(`ALTER TABLE ${s}.upload_store_meta ADD COLUMN IF NOT EXISTS service text`);
+    if (service !== undefined) {
+      await client.query(
+        `UPDATE ${s}.upload_store_meta SET service = $2 WHERE format = $1 AND service IS NULL`,
+        [FORMAT, service],
+      );
+      const owner = await client.query<{ service: string | null }>(
+        `SELECT service FROM ${s}.upload_store_meta WHERE format = $1`,
+        [FORMAT],
+      );
+      const recorded = owner.rows[0]?.service;
+      if (recorded !== undefined && recorded !== null && recorded !== service) {
+        throw new ServiceMismatch(
+          `schema ${schema} belongs to service ${JSON.stringify(recorded)}, not ${JSON.stringify(service)} (this configuration's server.name, or its file); give this configuration a schema of its own, or set server.name: ${JSON.stringify(recorded)} if it is the same service`,
+        );
+      }
+    }
     await client.query("COMMIT");
   } catch (error) {
     await client.query("ROLLBACK").catch(() => undefined);
     throw error;
   }
+}
+
+/** The store belongs to another service: refused, never altered. */
+export class ServiceMismatch extends Error {
+  override name = "ServiceMismatch";
 }

@@ -12,7 +12,7 @@ import type {
   UploadStore,
 } from "@distributor/publish/server";
 import pg from "pg";
-import { checkSchemaName, migrate, quoted } from "./schema.js";
+import { checkSchemaName, migrate, quoted, ServiceMismatch } from "./schema.js";
 
 export interface PostgresUploadStoreOptions extends StoreLimits {
   /** Connection URL, `postgres://user:password@host:port/database`. */
@@ -38,6 +38,11 @@ export interface PostgresUploadStoreOptions extends StoreLimits {
   /** How long to wait for a connection (default 10 s) and for a query's answer (default 30 s). */
   connectTimeoutMs?: number;
   queryTimeoutMs?: number;
+  /**
+   * The service the store belongs to (`server.name`, or one derived from the configuration
+   * file): recorded by the first instance, and a store recorded for another service is refused.
+   */
+  service?: string;
   /** Connections in the pool (default 4). */
   poolSize?: number;
 }
@@ -131,12 +136,15 @@ export async function openPostgresUploadStore(
   try {
     const client = await pool.connect();
     try {
-      await migrate(client, schema);
+      await migrate(client, schema, options.service);
     } finally {
       client.release();
     }
   } catch (error) {
     await pool.end().catch(() => undefined);
+    if (error instanceof ServiceMismatch) {
+      throw new WorkflowError("store_in_use", `upload store (postgres): ${error.message}`);
+    }
     fail("preparing the schema", error);
   }
 

@@ -1,4 +1,5 @@
-import { homedir, tmpdir } from "node:os";
+import { createHash } from "node:crypto";
+import { homedir } from "node:os";
 import { isAbsolute, join, resolve } from "node:path";
 import type { MetadataRule } from "../publish/metadata.js";
 import type { RawConfig, RawDestination, RawPipeline, RawSource } from "./schema.js";
@@ -19,11 +20,13 @@ export const CONFIG_DEFAULTS = Object.freeze({
   retentionMs: 24 * 60 * 60 * 1000,
   queueSize: 16,
   workers: 2,
-  /** Below `os.tmpdir()`. */
-  stagingDirectoryName: "distributor-uploads",
+  /** Below the service's own directory (`serviceDirectoryName`) in the state directory. */
+  stagingDirectoryName: "staging",
   storeBackend: "embedded",
-  /** Appended to the staging directory's path: the store sits beside it. */
+  /** Appended to a configured staging directory's path: the store sits beside it. */
   storePathSuffix: ".store",
+  /** Below the service's own directory, beside the default staging directory. */
+  storeDirectoryName: "store",
   maxRuns: 10_000,
   claimTimeoutMs: 60_000,
   fsync: true,
@@ -70,12 +73,22 @@ export function applyDefaults(raw: RawConfig, options: DefaultsOptions): Config 
   const http = raw.server?.http;
   const store = raw.server?.store;
   const secretsDirectory = raw.secrets?.directory;
+  const service = raw.server?.name ?? `config:${resolve(options.cwd, options.sourceName)}`;
+  // The default staging area and store are the service's own, in a state directory that
+  // survives a reboot (docs/integrations/http-upload.md, "Where uploads wait").
+  const serviceDirectory = join(
+    stateHome(options.env, files),
+    "distributor",
+    "serve",
+    serviceDirectoryName(service),
+  );
   const stagingDirectory = files.resolve(
-    http?.staging_directory ?? join(tmpdir(), CONFIG_DEFAULTS.stagingDirectoryName),
+    http?.staging_directory ?? join(serviceDirectory, CONFIG_DEFAULTS.stagingDirectoryName),
   );
   return {
     sourceName: options.sourceName,
     server: {
+      service,
       http: {
         listen: http?.listen ?? CONFIG_DEFAULTS.listen,
         retentionMs: http?.retention ?? CONFIG_DEFAULTS.retentionMs,
@@ -86,9 +99,11 @@ export function applyDefaults(raw: RawConfig, options: DefaultsOptions): Config 
       store: {
         backend: store?.backend ?? CONFIG_DEFAULTS.storeBackend,
         path:
-          store?.path === undefined
-            ? `${stagingDirectory.replace(/\/+$/, "")}${CONFIG_DEFAULTS.storePathSuffix}`
-            : files.resolve(store.path),
+          store?.path !== undefined
+            ? files.resolve(store.path)
+            : http?.staging_directory !== undefined
+              ? `${stagingDirectory.replace(/\/+$/, "")}${CONFIG_DEFAULTS.storePathSuffix}`
+              : join(serviceDirectory, CONFIG_DEFAULTS.storeDirectoryName),
         maxRuns: store?.max_runs ?? CONFIG_DEFAULTS.maxRuns,
         ...(store?.url_env === undefined ? {} : { urlEnv: store.url_env }),
         claimTimeoutMs: store?.claim_timeout ?? CONFIG_DEFAULTS.claimTimeoutMs,
@@ -293,4 +308,26 @@ function remoteTimeouts(
       ...(raw.request === undefined ? {} : { requestMs: raw.request }),
     },
   };
+}
+
+/** `$XDG_STATE_HOME`, else `~/.local/state` (the XDG base directory default). */
+function stateHome(env: NodeJS.ProcessEnv, files: LocalPaths): string {
+  const configured = env.XDG_STATE_HOME;
+  return configured !== undefined && isAbsolute(configured)
+    ? configured
+    : files.resolve("~/.local/state");
+}
+
+/**
+ * A directory name for a service: a readable slug of its name and 12 hex digits of its digest,
+ * so two services never share one and an operator can tell which is whose.
+ */
+function serviceDirectoryName(service: string): string {
+  const slug = service
+    .replace(/^config:/, "")
+    .replace(/[^A-Za-z0-9._-]+/g, "-")
+    .replace(/^[-.]+|-+$/g, "")
+    .slice(-48);
+  const digest = createHash("sha256").update(service).digest("hex").slice(0, 12);
+  return `${slug === "" ? "service" : slug}-${digest}`;
 }

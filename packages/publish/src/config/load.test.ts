@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -29,20 +30,28 @@ function configError(run: () => unknown): ConfigError {
 
 describe("parseConfig defaults", () => {
   it("fills in every default of a minimal configuration", () => {
-    const config = parseConfig(MINIMAL, { sourceName: "minimal.yml", cwd: "/work" });
+    const config = parseConfig(MINIMAL, {
+      sourceName: "minimal.yml",
+      cwd: "/work",
+      env: { HOME: "/home/ops" },
+    });
+    // The service's own directory under ~/.local/state: a slug of the file and a digest.
+    const service = "config:/work/minimal.yml";
+    const own = `/home/ops/.local/state/distributor/serve/work-minimal.yml-${createHash("sha256").update(service).digest("hex").slice(0, 12)}`;
     expect(config).toEqual({
       sourceName: "minimal.yml",
       server: {
+        service,
         http: {
           listen: "127.0.0.1:8080",
           retentionMs: 24 * 3600 * 1000,
           queueSize: 16,
           workers: 2,
-          stagingDirectory: join(tmpdir(), "distributor-uploads"),
+          stagingDirectory: `${own}/staging`,
         },
         store: {
           backend: "embedded",
-          path: join(tmpdir(), "distributor-uploads.store"),
+          path: `${own}/store`,
           maxRuns: 10_000,
           claimTimeoutMs: 60_000,
         },

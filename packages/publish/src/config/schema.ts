@@ -428,6 +428,7 @@ export const STAGING_BACKENDS = ["local", "s3"] as const;
 export const configSchema = mapping({
   server: v.optional(
     mapping({
+      name: v.optional(text()),
       http: v.optional(
         mapping({
           listen: v.optional(listenAddress()),

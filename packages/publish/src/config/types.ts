@@ -15,6 +15,11 @@ export interface Config {
 }
 
 export interface ServerConfig {
+  /**
+   * The service identity its upload store records (`server.name`, or `config:<absolute path of
+   * the configuration file>`): a store recorded for another service is refused.
+   */
+  service: string;
   http: HttpServerConfig;
   store: StoreConfig;
   /** `server.staging`: absent when uploads stage in `http.stagingDirectory`, this instance's own. */

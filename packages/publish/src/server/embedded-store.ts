@@ -3,6 +3,7 @@ import { lstat, mkdir, open, readdir, readFile, rename, unlink } from "node:fs/p
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { AcceptedBodySchema, parseWire, RunRecordSchema } from "@distributor/upload-client/wire";
+import { defaultProcessAlive } from "../publish/lease.js";
 import { WorkflowError } from "../workflows/shared.js";
 import type { UploadStore } from "./store.js";
 import {
@@ -16,6 +17,11 @@ import {
 export interface EmbeddedUploadStoreOptions extends StoreLimits {
   /** `server.store.path`: the store's own directory, created private (0700) when missing. */
   path: string;
+  /**
+   * The service the store belongs to (`server.name`, or one derived from the configuration
+   * file): recorded when the store is made, and a store of another service is refused.
+   */
+  service?: string | undefined;
 }
 
 const RUN_FORMAT = "distributor-upload-run/1";
@@ -36,6 +42,12 @@ export async function openEmbeddedUploadStore(
   const keysDirectory = join(options.path, "keys");
   await preparePrivateDirectory(options.path);
   const releaseLock = await lockStore(options.path);
+  try {
+    if (options.service !== undefined) await claimService(options.path, options.service);
+  } catch (error) {
+    await releaseLock();
+    throw error;
+  }
   await mkdir(runsDirectory, { recursive: true, mode: 0o700 });
   await mkdir(keysDirectory, { recursive: true, mode: 0o700 });
   const runs = await readRecords(runsDirectory, RUN_FORMAT, parseRun);
@@ -101,10 +113,14 @@ async function lockStore(directory: string): Promise<() => Promise<void>> {
     } catch {
       // An empty or torn lock file: its writer died before finishing it.
     }
-    if (holder.host === hostname() && typeof holder.pid === "number" && alive(holder.pid)) {
+    if (
+      holder.host === hostname() &&
+      typeof holder.pid === "number" &&
+      (holder.pid === process.pid || defaultProcessAlive(holder.pid))
+    ) {
       throw new WorkflowError(
         "store_in_use",
-        `upload store ${directory} is in use by process ${holder.pid}; one serve per store (set server.store.path and server.http.staging_directory per instance)`,
+        `upload store ${directory} is in use by process ${holder.pid} on this host; one serve per store: stop that process, or give this configuration a store of its own (server.store.path)`,
       );
     }
     if (holder.host !== undefined && holder.host !== hostname()) {
@@ -118,13 +134,48 @@ async function lockStore(directory: string): Promise<() => Promise<void>> {
   throw new WorkflowError("store_in_use", `upload store ${directory}: cannot take ${file}`);
 }
 
-function alive(pid: number): boolean {
-  if (pid === process.pid) return true;
+const SERVICE_FORMAT = "distributor-upload-service/1";
+
+/**
+ * Records `service` as the store's owner when the store has none yet (written whole, then moved
+ * into place), and refuses a store recorded for another service: its runs were accepted under
+ * another configuration, and its idempotency keys answered that service's producers.
+ */
+async function claimService(directory: string, service: string): Promise<void> {
+  const file = join(directory, "service.json");
+  let text: string | undefined;
   try {
-    process.kill(pid, 0);
-    return true;
+    text = await readFile(file, "utf8");
   } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+  }
+  if (text === undefined) {
+    const temp = `${file}.${randomBytes(6).toString("hex")}${TEMP_SUFFIX}`;
+    const handle = await open(temp, "wx", 0o600);
+    try {
+      await handle.writeFile(`${JSON.stringify({ format: SERVICE_FORMAT, service })}\n`);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(temp, file);
+    await syncDirectory(directory);
+    return;
+  }
+  let recorded: unknown;
+  try {
+    recorded = (JSON.parse(text) as { service?: unknown }).service;
+  } catch {
+    recorded = undefined;
+  }
+  if (typeof recorded !== "string") {
+    throw corrupt(file, `is not a ${SERVICE_FORMAT} record`);
+  }
+  if (recorded !== service) {
+    throw new WorkflowError(
+      "store_in_use",
+      `upload store ${directory} belongs to service ${JSON.stringify(recorded)}, not ${JSON.stringify(service)} (this configuration's server.name, or its file); give this configuration a store of its own (server.store.path), or set server.name: ${JSON.stringify(recorded)} if it is the same service`,
+    );
   }
 }
 

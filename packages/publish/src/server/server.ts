@@ -7,6 +7,7 @@ import { parseDuration } from "../config/duration.js";
 import type { Config, PipelineConfig } from "../config/types.js";
 import { errorCode, errorMessage } from "../workflows/errors.js";
 import { type RunReport, run, runSucceeded } from "../workflows/run.js";
+import { pipelineConfigDigest } from "../workflows/saved-plan.js";
 import { WorkflowError, type WorkflowOptions } from "../workflows/shared.js";
 import { authenticate, type ResolvedToken, resolveUploadTokens } from "./auth.js";
 import { openEmbeddedUploadStore, preparePrivateDirectory } from "./embedded-store.js";
@@ -631,6 +632,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
       pipelineId: pipeline.id,
       stagingDirectory: staged.stagingDirectory,
       bundleDirectory: staged.bundleDirectory,
+      configDigest: pipelineConfigDigest(pipeline),
     };
     await store.enqueue({ record, tokenId: token.id }, job, accepted, scope);
     return accepted;
@@ -665,6 +667,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
         return;
       }
       control.signal.throwIfAborted();
+      refuseChangedPipeline(config, job);
       source = await stagingArea.openSource(job, control.signal);
       report = await run({
         config,
@@ -865,7 +868,11 @@ async function openConfiguredStore(config: Config): Promise<UploadStore> {
       "server.store.backend postgres: open the store with openPostgresUploadStore from @distributor/store-postgres and pass it as `store`",
     );
   }
-  return openEmbeddedUploadStore({ ...limits, path: config.server.store.path });
+  return openEmbeddedUploadStore({
+    ...limits,
+    path: config.server.store.path,
+    service: config.server.service,
+  });
 }
 
 function pathOf(url: string | undefined): string {
@@ -919,4 +926,26 @@ function listenError(address: string, error: NodeJS.ErrnoException): WorkflowErr
  */
 async function prepareStagingRoot(directory: string, key: string): Promise<void> {
   await preparePrivateDirectory(directory, { code: "staging_unsafe", key });
+}
+
+/**
+ * A run accepted under another configuration of its pipeline (the server restarted with a changed
+ * one, or another instance of a shared store runs another) is refused before anything is read:
+ * its destinations may not be the ones the producer was answered for.
+ */
+function refuseChangedPipeline(config: Config, job: UploadJob): void {
+  if (job.configDigest === undefined) return;
+  const pipeline = config.pipelines.find((p) => p.id === job.pipelineId);
+  if (pipeline === undefined) {
+    throw new WorkflowError(
+      "config_changed",
+      `pipeline ${job.pipelineId} was accepted by this server but is no longer configured; nothing was published: upload the bundle again where it is configured`,
+    );
+  }
+  if (pipelineConfigDigest(pipeline) !== job.configDigest) {
+    throw new WorkflowError(
+      "config_changed",
+      `pipeline ${job.pipelineId} is configured otherwise than when this upload was accepted (its source, validation or destinations changed); nothing was published: upload the bundle again`,
+    );
+  }
 }

@@ -55,6 +55,13 @@ export interface UploadJob {
   stagingDirectory: string;
   /** The bundle directory inside it (absolute). */
   bundleDirectory: string;
+  /**
+   * Digest of the pipeline's configuration the upload was accepted under
+   * (`pipelineConfigDigest`): a run whose pipeline is configured otherwise when it starts fails
+   * `config_changed` instead of publishing where it was never accepted for. Absent in jobs
+   * accepted by an earlier version: those run under the configuration in force.
+   */
+  configDigest?: string;
 }
 
 /** A page of `GET /runs`: which of a token's runs to list, newest first. */

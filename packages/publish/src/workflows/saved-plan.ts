@@ -118,6 +118,21 @@ export function configDigest(pipeline: PipelineConfig, destination: DestinationC
   );
 }
 
+/**
+ * The identity of a pipeline as a queued upload run sees it: its source, validation and every
+ * destination (secrets are references, never values).
+ */
+export function pipelineConfigDigest(pipeline: PipelineConfig): string {
+  return sha256(
+    canonicalJson({
+      id: pipeline.id,
+      source: pipeline.source,
+      validation: pipeline.validation,
+      destinations: pipeline.destinations,
+    }),
+  );
+}
+
 /** The digests of each configuration key `configDigest` covers (see `SavedPlanEntry.config_keys`). */
 export function configKeyDigests(
   pipeline: PipelineConfig,

@@ -2,6 +2,7 @@ import { mkdir, readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { openEmbeddedUploadStore } from "../../src/server/embedded-store.js";
+import { pipelineConfigDigest } from "../../src/workflows/saved-plan.js";
 import {
   bundleArchive,
   checkWire,
@@ -222,5 +223,78 @@ describe("restart", () => {
     expect(await waitForRun(url, "resumed-run")).toMatchObject({ status: "succeeded" });
     expect(await emptied(staging)).toEqual([]);
     expect(await readdir(join(root, "site"))).toContain("r.md");
+  });
+
+  it("fails a queued run whose pipeline is configured otherwise since it was accepted", async () => {
+    // Accepted (and queued) by a server whose `reports` wrote to site/, which was then killed;
+    // the server starts again with `reports` writing to elsewhere/.
+    const config = uploadConfig(root);
+    const staging = config.server.http.stagingDirectory;
+    await mkdir(staging, { recursive: true, mode: 0o700 });
+    const live = join(staging, "upload-queued");
+    await writeBundle(join(live, "top"), "reports.queued", { "r.md": REPORT });
+    const store = await openEmbeddedUploadStore({
+      path: config.server.store.path,
+      queueSize: 8,
+      retentionMs: 3_600_000,
+      maxRuns: 100,
+    });
+    const manifest = { id: "reports.queued", digest: "sha256:x", created: "2026-06-04T11:55:00Z" };
+    const original = config.pipelines.find((p) => p.id === "reports");
+    if (original === undefined) throw new Error("no reports pipeline");
+    await store.reserveQueueSlot();
+    await store.enqueue(
+      {
+        tokenId: "reporter",
+        record: {
+          run_id: "queued-run",
+          pipeline_id: "reports",
+          status: "queued",
+          accepted_at: "2026-06-04T12:00:00Z",
+          started_at: null,
+          finished_at: null,
+          manifest,
+          result: null,
+          error: null,
+        },
+      },
+      {
+        runId: "queued-run",
+        pipelineId: "reports",
+        stagingDirectory: live,
+        bundleDirectory: join(live, "top"),
+        configDigest: pipelineConfigDigest(original),
+      },
+      {
+        run_id: "queued-run",
+        pipeline_id: "reports",
+        status: "queued",
+        manifest,
+        status_url: "/runs/queued-run",
+      },
+      undefined,
+    );
+    await store.close();
+
+    const moved = config.pipelines.map((p) =>
+      p.id !== "reports"
+        ? p
+        : {
+            ...p,
+            destinations: p.destinations.map((d) => ({
+              ...d,
+              location: { ...d.location, path: join(root, "elsewhere") },
+            })),
+          },
+    );
+    const { url } = await serve({ ...config, pipelines: moved });
+    const finished = await waitForRun(url, "queued-run");
+    expect(finished).toMatchObject({ status: "failed", error: { code: "config_changed" } });
+    expect(JSON.stringify(finished)).toContain(
+      "pipeline reports is configured otherwise than when this upload was accepted",
+    );
+    await expect(readdir(join(root, "elsewhere"))).rejects.toThrow();
+    await expect(readdir(join(root, "site"))).rejects.toThrow();
+    expect(await emptied(staging)).toEqual([]);
   });
 });

@@ -1,3 +1,5 @@
+import { spawn } from "node:child_process";
+import { once } from "node:events";
 import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -113,6 +115,55 @@ describe("embedded upload store", () => {
     }
   });
 
+  it("treats a holder that is a zombie (killed, not yet reaped) as gone", async () => {
+    const root = await mkdtemp(join(tmpdir(), "distributor-store-"));
+    // A real process killed with SIGKILL whose parent never waits for it: `sleep 120` (exec'd
+    // by the shell) is the parent of `sleep 60` and never reaps it, so the killed one stays a
+    // zombie; its pid answers signal 0, and /proc says Z.
+    const child = spawn("sh", ["-c", "sleep 60 & echo $!; exec sleep 120"], {
+      stdio: ["ignore", "pipe", "ignore"],
+    });
+    try {
+      const [line] = (await once(child.stdout, "data")) as [Buffer];
+      const pid = Number(line.toString().trim());
+      const path = join(root, "store");
+      await (await openEmbeddedUploadStore({ ...limits, path })).close();
+      await writeFile(join(path, "lock"), JSON.stringify({ pid, host: hostname() }));
+      process.kill(pid, "SIGKILL");
+      await waitFor(async () => (await readFile(`/proc/${pid}/stat`, "utf8")).includes(") Z "));
+      const store = await openEmbeddedUploadStore({ ...limits, path });
+      await store.close();
+    } finally {
+      child.kill("SIGKILL");
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+
+  it("belongs to one service, and refuses another naming both", async () => {
+    const root = await mkdtemp(join(tmpdir(), "distributor-store-"));
+    try {
+      const path = join(root, "store");
+      await (
+        await openEmbeddedUploadStore({ ...limits, path, service: "config:/etc/a.yml" })
+      ).close();
+      // The same service opens it again.
+      await (
+        await openEmbeddedUploadStore({ ...limits, path, service: "config:/etc/a.yml" })
+      ).close();
+      await expect(
+        openEmbeddedUploadStore({ ...limits, path, service: "config:/etc/b.yml" }),
+      ).rejects.toThrow(
+        `upload store ${path} belongs to service "config:/etc/a.yml", not "config:/etc/b.yml"`,
+      );
+      // The refusal released the store's lock: its own service still opens it.
+      await (
+        await openEmbeddedUploadStore({ ...limits, path, service: "config:/etc/a.yml" })
+      ).close();
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+
   it("refuses to start on a record it cannot read, naming the file", async () => {
     const root = await mkdtemp(join(tmpdir(), "distributor-store-"));
     try {
@@ -148,3 +199,12 @@ describe("embedded upload store", () => {
     }
   });
 });
+
+async function waitFor(check: () => Promise<boolean>, timeoutMs = 5_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    if (await check().catch(() => false)) return;
+    if (Date.now() > until) throw new Error("condition not met in time");
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
