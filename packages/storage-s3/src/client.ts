@@ -27,7 +27,8 @@ export interface ClientOptions {
 /**
  * One SDK client per backend. Checksums only where the API requires them: SDK releases since 2025
  * add CRC checksums to every upload by default, which several S3-compatible stores reject.
- * Retries use the SDK's adaptive mode (client-side rate limiting on throttling) with a bound.
+ * Retries use the SDK's adaptive mode (client-side rate limiting on throttling) with a bound,
+ * except after a timeout (`retriesWithinTimeouts`).
  *
  * Timeouts go to the SDK's `NodeHttpHandler` (given as its options): `connectionTimeout` bounds
  * the TCP/TLS connect, and `socketTimeout` the time a request's socket may stay idle, sending
@@ -42,8 +43,7 @@ export function createClient(options: ClientOptions): S3Client {
     forcePathStyle: options.forcePathStyle,
     requestChecksumCalculation: "WHEN_REQUIRED",
     responseChecksumValidation: "WHEN_REQUIRED",
-    retryMode: "adaptive",
-    maxAttempts: options.maxAttempts,
+    retryStrategy: retriesWithinTimeouts(options.maxAttempts),
     requestHandler: {
       connectionTimeout: options.connectTimeoutMs,
       socketTimeout: options.requestTimeoutMs,
@@ -54,4 +54,60 @@ export function createClient(options: ClientOptions): S3Client {
   // instance role, ...) applies.
   if (options.credentials !== undefined) config.credentials = options.credentials;
   return new S3Client(config);
+}
+
+/** The SDK's retry strategy interface (`RetryStrategyV2` of `@smithy/types`), as used here. */
+interface RetryToken {
+  getRetryCount(): number;
+  getRetryDelay(): number;
+}
+interface RetryStrategy {
+  acquireInitialRetryToken(scope: string): Promise<RetryToken>;
+  refreshRetryTokenForRetry(token: RetryToken, info: { error?: unknown }): Promise<RetryToken>;
+  recordSuccess(token: RetryToken): void;
+}
+
+/**
+ * The SDK's adaptive retry strategy, except that a request that timed out is not tried again: a
+ * hung service would otherwise hold a call for `maxAttempts` timeouts and the backoffs between
+ * them (about 100 s with the defaults), while the configured `timeouts.request` promises 30 s.
+ * Refusing the retry makes the SDK throw the timeout as it came; resets, 5xx answers and
+ * throttling are still retried. The adaptive strategy comes from a client built for that alone
+ * (it is not a public export of the SDK), once per backend.
+ */
+function retriesWithinTimeouts(maxAttempts: number): RetryStrategy {
+  let inner: RetryStrategy | undefined;
+  let resolving: Promise<RetryStrategy> | undefined;
+  const adaptive = () => {
+    resolving ??= (async () => {
+      const probe = new S3Client({ region: "us-east-1", retryMode: "adaptive", maxAttempts });
+      try {
+        inner = (await probe.config.retryStrategy()) as unknown as RetryStrategy;
+        return inner;
+      } finally {
+        probe.destroy();
+      }
+    })();
+    return resolving;
+  };
+  return {
+    async acquireInitialRetryToken(scope) {
+      return (await adaptive()).acquireInitialRetryToken(scope);
+    },
+    async refreshRetryTokenForRetry(token, info) {
+      if (isTimeout(info.error)) throw info.error;
+      return (await adaptive()).refreshRetryTokenForRetry(token, info);
+    },
+    recordSuccess(token) {
+      inner?.recordSuccess(token);
+    },
+  };
+}
+
+function isTimeout(error: unknown): boolean {
+  if (typeof error !== "object" || error === null) return false;
+  const { name, code } = error as { name?: unknown; code?: unknown };
+  // The HTTP handler names resets `TimeoutError` too, but keeps their code: those are retried.
+  if (code === "ECONNRESET" || code === "EPIPE") return false;
+  return name === "TimeoutError" || code === "ETIMEDOUT";
 }

@@ -46,6 +46,20 @@ describe("s3 backend against a service that accepts connections and never answer
     expect(DEFAULT_REQUEST_TIMEOUT_MS).toBe(30_000);
   });
 
+  it("does not try a timed-out request again: a hung read fails within one timeout", async () => {
+    // The default three attempts: each would wait TIMEOUT_MS again (and back off between).
+    const backend = backendAt(silent.endpoint, { requestTimeoutMs: TIMEOUT_MS, maxAttempts: 3 });
+    try {
+      const { result, ms } = await timed(() => backend.readFile("index.html"));
+      await expectStorageError(result, "unavailable");
+      await expect(result).rejects.toThrow(/timed out.*\(timeouts\.request/);
+      expect(ms).toBeGreaterThanOrEqual(TIMEOUT_MS - 50);
+      expect(ms).toBeLessThan(2 * TIMEOUT_MS);
+    } finally {
+      await backend.close();
+    }
+  });
+
   it("refuses a timeout that would mean waiting forever", () => {
     for (const bad of [0, -1, Number.NaN, Number.POSITIVE_INFINITY, 1.5]) {
       expect(() => backendAt(silent.endpoint, { requestTimeoutMs: bad })).toThrow(RangeError);
@@ -53,7 +67,7 @@ describe("s3 backend against a service that accepts connections and never answer
     }
   });
 
-  it("fails writes, reads and walks with unavailable once requestTimeoutMs passes", async () => {
+  it("fails writes, reads and walks with unavailable once timeouts.request passes", async () => {
     const backend = backendAt(silent.endpoint, { requestTimeoutMs: TIMEOUT_MS });
     try {
       const calls: [string, string, () => Promise<unknown>][] = [
@@ -126,7 +140,7 @@ describe("s3 backend against a port whose connections never complete", () => {
     await port?.close();
   });
 
-  it("fails with unavailable once connectTimeoutMs passes", async () => {
+  it("fails with unavailable once timeouts.connect passes", async () => {
     const backend = backendAt(port.endpoint, {
       connectTimeoutMs: TIMEOUT_MS,
       requestTimeoutMs: 600_000,
@@ -136,7 +150,7 @@ describe("s3 backend against a port whose connections never complete", () => {
       const error = await expectStorageError(result, "unavailable");
       expect(error.message).toContain("stat s3:out/report.md: ");
       expect(error.message).toContain(
-        `request for s3://hung/site/out/report.md timed out: no connection to the service within ${TIMEOUT_MS} ms (connectTimeoutMs`,
+        `request for s3://hung/site/out/report.md timed out: no connection to the service within ${TIMEOUT_MS} ms (timeouts.connect`,
       );
       expect(ms).toBeLessThan(ENDS_WITHIN_MS);
     } finally {

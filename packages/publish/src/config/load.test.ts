@@ -640,3 +640,36 @@ pipelines:
     );
   });
 });
+
+describe("anchors shared through merge keys", () => {
+  it("merges a top-level x- block into destinations, each key overridable", () => {
+    const config = parseConfig(
+      `x-s3: &s3
+  backend: s3
+  bucket: shared
+  region: eu-west-1
+pipelines:
+  - id: reports
+    source: {backend: local, path: /srv/src}
+    destinations:
+      - id: one
+        <<: *s3
+        prefix: one
+      - id: two
+        <<: *s3
+        bucket: other
+`,
+      { sourceName: "merge.yml", cwd: "/work" },
+    );
+    expect(config.pipelines[0]?.destinations.map((d) => d.location)).toEqual([
+      expect.objectContaining({ backend: "s3", bucket: "shared", prefix: "one" }),
+      expect.objectContaining({ backend: "s3", bucket: "other", region: "eu-west-1" }),
+    ]);
+  });
+
+  it("still refuses an unknown top-level key that is not an x- extension", () => {
+    expect(() =>
+      parseConfig("s3: {}\npipelines: []\n", { sourceName: "bad.yml", cwd: "/work" }),
+    ).toThrow(/s3/);
+  });
+});

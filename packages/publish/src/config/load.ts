@@ -32,7 +32,7 @@ export interface LoadConfigOptions {
  */
 export function parseConfig(text: string, options: ParseConfigOptions = {}): Config {
   const sourceName = options.sourceName ?? "config";
-  const document = parseYaml(text, sourceName);
+  const document = withoutExtensionKeys(parseYaml(text, sourceName));
   const { raw, issues, broken } = checkStructure(document);
   const problems = raw === undefined ? issues : [...issues, ...validateConfig(raw, broken)];
   if (raw === undefined || problems.length > 0) throw new ConfigError(sourceName, problems);
@@ -93,4 +93,15 @@ function reason(error: unknown): string {
   if (code === "EACCES") return "permission denied";
   if (code === "EISDIR") return "it is a directory";
   return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * Top-level keys starting with `x-` are the author's own (a place for YAML anchors shared through
+ * merge keys, as compose files have): dropped before validation.
+ */
+function withoutExtensionKeys(document: unknown): unknown {
+  if (typeof document !== "object" || document === null || Array.isArray(document)) {
+    return document;
+  }
+  return Object.fromEntries(Object.entries(document).filter(([key]) => !key.startsWith("x-")));
 }

@@ -5,7 +5,8 @@ import { ConfigError } from "./errors.js";
 const MAX_ALIAS_COUNT = 100;
 
 /**
- * Parses one YAML 1.2 document (core schema: `yes`/`on` stay strings) into plain data. Duplicate
+ * Parses one YAML 1.2 document (core schema: `yes`/`on` stay strings, merge keys `<<` apply) into
+ * plain data. Duplicate
  * keys, unknown tags, unresolved aliases and several documents in one file are errors, each
  * reported with its line and column. A key whose value is empty (`key:` or `key: null`) counts as
  * absent. Throws a ConfigError naming `sourceName`.
@@ -15,7 +16,8 @@ export function parseYaml(text: string, sourceName: string): unknown {
   const document = parseDocument(text, {
     version: "1.2",
     schema: "core",
-    merge: false,
+    // `<<: *anchor` merges a shared mapping, as YAML 1.1's merge key did.
+    merge: true,
     strict: true,
     uniqueKeys: true,
     prettyErrors: true,
