@@ -394,10 +394,13 @@ describe("operator-facing messages", () => {
     const [action] = actionsOf(result);
     expect(action?.action).toBe("fail_conflict");
     expect(action?.reason).toContain(
-      `state file local:${dest} .distributor.json is not valid state`,
+      `state file local:${dest}/.distributor.json is not valid state`,
     );
     expect(action?.reason).not.toContain("\n");
     expect(action?.reason).not.toContain("not json");
+    // The code says what is wrong, and the reason what fixes it.
+    expect(action?.error).toMatchObject({ code: "state_invalid" });
+    expect(action?.reason).toContain("`distributor reconcile-state --rebuild` replaces it");
   });
 
   it("says nothing ran when every pipeline is an http_upload", async () => {

@@ -36,6 +36,7 @@ export {
 export {
   compareLogicalPaths,
   displayPath,
+  locatePath,
   isValidPath,
   isValidPrefix,
   isWithinPrefix,

@@ -91,6 +91,16 @@ export function displayPath(path: string): string {
   return path === "" ? "." : path;
 }
 
+/**
+ * Where a logical path is, for people: the backend's location and the path joined by one `/`
+ * (`local:/srv/site/.distributor.json`, `s3://bucket/prefix/a.txt`); the location alone for the
+ * root.
+ */
+export function locatePath(location: string, path: string): string {
+  if (path === "") return location;
+  return location.endsWith("/") ? `${location}${path}` : `${location}/${path}`;
+}
+
 /** Parent prefix of a logical path (`""` for a top-level entry). */
 export function parentPath(path: string): string {
   const index = path.lastIndexOf("/");

@@ -50,6 +50,11 @@ export const DEFAULT_TRANSFER_POLICY: TransferPolicy = {
 export interface ActionDecision {
   action: PublishAction;
   reason: string;
+  /**
+   * For a refusal with a cause of its own: the error code its report carries instead of the
+   * action's (`state_invalid` for a state that cannot be read as state).
+   */
+  code?: string | undefined;
 }
 
 /** `--force` claims conflicts, unmanaged content and newer destinations; a same source stays skipped. */
@@ -114,6 +119,11 @@ function decide(comparison: Comparison, transfer: TransferPolicy): ActionDecisio
             reason: `${reason} and transfer.on_destination_newer is fail`,
           };
     case "invalid_state":
+      return {
+        action: "fail_conflict",
+        reason: `${reason}; \`distributor reconcile-state --rebuild\` replaces it with a state written from the source (try --dry-run first)`,
+        code: "state_invalid",
+      };
     case "identity_mismatch":
     case "same_created_conflict":
     case "different_source_conflict":

@@ -1,4 +1,4 @@
-import { isStorageError, type StorageBackend } from "@distributor/storage";
+import { isStorageError, locatePath, type StorageBackend } from "@distributor/storage";
 
 /**
  * The state changed since planning read it (another writer committed first): nothing of this
@@ -73,7 +73,7 @@ export async function compareAndSwapState(
     // Read back even when the run was interrupted: what happened must be known.
     const found = await readBack(backend, path, bytes);
     if (found !== undefined && found !== UNREADABLE) return found;
-    const where = `${backend.location} ${path}`;
+    const where = locatePath(backend.location, path);
     const refused = isStorageError(error, "conflict") || isStorageError(error, "already_exists");
     if (refused && found !== UNREADABLE) {
       throw new StateChangedError(

@@ -9,6 +9,7 @@ import {
   displayPath,
   isStorageError,
   joinPrefix,
+  locatePath,
   type StorageBackend,
   type StorageEntry,
   statePath,
@@ -94,7 +95,7 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
     const again = await planOnce();
     if (markedForAnyone(again)) {
       throw new Error(
-        `${destination.location} ${displayPath(statePath(bundlePath))}: the state still carries a replacement marker after recovery; nothing was written`,
+        `${locatePath(destination.location, statePath(bundlePath))}: the state still carries a replacement marker after recovery; nothing was written`,
       );
     }
     return again;

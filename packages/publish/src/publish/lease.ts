@@ -7,6 +7,7 @@ import {
   isStorageError,
   joinPrefix,
   LEASE_FILE_NAME,
+  locatePath,
   type StorageBackend,
 } from "@distributor/storage";
 import { readBack, UNREADABLE } from "./commit-state.js";
@@ -276,7 +277,7 @@ export class Lease {
     if (left < this.#margin) {
       this.#fail(
         new LeaseLostError(
-          `lease ${this.#backend.location} ${displayPath(this.#path)} of run ${this.runId} ${left <= 0 ? "expired" : "was about to expire"} without a renewal (this run stalled or could not reach the store); nothing more is written`,
+          `lease ${locatePath(this.#backend.location, this.#path)} of run ${this.runId} ${left <= 0 ? "expired" : "was about to expire"} without a renewal (this run stalled or could not reach the store); nothing more is written`,
         ),
       );
       throw this.#stop.signal.reason;
@@ -290,7 +291,7 @@ export class Lease {
       error instanceof LeaseLostError
         ? error
         : new LeaseLostError(
-            `lease ${this.#backend.location} ${displayPath(this.#path)} of run ${this.runId} could not be renewed: ${(error as Error)?.message ?? String(error)}; nothing more is written`,
+            `lease ${locatePath(this.#backend.location, this.#path)} of run ${this.runId} could not be renewed: ${(error as Error)?.message ?? String(error)}; nothing more is written`,
             { cause: error },
           );
     this.#stop.abort(reason);
@@ -358,7 +359,7 @@ export class Lease {
     const limit = LEASE_BYTES_LIMIT - TAKEOVER_HEADROOM_BYTES;
     if (bytes > limit) {
       throw new LeaseTooLargeError(
-        `lease ${this.#backend.location} ${displayPath(this.#path)} would be ${bytes} bytes, more than the ${limit} a journaled lease may have (a lease is read back up to ${LEASE_BYTES_LIMIT}): the attempt journals ${changes.journal.length} paths; nothing was written`,
+        `lease ${locatePath(this.#backend.location, this.#path)} would be ${bytes} bytes, more than the ${limit} a journaled lease may have (a lease is read back up to ${LEASE_BYTES_LIMIT}): the attempt journals ${changes.journal.length} paths; nothing was written`,
       );
     }
     await this.#update(changes);
@@ -472,7 +473,7 @@ export class Lease {
             throw error;
           }
           this.#lost = new LeaseLostError(
-            `lease ${this.#backend.location} ${displayPath(this.#path)} of run ${this.runId} expired and was taken over by another run; nothing more was committed`,
+            `lease ${locatePath(this.#backend.location, this.#path)} of run ${this.runId} expired and was taken over by another run; nothing more was committed`,
           );
           this.#fail(this.#lost);
           throw this.#lost;
@@ -637,7 +638,7 @@ function heldError(
   backend: StorageBackend,
   waitedMs: number,
 ): LeaseHeldError | Error {
-  const where = `${backend.location} ${displayPath(path)}`;
+  const where = locatePath(backend.location, path);
   const waited = waitedMs > 0 ? ` after waiting ${waitedMs}ms` : "";
   if (holder === undefined) {
     return new Error(`${where} is an unreadable lease that has not expired yet${waited}`);

@@ -151,6 +151,8 @@ export interface PlanJournal {
 export interface PublishPlan {
   action: PublishAction;
   reason: string;
+  /** A refusal's own error code (see `ActionDecision.code`). */
+  code?: string | undefined;
   bundlePath: string;
   ownerScope: OwnerScope;
   stateMode: StateMode;

@@ -10,6 +10,7 @@ import {
   isStorageError,
   isTempFileName,
   LEASE_FILE_NAME,
+  locatePath,
   relativeTo,
   STATE_FILE_NAME,
   type StorageBackend,
@@ -42,7 +43,7 @@ export function encodeStateFile(
   const bytes = encodeDocument(document);
   if (bytes.length > MAX_STATE_BYTES) {
     throw new StateTooLargeError(
-      `state file ${backend.location} ${displayPath(path)} would be ${bytes.length} bytes, more than the ${MAX_STATE_BYTES} a state file may have (it could not be read back); nothing was written`,
+      `state file ${locatePath(backend.location, path)} would be ${bytes.length} bytes, more than the ${MAX_STATE_BYTES} a state file may have (it could not be read back); nothing was written`,
     );
   }
   return bytes;
@@ -85,7 +86,7 @@ function parseStateBytes(
   } catch (error) {
     const detail = error instanceof TypeError ? "not UTF-8 text" : (error as Error).message;
     throw new StateError(
-      `state file ${backend.location} ${displayPath(path)} is not valid state: ${detail}`,
+      `state file ${locatePath(backend.location, path)} is not valid state: ${detail}`,
       { cause: error },
     );
   }

@@ -1,5 +1,10 @@
 import type { OwnerScope, StateDocument } from "@distributor/state";
-import { isStorageError, STATE_FILE_NAME, type StorageBackend } from "@distributor/storage";
+import {
+  isStorageError,
+  locatePath,
+  STATE_FILE_NAME,
+  type StorageBackend,
+} from "@distributor/storage";
 import type { DestinationConfig } from "../config/types.js";
 import { compareAndSwapState, StateChangedError } from "../publish/commit-state.js";
 import { PendingDeletesError, UncommittedError } from "../publish/execute.js";
@@ -65,7 +70,7 @@ export async function writeRootState(
   } catch (error) {
     if (!(error instanceof StateChangedError)) throw error;
     throw new StateChangedError(
-      `${backend.location} ${STATE_FILE_NAME} changed while it was being maintained; nothing was written`,
+      `${locatePath(backend.location, STATE_FILE_NAME)} changed while it was being maintained; nothing was written`,
       { cause: error },
     );
   }

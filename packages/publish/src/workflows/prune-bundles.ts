@@ -14,6 +14,7 @@ import {
   isStorageError,
   joinPrefix,
   LEASE_FILE_NAME,
+  locatePath,
   parentPath,
   STATE_FILE_NAME,
   type StorageBackend,
@@ -433,7 +434,7 @@ async function readCandidate(
     if (code !== "state_invalid" && code !== "storage_limit_exceeded") throw error;
     throw new WorkflowError(
       "state_invalid",
-      `${backend.location} ${statePath(bundlePath)} cannot be read as state (${errorMessage(error)}); nothing was pruned (reconcile-state --rebuild replaces it while its source still publishes there)`,
+      `${locatePath(backend.location, statePath(bundlePath))} cannot be read as state (${errorMessage(error)}); nothing was pruned (reconcile-state --rebuild replaces it while its source still publishes there)`,
       { cause: error },
     );
   }

@@ -728,7 +728,7 @@ export async function runTarget(
         if (isFailAction(plan.action)) {
           action.status = "failed";
           action.error = {
-            code: plan.action === "fail_unmanaged" ? "unmanaged" : "conflict",
+            code: plan.code ?? (plan.action === "fail_unmanaged" ? "unmanaged" : "conflict"),
             message: `${plan.action}: ${plan.reason}`,
           };
         } else if (!isWriteAction(plan.action)) {
