@@ -171,6 +171,8 @@ export function createS3Backend(options: S3BackendOptions): StorageBackend {
       // ETags of single PUTs are MD5s of the bytes: the same bytes give the same version.
       versionsMayRepeat: true,
       storesObjectMetadata: true,
+      // S3 keys are at most 1 024 bytes of UTF-8, the prefix and its slash included.
+      maxPathBytes: MAX_KEY_BYTES - (prefix === "" ? 0 : Buffer.byteLength(prefix) + 1),
       // Each write waits a round trip for its answer: across 20–80 ms many must be in flight.
       writeConcurrency: S3_WRITE_CONCURRENCY,
       mapError: (error, operation, path) =>
@@ -184,6 +186,9 @@ export function createS3Backend(options: S3BackendOptions): StorageBackend {
     new S3Operations(client, keys, tuning, options.verifyConditionalWrites ?? true),
   );
 }
+
+/** The longest key S3 stores (UTF-8 bytes). */
+const MAX_KEY_BYTES = 1_024;
 
 /** A timeout in milliseconds: a positive integer (0 would mean "wait forever" to the SDK). */
 function timeoutOption(name: string, value: number): number {

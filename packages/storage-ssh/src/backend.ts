@@ -1,4 +1,4 @@
-import type { StorageBackend } from "@distributor/storage";
+import { MAX_FILESYSTEM_PATH_BYTES, type StorageBackend } from "@distributor/storage";
 import { FsStore, frameBackend, fsOperations } from "@distributor/storage/adapter";
 import { describeServer, openSession } from "./connect.js";
 import { SftpDriver } from "./driver.js";
@@ -23,6 +23,9 @@ export async function createSshBackend(options: SshBackendOptions): Promise<Stor
       versionsMayRepeat: true,
       // Enough files in flight to keep every channel busy while others wait on an fsync.
       writeConcurrency: 16,
+      // The server's PATH_MAX below the root (a relative root's home directory is not known:
+      // the limit is then an upper bound, and the server refuses what still does not fit).
+      maxPathBytes: MAX_FILESYSTEM_PATH_BYTES - Buffer.byteLength(root) - 1,
       mapError: (error, operation, path) => driver.toStorageError(error, operation, path),
     },
     fsOperations(new FsStore(driver, { fsync: options.fsync ?? true })),

@@ -174,6 +174,13 @@ export interface StorageBackend {
    * directories and SFTP servers cannot.
    */
   readonly storesObjectMetadata?: boolean;
+  /**
+   * The longest logical path (UTF-8 bytes) the store can hold below this backend's root: S3's
+   * 1 024-byte keys less the prefix, a filesystem's 4 095-byte paths less the root. Longer paths
+   * are refused `invalid_path` before any IO, and planners refuse them before writing anything.
+   * Absent: no limit beyond the 255-byte segments every logical path keeps.
+   */
+  readonly maxPathBytes?: number;
 
   readFile(path: string, options?: ReadOptions): Promise<Uint8Array>;
   /** Reads a whole file together with the version token of exactly those bytes. */

@@ -21,7 +21,11 @@ export {
   type StorageErrorOptions,
   type StorageOperation,
 } from "./errors.js";
-export { createLocalBackend, type LocalBackendOptions } from "./local/index.js";
+export {
+  createLocalBackend,
+  type LocalBackendOptions,
+  MAX_FILESYSTEM_PATH_BYTES,
+} from "./local/index.js";
 export { createMemoryBackend, type MemoryBackendOptions } from "./memory/index.js";
 export {
   escapeName,
@@ -36,12 +40,12 @@ export {
 export {
   compareLogicalPaths,
   displayPath,
-  locatePath,
   isValidPath,
   isValidPrefix,
   isWithinPrefix,
   join,
   joinPrefix,
+  locatePath,
   managedBundleTargets,
   managedOutputTargets,
   parentPath,

@@ -6,7 +6,6 @@ import {
   replacementMarkers,
 } from "@distributor/state";
 import {
-  displayPath,
   isStorageError,
   joinPrefix,
   locatePath,

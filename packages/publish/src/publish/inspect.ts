@@ -50,6 +50,7 @@ export async function inspectDestination(
     status,
     stateVersion: version,
     existingOutputs: new Map(),
+    maxPathBytes: backend.maxPathBytes,
   };
   const repairing = target.repair && decision.action === "skip_same";
   // A completion under `--repair` also looks at the bytes of what it keeps recorded.

@@ -3,7 +3,6 @@ import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { formatOwnerScope, type OwnerScope } from "@distributor/state";
 import {
-  displayPath,
   isStorageError,
   joinPrefix,
   LEASE_FILE_NAME,

@@ -26,6 +26,7 @@ import {
   displayPath,
   isTempFileName,
   isWithinPrefix,
+  joinPrefix,
   LEASE_FILE_NAME,
   relativeTo,
   STATE_FILE_NAME,
@@ -103,6 +104,8 @@ export interface DestinationInspection {
    * prove the path holds nothing unmanaged (single-owner replacement).
    */
   bundleEntries?: readonly StorageEntry[] | undefined;
+  /** `StorageBackend.maxPathBytes` of the destination: longer planned paths are refused. */
+  maxPathBytes?: number | undefined;
   /** Set instead of `bundleEntries` when the bundle path holds more entries than this limit. */
   bundleListingLimit?: number | undefined;
   /**
@@ -288,6 +291,11 @@ export function planPublish(
   inspection: DestinationInspection,
 ): PublishPlan {
   const decided = decideAction(request, inspection.status);
+  const tooLong = pathsTooLong(request, inspection);
+  if (tooLong !== undefined && (isWriteAction(decided.action) || request.outputs.length > 0)) {
+    // Refused before the lease is taken, whatever --force says: the store cannot hold them.
+    return emptyPlan(request, inspection, tooLong, request.outputs, request.primaryUrl);
+  }
   if (decided.action === "skip_same" && request.repair && inspection.stored !== undefined) {
     return planRepair(request, inspection, decided);
   }
@@ -387,6 +395,36 @@ function recordMatches(record: RecordedOutput | undefined, output: PlannedOutput
     (record.transform ?? undefined) === (output.transform ?? undefined) &&
     sameMetadata(record.metadata, output.metadata)
   );
+}
+
+/**
+ * A refusal when a path the plan would write (an output, or the state, lease and temp files of
+ * its bundle path) is longer than the destination can hold (`maxPathBytes`): S3 answers a key
+ * over 1 024 bytes with a bare 400, and a lease left behind by such a failure would name it.
+ */
+function pathsTooLong(
+  request: PublishRequest,
+  inspection: DestinationInspection,
+): ActionDecision | undefined {
+  const limit = inspection.maxPathBytes;
+  if (limit === undefined) return undefined;
+  const bytes = (path: string) => Buffer.byteLength(joinPrefix(request.bundlePath, path));
+  // The longest name distributor keeps beside the state: a temp file's.
+  const reserved = ".distributor.0123456789abcdef.tmp";
+  const over = [reserved, ...request.outputs.map((output) => output.path)].filter(
+    (path) => path.length > limit / 3 && bytes(path) > limit,
+  );
+  if (over.length === 0) return undefined;
+  const first = over[0] as string;
+  const what =
+    first === reserved
+      ? `destination bundle path ${displayPath(request.bundlePath)} leaves no room for its state file`
+      : `${over.length} output path(s) are longer than the destination can hold: ${listPaths(over.map((path) => `${path} (${bytes(path)} bytes)`))}`;
+  return {
+    action: "fail_conflict",
+    reason: `${what}; the longest path it holds below its root is ${limit} bytes; nothing was written`,
+    code: "invalid_path",
+  };
 }
 
 /** A plan of `decision` that does nothing yet: the steps below fill in what it writes and deletes. */

@@ -65,9 +65,14 @@ export async function recoverJournal(
   overwrites: readonly string[] = [],
   brokenRunId?: string,
 ): Promise<RecoveryReport> {
+  // A path longer than the store can hold was never created there (a run that journaled it
+  // died on it): nothing to undo, and asking the store about it would fail every recovery.
+  const holds = (path: string) => fitsBackend(backend, joinPrefix(bundlePath, path));
   const journaled = [...new Set(journal)].filter(
-    (path) => path !== STATE_FILE_NAME && path !== LEASE_FILE_NAME,
+    (path) => path !== STATE_FILE_NAME && path !== LEASE_FILE_NAME && holds(path),
   );
+  directories = directories.filter(holds);
+  overwrites = overwrites.filter(holds);
   // Killed multipart uploads hold hidden parts under journaled paths: abort them (S3).
   if (backend.abortUploads !== undefined && journaled.length > 0) {
     lease?.assertHeld();
@@ -499,4 +504,10 @@ export async function holdLease(
     else await lease.abandon(lease.journaled);
     throw error;
   }
+}
+
+/** True when `path` is within the backend's path limit (`StorageBackend.maxPathBytes`). */
+function fitsBackend(backend: StorageBackend, path: string): boolean {
+  const limit = backend.maxPathBytes;
+  return limit === undefined || path.length <= limit / 3 || Buffer.byteLength(path) <= limit;
 }

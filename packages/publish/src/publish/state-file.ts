@@ -6,7 +6,6 @@ import {
   StateError,
 } from "@distributor/state";
 import {
-  displayPath,
   isStorageError,
   isTempFileName,
   LEASE_FILE_NAME,

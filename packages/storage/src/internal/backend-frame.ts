@@ -12,7 +12,7 @@ import type {
   WriteOptions,
   WriteResult,
 } from "../backend.js";
-import type { StorageOperation } from "../errors.js";
+import { StorageError, type StorageOperation } from "../errors.js";
 import {
   managedBundleTargets,
   managedOutputTargets,
@@ -74,6 +74,8 @@ export interface BackendIdentity {
   versionsMayRepeat?: boolean;
   /** See `StorageBackend.storesObjectMetadata`. */
   storesObjectMetadata?: boolean;
+  /** See `StorageBackend.maxPathBytes`. */
+  maxPathBytes?: number;
   /** Turns a failure that is not a cancellation into a `StorageError` (e.g. errno mapping). */
   mapError?: (error: unknown, operation: StorageOperation, path: string) => unknown;
 }
@@ -96,11 +98,28 @@ class FramedBackend implements StorageBackend {
   readonly writeConcurrency?: number;
   readonly versionsMayRepeat?: boolean;
   readonly storesObjectMetadata?: boolean;
+  readonly maxPathBytes?: number;
   readonly openReader?: (path: string, options?: OperationOptions) => Promise<ByteReader>;
   readonly abortUploads?: (paths: readonly string[], options?: OperationOptions) => Promise<number>;
   readonly #operations: BackendOperations;
   readonly #mapError: (error: unknown, operation: StorageOperation, path: string) => unknown;
   #closed = false;
+
+  /** A valid logical path the store can hold: refused before any IO otherwise. */
+  #valid(path: string, operation: StorageOperation): string {
+    validatePath(path, operation, this.name);
+    const limit = this.maxPathBytes;
+    if (limit !== undefined && path.length > limit / 3 && Buffer.byteLength(path) > limit) {
+      throw new StorageError({
+        kind: "invalid_path",
+        operation,
+        backend: this.name,
+        path,
+        detail: `path is ${Buffer.byteLength(path)} bytes, more than the ${limit} this store can hold below ${this.location}`,
+      });
+    }
+    return path;
+  }
 
   constructor(identity: BackendIdentity, operations: BackendOperations) {
     this.name = identity.name;
@@ -108,19 +127,20 @@ class FramedBackend implements StorageBackend {
     if (identity.writeConcurrency !== undefined) this.writeConcurrency = identity.writeConcurrency;
     if (identity.versionsMayRepeat) this.versionsMayRepeat = true;
     if (identity.storesObjectMetadata) this.storesObjectMetadata = true;
+    if (identity.maxPathBytes !== undefined) this.maxPathBytes = identity.maxPathBytes;
     this.#operations = operations;
     this.#mapError = identity.mapError ?? ((error) => error);
     const openReader = operations.openReader?.bind(operations);
     if (openReader !== undefined) {
       this.openReader = async (path, options = {}) => {
-        validatePath(path, "open reader", this.name);
+        this.#valid(path, "open reader");
         return this.#run("open reader", path, options.signal, () => openReader(path, options));
       };
     }
     const abortUploads = operations.abortUploads?.bind(operations);
     if (abortUploads !== undefined) {
       this.abortUploads = async (paths, options = {}) => {
-        for (const path of paths) validatePath(path, "abort uploads", this.name);
+        for (const path of paths) this.#valid(path, "abort uploads");
         const first = paths[0] ?? "";
         return this.#run("abort uploads", first, options.signal, () =>
           abortUploads([...new Set(paths)], options),
@@ -130,7 +150,7 @@ class FramedBackend implements StorageBackend {
   }
 
   async readFile(path: string, options: ReadOptions = {}): Promise<Uint8Array> {
-    validatePath(path, "read file", this.name);
+    this.#valid(path, "read file");
     checkCount("maxBytes", options.maxBytes);
     return this.#run("read file", path, options.signal, () =>
       this.#operations.readFile(path, options),
@@ -138,7 +158,7 @@ class FramedBackend implements StorageBackend {
   }
 
   async readVersioned(path: string, options: ReadOptions = {}): Promise<VersionedFile> {
-    validatePath(path, "read file", this.name);
+    this.#valid(path, "read file");
     checkCount("maxBytes", options.maxBytes);
     return this.#run("read file", path, options.signal, () =>
       this.#operations.readVersioned(path, options),
@@ -146,7 +166,7 @@ class FramedBackend implements StorageBackend {
   }
 
   async openRead(path: string, options: OperationOptions = {}): Promise<Readable> {
-    validatePath(path, "open reader", this.name);
+    this.#valid(path, "open reader");
     return this.#run("open reader", path, options.signal, () =>
       this.#operations.openRead(path, options),
     );
@@ -157,7 +177,7 @@ class FramedBackend implements StorageBackend {
     const operation =
       typeof data === "string" || data instanceof Uint8Array ? "write file" : "write stream";
     try {
-      validatePath(path, operation, this.name);
+      this.#valid(path, operation);
       if (options.ifMatch !== undefined && options.ifMatch === "") {
         throw backendErrors(this.name)("conflict", operation, path, "ifMatch is an empty version");
       }
@@ -186,7 +206,7 @@ class FramedBackend implements StorageBackend {
   }
 
   async stat(path: string, options: OperationOptions = {}): Promise<StorageEntry> {
-    validatePath(path, "stat", this.name);
+    this.#valid(path, "stat");
     return this.#run("stat", path, options.signal, () => this.#operations.stat(path, options));
   }
 
@@ -231,7 +251,7 @@ class FramedBackend implements StorageBackend {
 
   async deletePrefix(prefix: string, options: DeleteOptions = {}): Promise<void> {
     validatePrefix(prefix, "delete prefix", this.name);
-    for (const kept of options.keep ?? []) validatePath(kept, "delete prefix", this.name);
+    for (const kept of options.keep ?? []) this.#valid(kept, "delete prefix");
     return this.#run("delete prefix", prefix, options.signal, () =>
       this.#operations.deletePrefix(prefix, options),
     );
@@ -258,7 +278,7 @@ class FramedBackend implements StorageBackend {
     if (options.ifMatch === undefined) return options;
     const ifMatch = new Map<string, string>();
     for (const [outputPath, version] of options.ifMatch) {
-      validatePath(outputPath, operation, this.name);
+      this.#valid(outputPath, operation);
       if (version === "") {
         throw backendErrors(this.name)(
           "conflict",
@@ -280,7 +300,7 @@ class FramedBackend implements StorageBackend {
     targetsOf: (bundlePath: string, outputPaths: readonly string[]) => string[],
   ): string[] {
     validatePrefix(bundlePath, operation, this.name);
-    for (const outputPath of outputPaths) validatePath(outputPath, operation, this.name);
+    for (const outputPath of outputPaths) this.#valid(outputPath, operation);
     return [...new Set(targetsOf(bundlePath, outputPaths))];
   }
 

@@ -35,6 +35,9 @@ export interface LocalBackendOptions {
  */
 const LOCAL_WRITE_CONCURRENCY = 16;
 
+/** The longest path a Linux system call takes (PATH_MAX, 4 096, less the terminating NUL). */
+export const MAX_FILESYSTEM_PATH_BYTES = 4_095;
+
 /**
  * A backend over a directory of the local filesystem: the write protocol of `fs-protocol` over
  * a `LocalDriver`, with reads of its own into the caller's buffers. See the package README.
@@ -53,6 +56,8 @@ export function createLocalBackend(options: LocalBackendOptions): StorageBackend
       name: BACKEND_NAME,
       location: `${BACKEND_NAME}:${root}`,
       writeConcurrency: LOCAL_WRITE_CONCURRENCY,
+      // Linux's PATH_MAX (4 096 bytes with the NUL) below the root and its slash.
+      maxPathBytes: MAX_FILESYSTEM_PATH_BYTES - Buffer.byteLength(root) - 1,
       mapError: (error, operation, path) => driver.toStorageError(error, operation, path),
     },
     fsOperations(local.store, {

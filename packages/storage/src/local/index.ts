@@ -1,1 +1,5 @@
-export { createLocalBackend, type LocalBackendOptions } from "./backend.js";
+export {
+  createLocalBackend,
+  type LocalBackendOptions,
+  MAX_FILESYSTEM_PATH_BYTES,
+} from "./backend.js";
