@@ -376,18 +376,24 @@ export function createUploadClient(options: UploadClientOptions): UploadClient {
       const operation = `status of run ${runId} from ${url.href}`;
       return withRetries(policy, signal, undefined, async () => {
         const deadline = createDeadline(timeouts.connectMs + timeouts.requestMs + waitMs);
-        const response = await send(
-          url.href,
-          { method: "GET", headers: headers(), ...(signal === undefined ? {} : { signal }) },
-          operation,
-          deadline,
-        );
-        if (response.status !== 200) {
+        let answer: unknown;
+        let response: Response;
+        try {
+          response = await send(
+            url.href,
+            { method: "GET", headers: headers(), ...(signal === undefined ? {} : { signal }) },
+            operation,
+            deadline,
+          );
+          if (response.status !== 200) {
+            deadline.clear();
+            throw await refusal(response, operation);
+          }
+          answer = await readBody(response, operation);
+        } finally {
+          // Cleared whatever happened: a server that restarted refuses the connection at once.
           deadline.clear();
-          throw await refusal(response, operation);
         }
-        const answer = await readBody(response, operation);
-        deadline.clear();
         const record = parseWire(RunRecordSchema, answer);
         if (!record.ok) throw invalidResponse(operation, response, record.problem);
         return record.value;
@@ -505,6 +511,9 @@ function createDeadline(ms: number): Deadline {
     if (timer !== undefined) clearTimeout(timer);
     last = next;
     timer = setTimeout(() => controller.abort(new Error(`timed out after ${next} ms`)), next);
+    // A request in flight keeps the process alive by its socket; the timer that bounds it must
+    // not, or a deadline a failed request never cleared holds the process for its whole length.
+    timer.unref?.();
   };
   arm(ms);
   return {
