@@ -1,7 +1,12 @@
 // The body of the `distributor` binary, loaded by bin.cjs once the process is set up.
+import { setMaxListeners } from "node:events";
 import { main } from "./main.js";
 
 const controller = new AbortController();
+// Every request in flight listens for the interrupt on this one signal, and a run keeps many in
+// flight (16 writes, their SDK internals, the lease): Node's default warning at 11 listeners
+// would be noise, not a leak (each listener goes with its request).
+setMaxListeners(0, controller.signal);
 let interrupted = false;
 const onSignal = (signal: NodeJS.Signals) => {
   // The first interrupt lets the running command stop cleanly; a second one does not wait.

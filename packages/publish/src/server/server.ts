@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { setMaxListeners } from "node:events";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { StorageBackend } from "@distributor/storage";
@@ -640,6 +641,8 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
 
   async function executeRun(job: UploadJob): Promise<void> {
     const control = new AbortController();
+    // Many requests of the run listen on it at once; each removes its listener when it ends.
+    setMaxListeners(0, control.signal);
     runControls.set(job.runId, control);
     if (cancelRequests.delete(job.runId)) {
       control.abort(new Error("cancelled before it started"));
