@@ -248,6 +248,27 @@ describe("a run killed with SIGKILL", () => {
       const killed = await victim.done;
       expect(killed.code).toBeNull();
 
+      if (!replace) {
+        // What the killed first publication left is visible: a lease where no state is yet.
+        const shown = await runCli([
+          "inspect",
+          "--config",
+          configPath,
+          "--pipeline",
+          "reports",
+          "--destination",
+          "archive",
+        ]);
+        expect(shown.code, shown.stderr).toBe(0);
+        expect(shown.stdout).toMatch(/^Lease: path=\. state=none owner=reports\/archive /m);
+        const audited = await runCli(["audit", "--config", configPath]);
+        expect(audited.code).toBe(1);
+        expect(audited.stdout).toMatch(
+          /^Lease: pipeline=reports destination=archive bundle=\. state=none /m,
+        );
+        expect(audited.stderr).toContain("lease(s) where no state is");
+      }
+
       const after = await runCli(["run", "--config", configPath, "--format", "json"]);
       expect(after.code, after.stdout).toBe(0);
       const [action] = resultOf(after).actions as Array<{ action: string; status: string }>;

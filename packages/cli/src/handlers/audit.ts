@@ -73,9 +73,14 @@ function driftMessage(report: {
   changed_count: number;
   invalid_states: number;
   incomplete_count: number;
+  leases_without_state: number;
   reupload_needed: boolean;
 }): string {
-  const found = `audit found ${report.missing_count} missing and ${report.changed_count} changed managed output(s), ${report.incomplete_count} output(s) where the records are not the publication of the recorded source, and ${report.invalid_states} invalid state file(s)`;
+  const leases =
+    report.leases_without_state === 0
+      ? ""
+      : `, ${report.leases_without_state} lease(s) where no state is (a first publication under way, or interrupted: the next run recovers it)`;
+  const found = `audit found ${report.missing_count} missing and ${report.changed_count} changed managed output(s), ${report.incomplete_count} output(s) where the records are not the publication of the recorded source, and ${report.invalid_states} invalid state file(s)${leases}`;
   const fixes: string[] = [];
   if (report.incomplete_count > 0) {
     fixes.push("a plain `distributor run` of the same source completes the publication");

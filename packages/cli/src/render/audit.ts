@@ -17,6 +17,17 @@ export function formatAuditText(report: AuditReport): string[] {
     if (destination.error !== null) {
       lines.push(summaryLine("Audit failed", [...where, ["code", destination.error.code]]));
     }
+    for (const { bundle_path, lease } of destination.leases_without_state) {
+      lines.push(
+        summaryLine("Lease", [
+          ...where,
+          ["bundle", bundle_path],
+          ["state", "none"],
+          ["run_id", lease.run_id],
+          ["expires_at", lease.expires_at],
+        ]),
+      );
+    }
     for (const bundle of destination.bundles) {
       const status =
         bundle.state === "invalid"

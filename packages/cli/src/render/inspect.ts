@@ -53,6 +53,20 @@ function stateLines(report: StateTreeInspection): string[] {
       ["states", report.states.length],
     ]),
     ...report.states.flatMap(stateReportLines),
+    // A lease where no state is yet: a first publication under way, or one that was killed.
+    ...report.leases_without_state.map(({ bundle_path, lease }) =>
+      summaryLine("Lease", [
+        ["path", bundle_path],
+        ["state", "none"],
+        ["owner", `${lease.owner.pipeline_id}/${lease.owner.destination_id}`],
+        ["run_id", lease.run_id],
+        ["host", lease.host],
+        ["pid", lease.pid],
+        ["acquired_at", lease.acquired_at],
+        ["expires_at", lease.expires_at],
+        ["journal", lease.journal_entries],
+      ]),
+    ),
   ];
 }
 

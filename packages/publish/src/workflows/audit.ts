@@ -26,6 +26,7 @@ import { isStateFile, readStateFile } from "../publish/state-file.js";
 import { type StoredFile, storedFile, storedStatus } from "../publish/stored-digest.js";
 import { destinationRootPath } from "./destination-root.js";
 import { errorCode, errorMessage } from "./errors.js";
+import { type LeaseWithoutState, leasesWithoutState } from "./inspect-state.js";
 import type { ReconcileStateEntry } from "./reconcile-state.js";
 import { destinationSelection, recordedManifest } from "./selection.js";
 import { findDestination, findPipeline, openBackend, type WorkflowOptions } from "./shared.js";
@@ -95,6 +96,11 @@ export interface AuditDestinationReport {
   backend: string;
   root_path: string;
   bundles: AuditBundleReport[];
+  /**
+   * Leases with no state beside them: a first publication under way, or one that was killed and
+   * left unrecorded outputs (the next run recovers them). Counted as drift.
+   */
+  leases_without_state: LeaseWithoutState[];
   /** A missing or changed output, or an invalid state, somewhere below this destination. */
   drift: boolean;
   /** The destination could not be audited (unreachable, listing too large, ...); null otherwise. */
@@ -110,6 +116,8 @@ export interface AuditReport {
   changed_count: number;
   unmanaged_count: number;
   invalid_states: number;
+  /** Leases found with no state beside them (see `AuditDestinationReport`). */
+  leases_without_state: number;
   /** Outputs of publications in force that the records lack or describe otherwise, and back. */
   incomplete_count: number;
   /**
@@ -169,6 +177,7 @@ export async function audit(options: AuditOptions): Promise<AuditReport> {
     changed_count: 0,
     unmanaged_count: 0,
     invalid_states: 0,
+    leases_without_state: 0,
     incomplete_count: 0,
     reupload_needed: false,
     drift: false,
@@ -187,6 +196,7 @@ export async function audit(options: AuditOptions): Promise<AuditReport> {
       report.incomplete_count += bundle.incomplete_count;
       if (bundle.state === "invalid") report.invalid_states += 1;
     }
+    report.leases_without_state += found.leases_without_state.length;
     report.drift ||= found.drift;
     report.reupload_needed ||= found.drift && pipeline.source.backend === "http_upload";
     report.failed ||= found.error !== null;
@@ -228,6 +238,7 @@ async function auditDestination(
     backend: destination.location.backend,
     root_path: destinationRootPath(destination),
     bundles: [],
+    leases_without_state: [],
     drift: false,
     error: null,
   };
@@ -245,6 +256,7 @@ async function auditDestination(
       limit: AUDIT_WALK_LIMIT,
       signal: options.signal,
     });
+    report.leases_without_state = await leasesWithoutState(backend, entries, options.signal);
     const bundlePaths = stateBundlePaths(entries, destination);
     for (const bundlePath of bundlePaths) {
       const bundle = await auditBundle(options, backend, report, owner, bundlePath, {
@@ -260,10 +272,15 @@ async function auditDestination(
   } finally {
     await backend?.close().catch(() => undefined);
   }
-  report.drift = report.bundles.some(
-    (b) =>
-      b.state === "invalid" || b.missing_count > 0 || b.changed_count > 0 || b.incomplete_count > 0,
-  );
+  report.drift =
+    report.leases_without_state.length > 0 ||
+    report.bundles.some(
+      (b) =>
+        b.state === "invalid" ||
+        b.missing_count > 0 ||
+        b.changed_count > 0 ||
+        b.incomplete_count > 0,
+    );
   return report;
 }
 

@@ -15,6 +15,7 @@ export {
   type StateTreeInspection,
 } from "./inspect.js";
 export type {
+  LeaseWithoutState,
   StateOutputReport,
   StateOwnerReport,
   StateReport,

@@ -17,9 +17,10 @@ import {
 } from "@distributor/storage";
 import type { Config } from "../config/types.js";
 import {
-  findStateFiles,
   inspectStateFile,
   isStateFile,
+  type LeaseWithoutState,
+  leasesWithoutState,
   type StateReport,
 } from "./inspect-state.js";
 import { openLocalDirectory } from "./local-directory.js";
@@ -99,6 +100,11 @@ export interface StateTreeInspection {
   destination_id?: string;
   /** Every `.distributor.json` found, in path order; empty for a destination never published to. */
   states: StateReport[];
+  /**
+   * Leases with no state file beside them, in path order: a first publication under way, or one
+   * that was interrupted (the next run recovers what it wrote).
+   */
+  leases_without_state: LeaseWithoutState[];
 }
 
 export type InspectReport = BundleTreeInspection | StateTreeInspection;
@@ -138,6 +144,7 @@ export async function inspectPath(options: InspectPathOptions): Promise<InspectR
         ok: true,
         location: backend.location,
         states: [await inspectStateFile(backend, STATE_FILE_NAME, options.signal)],
+        leases_without_state: [],
       }));
     }
     throw new WorkflowError(
@@ -195,7 +202,7 @@ export async function inspectStatePath(options: InspectPathOptions): Promise<Sta
     kind: "state",
     ok: true,
     location: backend.location,
-    states: await inspectStates(backend, options.signal),
+    ...(await inspectStates(backend, options.signal)),
   }));
 }
 
@@ -226,21 +233,32 @@ export async function inspectConfiguredDestination(
     location: backend.location,
     pipeline_id: pipeline.id,
     destination_id: destination.id,
-    states: await inspectStates(backend, options.signal),
+    ...(await inspectStates(backend, options.signal)),
   }));
 }
 
 async function inspectStates(
   backend: StorageBackend,
   signal: AbortSignal | undefined,
-): Promise<StateReport[]> {
+): Promise<Pick<StateTreeInspection, "states" | "leases_without_state">> {
   // Bundles never nest, so a root state is the only one; skip walking a large destination.
-  const paths = (await isFile(backend, STATE_FILE_NAME, signal))
-    ? [STATE_FILE_NAME]
-    : await findStateFiles(backend, DEFAULT_DISCOVERY_LIMIT, signal);
-  const reports: StateReport[] = [];
-  for (const path of paths) reports.push(await inspectStateFile(backend, path, signal));
-  return reports;
+  if (await isFile(backend, STATE_FILE_NAME, signal)) {
+    return {
+      states: [await inspectStateFile(backend, STATE_FILE_NAME, signal)],
+      leases_without_state: [],
+    };
+  }
+  const entries = await backend.walk("", {
+    recursive: true,
+    limit: DEFAULT_DISCOVERY_LIMIT,
+    signal,
+  });
+  const states: StateReport[] = [];
+  for (const entry of entries) {
+    if (entry.kind !== "file" || !isStateFile(entry.path)) continue;
+    states.push(await inspectStateFile(backend, entry.path, signal));
+  }
+  return { states, leases_without_state: await leasesWithoutState(backend, entries, signal) };
 }
 
 function inspectBundles(
