@@ -1,7 +1,9 @@
 import type { OwnerScope, StateDocument } from "@distributor/state";
 import {
+  compareLogicalPaths,
   isStorageError,
   locatePath,
+  parentPath,
   STATE_FILE_NAME,
   type StorageBackend,
 } from "@distributor/storage";
@@ -10,7 +12,7 @@ import { compareAndSwapState, StateChangedError } from "../publish/commit-state.
 import { PendingDeletesError, UncommittedError } from "../publish/execute.js";
 import type { Lease } from "../publish/lease.js";
 import { holdLease } from "../publish/recovery.js";
-import { encodeStateFile, readStateFile } from "../publish/state-file.js";
+import { encodeStateFile, isStateFile, readStateFile } from "../publish/state-file.js";
 import { WorkflowError } from "./shared.js";
 
 /**
@@ -42,13 +44,38 @@ export async function readRootState(
     return { document, version };
   } catch (error) {
     if (isStorageError(error, "not_found")) {
+      const below = await statesBelowRoot(backend, signal);
+      const detail =
+        below.length === 0
+          ? "so nothing is managed there"
+          : `but ${below.length} bundle path(s) below it keep their own (${below.slice(0, 3).join(", ")}${below.length > 3 ? ", …" : ""}), as a preserve_relative destination does: this command maintains a root state only; \`audit\` checks every bundle path's outputs, \`run --repair\` restores them, and \`prune\` removes whole bundle paths`;
       throw new WorkflowError(
         "state_not_found",
-        `${backend.location}: no ${STATE_FILE_NAME} at the destination root, so nothing is managed there`,
+        `${backend.location}: no ${STATE_FILE_NAME} at the destination root, ${detail}`,
         { cause: error },
       );
     }
     throw error;
+  }
+}
+
+/** Bundle paths below the root with a state file of their own (a bounded look). */
+async function statesBelowRoot(
+  backend: StorageBackend,
+  signal: AbortSignal | undefined,
+): Promise<string[]> {
+  try {
+    const entries = await backend.walk("", { recursive: true, limit: 100_000, signal });
+    return entries
+      .filter(
+        (entry) =>
+          entry.kind === "file" && isStateFile(entry.path) && entry.path !== STATE_FILE_NAME,
+      )
+      .map((entry) => parentPath(entry.path))
+      .sort(compareLogicalPaths);
+  } catch (error) {
+    if (signal?.aborted) throw error;
+    return [];
   }
 }
 

@@ -7,6 +7,7 @@ import {
   type SharedRootState,
   type SingleOwnerState,
   type StateDocument,
+  serializeDocument,
 } from "@distributor/state";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
@@ -448,6 +449,22 @@ describe("reconcileState", () => {
     await expect(reconcileState(options())).rejects.toMatchObject({
       code: "state_not_found",
       message: expect.stringContaining(".distributor.json"),
+    });
+  });
+
+  it("names the bundle paths that keep their own state when the root has none", async () => {
+    // A preserve_relative destination: one state per bundle path, none at the root.
+    const text = serializeDocument(singleOwnerState());
+    await destination.writeFiles({
+      "2026/06/01/.distributor.json": text,
+      "2026/06/02/.distributor.json": text,
+    });
+
+    await expect(reconcileState(options())).rejects.toMatchObject({
+      code: "state_not_found",
+      message: expect.stringMatching(
+        /no \.distributor\.json at the destination root, but 2 bundle path\(s\) below it keep their own \(2026\/06\/01, 2026\/06\/02\).*`audit` checks every bundle path/,
+      ),
     });
   });
 
