@@ -1,5 +1,6 @@
 import {
   compareLogicalPaths,
+  DEFAULT_LISTING_LIMIT,
   displayPath,
   joinPrefix,
   parentPath,
@@ -14,10 +15,10 @@ import { walkRefusal } from "./file-problem.js";
 import { MANIFEST_FILE_NAME } from "./manifest.js";
 
 /** Default bound on the entries a discovery walk may list under a source root. */
-export const DEFAULT_DISCOVERY_LIMIT = 100_000;
+export const DEFAULT_DISCOVERY_LIMIT = DEFAULT_LISTING_LIMIT;
 
 export interface DiscoverBundlesOptions {
-  /** Most entries (files and directories) the walk may list; default 100000. */
+  /** Most entries (files and directories) the walk may list; default `DEFAULT_LISTING_LIMIT` (10 million). */
   limit?: number;
   signal?: AbortSignal;
 }

@@ -63,6 +63,11 @@ export class BundleValidationError extends Error {
 export interface ManifestErrorOptions {
   /** The offending field, e.g. `files[2].sha256`; absent for syntax errors. */
   field?: string;
+  /**
+   * The issue's code: `invalid_manifest` (the default), or `empty_bundle` for a manifest that
+   * lists no files, the code a bundle with nothing in it has however it is found.
+   */
+  code?: "invalid_manifest" | "empty_bundle";
   /** Where the manifest came from, e.g. `reports/2026/manifest.json`; prefixed to the message. */
   source?: string;
   cause?: unknown;
@@ -78,7 +83,7 @@ export class ManifestError extends BundleValidationError {
 
   constructor(detail: string, options: ManifestErrorOptions = {}) {
     const message = options.source === undefined ? detail : `${options.source}: ${detail}`;
-    super([{ code: "invalid_manifest", path: "manifest.json", message }], {
+    super([{ code: options.code ?? "invalid_manifest", path: "manifest.json", message }], {
       message,
       cause: options.cause,
     });

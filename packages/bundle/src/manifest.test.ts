@@ -217,10 +217,14 @@ describe("parseManifest", () => {
     );
   });
 
-  it("rejects empty files", () => {
+  it("rejects empty files as an empty bundle", () => {
     const error = rejectDoc({ ...validDoc(), files: [] });
     expect(error.field).toBe("files");
     expect(error.message).toBe("files must not be empty");
+    expect(error.code).toBe("empty_bundle");
+    expect(error.issues).toEqual([
+      { code: "empty_bundle", path: "manifest.json", message: "files must not be empty" },
+    ]);
   });
 
   it("rejects files that are not an array of objects", () => {

@@ -178,6 +178,15 @@ class Context {
       ...(cause === undefined ? {} : { cause }),
     });
   }
+
+  /** A manifest listing no files describes an empty bundle, reported as such (`empty_bundle`). */
+  empty(): never {
+    throw new ManifestError("files must not be empty", {
+      field: "files",
+      code: "empty_bundle",
+      ...(this.source === undefined ? {} : { source: this.source }),
+    });
+  }
 }
 
 interface CheckedParts {
@@ -197,7 +206,7 @@ function checkManifest(context: Context, parts: CheckedParts): Manifest {
   if (parts.digest !== undefined && !isSha256Digest(parts.digest)) {
     context.fail("digest", `digest must be ${DIGEST_FORMAT}, got ${show(parts.digest)}`);
   }
-  if (parts.files.length === 0) context.fail("files", "files must not be empty");
+  if (parts.files.length === 0) context.empty();
   checkPathsTogether(context, parts.files);
 
   const files = [...parts.files].sort((a, b) => compareLogicalPaths(a.path, b.path));

@@ -322,7 +322,8 @@ describe("validateBundle", () => {
       {
         code: "too_many_files",
         path: "manifest.json",
-        message: "manifest.json: lists 3 files, more than validation.max_files 2",
+        message:
+          "manifest.json: lists 3 files, more than validation.max_files 2; set validation.max_files in the pipeline's configuration to accept more",
         expected: 2,
         actual: 3,
       },

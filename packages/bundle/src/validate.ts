@@ -211,7 +211,7 @@ function checkDeclaredLimits(
     issues.push({
       code: "too_many_files",
       path: MANIFEST_FILE_NAME,
-      message: `${MANIFEST_FILE_NAME}: lists ${count} files, more than validation.max_files ${maxFiles}`,
+      message: `${MANIFEST_FILE_NAME}: lists ${count} files, more than validation.max_files ${maxFiles}; set validation.max_files in the pipeline's configuration to accept more`,
       expected: maxFiles,
       actual: count,
     });

@@ -39,6 +39,7 @@ export {
 } from "./names.js";
 export {
   compareLogicalPaths,
+  DEFAULT_LISTING_LIMIT,
   displayPath,
   isValidPath,
   isValidPrefix,

@@ -4,6 +4,14 @@ import { STATE_FILE_NAME } from "./names.js";
 export { STATE_FILE_NAME };
 
 const MAX_SEGMENT_BYTES = 255;
+
+/**
+ * Most entries one listing (a source's bundles, a destination's bundle paths, a recovery's
+ * directories) may hold before it fails `limit_exceeded`: far above any publication's size, so
+ * that `validation.max_files` and the store itself are the limits users meet (docs/operations.md,
+ * "Limits"). A listing holds about 200 bytes per entry in memory.
+ */
+export const DEFAULT_LISTING_LIMIT = 10_000_000;
 const DOT = 0x2e;
 // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what we reject
 const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f]/;

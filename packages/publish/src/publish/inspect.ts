@@ -1,5 +1,6 @@
 import type { StateDocument } from "@distributor/state";
 import {
+  DEFAULT_LISTING_LIMIT,
   isStorageError,
   joinPrefix,
   mapBounded,
@@ -19,7 +20,7 @@ import { readDestinationStatus } from "./state-file.js";
 import { type StoredFile, storedFile } from "./stored-digest.js";
 
 /** Most entries listed under one destination bundle path while checking for unmanaged content. */
-export const DEFAULT_DESTINATION_WALK_LIMIT = 100_000;
+export const DEFAULT_DESTINATION_WALK_LIMIT = DEFAULT_LISTING_LIMIT;
 
 export interface InspectDestinationOptions {
   signal?: AbortSignal | undefined;

@@ -14,6 +14,7 @@ import {
   withReplacementMarker,
 } from "@distributor/state";
 import {
+  DEFAULT_LISTING_LIMIT,
   isStorageError,
   isTempFileFor,
   isTempFileName,
@@ -400,7 +401,7 @@ async function listDirectory(
   directory: string,
   signal: AbortSignal | undefined,
 ): Promise<StorageEntry[]> {
-  return backend.walk(joinPrefix(bundlePath, directory), { limit: 100_000, signal });
+  return backend.walk(joinPrefix(bundlePath, directory), { limit: DEFAULT_LISTING_LIMIT, signal });
 }
 
 /** A lease write takes milliseconds; its temp file this old was left by a killed process. */

@@ -2,7 +2,12 @@ import { randomUUID } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { readdir, stat } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
-import { createLocalBackend, isStorageError, type StorageBackend } from "@distributor/storage";
+import {
+  createLocalBackend,
+  DEFAULT_LISTING_LIMIT,
+  isStorageError,
+  type StorageBackend,
+} from "@distributor/storage";
 import type { Config, S3Location } from "../config/types.js";
 import { type BackendRegistry, openBackend } from "../workflows/shared.js";
 import { removeUploadDirectory, type StagedUpload, UPLOAD_DIRECTORY_PREFIX } from "./staging.js";
@@ -15,7 +20,7 @@ import type { UploadJob } from "./store.js";
 export const SHARED_STAGING_GRACE_MS = 60 * 60 * 1000;
 
 /** Most staged uploads a start-up clean-up looks at in a remote staging location. */
-const REMOTE_LISTING_LIMIT = 100_000;
+const REMOTE_LISTING_LIMIT = DEFAULT_LISTING_LIMIT;
 
 /**
  * Where accepted bundles wait for their run (SPEC §8 `server.staging`): this instance's staging

@@ -11,6 +11,7 @@ import {
 } from "@distributor/state";
 import {
   compareLogicalPaths,
+  DEFAULT_LISTING_LIMIT,
   displayPath,
   isWithinPrefix,
   joinPrefix,
@@ -33,7 +34,7 @@ import { findDestination, findPipeline, openBackend, type WorkflowOptions } from
 import { isUnmanagedEntry, unmanagedEntryReport } from "./unmanaged-entry.js";
 
 /** Most entries listed under one destination root while looking for state files. */
-export const AUDIT_WALK_LIMIT = 100_000;
+export const AUDIT_WALK_LIMIT = DEFAULT_LISTING_LIMIT;
 /** Files hashed at once by default: one read chunk in memory each. */
 const DEFAULT_AUDIT_CONCURRENCY = 4;
 

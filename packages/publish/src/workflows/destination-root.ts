@@ -1,6 +1,7 @@
 import type { OwnerScope, StateDocument } from "@distributor/state";
 import {
   compareLogicalPaths,
+  DEFAULT_LISTING_LIMIT,
   isStorageError,
   locatePath,
   parentPath,
@@ -65,7 +66,11 @@ async function statesBelowRoot(
   signal: AbortSignal | undefined,
 ): Promise<string[]> {
   try {
-    const entries = await backend.walk("", { recursive: true, limit: 100_000, signal });
+    const entries = await backend.walk("", {
+      recursive: true,
+      limit: DEFAULT_LISTING_LIMIT,
+      signal,
+    });
     return entries
       .filter(
         (entry) =>

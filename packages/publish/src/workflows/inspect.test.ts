@@ -411,7 +411,7 @@ describe("inspectPath on destination state", () => {
     const failure = await inspectPath({ path: root }).catch((error: unknown) => error);
 
     expect(failure).toMatchObject({ name: "StateError", code: "state_invalid" });
-    expect((failure as Error).message).toContain(`local:${root} .distributor.json`);
+    expect((failure as Error).message).toContain(`local:${root}/.distributor.json`);
     expect((failure as Error).message).toContain("created_at must be RFC3339");
   });
 });

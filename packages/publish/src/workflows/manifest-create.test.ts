@@ -37,6 +37,7 @@ describe("createManifestWorkflow", () => {
       digest: SPEC_BUNDLE_DIGEST,
       files: 1,
       total_size: 16,
+      warnings: [],
     });
     const manifest = parseManifest(await readFile(join(root, "manifest.json"), "utf8"));
     expect(manifest.digest).toBe(SPEC_BUNDLE_DIGEST);

@@ -3,11 +3,14 @@ import {
   BundleValidationError,
   createManifest,
   formatTimestamp,
+  MANIFEST_FILE_NAME,
   type Manifest,
   ManifestError,
 } from "@distributor/bundle";
+import { CONFIG_DEFAULTS } from "../config/defaults.js";
 import { openLocalDirectory } from "./local-directory.js";
 import { type WorkflowOptions, withBackend } from "./shared.js";
+import type { IssueReport } from "./validate.js";
 
 export interface CreateManifestWorkflowOptions extends WorkflowOptions {
   /** Local bundle directory. */
@@ -34,6 +37,11 @@ export interface ManifestCreateReport {
   files: number;
   /** Sum of the listed file sizes in bytes. */
   total_size: number;
+  /**
+   * What the manifest is fine for but validation may refuse: `too_many_files` when it lists more
+   * files than the default `validation.max_files` (10000), which a pipeline must raise to accept it.
+   */
+  warnings: IssueReport[];
 }
 
 /**
@@ -65,8 +73,27 @@ export async function createManifestWorkflow(
       digest: manifest.digest,
       files: manifest.files.length,
       total_size: manifest.files.reduce((sum, file) => sum + file.size, 0),
+      warnings: limitWarnings(manifest.files.length),
     };
   });
+}
+
+/**
+ * `manifest create` lists any number of files, but `validate` and `run` refuse more than the
+ * pipeline's `validation.max_files`: say so now, before the bundle travels anywhere.
+ */
+function limitWarnings(files: number): IssueReport[] {
+  const maxFiles = CONFIG_DEFAULTS.maxFiles;
+  if (files <= maxFiles) return [];
+  return [
+    {
+      code: "too_many_files",
+      path: MANIFEST_FILE_NAME,
+      message: `${MANIFEST_FILE_NAME} lists ${files} files, more than the default validation.max_files ${maxFiles}: validate and run refuse this bundle unless the pipeline's configuration sets validation.max_files to ${files} or more`,
+      expected: maxFiles,
+      actual: files,
+    },
+  ];
 }
 
 /** Bundle problems are reported against the directory the operator named, not the backend root. */
@@ -76,6 +103,7 @@ function namingDirectory(error: unknown, path: string): unknown {
       source: path,
       cause: error,
       ...(error.field === undefined ? {} : { field: error.field }),
+      ...(error.code === "empty_bundle" ? { code: error.code } : {}),
     });
   }
   if (!(error instanceof BundleValidationError)) return error;

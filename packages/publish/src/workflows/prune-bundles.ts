@@ -10,6 +10,7 @@ import {
 } from "@distributor/state";
 import {
   compareLogicalPaths,
+  DEFAULT_LISTING_LIMIT,
   displayPath,
   isStorageError,
   joinPrefix,
@@ -41,7 +42,7 @@ import {
 import { findPipeline, openConfiguredSource, WorkflowError, withBackend } from "./shared.js";
 
 /** Most entries listed under a destination root while looking for bundle states. */
-export const PRUNE_WALK_LIMIT = 100_000;
+export const PRUNE_WALK_LIMIT = DEFAULT_LISTING_LIMIT;
 
 /** A bundle path a prune across bundle paths planned, deleted or preserved. */
 export interface PruneBundleRecord {

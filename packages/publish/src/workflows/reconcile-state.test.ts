@@ -432,15 +432,20 @@ describe("reconcileState", () => {
     await removeOutput("summary.txt");
     const many = join(destination.root, "many");
     await mkdir(many);
-    const names = Array.from({ length: RECONCILE_STATE_WALK_LIMIT }, (_, index) => `f${index}`);
+    const limit = 2_000;
+    const names = Array.from({ length: limit }, (_, index) => `f${index}`);
     for (let start = 0; start < names.length; start += 500) {
       await Promise.all(
         names.slice(start, start + 500).map((name) => writeFile(join(many, name), "")),
       );
     }
 
-    await expect(reconcileState(options())).rejects.toMatchObject({ kind: "limit_exceeded" });
+    await expect(reconcileState({ ...options(), listingLimit: limit })).rejects.toMatchObject({
+      kind: "limit_exceeded",
+    });
     expect(await destination.stateText()).toBe(original);
+    // The default bound is far above any publication.
+    expect(RECONCILE_STATE_WALK_LIMIT).toBe(10_000_000);
   });
 
   it("fails when the destination root has no state file", async () => {

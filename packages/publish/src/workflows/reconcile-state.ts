@@ -15,6 +15,7 @@ import {
 } from "@distributor/state";
 import {
   compareLogicalPaths,
+  DEFAULT_LISTING_LIMIT,
   isStorageError,
   LEASE_FILE_NAME,
   mapBounded,
@@ -33,7 +34,7 @@ import {
 import { openConfiguredDestination, type WorkflowOptions, withBackend } from "./shared.js";
 
 /** Most entries listed under a destination root while looking for unmanaged files. */
-export const RECONCILE_STATE_WALK_LIMIT = 10_000;
+export const RECONCILE_STATE_WALK_LIMIT = DEFAULT_LISTING_LIMIT;
 /** Parallel `stat` calls while checking managed outputs. */
 const STAT_CONCURRENCY = 8;
 
@@ -50,6 +51,8 @@ export interface ReconcileStateOptions extends WorkflowOptions {
   lockTimeoutMs?: number;
   /** Lease lifetime and renewal (tests shorten it). */
   lease?: { ttlMs?: number; renew?: boolean };
+  /** Most entries listed below the root (default `RECONCILE_STATE_WALK_LIMIT`, 10 million). */
+  listingLimit?: number;
 }
 
 /** The owner a repair is scoped to. */
@@ -120,7 +123,12 @@ export async function reconcileState(
       const { document, version } = await readRootState(backend, signal);
       const scope = repairScope(document, ownerScope(pipeline.id, destination.id), options);
       const missing = await missingOutputs(backend, scope.checked, signal);
-      const unmanaged = await unmanagedEntries(backend, scope.managed, signal);
+      const unmanaged = await unmanagedEntries(
+        backend,
+        scope.managed,
+        options.listingLimit ?? RECONCILE_STATE_WALK_LIMIT,
+        signal,
+      );
       let changed = false;
       if (!dryRun && missing.length > 0) {
         const removal = scope.remove(missing.map((item) => item.path));
@@ -217,17 +225,14 @@ async function missingOutputs(
 async function unmanagedEntries(
   backend: StorageBackend,
   managedPaths: readonly string[],
+  limit: number,
   signal: AbortSignal | undefined,
 ): Promise<ReconcileStateEntry[]> {
   const managed = new Set(managedPaths);
   managed.add(STATE_FILE_NAME);
   // The lease of a run holding the state (ours, unless this is a dry run) is not content.
   managed.add(LEASE_FILE_NAME);
-  const entries = await backend.walk("", {
-    recursive: true,
-    limit: RECONCILE_STATE_WALK_LIMIT,
-    signal,
-  });
+  const entries = await backend.walk("", { recursive: true, limit, signal });
   return entries
     .filter((entry) => {
       if (entry.nameProblem !== undefined) return true;

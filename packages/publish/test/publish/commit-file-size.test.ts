@@ -72,7 +72,7 @@ describe("a next state too large to read back", () => {
     expect(failure.code).toBe("state_too_large");
     expect(failure.message).toMatch(
       new RegExp(
-        `^state file local:.+ reports/\\.distributor\\.json would be \\d+ bytes, more than the ${MAX_STATE_BYTES} a state file may have \\(it could not be read back\\); nothing was written$`,
+        `^state file local:.+/reports/\\.distributor\\.json would be \\d+ bytes, more than the ${MAX_STATE_BYTES} a state file may have \\(it could not be read back\\); nothing was written$`,
       ),
     );
     // The state is the one that was there, readable by the next run; no output and no lease.
@@ -102,7 +102,7 @@ describe("a journal too large for the lease to be read back", () => {
     expect(failure).toBeInstanceOf(LeaseTooLargeError);
     expect(failure.code).toBe("lease_too_large");
     expect(failure.message).toMatch(
-      /^lease local:.+ reports\/\.distributor\.lease\.json would be \d+ bytes, more than the 16773120 a journaled lease may have \(a lease is read back up to 16777216\): the attempt journals 17001 paths; nothing was written$/,
+      /^lease local:.+\/reports\/\.distributor\.lease\.json would be \d+ bytes, more than the 16773120 a journaled lease may have \(a lease is read back up to 16777216\): the attempt journals 17001 paths; nothing was written$/,
     );
     // The next run finds no lease to wait for, and the old publication as it was.
     expect(await leaseStatus(destination, "reports")).toBe("absent");

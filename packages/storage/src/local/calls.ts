@@ -73,55 +73,94 @@ export interface LocalCalls {
 const DIR_OPTIONS = { encoding: "buffer" as BufferEncoding, bufferSize: 1024 };
 
 /**
+ * How long blocking calls may run back to back before they let the event loop turn: timers (a
+ * lease's renewal above all) and IO callbacks wait at most about this long, whatever the size of
+ * the run. A 90 000-file publication once spent most of a minute in synchronous opens without the
+ * loop turning once, and its lease expired unrenewed (docs/decisions.md, "Blocking calls yield").
+ */
+export const BLOCKING_SLICE_MS = 10;
+
+let sliceStarted = performance.now();
+
+/**
+ * Resolves at once while the current slice is young; past `BLOCKING_SLICE_MS`, after one turn of
+ * the event loop (`setImmediate` runs after the loop's timers and IO callbacks).
+ */
+function yieldSometimes(): Promise<void> | undefined {
+  if (performance.now() - sliceStarted < BLOCKING_SLICE_MS) return undefined;
+  return new Promise((resolve) =>
+    setImmediate(() => {
+      sliceStarted = performance.now();
+      resolve();
+    }),
+  );
+}
+
+/**
  * Synchronous calls: each answers from the page or inode cache in microseconds, while a
  * thread-pool round trip costs tens of them in handoffs. The CLI's default.
  */
 export const blockingCalls: LocalCalls = {
   async lstat(path) {
+    await yieldSometimes();
     return lstatSync(path, { throwIfNoEntry: false });
   },
   async open(path, flags, mode) {
+    await yieldSometimes();
     return openSync(path, flags, mode);
   },
   // Directories are made on the thread pool in both manners, as they always were: a new
   // directory is rarer than a new file, and its creation waits on the journal as long.
   async mkdir(path) {
+    await yieldSometimes();
     await mkdir(path);
   },
   async rmdir(path) {
+    await yieldSometimes();
     rmdirSync(path);
   },
   async unlink(path) {
+    await yieldSometimes();
     unlinkSync(path);
   },
   async link(from, to) {
+    await yieldSometimes();
     linkSync(from, to);
   },
   async rename(from, to) {
+    await yieldSometimes();
     renameSync(from, to);
   },
   async write(fd, bytes, offset, length, position) {
+    await yieldSometimes();
     return writeSync(fd, bytes, offset, length, position);
   },
   async read(fd, into, offset, length, position) {
+    await yieldSometimes();
     return readSync(fd, into, offset, length, position);
   },
   async fstat(fd) {
+    await yieldSometimes();
     return fstatSync(fd);
   },
   async futimes(fd, seconds) {
+    await yieldSometimes();
     futimesSync(fd, seconds, seconds);
   },
   async close(fd) {
+    await yieldSometimes();
     closeSync(fd);
   },
   async opendir(path) {
+    await yieldSometimes();
     return opendirSync(path as string, DIR_OPTIONS);
   },
   async readEntry(dir) {
+    await yieldSometimes();
     return dir.readSync() as unknown as Dirent<Buffer> | null;
   },
   async closeDir(dir) {
+    await yieldSometimes();
     dir.closeSync();
   },
 };
