@@ -174,4 +174,24 @@ describe("distributor serve", () => {
       blocker.close();
     }
   });
+
+  it.each(["127.0.0.1:99999", "[::1]:65536", ":123456"])(
+    "refuses --listen %s as a port out of range",
+    async (address) => {
+      const dir = tempDir();
+      await writeFile(join(dir, "distributor.yml"), configText(dir));
+      const port = address.slice(address.lastIndexOf(":") + 1);
+
+      const result = await runCli(["serve", "--listen", address], {
+        cwd: dir,
+        env: { REPORTER_TOKEN: TOKEN },
+      });
+
+      expect(result.code).toBe(2);
+      expect(result.stdout).toBe("");
+      expect(result.stderr).toBe(
+        `distributor: --listen: port ${port} of ${JSON.stringify(address)} is out of range: use 1–65535, or 0 for any free port\n`,
+      );
+    },
+  );
 });

@@ -13,6 +13,12 @@ export const serveCommand: CommandHandler<ServeCommandOptions> = async (options,
   const config = await publish.loadConfig(options.configPath);
   // A bad --listen is the command line's mistake; check it before tokens are resolved.
   if (options.listen !== undefined) {
+    const port = portOutOfRange(options.listen);
+    if (port !== undefined) {
+      throw new UsageError(
+        `--listen: port ${port} of ${JSON.stringify(options.listen)} is out of range: use 1–65535, or 0 for any free port`,
+      );
+    }
     try {
       parseListen(options.listen);
     } catch (error) {
@@ -57,3 +63,12 @@ export const serveCommand: CommandHandler<ServeCommandOptions> = async (options,
   }
   return { ok: true, result: null, text: [] };
 };
+
+/**
+ * The port of a `host:port`, `[ipv6]:port` or `:port` address written as digits but beyond what
+ * TCP allows; `parseListen` would call such an address malformed, not its port too large.
+ */
+function portOutOfRange(address: string): string | undefined {
+  const port = /^(?:\[[^\]]+\]|[^:[\]]*):(\d+)$/.exec(address)?.[1];
+  return port !== undefined && Number(port) > 65_535 ? port : undefined;
+}
