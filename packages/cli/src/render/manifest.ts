@@ -2,7 +2,7 @@ import type { ManifestCreateReport } from "@distributor/publish";
 import type { CommandOutcome } from "../command.js";
 import { summaryLine } from "./text.js";
 
-/** `manifest create`: one line describing the manifest written. */
+/** `manifest create`: one line describing the manifest written, and its warnings on stderr. */
 export function manifestCreateOutcome(report: ManifestCreateReport): CommandOutcome {
   return {
     ok: true,
@@ -17,5 +17,6 @@ export function manifestCreateOutcome(report: ManifestCreateReport): CommandOutc
         ["total_size", report.total_size],
       ]),
     ],
+    warnings: report.warnings.map((warning) => warning.message),
   };
 }
