@@ -1,12 +1,16 @@
+import { spawn } from "node:child_process";
+import { once } from "node:events";
 import { readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { join, relative } from "node:path";
 import { describe, expect, it } from "vitest";
 import {
+  BIN,
   envelopeOf,
   REPORT,
   resultOf,
   runCli,
   useTempDir,
+  writeBundle,
   writeConfig,
   writeFiles,
   writeSpecBundle,
@@ -214,6 +218,43 @@ describe("distributor run", () => {
     expect(await exists(join(dest, "bundle/unmanaged.txt"))).toBe(false);
     expect(await readFile(join(dest, "bundle/report.md"), "utf8")).toBe(REPORT);
     expect(await readFile(join(dest, "bundle-sibling/keep.txt"), "utf8")).toBe("keep\n");
+  });
+
+  it("prints what an interrupted action planned as planned=, never as outputs= it did not write", async () => {
+    const source = join(tmp(), "src");
+    const dest = join(tmp(), "dest");
+    const files = Object.fromEntries(
+      Array.from({ length: 400 }, (_, i) => [
+        `data/${String(i).padStart(3, "0")}.txt`,
+        `${i} ${"x".repeat(16_000)}\n`,
+      ]),
+    );
+    await writeBundle(source, "reports.many", "2026-06-04T10:00:00Z", files);
+    const configPath = await writeConfig(tmp(), source, dest);
+
+    const child = spawn(process.execPath, [BIN, "run", "--config", configPath], {
+      env: { ...process.env, NO_COLOR: "1" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+      stdout += chunk;
+    });
+    child.stderr.resume();
+    const closed = once(child, "close");
+    // Interrupt it once it has visibly started writing, well before it has written everything.
+    const deadline = Date.now() + 20_000;
+    while ((await readdir(join(dest, "data")).catch(() => [])).length <= 10) {
+      if (Date.now() > deadline) throw new Error("the run never started writing");
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+    child.kill("SIGTERM");
+    const [code] = await closed;
+
+    expect(code).toBe(1);
+    expect(stdout).toBe(
+      "pipeline=reports destination=archive bundle=. source=reports.many action=publish_new status=failed planned=400 primary_url=-\n",
+    );
   });
 
   it("replaces a schema 1 destination and rewrites its state as schema 2", async () => {

@@ -164,7 +164,9 @@ function actionLine(action: RunActionReport): string {
     ["source", action.source_id],
     ["action", action.action],
     ["status", action.status],
-    ["outputs", action.outputs.length],
+    // A failed action lists what it planned, not what it wrote (the report does not say how
+    // much that was): counting them as outputs would claim writes that never happened.
+    [action.status === "failed" ? "planned" : "outputs", action.outputs.length],
     ["primary_url", action.primary_url],
   ]);
 }
