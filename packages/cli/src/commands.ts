@@ -21,6 +21,7 @@ import {
   checkBooleanAssignments,
   extraPositionals,
   joinDashValues,
+  OUTPUT_FORMATS,
   optionalString,
   outputFormat,
   type RawFlags,
@@ -82,6 +83,12 @@ const COMMAND_NAMES: ReadonlySet<string> = new Set([
   "completion",
 ]);
 
+/** The subcommands of `manifest`. */
+const MANIFEST_SUBCOMMANDS: readonly string[] = ["create"];
+
+/** The flag the printed completion script calls distributor with, followed by the words typed. */
+const COMPLETION_REQUEST = "--get-yargs-completions";
+
 /**
  * Parses the arguments after `distributor`. Throws `UsageError` for anything the command line
  * gets wrong; never runs a workflow (the returned invocation does, when executed).
@@ -92,7 +99,9 @@ export async function parseCommandLine(words: readonly string[]): Promise<Invoca
   if (!argv.includes("--help")) checkBooleanAssignments(argv, BOOLEAN_FLAGS);
   if (argv.find((token) => !token.startsWith("-")) === "completion") return completion(argv);
   const selection: Selection = {};
-  const output = await runParser(argv, selection);
+  const output = await runParser(argv, selection, {
+    completing: argv.includes(COMPLETION_REQUEST),
+  });
   if (selection.helpFor !== undefined) {
     return { kind: "help", text: await helpText(selection.helpFor) };
   }
@@ -140,15 +149,20 @@ async function helpText(words: readonly string[]): Promise<string> {
   if (name !== undefined) {
     const known =
       COMMAND_NAMES.has(name) &&
-      (words.length === 1 || (name === "manifest" && sub === "create" && words.length === 2));
+      (words.length === 1 ||
+        (name === "manifest" && MANIFEST_SUBCOMMANDS.includes(sub ?? "") && words.length === 2));
     if (!known) throw new UsageError(`unknown command ${JSON.stringify(words.join(" "))}`);
   }
   return runParser([...words, "--help"], {});
 }
 
-async function runParser(argv: readonly string[], selection: Selection): Promise<string> {
+async function runParser(
+  argv: readonly string[],
+  selection: Selection,
+  options: ParserOptions = {},
+): Promise<string> {
   let output = "";
-  await buildParser(selection).parseAsync([...argv], {}, (_error, _argv, text) => {
+  await buildParser(selection, options).parseAsync([...argv], {}, (_error, _argv, text) => {
     output = text;
   });
   return output;
@@ -173,7 +187,24 @@ function lazily<Options>(
   return async (context) => (await load())(options, context);
 }
 
-function buildParser(selection: Selection, options = { defaultCommand: true }): Argv {
+interface ParserOptions {
+  /** Declare `$0`, the command that prints help or the version; default true. */
+  defaultCommand?: boolean;
+  /**
+   * The parser answers a completion request: `--format` values and `manifest` subcommands are
+   * declared as yargs `choices`, which completion offers. Only then: yargs also checks `choices`,
+   * with messages of its own, before the handlers could say what is wrong in distributor's words.
+   */
+  completing?: boolean;
+}
+
+function buildParser(selection: Selection, options: ParserOptions = {}): Argv {
+  const completing = options.completing ?? false;
+  const formatOption = {
+    type: "string",
+    describe: "Output format: text (default) or json",
+    ...(completing ? { choices: OUTPUT_FORMATS } : {}),
+  } as const;
   const parser = yargs()
     .scriptName("distributor")
     .locale("en")
@@ -453,7 +484,11 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
           .usage(
             "Usage:\n  distributor manifest create --id <bundle-id> [--created <rfc3339>] [--force] [--format text|json] <bundle-path>",
           )
-          .positional("subcommand", { type: "string", describe: "create (the only subcommand)" })
+          .positional("subcommand", {
+            type: "string",
+            describe: "create (the only subcommand)",
+            ...(completing ? { choices: MANIFEST_SUBCOMMANDS } : {}),
+          })
           .positional("path", { type: "string", describe: "Bundle directory to list" })
           .option("id", { type: "string", describe: "Bundle id recorded in the manifest" })
           .option("created", {
@@ -760,7 +795,7 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
         );
       },
     );
-  if (!options.defaultCommand) return parser;
+  if (options.defaultCommand === false) return parser;
   return parser.command(
     "$0",
     false,
@@ -783,11 +818,6 @@ function buildParser(selection: Selection, options = { defaultCommand: true }): 
 }
 
 const loadVersion = async () => (await import("./handlers/version.js")).versionCommand;
-
-const formatOption = {
-  type: "string",
-  describe: "Output format: text (default) or json",
-} as const;
 
 /** `--adopt` or `--rebuild` of `reconcile-state`: at most one, and not with `--all-owners`. */
 function adoptionMode(flags: RawFlags): { mode?: "adopt" | "rebuild" } {
@@ -902,7 +932,7 @@ function sourceSelection(
 function manifestCreateOptions(flags: RawFlags): ManifestCreateCommandOptions {
   const subcommand = flags.subcommand;
   if (subcommand === undefined) throw new UsageError("manifest requires a subcommand: create");
-  if (subcommand !== "create") {
+  if (!MANIFEST_SUBCOMMANDS.includes(String(subcommand))) {
     throw new UsageError(`unknown command ${JSON.stringify(`manifest ${String(subcommand)}`)}`);
   }
   if (extraPositionals(flags, 1).length > 0) {

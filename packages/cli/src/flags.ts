@@ -4,12 +4,16 @@ import { UsageError } from "./errors.js";
 /** Parsed flags as yargs hands them over: values are strings, booleans or arrays of them. */
 export type RawFlags = Readonly<Record<string, unknown>>;
 
+/** The values of `--format`, the default first; completion offers them in this order. */
+export const OUTPUT_FORMATS: readonly OutputFormat[] = ["text", "json"];
+
 /** `--format`: text (the default) or json. */
 export function outputFormat(flags: RawFlags): OutputFormat {
   const value = flags.format;
   if (Array.isArray(value)) throw new UsageError("--format may be given only once");
-  if (value === undefined || value === "text") return "text";
-  if (value === "json") return "json";
+  if (value === undefined) return "text";
+  const format = OUTPUT_FORMATS.find((name) => name === value);
+  if (format !== undefined) return format;
   // An empty value (`--format` at the end of the line) is as wrong as `--format xml`.
   throw new UsageError(`format must be text or json, not ${JSON.stringify(value)}`);
 }

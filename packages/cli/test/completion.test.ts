@@ -48,6 +48,38 @@ describe("completion", () => {
     ]);
   });
 
+  it("completes the manifest subcommand and the values of --format", async () => {
+    const { stdout: script } = await runCli(["completion"], { env: { SHELL: "/bin/bash" } });
+
+    expect(await completeInBash(script, dir(), ["distributor", "manifest", ""])).toContain(
+      "create",
+    );
+    expect(await completeInBash(script, dir(), ["distributor", "manifest", "c"])).toEqual([
+      "create",
+    ]);
+    expect(await completeInBash(script, dir(), ["distributor", "run", "--format", ""])).toEqual([
+      "text",
+      "json",
+    ]);
+    expect(
+      await completeInBash(script, dir(), ["distributor", "manifest", "create", "--format", "j"]),
+    ).toEqual(["json"]);
+    // Flags still complete after a value.
+    expect(
+      await completeInBash(script, dir(), ["distributor", "run", "--format", "json", "--q"]),
+    ).toEqual(["--quiet"]);
+  });
+
+  it("keeps its own messages for a wrong --format or subcommand", async () => {
+    const [format, subcommand] = await Promise.all([
+      runCli(["run", "--format", "xml"]),
+      runCli(["manifest", "list", "dir"]),
+    ]);
+
+    expect(format.stderr).toBe('distributor: format must be text or json, not "xml"\n');
+    expect(subcommand.stderr).toBe('distributor: unknown command "manifest list"\n');
+  });
+
   it("prints a zsh script when SHELL names zsh", async () => {
     const result = await runCli(["completion"], { env: { SHELL: "/usr/bin/zsh" } });
 
