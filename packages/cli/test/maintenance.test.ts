@@ -126,6 +126,24 @@ describe("distributor prune", () => {
     expect(await readFile(statePath, "utf8")).toBe(aged);
   });
 
+  it("says status=disabled when the destination's policy is disabled (the default)", async () => {
+    const { selector, statePath } = await published();
+    const before = await readFile(statePath, "utf8");
+
+    const dry = await runCli(["prune", ...selector, "--dry-run"]);
+    const applied = await runCli(["prune", ...selector, "--apply"]);
+    const json = await runCli(["prune", ...selector, "--apply", "--format", "json"]);
+
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.stdout).toMatch(
+      /^Prune: pipeline=reports destination=archive backend=local root=\S+ status=disabled checked=0 planned=0 deleted=0 preserved=0 dry_run=true\n$/,
+    );
+    expect(applied.code, applied.stderr).toBe(0);
+    expect(applied.stdout).toContain(" status=disabled checked=0 planned=0 deleted=0 ");
+    expect(resultOf(json)).toMatchObject({ enabled: false, checked_count: 0, planned_outputs: [] });
+    expect(await readFile(statePath, "utf8")).toBe(before);
+  });
+
   it("TestExecutePruneApplyDeletesManagedOutputs, then is idempotent", async () => {
     const { dest, selector, statePath } = await published(keepNone);
     await writeFile(join(dest, "unmanaged.txt"), "keep me\n");

@@ -105,6 +105,19 @@ describe("maintenance text lines", () => {
     );
   });
 
+  it("says status=disabled for a disabled policy", () => {
+    const disabled = {
+      ...prune,
+      enabled: false,
+      checked_count: 0,
+      planned_outputs: [],
+      would_change: false,
+    };
+    expect(formatPruneText(disabled)).toBe(
+      "Prune: pipeline=reports destination=archive backend=local root=/srv/reports/archive status=disabled checked=0 planned=0 deleted=0 preserved=0 dry_run=true",
+    );
+  });
+
   it("prints bundle counts and one line per planned bundle when pruning bundle paths", () => {
     expect(formatPruneText(pruneBundles)).toBe(
       "Prune: pipeline=reports destination=archive backend=local root=/srv/reports/archive status=changed unit=bundles checked=3 planned=2 deleted=1 preserved=1 planned_outputs=4 deleted_outputs=2 dry_run=false",

@@ -3,13 +3,20 @@ import type { AdoptReport, PruneReport, ReconcileStateReport } from "@distributo
 /** Outcome of a destination maintenance command, as its text summary shows it. */
 export type MaintenanceStatus = "changed" | "would_change" | "unchanged";
 
+/** Outcome of a prune: also `disabled` when the destination's policy is off and nothing was looked at. */
+export type PruneStatus = MaintenanceStatus | "disabled";
+
 /** `changed` when state was rewritten, `would_change` when a dry run found work, else `unchanged`. */
 export function reconcileStateStatus(report: ReconcileStateReport): MaintenanceStatus {
   return maintenanceStatus(report.changed, report.would_change);
 }
 
-/** `changed` when state was rewritten, `would_change` when a dry run planned deletes, else `unchanged`. */
-export function pruneStatus(report: PruneReport): MaintenanceStatus {
+/**
+ * `disabled` when `retention.prune.enabled` is false, else `changed` when state was rewritten,
+ * `would_change` when a dry run planned deletes, else `unchanged`.
+ */
+export function pruneStatus(report: PruneReport): PruneStatus {
+  if (!report.enabled) return "disabled";
   return maintenanceStatus(report.state_changed, report.would_change);
 }
 
