@@ -201,3 +201,21 @@ describe("run progress in-process", () => {
     expect(result.stderr).toBe("");
   });
 });
+
+describe.skipIf(process.platform !== "linux")("audit progress on a pseudo-terminal", () => {
+  it("counts the bytes checked in binary units", async () => {
+    const source = join(tmp(), "src");
+    const dest = join(tmp(), "dest");
+    await writeBundle(source, "reports.sized", "2026-06-04T11:55:00Z", {
+      "data.bin": "x".repeat(164_850),
+    });
+    const configPath = await writeConfig(tmp(), source, dest);
+    expect((await runCli(["run", "--config", configPath])).code).toBe(0);
+
+    const { code, output } = await runInTerminal(["audit", "--config", configPath]);
+
+    expect(code).toBe(0);
+    expect(output).toContain("\r\u001b[2Kaudit: 1 output(s), 161.0 KiB checked");
+    expect(output).not.toContain("byte(s)");
+  });
+});

@@ -1,6 +1,7 @@
 import type { AuditEvent } from "@distributor/publish";
 import type { AuditCommandOptions, CommandHandler } from "../command.js";
 import { formatAuditText } from "../render/audit.js";
+import { formatBytes } from "../render/progress.js";
 
 export const auditCommand: CommandHandler<AuditCommandOptions> = async (options, context) => {
   const publish = await import("@distributor/publish");
@@ -48,7 +49,7 @@ function auditProgress(stderr: { write(chunk: string): unknown }) {
   let bytes = 0;
   let drawn = 0;
   const draw = () => {
-    stderr.write(`\r\x1b[2Kaudit: ${outputs} output(s), ${bytes} byte(s) checked`);
+    stderr.write(`\r\x1b[2Kaudit: ${outputs} output(s), ${formatBytes(bytes)} checked`);
   };
   return {
     onEvent(event: AuditEvent) {
