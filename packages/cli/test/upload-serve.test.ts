@@ -102,6 +102,39 @@ describe("distributor upload against distributor serve", () => {
         replayed: true,
         run: { status: "succeeded" },
       });
+
+      // Without --wait a replay shows the run as it is now, not as it was first accepted.
+      const replay = (format: string) =>
+        runCli(
+          [
+            "upload",
+            "--server",
+            serving.url,
+            "--pipeline",
+            "example-upload",
+            "--idempotency-key",
+            "weekly-2026-11-27",
+            "--format",
+            format,
+            EXAMPLE_BUNDLE,
+          ],
+          { env: { DISTRIBUTOR_UPLOAD_TOKEN: TOKEN } },
+        );
+      const text = await replay("text");
+      expect(text.code, text.stderr).toBe(0);
+      expect(text.stdout).toMatch(
+        new RegExp(
+          `^Upload: run_id=${result.run_id} pipeline=example-upload status=succeeded .* replayed=true `,
+        ),
+      );
+      const json = await replay("json");
+      expect(json.code, json.stderr).toBe(0);
+      expect(envelopeOf(json).result).toMatchObject({
+        run_id: result.run_id,
+        status: "succeeded",
+        replayed: true,
+        run: { run_id: result.run_id, status: "succeeded" },
+      });
     });
   }, 60_000);
 

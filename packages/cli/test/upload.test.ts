@@ -150,6 +150,40 @@ describe("upload", () => {
     expect(server.requests.filter((request) => request.method === "GET")).toEqual([]);
   });
 
+  it("without --wait a replay reads the run's current status once, and a failed run still exits 0", async () => {
+    server.runStatuses = ["failed"];
+    const path = await bundle();
+    const args = ["--pipeline", "reports", "--idempotency-key", "build-42", path];
+    const first = await upload(args);
+
+    const replayed = await upload(args);
+
+    expect(first.stdout).toMatch(/ status=queued .* replayed=false /);
+    expect(replayed.code).toBe(0);
+    expect(replayed.stderr).toBe("");
+    expect(replayed.stdout).toMatch(
+      /^Upload: run_id=run-1 pipeline=reports status=failed .* replayed=true /,
+    );
+    expect(server.requests.filter((request) => request.method === "GET")).toHaveLength(1);
+  });
+
+  it("a replay whose current status cannot be read still exits 0, saying so", async () => {
+    const path = await bundle();
+    const args = ["--pipeline", "reports", "--idempotency-key", "build-42", path];
+    await upload(args);
+    server.runFaults.push({ kind: "refuse", status: 500, code: "internal", message: "boom" });
+
+    const replayed = await upload(args);
+
+    expect(replayed.code).toBe(0);
+    expect(replayed.stdout).toMatch(
+      /^Upload: run_id=run-1 pipeline=reports status=queued .* replayed=true /,
+    );
+    expect(replayed.stderr).toMatch(
+      /^distributor: warning: run run-1 was accepted before \(replayed\), but its current status could not be read: .*boom.*; status shows the run as first accepted\n$/,
+    );
+  });
+
   it("fails naming the token variable when it is missing or empty, sending nothing", async () => {
     const path = await bundle();
 

@@ -1,5 +1,5 @@
 import { resolve } from "node:path";
-import type { RetryNotice } from "@distributor/upload-client";
+import type { RetryNotice, RunRecord } from "@distributor/upload-client";
 import type { CommandHandler, UploadCommandOptions } from "../command.js";
 import { UsageError } from "../errors.js";
 import { uploadOutcome } from "../render/upload.js";
@@ -37,7 +37,24 @@ export const uploadCommand: CommandHandler<UploadCommandOptions> = async (option
     onRetry,
     ...(options.idempotencyKey === undefined ? {} : { idempotencyKey: options.idempotencyKey }),
   });
-  if (!options.wait) return uploadOutcome(accepted, null);
-  const run = await uploader.waitForRun(accepted.run_id, { signal: context.signal });
-  return uploadOutcome(accepted, run);
+  if (options.wait) {
+    const run = await uploader.waitForRun(accepted.run_id, { signal: context.signal });
+    return uploadOutcome(accepted, { record: run, final: true });
+  }
+  // A replay answers with the run as it was first accepted, perhaps long finished since.
+  if (!accepted.replayed) return uploadOutcome(accepted, null);
+  let current: RunRecord;
+  try {
+    current = await uploader.getRun(accepted.run_id, { signal: context.signal });
+  } catch (error) {
+    // The upload was accepted all the same: a status that cannot be read now does not undo it.
+    if (context.signal.aborted) throw error;
+    return {
+      ...uploadOutcome(accepted, null),
+      warnings: [
+        `run ${accepted.run_id} was accepted before (replayed), but its current status could not be read: ${(error as Error).message}; status shows the run as first accepted`,
+      ],
+    };
+  }
+  return uploadOutcome(accepted, { record: current, final: false });
 };

@@ -6,21 +6,34 @@ import { summaryLine } from "./text.js";
 export interface UploadReport {
   run_id: string;
   pipeline_id: string;
-  /** The run's status: as accepted, or as finished with `--wait`. */
+  /** The run's status: as accepted, as finished with `--wait`, or as it is now for a replay. */
   status: string;
   manifest: AcceptedUpload["manifest"];
   status_url: string;
   replayed: boolean;
   idempotency_key: string;
-  /** The final `GET /runs/{id}` record with `--wait`, else null. */
+  /**
+   * The `GET /runs/{id}` record: the final one with `--wait`, the current one for a replayed
+   * upload, else null.
+   */
   run: RunRecord | null;
+}
+
+/** A `GET /runs/{id}` record, and whether it is the one `--wait` waited for. */
+export interface FetchedRun {
+  record: RunRecord;
+  final: boolean;
 }
 
 /**
  * `upload`: one summary line. Without `--wait` an accepted upload succeeds; with it the run's
  * outcome decides, and a failed run is a failure carrying the run's error.
  */
-export function uploadOutcome(accepted: AcceptedUpload, run: RunRecord | null): CommandOutcome {
+export function uploadOutcome(
+  accepted: AcceptedUpload,
+  fetched: FetchedRun | null,
+): CommandOutcome {
+  const run = fetched?.record ?? null;
   const report: UploadReport = {
     run_id: accepted.run_id,
     pipeline_id: accepted.pipeline_id,
@@ -43,7 +56,9 @@ export function uploadOutcome(accepted: AcceptedUpload, run: RunRecord | null): 
       ["status_url", report.status_url],
     ]),
   ];
-  if (run === null || run.status !== "failed") return { ok: true, result: report, text };
+  if (run === null || !fetched?.final || run.status !== "failed") {
+    return { ok: true, result: report, text };
+  }
   const error = {
     code: run.error?.code ?? "run_failed",
     message: `run ${run.run_id} failed${run.error === null ? "" : `: ${run.error.message}`}`,
