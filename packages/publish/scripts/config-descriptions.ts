@@ -47,6 +47,12 @@ export const CONFIG_DESCRIPTIONS: Readonly<Record<string, string>> = {
     "Runs executed concurrently (runs of one pipeline never overlap). Default 2.",
   "server.name":
     "The service's name, recorded in its upload store: a store of another service is refused. Default: derived from the configuration file's path.",
+  "server.metrics": "GET /metrics (Prometheus text format) of serve.",
+  "server.metrics.public":
+    "true: /metrics answers without a token (bind the listener to a private network). Default false: any upload token may read it.",
+  "server.log": "The JSON lines serve writes on stderr.",
+  "server.log.level":
+    "debug, info (default), warn or error: lines below this level are not written. Requests and state changes of runs are info, failed runs and warnings warn, 5xx answers error.",
   "server.http.staging_directory":
     "Where uploads are received and extracted; default a directory of this service under $XDG_STATE_HOME/distributor/serve (~/.local/state/distributor/serve).",
   "server.store":

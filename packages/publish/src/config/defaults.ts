@@ -89,6 +89,8 @@ export function applyDefaults(raw: RawConfig, options: DefaultsOptions): Config 
     sourceName: options.sourceName,
     server: {
       service,
+      metrics: { public: raw.server?.metrics?.public ?? false },
+      log: { level: raw.server?.log?.level ?? "info" },
       http: {
         listen: http?.listen ?? CONFIG_DEFAULTS.listen,
         retentionMs: http?.retention ?? CONFIG_DEFAULTS.retentionMs,

@@ -42,6 +42,8 @@ describe("parseConfig defaults", () => {
       sourceName: "minimal.yml",
       server: {
         service,
+        metrics: { public: false },
+        log: { level: "info" },
         http: {
           listen: "127.0.0.1:8080",
           retentionMs: 24 * 3600 * 1000,

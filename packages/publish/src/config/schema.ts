@@ -421,6 +421,9 @@ export const uploadTokenSchema = mapping({
  */
 export const STORE_BACKENDS = ["embedded", "memory", "postgres"] as const;
 
+/** `server.log.level`: the least level of the JSON lines `serve` writes. */
+export const LOG_LEVELS = ["debug", "info", "warn", "error"] as const;
+
 /** `server.staging.backend`: where accepted bundles wait, readable by every instance. */
 export const STAGING_BACKENDS = ["local", "s3"] as const;
 
@@ -429,6 +432,8 @@ export const configSchema = mapping({
   server: v.optional(
     mapping({
       name: v.optional(text()),
+      metrics: v.optional(mapping({ public: v.optional(flag()) })),
+      log: v.optional(mapping({ level: v.optional(choice(LOG_LEVELS)) })),
       http: v.optional(
         mapping({
           listen: v.optional(listenAddress()),

@@ -20,6 +20,10 @@ export interface ServerConfig {
    * the configuration file>`): a store recorded for another service is refused.
    */
   service: string;
+  /** `server.metrics`: whether `GET /metrics` needs no token (default: any upload token). */
+  metrics: { public: boolean };
+  /** `server.log`: the least level of the JSON lines `serve` writes (default `info`). */
+  log: { level: "debug" | "info" | "warn" | "error" };
   http: HttpServerConfig;
   store: StoreConfig;
   /** `server.staging`: absent when uploads stage in `http.stagingDirectory`, this instance's own. */

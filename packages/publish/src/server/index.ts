@@ -8,6 +8,8 @@ export {
 } from "./memory-store.js";
 export {
   createUploadServer,
+  eventLevel,
+  type LogLevel,
   MAX_STATUS_WAIT_MS,
   parseListen,
   type UploadServer,

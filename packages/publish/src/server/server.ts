@@ -14,6 +14,8 @@ import { authenticate, type ResolvedToken, resolveUploadTokens } from "./auth.js
 import { openEmbeddedUploadStore, preparePrivateDirectory } from "./embedded-store.js";
 import { errorBody, HttpError, sendBeforeBody, sendJson } from "./http-error.js";
 import { createMemoryUploadStore } from "./memory-store.js";
+import { createServerMetrics } from "./metrics.js";
+import { readiness } from "./readiness.js";
 import {
   createUploadDirectory,
   extractUpload,
@@ -50,13 +52,16 @@ export type UploadServerEvent =
       run_id: string | null;
       error_code: string | null;
       replayed: boolean;
+      /** Body bytes of an upload (0 for other requests). */
+      received_bytes: number;
     }
   | {
       type: "run";
       run_id: string;
       pipeline_id: string;
       status: "succeeded" | "failed";
-      started_at: string;
+      /** Null for a run cancelled before it started. */
+      started_at: string | null;
       finished_at: string;
       duration_ms: number;
       error: { code: string; message: string } | null;
@@ -70,8 +75,32 @@ export type UploadServerEvent =
       /** Live runs whose staged bundle was missing; they are recorded failed. */
       lost: number;
     }
+  | {
+      /** A run changed state (its finish is the `run` event). */
+      type: "run_state";
+      run_id: string;
+      pipeline_id: string;
+      state: "queued" | "started" | "cancel_requested" | "taken_over";
+    }
   | { type: "warning"; message: string }
   | { type: "shutdown"; phase: "started" | "finished"; running: number };
+
+/** How much a server event matters, for `server.log.level`. */
+export type LogLevel = "debug" | "info" | "warn" | "error";
+
+/** The level of each event: failures warn or err, the rest informs. */
+export function eventLevel(event: UploadServerEvent): LogLevel {
+  switch (event.type) {
+    case "request":
+      return event.status >= 500 ? "error" : "info";
+    case "run":
+      return event.status === "failed" ? "warn" : "info";
+    case "warning":
+      return "warn";
+    default:
+      return "info";
+  }
+}
 
 export interface UploadServerOptions extends WorkflowOptions<UploadServerEvent> {
   config: Config;
@@ -178,6 +207,10 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
   /** Ends long-polls when the server shuts down. */
   const stopping = new AbortController();
   let closing: Promise<void> | undefined;
+  const metrics = createServerMetrics({
+    pipelines: config.pipelines.filter((p) => p.source.backend === "http_upload").map((p) => p.id),
+    queueDepth: () => store.queueLength(),
+  });
   let bound: UploadServerAddress | undefined;
 
   try {
@@ -289,6 +322,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
       run_id: null as string | null,
       error_code: null as string | null,
       replayed: false,
+      received_bytes: 0,
     };
     try {
       await store.expire(now());
@@ -318,6 +352,16 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
         status: response.statusCode,
         duration_ms: Date.now() - started,
       });
+      if (log.path.endsWith("/uploads") && log.pipeline_id !== null) {
+        const accepted = response.statusCode === 202 || response.statusCode === 200;
+        const outcome = log.replayed
+          ? "replayed"
+          : accepted
+            ? "accepted"
+            : (log.error_code ?? `http_${response.statusCode}`);
+        metrics.upload(log.pipeline_id, outcome, (Date.now() - started) / 1000);
+        if (accepted && !log.replayed) metrics.received(log.pipeline_id, log.received_bytes);
+      }
     }
   }
 
@@ -326,6 +370,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     pipeline_id: string | null;
     run_id: string | null;
     replayed: boolean;
+    received_bytes: number;
   };
 
   async function route(request: IncomingMessage, response: ServerResponse, log: RequestLog) {
@@ -334,6 +379,23 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     if (segments.length === 1 && segments[0] === "healthz") {
       allow(method, "GET");
       sendJson(response, 200, { ok: true });
+      return;
+    }
+    if (segments.length === 1 && segments[0] === "readyz") {
+      allow(method, "GET");
+      const checks = await readiness(store, stagingArea);
+      const ready = Object.values(checks).every((check) => check === "ok");
+      response.writeHead(ready ? 200 : 503, { "Content-Type": "application/json" });
+      response.end(`${JSON.stringify({ ready, checks })}\n`);
+      return;
+    }
+    if (segments.length === 1 && segments[0] === "metrics") {
+      allow(method, "GET");
+      // Any upload token may read them, unless the operator made them public.
+      if (!config.server.metrics.public) log.token_id = authorize(request, log).id;
+      const text = await metrics.registry.metrics();
+      response.writeHead(200, { "Content-Type": metrics.registry.contentType });
+      response.end(text);
       return;
     }
     if (segments.length === 3 && segments[0] === "pipelines" && segments[2] === "uploads") {
@@ -467,6 +529,17 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
       const stored = await store.getRun(runId);
       await stagingArea.remove(queued);
       workers.pump();
+      metrics.runFinished(record.pipeline_id, "cancelled", 0);
+      emit({
+        type: "run",
+        run_id: runId,
+        pipeline_id: record.pipeline_id,
+        status: "failed",
+        started_at: null,
+        finished_at: stored?.record.finished_at ?? now().toISOString(),
+        duration_ms: 0,
+        error: { code: "cancelled", message: `${reason} before it started` },
+      });
       sendJson(response, 200, stored?.record ?? record);
       return;
     }
@@ -477,6 +550,12 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
       // It may be running on another instance: that one stops it at its next safe point.
       await store.requestCancel?.(runId, reason);
     }
+    emit({
+      type: "run_state",
+      run_id: runId,
+      pipeline_id: record.pipeline_id,
+      state: "cancel_requested",
+    });
     sendJson(response, 202, { ...record, cancel_requested: true });
   }
 
@@ -543,6 +622,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
         maxUploadSize,
         contentTypeOf(request),
       );
+      log.received_bytes = staged.receivedBytes ?? 0;
 
       if (earlier !== undefined) {
         replay(response, earlier, await stagedManifest(staged), log);
@@ -636,6 +716,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
       configDigest: pipelineConfigDigest(pipeline),
     };
     await store.enqueue({ record, tokenId: token.id }, job, accepted, scope);
+    emit({ type: "run_state", run_id: runId, pipeline_id: pipeline.id, state: "queued" });
     return accepted;
   }
 
@@ -667,8 +748,16 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
           type: "warning",
           message: `run ${job.runId}: taken over by another instance before it started here; left to it`,
         });
+        metrics.takeover();
+        emit({
+          type: "run_state",
+          run_id: job.runId,
+          pipeline_id: job.pipelineId,
+          state: "taken_over",
+        });
         return;
       }
+      emit({ type: "run_state", run_id: job.runId, pipeline_id: job.pipelineId, state: "started" });
       control.signal.throwIfAborted();
       refuseChangedPipeline(config, job);
       source = await stagingArea.openSource(job, control.signal);
@@ -702,6 +791,11 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
       result: report === null ? null : summarizeRun(report),
       error,
     });
+    metrics.runFinished(
+      job.pipelineId,
+      error?.code === "cancelled" ? "cancelled" : status,
+      (Date.now() - started) / 1000,
+    );
     emit({
       type: "run",
       run_id: job.runId,
@@ -719,6 +813,13 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
       emit({
         type: "warning",
         message: `run ${job.runId}: taken over by another instance while it ran here; its record and staged bundle are left to it`,
+      });
+      metrics.takeover();
+      emit({
+        type: "run_state",
+        run_id: job.runId,
+        pipeline_id: job.pipelineId,
+        state: "taken_over",
       });
       return;
     }

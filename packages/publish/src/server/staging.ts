@@ -23,6 +23,8 @@ export interface StagedUpload {
   directory: string;
   /** The bundle directory inside it. */
   bundleDirectory: string;
+  /** Body bytes received (set by `extractUpload`). */
+  receivedBytes?: number;
 }
 
 /**
@@ -104,13 +106,18 @@ export async function extractUpload(
   maxUploadSize: number,
   contentType = "application/x-tar",
 ): Promise<StagedUpload> {
+  const counted = { bytes: 0 };
   try {
     const extracted = await extractArchive(
-      checkedFormat(limitedBody(body, maxUploadSize), contentType),
+      checkedFormat(limitedBody(body, maxUploadSize, counted), contentType),
       directory,
       extractionLimits(pipeline),
     );
-    return { directory, bundleDirectory: join(directory, extracted.bundlePath) };
+    return {
+      directory,
+      bundleDirectory: join(directory, extracted.bundlePath),
+      receivedBytes: counted.bytes,
+    };
   } catch (error) {
     if (error instanceof HttpError) throw error;
     if (error instanceof ArchiveError) {
@@ -131,11 +138,14 @@ export async function extractUpload(
 }
 
 /** The body's chunks, failing once more than `limit` bytes arrived; never destroys the request. */
-async function* limitedBody(body: Readable, limit: number): AsyncGenerator<Buffer> {
-  let received = 0;
+async function* limitedBody(
+  body: Readable,
+  limit: number,
+  counted: { bytes: number },
+): AsyncGenerator<Buffer> {
   for await (const chunk of body.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
-    received += chunk.length;
-    if (received > limit) {
+    counted.bytes += chunk.length;
+    if (counted.bytes > limit) {
       throw new HttpError(
         413,
         "upload_too_large",

@@ -1,0 +1,121 @@
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+
+/**
+ * What `GET /metrics` reports, in the Prometheus text format: one registry per server (several
+ * servers in one process never mix their numbers). Labels stay bounded: pipeline ids (from the
+ * configuration, never from a request that named an unknown one), outcome codes and run
+ * statuses; never run ids, tokens or keys. Process metrics (CPU, memory, event loop lag, handles)
+ * come from prom-client's defaults.
+ */
+export interface ServerMetrics {
+  readonly registry: Registry;
+  /** An upload answered: `accepted` (202), `replayed`, or the refusal's error code. */
+  upload(pipeline: string, outcome: string, seconds: number): void;
+  /** Body bytes an accepted upload carried. */
+  received(pipeline: string, bytes: number): void;
+  /** A run ended with `status` (`succeeded`, `failed`, `cancelled`). */
+  runFinished(pipeline: string, status: string, seconds: number): void;
+  /** A run another instance's lapsed claim left, taken over here (or lost to another). */
+  takeover(): void;
+  /** A store call failed. */
+  storeError(): void;
+}
+
+/** Buckets for acceptance (upload received and staged) and run durations, in seconds. */
+const ACCEPT_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+const RUN_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900];
+
+/**
+ * Creates the registry and its metrics. `queueDepth` and `stagingBytes` are read when scraped
+ * (a failed read leaves the gauge unset for that scrape rather than failing it).
+ */
+export function createServerMetrics(read: {
+  pipelines: readonly string[];
+  queueDepth: () => Promise<number>;
+}): ServerMetrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: "distributor_serve_" });
+  const known = new Set(read.pipelines);
+  // An unknown pipeline named by a request collapses to one label value: labels stay bounded.
+  const label = (pipeline: string) => (known.has(pipeline) ? pipeline : "_unknown");
+  const uploads = new Counter({
+    name: "distributor_uploads_total",
+    help: "Uploads answered, by pipeline and outcome (accepted, replayed, or the refusal's error code).",
+    labelNames: ["pipeline", "outcome"],
+    registers: [registry],
+  });
+  const bytes = new Counter({
+    name: "distributor_upload_received_bytes_total",
+    help: "Body bytes of accepted uploads, by pipeline.",
+    labelNames: ["pipeline"],
+    registers: [registry],
+  });
+  const acceptance = new Histogram({
+    name: "distributor_upload_duration_seconds",
+    help: "Time from an upload request to its answer, by pipeline.",
+    labelNames: ["pipeline"],
+    buckets: ACCEPT_BUCKETS,
+    registers: [registry],
+  });
+  const runs = new Counter({
+    name: "distributor_runs_total",
+    help: "Upload runs finished, by pipeline and final status.",
+    labelNames: ["pipeline", "status"],
+    registers: [registry],
+  });
+  const runDuration = new Histogram({
+    name: "distributor_run_duration_seconds",
+    help: "Duration of upload runs, by pipeline.",
+    labelNames: ["pipeline"],
+    buckets: RUN_BUCKETS,
+    registers: [registry],
+  });
+  const takeovers = new Counter({
+    name: "distributor_run_takeovers_total",
+    help: "Runs taken over between instances of a shared store.",
+    registers: [registry],
+  });
+  const storeErrors = new Counter({
+    name: "distributor_store_errors_total",
+    help: "Calls to the upload store that failed.",
+    registers: [registry],
+  });
+  new Gauge({
+    name: "distributor_queue_depth",
+    help: "Uploads accepted and waiting for a worker.",
+    registers: [registry],
+    async collect() {
+      try {
+        this.set(await read.queueDepth());
+      } catch {
+        storeErrors.inc();
+      }
+    },
+  });
+  for (const pipeline of known) {
+    // Present from the start, at zero, so that rates work from the first scrape.
+    runs.labels(pipeline, "succeeded").inc(0);
+    runs.labels(pipeline, "failed").inc(0);
+    uploads.labels(pipeline, "accepted").inc(0);
+  }
+  return {
+    registry,
+    upload(pipeline, outcome, seconds) {
+      uploads.labels(label(pipeline), outcome).inc();
+      acceptance.labels(label(pipeline)).observe(seconds);
+    },
+    received(pipeline, count) {
+      bytes.labels(label(pipeline)).inc(count);
+    },
+    runFinished(pipeline, status, seconds) {
+      runs.labels(label(pipeline), status).inc();
+      runDuration.labels(label(pipeline)).observe(seconds);
+    },
+    takeover() {
+      takeovers.inc();
+    },
+    storeError() {
+      storeErrors.inc();
+    },
+  };
+}
