@@ -195,3 +195,52 @@ describe("distributor serve", () => {
     },
   );
 });
+
+describe("serve's log lines", () => {
+  it("carry a level, and server.log.level leaves out the lines below it", async () => {
+    const dir = tempDir();
+    const bundle = join(dir, "bundle");
+    await writeBundle(bundle, "reports.logs", "2026-06-04T11:55:00Z", { "report.md": "x\n" });
+    for (const level of ["info", "warn"] as const) {
+      await writeFile(
+        join(dir, "distributor.yml"),
+        configText(dir).replace("server:\n", `server:\n  log: {level: ${level}}\n`),
+      );
+      const serving = await startServe(join(dir, "distributor.yml"), {
+        cwd: dir,
+        env: { REPORTER_TOKEN: TOKEN },
+      });
+      try {
+        const accepted = await postUpload(serving.url, await packBundle(bundle));
+        await until(
+          async () =>
+            (await runStatus(serving.url, accepted.json.run_id ?? "")).status !== "queued",
+          "the run",
+        );
+        await fetch(`${serving.url}/healthz`);
+      } finally {
+        serving.child.kill("SIGTERM");
+        await serving.exited;
+      }
+      const lines = serving
+        .stderr()
+        .trim()
+        .split("\n")
+        .map((line) => JSON.parse(line) as { type: string; level: string; state?: string });
+      for (const line of lines) expect(["debug", "info", "warn", "error"]).toContain(line.level);
+      // Start and shutdown are always there; requests and run states only at info.
+      expect(lines.some((line) => line.type === "listening")).toBe(true);
+      expect(lines.some((line) => line.type === "shutdown")).toBe(true);
+      const requests = lines.filter((line) => line.type === "request");
+      const states = lines.filter((line) => line.type === "run_state").map((line) => line.state);
+      if (level === "info") {
+        expect(requests.length).toBeGreaterThanOrEqual(2);
+        expect(states.slice(0, 2)).toEqual(["queued", "started"]);
+      } else {
+        expect(requests).toEqual([]);
+        expect(states).toEqual([]);
+      }
+      expect(serving.stderr()).not.toContain(TOKEN);
+    }
+  }, 60_000);
+});

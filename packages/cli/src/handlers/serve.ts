@@ -1,7 +1,12 @@
+import type { UploadServerEvent } from "@distributor/publish/server";
 import { createCliBackends } from "../backends.js";
 import type { CommandHandler, ServeCommandOptions } from "../command.js";
 import { UsageError } from "../errors.js";
 import { cliPackage } from "../version.js";
+
+/** `server.log.level` values, least to most severe. */
+const LOG_LEVELS = ["debug", "info", "warn", "error"] as const;
+const LIFECYCLE: ReadonlySet<string> = new Set(["listening", "recovered", "shutdown"]);
 
 /**
  * `distributor serve`: runs the upload server until the process is interrupted, then shuts it
@@ -9,7 +14,9 @@ import { cliPackage } from "../version.js";
  */
 export const serveCommand: CommandHandler<ServeCommandOptions> = async (options, context) => {
   const publish = await import("@distributor/publish");
-  const { createUploadServer, parseListen } = await import("@distributor/publish/server");
+  const { createUploadServer, eventLevel, parseListen } = await import(
+    "@distributor/publish/server"
+  );
   const config = await publish.loadConfig(options.configPath);
   // A bad --listen is the command line's mistake; check it before tokens are resolved.
   if (options.listen !== undefined) {
@@ -25,8 +32,17 @@ export const serveCommand: CommandHandler<ServeCommandOptions> = async (options,
       throw new UsageError(`--listen: ${(error as Error).message}`);
     }
   }
-  const log = (event: object) =>
-    context.io.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), ...event })}\n`);
+  // One JSON line per event at or above server.log.level, with its level; tokens are never in
+  // an event (requests carry the token's id).
+  const least = LOG_LEVELS.indexOf(config.server.log.level);
+  const log = (event: UploadServerEvent) => {
+    const level = eventLevel(event);
+    // Start, recovery and shutdown are always written: they say where and what the server is.
+    if (LOG_LEVELS.indexOf(level) < least && !LIFECYCLE.has(event.type)) return;
+    context.io.stderr.write(
+      `${JSON.stringify({ time: new Date().toISOString(), level, ...event })}\n`,
+    );
+  };
   // The PostgreSQL store (and `pg`) loads only when the configuration asks for it.
   const store =
     config.server.store.backend === "postgres"
