@@ -97,10 +97,36 @@ describe("distributor reconcile-state", () => {
 });
 
 describe("distributor prune", () => {
-  const keepNone = "        retention: {prune: {enabled: true, keep_latest: 0, older_than: 1h}}\n";
+  // Merged: the files of the first bundle stay beside the second's, and only they can be pruned
+  // (the publication in force, today.txt, never is).
+  const keepNone =
+    "        reconciliation: {mode: merge}\n        retention: {prune: {enabled: true, keep_latest: 0, older_than: 1h}}\n";
+
+  /** `published`, then a newer bundle of other files: report.md and summary.txt are leftovers. */
+  async function withLeftovers(retention: string) {
+    const first = await published(retention);
+    const source = join(tmp(), "src");
+    await rm(join(source, "report.md"));
+    await rm(join(source, "summary.txt"));
+    await writeFiles(source, { "today.txt": "Today\n" });
+    const made = await runCli([
+      "manifest",
+      "create",
+      "--id",
+      "reports.daily",
+      "--created",
+      "2026-06-02T00:00:00Z",
+      "--force",
+      source,
+    ]);
+    expect(made.code, made.stderr).toBe(0);
+    const run = await runCli(["run", "--config", first.selector[1] as string]);
+    expect(run.code, run.stderr).toBe(0);
+    return first;
+  }
 
   it("TestExecutePruneDryRunReportsWithoutWriting and TestExecutePruneJSONReport", async () => {
-    const { selector, statePath } = await published(keepNone);
+    const { selector, statePath } = await withLeftovers(keepNone);
     const before = await readFile(statePath, "utf8");
     const text = await runCli(["prune", ...selector, "--dry-run"]);
     expect(text.code, text.stderr).toBe(0);
@@ -110,6 +136,7 @@ describe("distributor prune", () => {
     );
     const state = JSON.parse(before);
     for (const output of state.outputs) output.updated_at = "2026-01-01T00:00:00Z";
+    // The live today.txt is as old, and still no candidate.
     await writeFile(statePath, `${JSON.stringify(state, null, 2)}\n`);
     const aged = await readFile(statePath, "utf8");
 
@@ -145,7 +172,7 @@ describe("distributor prune", () => {
   });
 
   it("TestExecutePruneApplyDeletesManagedOutputs, then is idempotent", async () => {
-    const { dest, selector, statePath } = await published(keepNone);
+    const { dest, selector, statePath } = await withLeftovers(keepNone);
     await writeFile(join(dest, "unmanaged.txt"), "keep me\n");
     const state = JSON.parse(await readFile(statePath, "utf8"));
     for (const output of state.outputs) output.updated_at = "2026-01-01T00:00:00Z";
@@ -159,7 +186,11 @@ describe("distributor prune", () => {
     expect(await exists(join(dest, "report.md"))).toBe(false);
     expect(await exists(join(dest, "summary.txt"))).toBe(false);
     expect(await readFile(join(dest, "unmanaged.txt"), "utf8")).toBe("keep me\n");
-    expect(JSON.parse(await readFile(statePath, "utf8")).outputs).toEqual([]);
+    // The publication in force stays, recorded.
+    expect(await readFile(join(dest, "today.txt"), "utf8")).toBe("Today\n");
+    expect(
+      JSON.parse(await readFile(statePath, "utf8")).outputs.map((o: { path: string }) => o.path),
+    ).toEqual(["today.txt"]);
 
     const again = await runCli(["prune", ...selector, "--apply"]);
     expect(again.code).toBe(0);

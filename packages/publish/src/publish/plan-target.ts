@@ -1,3 +1,4 @@
+import type { Manifest } from "@distributor/bundle";
 import type { StorageBackend } from "@distributor/storage";
 import { isWriteAction } from "./action.js";
 import { inspectDestination } from "./inspect.js";
@@ -19,6 +20,8 @@ export interface PlanTargetOptions {
   target: PublishTarget;
   /** The outputs the destination's publish policy selects (`selectOutputs`). */
   selection: readonly OutputSelection[];
+  /** The same policy applied to another manifest (a recorded source); see `PublishTarget`. */
+  selectFor?: ((manifest: Manifest) => readonly OutputSelection[]) | undefined;
   links?: LinkPolicy | undefined;
   /** Time the next state records. */
   now: Date;
@@ -66,6 +69,7 @@ export async function planTarget(options: PlanTargetOptions): Promise<PublishPla
   const target: PublishTarget = {
     ...options.target,
     planned: options.selection,
+    selectFor: options.selectFor,
   };
   const { inspection, decision } = await inspectDestination(
     options.destination,

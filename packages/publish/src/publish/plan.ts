@@ -75,6 +75,12 @@ export interface PublishTarget {
    * is compared.
    */
   planned?: readonly OutputSelection[] | undefined;
+  /**
+   * The outputs the destination's configuration selects from another manifest: a skip that keeps
+   * the recorded source (it is newer, or the policy skips an older one) checks that source's
+   * publication with it. Absent: not checked.
+   */
+  selectFor?: ((manifest: Manifest) => readonly OutputSelection[]) | undefined;
 }
 
 /** A target with the outputs it would publish and what the next state records. */
@@ -217,6 +223,20 @@ export function decideAction(target: PublishTarget, status: DestinationStatus): 
       ? compareSharedRootOwner(target.manifest, target.owner, status, options)
       : compare(target.manifest, target.owner, status, options);
   const decision = actionForComparison(comparison, target.transfer, target.force);
+  const keepsRecorded =
+    decision.action === "skip_destination_newer" || decision.action === "skip_destination_older";
+  if (keepsRecorded && status.state !== undefined) {
+    const incomplete = recordedPublicationGaps(target, status.state);
+    if (incomplete !== undefined) {
+      // The run cannot complete a publication of a source it does not hold; saying "skipped"
+      // would report as whole a destination that is not.
+      return {
+        action: "fail_conflict",
+        reason: `${decision.reason}, but the destination does not hold the whole publication of the source it records (${describeGaps(incomplete, listPaths)}): run that source again, or a newer one, to complete it`,
+        code: "incomplete_publication",
+      };
+    }
+  }
   if (decision.action === "skip_same" && status.state !== undefined) {
     const gaps = recordGaps(target, status.state);
     if (gaps !== undefined && !isComplete(gaps)) {
@@ -270,6 +290,35 @@ export function recordGaps(target: PublishTarget, document: StateDocument) {
     ownedOutputRecords(document, target.owner),
     target.reconciliation,
   );
+}
+
+/**
+ * The gaps of the publication the state records for the target's owner (its recorded source
+ * under the configuration in force), when there are any and the target can select outputs.
+ */
+function recordedPublicationGaps(target: PublishTarget, document: StateDocument) {
+  if (target.selectFor === undefined) return undefined;
+  if (isSharedRootState(document) !== (target.stateMode === "shared_root")) return undefined;
+  const manifest = isSharedRootState(document)
+    ? document.owners.find((o) => sameOwnerScope(o.scope, target.owner))?.source.manifest
+    : sameOwnerScope(singleOwnerScope(document), target.owner)
+      ? document.source.manifest
+      : undefined;
+  if (manifest === undefined) return undefined;
+  let selection: readonly OutputSelection[];
+  try {
+    selection = target.selectFor(manifest);
+  } catch {
+    // The configuration cannot select from the recorded source: planning a write says why.
+    return undefined;
+  }
+  const gaps = completenessGaps(
+    selection,
+    manifest,
+    ownedOutputRecords(document, target.owner),
+    target.reconciliation,
+  );
+  return isComplete(gaps) ? undefined : gaps;
 }
 
 /** True when planning must list the bundle path: a single-owner replacement proves it is clean. */

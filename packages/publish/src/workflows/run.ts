@@ -658,6 +658,7 @@ export async function runTarget(
           repair: options.repair ?? false,
         },
         selection,
+        selectFor: (recorded) => destinationSelection(destination, recorded, target.bundlePath),
         links: destination.links,
         distributorVersion: options.distributorVersion,
         cache,

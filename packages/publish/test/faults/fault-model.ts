@@ -205,7 +205,11 @@ const sha = (bytes: Uint8Array) => `sha256:${createHash("sha256").update(bytes).
  * records each file of the source it records, at its path, with its bytes (before any encoding);
  * an owner that replaces records nothing else (one that merges may keep older bundles' outputs).
  */
-export function expectWholePublication(state: StateDocument, label: string): void {
+export function expectWholePublication(
+  state: StateDocument,
+  label: string,
+  pipelines?: readonly string[],
+): void {
   const owners = isSharedRootState(state)
     ? state.owners.map((owner) => ({
         name: `${owner.scope.pipelineId}/${owner.scope.destinationId}`,
@@ -222,6 +226,8 @@ export function expectWholePublication(state: StateDocument, label: string): voi
         },
       ];
   for (const owner of owners) {
+    if (pipelines !== undefined && !pipelines.includes(owner.name.split("/")[0] as string))
+      continue;
     const records = new Map(owner.records.map((record) => [record.path, record]));
     for (const file of owner.manifest.files) {
       const record = records.get(file.path);
@@ -262,6 +268,8 @@ export async function expectAgreement(
     staleLeasesAt?: Date;
     /** Records may fall short of the recorded source's publication (after reconcile-state). */
     partial?: boolean | undefined;
+    /** Only these pipelines' owners must hold their whole publication (default: every owner). */
+    wholeFor?: readonly string[] | undefined;
   } = {},
 ): Promise<Record<string, string>> {
   const label = options.label ?? "";
@@ -272,7 +280,7 @@ export async function expectAgreement(
   for (const stateFile of files.filter((path) => nameOf(path) === STATE_FILE_NAME)) {
     const bundle = stateFile.slice(0, stateFile.length - STATE_FILE_NAME.length);
     const state = parseDocument(Buffer.from(await backend.readFile(stateFile)).toString());
-    if (!options.partial) expectWholePublication(state, `${label}: ${stateFile}`);
+    if (!options.partial) expectWholePublication(state, `${label}: ${stateFile}`, options.wholeFor);
     for (const output of state.outputs) {
       const path = `${bundle}${output.path}`;
       expect(recorded[path], `${label}: ${path} is recorded by two states`).toBeUndefined();

@@ -447,6 +447,34 @@ async function recordedOwners(c: Case, id: DestinationId) {
 async function quiesce(c: Case) {
   // Long after: every lease left behind is stale.
   c.clock.offset += PAST_THE_LEASE_MS;
+  // First a rollback: each pipeline's oldest source put back and run plainly. Wherever it
+  // reports success (published, completed, or skipped because the destination keeps a newer
+  // source), the destination holds the whole publication of the source its state records for
+  // that pipeline; a skip over an incomplete newer publication fails instead, saying so.
+  const succeededAt: Record<"site" | "solo", string[]> = { site: [], solo: [] };
+  for (const pipeline of PIPELINES) {
+    const report = await runPipeline(c, pipeline, 0);
+    countActions(report);
+    expect(report.pipeline_errors, `rollback run of ${pipeline}`).toEqual([]);
+    for (const action of report.actions) {
+      if (action.status === "failed") {
+        expect(
+          ["conflict", "incomplete_publication", "unmanaged"],
+          `rollback run of ${pipeline} at ${action.destination_id}: ${action.reason}`,
+        ).toContain(action.error?.code);
+      } else {
+        succeededAt[action.destination_id as "site" | "solo"].push(pipeline);
+      }
+    }
+  }
+  for (const id of ["site", "solo"] as const) {
+    await expectAgreement(destinationOf(c, id), {
+      unmanaged: unmanagedAt(id),
+      label: `after the rollback runs, ${id}`,
+      staleLeasesAt: c.now(),
+      wholeFor: succeededAt[id],
+    });
+  }
   for (const pipeline of PIPELINES) {
     const versions = c.versions[pipeline].length;
     const soloOwner = (await recordedOwners(c, "solo"))?.pipeline_id;
