@@ -296,4 +296,33 @@ describe.skipIf(found === undefined)("distributor CLI with S3 (Ceph RGW)", () =>
     expect(refused.code).toBe(1);
     expect(refused.stderr + refused.stdout).toMatch(/access denied for s3:\/\//);
   }, 60_000);
+
+  it("a 1 000-file run and its audit print nothing on stderr under --format json but the documented note", async () => {
+    const source = join(dir, "many");
+    const files = Object.fromEntries(
+      Array.from({ length: 1000 }, (_, i) => [`d${i % 10}/f${i}.txt`, `${i}\n`]),
+    );
+    await bundle(source, "reports.many", "2026-06-04T09:00:00Z", files);
+    const prefix = `quiet-${Date.now()}`;
+    const path = await config(`pipelines:
+  - id: reports
+    source: {backend: local, path: ${source}}
+    destinations:
+      - {id: site, ${s3Location(prefix)}, path_mapping: {mode: fixed}}
+`);
+    // The one line stderr may hold: the Node 20 note (docs/integrations/s3.md), on Node 20 only.
+    const noise = (stderr: string) =>
+      stderr
+        .split("\n")
+        .filter((line) => line !== "" && !line.startsWith("distributor: note: Node.js 20."));
+    const published = await runCli(["run", "--config", path, "--format", "json"]);
+    expect(published.code, published.stderr).toBe(0);
+    expect(noise(published.stderr)).toEqual([]);
+    const audited = await runCli(["audit", "--config", path, "--format", "json"]);
+    expect(audited.code, audited.stdout).toBe(0);
+    expect(noise(audited.stderr)).toEqual([]);
+    const repaired = await runCli(["run", "--config", path, "--repair", "--format", "json"]);
+    expect(repaired.code, repaired.stderr).toBe(0);
+    expect(noise(repaired.stderr)).toEqual([]);
+  }, 120_000);
 });
