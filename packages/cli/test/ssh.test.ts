@@ -251,6 +251,24 @@ describe.skipIf(sshd === undefined)("distributor with an SSH destination", () =>
     });
   });
 
+  it("a 1 000-file run, its audit and a repair print nothing on stderr under --format json", async () => {
+    const source = join(tmp(), "many");
+    const files = Object.fromEntries(
+      Array.from({ length: 1000 }, (_, i) => [`d${i % 10}/f${i}.txt`, `${i}\n`]),
+    );
+    await bundle(source, "reports.many", "2026-06-04T09:00:00Z", files);
+    const root = await freshRoot();
+    const configPath = await sshConfig(source, {
+      root,
+      knownHostsFile: await trustingKnownHosts(),
+    });
+    for (const args of [["run"], ["audit"], ["run", "--repair"]]) {
+      const result = await runCli([...args, "--config", configPath, "--format", "json"]);
+      expect(result.code, `${args.join(" ")}: ${result.stderr}`).toBe(0);
+      expect(result.stderr, args.join(" ")).toBe("");
+    }
+  }, 120_000);
+
   it("publishes SSH → local", async () => {
     const remoteSource = await freshRoot();
     await bundle(remoteSource, "reports.remote", "2026-06-01T00:00:00Z", {
