@@ -18,6 +18,7 @@ import { AmbiguousCommitError, compareAndSwapState, StateChangedError } from "./
 import type { PlannedOutput } from "./outputs.js";
 import type { PlannedWrite, PublishPlan } from "./plan.js";
 import { encodeStateFile } from "./state-file.js";
+import { writePhases } from "./write-order.js";
 
 export { AmbiguousCommitError, StateChangedError };
 
@@ -292,14 +293,29 @@ async function deleteFirst(context: ExecuteContext, plan: PublishPlan): Promise<
   });
 }
 
-/** Step: every output, in a bounded pool; each write checks the lease before it starts. */
+/**
+ * Step: every output, in a bounded pool, assets before pages before index pages (`writePhases`);
+ * each write checks the lease before it starts.
+ */
 async function writeOutputs(
   context: ExecuteContext,
   plan: PublishPlan,
   concurrency: number,
   outcome: WriteOutcome,
 ): Promise<void> {
-  await mapBounded(plan.writes, concurrency, async (write) => {
+  for (const phase of writePhases(plan.writes)) {
+    await writePhase(context, plan, phase, concurrency, outcome);
+  }
+}
+
+async function writePhase(
+  context: ExecuteContext,
+  plan: PublishPlan,
+  writes: readonly PlannedWrite[],
+  concurrency: number,
+  outcome: WriteOutcome,
+): Promise<void> {
+  await mapBounded(writes, concurrency, async (write) => {
     context.lease?.assertHeld();
     const path = write.output.path;
     try {

@@ -62,3 +62,46 @@ describe("transfers", () => {
     expect(await mostInFlight(undefined)).toBe(16);
   });
 });
+
+describe("write order", () => {
+  it("writes assets first, HTML pages next and index pages last, each phase done first", async () => {
+    const src = join(dir, "src-order");
+    const dest = join(dir, "dest-order");
+    const files: Record<string, string> = {};
+    for (let i = 0; i < 12; i++) {
+      files[`assets/${i}.js`] = `js ${i}\n`;
+      files[`pages/${i}.html`] = `<p>${i}</p>\n`;
+    }
+    files["index.html"] = "<p>home</p>\n";
+    files["pages/index.html"] = "<p>pages</p>\n";
+    await writeSourceBundle(createLocalBackend({ root: src }), "", files, { id: "site.daily" });
+    const events: string[] = [];
+    const backends = aroundWrites(dest, async (path, write) => {
+      const name = path.slice(path.lastIndexOf("/") + 1);
+      if (name === STATE_FILE_NAME || name === LEASE_FILE_NAME) return write();
+      events.push(`start ${path}`);
+      await new Promise((resolve) => setTimeout(resolve, 2));
+      const result = await write();
+      events.push(`end ${path}`);
+      return result;
+    });
+    const config = parseConfig(
+      `pipelines:\n  - id: site\n    source: {backend: local, path: ${src}}\n    destinations:\n      - id: web\n        backend: local\n        path: ${dest}\n`,
+    );
+    const report = await run({ config, backends });
+    expect(runSucceeded(report), JSON.stringify(report.actions)).toBe(true);
+    const phaseOf = (path: string) =>
+      path.endsWith("index.html") ? 2 : path.endsWith(".html") ? 1 : 0;
+    // No write of a phase starts before every write of the phase before it has ended.
+    for (const phase of [1, 2]) {
+      const firstStart = events.findIndex(
+        (e) => e.startsWith("start ") && phaseOf(e.slice(6)) === phase,
+      );
+      const lastEndBefore = events.findLastIndex(
+        (e) => e.startsWith("end ") && phaseOf(e.slice(4)) === phase - 1,
+      );
+      expect(firstStart, `phase ${phase}`).toBeGreaterThan(lastEndBefore);
+    }
+    expect(events.filter((e) => e.startsWith("start "))).toHaveLength(26);
+  });
+});
