@@ -78,6 +78,8 @@ export interface RunCommandOptions {
   force: boolean;
   /** `--repair`: restore missing or changed managed outputs of unchanged sources. */
   repair: boolean;
+  /** `--allow-deletes N`: deletes allowed whatever a destination's `max_deletes` says. */
+  allowDeletes?: number;
   /** `--lock-timeout` as typed (a Go duration); the handler parses it. */
   lockTimeout?: string;
   /** `--plan-out`: plan only, and save the plan to this file. */

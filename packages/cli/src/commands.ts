@@ -43,6 +43,18 @@ export type Invocation =
       execute(context: CommandContext): Promise<CommandOutcome>;
     };
 
+/** `--allow-deletes <n>` when given: a whole number of outputs. */
+function allowDeletesFlag(flags: RawFlags): { allowDeletes?: number } {
+  const value = optionalString(flags, "allow-deletes");
+  if (value === undefined) return {};
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(Number(value))) {
+    throw new UsageError(
+      `--allow-deletes must be a whole number of outputs (such as 250), got ${JSON.stringify(value)}`,
+    );
+  }
+  return { allowDeletes: Number(value) };
+}
+
 /** `--lock-timeout` when given; parsed by the handler, which has the duration parser loaded. */
 function lockTimeoutFlag(flags: RawFlags): { lockTimeout?: string } {
   const value = optionalString(flags, "lock-timeout");
@@ -268,8 +280,8 @@ function buildParser(selection: Selection, options: ParserOptions = {}): Argv {
       (y) =>
         y
           .usage(
-            "Usage:\n  distributor run [--config <path>] [--pipeline <id>]... [--dry-run] [--force] [--repair] [--lock-timeout <duration>] [--quiet] [--format text|json]\n" +
-              "  distributor run [--config <path>] [--pipeline <id>]... [--repair] --plan-out <file> [--format text|json]",
+            "Usage:\n  distributor run [--config <path>] [--pipeline <id>]... [--dry-run] [--force] [--repair] [--allow-deletes <n>] [--lock-timeout <duration>] [--quiet] [--format text|json]\n" +
+              "  distributor run [--config <path>] [--pipeline <id>]... [--repair] [--allow-deletes <n>] --plan-out <file> [--format text|json]",
           )
           .option("config", {
             type: "string",
@@ -294,6 +306,11 @@ function buildParser(selection: Selection, options: ParserOptions = {}): Argv {
             type: "boolean",
             describe:
               "Where the state already records the current source, restore managed outputs that are missing or changed (action repair)",
+          })
+          .option("allow-deletes", {
+            type: "string",
+            describe:
+              "Let a publication delete up to this many managed outputs whatever the destination's max_deletes allows",
           })
           .option("plan-out", {
             type: "string",
@@ -326,6 +343,7 @@ function buildParser(selection: Selection, options: ParserOptions = {}): Argv {
           dryRun: booleanFlag(flags, "dry-run"),
           force: booleanFlag(flags, "force"),
           repair: booleanFlag(flags, "repair"),
+          ...allowDeletesFlag(flags),
           ...planOutFlag(flags),
           ...lockTimeoutFlag(flags),
           quiet: booleanFlag(flags, "quiet"),

@@ -1,4 +1,4 @@
-import { mkdir, readFile, symlink, writeFile } from "node:fs/promises";
+import { mkdir, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import {
@@ -444,5 +444,48 @@ pipelines:
     expect(error?.code).toBe("unavailable");
     expect(error?.message).toContain("request for s3://reports-bucket/archive/");
     expect(error?.message).toContain("failed (ECONNREFUSED");
+  });
+});
+
+describe("max_deletes", () => {
+  it("refuses a plan that deletes more than it allows, until --allow-deletes allows that many", async () => {
+    const source = join(tmp(), "src");
+    const dest = join(tmp(), "dest");
+    const many = Object.fromEntries(Array.from({ length: 10 }, (_, i) => [`f${i}.txt`, `${i}\n`]));
+    await bundle(source, "reports", "2026-06-04T10:00:00Z", many);
+    const configPath = await config(
+      `${singleDestination(source, dest)}        max_deletes: "20%"\n`,
+    );
+    expect((await runJson(configPath)).code).toBe(0);
+    // The next bundle keeps only three of the ten files: seven deletes, where 20 % allows two.
+    await rm(source, { recursive: true, force: true });
+    await bundle(source, "reports", "2026-06-05T10:00:00Z", {
+      "f0.txt": "0\n",
+      "f1.txt": "1\n",
+      "f2.txt": "2\n",
+    });
+    const refused = await runJson(configPath);
+    expect(refused.code).toBe(1);
+    const [action] = actionsOf(refused);
+    expect(action?.action).toBe("fail_conflict");
+    expect(action?.error?.code).toBe("too_many_deletes");
+    expect(action?.reason).toContain(
+      "deletes 7 managed output(s), more than max_deletes 20% (2 of 10)",
+    );
+    expect(action?.reason).toContain("--allow-deletes 7");
+    expect((await readdir(dest)).filter((name) => name.startsWith("f")).length).toBe(10);
+    // Allowed fewer than it needs: still refused; allowed enough: published.
+    expect((await runJson(configPath, "--allow-deletes", "6")).code).toBe(1);
+    const allowed = await runJson(configPath, "--allow-deletes", "7");
+    expect(allowed.code, allowed.stdout).toBe(0);
+    expect((await readdir(dest)).sort()).toEqual([
+      ".distributor.json",
+      "f0.txt",
+      "f1.txt",
+      "f2.txt",
+    ]);
+    const bad = await runCli(["run", "--config", configPath, "--allow-deletes", "many"]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("--allow-deletes must be a whole number of outputs");
   });
 });

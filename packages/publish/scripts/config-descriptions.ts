@@ -152,6 +152,8 @@ export const CONFIG_DESCRIPTIONS: Readonly<Record<string, string>> = {
   "destination.multipart.concurrency": "Parts of one object uploaded at once, 1 to 16 (default 4).",
   "destination.transfers":
     "Outputs written at once, 1 to 64; absent, the backend's default: local 16, ssh 8, s3 4. More helps across a long round trip; memory grows with it, never with file sizes.",
+  "destination.max_deletes":
+    "The most managed outputs one publication may delete: a count (100) or a percentage of the managed outputs (\"20%\"). A plan that deletes more is refused (too_many_deletes) unless run --allow-deletes N allows N. Default: no limit.",
   "destination.metadata":
     "s3 only: object metadata rules, tried in order; the first whose match fits an output's path below the destination root decides.",
   "destination.metadata.match":

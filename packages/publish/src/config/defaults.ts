@@ -263,6 +263,7 @@ function destinationConfig(raw: RawDestination, files: LocalPaths): DestinationC
     },
     metadata: (raw.metadata ?? []).map(metadataRule),
     ...(raw.transfers === undefined ? {} : { transfers: raw.transfers }),
+    ...(raw.max_deletes === undefined ? {} : { maxDeletes: raw.max_deletes }),
   };
 }
 

@@ -92,6 +92,26 @@ function integer(minimum: number, belowMinimum: string, maximum = Number.MAX_SAF
   );
 }
 
+const MAX_DELETES_HINT =
+  'must be a whole number of outputs (such as 100) or a percentage of the managed outputs (such as "20%")';
+
+/** `max_deletes: "20%"`: a percentage from 0 to 100 of the owner's managed outputs. */
+function deletePercentage() {
+  return v.pipe(
+    v.string(MAX_DELETES_HINT),
+    jsonSchema({ pattern: "^\\d+(?:\\.\\d+)?%$" }),
+    v.rawTransform(({ dataset, addIssue, NEVER }) => {
+      const match = /^(\d+(?:\.\d+)?)%$/.exec(dataset.value);
+      const percent = match === null ? Number.NaN : Number(match[1]);
+      if (!(percent >= 0 && percent <= 100)) {
+        addIssue({ message: MAX_DELETES_HINT });
+        return NEVER;
+      }
+      return { percent };
+    }),
+  );
+}
+
 // A Go duration without a sign and with a non-zero digit somewhere; values too small to count
 // (`0.0000001ns`) or too large for Go pass this pattern and are refused by the loader only.
 const POSITIVE_DURATION_PATTERN =
@@ -373,6 +393,9 @@ export const destinationSchema = mapping({
   ),
   /** Outputs written at once (the backend's default when absent). */
   transfers: v.optional(integer(1, "must be greater than zero", MAX_TRANSFERS)),
+  max_deletes: v.optional(
+    v.union([integer(0, "must be zero or more"), deletePercentage()], MAX_DELETES_HINT),
+  ),
   metadata: v.optional(
     list(
       mapping({

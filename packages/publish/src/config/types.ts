@@ -215,6 +215,12 @@ export interface DestinationConfig {
    * memory grows with this number, never with file sizes.
    */
   transfers?: number;
+  /**
+   * `max_deletes`: the most managed outputs one publication may delete (a count, or a percentage
+   * of the owner's managed outputs); a plan that would delete more is refused
+   * (`too_many_deletes`) unless `--allow-deletes` allows that many. Absent: no limit.
+   */
+  maxDeletes?: number | { percent: number };
 }
 
 export interface PublishPolicy {

@@ -81,6 +81,10 @@ export interface PublishTarget {
    * publication with it. Absent: not checked.
    */
   selectFor?: ((manifest: Manifest) => readonly OutputSelection[]) | undefined;
+  /** The destination's `max_deletes` (see `DestinationConfig.maxDeletes`). */
+  maxDeletes?: number | { percent: number } | undefined;
+  /** `--allow-deletes N`: a plan may delete up to N outputs whatever `maxDeletes` says. */
+  allowDeletes?: number | undefined;
 }
 
 /** A target with the outputs it would publish and what the next state records. */
@@ -399,6 +403,11 @@ export function planPublish(
       if (version !== undefined) plan.deleteVersions[path] = version;
     }
   }
+  const deleting = plan.deletes.length + plan.deletesFirst.length;
+  const guard = tooManyDeletes(request, deleting, current.size);
+  if (guard !== undefined) {
+    return emptyPlan(request, inspection, guard, request.outputs, request.primaryUrl);
+  }
   plan.journal = journalOf(plan);
   if (forced) {
     plan.keep = [...request.outputs.map((output) => output.path), STATE_FILE_NAME, LEASE_FILE_NAME];
@@ -473,6 +482,33 @@ function pathsTooLong(
     action: "fail_conflict",
     reason: `${what}; the longest path it holds below its root is ${limit} bytes; nothing was written`,
     code: "invalid_path",
+  };
+}
+
+/**
+ * The refusal of a plan that deletes more managed outputs than the destination's `max_deletes`
+ * allows (a count, or a percentage of the `managed` outputs the owner has), unless
+ * `--allow-deletes` allows at least that many. A guard against a source that lost most of its
+ * files by mistake; a forced replacement, which clears the bundle path on purpose, is not
+ * counted here.
+ */
+function tooManyDeletes(
+  request: PublishRequest,
+  deleting: number,
+  managed: number,
+): ActionDecision | undefined {
+  const setting = request.maxDeletes;
+  if (setting === undefined || deleting === 0) return undefined;
+  const limit =
+    typeof setting === "number" ? setting : Math.floor((managed * setting.percent) / 100);
+  const allowed = Math.max(limit, request.allowDeletes ?? 0);
+  if (deleting <= allowed) return undefined;
+  const shown =
+    typeof setting === "number" ? `${setting}` : `${setting.percent}% (${limit} of ${managed})`;
+  return {
+    action: "fail_conflict",
+    reason: `the plan deletes ${deleting} managed output(s), more than max_deletes ${shown} allows; nothing was written. If the source really dropped them, run again with --allow-deletes ${deleting}`,
+    code: "too_many_deletes",
   };
 }
 

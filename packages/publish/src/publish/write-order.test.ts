@@ -11,7 +11,9 @@ const paths = (phases: PlannedWrite[][]) => phases.map((phase) => phase.map((w) 
 describe("writePhases", () => {
   it("writes assets, then pages, then index pages, each phase in its order", () => {
     const phases = writePhases(
-      ["index.html", "app.js", "docs/index.HTML", "about.html", "style.css", "docs/a.htm"].map(write),
+      ["index.html", "app.js", "docs/index.HTML", "about.html", "style.css", "docs/a.htm"].map(
+        write,
+      ),
     );
     expect(paths(phases)).toEqual([
       ["app.js", "style.css"],

@@ -188,6 +188,11 @@ export interface RunOptions extends WorkflowOptions<RunEvent> {
   /** Lease lifetime and renewal, for tests that simulate crashed runs. */
   lease?: { ttlMs?: number; renew?: boolean };
   /**
+   * `--allow-deletes N`: a publication may delete up to N managed outputs whatever a
+   * destination's `max_deletes` says.
+   */
+  allowDeletes?: number;
+  /**
    * Already-open source backends by pipeline id, read instead of the configured source and left
    * open for the caller to close. This is how `http_upload` pipelines run: the upload server
    * passes the staged bundle directory.
@@ -656,6 +661,8 @@ export async function runTarget(
           transfer: destination.transfer,
           force: options.force ?? false,
           repair: options.repair ?? false,
+          maxDeletes: destination.maxDeletes,
+          allowDeletes: options.allowDeletes,
         },
         selection,
         selectFor: (recorded) => destinationSelection(destination, recorded, target.bundlePath),
