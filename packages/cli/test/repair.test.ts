@@ -57,7 +57,7 @@ describe("distributor audit", () => {
     const result = await runCli(["audit", "--config", config]);
     expect(result.code, result.stderr).toBe(0);
     expect(result.stdout).toBe(
-      "Audit: pipeline=reports destination=archive bundle=. status=ok checked=3 ok=3 missing=0 changed=0 unmanaged=0\n",
+      "Audit: pipeline=reports destination=archive bundle=. status=ok checked=3 ok=3 missing=0 changed=0 unmanaged=0 incomplete=0\n",
     );
     expect(result.stderr).toBe("");
   });
@@ -70,7 +70,7 @@ describe("distributor audit", () => {
     const text = await runCli(["audit", "--config", config]);
     expect(text.code).toBe(1);
     expect(text.stdout.split("\n")).toEqual([
-      "Audit: pipeline=reports destination=archive bundle=. status=drift checked=3 ok=0 missing=1 changed=2 unmanaged=1",
+      "Audit: pipeline=reports destination=archive bundle=. status=drift checked=3 ok=0 missing=1 changed=2 unmanaged=1 incomplete=0",
       "Drift: pipeline=reports destination=archive bundle=. path=data/summary.txt status=changed",
       "Drift: pipeline=reports destination=archive bundle=. path=data/table.csv status=changed",
       "Drift: pipeline=reports destination=archive bundle=. path=report.md status=missing",
@@ -282,7 +282,7 @@ describe("distributor reconcile-state --adopt", () => {
     expect(audited.stdout).toContain("status=ok checked=3 ok=3 missing=0 changed=0 unmanaged=0");
   });
 
-  it("leaves other bytes unmanaged and reports them; run --repair publishes what is absent", async () => {
+  it("leaves other bytes unmanaged and reports them; a run completes once they are moved", async () => {
     const { dest, config, selector } = await copiedByAnotherTool();
     await writeFile(join(dest, "data/table.csv"), "other,bytes\n");
     await rm(join(dest, "report.md"));
@@ -301,12 +301,21 @@ describe("distributor reconcile-state --adopt", () => {
         { path: "notes.txt", type: "file", size: 5 },
       ],
     });
-    const repaired = await runCli(["run", "--config", config, "--repair"]);
-    expect(repaired.code, repaired.stderr).toBe(0);
-    expect(repaired.stdout).toContain("action=repair status=published outputs=1");
-    expect(await readFile(join(dest, "report.md"), "utf8")).toBe(FILES["report.md"]);
-    // Unmanaged bytes are never overwritten.
+    // The publication lacks report.md and data/table.csv; other bytes stand at the second, and
+    // unmanaged bytes are never overwritten: the run refuses, writing nothing, and says where.
+    const refused = await runCli(["run", "--config", config, "--repair"]);
+    expect(refused.code).toBe(1);
+    expect(refused.stdout).toContain("action=fail_unmanaged");
+    expect(refused.stderr).toContain("data/table.csv exists but is not managed");
     expect(await readFile(join(dest, "data/table.csv"), "utf8")).toBe("other,bytes\n");
+    await expect(readFile(join(dest, "report.md"), "utf8")).rejects.toThrow();
+    // Once the operator moves them away, a plain run completes the publication.
+    await rm(join(dest, "data/table.csv"));
+    const completed = await runCli(["run", "--config", config]);
+    expect(completed.code, completed.stderr).toBe(0);
+    expect(completed.stdout).toContain("action=complete status=published");
+    expect(await readFile(join(dest, "report.md"), "utf8")).toBe(FILES["report.md"]);
+    expect(await readFile(join(dest, "data/table.csv"), "utf8")).toBe(FILES["data/table.csv"]);
     expect(await readFile(join(dest, "notes.txt"), "utf8")).toBe("mine\n");
   });
 
@@ -386,8 +395,13 @@ describe("distributor reconcile-state --rebuild", () => {
     const again = await runCli(["reconcile-state", ...selector, "--rebuild"]);
     expect(again.code).toBe(1);
     expect(again.stderr).toContain("holds valid state, so there is nothing to rebuild");
+    // Records and bytes agree, but the publication lacks data/table.csv (other bytes stand
+    // there): audit says so.
     const audited = await runCli(["audit", "--config", config]);
-    expect(audited.code, audited.stdout).toBe(0);
+    expect(audited.code, audited.stdout).toBe(1);
+    expect(audited.stdout).toContain(
+      "Incomplete: pipeline=reports destination=archive bundle=. path=data/table.csv status=not_recorded",
+    );
   });
 });
 

@@ -218,8 +218,13 @@ describe.skipIf(sshd === undefined)("distributor with an SSH destination", () =>
     const configPath = await sshConfig(source, {
       root,
       knownHostsFile,
-      extra: "retention: {prune: {enabled: true, keep_latest: 0, older_than: 1h}}",
+      extra:
+        "reconciliation: {mode: merge}\nretention: {prune: {enabled: true, keep_latest: 0, older_than: 1h}}",
     });
+    // A first bundle, then a second that drops old.txt: merge keeps it, and only it is prunable.
+    await bundle(source, "reports.daily", "2026-05-31T00:00:00Z", { "old.txt": "Old\n" });
+    expect((await runCli(["run", "--config", configPath])).code).toBe(0);
+    await rm(join(source, "old.txt"));
     await bundle(source, "reports.daily", "2026-06-01T00:00:00Z", {
       "report.md": "# Report\n",
       "summary.txt": "Summary\n",
@@ -232,11 +237,14 @@ describe.skipIf(sshd === undefined)("distributor with an SSH destination", () =>
     const reconciled = await runCli(["reconcile-state", ...selector]);
     expect(reconciled.code, reconciled.stderr).toBe(0);
     expect(reconciled.stdout).toMatch(
-      /^Reconcile state: pipeline=reports destination=remote backend=ssh root=\S+ status=changed checked=2 missing=1 unmanaged=1 dry_run=false\n$/,
+      /^Reconcile state: pipeline=reports destination=remote backend=ssh root=\S+ status=changed checked=3 missing=1 unmanaged=1 dry_run=false\n$/,
     );
     const statePath = join(root, ".distributor.json");
     const state = JSON.parse(await readFile(statePath, "utf8"));
-    expect(state.outputs.map((output: { path: string }) => output.path)).toEqual(["report.md"]);
+    expect(state.outputs.map((output: { path: string }) => output.path).sort()).toEqual([
+      "old.txt",
+      "report.md",
+    ]);
 
     for (const output of state.outputs) output.updated_at = "2026-01-01T00:00:00Z";
     await writeFile(statePath, `${JSON.stringify(state, null, 2)}\n`);
@@ -245,9 +253,11 @@ describe.skipIf(sshd === undefined)("distributor with an SSH destination", () =>
     expect(pruned.stdout).toContain(
       "status=changed checked=1 planned=1 deleted=1 preserved=0 dry_run=false",
     );
+    // The publication in force (report.md) stays, however old its record says it is.
     expect(await tree(root)).toEqual({
       ".distributor.json": expect.any(String),
       "extra.txt": "hand-placed\n",
+      "report.md": "# Report\n",
     });
   });
 
