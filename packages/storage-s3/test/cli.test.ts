@@ -208,13 +208,17 @@ describe.skipIf(found === undefined)("distributor CLI with S3 (Ceph RGW)", () =>
   it("reconcile-state records what is really in the bucket; prune --apply deletes aged outputs", async () => {
     const prefix = uniqueName("maint");
     const source = join(dir, "src");
+    const path = await config(
+      `pipelines:\n  - id: reports\n    source: {backend: local, path: ${source}}\n    destinations:\n      - {id: archive, ${s3Location(prefix)}, reconciliation: {mode: merge}, retention: {prune: {enabled: true, keep_latest: 0, older_than: 1h}}}\n`,
+    );
+    // A first bundle, then a second without old.txt: merge keeps it, and only it is prunable.
+    await bundle(source, "reports.daily", "2026-05-31T00:00:00Z", { "old.txt": "Old\n" });
+    expect((await runCli(["run", "--config", path])).code).toBe(0);
+    await rm(join(source, "old.txt"));
     await bundle(source, "reports.daily", "2026-06-01T00:00:00Z", {
       "report.md": "# Report\n",
       "summary.txt": "Summary\n",
     });
-    const path = await config(
-      `pipelines:\n  - id: reports\n    source: {backend: local, path: ${source}}\n    destinations:\n      - {id: archive, ${s3Location(prefix)}, retention: {prune: {enabled: true, keep_latest: 0, older_than: 1h}}}\n`,
-    );
     expect((await runCli(["run", "--config", path])).code).toBe(0);
     const selector = ["--config", path, "--pipeline", "reports", "--destination", "archive"];
 
@@ -227,14 +231,18 @@ describe.skipIf(found === undefined)("distributor CLI with S3 (Ceph RGW)", () =>
     const dry = await runCli(["reconcile-state", ...selector, "--dry-run"]);
     expect(dry.code, dry.stderr).toBe(0);
     expect(dry.stdout).toMatch(
-      /backend=s3 .*status=would_change checked=2 missing=1 unmanaged=1 dry_run=true/,
+      /backend=s3 .*status=would_change checked=3 missing=1 unmanaged=1 dry_run=true/,
     );
     const applied = await runCli(["reconcile-state", ...selector]);
     expect(applied.code, applied.stderr).toBe(0);
     const state = JSON.parse(await objectText(`${prefix}/.distributor.json`));
-    expect(state.outputs.map((output: { path: string }) => output.path)).toEqual(["report.md"]);
+    expect(state.outputs.map((output: { path: string }) => output.path).sort()).toEqual([
+      "old.txt",
+      "report.md",
+    ]);
 
-    // Age the records, then prune: the managed output goes, the hand-placed file stays.
+    // Age the records, then prune: the merged leftover goes, the publication in force and the
+    // hand-placed file stay.
     for (const output of state.outputs) output.updated_at = "2026-01-01T00:00:00Z";
     await putObject(`${prefix}/.distributor.json`, `${JSON.stringify(state, null, 2)}\n`);
     const pruned = await runCli(["prune", ...selector, "--apply"]);
@@ -242,7 +250,11 @@ describe.skipIf(found === undefined)("distributor CLI with S3 (Ceph RGW)", () =>
     expect(pruned.stdout).toContain(
       "status=changed checked=1 planned=1 deleted=1 preserved=0 dry_run=false",
     );
-    expect((await keysBelow(prefix)).sort()).toEqual([".distributor.json", "extra.txt"]);
+    expect((await keysBelow(prefix)).sort()).toEqual([
+      ".distributor.json",
+      "extra.txt",
+      "report.md",
+    ]);
   }, 60_000);
 
   it("two owners racing on one shared root lose no records", async () => {
