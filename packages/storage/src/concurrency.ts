@@ -30,7 +30,8 @@ export async function mapBounded<T, R>(
 
 /**
  * A signal for `width` concurrent tasks that each listen to it (a read stream, a pipeline), which
- * on the caller's own signal would trip Node's warning about more than ten listeners. The scoped
+ * on the caller's own signal would trip Node's warning about more than ten listeners (`width` is
+ * kept for callers; the scoped signal takes any number). The scoped
  * signal follows the caller's through one listener; `dispose` detaches it when the tasks are done.
  */
 export function fanOutSignal(
@@ -39,7 +40,9 @@ export function fanOutSignal(
 ): { signal: AbortSignal | undefined; dispose(): void } {
   if (signal === undefined) return { signal, dispose: () => undefined };
   const controller = new AbortController();
-  setMaxListeners(width * 4 + 10, controller.signal);
+  // Each task may add several listeners (an S3 request's SDK and its read-back, a stream), all
+  // removed when it ends: no bound that counts them would be anything but a guess.
+  setMaxListeners(0, controller.signal);
   const follow = () => controller.abort(signal.reason);
   if (signal.aborted) follow();
   else signal.addEventListener("abort", follow, { once: true });

@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { setMaxListeners } from "node:events";
 import {
   replacementMarker,
   type StateDocument,
@@ -139,6 +140,7 @@ export async function executeEncodedPublish(
   // Every write in flight listens to the run's signal and the lease's: give them their own.
   const stops = [context.signal, context.lease?.signal].filter((s) => s !== undefined);
   const combined = stops.length > 1 ? AbortSignal.any(stops) : stops[0];
+  if (stops.length > 1 && combined !== undefined) setMaxListeners(0, combined);
   const scope = fanOutSignal(combined, concurrency);
   try {
     const scoped = { ...context, signal: scope.signal };

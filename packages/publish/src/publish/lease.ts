@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { setMaxListeners } from "node:events";
 import { readFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { formatOwnerScope, type OwnerScope } from "@distributor/state";
@@ -219,6 +220,8 @@ export class Lease {
     broken: BrokenLease | undefined,
     validFrom: number,
   ) {
+    // Every write of the run listens for the lease's loss: as many listeners as writes in flight.
+    setMaxListeners(0, this.#stop.signal);
     this.#backend = backend;
     this.bundlePath = bundlePath;
     this.runId = document.run_id;
