@@ -15,6 +15,7 @@ import {
   buildManifest,
   bundleIdProblem,
   MANIFEST_FILE_NAME,
+  SIGNATURE_FILE_NAME,
   serializeManifest,
 } from "./manifest.js";
 import type { Manifest, ManifestFile } from "./manifest-types.js";
@@ -155,7 +156,8 @@ async function listBundleFiles(
   for (const entry of listing.entries) {
     if (entry.kind !== "file") continue;
     const path = relativeTo(bundlePath, entry.path);
-    if (path === MANIFEST_FILE_NAME) continue;
+    // A signature of an earlier manifest stays beside it unlisted; it no longer verifies.
+    if (path === MANIFEST_FILE_NAME || path === SIGNATURE_FILE_NAME) continue;
     if (isNestedManifest(path)) {
       issues.push(nestedManifestIssue(path));
     } else {

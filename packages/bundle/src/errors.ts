@@ -20,7 +20,13 @@ export type BundleIssueCode =
   | "empty_bundle"
   | "manifest_exists"
   /** Names that are one name on case-insensitive or normalising stores (`portable_names`). */
-  | "name_collision";
+  | "name_collision"
+  /** `source.signatures` (SPEC §13): no `manifest.json.sig` where one is required. */
+  | "signature_missing"
+  /** `manifest.json.sig` is no valid SSH signature of the manifest in the configured namespace. */
+  | "signature_invalid"
+  /** A valid signature by a key allowed_signers does not trust (now, for this namespace). */
+  | "signer_not_allowed";
 
 /** One problem found in a bundle. */
 export interface BundleIssue {

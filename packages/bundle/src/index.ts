@@ -57,6 +57,7 @@ export {
   type ManifestDraft,
   manifestPathProblem,
   parseManifest,
+  SIGNATURE_FILE_NAME,
   serializeManifest,
   verifiedManifestText,
 } from "./manifest.js";
@@ -64,6 +65,21 @@ export type { Manifest, ManifestFile } from "./manifest-types.js";
 export { describeNameCollision, type NameCollision, nameCollisions } from "./portable-names.js";
 export { MAX_MANIFEST_BYTES, type ReadManifestOptions, readManifest } from "./read-manifest.js";
 export { type SelectableBundle, selectNewestBundle } from "./select.js";
+export {
+  type AllowedSigner,
+  AllowedSignersError,
+  parseAllowedSigners,
+} from "./signature/allowed-signers.js";
+export { sshFingerprint } from "./signature/public-key.js";
+export {
+  type BundleSigner,
+  checkManifestSignature,
+  DEFAULT_SIGNATURE_NAMESPACE,
+  readSignedManifest,
+  type SignatureCheck,
+  type SignaturePolicy,
+  type SignedManifest,
+} from "./signature/verify.js";
 export {
   formatTimestamp,
   isRepresentableDate,

@@ -14,6 +14,11 @@ import { formatTimestamp, isRepresentableDate, parseTimestamp } from "./timestam
 
 /** Name of the manifest file at the root of every bundle. */
 export const MANIFEST_FILE_NAME = "manifest.json";
+/**
+ * The detached SSH signature of the manifest, beside it at the bundle root: part of the bundle
+ * as the manifest is, never listed in it nor published.
+ */
+export const SIGNATURE_FILE_NAME = "manifest.json.sig";
 /** The only manifest schema version. */
 export const MANIFEST_SCHEMA_VERSION = 1;
 /** Bundle ids: a letter or digit, then up to 127 letters, digits, `.`, `_` or `-`. */
@@ -161,6 +166,9 @@ export function manifestPathProblem(path: string): string | undefined {
   if (problem !== undefined) return problem;
   if (LONE_SURROGATE.test(path)) return "path is not well-formed Unicode";
   if (path === MANIFEST_FILE_NAME) return "manifest.json at the bundle root is the manifest itself";
+  if (path === SIGNATURE_FILE_NAME) {
+    return "manifest.json.sig at the bundle root is the manifest's signature, which cannot be listed in what it signs";
+  }
   const reserved = reservedSegment(path);
   if (reserved !== undefined) {
     return `${reserved} is reserved for distributor's own files (state, lease, temp files) at any depth`;

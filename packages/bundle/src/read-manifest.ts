@@ -24,12 +24,21 @@ export async function readManifest(
   bundlePath: string,
   options: ReadManifestOptions = {},
 ): Promise<Manifest> {
+  const bytes = await readManifestBytes(backend, bundlePath, options);
+  return parseManifestBytes(bytes, displayPath(joinPrefix(bundlePath, MANIFEST_FILE_NAME)));
+}
+
+/** The bytes of `<bundlePath>/manifest.json`, failing as `readManifest` does. */
+export async function readManifestBytes(
+  backend: StorageBackend,
+  bundlePath: string,
+  options: ReadManifestOptions = {},
+): Promise<Uint8Array> {
   const manifestPath = joinPrefix(bundlePath, MANIFEST_FILE_NAME);
   const source = displayPath(manifestPath);
   const maxBytes = options.maxBytes ?? MAX_MANIFEST_BYTES;
-  let bytes: Uint8Array;
   try {
-    bytes = await backend.readFile(manifestPath, {
+    return await backend.readFile(manifestPath, {
       maxBytes,
       signal: options.signal,
     });
@@ -66,6 +75,10 @@ export async function readManifest(
     }
     throw error;
   }
+}
+
+/** Parses manifest bytes as UTF-8 JSON; `source` names the manifest in errors. */
+export function parseManifestBytes(bytes: Uint8Array, source: string): Manifest {
   let text: string;
   try {
     // Keep a byte order mark in the text so the strict parser reports it rather than hiding it.

@@ -12,10 +12,11 @@ import { isNestedManifest, nestedManifestIssue, walkBundle, walkLimit } from "./
 import { digestFileAtMost } from "./digest.js";
 import { type BundleIssue, BundleValidationError } from "./errors.js";
 import { fileIssue } from "./file-problem.js";
-import { MANIFEST_FILE_NAME } from "./manifest.js";
+import { MANIFEST_FILE_NAME, SIGNATURE_FILE_NAME } from "./manifest.js";
 import type { Manifest, ManifestFile } from "./manifest-types.js";
 import { describeNameCollision, nameCollisions } from "./portable-names.js";
 import { readManifest } from "./read-manifest.js";
+import { type BundleSigner, readSignedManifest, type SignaturePolicy } from "./signature/verify.js";
 
 export type UnlistedFilesPolicy = "reject" | "ignore";
 
@@ -46,6 +47,12 @@ export interface ValidateBundleOptions {
    */
   manifest?: Manifest;
   /**
+   * `source.signatures`: the manifest is read with its signature and checked under this policy
+   * first (`readSignedManifest`). Not with `manifest`: a caller that read the manifest checks its
+   * signature as it reads it.
+   */
+  signatures?: SignaturePolicy;
+  /**
    * Every entry below the bundle path, from a recursive walk the caller already made (discovery
    * makes one): the bundle is not walked again.
    */
@@ -74,6 +81,8 @@ export interface ValidatedBundle {
   unlistedFiles: string[];
   /** Problems that do not fail validation: names that collide on other stores. */
   warnings: BundleIssue[];
+  /** Who signed the manifest, when `signatures` was given and the bundle is signed. */
+  signer?: BundleSigner;
 }
 
 /**
@@ -102,7 +111,21 @@ export async function validateBundle(
   const unlistedPolicy = options.unlistedFiles ?? "reject";
   const signal = options.signal;
 
-  const manifest = options.manifest ?? (await readManifest(backend, bundlePath, { signal }));
+  if (options.manifest !== undefined && options.signatures !== undefined) {
+    throw new TypeError(
+      "validateBundle: pass signatures or a manifest read with its signature, not both",
+    );
+  }
+  let signer: BundleSigner | undefined;
+  let manifest: Manifest;
+  if (options.manifest !== undefined) manifest = options.manifest;
+  else if (options.signatures === undefined) {
+    manifest = await readManifest(backend, bundlePath, { signal });
+  } else {
+    ({ manifest, signer } = await readSignedManifest(backend, bundlePath, options.signatures, {
+      signal,
+    }));
+  }
   const totalSize = checkDeclaredLimits(manifest, bundlePath, maxFiles, maxTotalSize);
 
   const listing = await walkBundle(backend, bundlePath, bundleWalkLimit(manifest, maxFiles), {
@@ -123,7 +146,7 @@ export async function validateBundle(
   const listed = new Set(manifest.files.map((file) => file.path));
   const unlistedFiles: string[] = [];
   for (const path of files.keys()) {
-    if (path === MANIFEST_FILE_NAME) continue;
+    if (path === MANIFEST_FILE_NAME || path === SIGNATURE_FILE_NAME) continue;
     if (isNestedManifest(path)) {
       issues.push(nestedManifestIssue(path));
     } else if (!listed.has(path)) {
@@ -179,7 +202,15 @@ export async function validateBundle(
     throw new BundleValidationError(issues, { bundlePath });
   }
   unlistedFiles.sort(compareLogicalPaths);
-  return { path: bundlePath, manifest, totalSize, unlistedFiles, warnings };
+  const validated: ValidatedBundle = {
+    path: bundlePath,
+    manifest,
+    totalSize,
+    unlistedFiles,
+    warnings,
+  };
+  if (signer !== undefined) validated.signer = signer;
+  return validated;
 }
 
 /** One `name_collision` issue per group of listed names that are one name on some stores. */
@@ -232,7 +263,7 @@ function checkDeclaredLimits(
 
 /**
  * How many entries the one walk of the bundle may list: everything a valid bundle holds (its
- * listed files, their directories and the manifest) plus room for strays to report, and never
+ * listed files, their directories and the manifest) plus room for its signature and strays to report, and never
  * less than `walkLimit(maxFiles)`. Bounded by the manifest, which is itself bounded.
  */
 function bundleWalkLimit(manifest: Manifest, maxFiles: number): number {
