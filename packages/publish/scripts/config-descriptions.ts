@@ -107,6 +107,14 @@ export const CONFIG_DESCRIPTIONS: Readonly<Record<string, string>> = {
 
   "source.backend": "local, ssh, s3 or http_upload (bundles pushed to distributor serve).",
   "source.max_upload_size": "http_upload: largest request body accepted; default 64MiB.",
+  "source.signatures":
+    "Bundles must carry manifest.json.sig, an SSH signature (ssh-keygen -Y sign) of manifest.json by an allowed signer; any backend.",
+  "source.signatures.required":
+    "true (default) refuses a bundle without manifest.json.sig; false accepts it unsigned. A present signature is always checked.",
+  "source.signatures.allowed_signers":
+    "Path of an OpenSSH allowed_signers file (principals [options] keytype key) on this machine, read when bundles are checked; required.",
+  "source.signatures.namespace":
+    "The namespace signatures are made in (ssh-keygen -Y sign -n); default distributor.",
   ...prefixed("source", location),
 
   "destination.id": "Unique within the pipeline.",
@@ -153,7 +161,7 @@ export const CONFIG_DESCRIPTIONS: Readonly<Record<string, string>> = {
   "destination.transfers":
     "Outputs written at once, 1 to 64; absent, the backend's default: local 16, ssh 8, s3 4. More helps across a long round trip; memory grows with it, never with file sizes.",
   "destination.max_deletes":
-    "The most managed outputs one publication may delete: a count (100) or a percentage of the managed outputs (\"20%\"). A plan that deletes more is refused (too_many_deletes) unless run --allow-deletes N allows N. Default: no limit.",
+    'The most managed outputs one publication may delete: a count (100) or a percentage of the managed outputs ("20%"). A plan that deletes more is refused (too_many_deletes) unless run --allow-deletes N allows N. Default: no limit.',
   "destination.metadata":
     "s3 only: object metadata rules, tried in order; the first whose match fits an output's path below the destination root decides.",
   "destination.metadata.match":

@@ -51,6 +51,7 @@ export function buildConfigSchema(): JsonSchema {
   withRequired(pipeline, ["id", "source", "destinations"]);
   minItems(pipeline, "destinations");
   withRequired(source, ["backend"]);
+  withRequired(propertyOf(source, "signatures"), ["allowed_signers"]);
   withRequired(destination, ["id", "backend"]);
   source.allOf = backendRules(SOURCE_BACKENDS);
   destination.allOf = [

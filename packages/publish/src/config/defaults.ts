@@ -31,6 +31,8 @@ export const CONFIG_DEFAULTS = Object.freeze({
   claimTimeoutMs: 60_000,
   fsync: true,
   maxUploadSize: 64 * 1024 ** 2,
+  signaturesRequired: true,
+  signatureNamespace: "distributor",
   unlistedFiles: "reject",
   maxFiles: 10_000,
   maxTotalSize: 10 * 1000 ** 3,
@@ -148,13 +150,27 @@ function pipelineConfig(raw: RawPipeline, files: LocalPaths): PipelineConfig {
 }
 
 function sourceConfig(raw: RawSource, files: LocalPaths): SourceConfig {
+  const signatures = raw.signatures;
+  // Absent, not defaulted: a source without the key configures exactly what it did before.
+  const trust =
+    signatures === undefined
+      ? {}
+      : {
+          signatures: {
+            required: signatures.required ?? CONFIG_DEFAULTS.signaturesRequired,
+            allowedSigners: files.resolve(present(signatures.allowed_signers)),
+            namespace: signatures.namespace ?? CONFIG_DEFAULTS.signatureNamespace,
+          },
+        };
   if (raw.backend === "http_upload") {
     return {
       backend: "http_upload",
       maxUploadSize: raw.max_upload_size ?? CONFIG_DEFAULTS.maxUploadSize,
+      ...trust,
     };
   }
-  return storageLocation({ ...raw, backend: present(raw.backend) }, files);
+  const { signatures: _, ...location } = raw;
+  return { ...storageLocation({ ...location, backend: present(raw.backend) }, files), ...trust };
 }
 
 type RawLocation = Omit<RawDestination, "backend"> & { backend: StorageLocation["backend"] };

@@ -174,6 +174,75 @@ pipelines:
   });
 });
 
+describe("source.signatures", () => {
+  it("resolves allowed_signers against the working directory and defaults required and namespace", () => {
+    const config = parseConfig(
+      `
+pipelines:
+  - id: reports
+    source:
+      backend: s3
+      bucket: drop
+      signatures: {allowed_signers: keys/allowed_signers}
+    destinations: [{id: archive, backend: local, path: /out}]
+  - id: ingest
+    source:
+      backend: http_upload
+      signatures: {required: false, allowed_signers: ~/signers, namespace: releases@example.com}
+    destinations: [{id: archive, backend: local, path: /in}]
+upload_tokens: [{id: t, token_env: T, allow_pipelines: [ingest]}]
+`,
+      { cwd: "/etc/distributor", env: { HOME: "/home/operator" } },
+    );
+    expect(config.pipelines.map((pipeline) => pipeline.source.signatures)).toEqual([
+      {
+        required: true,
+        allowedSigners: "/etc/distributor/keys/allowed_signers",
+        namespace: "distributor",
+      },
+      {
+        required: false,
+        allowedSigners: "/home/operator/signers",
+        namespace: "releases@example.com",
+      },
+    ]);
+  });
+
+  it("leaves signatures out of a source that does not configure them", () => {
+    expect(parseConfig(MINIMAL).pipelines[0]?.source).toEqual({
+      backend: "local",
+      path: "/var/spool/reports",
+    });
+  });
+
+  it("requires allowed_signers and refuses unknown keys and empty values", () => {
+    const problems = (signatures: string) =>
+      problemsOf(
+        MINIMAL.replace("path: /var/spool/reports", `path: /s\n      signatures: ${signatures}`),
+      );
+    expect(problems("{required: true}")).toEqual([
+      "pipelines[0].source.signatures.allowed_signers is required",
+    ]);
+    expect(problems("{allowed_signers: /k, keys: /k}")).toEqual([
+      "pipelines[0].source.signatures.keys: unknown key",
+    ]);
+    expect(problems('{allowed_signers: /k, namespace: ""}')).toEqual([
+      "pipelines[0].source.signatures.namespace must not be empty",
+    ]);
+    expect(problems("{allowed_signers: /k, required: yes}")).toEqual([
+      "pipelines[0].source.signatures.required must be true or false",
+    ]);
+  });
+
+  it("refuses signatures on a destination", () => {
+    const text = MINIMAL.replace(
+      "path: /srv/reports/archive",
+      "path: /o\n        signatures: {allowed_signers: /k}",
+    );
+    expect(problemsOf(text)).toEqual(["pipelines[0].destinations[0].signatures: unknown key"]);
+  });
+});
+
 describe("remote timeouts", () => {
   it("converts an ssh or s3 location's timeouts to milliseconds, and leaves them out otherwise", () => {
     const config = parseConfig(`

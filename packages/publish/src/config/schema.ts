@@ -329,6 +329,14 @@ export const sourceSchema = mapping({
   backend: v.optional(choice(SOURCE_BACKENDS)),
   ...locationEntries,
   max_upload_size: v.optional(size()),
+  /** Which producers' bundles this source accepts (SPEC §13); any backend. */
+  signatures: v.optional(
+    mapping({
+      required: v.optional(flag()),
+      allowed_signers: v.optional(text()),
+      namespace: v.optional(text()),
+    }),
+  ),
 });
 
 export const destinationSchema = mapping({

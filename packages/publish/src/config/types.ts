@@ -95,7 +95,23 @@ export type SourceBackend = SourceConfig["backend"];
 
 /** Where a storage backend is rooted; `backend` discriminates. */
 export type StorageLocation = LocalLocation | SshLocation | S3Location;
-export type SourceConfig = StorageLocation | HttpUploadSource;
+export type SourceConfig = (StorageLocation | HttpUploadSource) & SourceTrust;
+
+/** What a source's bundles must carry besides a valid manifest; any backend may set it. */
+export interface SourceTrust {
+  /** `source.signatures`: absent when bundles need no signature (one present is not checked). */
+  signatures?: SignatureConfig;
+}
+
+/** `source.signatures` (SPEC §13): bundles signed with `ssh-keygen -Y sign` by allowed signers. */
+export interface SignatureConfig {
+  /** Refuse a bundle without `manifest.json.sig` (default true); a present one is always checked. */
+  required: boolean;
+  /** Absolute path of the OpenSSH allowed_signers file, read when bundles are checked. */
+  allowedSigners: string;
+  /** The SSHSIG namespace signatures are made in; default `distributor`. */
+  namespace: string;
+}
 
 export interface LocalLocation {
   backend: "local";

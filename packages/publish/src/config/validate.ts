@@ -209,7 +209,18 @@ function checkUnique(problems: Problems, entries: { id: string | undefined; path
 
 function checkPipeline(problems: Problems, pipeline: RawPipeline, path: Path): void {
   if (pipeline.source === undefined) problems.add([...path, "source"], "is required");
-  else checkLocation(problems, pipeline.source, [...path, "source"]);
+  else {
+    checkLocation(problems, pipeline.source, [...path, "source"]);
+    const signatures = pipeline.source.signatures;
+    const signaturesPath = [...path, "source", "signatures"];
+    if (
+      signatures !== undefined &&
+      signatures.allowed_signers === undefined &&
+      problems.intact(signaturesPath)
+    ) {
+      problems.add([...signaturesPath, "allowed_signers"], "is required");
+    }
+  }
 
   const destinations = pipeline.destinations ?? [];
   if (destinations.length === 0) {

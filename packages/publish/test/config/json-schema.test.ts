@@ -133,6 +133,10 @@ const invalid: ReadonlyArray<readonly [string, string]> = [
     "max_upload_size on a local source",
     configText({}, { source: { backend: "local", path: "/s", max_upload_size: "1MiB" } }),
   ],
+  [
+    "signatures without allowed_signers",
+    configText({}, { source: { backend: "local", path: "/s", signatures: { required: true } } }),
+  ],
   ["port out of range", destinationText({ ...ssh, port: 70000 })],
   ["port not a whole number", destinationText({ ...ssh, port: 22.5 })],
   [
@@ -265,6 +269,10 @@ describe("schema and loader agree", () => {
       upload_tokens: [{ id: "t", token_env: "T", allow_pipelines: ["ingest"] }],
       pipelines: [
         uploadPipeline({
+          source: {
+            backend: "http_upload",
+            signatures: { required: false, allowed_signers: "/k", namespace: "releases" },
+          },
           destinations: [
             { id: "ssh", ...ssh, private_key_file: "/k", passphrase_env: "P", port: 2222 },
             {
