@@ -2,6 +2,8 @@ import {
   discoverBundles,
   type Manifest,
   readManifest,
+  readSignedManifest,
+  type SignaturePolicy,
   selectNewestBundle,
   validateBundle,
 } from "@distributor/bundle";
@@ -27,7 +29,8 @@ import {
   type SavedPlanEntry,
   savedPlanEntry,
 } from "./saved-plan.js";
-import { openBackend, sourceLocation, type WorkflowOptions } from "./shared.js";
+import { openBackend, sourceLocation, WorkflowError, type WorkflowOptions } from "./shared.js";
+import { signatureCode, signaturePolicy } from "./signatures.js";
 
 export interface ApplyOptions extends WorkflowOptions<RunEvent> {
   /** The plan to carry out (`loadPlan`). */
@@ -255,6 +258,7 @@ async function applyPipeline(apply: Applying, pipelineId: string, entries: Saved
 /** The planned source bundles of one pipeline: each manifest read once, each bundle hashed once. */
 class SourceBundles {
   private readonly manifests = new Map<string, Promise<Manifest>>();
+  private policy: Promise<SignaturePolicy | undefined> | undefined;
   private readonly validations = new Map<string, Promise<void>>();
   private newest: Promise<string | undefined> | undefined;
 
@@ -269,13 +273,23 @@ class SourceBundles {
     const path = entry.source.bundle_path;
     let read = this.manifests.get(path);
     if (read === undefined) {
-      read = readManifest(this.source, path, { signal: this.apply.options.signal });
+      read = this.read(path);
       this.manifests.set(path, read);
     }
     let manifest: Manifest;
     try {
       manifest = await read;
     } catch (error) {
+      // An unreadable allowed_signers file is the configuration's problem, not the bundle's.
+      if (error instanceof WorkflowError) throw error;
+      const code = signatureCode(error);
+      if (code !== undefined) {
+        throw refused(
+          this.apply,
+          code,
+          `the planned source bundle ${path || "."} is refused: ${(error as Error).message}`,
+        );
+      }
       throw refused(
         this.apply,
         "source_changed",
@@ -295,6 +309,15 @@ class SourceBundles {
       );
     }
     return manifest;
+  }
+
+  /** The manifest at `path`, with its signature checked when the source requires signatures. */
+  private async read(path: string): Promise<Manifest> {
+    const { signal } = this.apply.options;
+    this.policy ??= signaturePolicy(this.pipeline, this.apply.options);
+    const policy = await this.policy;
+    if (policy === undefined) return readManifest(this.source, path, { signal });
+    return (await readSignedManifest(this.source, path, policy, { signal })).manifest;
   }
 
   /**

@@ -1,5 +1,6 @@
 import {
   type BundleIssue,
+  type BundleSigner,
   BundleValidationError,
   describeNameCollision,
   discoverBundles,
@@ -8,6 +9,7 @@ import {
   nameCollisionIssues,
   nameCollisions,
   readManifest,
+  readSignedManifest,
   selectNewestBundle,
   validateBundle,
 } from "@distributor/bundle";
@@ -28,6 +30,7 @@ import {
   WorkflowError,
   type WorkflowOptions,
 } from "./shared.js";
+import { signatureCode, signaturePolicy } from "./signatures.js";
 
 export type RunStatus = "published" | "planned" | "skipped" | "failed";
 
@@ -316,7 +319,7 @@ async function runPipeline(
       ...(options.signal ? { signal: options.signal } : {}),
     }));
   try {
-    const bundles = await readPipelineManifests(options, source);
+    const bundles = await readPipelineManifests(options, pipeline, source);
     checkPortableNames(pipeline, bundles, report);
     // Full validation hashes every file, so it waits until some destination will write: a run
     // in which every destination skips reads manifests and state files only (SPEC §4). Once
@@ -427,20 +430,36 @@ function outputNameIssues(pipeline: PipelineConfig, manifest: Manifest): BundleI
   return [...issues.values()];
 }
 
-/** Discovers the bundles of a pipeline's source and reads their manifests (no hashing yet). */
+/**
+ * Discovers the bundles of a pipeline's source and reads their manifests (no hashing yet). Under
+ * `source.signatures` each manifest is read with its signature and refused unless it holds.
+ */
 async function readPipelineManifests(
   options: RunOptions,
+  pipeline: PipelineConfig,
   source: StorageBackend,
 ): Promise<SourceBundle[]> {
   const discovered = await discoverBundles(source, "", { signal: options.signal });
   if (discovered.length === 0) {
     throw new WorkflowError("no_bundles", `no bundles found in source ${source.location}`);
   }
+  const signatures = await signaturePolicy(pipeline, options);
   const bundles: SourceBundle[] = [];
   for (const bundle of discovered) {
     try {
-      const manifest = await readManifest(source, bundle.bundlePath, { signal: options.signal });
-      bundles.push({ path: bundle.path, manifest, entries: bundle.entries });
+      const read: { manifest: Manifest; signer?: BundleSigner | undefined } =
+        signatures === undefined
+          ? { manifest: await readManifest(source, bundle.bundlePath, { signal: options.signal }) }
+          : await readSignedManifest(source, bundle.bundlePath, signatures, {
+              signal: options.signal,
+            });
+      const found: SourceBundle = {
+        path: bundle.path,
+        manifest: read.manifest,
+        entries: bundle.entries,
+      };
+      if (read.signer !== undefined) found.signer = read.signer;
+      bundles.push(found);
     } catch (error) {
       throw bundleInvalid(error, bundle.path);
     }
@@ -521,7 +540,8 @@ function bundleInvalid(error: unknown, path: string): unknown {
   const message = error.message.startsWith("bundle ")
     ? error.message
     : `bundle ${displayPath(path)}: ${error.message}`;
-  return new WorkflowError("bundle_invalid", message, { cause: error });
+  // A refused signature keeps its own code: scripts tell an untrusted producer from a bad bundle.
+  return new WorkflowError(signatureCode(error) ?? "bundle_invalid", message, { cause: error });
 }
 
 /** A discovered bundle and its manifest, read but not yet validated. */
@@ -533,6 +553,8 @@ export interface SourceBundle {
    * the bundle is validated.
    */
   entries: readonly StorageEntry[] | undefined;
+  /** Who signed the manifest, when the source checks signatures and the bundle is signed. */
+  signer?: BundleSigner;
 }
 
 /** What every destination of one pipeline shares while it runs. */

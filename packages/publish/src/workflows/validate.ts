@@ -13,6 +13,7 @@ import { displayPath, isStorageError, type StorageBackend } from "@distributor/s
 import type { Config, ValidationPolicy } from "../config/types.js";
 import { openLocalDirectory } from "./local-directory.js";
 import { openConfiguredSource, type WorkflowOptions, withBackend } from "./shared.js";
+import { signaturePolicy } from "./signatures.js";
 
 /** One problem found while validating, as reports print it. */
 export interface IssueReport {
@@ -89,7 +90,7 @@ export interface ValidateConfiguredSourceOptions extends WorkflowOptions<Validat
 /** Limits and unlisted-file policy a validation applies (a pipeline's `validation` block). */
 export type ValidationRules = Pick<
   ValidateBundleOptions,
-  "unlistedFiles" | "maxFiles" | "maxTotalSize" | "portableNames"
+  "unlistedFiles" | "maxFiles" | "maxTotalSize" | "portableNames" | "signatures"
 >;
 
 /**
@@ -120,10 +121,11 @@ export async function validateConfiguredSource(
 ): Promise<ValidateReport> {
   const { pipeline, prefix, backend } = await openConfiguredSource(options);
   return withBackend(backend, async () => {
+    const signatures = await signaturePolicy(pipeline, options);
     const checked = await validateBundles(
       backend,
       prefix,
-      validationRules(pipeline.validation),
+      { ...validationRules(pipeline.validation), ...(signatures ? { signatures } : {}) },
       options,
     );
     return {
