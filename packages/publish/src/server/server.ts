@@ -628,7 +628,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
         replay(response, earlier, await stagedManifest(staged), log);
         return;
       }
-      const manifest = await validateStaged(staged, pipeline);
+      const manifest = await validateStaged(staged, pipeline, { now });
       // A durable 202 promises the staged bytes too (a remote staging copy is durable once written).
       if (store.durable && !stagingArea.remote) await syncTree(staged.directory);
       placed = await stagingArea.place(staged);

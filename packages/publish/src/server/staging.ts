@@ -14,6 +14,7 @@ import {
 } from "@distributor/bundle";
 import { createLocalBackend } from "@distributor/storage";
 import type { PipelineConfig } from "../config/types.js";
+import { signatureCode, signaturePolicy } from "../workflows/signatures.js";
 import { HttpError } from "./http-error.js";
 import type { ManifestIdentity } from "./store.js";
 
@@ -219,11 +220,16 @@ export async function stagedManifest(staged: StagedUpload): Promise<ManifestIden
   }
 }
 
-/** Validates the staged bundle with the pipeline's validation policy (SPEC §4); 422 names the problem. */
+/**
+ * Validates the staged bundle with the pipeline's validation policy (SPEC §4) and, under
+ * `source.signatures`, its signature (SPEC §13); 422 names the problem.
+ */
 export async function validateStaged(
   staged: StagedUpload,
   pipeline: PipelineConfig,
+  options: { now?: (() => Date) | undefined } = {},
 ): Promise<ManifestIdentity> {
+  const signatures = await signaturePolicy(pipeline, options);
   const backend = createLocalBackend({ root: staged.bundleDirectory, blockingCalls: false });
   try {
     const validated = await validateBundle(backend, "", {
@@ -231,6 +237,7 @@ export async function validateStaged(
       maxFiles: pipeline.validation.maxFiles,
       maxTotalSize: pipeline.validation.maxTotalSize,
       portableNames: pipeline.validation.portableNames ? "refuse" : "warn",
+      ...(signatures === undefined ? {} : { signatures }),
     });
     return identity(validated.manifest);
   } catch (error) {
@@ -246,7 +253,9 @@ function identity(manifest: Manifest): ManifestIdentity {
 
 function invalidBundle(error: unknown): unknown {
   if (!(error instanceof BundleValidationError)) return error;
-  return new HttpError(422, "bundle_invalid", error.message, { cause: error });
+  // A refused signature keeps its own code (SPEC §13); other problems stay bundle_invalid.
+  const code = signatureCode(error) ?? "bundle_invalid";
+  return new HttpError(422, code, error.message, { cause: error });
 }
 
 function message(error: unknown): string {
