@@ -28,8 +28,8 @@ export function signatureCode(error: unknown): string | undefined {
 /**
  * The signature policy of a pipeline's source (`source.signatures`), its allowed_signers file read
  * now so that a rotated key is trusted without a restart; undefined when none is configured. A
- * file that cannot be read or parsed fails as `config_invalid`, naming the pipeline, the file and
- * the line.
+ * file that cannot be read or parsed fails as `config_invalid`, naming the key, the file and the
+ * line.
  */
 export async function signaturePolicy(
   pipeline: PipelineConfig,
@@ -38,7 +38,8 @@ export async function signaturePolicy(
   const config = pipeline.source.signatures;
   if (config === undefined) return undefined;
   const path = config.allowedSigners;
-  const subject = `pipeline ${pipeline.id} source.signatures.allowed_signers`;
+  // Reports name the pipeline already (`pipeline reports: ...`).
+  const subject = "source.signatures.allowed_signers";
   let text: string;
   try {
     const bytes = await readFile(path, { signal: options.signal });

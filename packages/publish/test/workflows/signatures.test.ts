@@ -97,7 +97,7 @@ describe("validateConfiguredSource under source.signatures", () => {
       validateConfiguredSource({ config: config(await source()), pipelineId: "reports" }),
     ).rejects.toMatchObject({
       code: "config_invalid",
-      message: `pipeline reports source.signatures.allowed_signers: ${join(dir, "allowed_signers")}:2: cert-authority is not supported: distributor verifies signatures by plain keys, not certificates; list each signer's public key instead`,
+      message: `source.signatures.allowed_signers: ${join(dir, "allowed_signers")}:2: cert-authority is not supported: distributor verifies signatures by plain keys, not certificates; list each signer's public key instead`,
     });
   });
 });
