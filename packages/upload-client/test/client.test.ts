@@ -1,8 +1,10 @@
+import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { symlink, writeFile } from "node:fs/promises";
+import { readFile, symlink, writeFile } from "node:fs/promises";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { BundleValidationError } from "@distributor/bundle";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
@@ -16,6 +18,7 @@ import {
 import { sha256Of, TempDirs, writeBundle } from "./bundles.js";
 import { WireServer } from "./wire-server.js";
 
+const execFileAsync = promisify(execFile);
 const TOKEN = "test-token";
 const REPORT = "# Report\nSunny.\n";
 /** Fast retries, so that only a server's Retry-After makes a test wait. */
@@ -360,6 +363,20 @@ describe("upload", () => {
 
       await client.upload(dir, { pipeline: "reports", validation: { unlistedFiles: "ignore" } });
       expect(server.uploads[0]?.entries.map((entry) => entry.path)).toContain("stray.txt");
+    });
+
+    it("sends manifest.json.sig beside the manifest, byte for byte", async () => {
+      const { dir } = await bundle();
+      const key = join(await dirs.make(), "producer");
+      await execFileAsync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-f", key]);
+      const manifest = join(dir, "manifest.json");
+      await execFileAsync("ssh-keygen", ["-Y", "sign", "-f", key, "-n", "distributor", manifest]);
+      const signature = await readFile(join(dir, "manifest.json.sig"));
+
+      await client.upload(dir, { pipeline: "reports" });
+
+      const sent = server.uploads[0]?.entries.find((entry) => entry.path === "manifest.json.sig");
+      expect(sent?.sha256).toBe(sha256Of(signature));
     });
 
     it("refuses a directory without a manifest", async () => {
