@@ -94,6 +94,7 @@ export {
   type SharedRootState,
   SINGLE_OWNER_SCHEMA_VERSION,
   type SingleOwnerState,
+  type SourceSigner,
   type SourceState,
   STATE_MODES,
   type StateDocument,

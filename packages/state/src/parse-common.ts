@@ -1,4 +1,3 @@
-import type { Manifest } from "@distributor/bundle";
 import { parseEmbeddedManifest } from "./embedded-manifest.js";
 import { StateError } from "./errors.js";
 import {
@@ -17,6 +16,7 @@ import type {
   OutputMetadata,
   OutputProjection,
   ReplacementMarker,
+  SourceState,
 } from "./types.js";
 
 /** `schema_version`, refused unless it is one of `accepted`, which the message lists. */
@@ -96,12 +96,22 @@ export const METADATA_FIELDS: readonly (readonly [string, keyof OutputMetadata])
   ["content_encoding", "contentEncoding"],
 ];
 
-/** `source.manifest` of a document or owner; `name` is e.g. `state owners[0].source`. */
-export function readSourceManifest(object: JsonObject, name: string): Manifest {
+/** `source` of a document or owner; `name` is e.g. `state owners[0].source`. */
+export function readSource(object: JsonObject, name: string): SourceState {
   const source = optionalObject(object, "source", name);
   const manifest = source === undefined ? undefined : field(source, "manifest");
-  if (manifest === undefined) throw new StateError(`${name}.manifest is required`);
-  return parseEmbeddedManifest(manifest, `${name}.manifest`);
+  if (source === undefined || manifest === undefined) {
+    throw new StateError(`${name}.manifest is required`);
+  }
+  const read: SourceState = { manifest: parseEmbeddedManifest(manifest, `${name}.manifest`) };
+  const signer = optionalObject(source, "signer", `${name}.signer`);
+  if (signer !== undefined) {
+    read.signer = {
+      principal: requiredString(signer, "principal", `${name}.signer.principal`),
+      fingerprint: requiredString(signer, "fingerprint", `${name}.signer.fingerprint`),
+    };
+  }
+  return read;
 }
 
 /** `links`; an absent or empty `primary_url` reads as no links at all. */

@@ -15,7 +15,7 @@ import {
   readReplacing,
   readRequiredArray,
   readSchemaVersion,
-  readSourceManifest,
+  readSource,
 } from "./parse-common.js";
 import {
   LEGACY_SCHEMA_VERSION,
@@ -63,7 +63,7 @@ function readSingleOwnerState(root: JsonObject): SingleOwnerState {
   const destinationId = requiredString(root, "destination_id", "state destination_id");
   const publishedAt = requiredTimestamp(root, "published_at", "state published_at");
   const schemaTwo = legacy ? legacyDefaults(publishedAt) : readSchemaTwoFields(root);
-  const manifest = readSourceManifest(root, "state source");
+  const source = readSource(root, "state source");
   const links = readLinks(root, "state links");
   const replacing = readReplacing(root, "state replacing");
   const outputs = readRequiredArray(root, "outputs", "state outputs").map((value, index) =>
@@ -76,7 +76,7 @@ function readSingleOwnerState(root: JsonObject): SingleOwnerState {
     destinationId,
     publishedAt,
     ...schemaTwo,
-    source: { manifest },
+    source,
     outputs,
   };
   if (distributorVersion !== undefined) state.distributorVersion = distributorVersion;
@@ -139,13 +139,13 @@ function readOwner(value: unknown, index: number): OwnerRecord {
   const pipelineId = requiredString(object, "pipeline_id", `${at}.pipeline_id`);
   const destinationId = requiredString(object, "destination_id", `${at}.destination_id`);
   const mode = requiredMode(object, "reconciliation", `${at}.reconciliation`);
-  const manifest = readSourceManifest(object, `${at}.source`);
+  const source = readSource(object, `${at}.source`);
   const links = readLinks(object, `${at}.links`);
   const replacing = readReplacing(object, `${at}.replacing`);
   const owner: OwnerRecord = {
     scope: { pipelineId, destinationId },
     reconciliation: { mode: mode as ReconciliationMode },
-    source: { manifest },
+    source,
   };
   if (links !== undefined) owner.links = links;
   if (replacing !== undefined) owner.replacing = replacing;

@@ -1,4 +1,3 @@
-import type { Manifest } from "@distributor/bundle";
 import { JsonText } from "./json-text.js";
 import { hasMetadata } from "./outputs.js";
 import { METADATA_FIELDS } from "./parse-common.js";
@@ -10,6 +9,7 @@ import {
   type ReplacementMarker,
   type SharedRootState,
   type SingleOwnerState,
+  type SourceState,
   type StateDocument,
 } from "./types.js";
 import {
@@ -69,7 +69,7 @@ function writeSingleOwnerState(state: SingleOwnerState, json: JsonText): JsonTex
     .openObject("reconciliation")
     .member("mode", state.reconciliation.mode)
     .end();
-  writeSource(json, manifests, state.source.manifest);
+  writeSource(json, manifests, state.source);
   writeLinks(json, state.links);
   writeReplacing(json, state.replacing, timestamp);
   json.openArray("outputs");
@@ -101,7 +101,7 @@ function writeSharedRootState(state: SharedRootState, json: JsonText): JsonText 
       .openObject("reconciliation")
       .member("mode", owner.reconciliation.mode)
       .end();
-    writeSource(json, manifests, owner.source.manifest);
+    writeSource(json, manifests, owner.source);
     writeLinks(json, owner.links);
     writeReplacing(json, owner.replacing, timestamp);
     json.end();
@@ -128,12 +128,20 @@ function openDocument(json: JsonText, state: StateDocument): JsonText {
   return json;
 }
 
-/** `source.manifest`: the manifest's canonical text, the one validation read back. */
-function writeSource(json: JsonText, manifests: ManifestTexts, manifest: Manifest): void {
-  const text = manifests.get(manifest);
+/** `source.manifest`: the manifest's canonical text, the one validation read back; its signer. */
+function writeSource(json: JsonText, manifests: ManifestTexts, source: SourceState): void {
+  const text = manifests.get(source.manifest);
   // Validation records every manifest it accepts; a missing text would be a bug here.
   if (text === undefined) throw new Error("state serialiser: embedded manifest was not validated");
-  json.openObject("source").rendered("manifest", text).end();
+  json.openObject("source").rendered("manifest", text);
+  if (source.signer !== undefined) {
+    json
+      .openObject("signer")
+      .member("principal", source.signer.principal)
+      .member("fingerprint", source.signer.fingerprint)
+      .end();
+  }
+  json.end();
 }
 
 function writeReplacing(

@@ -28,6 +28,20 @@ export interface ReconciliationPolicy {
 /** `source` object: the source bundle manifest that was published. */
 export interface SourceState {
   manifest: Manifest;
+  /**
+   * `signer`: who signed the manifest, when the pipeline checked signatures (`source.signatures`)
+   * and the bundle was signed. A distributor extension of the reference schemas: readers that do
+   * not know it ignore it, as unknown fields are.
+   */
+  signer?: SourceSigner;
+}
+
+/** The allowed_signers line that trusted a bundle's signature, and the signing key. */
+export interface SourceSigner {
+  /** The principals field of the allowed_signers line. */
+  principal: string;
+  /** `SHA256:` and the unpadded base64 of the key blob's SHA-256, as `ssh-keygen -l` prints it. */
+  fingerprint: string;
 }
 
 /** `links` object. Omitted from documents when there is no primary URL. */

@@ -17,6 +17,7 @@ import {
   type SharedRootState,
   SINGLE_OWNER_SCHEMA_VERSION,
   type SingleOwnerState,
+  type SourceSigner,
   type SourceState,
   type StateDocument,
 } from "./types.js";
@@ -258,6 +259,18 @@ function sourceManifestProblem(
   const checked = checkedManifestText(source.manifest);
   if (!checked.ok) return `${name}: ${checked.problem}`;
   manifestTexts?.set(source.manifest, checked.text);
+  return signerProblem(name.replace(/\.manifest$/, ".signer"), source.signer);
+}
+
+/** `ssh-keygen -l`'s SHA-256 fingerprint: 32 bytes, unpadded base64. */
+const FINGERPRINT_PATTERN = /^SHA256:[A-Za-z0-9+/]{43}$/;
+
+function signerProblem(name: string, signer: SourceSigner | undefined): string | undefined {
+  if (signer === undefined) return undefined;
+  if (!nonEmpty(signer.principal)) return `${name}.principal is required`;
+  if (typeof signer.fingerprint !== "string" || !FINGERPRINT_PATTERN.test(signer.fingerprint)) {
+    return `${name}.fingerprint must be SHA256: and 43 base64 characters, as ssh-keygen -l prints it`;
+  }
   return undefined;
 }
 
