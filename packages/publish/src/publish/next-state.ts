@@ -14,6 +14,7 @@ import {
   replaceOwnerOutputs,
   type SharedRootState,
   type SingleOwnerState,
+  type SourceState,
   type StateDocument,
   sameOwnerScope,
   singleOwnerAsOwnerOutputs,
@@ -85,7 +86,7 @@ function nextSingleOwnerState(
     updatedAt: now,
     state: { mode: "single_owner" },
     reconciliation: { mode: request.reconciliation },
-    source: { manifest: request.manifest },
+    source: sourceState(request),
     outputs: merging && own !== undefined ? mergeOutputRecords(own.outputs, planned) : planned,
   };
   if (request.distributorVersion) next.distributorVersion = request.distributorVersion;
@@ -107,7 +108,7 @@ function nextSharedRootState(
   const owner: OwnerRecord = {
     scope: { ...request.owner },
     reconciliation: { mode: request.reconciliation },
-    source: { manifest: request.manifest },
+    source: sourceState(request),
   };
   if (request.primaryUrl !== undefined) owner.links = { primaryUrl: request.primaryUrl };
   const planned = projectOwnerOutputs(
@@ -246,7 +247,7 @@ export function completedStateDocument(
       ...(current ?? {
         scope: { ...request.owner },
         reconciliation: { mode: request.reconciliation },
-        source: { manifest: request.manifest },
+        source: sourceState(request),
       }),
     };
     delete owner.links;
@@ -263,4 +264,11 @@ export function completedStateDocument(
   delete next.links;
   if (request.primaryUrl !== undefined) next.links = { primaryUrl: request.primaryUrl };
   return next;
+}
+
+/** The `source` a publication records: the manifest, and its signer when it was signed. */
+function sourceState(request: PublishRequest): SourceState {
+  return request.signer === undefined
+    ? { manifest: request.manifest }
+    : { manifest: request.manifest, signer: { ...request.signer } };
 }

@@ -16,6 +16,7 @@ import {
   pathOwnershipConflict,
   type ReconciliationMode,
   type SingleOwnerState,
+  type SourceSigner,
   type StateDocument,
   type StateMode,
   sameOwnerScope,
@@ -55,6 +56,8 @@ import { type StoredFile, storedStatus } from "./stored-digest.js";
 export interface PublishTarget {
   owner: OwnerScope;
   manifest: Manifest;
+  /** Who signed the manifest (`source.signatures`); the next state records it. */
+  signer?: SourceSigner | undefined;
   /** Destination bundle path, relative to the destination root (`""` for the root). */
   bundlePath: string;
   stateMode: StateMode;

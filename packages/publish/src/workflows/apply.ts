@@ -1,9 +1,11 @@
 import {
+  type BundleSigner,
   discoverBundles,
   type Manifest,
   readManifest,
   readSignedManifest,
   type SignaturePolicy,
+  type SignedManifest,
   selectNewestBundle,
   validateBundle,
 } from "@distributor/bundle";
@@ -257,7 +259,7 @@ async function applyPipeline(apply: Applying, pipelineId: string, entries: Saved
 
 /** The planned source bundles of one pipeline: each manifest read once, each bundle hashed once. */
 class SourceBundles {
-  private readonly manifests = new Map<string, Promise<Manifest>>();
+  private readonly manifests = new Map<string, Promise<SignedManifest>>();
   private policy: Promise<SignaturePolicy | undefined> | undefined;
   private readonly validations = new Map<string, Promise<void>>();
   private newest: Promise<string | undefined> | undefined;
@@ -268,17 +270,20 @@ class SourceBundles {
     private readonly source: StorageBackend,
   ) {}
 
-  /** The manifest at `entry`'s source bundle path, refused unless it is the planned one. */
-  async manifest(entry: SavedPlanEntry): Promise<Manifest> {
+  /**
+   * The manifest at `entry`'s source bundle path (and its signer, under `source.signatures`),
+   * refused unless it is the planned one.
+   */
+  async manifest(entry: SavedPlanEntry): Promise<SignedManifest> {
     const path = entry.source.bundle_path;
     let read = this.manifests.get(path);
     if (read === undefined) {
       read = this.read(path);
       this.manifests.set(path, read);
     }
-    let manifest: Manifest;
+    let signed: SignedManifest;
     try {
-      manifest = await read;
+      signed = await read;
     } catch (error) {
       // An unreadable allowed_signers file is the configuration's problem, not the bundle's.
       if (error instanceof WorkflowError) throw error;
@@ -296,6 +301,7 @@ class SourceBundles {
         `the planned source bundle ${path || "."} cannot be read any more: ${(error as Error).message}`,
       );
     }
+    const { manifest } = signed;
     const planned = entry.source;
     if (
       manifest.digest !== planned.manifest_digest ||
@@ -308,16 +314,18 @@ class SourceBundles {
         `the source bundle ${path || "."} changed since the plan (planned ${planned.manifest_id} ${planned.manifest_digest}, found ${manifest.id} ${manifest.digest})`,
       );
     }
-    return manifest;
+    return signed;
   }
 
   /** The manifest at `path`, with its signature checked when the source requires signatures. */
-  private async read(path: string): Promise<Manifest> {
+  private async read(path: string): Promise<SignedManifest> {
     const { signal } = this.apply.options;
     this.policy ??= signaturePolicy(this.pipeline, this.apply.options);
     const policy = await this.policy;
-    if (policy === undefined) return readManifest(this.source, path, { signal });
-    return (await readSignedManifest(this.source, path, policy, { signal })).manifest;
+    if (policy === undefined) {
+      return { manifest: await readManifest(this.source, path, { signal }), signer: undefined };
+    }
+    return readSignedManifest(this.source, path, policy, { signal });
   }
 
   /**
@@ -454,8 +462,9 @@ async function applyEntry(
 ): Promise<RunActionReport | undefined> {
   const { pipeline, bundles } = shared;
   let manifest: Manifest;
+  let signer: BundleSigner | undefined;
   try {
-    manifest = await bundles.manifest(entry);
+    ({ manifest, signer } = await bundles.manifest(entry));
     if (destination.pathMapping.mode === "fixed") await bundles.checkSelected(entry);
   } catch (error) {
     failedEntry(apply, entry, error);
@@ -478,7 +487,12 @@ async function applyEntry(
     },
   };
   const action = await runTarget(context, backend, {
-    bundle: { path: sourceBundlePath, manifest, entries: undefined },
+    bundle: {
+      path: sourceBundlePath,
+      manifest,
+      entries: undefined,
+      ...(signer === undefined ? {} : { signer }),
+    },
     bundlePath: entry.bundle_path,
   });
   if (action.action === null) {

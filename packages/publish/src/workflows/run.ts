@@ -13,7 +13,7 @@ import {
   selectNewestBundle,
   validateBundle,
 } from "@distributor/bundle";
-import { ownerScope } from "@distributor/state";
+import { ownerScope, type SourceSigner } from "@distributor/state";
 import { displayPath, type StorageBackend, type StorageEntry } from "@distributor/storage";
 import type { Config, DestinationConfig, PipelineConfig } from "../config/types.js";
 import { isFailAction, isWriteAction, type PublishAction } from "../publish/action.js";
@@ -534,6 +534,13 @@ async function validatePipelineBundles(
   }
 }
 
+/** What the state records of a bundle's signer: the principal and the key's fingerprint. */
+function recordedSigner(signer: BundleSigner | undefined): SourceSigner | undefined {
+  return signer === undefined
+    ? undefined
+    : { principal: signer.principal, fingerprint: signer.fingerprint };
+}
+
 function bundleInvalid(error: unknown, path: string): unknown {
   if (!(error instanceof BundleValidationError)) return error;
   // The message already names the bundle; the report names the pipeline.
@@ -676,6 +683,7 @@ export async function runTarget(
         target: {
           owner: ownerScope(pipeline.id, destination.id),
           manifest,
+          signer: recordedSigner(target.bundle.signer),
           bundlePath: target.bundlePath,
           stateMode: destination.state.mode,
           reconciliation: destination.reconciliation.mode,

@@ -78,13 +78,15 @@ async function archive(key: string | null): Promise<Buffer> {
 }
 
 describe("serve with source.signatures", () => {
-  it("accepts and publishes a signed upload, without its signature", async () => {
+  it("accepts and publishes a signed upload, without its signature, recording the signer", async () => {
     const { url } = running!;
     const accepted = await upload(url, await archive("producer"));
     expect(accepted.status, JSON.stringify(accepted.json)).toBe(202);
     const record = await waitForRun(url, String(accepted.json.run_id));
     expect(record.status).toBe("succeeded");
     expect(await tree(join(root, "site"))).toEqual([".distributor.json", "report.md"]);
+    const state = JSON.parse(await readFile(join(root, "site", ".distributor.json"), "utf8"));
+    expect(state.source.signer.principal).toBe("ci@example.com");
   });
 
   it.each([

@@ -21,6 +21,7 @@ const FILES = { "report.md": "# Report\n", "data.txt": "42\n" };
 
 let keys: string;
 const pub: Record<string, string> = {};
+const fingerprint: Record<string, string> = {};
 let dir: string;
 
 beforeAll(async () => {
@@ -28,6 +29,8 @@ beforeAll(async () => {
   for (const name of ["producer", "stranger"]) {
     await exec("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", name, "-f", join(keys, name)]);
     pub[name] = (await readFile(join(keys, `${name}.pub`), "utf8")).trim();
+    const { stdout } = await exec("ssh-keygen", ["-l", "-f", join(keys, `${name}.pub`)]);
+    fingerprint[name] = stdout.split(" ")[1] ?? "";
   }
 }, 30_000);
 afterAll(() => rm(keys, { recursive: true, force: true }));
@@ -64,6 +67,8 @@ function config(from: string, signatures = "{allowed_signers: allowed_signers}")
 }
 
 const published = () => readdir(join(dir, "out")).catch(() => [] as string[]);
+const recordedSource = async () =>
+  JSON.parse(await readFile(join(dir, "out", ".distributor.json"), "utf8")).source;
 
 describe("validateConfiguredSource under source.signatures", () => {
   it("accepts a bundle signed by an allowed signer", async () => {
@@ -103,10 +108,14 @@ describe("validateConfiguredSource under source.signatures", () => {
 });
 
 describe("run under source.signatures", () => {
-  it("publishes a signed bundle, and never the signature", async () => {
+  it("publishes a signed bundle, never the signature, and records the signer in the state", async () => {
     const report = await run({ config: config(await source()) });
     expect(runSucceeded(report), JSON.stringify(report)).toBe(true);
     expect((await published()).sort()).toEqual([".distributor.json", "data.txt", "report.md"]);
+    expect((await recordedSource()).signer).toEqual({
+      principal: "ci@example.com",
+      fingerprint: fingerprint.producer,
+    });
   });
 
   it("refuses a manifest changed after signing before writing anything: signature_invalid", async () => {
@@ -145,6 +154,7 @@ describe("run under source.signatures", () => {
     const optional = "{required: false, allowed_signers: allowed_signers}";
     expect(runSucceeded(await run({ config: config(root, optional) }))).toBe(true);
     expect(await published()).toContain("report.md");
+    expect(await recordedSource()).not.toHaveProperty("signer");
   });
 
   it("reads the signature through the source's backend (a memory source)", async () => {
@@ -164,6 +174,17 @@ describe("run under source.signatures", () => {
 });
 
 describe("apply under source.signatures", () => {
+  it("applies a plan of a signed bundle and records its signer, as run does", async () => {
+    const cfg = config(await source());
+    const { plan } = await planRun({ config: cfg });
+    if (plan === null) throw new Error("no plan");
+    const applied = await applyPlan({ plan, config: cfg });
+    expect(applied.actions.map((action) => [action.action, action.error])).toEqual([
+      ["publish_new", null],
+    ]);
+    expect((await recordedSource()).signer?.fingerprint).toBe(fingerprint.producer);
+  });
+
   it("refuses a planned bundle whose signature was replaced since the plan", async () => {
     const root = await source();
     const cfg = config(root);
