@@ -10,6 +10,7 @@ import { errorCode, errorMessage } from "../workflows/errors.js";
 import { type RunReport, run, runSucceeded } from "../workflows/run.js";
 import { pipelineConfigDigest } from "../workflows/saved-plan.js";
 import { WorkflowError, type WorkflowOptions } from "../workflows/shared.js";
+import { signaturePolicy } from "../workflows/signatures.js";
 import { authenticate, type ResolvedToken, resolveUploadTokens } from "./auth.js";
 import { openEmbeddedUploadStore, preparePrivateDirectory } from "./embedded-store.js";
 import { errorBody, HttpError, sendBeforeBody, sendJson } from "./http-error.js";
@@ -157,8 +158,9 @@ export const DEFAULT_RUN_PAGE = 50;
 export const MAX_RUN_PAGE = 500;
 
 /**
- * Creates the HTTP upload server of SPEC §10. Upload tokens are resolved here, so a missing,
- * empty or duplicated token fails before anything listens.
+ * Creates the HTTP upload server of SPEC §10. Upload tokens are resolved and allowed_signers
+ * files read here, so a missing, empty or duplicated token or an unusable allowed_signers file
+ * fails before anything listens.
  */
 export async function createUploadServer(options: UploadServerOptions): Promise<UploadServer> {
   const { config } = options;
@@ -175,6 +177,11 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     ...(options.signal ? { signal: options.signal } : {}),
     onWarning: (message) => options.onEvent?.({ type: "warning", message }),
   });
+  // An allowed_signers file that cannot be used fails before anything listens, not as a 500 on
+  // the first upload; each upload reads it again, so rotated keys need no restart.
+  for (const pipeline of uploadPipelines) {
+    await signaturePolicy(pipeline, options.signal ? { signal: options.signal } : {});
+  }
   // Shared staging (several instances) or this instance's own directory.
   const stagingArea = await openStagingArea(config, options.backends);
   try {

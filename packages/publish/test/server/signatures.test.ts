@@ -3,6 +3,7 @@ import { mkdtemp, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { Config } from "../../src/config/types.js";
 import {
   packDirectory,
   type Running,
@@ -23,6 +24,7 @@ const exec = promisify(execFile);
 let root: string;
 let removeWorkspace: () => Promise<void>;
 let running: Running | undefined;
+let config: Config;
 
 beforeEach(async () => {
   ({ root, remove: removeWorkspace } = await workspace());
@@ -32,7 +34,7 @@ beforeEach(async () => {
   const producer = (await readFile(join(root, "producer.pub"), "utf8")).trim();
   await writeFile(join(root, "allowed_signers"), `ci@example.com ${producer}\n`);
   const base = uploadConfig(root);
-  const config = {
+  config = {
     ...base,
     pipelines: base.pipelines.map((pipeline) =>
       pipeline.id === "reports"
@@ -78,6 +80,19 @@ async function archive(key: string | null): Promise<Buffer> {
 }
 
 describe("serve with source.signatures", () => {
+  it("does not start with an allowed_signers file it cannot use, naming the file and line", async () => {
+    await writeFile(
+      join(root, "allowed_signers"),
+      "ci@example.com cert-authority ssh-ed25519 AAAA\n",
+    );
+    await expect(startServer(config)).rejects.toMatchObject({
+      code: "config_invalid",
+      message: expect.stringContaining(
+        `${join(root, "allowed_signers")}:1: cert-authority is not supported`,
+      ),
+    });
+  });
+
   it("accepts and publishes a signed upload, without its signature, recording the signer", async () => {
     const { url } = running!;
     const accepted = await upload(url, await archive("producer"));
