@@ -181,29 +181,21 @@ function parseSignerTime(value: string, option = "time"): Date {
     .slice(1, 7)
     .map((part) => Number(part ?? 0));
   const fields = [year!, month! - 1, day!, hour!, minute!, second!] as const;
-  const date = match[7] === undefined ? new Date(...fields) : new Date(Date.UTC(...fields));
-  const utc = match[7] !== undefined;
-  const back = utc
-    ? [
-        date.getUTCFullYear(),
-        date.getUTCMonth(),
-        date.getUTCDate(),
-        date.getUTCHours(),
-        date.getUTCMinutes(),
-        date.getUTCSeconds(),
-      ]
-    : [
-        date.getFullYear(),
-        date.getMonth(),
-        date.getDate(),
-        date.getHours(),
-        date.getMinutes(),
-        date.getSeconds(),
-      ];
+  // Date rolls 2026-02-30 over into March; OpenSSH's strptime refuses it. The calendar is the
+  // same in every zone, so it is checked in UTC.
+  const calendar = new Date(Date.UTC(...fields));
+  const back = [
+    calendar.getUTCFullYear(),
+    calendar.getUTCMonth(),
+    calendar.getUTCDate(),
+    calendar.getUTCHours(),
+    calendar.getUTCMinutes(),
+    calendar.getUTCSeconds(),
+  ];
   if (back.some((part, index) => part !== fields[index])) {
     throw new LineError(`${option} ${JSON.stringify(value)} is not a valid date and time`);
   }
-  return date;
+  return match[7] === undefined ? new Date(...fields) : calendar;
 }
 
 function parseKey(type: string, encoded: string): SshPublicKey {
