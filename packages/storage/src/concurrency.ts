@@ -36,7 +36,7 @@ export async function mapBounded<T, R>(
  */
 export function fanOutSignal(
   signal: AbortSignal | undefined,
-  width: number,
+  _width: number,
 ): { signal: AbortSignal | undefined; dispose(): void } {
   if (signal === undefined) return { signal, dispose: () => undefined };
   const controller = new AbortController();
