@@ -25,7 +25,9 @@ export async function openConfiguredPostgresStore(
     retentionMs: config.server.http.retentionMs,
     maxRuns: store.maxRuns,
     claimTimeoutMs: store.claimTimeoutMs,
-    service: config.server.service,
+    // Instances sharing one database usually run from configuration files at other paths: the
+    // store records a service only when the operator names it (server.name).
+    ...(config.server.service.startsWith("config:") ? {} : { service: config.server.service }),
     ...(options.instanceId ? { instanceId: options.instanceId } : {}),
   });
 }
