@@ -219,5 +219,6 @@ describe.each(BACKEND_KINDS)("%s: random publication sequences into one destinat
     ]) {
       expect(seen).toContain(expected);
     }
-  });
+    // 400 sequences of real writes: seconds alone, much longer beside a full parallel test run.
+  }, 180_000);
 });
