@@ -12,7 +12,7 @@ import {
   writeFile,
 } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach } from "vitest";
 
@@ -30,23 +30,32 @@ export function runCli(
   args: readonly string[],
   options: { cwd?: string; env?: NodeJS.ProcessEnv } = {},
 ): Promise<CliResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], {
-      cwd: options.cwd ?? process.cwd(),
-      env: { ...process.env, NO_COLOR: "1", ...options.env },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
-      stdout += chunk;
-    });
-    child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
-      stderr += chunk;
-    });
+  return spawnCli(args, options).done;
+}
+
+/** `runCli` for a process the test may stop with a signal before it ends. */
+export function spawnCli(
+  args: readonly string[],
+  options: { cwd?: string; env?: NodeJS.ProcessEnv } = {},
+): { done: Promise<CliResult>; kill: (signal: NodeJS.Signals) => void } {
+  const child = spawn(process.execPath, [BIN, ...args], {
+    cwd: options.cwd ?? process.cwd(),
+    env: { ...process.env, NO_COLOR: "1", ...options.env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+    stdout += chunk;
+  });
+  child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
+    stderr += chunk;
+  });
+  const done = new Promise<CliResult>((resolve, reject) => {
     child.on("error", reject);
     child.on("close", (code) => resolve({ code, stdout, stderr }));
   });
+  return { done, kill: (signal) => child.kill(signal) };
 }
 
 /** Parses stdout as the single JSON envelope `--format json` prints. */
@@ -82,11 +91,18 @@ export function useTempDir(): () => string {
   };
 }
 
+/** Writes `files` below `directory`, 200 at a time (bundles of thousands take seconds). */
 export async function writeFiles(directory: string, files: Record<string, string>): Promise<void> {
-  for (const [path, content] of Object.entries(files)) {
-    const target = join(directory, path);
-    await mkdir(dirname(target), { recursive: true });
-    await writeFile(target, content);
+  const entries = Object.entries(files);
+  for (const parent of new Set(entries.map(([path]) => dirname(join(directory, path))))) {
+    await mkdir(parent, { recursive: true });
+  }
+  for (let start = 0; start < entries.length; start += 200) {
+    await Promise.all(
+      entries
+        .slice(start, start + 200)
+        .map(([path, content]) => writeFile(join(directory, path), content)),
+    );
   }
 }
 
@@ -200,6 +216,27 @@ export async function writeBundle(
   const digest = sha256Of(listed.map((f) => `${f.sha256} ${f.size} ${f.path}\n`).join(""));
   const manifest = { schema_version: 1, id, created, digest, files: listed };
   await writeFile(join(dir, "manifest.json"), `${JSON.stringify(manifest, null, 2)}\n`);
+}
+
+/** Every file below `root` with its digest (the state, lease and temp files included). */
+export async function digestsBelow(root: string): Promise<Record<string, string>> {
+  const found: Record<string, string> = {};
+  const visit = async (dir: string) => {
+    for (const entry of await readdir(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) await visit(path);
+      else {
+        // A run still under way renames its temp files: one gone since the listing is skipped.
+        const bytes = await readFile(path).catch((error: NodeJS.ErrnoException) => {
+          if (error.code === "ENOENT") return undefined;
+          throw error;
+        });
+        if (bytes !== undefined) found[relative(root, path)] = sha256Of(bytes);
+      }
+    }
+  };
+  await visit(root);
+  return found;
 }
 
 /** A `distributor serve` child process and what it has logged so far. */
