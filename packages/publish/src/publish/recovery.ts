@@ -15,11 +15,13 @@ import {
 } from "@distributor/state";
 import {
   DEFAULT_LISTING_LIMIT,
+  fanOutSignal,
   isStorageError,
   isTempFileFor,
   isTempFileName,
   joinPrefix,
   LEASE_FILE_NAME,
+  mapBounded,
   relativeTo,
   STATE_FILE_NAME,
   type StorageBackend,
@@ -125,8 +127,12 @@ async function recoverOnce(
   }
   const looked = new Set(["", ...directories, ...report.deleted.map(parentOf)]);
   const versions = new Map<string, string>();
-  for (const directory of looked) {
-    const entries = await listDirectory(backend, bundlePath, directory, signal);
+  const width = backend.writeConcurrency ?? 4;
+  const scope = fanOutSignal(signal, width);
+  const listings = await mapBounded([...looked], width, (directory) =>
+    listDirectory(backend, bundlePath, directory, scope.signal),
+  ).finally(() => scope.dispose());
+  for (const entries of listings) {
     report.tempFiles.push(...tempFiles(bundlePath, entries));
     for (const entry of entries) {
       if (entry.version !== undefined) {
@@ -209,18 +215,35 @@ async function fenceStateAndReplaced(
   const stale = new Map<string, string | undefined>();
   const differs = (found: { sha256: string; size: number }, record: StateRecord) =>
     found.sha256 !== record.sha256 || found.size !== record.size;
-  for (const path of new Set(overwrites)) {
-    const record = records.get(path);
-    if (record === undefined) continue;
-    const target = joinPrefix(bundlePath, path);
-    let found = await storedDigest(backend, target, signal);
-    if (found !== undefined && !differs(found, record)) {
-      lease?.assertHeld();
-      if (await rewriteInPlace(backend, target, found.version, record.metadata, signal)) continue;
-      found = await storedDigest(backend, target, signal);
-      if (found !== undefined && !differs(found, record)) continue;
-    }
-    stale.set(path, found?.version);
+  // Each path is a read and perhaps a rewrite: as many at once as the destination writes
+  // outputs, so that recovering a large replacement on a remote store takes its time in
+  // parallel round trips rather than one after another. The results keep the input order.
+  const looked = [...new Set(overwrites)].filter((path) => records.has(path));
+  const width = backend.writeConcurrency ?? 4;
+  const scope = fanOutSignal(signal, width);
+  let verdicts: Array<{ path: string; stale: boolean; version: string | undefined }>;
+  try {
+    verdicts = await mapBounded(looked, width, async (path) => {
+      const record = records.get(path) as StateRecord;
+      const target = joinPrefix(bundlePath, path);
+      let found = await storedDigest(backend, target, scope.signal);
+      if (found !== undefined && !differs(found, record)) {
+        lease?.assertHeld();
+        if (await rewriteInPlace(backend, target, found.version, record.metadata, scope.signal)) {
+          return { path, stale: false, version: undefined };
+        }
+        found = await storedDigest(backend, target, scope.signal);
+        if (found !== undefined && !differs(found, record)) {
+          return { path, stale: false, version: undefined };
+        }
+      }
+      return { path, stale: true, version: found?.version };
+    });
+  } finally {
+    scope.dispose();
+  }
+  for (const verdict of verdicts) {
+    if (verdict.stale) stale.set(verdict.path, verdict.version);
   }
   const paths = [...stale.keys()];
   const removal =
