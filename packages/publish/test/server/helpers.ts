@@ -311,11 +311,12 @@ export function streamUntilAnswered(
 }
 
 /**
- * A registry whose local backend for `path` is wrapped: `writeFile` fails, or waits for `gate`.
+ * A registry whose local backend for `path` is wrapped: `writeFile` fails, or waits for `gate`
+ * (each call for which `gateWhen`, when given, says so).
  */
 export function faultyBackends(
   path: string,
-  fault: { fail?: Error; gate?: Promise<void> },
+  fault: { fail?: Error; gate?: Promise<void>; gateWhen?: () => boolean },
 ): BackendRegistry {
   return {
     local: async (location) => {
@@ -328,7 +329,7 @@ export function faultyBackends(
           // The backend keeps private fields: its methods must run on the backend itself.
           if (property !== "writeFile") return value.bind(target);
           return async (...args: unknown[]) => {
-            if (fault.gate) await fault.gate;
+            if (fault.gate && (fault.gateWhen?.() ?? true)) await fault.gate;
             if (fault.fail) throw fault.fail;
             return (value as (...a: unknown[]) => unknown).apply(target, args);
           };
