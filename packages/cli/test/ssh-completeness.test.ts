@@ -73,6 +73,14 @@ describe.skipIf(sshd === undefined)("complete publications over SFTP", () => {
     );
   }, 300_000);
 
+  it("SIGINT part-way through a replacement: the run cleans up after itself, and a plain run of the older source completes it", async () => {
+    await rollbackAfterInterruptedReplacement(
+      await sshHarness(server),
+      rollbackBundles(1_000),
+      "SIGINT",
+    );
+  }, 300_000);
+
   it("HTML turned on is completed, turned off is removed, then the run skips", async () => {
     await htmlTurnedOnAndOff(await sshHarness(server));
   }, 60_000);

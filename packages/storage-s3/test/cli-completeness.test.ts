@@ -111,6 +111,10 @@ describe.skipIf(found === undefined)("complete publications on S3 (Ceph RGW)", (
     await rollbackAfterInterruptedReplacement(s3Harness(), rollbackBundles(1_000), "SIGKILL");
   }, 300_000);
 
+  it("SIGINT part-way through a replacement: the run cleans up after itself, and a plain run of the older source completes it", async () => {
+    await rollbackAfterInterruptedReplacement(s3Harness(), rollbackBundles(1_000), "SIGINT");
+  }, 300_000);
+
   it("HTML turned on is completed, turned off is removed, then the run skips", async () => {
     await htmlTurnedOnAndOff(s3Harness());
   }, 60_000);
