@@ -417,6 +417,23 @@ pipelines:
     expect(result.code).toBe(1);
     expect(result.stderr).toContain("nothing ran");
     expect(result.stderr).toContain("distributor serve");
+    expect(result.stderr).not.toContain("upload the bundle again");
+    // --repair cannot restore what an upload published: the message says what does.
+    const repair = await runCli(["run", "--config", configPath, "--repair"]);
+    expect(repair.code).toBe(1);
+    expect(repair.stderr).toContain("nothing ran");
+    expect(repair.stderr).toContain("upload the bundle again (distributor upload)");
+    const named = await runCli([
+      "run",
+      "--config",
+      configPath,
+      "--repair",
+      "--pipeline",
+      "uploads",
+    ]);
+    expect(named.code).toBe(1);
+    expect(named.stderr).toContain("pipeline uploads has an http_upload source");
+    expect(named.stderr).toContain("upload the bundle again (distributor upload)");
   });
 
   it("names the configured S3 location when the service cannot be reached", async () => {

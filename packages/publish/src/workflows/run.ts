@@ -243,7 +243,12 @@ export async function runWith(options: RunOptions, hooks: RunHooks): Promise<Run
     warnings: [],
     interrupted: false,
   };
-  const selected = selectPipelines(options.config, options.pipelineIds ?? [], options.sources);
+  const selected = selectPipelines(
+    options.config,
+    options.pipelineIds ?? [],
+    options.sources,
+    options.repair ?? false,
+  );
   for (const pipeline of selected) {
     if (options.signal?.aborted) {
       report.interrupted = true;
@@ -280,13 +285,18 @@ function selectPipelines(
   config: Config,
   ids: readonly string[],
   sources: RunOptions["sources"],
+  repair: boolean,
 ): PipelineConfig[] {
+  // An uploaded bundle is gone once its run ends: nothing here can republish its outputs.
+  const restore = repair
+    ? "; its source is gone once its run ends, so --repair cannot restore its outputs: upload the bundle again (distributor upload), and the server's run writes back what is missing"
+    : "";
   if (ids.length === 0) {
     const runnable = config.pipelines.filter((p) => p.source.backend !== "http_upload");
     if (runnable.length === 0) {
       throw new WorkflowError(
         "nothing_to_run",
-        "nothing ran: every pipeline of the configuration has an http_upload source, and those run only under distributor serve",
+        `nothing ran: every pipeline of the configuration has an http_upload source, and those run only under distributor serve${restore}`,
       );
     }
     return runnable;
@@ -296,7 +306,7 @@ function selectPipelines(
     if (pipeline.source.backend === "http_upload" && sources?.[pipeline.id] === undefined) {
       throw new WorkflowError(
         "unsupported_source",
-        `pipeline ${pipeline.id} has an http_upload source and runs only under serve`,
+        `pipeline ${pipeline.id} has an http_upload source and runs only under serve${restore}`,
       );
     }
   }
