@@ -72,6 +72,15 @@ export {
 } from "./signature/allowed-signers.js";
 export { sshFingerprint } from "./signature/public-key.js";
 export {
+  DEFAULT_SIGN_TIMEOUT_MS,
+  type MadeSignature,
+  type SignedBundle,
+  SigningError,
+  type SignOptions,
+  signBundleManifest,
+  signWithSshKeygen,
+} from "./signature/sign.js";
+export {
   type BundleSigner,
   checkManifestSignature,
   DEFAULT_SIGNATURE_NAMESPACE,

@@ -67,6 +67,10 @@ export interface ManifestCreateCommandOptions {
   /** The `--created` value as typed; the handler parses it. */
   created?: string;
   force: boolean;
+  /** `--sign`: the key file `ssh-keygen -Y sign -f` takes. */
+  sign?: string;
+  /** `--signature-namespace` (default `distributor`). */
+  signatureNamespace?: string;
 }
 
 export interface RunCommandOptions {
@@ -147,4 +151,8 @@ export interface UploadCommandOptions {
   wait: boolean;
   /** The bundle directory as typed. */
   path: string;
+  /** `--sign`: sign the manifest with this key file first. */
+  sign?: string;
+  /** `--signature-namespace` (default `distributor`). */
+  signatureNamespace?: string;
 }

@@ -500,7 +500,7 @@ function buildParser(selection: Selection, options: ParserOptions = {}): Argv {
       (y) =>
         y
           .usage(
-            "Usage:\n  distributor manifest create --id <bundle-id> [--created <rfc3339>] [--force] [--format text|json] <bundle-path>",
+            "Usage:\n  distributor manifest create --id <bundle-id> [--created <rfc3339>] [--force] [--sign <key-file>] [--signature-namespace <ns>] [--format text|json] <bundle-path>",
           )
           .positional("subcommand", {
             type: "string",
@@ -514,10 +514,14 @@ function buildParser(selection: Selection, options: ParserOptions = {}): Argv {
             describe: "Creation time, RFC 3339 with an offset (default: now, whole seconds, UTC)",
           })
           .option("force", { type: "boolean", describe: "Overwrite an existing manifest.json" })
+          .option("sign", signOption)
+          .option("signature-namespace", signatureNamespaceOption)
           .option("format", formatOption)
           .epilog(
             "Lists every regular file below the bundle directory with its sha256 and size. Symbolic\n" +
-              "links are refused, and an existing manifest.json is kept unless --force is given.",
+              "links are refused, and an existing manifest.json is kept unless --force is given.\n" +
+              "--sign runs ssh-keygen -Y sign over the manifest written and checks the signature it\n" +
+              "made before writing manifest.json.sig; a pipeline with source.signatures verifies it.",
           ),
       (argv) => {
         const flags = argv as RawFlags;
@@ -766,7 +770,7 @@ function buildParser(selection: Selection, options: ParserOptions = {}): Argv {
       (y) =>
         y
           .usage(
-            "Usage:\n  distributor upload --server <url> --pipeline <id> [--token-env <NAME>] [--idempotency-key <key>] [--wait] [--format text|json] <bundle-path>",
+            "Usage:\n  distributor upload --server <url> --pipeline <id> [--token-env <NAME>] [--idempotency-key <key>] [--wait] [--sign <key-file>] [--signature-namespace <ns>] [--format text|json] <bundle-path>",
           )
           .positional("path", {
             type: "string",
@@ -793,12 +797,16 @@ function buildParser(selection: Selection, options: ParserOptions = {}): Argv {
             type: "boolean",
             describe: "Wait for the run to finish; the exit status is then 1 when it failed",
           })
+          .option("sign", signOption)
+          .option("signature-namespace", signatureNamespaceOption)
           .option("format", formatOption)
           .epilog(
             "The bundle is validated locally first (manifest, sizes, sha256, no unlisted files or\n" +
               "symlinks), then streamed as a gzip tar archive. A 503 or a broken connection is retried\n" +
               "with the same idempotency key, honouring Retry-After. Without --wait the command succeeds\n" +
-              "once the server has accepted the upload.",
+              "once the server has accepted the upload. --sign first signs the manifest into\n" +
+              "manifest.json.sig in the bundle directory (as manifest create --sign does); a\n" +
+              "manifest.json.sig already there is sent either way.",
           ),
       (argv) => {
         const flags = argv as RawFlags;
@@ -961,7 +969,39 @@ function manifestCreateOptions(flags: RawFlags): ManifestCreateCommandOptions {
   if (path === undefined) throw new UsageError("manifest create requires a bundle path");
   const created = optionalString(flags, "created");
   const force = booleanFlag(flags, "force");
-  return created === undefined ? { path, id, force } : { path, id, created, force };
+  return {
+    path,
+    id,
+    force,
+    ...(created === undefined ? {} : { created }),
+    ...signingOptions(flags, "manifest create"),
+  };
+}
+
+const signOption = {
+  type: "string",
+  describe:
+    "Sign the manifest with this SSH key into manifest.json.sig (ssh-keygen -Y sign -f: a private key, or the .pub of a key an ssh-agent holds)",
+} as const;
+const signatureNamespaceOption = {
+  type: "string",
+  describe: "SSHSIG namespace of --sign (default: distributor)",
+} as const;
+
+/** `--sign` and `--signature-namespace`, which only means something beside `--sign`. */
+function signingOptions(
+  flags: RawFlags,
+  command: string,
+): { sign?: string; signatureNamespace?: string } {
+  const sign = optionalString(flags, "sign");
+  const signatureNamespace = optionalString(flags, "signature-namespace");
+  if (signatureNamespace !== undefined && sign === undefined) {
+    throw new UsageError(`${command} --signature-namespace needs --sign <key-file>`);
+  }
+  return {
+    ...(sign === undefined ? {} : { sign }),
+    ...(signatureNamespace === undefined ? {} : { signatureNamespace }),
+  };
 }
 
 /** `--token-env` of `upload` when the flag is omitted. */
@@ -1000,6 +1040,7 @@ function uploadOptions(flags: RawFlags): UploadCommandOptions {
     wait: booleanFlag(flags, "wait"),
     path,
     ...(idempotencyKey === undefined ? {} : { idempotencyKey }),
+    ...signingOptions(flags, "upload"),
   };
 }
 

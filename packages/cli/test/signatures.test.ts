@@ -3,7 +3,15 @@ import { mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
-import { envelopeOf, resultOf, runCli, useTempDir, writeSpecBundle } from "./helpers.js";
+import {
+  envelopeOf,
+  resultOf,
+  runCli,
+  startServe,
+  useTempDir,
+  writeFiles,
+  writeSpecBundle,
+} from "./helpers.js";
 
 // Signed bundles (source.signatures) through the real CLI: `validate --config` and `run` refuse a
 // bundle whose manifest.json.sig is missing, invalid or by a key allowed_signers does not trust,
@@ -127,4 +135,147 @@ describe("source.signatures", () => {
     expect(result.code, result.stderr).toBe(0);
     expect(await published()).toContain("report.md");
   });
+
+  it("manifest create --sign writes a signature ssh-keygen -Y verify accepts, and run publishes the bundle", async () => {
+    const { config, source, keys, fingerprints } = await setUp({ signWith: null });
+    const made = await runCli([
+      "manifest",
+      "create",
+      "--id",
+      "reports.example.2026-06-04",
+      "--force",
+      "--sign",
+      join(keys, "producer"),
+      "--format",
+      "json",
+      source,
+    ]);
+    expect(made.code, made.stderr).toBe(0);
+    expect(resultOf(made).signature).toEqual({
+      path: join(source, "manifest.json.sig"),
+      fingerprint: fingerprints.producer,
+      key_type: "ecdsa-sha2-nistp256",
+      namespace: "distributor",
+    });
+    await exec("sh", [
+      "-c",
+      `ssh-keygen -Y verify -f "$1" -I ci@example.com -n distributor -s "$2" < "$3"`,
+      "verify",
+      join(dir(), "allowed_signers"),
+      join(source, "manifest.json.sig"),
+      join(source, "manifest.json"),
+    ]);
+    const ran = await runCli(["run", "--config", config, "--format", "json"]);
+    expect(ran.code, ran.stderr).toBe(0);
+    expect((await published()).sort()).toEqual([".distributor.json", "report.md"]);
+
+    // Written again without --sign, the old signature is stale: the command says so, run refuses.
+    const unsigned = await runCli([
+      "manifest",
+      "create",
+      "--id",
+      "reports.again",
+      "--force",
+      source,
+    ]);
+    expect(unsigned.code, unsigned.stderr).toBe(0);
+    expect(unsigned.stderr).toContain("manifest.json.sig signs an earlier manifest");
+  });
+
+  it("manifest create --sign with a key that cannot sign fails with signing_failed and leaves no signature", async () => {
+    const { source } = await setUp({ signWith: null });
+    const missing = join(dir(), "keys", "nobody");
+    const made = await runCli([
+      "manifest",
+      "create",
+      "--id",
+      "reports.example.2026-06-04",
+      "--force",
+      "--sign",
+      missing,
+      "--format",
+      "json",
+      source,
+    ]);
+    expect(made.code).toBe(1);
+    expect(envelopeOf(made).error?.code).toBe("signing_failed");
+    expect(envelopeOf(made).error?.message).toContain(`ssh-keygen -Y sign -f ${missing}`);
+    expect(await readdir(source)).not.toContain("manifest.json.sig");
+    const usage = await runCli([
+      "manifest",
+      "create",
+      "--id",
+      "x",
+      "--signature-namespace",
+      "n",
+      source,
+    ]);
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toContain("--signature-namespace needs --sign");
+  });
+
+  it("upload --sign through serve publishes under required signatures; an unsigned upload gets 422 signature_missing", async () => {
+    const { keys } = await setUp({ signWith: null });
+    const site = join(dir(), "site");
+    const config = join(dir(), "serve.yml");
+    await writeFile(
+      config,
+      `server:
+  http:
+    listen: 127.0.0.1:0
+    staging_directory: ${join(dir(), "staging")}
+  store:
+    path: ${join(dir(), "store")}
+upload_tokens:
+  - {id: reporter, token_env: REPORTER_TOKEN, allow_pipelines: [reports]}
+pipelines:
+  - id: reports
+    source:
+      backend: http_upload
+      signatures: {allowed_signers: ${join(dir(), "allowed_signers")}}
+    destinations:
+      - {id: site, backend: local, path: ${site}}
+`,
+    );
+    const env = {
+      REPORTER_TOKEN: "signed-upload-token",
+      DISTRIBUTOR_UPLOAD_TOKEN: "signed-upload-token",
+    };
+    const serving = await startServe(config, { cwd: dir(), env });
+    try {
+      const bundle = join(dir(), "bundle");
+      await writeFiles(bundle, { "report.md": "# Signed\n" });
+      const created = await runCli(["manifest", "create", "--id", "reports.signed", bundle]);
+      expect(created.code, created.stderr).toBe(0);
+      const upload = (...extra: string[]) =>
+        runCli(
+          [
+            "upload",
+            "--server",
+            serving.url,
+            "--pipeline",
+            "reports",
+            "--wait",
+            "--format",
+            "json",
+            ...extra,
+            bundle,
+          ],
+          { env },
+        );
+      const refused = await upload();
+      expect(refused.code).toBe(1);
+      expect(envelopeOf(refused).error?.code).toBe("signature_missing");
+      expect(await readdir(site).catch(() => [])).toEqual([]);
+
+      const signed = await upload("--sign", join(keys, "producer"));
+      expect(signed.code, signed.stdout + signed.stderr).toBe(0);
+      expect(await readdir(bundle)).toContain("manifest.json.sig");
+      expect(await readFile(join(site, "report.md"), "utf8")).toBe("# Signed\n");
+      expect((await readdir(site)).sort()).toEqual([".distributor.json", "report.md"]);
+    } finally {
+      serving.child.kill("SIGTERM");
+      await serving.exited;
+    }
+  }, 60_000);
 });

@@ -1,6 +1,8 @@
 import {
   BUNDLE_ARCHIVE_CONTENT_TYPE,
   packBundle,
+  type SignOptions,
+  signBundleManifest,
   type ValidateBundleOptions,
   validateBundleDirectory,
 } from "@distributor/bundle";
@@ -73,6 +75,12 @@ export interface UploadOptions {
   validation?: UploadValidationOptions;
   /** Called before each retry, e.g. to log it. */
   onRetry?: (retry: RetryNotice) => void;
+  /**
+   * Sign the bundle's manifest first (`ssh-keygen -Y sign`), writing `manifest.json.sig` into the
+   * bundle directory, which the archive then carries. Without it a `manifest.json.sig` already
+   * there is sent as it is.
+   */
+  sign?: Omit<SignOptions, "signal">;
 }
 
 export interface RetryNotice {
@@ -300,6 +308,9 @@ export function createUploadClient(options: UploadClientOptions): UploadClient {
       if (keyProblem !== undefined) throw new RangeError(keyProblem);
       const policy = retryPolicy(uploadOptions.retries, clientPolicy);
       signal?.throwIfAborted();
+      if (uploadOptions.sign !== undefined) {
+        await signBundleManifest(bundleDirectory, { ...uploadOptions.sign, signal });
+      }
 
       // A broken bundle is the producer's to fix: say so before sending a byte.
       const validated = await validateBundleDirectory(bundleDirectory, {

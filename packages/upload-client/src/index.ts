@@ -1,3 +1,4 @@
+export { SigningError, type SignOptions } from "@distributor/bundle";
 export {
   type CancelledRun,
   type CancelRunOptions,

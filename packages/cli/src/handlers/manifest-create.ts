@@ -25,6 +25,9 @@ export const manifestCreateCommand: CommandHandler<ManifestCreateCommandOptions>
     id: options.id,
     force: options.force,
     signal: context.signal,
+    ...(options.sign === undefined
+      ? {}
+      : { sign: { keyFile: options.sign, namespace: options.signatureNamespace } }),
     ...(created === undefined ? {} : { created }),
   });
   return manifestCreateOutcome(report);

@@ -36,6 +36,9 @@ export const uploadCommand: CommandHandler<UploadCommandOptions> = async (option
     signal: context.signal,
     onRetry,
     ...(options.idempotencyKey === undefined ? {} : { idempotencyKey: options.idempotencyKey }),
+    ...(options.sign === undefined
+      ? {}
+      : { sign: { keyFile: options.sign, namespace: options.signatureNamespace } }),
   });
   if (options.wait) {
     const run = await uploader.waitForRun(accepted.run_id, { signal: context.signal });

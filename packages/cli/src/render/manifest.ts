@@ -16,6 +16,16 @@ export function manifestCreateOutcome(report: ManifestCreateReport): CommandOutc
         ["files", report.files],
         ["total_size", report.total_size],
       ]),
+      ...(report.signature === undefined
+        ? []
+        : [
+            summaryLine("Signature", [
+              ["path", report.signature.path],
+              ["key", report.signature.fingerprint],
+              ["type", report.signature.key_type],
+              ["namespace", report.signature.namespace],
+            ]),
+          ]),
     ],
     warnings: report.warnings.map((warning) => warning.message),
   };

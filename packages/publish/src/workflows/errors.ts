@@ -7,6 +7,7 @@ const CODES_BY_NAME: Readonly<Record<string, string>> = {
   ManifestError: "manifest_invalid",
   PublishPlanError: "plan_failed",
   PublishExecutionError: "publish_failed",
+  SigningError: "signing_failed",
   SourceChangedError: "source_changed",
   StateError: "state_invalid",
 };

@@ -1,3 +1,4 @@
+import { access } from "node:fs/promises";
 import { join } from "node:path";
 import {
   BundleValidationError,
@@ -6,6 +7,9 @@ import {
   MANIFEST_FILE_NAME,
   type Manifest,
   ManifestError,
+  SIGNATURE_FILE_NAME,
+  type SignOptions,
+  signBundleManifest,
 } from "@distributor/bundle";
 import { CONFIG_DEFAULTS } from "../config/defaults.js";
 import { openLocalDirectory } from "./local-directory.js";
@@ -21,6 +25,11 @@ export interface CreateManifestWorkflowOptions extends WorkflowOptions {
   created?: Date;
   /** Replace an existing `manifest.json`. */
   force?: boolean;
+  /**
+   * Sign the manifest written with this SSH key (`ssh-keygen -Y sign`) into `manifest.json.sig`
+   * beside it.
+   */
+  sign?: Omit<SignOptions, "signal"> | undefined;
 }
 
 /** The manifest written by `createManifestWorkflow`; the CLI prints it as JSON. */
@@ -37,9 +46,17 @@ export interface ManifestCreateReport {
   files: number;
   /** Sum of the listed file sizes in bytes. */
   total_size: number;
+  /** The signature written beside the manifest, when one was asked for. */
+  signature?: {
+    path: string;
+    fingerprint: string;
+    key_type: string;
+    namespace: string;
+  };
   /**
    * What the manifest is fine for but validation may refuse: `too_many_files` when it lists more
-   * files than the default `validation.max_files` (10000), which a pipeline must raise to accept it.
+   * files than the default `validation.max_files` (10000), which a pipeline must raise to accept it;
+   * `signature_stale` when a `manifest.json.sig` of an earlier manifest is left beside this one.
    */
   warnings: IssueReport[];
 }
@@ -65,9 +82,9 @@ export async function createManifestWorkflow(
     } catch (error) {
       throw namingDirectory(error, options.path);
     }
-    return {
+    const report: ManifestCreateReport = {
       path: options.path,
-      manifest_path: join(options.path, "manifest.json"),
+      manifest_path: join(options.path, MANIFEST_FILE_NAME),
       id: manifest.id,
       created: formatTimestamp(manifest.created),
       digest: manifest.digest,
@@ -75,6 +92,26 @@ export async function createManifestWorkflow(
       total_size: manifest.files.reduce((sum, file) => sum + file.size, 0),
       warnings: limitWarnings(manifest.files.length),
     };
+    const signaturePath = join(options.path, SIGNATURE_FILE_NAME);
+    if (options.sign !== undefined) {
+      const signed = await signBundleManifest(options.path, {
+        ...options.sign,
+        signal: options.signal,
+      });
+      report.signature = {
+        path: signed.path,
+        fingerprint: signed.fingerprint,
+        key_type: signed.keyType,
+        namespace: signed.namespace,
+      };
+    } else if (await exists(signaturePath)) {
+      report.warnings.push({
+        code: "signature_stale",
+        path: SIGNATURE_FILE_NAME,
+        message: `${signaturePath} signs an earlier manifest, not the one just written: sign again (manifest create --sign) or remove it; a pipeline checking signatures refuses it as it is`,
+      });
+    }
+    return report;
   });
 }
 
@@ -113,4 +150,11 @@ function namingDirectory(error: unknown, path: string): unknown {
       ? `${path}: ${messages[0]}`
       : `${path}: ${messages.length} problems: ${messages.slice(0, 10).join("; ")}${messages.length > 10 ? "; ..." : ""}`;
   return new BundleValidationError(error.issues, { message, cause: error });
+}
+
+async function exists(path: string): Promise<boolean> {
+  return access(path).then(
+    () => true,
+    () => false,
+  );
 }
