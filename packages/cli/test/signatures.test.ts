@@ -168,6 +168,20 @@ describe("source.signatures", () => {
     const ran = await runCli(["run", "--config", config, "--format", "json"]);
     expect(ran.code, ran.stderr).toBe(0);
     expect((await published()).sort()).toEqual([".distributor.json", "report.md"]);
+    const signer = { principal: "ci@example.com", fingerprint: fingerprints.producer };
+    expect((resultOf(ran).actions as Array<{ signer: unknown }>)[0]?.signer).toEqual(signer);
+    const skipped = await runCli(["run", "--config", config, "--format", "json"]);
+    expect((resultOf(skipped).actions as Array<{ signer: unknown }>)[0]?.signer).toEqual(signer);
+    const audited = await runCli(["audit", "--config", config]);
+    expect(audited.code, audited.stderr).toBe(0);
+    expect(audited.stdout).toContain(
+      `incomplete=0 signer=ci@example.com signer_key=${fingerprints.producer}\n`,
+    );
+    const inspected = await runCli(["inspect", join(dir(), "out")]);
+    expect(inspected.code, inspected.stderr).toBe(0);
+    expect(inspected.stdout).toContain(
+      `signer=ci@example.com signer_key=${fingerprints.producer} outputs=1`,
+    );
 
     // Written again without --sign, the old signature is stale: the command says so, run refuses.
     const unsigned = await runCli([

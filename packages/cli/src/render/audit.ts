@@ -48,6 +48,13 @@ export function formatAuditText(report: AuditReport): string[] {
           ["changed", bundle.changed_count],
           ["unmanaged", bundle.unmanaged_entries.length],
           ["incomplete", bundle.incomplete_count],
+          // Only for a source whose signature its pipeline checked.
+          ...(bundle.signer === null
+            ? []
+            : ([
+                ["signer", bundle.signer.principal],
+                ["signer_key", bundle.signer.fingerprint],
+              ] as const)),
         ]),
       );
       for (const gap of bundle.incomplete) {

@@ -103,6 +103,13 @@ function stateReportLines(state: StateReport): string[] {
         ["source_id", owner.source.id],
         ["source_created", owner.source.created],
         ["source_digest", owner.source.digest],
+        // Only when the pipeline checked the source bundle's signature.
+        ...(owner.source.signer === undefined
+          ? []
+          : ([
+              ["signer", owner.source.signer.principal],
+              ["signer_key", owner.source.signer.fingerprint],
+            ] as const)),
         ["outputs", owner.outputs],
         ["primary_url", owner.primary_url],
         // Only while a write is under way (or died there): see docs/operations.md.

@@ -56,6 +56,7 @@ function action(overrides: Partial<RunActionReport> = {}): RunActionReport {
     destination_id: "archive",
     bundle_path: "",
     source_id: "reports.1",
+    signer: null,
     action: "publish_new",
     reason: "",
     status: "published",

@@ -197,6 +197,7 @@ function failedEntry(apply: Applying, entry: SavedPlanEntry, error: unknown): Ru
     destination_id: entry.destination_id,
     bundle_path: entry.bundle_path,
     source_id: entry.source.manifest_id,
+    signer: null,
     action: entry.action,
     reason: "",
     status: "failed",

@@ -77,6 +77,11 @@ export interface AuditBundleReport {
    */
   incomplete: AuditIncompleteReport[];
   incomplete_count: number;
+  /**
+   * Who signed the source bundle the state records for the owner, when its pipeline checked
+   * signatures (`source.signatures`); null otherwise, and for an invalid state.
+   */
+  signer: { principal: string; fingerprint: string } | null;
 }
 
 /**
@@ -339,6 +344,7 @@ async function auditBundle(
     unmanaged_entries: [],
     incomplete: [],
     incomplete_count: 0,
+    signer: null,
   };
   let document: StateDocument;
   try {
@@ -354,6 +360,12 @@ async function auditBundle(
   }
   const records = ownedRecords(document, owner);
   if (records === undefined) return undefined;
+  const source = isSharedRootState(document)
+    ? document.owners.find((candidate) => sameOwnerScope(candidate.scope, owner))?.source
+    : document.source;
+  if (source?.signer !== undefined) {
+    report.signer = { principal: source.signer.principal, fingerprint: source.signer.fingerprint };
+  }
   report.incomplete = incompleteOutputs(listing.destination, document, owner, bundlePath);
   report.incomplete_count = report.incomplete.length;
   const sorted = [...records].sort((a, b) => compareLogicalPaths(a.path, b.path));

@@ -5,6 +5,7 @@ import {
   ownerOutputs,
   type ReconciliationMode,
   type ReplacementMarker,
+  type SourceSigner,
   type StateDocument,
   type StateMode,
 } from "@distributor/state";
@@ -25,8 +26,17 @@ export interface StateOwnerReport {
   pipeline_id: string;
   destination_id: string;
   reconciliation: ReconciliationMode;
-  /** Identity of the source bundle the owner published last. */
-  source: { id: string; created: string; digest: string; files: number };
+  /**
+   * Identity of the source bundle the owner published last, and who signed it when the pipeline
+   * checked signatures (`source.signatures`).
+   */
+  source: {
+    id: string;
+    created: string;
+    digest: string;
+    files: number;
+    signer?: { principal: string; fingerprint: string };
+  };
   primary_url?: string;
   /** Number of outputs this owner manages. */
   outputs: number;
@@ -156,7 +166,7 @@ function stateReport(
           owner.scope.pipelineId,
           owner.scope.destinationId,
           owner.reconciliation.mode,
-          owner.source.manifest,
+          owner.source,
           owner.links?.primaryUrl,
           ownerOutputs(document, owner.scope).length,
           owner.replacing,
@@ -175,7 +185,7 @@ function stateReport(
         document.pipelineId,
         document.destinationId,
         document.reconciliation.mode,
-        document.source.manifest,
+        document.source,
         document.links?.primaryUrl,
         document.outputs.length,
         document.replacing,
@@ -191,7 +201,7 @@ function ownerReport(
   pipelineId: string,
   destinationId: string,
   reconciliation: ReconciliationMode,
-  manifest: Manifest,
+  { manifest, signer }: { manifest: Manifest; signer?: SourceSigner | undefined },
   primaryUrl: string | undefined,
   outputs: number,
   replacing: ReplacementMarker | undefined,
@@ -205,6 +215,9 @@ function ownerReport(
       created: formatTimestamp(manifest.created),
       digest: manifest.digest,
       files: manifest.files.length,
+      ...(signer === undefined
+        ? {}
+        : { signer: { principal: signer.principal, fingerprint: signer.fingerprint } }),
     },
     ...(primaryUrl === undefined ? {} : { primary_url: primaryUrl }),
     outputs,

@@ -51,6 +51,12 @@ export interface RunActionReport {
   destination_id: string;
   bundle_path: string;
   source_id: string;
+  /**
+   * Who signed the source bundle's manifest (`source.signatures`): the allowed_signers principal
+   * and the key's `SHA256:` fingerprint, as the state records them; null for an unsigned bundle or
+   * a pipeline that does not check signatures.
+   */
+  signer: SourceSigner | null;
   /** Null when planning failed before an action was decided (e.g. an output path collision). */
   action: PublishAction | null;
   reason: string;
@@ -625,7 +631,7 @@ async function runDestination(
     });
   } catch (error) {
     for (const target of targets) {
-      const action = baseAction(pipeline, destination, target.bundlePath, target.bundle.manifest);
+      const action = baseAction(pipeline, destination, target.bundlePath, target.bundle);
       fail(action, error);
       report.actions.push(action);
       options.onEvent?.({ type: "destination_done", action });
@@ -652,13 +658,14 @@ function baseAction(
   pipeline: PipelineConfig,
   destination: DestinationConfig,
   bundlePath: string,
-  manifest: Manifest,
+  bundle: { manifest: Manifest; signer?: BundleSigner | undefined },
 ): RunActionReport {
   return {
     pipeline_id: pipeline.id,
     destination_id: destination.id,
     bundle_path: bundlePath,
-    source_id: manifest.id,
+    source_id: bundle.manifest.id,
+    signer: recordedSigner(bundle.signer) ?? null,
     action: null,
     reason: "",
     status: "failed",
@@ -681,7 +688,7 @@ export async function runTarget(
 ): Promise<RunActionReport> {
   const { options, pipeline, destination, source, cache } = context;
   const { manifest } = target.bundle;
-  const action = baseAction(pipeline, destination, target.bundlePath, manifest);
+  const action = baseAction(pipeline, destination, target.bundlePath, target.bundle);
   const signal = options.signal;
   try {
     const selection = destinationSelection(destination, manifest, target.bundlePath);

@@ -86,6 +86,7 @@ function report(index: number, failed: boolean): RunReport {
     destination_id: destination,
     bundle_path: `reports/2026-06-04/${index}`,
     source_id: "upload",
+    signer: null,
     action: "publish_new",
     reason: "new bundle",
     status: failed && destination === "archive" ? "failed" : "published",
