@@ -31,8 +31,9 @@ export class HttpError extends Error {
   }
 }
 
-/** How long a client that is still sending a refused body gets to read the answer. */
-const UNREAD_BODY_GRACE_MS = 1000;
+/** How long a client that is still sending a refused body gets to read the answer (a loaded
+ * client machine can take over a second to get to it). */
+const UNREAD_BODY_GRACE_MS = 5000;
 
 /** Writes a JSON response. */
 export function sendJson(

@@ -342,9 +342,10 @@ let root: string;
 beforeAll(async () => {
   root = await mkdtemp(join(tmpdir(), "distributor-fault-model-"));
 });
+// Thousands of small trees, one per fault case: removing them takes seconds beside a busy run.
 afterAll(async () => {
   await rm(root, { recursive: true, force: true });
-});
+}, 120_000);
 
 async function newCase(scenario: Scenario, engine: EngineBackend): Promise<Case> {
   const dir = await mkdtemp(join(root, "case-"));
