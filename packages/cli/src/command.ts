@@ -53,7 +53,14 @@ export type CommandHandler<Options> = (
 ) => Promise<CommandOutcome>;
 
 export type ValidateCommandOptions =
-  | { kind: "path"; path: string }
+  | {
+      kind: "path";
+      path: string;
+      /** `--allowed-signers`: check every bundle's signature against this file. */
+      allowedSigners?: string;
+      /** `--signature-namespace` (default `distributor`). */
+      signatureNamespace?: string;
+    }
   | { kind: "config"; configPath: string; pipelineId: string; bundlePath?: string };
 
 export type InspectCommandOptions =

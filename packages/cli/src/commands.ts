@@ -419,7 +419,7 @@ function buildParser(selection: Selection, options: ParserOptions = {}): Argv {
       (y) =>
         y
           .usage(
-            "Usage:\n  distributor validate [--format text|json] <path>\n" +
+            "Usage:\n  distributor validate [--allowed-signers <file> [--signature-namespace <ns>]] [--format text|json] <path>\n" +
               "  distributor validate --config <path> --pipeline <id> [--bundle <path>] [--format text|json]",
           )
           .positional("path", {
@@ -433,10 +433,20 @@ function buildParser(selection: Selection, options: ParserOptions = {}): Argv {
             describe:
               "Only the bundle at this path relative to the source root (default: every bundle)",
           })
+          .option("allowed-signers", {
+            type: "string",
+            describe:
+              "With a path: require manifest.json.sig by a key this OpenSSH allowed_signers file trusts",
+          })
+          .option("signature-namespace", {
+            type: "string",
+            describe: "SSHSIG namespace --allowed-signers checks (default: distributor)",
+          })
           .option("format", formatOption)
           .epilog(
             "A bundle passes when its manifest parses and every listed file exists with the listed\n" +
-              "size and sha256. With --config the pipeline's validation policy applies.",
+              "size and sha256. With --config the pipeline's validation policy applies, its\n" +
+              "source.signatures included; with a path, --allowed-signers checks signatures too.",
           ),
       (argv) => {
         const flags = argv as RawFlags;
@@ -904,7 +914,25 @@ function validateOptions(flags: RawFlags): ValidateCommandOptions {
   if (extraPositionals(flags, 1).length > 0) {
     throw new UsageError("validate accepts one path");
   }
-  return sourceSelection(flags, "validate");
+  const selected = sourceSelection(flags, "validate");
+  const allowedSigners = optionalString(flags, "allowed-signers");
+  const signatureNamespace = optionalString(flags, "signature-namespace");
+  if (selected.kind === "config") {
+    if (allowedSigners !== undefined || signatureNamespace !== undefined) {
+      throw new UsageError(
+        "validate --config checks signatures as the pipeline's source.signatures says; --allowed-signers and --signature-namespace go with a path",
+      );
+    }
+    return selected;
+  }
+  if (signatureNamespace !== undefined && allowedSigners === undefined) {
+    throw new UsageError("validate --signature-namespace needs --allowed-signers <file>");
+  }
+  return {
+    ...selected,
+    ...(allowedSigners === undefined ? {} : { allowedSigners }),
+    ...(signatureNamespace === undefined ? {} : { signatureNamespace }),
+  };
 }
 
 function inspectOptions(flags: RawFlags): InspectCommandOptions {

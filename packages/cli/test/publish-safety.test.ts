@@ -336,12 +336,14 @@ describe("destination problems caught while planning", () => {
           "pipeline_id",
           "primary_url",
           "reason",
+          "signer",
           "source_id",
           "status",
         ].sort(),
       );
       expect(action?.primary_url).toBeNull();
       expect(action?.error).toBeNull();
+      expect(action?.signer).toBeNull();
     }
     expect(published?.outputs).toEqual([
       {

@@ -102,6 +102,90 @@ describe("source.signatures", () => {
     ]);
   });
 
+  it("validate <path> --allowed-signers checks the signature without a configuration", async () => {
+    const { source, fingerprints } = await setUp();
+    const allowed = join(dir(), "allowed_signers");
+    const passed = await runCli(["validate", "--allowed-signers", allowed, source]);
+    expect(passed.stderr).toBe("");
+    expect(passed.code).toBe(0);
+
+    const otherNamespace = await runCli([
+      "validate",
+      "--allowed-signers",
+      allowed,
+      "--signature-namespace",
+      "releases",
+      "--format",
+      "json",
+      source,
+    ]);
+    expect(otherNamespace.code).toBe(1);
+    expect(envelopeOf(otherNamespace).error?.code).toBe("signature_invalid");
+
+    await writeFile(
+      allowed,
+      `ci@example.com ${(await readFile(join(dir(), "keys", "stranger.pub"), "utf8")).trim()}\n`,
+    );
+    const refused = await runCli([
+      "validate",
+      "--allowed-signers",
+      allowed,
+      "--format",
+      "json",
+      source,
+    ]);
+    expect(refused.code).toBe(1);
+    expect(envelopeOf(refused).error?.code).toBe("signer_not_allowed");
+    expect(envelopeOf(refused).error?.message).toContain(fingerprints.producer);
+
+    await rm(join(source, "manifest.json.sig"));
+    const unsigned = await runCli([
+      "validate",
+      "--allowed-signers",
+      allowed,
+      "--format",
+      "json",
+      source,
+    ]);
+    expect(envelopeOf(unsigned).error?.code).toBe("signature_missing");
+    // Without --allowed-signers a path is checked as before: a signature is not required.
+    expect((await runCli(["validate", source])).code).toBe(0);
+
+    const missingFile = await runCli([
+      "validate",
+      "--allowed-signers",
+      join(dir(), "nowhere"),
+      "--format",
+      "json",
+      source,
+    ]);
+    expect(missingFile.code).toBe(1);
+    expect(envelopeOf(missingFile).error?.code).toBe("allowed_signers_invalid");
+    expect(envelopeOf(missingFile).error?.message).toContain(
+      `--allowed-signers: cannot read ${join(dir(), "nowhere")}`,
+    );
+  });
+
+  it("validate refuses --allowed-signers with --config and --signature-namespace alone", async () => {
+    const { source, config } = await setUp();
+    const withConfig = await runCli([
+      "validate",
+      "--config",
+      config,
+      "--pipeline",
+      "reports",
+      "--allowed-signers",
+      join(dir(), "allowed_signers"),
+    ]);
+    expect(withConfig.code).toBe(2);
+    expect(withConfig.stderr).toContain(
+      "--allowed-signers and --signature-namespace go with a path",
+    );
+    const alone = await runCli(["validate", "--signature-namespace", "x", source]);
+    expect(alone.code).toBe(2);
+    expect(alone.stderr).toContain("validate --signature-namespace needs --allowed-signers <file>");
+  });
+
   it("run refuses an unsigned bundle with signature_missing and writes nothing", async () => {
     const { config } = await setUp({ signWith: null });
     const result = await runCli(["run", "--config", config, "--format", "json"]);

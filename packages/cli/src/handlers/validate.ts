@@ -5,7 +5,18 @@ export const validateCommand: CommandHandler<ValidateCommandOptions> = async (op
   const publish = await import("@distributor/publish");
   const common = { backends: context.backends, signal: context.signal };
   if (options.kind === "path") {
-    return validateOutcome(await publish.validateBundlePath({ path: options.path, ...common }));
+    const signatures =
+      options.allowedSigners === undefined
+        ? {}
+        : {
+            signatures: {
+              allowedSigners: options.allowedSigners,
+              namespace: options.signatureNamespace,
+            },
+          };
+    return validateOutcome(
+      await publish.validateBundlePath({ path: options.path, ...signatures, ...common }),
+    );
   }
   const config = await publish.loadConfig(options.configPath);
   const report = await publish.validateConfiguredSource({

@@ -3,6 +3,7 @@ import {
   AllowedSignersError,
   type BundleIssueCode,
   BundleValidationError,
+  DEFAULT_SIGNATURE_NAMESPACE,
   parseAllowedSigners,
   type SignaturePolicy,
 } from "@distributor/bundle";
@@ -37,9 +38,46 @@ export async function signaturePolicy(
 ): Promise<SignaturePolicy | undefined> {
   const config = pipeline.source.signatures;
   if (config === undefined) return undefined;
-  const path = config.allowedSigners;
   // Reports name the pipeline already (`pipeline reports: ...`).
-  const subject = "source.signatures.allowed_signers";
+  return readSignaturePolicy(
+    { ...config, subject: "source.signatures.allowed_signers", code: "config_invalid" },
+    options,
+  );
+}
+
+/**
+ * A signature policy from an allowed_signers file named outside any configuration (`validate
+ * --allowed-signers`): a present signature must hold, and with `required` a missing one fails.
+ */
+export function allowedSignersPolicy(
+  file: { allowedSigners: string; namespace?: string | undefined; required: boolean },
+  options: { signal?: AbortSignal | undefined } = {},
+): Promise<SignaturePolicy> {
+  return readSignaturePolicy(
+    {
+      allowedSigners: file.allowedSigners,
+      namespace: file.namespace ?? DEFAULT_SIGNATURE_NAMESPACE,
+      required: file.required,
+      subject: "--allowed-signers",
+      code: "allowed_signers_invalid",
+    },
+    options,
+  );
+}
+
+async function readSignaturePolicy(
+  config: {
+    allowedSigners: string;
+    namespace: string;
+    required: boolean;
+    /** What messages name the file by. */
+    subject: string;
+    /** The code an unreadable or unparsable file fails with. */
+    code: string;
+  },
+  options: { now?: (() => Date) | undefined; signal?: AbortSignal | undefined },
+): Promise<SignaturePolicy> {
+  const { allowedSigners: path, subject, code } = config;
   let text: string;
   try {
     const bytes = await readFile(path, { signal: options.signal });
@@ -50,7 +88,7 @@ export async function signaturePolicy(
   } catch (error) {
     if (options.signal?.aborted) throw error;
     const detail = error instanceof Error ? error.message : String(error);
-    throw new WorkflowError("config_invalid", `${subject}: cannot read ${path}: ${detail}`, {
+    throw new WorkflowError(code, `${subject}: cannot read ${path}: ${detail}`, {
       cause: error,
     });
   }
@@ -66,6 +104,6 @@ export async function signaturePolicy(
     return policy;
   } catch (error) {
     if (!(error instanceof AllowedSignersError)) throw error;
-    throw new WorkflowError("config_invalid", `${subject}: ${error.message}`, { cause: error });
+    throw new WorkflowError(code, `${subject}: ${error.message}`, { cause: error });
   }
 }

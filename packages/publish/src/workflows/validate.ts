@@ -13,7 +13,7 @@ import { displayPath, isStorageError, type StorageBackend } from "@distributor/s
 import type { Config, ValidationPolicy } from "../config/types.js";
 import { openLocalDirectory } from "./local-directory.js";
 import { openConfiguredSource, type WorkflowOptions, withBackend } from "./shared.js";
-import { signaturePolicy } from "./signatures.js";
+import { allowedSignersPolicy, signaturePolicy } from "./signatures.js";
 
 /** One problem found while validating, as reports print it. */
 export interface IssueReport {
@@ -78,6 +78,11 @@ export type ValidateEvent =
 export interface ValidateBundlePathOptions extends WorkflowOptions<ValidateEvent> {
   /** A local bundle directory, or a directory holding bundles below it. */
   path: string;
+  /**
+   * Check each bundle's `manifest.json.sig` against this allowed_signers file (in `namespace`,
+   * default `distributor`); a bundle without one is refused (`signature_missing`).
+   */
+  signatures?: { allowedSigners: string; namespace?: string | undefined } | undefined;
 }
 
 export interface ValidateConfiguredSourceOptions extends WorkflowOptions<ValidateEvent> {
@@ -100,9 +105,14 @@ export type ValidationRules = Pick<
 export async function validateBundlePath(
   options: ValidateBundlePathOptions,
 ): Promise<ValidateReport> {
+  const signatures =
+    options.signatures === undefined
+      ? undefined
+      : await allowedSignersPolicy({ ...options.signatures, required: true }, options);
   const backend = await openLocalDirectory(options.path);
   return withBackend(backend, async () => {
-    const checked = await validateBundles(backend, undefined, {}, options);
+    const rules = signatures === undefined ? {} : { signatures };
+    const checked = await validateBundles(backend, undefined, rules, options);
     return {
       ok: checked.ok,
       location: backend.location,
