@@ -37,6 +37,7 @@ interface Action {
   primary_url: string | null;
   error: { code: string; message: string } | null;
   outputs: Array<Record<string, unknown>>;
+  signer: { principal: string; fingerprint: string } | null;
 }
 
 function actionsOf(result: CliResult): Action[] {
