@@ -13,6 +13,7 @@ import {
 } from "./completeness-scenarios.js";
 import {
   digestsBelow,
+  digestsOf,
   envelopeOf,
   resultOf,
   runCli,
@@ -50,6 +51,7 @@ function localHarness(): CompletenessHarness {
     run: (args) => runCli(args),
     spawn: (args) => spawnCli(args),
     stored: () => digestsBelow(dest()),
+    storedAt: (paths) => digestsOf(dest(), paths),
     fingerprint: sha256Of,
     state: async () => JSON.parse(await readFile(join(dest(), ".distributor.json"), "utf8")),
   };

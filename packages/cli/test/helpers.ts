@@ -239,6 +239,27 @@ export async function digestsBelow(root: string): Promise<Record<string, string>
   return found;
 }
 
+/** The digest of each of `paths` below `root` that exists now, read 32 at a time. */
+export async function digestsOf(
+  root: string,
+  paths: readonly string[],
+): Promise<Record<string, string>> {
+  const found: Record<string, string> = {};
+  let next = 0;
+  const worker = async () => {
+    while (next < paths.length) {
+      const path = paths[next++] as string;
+      const bytes = await readFile(join(root, path)).catch((error: NodeJS.ErrnoException) => {
+        if (error.code === "ENOENT") return undefined;
+        throw error;
+      });
+      if (bytes !== undefined) found[path] = sha256Of(bytes);
+    }
+  };
+  await Promise.all(Array.from({ length: 32 }, worker));
+  return found;
+}
+
 /** A `distributor serve` child process and what it has logged so far. */
 export interface Serving {
   child: ChildProcess;

@@ -9,7 +9,7 @@ import {
   rollbackAfterInterruptedReplacement,
   rollbackBundles,
 } from "./completeness-scenarios.js";
-import { digestsBelow, runCli, sha256Of, spawnCli, useTempDir } from "./helpers.js";
+import { digestsBelow, digestsOf, runCli, sha256Of, spawnCli, useTempDir } from "./helpers.js";
 
 // What a success report promises (docs/operations.md), over SFTP through the real CLI process and
 // a real OpenSSH server: a replacement killed part-way and rolled back to the older source is
@@ -54,6 +54,7 @@ async function sshHarness(s: TestSshd): Promise<CompletenessHarness> {
     run: (args) => runCli(args),
     spawn: (args) => spawnCli(args),
     stored: () => digestsBelow(root),
+    storedAt: (paths) => digestsOf(root, paths),
     fingerprint: sha256Of,
     state: async () => JSON.parse(await readFile(join(root, ".distributor.json"), "utf8")),
   };

@@ -101,7 +101,12 @@ pipelines:
   const archiveA = await bundleArchive(root, "reports", a, "2026-06-04T09:00:00Z");
   const archiveB = await bundleArchive(root, "reports", b, "2026-06-04T10:00:00Z");
 
-  const first = await waitForRun(url, (await upload(url, archiveA)).json.run_id as string);
+  const first = await waitForRun(
+    url,
+    (await upload(url, archiveA)).json.run_id as string,
+    TOKEN,
+    60_000,
+  );
   expect(first).toMatchObject({ status: "succeeded" });
   const published = await digestsBelow(site);
 
@@ -118,13 +123,18 @@ pipelines:
   });
   expect(cancel.status).toBe(202);
   release();
-  expect(await waitForRun(url, replacing)).toMatchObject({
+  expect(await waitForRun(url, replacing, TOKEN, 60_000)).toMatchObject({
     status: "failed",
     error: { code: "cancelled" },
   });
 
   passing = undefined;
-  const back = await waitForRun(url, (await upload(url, archiveA)).json.run_id as string);
+  const back = await waitForRun(
+    url,
+    (await upload(url, archiveA)).json.run_id as string,
+    TOKEN,
+    60_000,
+  );
   expect(back).toMatchObject({ status: "succeeded" });
   const [action] = (back.result as { actions: Array<{ action: string; status: string }> }).actions;
   // Whatever the cancelled run left behind, the run that puts A back writes it, so it cannot skip.
