@@ -1,12 +1,15 @@
+import { execFile } from "node:child_process";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { GetObjectCommand, PutObjectCommand } from "@aws-sdk/client-s3";
+import { promisify } from "node:util";
+import { DeleteObjectCommand, GetObjectCommand, PutObjectCommand } from "@aws-sdk/client-s3";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { S3Server } from "./ceph.js";
 import { runCliIn } from "./cli-process.js";
 import { createBucket, emptyBucket, listKeys, rawClient, s3Server, uniqueName } from "./server.js";
 
+const exec = promisify(execFile);
 const found = s3Server();
 
 describe.skipIf(found === undefined)("distributor CLI with S3 (Ceph RGW)", () => {
@@ -203,6 +206,86 @@ describe.skipIf(found === undefined)("distributor CLI with S3 (Ceph RGW)", () =>
     );
     expect(await readFile(join(dest, "batch", "report.md"), "utf8")).toBe("# In\n");
     expect(await readFile(join(dest, "batch", "x", "y.txt"), "utf8")).toBe("y\n");
+  }, 60_000);
+
+  it("checks a bundle's signature read from S3: a signed bundle publishes, an unsigned or tampered one is refused", async () => {
+    const prefix = uniqueName("signed");
+    const keys = join(dir, "keys");
+    await mkdir(keys);
+    const key = join(keys, "producer");
+    await exec("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", "producer", "-f", key]);
+    const publicKey = (await readFile(`${key}.pub`, "utf8")).trim();
+    const fingerprint = (await exec("ssh-keygen", ["-l", "-f", `${key}.pub`])).stdout.split(" ")[1];
+    await writeFile(join(dir, "allowed_signers"), `ci@example.com ${publicKey}\n`);
+    const staged = join(dir, "staged");
+    await bundle(staged, "incoming", "2026-06-03T00:00:00Z", { "report.md": "# Signed\n" });
+    await exec("ssh-keygen", [
+      "-Y",
+      "sign",
+      "-f",
+      key,
+      "-n",
+      "distributor",
+      join(staged, "manifest.json"),
+    ]);
+    const manifest = await readFile(join(staged, "manifest.json"), "utf8");
+    const signature = await readFile(join(staged, "manifest.json.sig"), "utf8");
+    // `signed`, `unsigned` and `tampered` (its manifest edited after signing) bundles in one bucket.
+    for (const name of ["signed", "unsigned", "tampered"]) {
+      await putObject(`${prefix}/${name}/report.md`, "# Signed\n");
+      await putObject(
+        `${prefix}/${name}/manifest.json`,
+        name === "tampered"
+          ? manifest.replace("2026-06-03T00:00:00Z", "2026-06-04T00:00:00Z")
+          : manifest,
+      );
+      if (name !== "unsigned") await putObject(`${prefix}/${name}/manifest.json.sig`, signature);
+    }
+    const dest = join(dir, "dest");
+    const path = await config(
+      `pipelines:\n  - id: fetch\n    source: {${s3Location(prefix)}, signatures: {allowed_signers: ${join(dir, "allowed_signers")}}}\n    destinations:\n      - {id: archive, backend: local, path: ${dest}}\n`,
+    );
+    const validated = await runCli([
+      "validate",
+      "--config",
+      path,
+      "--pipeline",
+      "fetch",
+      "--format",
+      "json",
+    ]);
+    expect(validated.code).toBe(1);
+    const bundles = JSON.parse(validated.stdout).result.bundles as Array<{
+      path: string;
+      issues: Array<{ code: string; actual?: string }>;
+    }>;
+    expect(
+      Object.fromEntries(bundles.map((b) => [b.path, b.issues.map((issue) => issue.code)])),
+    ).toEqual({ signed: [], tampered: ["signature_invalid"], unsigned: ["signature_missing"] });
+
+    // A pipeline with a refused bundle publishes nothing of it.
+    const refused = await runCli(["run", "--config", path, "--format", "json"]);
+    expect(refused.code).toBe(1);
+    await expect(readFile(join(dest, "signed", "report.md"), "utf8")).rejects.toThrow(/ENOENT/);
+
+    for (const name of ["unsigned", "tampered"]) {
+      const client = rawClient(server);
+      for (const leaf of ["report.md", "manifest.json", "manifest.json.sig"]) {
+        await client.send(
+          new DeleteObjectCommand({ Bucket: bucket, Key: `${prefix}/${name}/${leaf}` }),
+        );
+      }
+    }
+    const published = await runCli(["run", "--config", path, "--format", "json"]);
+    expect(published.code, published.stderr).toBe(0);
+    const [action] = JSON.parse(published.stdout).result.actions;
+    expect(action).toMatchObject({
+      bundle_path: "signed",
+      action: "publish_new",
+      signer: { principal: "ci@example.com", fingerprint },
+    });
+    expect(await readFile(join(dest, "signed", "report.md"), "utf8")).toBe("# Signed\n");
+    await expect(readFile(join(dest, "signed", "manifest.json.sig"))).rejects.toThrow(/ENOENT/);
   }, 60_000);
 
   it("reconcile-state records what is really in the bucket; prune --apply deletes aged outputs", async () => {
