@@ -96,7 +96,7 @@ describe("distributor run", () => {
     expect(result.actions[0]).toMatchObject({
       pipeline_id: "reports",
       destination_id: "archive",
-      bundle_path: "",
+      bundle_path: ".",
       source_id: "reports.example.2026-06-04",
       action: "skip_same",
       status: "skipped",

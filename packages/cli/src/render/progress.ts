@@ -176,7 +176,7 @@ export function createRunProgress(options: ProgressOptions): RunProgress {
 
 function targetLabel(pipelineId: string, destinationId: string, bundlePath: string): string {
   const target = `${pipelineId}/${destinationId}`;
-  return bundlePath === "" ? target : `${target} ${bundlePath}`;
+  return bundlePath === "" || bundlePath === "." ? target : `${target} ${bundlePath}`;
 }
 
 /** The status line of a phase at `now` (milliseconds on the same clock as `startedAt`). */

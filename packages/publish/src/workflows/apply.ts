@@ -9,7 +9,7 @@ import {
   selectNewestBundle,
   validateBundle,
 } from "@distributor/bundle";
-import type { StorageBackend } from "@distributor/storage";
+import { displayPath, type StorageBackend } from "@distributor/storage";
 import type { Config, DestinationConfig, PipelineConfig } from "../config/types.js";
 import type { PublishPlan } from "../publish/plan.js";
 import { RenderCache } from "../publish/render-cache.js";
@@ -195,7 +195,7 @@ function failedEntry(apply: Applying, entry: SavedPlanEntry, error: unknown): Ru
   const action: RunActionReport = {
     pipeline_id: entry.pipeline_id,
     destination_id: entry.destination_id,
-    bundle_path: entry.bundle_path,
+    bundle_path: displayPath(entry.bundle_path),
     source_id: entry.source.manifest_id,
     signer: null,
     action: entry.action,

@@ -55,7 +55,7 @@ export async function planRun(options: PlanRunOptions): Promise<PlanRunResult> {
           where.destination,
         );
         plans.set(
-          key(where.pipeline.id, where.destination.id, plan.bundlePath),
+          key(where.pipeline.id, where.destination.id, displayPath(plan.bundlePath)),
           savedPlanEntry(where, plan),
         );
       },

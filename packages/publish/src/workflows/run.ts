@@ -529,7 +529,7 @@ async function validatePipelineBundles(
                 onEvent({
                   type: "file_validated",
                   pipeline_id: pipeline.id,
-                  bundle_path: bundle.path,
+                  bundle_path: displayPath(bundle.path),
                   path: file.path,
                   size: file.size,
                 }),
@@ -543,7 +543,7 @@ async function validatePipelineBundles(
     options.onEvent?.({
       type: "bundle_validated",
       pipeline_id: pipeline.id,
-      bundle_path: bundle.path,
+      bundle_path: displayPath(bundle.path),
       files: result.manifest.files.length,
       bytes: result.totalSize,
     });
@@ -663,7 +663,7 @@ function baseAction(
   return {
     pipeline_id: pipeline.id,
     destination_id: destination.id,
-    bundle_path: bundlePath,
+    bundle_path: displayPath(bundlePath),
     source_id: bundle.manifest.id,
     signer: recordedSigner(bundle.signer) ?? null,
     action: null,
@@ -743,7 +743,7 @@ export async function runTarget(
             type: "cleanup_start",
             pipeline_id: pipeline.id,
             destination_id: destination.id,
-            bundle_path: target.bundlePath,
+            bundle_path: displayPath(target.bundlePath),
             deletes,
           }),
         onCleanupDone: () =>
@@ -751,7 +751,7 @@ export async function runTarget(
             type: "cleanup_done",
             pipeline_id: pipeline.id,
             destination_id: destination.id,
-            bundle_path: target.bundlePath,
+            bundle_path: displayPath(target.bundlePath),
           }),
       },
       beforeWrite: async () => {
@@ -766,7 +766,7 @@ export async function runTarget(
           type: "recovered",
           pipeline_id: pipeline.id,
           destination_id: destination.id,
-          bundle_path: target.bundlePath,
+          bundle_path: displayPath(target.bundlePath),
           deleted: recovery.deleted,
           temp_files: recovery.tempFiles,
         }),

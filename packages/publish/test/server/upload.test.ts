@@ -121,7 +121,7 @@ describe("upload server", () => {
       actions: [
         {
           destination_id: "site",
-          bundle_path: "",
+          bundle_path: ".",
           action: "publish_new",
           status: "published",
           primary_url: null,

@@ -152,7 +152,7 @@ describe("run workflow", () => {
     const validated = events.filter((e) => e.type === "file_validated");
     expect(
       validated.map((e) => `${e.pipeline_id}:${e.bundle_path}:${e.path}:${e.size}`).sort(),
-    ).toEqual(["reports::data/a.csv:8", "reports::report.md:14"].sort());
+    ).toEqual(["reports:.:data/a.csv:8", "reports:.:report.md:14"].sort());
     const types = events.map((e) => e.type);
     expect(types.slice(types.indexOf("output_written"))).toEqual([
       "output_written",
@@ -165,7 +165,7 @@ describe("run workflow", () => {
       type: "cleanup_start",
       pipeline_id: "reports",
       destination_id: "archive",
-      bundle_path: "",
+      bundle_path: ".",
       deletes: 2,
     });
   });
@@ -197,7 +197,7 @@ describe("run workflow", () => {
     );
     const report = await run({ config });
     expect(report.actions.map((a) => `${a.bundle_path}:${a.source_id}:${a.action}`)).toEqual([
-      ":daily.2:publish_new",
+      ".:daily.2:publish_new",
     ]);
     expect(await readFile(join(latest, "report.md"), "utf8")).toBe("two\n");
   });
