@@ -63,6 +63,13 @@ export function parseSshsigBlob(blob: Uint8Array): SshSignature {
       `is SSHSIG version ${version}, newer than the supported version ${SUPPORTED_VERSION}`,
     );
   }
+  // OpenSSH only refuses newer versions; no signer ever wrote version 0, so a 0 here is damage
+  // (the version is not covered by the signature) and is refused rather than verified.
+  if (version < SUPPORTED_VERSION) {
+    throw new SshWireError(
+      `is SSHSIG version ${version}; version ${SUPPORTED_VERSION} is the first`,
+    );
+  }
   const keyBlob = reader.string("public key");
   const namespace = reader.text("namespace");
   reader.string("reserved field");

@@ -33,6 +33,12 @@ describe("parseSshsigBlob", () => {
     expect(signature.fingerprint).toBe(fingerprint);
   });
 
+  it("refuses version 0, which no signer writes and the signature does not cover", () => {
+    const older = new Uint8Array(blob);
+    older[9] = 0;
+    expect(() => parseSshsigBlob(older)).toThrow("is SSHSIG version 0; version 1 is the first");
+  });
+
   it("refuses a version newer than 1, as PROTOCOL.sshsig requires", () => {
     const newer = new Uint8Array(blob);
     newer[9] = 2;
