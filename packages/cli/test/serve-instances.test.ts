@@ -417,7 +417,7 @@ describe.skipIf(postgres === null)("two distributor serve instances on one Postg
       await expectStagingEmpties(dir);
     } finally {
       serving.child.kill("SIGTERM");
-      expect(await serving.exited).toBe(0);
+      expect(await serving.exited, serving.stderr().slice(-3000)).toBe(0);
       await own.stop();
     }
     await expectDestinationsAgree(dir, ["alpha"], uploads);

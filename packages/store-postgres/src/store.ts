@@ -106,26 +106,54 @@ export async function openPostgresUploadStore(
       return fail(operation, error);
     }
   };
+  /**
+   * A connection of the pool, for the caller alone until `release`. The pool listens for errors
+   * only on idle connections: one that breaks while checked out (the database restarted between
+   * two statements) would emit an unhandled 'error' and end the process, so it gets a listener
+   * of its own, and a connection that broke or whose rollback failed is discarded, not reused.
+   */
+  const checkout = async (): Promise<{
+    client: pg.PoolClient;
+    release: (discard?: boolean) => void;
+  }> => {
+    const client = await pool.connect();
+    let broken = false;
+    const onError = () => {
+      broken = true;
+    };
+    client.on("error", onError);
+    return {
+      client,
+      release: (discard = false) => {
+        client.off("error", onError);
+        client.release(discard || broken);
+      },
+    };
+  };
   const transaction = async <T>(
     operation: string,
     work: (client: pg.PoolClient) => Promise<T>,
   ): Promise<T> => {
-    let client: pg.PoolClient;
+    let connection: Awaited<ReturnType<typeof checkout>>;
     try {
-      client = await pool.connect();
+      connection = await checkout();
     } catch (error) {
       return fail(operation, error);
     }
+    const { client } = connection;
+    let discard = false;
     try {
       await client.query("BEGIN");
       const result = await work(client);
       await client.query("COMMIT");
       return result;
     } catch (error) {
-      await client.query("ROLLBACK").catch(() => undefined);
+      await client.query("ROLLBACK").catch(() => {
+        discard = true;
+      });
       return fail(operation, error);
     } finally {
-      client.release();
+      connection.release(discard);
     }
   };
 
@@ -134,11 +162,11 @@ export async function openPostgresUploadStore(
     `EXISTS (SELECT 1 FROM ${s}.upload_instances i WHERE i.id = ${column} AND i.heartbeat_at > now() - interval '${Math.ceil(claimTimeoutMs)} milliseconds')`;
 
   try {
-    const client = await pool.connect();
+    const { client, release } = await checkout();
     try {
       await migrate(client, schema, options.service);
     } finally {
-      client.release();
+      release();
     }
   } catch (error) {
     await pool.end().catch(() => undefined);
