@@ -39,7 +39,12 @@ async function digestsBelow(directory: string): Promise<Record<string, string>> 
   for (const entry of await readdir(directory, { withFileTypes: true, recursive: true })) {
     if (!entry.isFile()) continue;
     const path = join(entry.parentPath, entry.name);
-    found[relative(directory, path)] = sha256(await readFile(path));
+    // Writes let through before the gate may still rename their temp files: one gone is skipped.
+    const bytes = await readFile(path).catch((error: NodeJS.ErrnoException) => {
+      if (error.code === "ENOENT") return undefined;
+      throw error;
+    });
+    if (bytes !== undefined) found[relative(directory, path)] = sha256(bytes);
   }
   return found;
 }
