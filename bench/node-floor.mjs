@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// The floor under distributor's local publishing: what Node itself costs for the work the SPEC
-// and the commit design require, with none of distributor's code. `compare-local.mjs` runs it
+// The floor under distributor's local publishing: what Node itself costs for the work the bundle
+// rules and the commit protocol require, with none of distributor's code. `compare-local.mjs` runs it
 // beside distributor and the peers, so a ratio to rclone can be read against the best a Node
 // program making the same system calls reaches on the same disk in the same run.
 //

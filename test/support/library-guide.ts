@@ -76,7 +76,7 @@ export function runScript(
   });
 }
 
-/** Writes a bundle directory with its manifest (digests as SPEC §4 defines them). */
+/** Writes a bundle directory with its manifest (digests as docs/design/bundles.md defines them). */
 export async function writeBundle(
   directory: string,
   id: string,

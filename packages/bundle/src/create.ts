@@ -27,7 +27,7 @@ import { checkLimit, DEFAULT_VALIDATION_CONCURRENCY } from "./validate.js";
 export const DEFAULT_CREATE_MAX_FILES = 100_000;
 
 export interface CreateManifestOptions {
-  /** Bundle id (SPEC §4 pattern). */
+  /** Bundle id (docs/design/bundles.md pattern). */
   id: string;
   /** Creation time; defaults to `now()` truncated to whole seconds. */
   created?: Date;
@@ -51,7 +51,7 @@ export interface CreatedManifest {
 }
 
 /**
- * Writes `manifest.json` for the bundle directory `bundlePath` (SPEC §4 "manifest create"): every
+ * Writes `manifest.json` for the bundle directory `bundlePath` (docs/design/bundles.md "manifest create"): every
  * regular file below it except the root manifest, sorted, with streamed digests and sizes. Refuses
  * symlinks, a nested `manifest.json`, a root `.distributor.json` (destination state cannot be a
  * bundle file), and an existing manifest unless `force`. The write is atomic.

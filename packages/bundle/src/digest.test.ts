@@ -24,7 +24,7 @@ describe("file and bundle digests", () => {
     dir = undefined;
   });
 
-  it("matches the worked example of SPEC §4", () => {
+  it("matches the worked example of docs/design/bundles.md", () => {
     const file = fileDigest("# Report\nSunny.\n");
     expect(file).toEqual({
       sha256: "sha256:3640fd37140ee4d2e0e93e78834f232ea67a50e7bc6279203690cc7de1975fa6",

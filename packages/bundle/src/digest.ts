@@ -127,7 +127,7 @@ export async function digestFileAtMost(
 }
 
 /**
- * The text the bundle digest hashes (SPEC §4): one line `<sha256> <size> <path>\n` per file, in
+ * The text the bundle digest hashes (docs/design/bundles.md): one line `<sha256> <size> <path>\n` per file, in
  * ascending UTF-8 byte order of path.
  */
 export function bundleDigestText(files: readonly DigestedFile[]): string {

@@ -38,7 +38,7 @@ export interface DiscoveredBundle {
 }
 
 /**
- * Finds the bundles under `rootPrefix`: every directory holding a `manifest.json` file (SPEC §4).
+ * Finds the bundles under `rootPrefix`: every directory holding a `manifest.json` file (docs/design/bundles.md).
  * Bundles never nest, so a manifest below another bundle fails with `nested_bundle` issues naming
  * both; an entry the backend refuses (a symlink on local storage) fails with `unsupported_entry`.
  * The walk is bounded by `limit` (a larger tree fails with the backend's `limit_exceeded`

@@ -21,7 +21,7 @@ export type BundleIssueCode =
   | "manifest_exists"
   /** Names that are one name on case-insensitive or normalising stores (`portable_names`). */
   | "name_collision"
-  /** `source.signatures` (SPEC §13): no `manifest.json.sig` where one is required. */
+  /** `source.signatures` (docs/integrations/signed-bundles.md): no `manifest.json.sig` where one is required. */
   | "signature_missing"
   /** `manifest.json.sig` is no valid SSH signature of the manifest in the configured namespace. */
   | "signature_invalid"
@@ -50,7 +50,7 @@ export interface BundleValidationErrorOptions {
 /** How many issues the summary message spells out; all of them stay in `issues`. */
 const SUMMARY_ISSUES = 10;
 
-/** A bundle failed one or more rules of SPEC §4. Every problem found is listed in `issues`. */
+/** A bundle failed one or more rules of docs/design/bundles.md. Every problem found is listed in `issues`. */
 export class BundleValidationError extends Error {
   override name = "BundleValidationError";
   /** The issue's code when there is one issue, else `bundle_invalid`. */
@@ -79,7 +79,7 @@ export interface ManifestErrorOptions {
   cause?: unknown;
 }
 
-/** A manifest that is not valid JSON or breaks a rule of SPEC §4. */
+/** A manifest that is not valid JSON or breaks a rule of docs/design/bundles.md. */
 export class ManifestError extends BundleValidationError {
   override name = "ManifestError";
   readonly field: string | undefined;

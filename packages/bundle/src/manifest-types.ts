@@ -8,7 +8,7 @@ export interface ManifestFile {
   size: number;
 }
 
-/** A parsed, validated `manifest.json` (SPEC §4). */
+/** A parsed, validated `manifest.json` (docs/design/bundles.md). */
 export interface Manifest {
   schemaVersion: 1;
   id: string;

@@ -54,7 +54,7 @@ function rejectDoc(doc: Doc): ManifestError {
 }
 
 describe("parseManifest", () => {
-  it("parses the SPEC example and sorts files by path", () => {
+  it("parses the documented example and sorts files by path", () => {
     const manifest = parseManifest(JSON.stringify(validDoc()));
     expect(manifest).toEqual({
       schemaVersion: 1,
@@ -68,7 +68,7 @@ describe("parseManifest", () => {
     });
   });
 
-  it("accepts the single-file bundle of SPEC §4", () => {
+  it("accepts the single-file bundle of docs/design/bundles.md", () => {
     const text = `{"schema_version": 1, "id": "reports.example.2026-06-04", "created": "2026-06-04T11:55:00Z",
       "digest": "sha256:1ff36301a4a3f0f3a51ab8a55059a012213b6c2ee48bf0c7eb378c46bcb49f78",
       "files": [{"path": "report.md", "sha256": "sha256:3640fd37140ee4d2e0e93e78834f232ea67a50e7bc6279203690cc7de1975fa6", "size": 16}]}`;

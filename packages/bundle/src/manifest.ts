@@ -31,7 +31,7 @@ const DIGEST_FORMAT = "sha256:<64 lowercase hex>";
 const LONE_SURROGATE = /[\ud800-\udfff]/u;
 
 /**
- * Parses and validates `manifest.json` text (SPEC §4). Every failure is a `ManifestError` naming
+ * Parses and validates `manifest.json` text (docs/design/bundles.md). Every failure is a `ManifestError` naming
  * the field; `source` (e.g. `reports/manifest.json`) prefixes the message. Files come back sorted
  * by path in byte order.
  */

@@ -8,7 +8,7 @@ export interface SelectableBundle {
 }
 
 /**
- * The bundle a `fixed` destination publishes (SPEC §4): the newest manifest `created`; equal
+ * The bundle a `fixed` destination publishes (docs/design/bundles.md): the newest manifest `created`; equal
  * times go to the smallest root-relative path in byte order. Undefined when there are none.
  */
 export function selectNewestBundle<T extends SelectableBundle>(

@@ -96,7 +96,7 @@ describe("validateBundle", () => {
     expect(tooMany.issues.map((issue) => issue.code)).toEqual(["too_many_entries"]);
   });
 
-  it("accepts the hand-written SPEC example manifest", async () => {
+  it("accepts the hand-written example manifest of docs/design/bundles.md", async () => {
     // The manifest is a checked-in file; report.md is written here because the formatter would
     // reflow a Markdown fixture and change its bytes.
     const fixture = fileURLToPath(

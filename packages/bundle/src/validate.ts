@@ -20,7 +20,7 @@ import { type BundleSigner, readSignedManifest, type SignaturePolicy } from "./s
 
 export type UnlistedFilesPolicy = "reject" | "ignore";
 
-/** Defaults of the pipeline's `validation` block (SPEC §4, §8). */
+/** Defaults of the pipeline's `validation` block (docs/design/bundles.md, docs/config.md). */
 export const DEFAULT_MAX_FILES = 10_000;
 export const DEFAULT_MAX_TOTAL_SIZE = 10_000_000_000;
 /** Files hashed at once: enough to hide remote round trips, few enough to keep memory flat. */
@@ -86,7 +86,7 @@ export interface ValidatedBundle {
 }
 
 /**
- * Checks a bundle against SPEC §4 before anything is published: the manifest parses and respects
+ * Checks a bundle against docs/design/bundles.md before anything is published: the manifest parses and respects
  * the limits; every listed file is a regular file with the listed size and SHA-256 (streamed, one
  * chunk in memory per file being hashed); no file is unlisted (unless ignored) and no
  * `manifest.json` hides below the root. Every problem found is reported in one

@@ -15,7 +15,7 @@ import {
   writeFiles,
 } from "./helpers.js";
 
-// The commit protocol (SPEC §5) with real processes on the local backend: concurrent runs lose no
+// The commit protocol (docs/design/commit-protocol.md) with real processes on the local backend: concurrent runs lose no
 // record, and a run killed with SIGKILL is followed by a plain run that succeeds.
 
 const tmp = useTempDir();
@@ -301,13 +301,13 @@ describe("a run killed with SIGKILL", () => {
     expect(stopped.code).toBe(1);
     const envelope = JSON.parse(stopped.stdout);
     expect(envelope.error.code).toBe("aborted");
-    // The whole result, not null: the interrupted action is there, failed (SPEC §9).
+    // The whole result, not null: the interrupted action is there, failed (docs/cli.md).
     expect(envelope.result.interrupted).toBe(true);
     expect(envelope.result.actions).toHaveLength(1);
     expect(envelope.result.actions[0]).toMatchObject({ status: "failed", action: "publish_new" });
     expect(envelope.result.actions[0].error.code).toBe("aborted");
     expect(envelope.result.actions[0].error.message).toContain("interrupted by SIGTERM");
-    // Before the commit the journal is kept, never dropped (SPEC §5): the lease stays, already
+    // Before the commit the journal is kept, never dropped (docs/design/commit-protocol.md): the lease stays, already
     // expired, and lists whatever of this attempt may still be there (writes cut off mid-way).
     const left = await files(dest);
     expect(Object.keys(left)).toContain(".distributor.lease.json");

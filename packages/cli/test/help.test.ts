@@ -2,7 +2,7 @@ import { readFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
 import { envelopeOf, runCli } from "./helpers.js";
 
-/** Every command, the words that invoke it, and every flag its help must describe (SPEC §9). */
+/** Every command, the words that invoke it, and every flag its help must describe (docs/cli.md). */
 const commands: ReadonlyArray<readonly [string, readonly string[], readonly string[]]> = [
   ["version", ["version"], ["--format"]],
   ["run", ["run"], ["--config", "--pipeline", "--dry-run", "--force", "--quiet", "--format"]],
@@ -84,7 +84,7 @@ describe("help", () => {
     expect(viaHelp.stdout).toBe(viaFlag.stdout);
   });
 
-  it("shows the SPEC synopsis of a command, with the lease wait of SPEC §5", async () => {
+  it("shows the synopsis of a command as docs/cli.md gives it, with the lease wait", async () => {
     const result = await runCli(["prune", "--help"]);
 
     expect(result.stdout).toContain(

@@ -109,17 +109,17 @@ export async function writeFiles(directory: string, files: Record<string, string
 export const REPORT = "# Report\nSunny.\n";
 export const REPORT_SHA256 =
   "sha256:3640fd37140ee4d2e0e93e78834f232ea67a50e7bc6279203690cc7de1975fa6";
-/** The bundle digest of SPEC §4's example: `report.md` alone. */
-export const SPEC_BUNDLE_DIGEST =
+/** The bundle digest of docs/design/bundles.md's example: `report.md` alone. */
+export const EXAMPLE_BUNDLE_DIGEST =
   "sha256:1ff36301a4a3f0f3a51ab8a55059a012213b6c2ee48bf0c7eb378c46bcb49f78";
 
-/** Writes SPEC §4's example bundle (one file, literal manifest) into `directory`. */
+/** Writes docs/design/bundles.md's example bundle (one file, literal manifest) into `directory`. */
 export async function writeSpecBundle(directory: string, id = "reports.example.2026-06-04") {
   const manifest = {
     schema_version: 1,
     id,
     created: "2026-06-04T11:55:00Z",
-    digest: SPEC_BUNDLE_DIGEST,
+    digest: EXAMPLE_BUNDLE_DIGEST,
     files: [{ path: "report.md", sha256: REPORT_SHA256, size: 16 }],
   };
   await writeFiles(directory, {
@@ -199,7 +199,7 @@ export const sha256Of = (bytes: string | Buffer) =>
   `sha256:${createHash("sha256").update(bytes).digest("hex")}`;
 
 /**
- * Replaces `dir` with a bundle: `files` and a manifest listing them with the digests of SPEC §4,
+ * Replaces `dir` with a bundle: `files` and a manifest listing them with the digests of docs/design/bundles.md,
  * written directly (not through `manifest create`, which refuses some of what tests need).
  */
 export async function writeBundle(

@@ -2,11 +2,11 @@ import { rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import {
+  EXAMPLE_BUNDLE_DIGEST,
   envelopeOf,
   REPORT_SHA256,
   resultOf,
   runCli,
-  SPEC_BUNDLE_DIGEST,
   useTempDir,
   writeConfig,
   writeSpecBundle,
@@ -42,7 +42,7 @@ describe("inspect <bundle>", () => {
               schema_version: 1,
               id: "reports.example.2026-06-04",
               created: "2026-06-04T11:55:00Z",
-              digest: SPEC_BUNDLE_DIGEST,
+              digest: EXAMPLE_BUNDLE_DIGEST,
             },
             files: [{ path: "report.md", sha256: REPORT_SHA256, size: 16, status: "ok" }],
             total_size: 16,
@@ -61,7 +61,7 @@ describe("inspect <bundle>", () => {
 
     expect(result.code).toBe(0);
     expect(result.stdout).toBe(
-      `Bundle: path=. id=reports.example.2026-06-04 created=2026-06-04T11:55:00Z digest=${SPEC_BUNDLE_DIGEST} files=1 total_size=16 status=valid\n` +
+      `Bundle: path=. id=reports.example.2026-06-04 created=2026-06-04T11:55:00Z digest=${EXAMPLE_BUNDLE_DIGEST} files=1 total_size=16 status=valid\n` +
         `File: path=report.md size=16 sha256=${REPORT_SHA256} status=ok\n`,
     );
   });

@@ -2,10 +2,10 @@ import { readFile, symlink } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import {
+  EXAMPLE_BUNDLE_DIGEST,
   envelopeOf,
   REPORT,
   runCli,
-  SPEC_BUNDLE_DIGEST,
   useTempDir,
   writeFiles,
 } from "./helpers.js";
@@ -30,7 +30,7 @@ describe("manifest create", () => {
     expect(created.code).toBe(0);
     expect(created.stderr).toBe("");
     expect(created.stdout).toBe(
-      `Manifest: path=${join(dir(), "manifest.json")} id=reports.example.2026-06-04 created=2026-06-04T11:55:00Z digest=${SPEC_BUNDLE_DIGEST} files=1 total_size=16\n`,
+      `Manifest: path=${join(dir(), "manifest.json")} id=reports.example.2026-06-04 created=2026-06-04T11:55:00Z digest=${EXAMPLE_BUNDLE_DIGEST} files=1 total_size=16\n`,
     );
     const manifest = JSON.parse(await readFile(join(dir(), "manifest.json"), "utf8")) as Record<
       string,
@@ -40,7 +40,7 @@ describe("manifest create", () => {
       schema_version: 1,
       id: "reports.example.2026-06-04",
       created: "2026-06-04T11:55:00Z",
-      digest: SPEC_BUNDLE_DIGEST,
+      digest: EXAMPLE_BUNDLE_DIGEST,
     });
     expect(validated.code).toBe(0);
     expect(validated.stdout).toContain("status=valid");

@@ -317,7 +317,7 @@ describe("destination problems caught while planning", () => {
     expect(await readFile(dest, "utf8")).toBe("not a directory");
   });
 
-  it("reports every SPEC §9 action field, null where empty", async () => {
+  it("reports every docs/cli.md action field, null where empty", async () => {
     const source = join(tmp(), "src");
     const dest = join(tmp(), "dest");
     await bundle(source, "reports", "2026-06-04T10:00:00Z", { "report.md": "v1\n" });

@@ -14,7 +14,7 @@ import {
   type Upload,
 } from "./upload-load.js";
 
-// SPEC §10 Several instances with real `distributor serve` processes: two instances share one
+// docs/integrations/http-upload.md, several instances with real `distributor serve` processes: two instances share one
 // PostgreSQL database and one staging directory.
 
 const TOKEN = "instances-test-token-value";

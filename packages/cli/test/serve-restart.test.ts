@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { type Serving, sha256Of, startServe, useTempDir, writeBundle } from "./helpers.js";
 import { createdOf, pack, postUpload, runEvents, type Upload } from "./upload-load.js";
 
-// SPEC §10 Durability with the real `distributor serve`: killed with SIGKILL at random moments
+// docs/integrations/http-upload.md, durability with the real `distributor serve`: killed with SIGKILL at random moments
 // while uploads arrive and runs execute, then started again on the same store and staging.
 
 const TOKEN = "restart-test-token-value";

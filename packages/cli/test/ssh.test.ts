@@ -343,7 +343,7 @@ describe.skipIf(sshd === undefined)("distributor with an SSH destination", () =>
     expect(await tree(root)).toEqual({});
   });
 
-  // A killed run leaves its temp file and lease on the server; the next run's recovery (SPEC §5)
+  // A killed run leaves its temp file and lease on the server; the next run's recovery (docs/design/commit-protocol.md)
   // deletes what the journal names and then publishes as usual.
   it("recovers after the CLI is killed in the middle of a large upload", async () => {
     const source = join(tmp(), "src");

@@ -16,7 +16,7 @@ import {
 // A real `distributor run` stopped (SIGSTOP) past its lease while it overwrites a bundle in place,
 // a newer run committing meanwhile, then continued (SIGCONT): the stalled run must not report a
 // success the destination contradicts, the newer run's state must describe every byte, and the
-// next plain run succeeds and leaves no lease or temp file (SPEC §5, fencing).
+// next plain run succeeds and leaves no lease or temp file (docs/design/commit-protocol.md, fencing).
 
 const tmp = useTempDir();
 

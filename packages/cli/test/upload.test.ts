@@ -5,10 +5,10 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { WireServer } from "../../upload-client/test/wire-server.js";
 import {
   type CliResult,
+  EXAMPLE_BUNDLE_DIGEST,
   envelopeOf,
   resultOf,
   runCli,
-  SPEC_BUNDLE_DIGEST,
   useTempDir,
   writeSpecBundle,
 } from "./helpers.js";
@@ -52,7 +52,7 @@ describe("upload", () => {
     const key = server.uploads[0]?.headers["idempotency-key"];
     expect(key).toMatch(/^[\x21-\x7e]+$/);
     expect(result.stdout).toBe(
-      `Upload: run_id=run-1 pipeline=reports status=queued manifest=${BUNDLE_ID} digest=${SPEC_BUNDLE_DIGEST} replayed=false idempotency_key=${key} status_url=${server.url}/runs/run-1\n`,
+      `Upload: run_id=run-1 pipeline=reports status=queued manifest=${BUNDLE_ID} digest=${EXAMPLE_BUNDLE_DIGEST} replayed=false idempotency_key=${key} status_url=${server.url}/runs/run-1\n`,
     );
     expect(server.uploads[0]?.headers.authorization).toBe(`Bearer ${TOKEN}`);
     expect(server.uploads[0]?.entries.map((entry) => entry.path)).toEqual([
@@ -80,7 +80,7 @@ describe("upload", () => {
         run_id: "run-1",
         pipeline_id: "reports",
         status: "queued",
-        manifest: { id: BUNDLE_ID, digest: SPEC_BUNDLE_DIGEST, created: "2026-06-04T11:55:00Z" },
+        manifest: { id: BUNDLE_ID, digest: EXAMPLE_BUNDLE_DIGEST, created: "2026-06-04T11:55:00Z" },
         status_url: `${server.url}/runs/run-1`,
         replayed: false,
         idempotency_key: "build-42",

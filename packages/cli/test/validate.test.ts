@@ -2,11 +2,11 @@ import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import {
+  EXAMPLE_BUNDLE_DIGEST,
   envelopeOf,
   REPORT_SHA256,
   resultOf,
   runCli,
-  SPEC_BUNDLE_DIGEST,
   useTempDir,
   writeConfig,
   writeFiles,
@@ -28,7 +28,7 @@ describe("validate <path>", () => {
     expect(result.code).toBe(0);
     expect(result.stderr).toBe("");
     expect(result.stdout).toBe(
-      `Bundle: path=. id=reports.example.2026-06-04 created=2026-06-04T11:55:00Z digest=${SPEC_BUNDLE_DIGEST} files=1 total_size=16 status=valid\n` +
+      `Bundle: path=. id=reports.example.2026-06-04 created=2026-06-04T11:55:00Z digest=${EXAMPLE_BUNDLE_DIGEST} files=1 total_size=16 status=valid\n` +
         `Validate: location=local:${dir()} bundles=1 invalid=0 status=valid\n`,
     );
   });
@@ -65,7 +65,7 @@ describe("validate <path>", () => {
       path: ".",
       ok: false,
       id: "reports.example.2026-06-04",
-      digest: SPEC_BUNDLE_DIGEST,
+      digest: EXAMPLE_BUNDLE_DIGEST,
       files: 1,
       total_size: 16,
     });

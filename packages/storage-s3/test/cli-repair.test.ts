@@ -62,7 +62,7 @@ describe.skipIf(found === undefined)("destination repair on S3 (Ceph RGW)", () =
     expect(made.code, made.stderr).toBe(0);
   };
 
-  /** One-file bundle with its manifest written directly (SPEC §4 digests): quicker than a process each. */
+  /** One-file bundle with its manifest written directly (docs/design/bundles.md digests): quicker than a process each. */
   const dayBundle = async (root: string, created: string, body: string) => {
     const sha = (t: string) => `sha256:${createHash("sha256").update(t).digest("hex")}`;
     const size = Buffer.byteLength(body);

@@ -351,7 +351,7 @@ describe.skipIf(found === undefined)("distributor CLI with S3 (Ceph RGW)", () =>
       );
     }
     const path = await config(`pipelines:\n${pipelines.join("")}`);
-    // Both start at once; the lease of SPEC §5 makes one wait for the other, and neither
+    // Both start at once; the lease of docs/design/commit-protocol.md makes one wait for the other, and neither
     // overwrites the other's records.
     const raced = await Promise.all(
       ["alpha", "beta"].map((id) =>

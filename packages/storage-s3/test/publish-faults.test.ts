@@ -26,7 +26,7 @@ import { createS3Backend } from "../src/index.js";
 import type { S3Server } from "./ceph.js";
 import { backendOn, createBucket, emptyBucket, s3Server, uniqueName } from "./server.js";
 
-// The commit protocol of SPEC §5 against a real Ceph RGW, with the faults a network makes
+// The commit protocol of docs/design/commit-protocol.md against a real Ceph RGW, with the faults a network makes
 // between the run and the service: an answer lost after the service did the work, an answer
 // held until the client gives up, a service that stops answering altogether. After each, a run
 // that reported success has left state and bytes in agreement, and the next plain run (later,

@@ -8,7 +8,7 @@ import type { S3Server } from "./ceph.js";
 import { createBucket, emptyBucket, registryOn, s3Server, uniqueName } from "./server.js";
 
 // What a run costs in requests, counted by a proxy in front of a real Ceph RGW: a run in which
-// everything skips reads one state per destination bundle path and nothing else (SPEC §4), and
+// everything skips reads one state per destination bundle path and nothing else (docs/design/bundles.md), and
 // a first publication makes about one request per output plus a constant per bundle path.
 
 const found = s3Server();

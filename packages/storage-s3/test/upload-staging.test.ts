@@ -14,7 +14,7 @@ import {
 import type { S3Server } from "./ceph.js";
 import { backendOn, createBucket, emptyBucket, listKeys, s3Server, uniqueName } from "./server.js";
 
-// SPEC §8 `server.staging` on S3: two upload servers sharing one store stage accepted bundles in
+// docs/config.md `server.staging` on S3: two upload servers sharing one store stage accepted bundles in
 // one bucket/prefix of a real S3 gateway (Ceph RGW); whichever runs a job reads it from there.
 
 const server = s3Server();

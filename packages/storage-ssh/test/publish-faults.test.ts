@@ -19,7 +19,7 @@ import { expectAgreement } from "../../publish/test/faults/fault-model.js";
 import { createSshBackend } from "../src/index.js";
 import { freshRoot, server, sshd } from "./fixture.js";
 
-// The commit protocol of SPEC §5 against a real OpenSSH server, with a TCP proxy in between
+// The commit protocol of docs/design/commit-protocol.md against a real OpenSSH server, with a TCP proxy in between
 // that cuts the connection in the middle of one chosen step of a publication: the state's
 // compare-and-swap, an output's write, the delete of a replaced output. SFTP is encrypted, so the
 // step is found from the outside: a wrapper around the destination backend sees the call start

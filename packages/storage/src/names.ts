@@ -3,7 +3,7 @@ import { pathProblem } from "./paths.js";
 
 /** Name of the state file distributor keeps in every destination bundle path. */
 export const STATE_FILE_NAME = ".distributor.json";
-/** Name of the lease (and journal) a writing run holds beside a state file (SPEC §5). */
+/** Name of the lease (and journal) a writing run holds beside a state file (docs/design/commit-protocol.md). */
 export const LEASE_FILE_NAME = ".distributor.lease.json";
 
 const TEMP_NAME = /^\.distributor\.[0-9a-f]{16}\.tmp$/;

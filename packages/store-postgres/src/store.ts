@@ -58,7 +58,7 @@ const LIVE: readonly UploadRunStatus[] = ["accepted", "queued", "running"];
 const isLive = (status: UploadRunStatus) => LIVE.includes(status);
 
 /**
- * The upload store that several `serve` instances share (SPEC §10 Several instances): run
+ * The upload store that several `serve` instances share (docs/integrations/http-upload.md, several instances): run
  * records, idempotency keys and the queue are rows in PostgreSQL. A worker claims a job with a
  * row update under a transaction-scoped advisory lock, so each run executes on one instance at a
  * time and a pipeline with a live claim is skipped by every instance. Claims belong to an

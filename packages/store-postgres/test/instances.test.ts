@@ -5,7 +5,7 @@ import pg from "pg";
 import { afterEach, describe, expect, inject, it } from "vitest";
 import { openPostgresUploadStore } from "../src/index.js";
 
-// SPEC §10 Several instances, on one real PostgreSQL: two stores of one schema stand for two
+// docs/integrations/http-upload.md, several instances, on one real PostgreSQL: two stores of one schema stand for two
 // `serve` processes. A "dead" instance is one whose heartbeats stopped: its row is aged by hand,
 // exactly what the claim timeout measures, instead of waiting in real time.
 

@@ -71,7 +71,7 @@ export interface UploadOptions {
   signal?: AbortSignal;
   /** Retries after a 503 or a broken connection: a count, or a policy overriding the client's. */
   retries?: number | Partial<RetryPolicy>;
-  /** Local validation before anything is sent; default the SPEC §4 defaults. */
+  /** Local validation before anything is sent; default the docs/design/bundles.md defaults. */
   validation?: UploadValidationOptions;
   /** Called before each retry, e.g. to log it. */
   onRetry?: (retry: RetryNotice) => void;

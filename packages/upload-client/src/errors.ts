@@ -6,7 +6,7 @@ export type ClientErrorCode =
   | "connection_failed"
   /** No answer within the client's connect or request timeout. */
   | "timeout"
-  /** The server answered with something that is not the SPEC §10 protocol. */
+  /** The server answered with something that is not the docs/integrations/http-upload.md protocol. */
   | "invalid_response";
 
 export interface UploadErrorOptions {

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 
-/** SPEC §10: 1–255 visible ASCII characters (`!` to `~`). */
+/** docs/integrations/http-upload.md: 1–255 visible ASCII characters (`!` to `~`). */
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 
 /** Why `key` cannot be an `Idempotency-Key`, or undefined when it can. */

@@ -1,6 +1,6 @@
 import * as v from "valibot";
 
-// The records of the HTTP upload API (SPEC §10), defined once: `distributor serve` builds its
+// The records of the HTTP upload API (docs/integrations/http-upload.md), defined once: `distributor serve` builds its
 // answers with these types and its tests parse every answer with these schemas; the client
 // validates every answer it reads with them. Objects accept fields they do not know (and drop
 // them), so a newer server that adds a field does not break an older client.
@@ -9,7 +9,7 @@ import * as v from "valibot";
 export const RUN_STATUSES = ["accepted", "queued", "running", "succeeded", "failed"] as const;
 
 export const RunStatusSchema = v.picklist(RUN_STATUSES);
-/** Statuses of an upload run (SPEC §10). */
+/** Statuses of an upload run (docs/integrations/http-upload.md). */
 export type RunStatus = v.InferOutput<typeof RunStatusSchema>;
 
 const nonEmptyString = v.pipe(v.string(), v.minLength(1, "must not be empty"));

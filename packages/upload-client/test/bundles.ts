@@ -7,7 +7,7 @@ export const sha256Of = (bytes: string | Buffer) =>
   `sha256:${createHash("sha256").update(bytes).digest("hex")}`;
 
 /**
- * Writes a bundle into `dir`: `files` and a manifest listing them with the digests of SPEC §4,
+ * Writes a bundle into `dir`: `files` and a manifest listing them with the digests of docs/design/bundles.md,
  * computed here independently of `@distributor/bundle`.
  */
 export async function writeBundle(

@@ -14,7 +14,7 @@ import { Parser, type ReadEntry } from "tar";
 import type { RunRecord, RunStatus } from "../src/wire.js";
 
 /*
- * A small HTTP server speaking the upload protocol of SPEC §10, for injecting faults the real
+ * A small HTTP server speaking the upload protocol of docs/integrations/http-upload.md, for injecting faults the real
  * `distributor serve` does not make on demand; the client's tests against the real server are in
  * packages/publish/test/server/client.test.ts. Its answers are typed with the wire records. It really reads the streamed body: gunzips it, parses the tar
  * with `tar`, hashes every file and checks it against the manifest inside. Faults are injected

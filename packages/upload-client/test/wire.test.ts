@@ -40,7 +40,7 @@ const record = {
 };
 
 describe("wire schemas", () => {
-  it("accept the records of SPEC §10 and drop fields they do not know", () => {
+  it("accept the records of docs/integrations/http-upload.md and drop fields they do not know", () => {
     const parsed = parseWire(RunRecordSchema, { ...record, added_later: 1 });
     expect(parsed).toEqual({ ok: true, value: record });
     expect(parseWire(RunPageSchema, { runs: [record], next_cursor: null }).ok).toBe(true);

@@ -9,7 +9,7 @@ import type { ReadEntry } from "tar";
 import { MANIFEST_FILE_NAME } from "../manifest.js";
 import { loadTar } from "./tar.js";
 
-/** Why an upload archive was refused (SPEC §4 "Archive"). */
+/** Why an upload archive was refused (docs/design/bundles.md "Archive"). */
 export type ArchiveErrorCode =
   /** Not a tar (or gzip tar) stream, truncated, or a corrupt header. */
   | "invalid_archive"
@@ -85,7 +85,7 @@ const MAX_META_ENTRY_SIZE = 64 * 1024;
  * exist and be empty. Only regular files and directories are created, each file with an exclusive
  * create, so nothing can land outside `directory` or replace what an earlier entry wrote. Links,
  * devices and every other entry type, absolute paths, `..`, names that are not valid logical paths
- * (SPEC §3), reserved names and duplicate entries are refused, and the limits are enforced while
+ * (docs/design/bundles.md), reserved names and duplicate entries are refused, and the limits are enforced while
  * streaming: a gzip bomb stops at `maxExtractedSize`. One chunk at a time is held in memory.
  *
  * On failure an `ArchiveError` is thrown and whatever was written stays in `directory`: the

@@ -13,7 +13,7 @@ import { loadTar, type Tar } from "./tar.js";
 /** Modes written for every entry: archives do not carry the producer's umask or execute bits. */
 export const ARCHIVE_FILE_MODE = 0o644;
 export const ARCHIVE_DIRECTORY_MODE = 0o755;
-/** The `Content-Type` of a packed bundle (SPEC §10). */
+/** The `Content-Type` of a packed bundle (docs/integrations/http-upload.md). */
 export const BUNDLE_ARCHIVE_CONTENT_TYPE = "application/gzip";
 
 const BLOCK = 512;
@@ -38,7 +38,7 @@ export interface PackedBundle {
 }
 
 /**
- * Packs the bundle directory `directory` into a gzip-compressed tar stream (SPEC §4 "Archive"):
+ * Packs the bundle directory `directory` into a gzip-compressed tar stream (docs/design/bundles.md "Archive"):
  * every regular file and directory below it, at the archive root, in ascending byte order of path
  * (so parents precede children), with portable headers (modes 0644/0755, no owner ids or names, one
  * fixed mtime). Symlinks, special files, names that are no logical path and distributor's reserved

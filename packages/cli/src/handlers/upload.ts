@@ -23,7 +23,7 @@ export const uploadCommand: CommandHandler<UploadCommandOptions> = async (option
     if (problem !== undefined) throw new UsageError(`upload --idempotency-key: ${problem}`);
   }
   const uploader = client.createUploadClient({ server: options.server, token });
-  // Under --format json stderr carries only what an interactive terminal shows (SPEC §9).
+  // Under --format json stderr carries only what an interactive terminal shows (docs/cli.md).
   const tellRetries = context.format === "text" || context.io.stderrIsTTY === true;
   const onRetry = ({ error, delayMs, attempt }: RetryNotice) => {
     if (!tellRetries) return;

@@ -14,7 +14,7 @@ import type {
   UploadTokenConfig,
 } from "./types.js";
 
-/** Every value the configuration takes when a key is left out (SPEC §8). */
+/** Every value the configuration takes when a key is left out (docs/config.md). */
 export const CONFIG_DEFAULTS = Object.freeze({
   listen: "127.0.0.1:8080",
   retentionMs: 24 * 60 * 60 * 1000,

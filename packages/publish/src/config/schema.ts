@@ -21,7 +21,7 @@ export const UNKNOWN_KEY = "unknown key";
 /** Message of the issue for a value that should be a mapping. */
 export const NOT_A_MAPPING = "must be a mapping";
 
-/** Pipeline, destination and upload token ids: the same rule as bundle ids (SPEC §4). */
+/** Pipeline, destination and upload token ids: the same rule as bundle ids (docs/design/bundles.md). */
 export const ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
 const DURATION_HINT = "must be a duration such as 500ms, 45s, 30m, 1h30m or 168h";
@@ -263,7 +263,7 @@ function s3Prefix() {
         addIssue({ message: `must be a clean relative path such as reports/daily (${problem})` });
       }
     }),
-    // SPEC §3 without the 255-byte segment limit: no leading, trailing or doubled /, no . or ..
+    // docs/design/bundles.md without the 255-byte segment limit: no leading, trailing or doubled /, no . or ..
     // segment, no backslash or control character.
     jsonSchema({
       pattern: "^(?!/)(?!.*//)(?!.*/$)(?!(?:.*/)?\\.\\.?(?:/|$))[^\\\\\\u0000-\\u001f\\u007f]*$",
@@ -305,7 +305,7 @@ const locationEntries = {
   region: v.optional(text()),
   endpoint: v.optional(httpUrl()),
   force_path_style: v.optional(flag()),
-  /** Bounded waits (SPEC §5): how long to wait for a connection and for an answer. */
+  /** Bounded waits (docs/design/commit-protocol.md): how long to wait for a connection and for an answer. */
   timeouts: v.optional(
     mapping({
       connect: v.optional(duration()),
@@ -329,7 +329,7 @@ export const sourceSchema = mapping({
   backend: v.optional(choice(SOURCE_BACKENDS)),
   ...locationEntries,
   max_upload_size: v.optional(size()),
-  /** Which producers' bundles this source accepts (SPEC §13); any backend. */
+  /** Which producers' bundles this source accepts (docs/integrations/http-upload.md); any backend. */
   signatures: v.optional(
     mapping({
       required: v.optional(flag()),

@@ -30,7 +30,7 @@ export interface ServerConfig {
   staging?: StagingConfig;
 }
 
-/** `server.store`: where run records, the queue and idempotency records live (SPEC §10). */
+/** `server.store`: where run records, the queue and idempotency records live (docs/integrations/http-upload.md). */
 export interface StoreConfig {
   /**
    * `embedded` (durable, default), `memory` (forgotten on exit) or `postgres` (shared by several
@@ -103,7 +103,7 @@ export interface SourceTrust {
   signatures?: SignatureConfig;
 }
 
-/** `source.signatures` (SPEC §13): bundles signed with `ssh-keygen -Y sign` by allowed signers. */
+/** `source.signatures` (docs/integrations/signed-bundles.md): bundles signed with `ssh-keygen -Y sign` by allowed signers. */
 export interface SignatureConfig {
   /** Refuse a bundle without `manifest.json.sig` (default true); a present one is always checked. */
   required: boolean;
@@ -150,7 +150,7 @@ export interface SshLocation {
 }
 
 /**
- * Bounded waits of a remote location (SPEC §5): each absent one is the adapter's default
+ * Bounded waits of a remote location (docs/design/commit-protocol.md): each absent one is the adapter's default
  * (connect 10 s; request 30 s without an answer or progress).
  */
 export interface RemoteTimeouts {

@@ -12,7 +12,7 @@ import type { SourceBackend } from "./types.js";
 
 type Path = readonly KeySegment[];
 
-/** The backends each backend-specific key belongs to (SPEC §7). */
+/** The backends each backend-specific key belongs to (docs/design/storage-backends.md). */
 export const BACKEND_KEYS: Readonly<Record<string, readonly SourceBackend[]>> = {
   path: ["local", "ssh"],
   host: ["ssh"],

@@ -8,7 +8,8 @@ import type { TransferPolicy } from "../config/types.js";
  * source, but the destination's metadata rules now give some of its outputs other metadata:
  * exactly those are stored again) and `complete` (the state records the current source, but its
  * records are not the outputs that source gives under the configuration in force: the missing or
- * different ones are written and the ones no longer produced deleted) extend SPEC's list.
+ * different ones are written and the ones no longer produced deleted) extend the reference
+ * implementation's list.
  */
 export type PublishAction =
   | "publish_new"

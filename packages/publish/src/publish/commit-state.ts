@@ -48,7 +48,7 @@ export async function readBack(
 export const UNREADABLE = "\0unreadable";
 
 /**
- * The compare-and-swap of a state file (SPEC §5): `bytes` replace the file only while it is still
+ * The compare-and-swap of a state file (docs/design/commit-protocol.md): `bytes` replace the file only while it is still
  * at `version` (or, without one, only where no file is). Any failure is resolved by reading the
  * file back: holding exactly `bytes`, the write happened (its answer was lost, or an SDK retry
  * saw its own write as a conflict). A refusal with other bytes there is a `StateChangedError`;

@@ -57,7 +57,7 @@ export interface PublishTargetOptions {
 
 /**
  * Plans and, for a write, commits one bundle at one destination under the commit protocol of
- * SPEC §5: a skip reads the state alone and takes no lease (unless the state says a write is
+ * docs/design/commit-protocol.md: a skip reads the state alone and takes no lease (unless the state says a write is
  * under way, whose lease is then waited for or, when stale, recovered first); a refusal reads
  * the lease too; a write takes the state file's lease, plans again under it unless nothing
  * changed since, journals the paths it may create or will delete, marks the state (where one is
@@ -113,7 +113,7 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
     for (let attempt = 1; ; attempt++) {
       let current = await plan();
       if (lease === undefined && isSkip(current.action)) {
-        // Decided from the state alone, read in one request (SPEC §4). A run writing for this
+        // Decided from the state alone, read in one request (docs/design/bundles.md). A run writing for this
         // owner here (or one that died doing so) marked that state before its first write: then
         // its records may not describe what is stored, so the decision waits for that run, or
         // recovers what it left, and is made again under the lease. A dry run only reports.
@@ -198,7 +198,7 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
         if (error instanceof StateChangedError && attempt < MAX_PUBLISH_ATTEMPTS) continue;
         if (error instanceof UncommittedError) {
           // Abandoned, not released: the lease stays, expired, journaling what may be left and
-          // what it replaced in place, so the next run recovers it (SPEC §5, recovery completes).
+          // what it replaced in place, so the next run recovers it (docs/design/commit-protocol.md, recovery completes).
           lease = undefined;
           await held.abandon(error.pending);
         } else if (error instanceof PendingDeletesError) {

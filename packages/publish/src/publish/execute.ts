@@ -28,7 +28,7 @@ import { encodingOf, metadataOptions } from "./metadata.js";
 import { verifiedChunks, verifyingReader } from "./verify-source.js";
 
 /**
- * What the executor needs of the lease a plan is carried out under (SPEC §5, fencing): a check
+ * What the executor needs of the lease a plan is carried out under (docs/design/commit-protocol.md, fencing): a check
  * before every mutation, a signal that stops the mutations in flight once the lease is gone, and
  * a confirmation (a compare-and-swap of the lease) just before the state is written.
  */
@@ -98,7 +98,7 @@ export class PendingDeletesError extends Error {
 }
 
 /**
- * Carries out a write plan in the commit order of SPEC §5: outputs first (source copies streamed
+ * Carries out a write plan in the commit order of docs/design/commit-protocol.md: outputs first (source copies streamed
  * and re-verified against the manifest; each write atomic, no-clobber or a compare-and-swap on
  * the version planning saw), then `.distributor.json` (a compare-and-swap against the version
  * planning read, resolved by reading back when its answer is lost), then the fenced deletes of
@@ -259,7 +259,7 @@ async function writeAndCommit(
  * marker, as a compare-and-swap on its version. From then until the commit (and, when deletes
  * follow it, until they are done) the state says that its records may not describe what is
  * stored — outputs replaced in place, deleted ahead, or created and not yet recorded — so a run
- * reading it alone does not report a skip (SPEC §4 reads nothing else) but waits for this run's
+ * reading it alone does not report a skip (docs/design/bundles.md reads nothing else) but waits for this run's
  * lease, or recovers what a dead one left. Resolves with the version the commit swaps: the
  * marked state's, or, where no state was there, none.
  */

@@ -101,7 +101,7 @@ export async function inspectDestination(
 
   const directories = [...directoriesOf(plannedPaths)];
   // What this owner manages now may be overwritten or deleted: the plan fences both on the
-  // version seen here (SPEC §5, fencing).
+  // version seen here (docs/design/commit-protocol.md, fencing).
   const owned = [...currentOwnerPaths(target.owner, status.state)];
   const listed =
     entries === undefined

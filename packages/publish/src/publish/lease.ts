@@ -20,7 +20,7 @@ const LEASE_BYTES_LIMIT = 16 * 1024 * 1024;
 const LEASE_FORMAT = "distributor-lease/1";
 
 /**
- * What a lease file records (SPEC §5): who holds the state file beside it, until when, and the
+ * What a lease file records (docs/design/commit-protocol.md): who holds the state file beside it, until when, and the
  * journal of paths (relative to the bundle path) the holder may create or is about to delete.
  */
 export interface LeaseDocument {
@@ -234,7 +234,7 @@ export class Lease {
     if (options.renew ?? true) {
       const every = Math.max(1, Math.floor(this.#ttl / 3));
       this.#timer = setInterval(() => {
-        // A renewal that fails stops the run's writes (SPEC §5, fencing): `#update` records why.
+        // A renewal that fails stops the run's writes (docs/design/commit-protocol.md, fencing): `#update` records why.
         this.#update({}).catch((error: unknown) => this.#fail(error));
       }, every);
       this.#timer.unref();
@@ -444,7 +444,7 @@ export class Lease {
 
   /**
    * Rewrites the lease (renewed expiry, changes applied) as a compare-and-swap, in order. A
-   * failed swap is resolved by reading the lease back (SPEC §5, ambiguous outcomes): the write
+   * failed swap is resolved by reading the lease back (docs/design/commit-protocol.md, ambiguous outcomes): the write
    * may have happened with its answer lost, and an SDK retry may even have seen its own write as
    * a conflict. Only bytes other than ours mean the lease was taken over.
    */

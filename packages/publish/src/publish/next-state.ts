@@ -101,7 +101,7 @@ function nextSharedRootState(
   forced: boolean,
   merging: boolean,
 ): SharedRootState {
-  // A forced replacement clears the bundle path, other owners included (SPEC §5).
+  // A forced replacement clears the bundle path, other owners included (docs/design/commit-protocol.md).
   const base = forced
     ? newSharedRootState(now, request.distributorVersion)
     : sharedRootBase(request, previous, now);
@@ -186,7 +186,7 @@ export function adoptedStateDocument(
  * `document` with the records of `outputs` (paths this owner records) replaced by the outputs as
  * now planned, keeping each record's `created_at` and owner fields and giving it `updated_at =
  * now`; every other record stays as it is. The document's `updated_at` moves too (the commit
- * point of SPEC §5), its publication time does not: no new source was published.
+ * point of docs/design/commit-protocol.md), its publication time does not: no new source was published.
  */
 export function updatedRecordsDocument(
   document: StateDocument,
@@ -221,7 +221,7 @@ export function updatedRecordsDocument(
  * The state after a completion (`complete`): the owner still records the same source; `written`
  * (the outputs it wrote) replace or join its records, each keeping its `created_at` and taking
  * `updated_at = now`; the records of `removed` go; every other record stays as it was. The
- * publication time stays, the document's `updated_at` moves (the commit point of SPEC §5), and
+ * publication time stays, the document's `updated_at` moves (the commit point of docs/design/commit-protocol.md), and
  * the primary URL is the one the configuration gives now. Pure.
  */
 export function completedStateDocument(

@@ -139,13 +139,13 @@ export interface PlannedWrite {
   overwrite: boolean;
   /**
    * For an overwrite: the version planning saw at the path. The write is a compare-and-swap on
-   * it, so a run that lost its lease cannot replace bytes a newer run wrote (SPEC §5, fencing).
+   * it, so a run that lost its lease cannot replace bytes a newer run wrote (docs/design/commit-protocol.md, fencing).
    */
   ifMatch?: string | undefined;
 }
 
 /**
- * What a write plan records under its lease before the first write (SPEC §5, journal): the paths
+ * What a write plan records under its lease before the first write (docs/design/commit-protocol.md, journal): the paths
  * it may create or will delete, and the directories (`""` for the bundle path) where its temp
  * files and new directories may appear. Recovery after a crash removes exactly these.
  */
@@ -189,7 +189,7 @@ export interface PublishPlan {
 
   /**
    * Versions planning saw at the paths of `deletes` and `deletesFirst`: each delete happens only
-   * while the path still holds that version (SPEC §5, fencing).
+   * while the path still holds that version (docs/design/commit-protocol.md, fencing).
    */
   deleteVersions: Record<string, string>;
   /** Forced replacement: every entry below the bundle path not in the next state goes too. */
@@ -549,7 +549,7 @@ function emptyPlan(
  * stored bytes are missing or differ are written again, exactly as recorded: a missing one as a
  * no-clobber create, a changed one as an overwrite fenced on the version hashed. Nothing else is
  * written or deleted; the state is rewritten unchanged but for its `updated_at` (the commit
- * point of SPEC §5). A record the current source cannot reproduce byte for byte (a rendering
+ * point of docs/design/commit-protocol.md). A record the current source cannot reproduce byte for byte (a rendering
  * that changed, a configuration that no longer selects it), or a path where a directory or link
  * now stands, refuses the repair before anything is touched.
  */

@@ -51,7 +51,7 @@ export interface RecoveryReport {
 }
 
 /**
- * Undoes what a run that died while holding the lease left behind (SPEC §5): the journaled paths
+ * Undoes what a run that died while holding the lease left behind (docs/design/commit-protocol.md): the journaled paths
  * that no state records, its unfinished multipart uploads, reserved-pattern temp files in the
  * directories it wrote to, and those directories when they are left empty. Nothing else is
  * touched — never an unmanaged entry. When the state cannot be read, nothing journaled is
@@ -187,7 +187,7 @@ interface FencedState {
 }
 
 /**
- * Fences off a previous holder that may be stalled rather than dead (SPEC §5): its writes were
+ * Fences off a previous holder that may be stalled rather than dead (docs/design/commit-protocol.md): its writes were
  * all conditional on versions it saw, so recovery moves those versions on.
  * - Each path it was replacing in place (or deleting ahead of its writes) is hashed. Bytes other
  *   than the record's, or none, are not what the state describes: the file goes and its record

@@ -106,7 +106,7 @@ export async function readDestinationStatus(
 ): Promise<DestinationStateRead> {
   const path = statePath(bundlePath);
   // A state file is content: what else lies there matters only without one (absent vs
-  // unmanaged), so a bundle path with a state costs one read (SPEC §4: a skip reads the state).
+  // unmanaged), so a bundle path with a state costs one read (docs/design/bundles.md: a skip reads the state).
   const hasContents = true;
   let read: { bytes: Uint8Array; version: string };
   try {

@@ -29,7 +29,7 @@ const KEY_FORMAT = "distributor-upload-key/1";
 const TEMP_SUFFIX = ".tmp";
 
 /**
- * The embedded durable store (SPEC §10 Durability): one JSON file per run record and per
+ * The embedded durable store (docs/integrations/http-upload.md, durability): one JSON file per run record and per
  * idempotency record below `path`, each written to a temporary file, fsynced, renamed into place,
  * and the directory fsynced, so a record is either wholly there or not, and once a write resolved
  * it survives `kill -9` and a power loss. Everything is also held in memory; the files are read

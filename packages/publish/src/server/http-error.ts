@@ -11,7 +11,7 @@ import type {
 /** Every answer's body is one of the wire records of `@distributor/upload-client/wire`. */
 export type WireBody = AcceptedBody | RunRecord | RunPage | CancelAnswer | ErrorBody | HealthBody;
 
-/** A request refused with one of the statuses of SPEC §10 and a JSON `{"error": {code, message}}`. */
+/** A request refused with one of the statuses of docs/integrations/http-upload.md and a JSON `{"error": {code, message}}`. */
 export class HttpError extends Error {
   override readonly name = "HttpError";
   readonly status: number;

@@ -148,7 +148,7 @@ const ACCEPTED_CONTENT_TYPES: ReadonlySet<string> = new Set([
   "application/gzip",
   "application/x-gzip",
 ]);
-/** 1–255 visible ASCII characters (SPEC §10). */
+/** 1–255 visible ASCII characters (docs/integrations/http-upload.md). */
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 const RETRY_AFTER_SECONDS = "5";
 /** Longest `?wait=` a status request may hold the connection. */
@@ -158,7 +158,7 @@ export const DEFAULT_RUN_PAGE = 50;
 export const MAX_RUN_PAGE = 500;
 
 /**
- * Creates the HTTP upload server of SPEC §10. Upload tokens are resolved and allowed_signers
+ * Creates the HTTP upload server of docs/integrations/http-upload.md. Upload tokens are resolved and allowed_signers
  * files read here, so a missing, empty or duplicated token or an unusable allowed_signers file
  * fails before anything listens.
  */
@@ -252,7 +252,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
   sweeper.unref();
 
   /**
-   * SPEC §10 Durability: resumes every live run the store holds (a run that was running is queued
+   * docs/integrations/http-upload.md, durability: resumes every live run the store holds (a run that was running is queued
    * again), records the ones whose staged bundle is gone as failed, and removes staged data that
    * belongs to no live run. On shared staging other instances are alive: only data older than
    * `SHARED_STAGING_GRACE_MS` goes, since younger data may be an upload another instance is
@@ -741,7 +741,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     let error: { code: string; message: string } | null = null;
     // The staged bundle directory is the source root, whether the archive held the bundle at its
     // root or in a single top-level directory: that directory's name is the producer's and never
-    // becomes part of a destination path (SPEC §10, §12); path_mapping alone decides.
+    // becomes part of a destination path (docs/integrations/http-upload.md, docs/operations.md); path_mapping alone decides.
     let source: StorageBackend | undefined;
     try {
       const claimed = await store.updateRun(job.runId, {

@@ -23,7 +23,7 @@ export const SHARED_STAGING_GRACE_MS = 60 * 60 * 1000;
 const REMOTE_LISTING_LIMIT = DEFAULT_LISTING_LIMIT;
 
 /**
- * Where accepted bundles wait for their run (SPEC §8 `server.staging`): this instance's staging
+ * Where accepted bundles wait for their run (docs/config.md `server.staging`): this instance's staging
  * directory, a directory every instance mounts, or an S3 bucket/prefix. Uploads are always
  * received and extracted into a local directory, `receiveRoot`; `place` then makes the bundle
  * readable by whichever instance runs it.

@@ -221,8 +221,8 @@ export async function stagedManifest(staged: StagedUpload): Promise<ManifestIden
 }
 
 /**
- * Validates the staged bundle with the pipeline's validation policy (SPEC §4) and, under
- * `source.signatures`, its signature (SPEC §13); 422 names the problem.
+ * Validates the staged bundle with the pipeline's validation policy (docs/design/bundles.md) and, under
+ * `source.signatures`, its signature (docs/integrations/signed-bundles.md); 422 names the problem.
  */
 export async function validateStaged(
   staged: StagedUpload,
@@ -253,7 +253,7 @@ function identity(manifest: Manifest): ManifestIdentity {
 
 function invalidBundle(error: unknown): unknown {
   if (!(error instanceof BundleValidationError)) return error;
-  // A refused signature keeps its own code (SPEC §13); other problems stay bundle_invalid.
+  // A refused signature keeps its own code (docs/integrations/signed-bundles.md); other problems stay bundle_invalid.
   const code = signatureCode(error) ?? "bundle_invalid";
   return new HttpError(422, code, error.message, { cause: error });
 }

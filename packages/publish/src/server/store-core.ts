@@ -9,7 +9,7 @@ import type {
   UploadStore,
 } from "./store.js";
 
-/** Bounds every store applies to the records it holds (SPEC §10 Durability). */
+/** Bounds every store applies to the records it holds (docs/integrations/http-upload.md, durability). */
 export interface StoreLimits {
   /** `server.http.queue_size`: queued jobs and reserved places together. */
   queueSize: number;

@@ -9,7 +9,7 @@ import type {
 // The records the server answers with are the wire records of `@distributor/upload-client/wire`:
 // one definition for the server and its clients.
 
-/** The lifecycle of an uploaded bundle's run (SPEC §10). */
+/** The lifecycle of an uploaded bundle's run (docs/integrations/http-upload.md). */
 export type UploadRunStatus = RunStatus;
 
 /** What identifies an uploaded bundle for idempotency: its manifest's id, digest and creation time. */

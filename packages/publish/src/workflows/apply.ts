@@ -88,7 +88,7 @@ const VALIDATION_CONCURRENCY = 8;
  * decision (state version, stored versions, writes, deletes, next state).
  * Otherwise that destination is refused — none of the plan is carried out there (a lease a dead
  * run left there is still recovered first, as any run does) — and the others go on; when all
- * holds, the saved writes and deletes run under the commit protocol of SPEC §5, so the bytes
+ * holds, the saved writes and deletes run under the commit protocol of docs/design/commit-protocol.md, so the bytes
  * and state are those a plain run at the plan's time would have left.
  */
 export async function applyPlan(options: ApplyOptions): Promise<RunReport> {

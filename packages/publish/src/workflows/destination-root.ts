@@ -108,7 +108,7 @@ export async function writeRootState(
   }
 }
 
-/** What maintenance commands accept about the lease they take (SPEC §5). */
+/** What maintenance commands accept about the lease they take (docs/design/commit-protocol.md). */
 export interface MaintenanceLeaseOptions {
   /** How long to wait for another run's live lease (default 0: fail at once). */
   lockTimeoutMs?: number;
@@ -134,7 +134,7 @@ export function maintenanceLease(options: {
 /**
  * Runs `work` holding the lease of the destination root's state, recovering a stale lease
  * first; a dry run reads without one (`work` gets undefined). `work` journals what it will
- * delete, confirms the lease before its state write and fences its deletes (SPEC §5). When it
+ * delete, confirms the lease before its state write and fences its deletes (docs/design/commit-protocol.md). When it
  * fails with an `UncommittedError` or a `PendingDeletesError`, the lease is abandoned with their
  * pending paths, so the next run completes the work; otherwise it is released.
  */

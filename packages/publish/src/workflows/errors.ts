@@ -59,7 +59,7 @@ const CODES_BY_KIND: Readonly<Record<string, string>> = {
 };
 
 /**
- * The code of a failed destination action (`run` reports, SPEC §9): one vocabulary, documented
+ * The code of a failed destination action (`run` reports, docs/cli.md): one vocabulary, documented
  * in docs/cli.md, so scripts branch on it instead of on messages. Domain failures keep their
  * own code (`lease_held`, `commit_unknown`, `source_changed`, ...); a storage failure is named by
  * its operating-system cause where one is known (`no_space`, `read_only`, `permission_denied`,

@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { createManifestWorkflow } from "./manifest-create.js";
 import { validateBundlePath } from "./validate.js";
 
-const SPEC_BUNDLE_DIGEST =
+const EXAMPLE_BUNDLE_DIGEST =
   "sha256:1ff36301a4a3f0f3a51ab8a55059a012213b6c2ee48bf0c7eb378c46bcb49f78";
 
 let root: string;
@@ -34,13 +34,13 @@ describe("createManifestWorkflow", () => {
       manifest_path: join(root, "manifest.json"),
       id: "reports.example.2026-06-04",
       created: "2026-06-04T11:55:00Z",
-      digest: SPEC_BUNDLE_DIGEST,
+      digest: EXAMPLE_BUNDLE_DIGEST,
       files: 1,
       total_size: 16,
       warnings: [],
     });
     const manifest = parseManifest(await readFile(join(root, "manifest.json"), "utf8"));
-    expect(manifest.digest).toBe(SPEC_BUNDLE_DIGEST);
+    expect(manifest.digest).toBe(EXAMPLE_BUNDLE_DIGEST);
     expect((await validateBundlePath({ path: root })).ok).toBe(true);
   });
 

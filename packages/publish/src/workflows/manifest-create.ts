@@ -19,7 +19,7 @@ import type { IssueReport } from "./validate.js";
 export interface CreateManifestWorkflowOptions extends WorkflowOptions {
   /** Local bundle directory. */
   path: string;
-  /** Bundle id (SPEC §4 pattern). */
+  /** Bundle id (docs/design/bundles.md pattern). */
   id: string;
   /** Creation time; default now, truncated to whole seconds. */
   created?: Date;

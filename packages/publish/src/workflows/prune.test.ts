@@ -338,7 +338,7 @@ describe("prune", () => {
     });
     expect(paths(error.report.deleted_outputs)).toBe("old.txt");
     expect(paths(error.report.planned_outputs)).toBe("old.txt,fresh.txt");
-    // The commit protocol writes the state first, then deletes (SPEC §5): the record is gone,
+    // The commit protocol writes the state first, then deletes (docs/design/commit-protocol.md): the record is gone,
     // and the file that could not be deleted stays journaled with the abandoned lease.
     expect(error.report.state_changed).toBe(true);
     expect(await destination.exists("old.txt")).toBe(false);

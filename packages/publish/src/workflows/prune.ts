@@ -316,7 +316,7 @@ async function rootStatePresent(
 }
 
 /**
- * Carries out a prune in the commit protocol's order (SPEC §5): journal the outputs to delete,
+ * Carries out a prune in the commit protocol's order (docs/design/commit-protocol.md): journal the outputs to delete,
  * confirm the lease, write the state without their records (a compare-and-swap), then delete
  * them, each fenced on the version seen before the journal. A crash at any point leaves a
  * journal from which the next run completes or undoes the prune; nothing is deleted that a

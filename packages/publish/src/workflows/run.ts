@@ -34,7 +34,7 @@ import { signatureCode, signaturePolicy } from "./signatures.js";
 
 export type RunStatus = "published" | "planned" | "skipped" | "failed";
 
-/** One output of an action; every field is present, `null` where it has no value (SPEC §9). */
+/** One output of an action; every field is present, `null` where it has no value (docs/cli.md). */
 export interface RunOutputReport {
   path: string;
   kind: "source" | "generated";
@@ -338,7 +338,7 @@ async function runPipeline(
     const bundles = await readPipelineManifests(options, pipeline, source);
     checkPortableNames(pipeline, bundles, report);
     // Full validation hashes every file, so it waits until some destination will write: a run
-    // in which every destination skips reads manifests and state files only (SPEC §4). Once
+    // in which every destination skips reads manifests and state files only (docs/design/bundles.md). Once
     // needed, every bundle of the pipeline is validated, so one invalid bundle publishes nothing.
     let validation: Promise<void> | undefined;
     const validateAll = () => {
@@ -486,7 +486,7 @@ async function readPipelineManifests(
 /** Files hashed at once while validating: one read chunk in memory each. */
 const VALIDATION_CONCURRENCY = 8;
 
-/** Validates every bundle in full (SPEC §4), each against the manifest planning used. */
+/** Validates every bundle in full (docs/design/bundles.md), each against the manifest planning used. */
 async function validatePipelineBundles(
   options: RunOptions,
   pipeline: PipelineConfig,
@@ -796,7 +796,7 @@ export async function runTarget(
     });
   } catch (error) {
     if (signal?.aborted) {
-      // Reported, not thrown: an interrupted run prints its whole result (SPEC §5, §9).
+      // Reported, not thrown: an interrupted run prints its whole result (docs/design/commit-protocol.md, docs/cli.md).
       fail(action, error);
       const reason = errorMessage(signal.reason);
       const message = action.error?.message ?? "";

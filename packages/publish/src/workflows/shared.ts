@@ -47,7 +47,7 @@ export const defaultBackends: BackendRegistry = {
     }),
 };
 
-/** Options every workflow accepts (SPEC §11). */
+/** Options every workflow accepts (docs/consumers/library.md). */
 export interface WorkflowOptions<Event = never> {
   /** Backend factories by name, added to (and overriding) the default `local`. */
   backends?: BackendRegistry;
@@ -200,7 +200,7 @@ export async function withBackend<Result>(
 
 /**
  * A bundle path typed by a person (`--bundle`) as a logical prefix: `.` and `""` are the root, a
- * trailing `/` is tolerated; anything else must be a valid logical path (SPEC §3).
+ * trailing `/` is tolerated; anything else must be a valid logical path (docs/design/bundles.md).
  */
 export function bundlePrefix(text: string): string {
   const trimmed = text.length > 1 && text.endsWith("/") ? text.slice(0, -1) : text;

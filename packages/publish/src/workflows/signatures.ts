@@ -13,7 +13,7 @@ import { WorkflowError } from "./shared.js";
 /** Larger than any allowed_signers file a team keeps; a bound on what is read into memory. */
 const MAX_ALLOWED_SIGNERS_BYTES = 4 * 1024 * 1024;
 
-/** The codes a refused signature carries (SPEC §13), kept as they are wherever it is reported. */
+/** The codes a refused signature carries (docs/integrations/signed-bundles.md), kept as they are wherever it is reported. */
 export const SIGNATURE_CODES: ReadonlySet<BundleIssueCode | "bundle_invalid"> = new Set([
   "signature_missing",
   "signature_invalid",

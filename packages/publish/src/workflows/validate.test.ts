@@ -11,7 +11,7 @@ import { type ValidateEvent, validateBundlePath, validateConfiguredSource } from
 
 const REPORT = "# Report\nSunny.\n";
 const REPORT_SHA = "sha256:3640fd37140ee4d2e0e93e78834f232ea67a50e7bc6279203690cc7de1975fa6";
-const SPEC_BUNDLE_DIGEST =
+const EXAMPLE_BUNDLE_DIGEST =
   "sha256:1ff36301a4a3f0f3a51ab8a55059a012213b6c2ee48bf0c7eb378c46bcb49f78";
 
 let root: string;
@@ -57,7 +57,7 @@ describe("validateBundlePath", () => {
           path: ".",
           ok: true,
           id: "reports.example.2026-06-04",
-          digest: SPEC_BUNDLE_DIGEST,
+          digest: EXAMPLE_BUNDLE_DIGEST,
           created: "2026-06-04T11:55:00Z",
           files: 1,
           total_size: 16,

@@ -18,7 +18,7 @@ import { expect } from "vitest";
 import type { BackendRegistry } from "../../src/workflows/shared.js";
 
 /**
- * The fault model of SPEC §5 (and CONVENTIONS "fault models name every outcome"): what can
+ * The fault model of docs/design/commit-protocol.md (and CONVENTIONS "fault models name every outcome"): what can
  * happen to one mutation of a destination backend.
  * - `fail`: refused before anything was done (the store answered with an error).
  * - `crash`: the process died there: nothing more of this run happens, not even its cleanup.
@@ -247,7 +247,7 @@ export function expectWholePublication(
 }
 
 /**
- * The invariant after every fault (SPEC §5): every state file — at the destination root, or one
+ * The invariant after every fault (docs/design/commit-protocol.md): every state file — at the destination root, or one
  * per bundle path below it — describes exactly the bytes there. Every recorded output holds its
  * recorded digest and size; every other file is in `unmanaged` (untouched, with those bytes).
  * Every owner records the whole publication of its recorded source (`expectWholePublication`).

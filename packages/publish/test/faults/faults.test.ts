@@ -30,7 +30,7 @@ import {
 // filesystem. After each: a run that reported
 // success left state and bytes in agreement, and the next plain run succeeds and leaves them in
 // agreement with no journal or temp debris, and no lease but an expired one a skip never reads
-// (SPEC §5, "the guarantee, tested").
+// (docs/design/commit-protocol.md, "the guarantee, tested").
 
 const V1 = { "a.md": "# A one\n", "b.txt": "b one\n", "docs/c.txt": "c one\n" };
 const V2 = { "a.md": "# A two\n", "b.txt": "b one\n", "d.txt": "d two\n" };

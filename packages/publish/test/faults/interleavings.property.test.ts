@@ -23,7 +23,7 @@ import {
 } from "./fault-model.js";
 
 // Random interleavings of runs of three pipelines over overlapping destinations on the real
-// filesystem, with the faults of the model (SPEC §5) at random mutations:
+// filesystem, with the faults of the model (docs/design/commit-protocol.md) at random mutations:
 // - `site`, a shared root that `alpha` and `beta` both publish to (disjoint paths, one shared
 //   nested directory), holding an operator's unmanaged file;
 // - `solo`, a single-owner destination that `alpha` and `gamma` both target: whichever publishes
@@ -428,7 +428,7 @@ async function runStep(c: Case, s: Step, index: number) {
   for (const check of deferred) await check();
   await expectUnmanagedUntouched(c, stepLabel);
   // The step's processes are gone: on this host their leases are stale from now on (restic's
-  // rule, SPEC §5); the clock jump is how this one process shows the next runs that.
+  // rule, docs/design/commit-protocol.md); the clock jump is how this one process shows the next runs that.
   c.clock.offset += PAST_THE_LEASE_MS;
 }
 

@@ -316,7 +316,7 @@ export function failingWrites(backend: StorageBackend, failPath: string): Storag
   });
 }
 
-/** The backends the engine suites run on: memory, and the real filesystem (SPEC conventions). */
+/** The backends the engine suites run on: memory, and the real filesystem (POSIX conventions). */
 export const BACKEND_KINDS = ["memory", "local"] as const;
 export type BackendKind = (typeof BACKEND_KINDS)[number];
 

@@ -13,11 +13,11 @@ import {
   writeSourceBundle,
 } from "./fixtures.js";
 
-// A run whose plan is a skip reads the state alone (SPEC §4). A writer may be part-way through
+// A run whose plan is a skip reads the state alone (docs/design/bundles.md). A writer may be part-way through
 // replacing the very outputs that state records: then the state does not describe the bytes, and
 // a skip reported at that moment would be a success the destination contradicts. The writer
 // marks the state before its first write (`replacing`), so a writer of the same records is seen
-// in the one read a skip makes, and the skip waits for its lease instead (SPEC §5).
+// in the one read a skip makes, and the skip waits for its lease instead (docs/design/commit-protocol.md).
 
 const V1 = { "a.txt": "a one\n", "b.txt": "b one\n" };
 const V2 = { "a.txt": "a two\n", "b.txt": "b two\n" };

@@ -24,7 +24,7 @@ import {
 
 // `@distributor/upload-client` against the real `createUploadServer` on 127.0.0.1:0 with a real
 // local destination: the client and the server speak one wire schema, and the client maps every
-// refusal of SPEC §10 to its errors. (The client's own tests use a fake server only to inject
+// refusal of docs/integrations/http-upload.md to its errors. (The client's own tests use a fake server only to inject
 // faults the real one does not make: dropped connections, 503s, stalls.)
 
 const REPORT = "# Report\nSunny.\n";

@@ -13,7 +13,7 @@ import {
   workspace,
 } from "./helpers.js";
 
-// Running serve in production (SPEC §13): Prometheus metrics, readiness, a level on every log
+// Running serve in production (docs/integrations/http-upload.md): Prometheus metrics, readiness, a level on every log
 // event and one event per state change of a run — over real HTTP with the embedded store.
 
 const REPORT = "# Report\nSunny.\n";

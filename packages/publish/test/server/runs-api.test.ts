@@ -20,7 +20,7 @@ import {
   writeBundle,
 } from "./helpers.js";
 
-// Run listing, cancel, long-poll and restart recovery of the upload server (SPEC §10), over real
+// Run listing, cancel, long-poll and restart recovery of the upload server (docs/integrations/http-upload.md), over real
 // HTTP with the embedded store on disk.
 
 const REPORT = "# Report\nSunny.\n";

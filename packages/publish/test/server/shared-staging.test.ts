@@ -5,7 +5,7 @@ import { parseConfig } from "../../src/config/index.js";
 import { createMemoryUploadStore } from "../../src/server/index.js";
 import { bundleArchive, startServer, tree, upload, waitForRun, workspace } from "./helpers.js";
 
-// SPEC §10 Durability on shared staging (`server.staging: {backend: local}`): other instances may
+// docs/integrations/http-upload.md, durability on shared staging (`server.staging: {backend: local}`): other instances may
 // be receiving uploads into the same directory, so a starting server removes only orphans older
 // than the grace period, and uploads are received there rather than in staging_directory.
 

@@ -27,7 +27,7 @@ import {
   writeBundle,
 } from "./helpers.js";
 
-// The HTTP upload API of SPEC §10 over real HTTP on 127.0.0.1:0, with real staging and
+// The HTTP upload API of docs/integrations/http-upload.md over real HTTP on 127.0.0.1:0, with real staging and
 // destination directories. Fakes only inject destination faults.
 
 const REPORT = "# Report\nSunny.\n";

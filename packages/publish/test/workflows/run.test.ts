@@ -271,7 +271,7 @@ describe("run workflow", () => {
     expect(await readFile(join(second, "r.md"), "utf8")).toBe("r\n");
   });
 
-  it("reads only manifests and state when every destination skips (SPEC §4)", async () => {
+  it("reads only manifests and state when every destination skips (docs/design/bundles.md)", async () => {
     const source = join(dir, "src");
     const backend = createLocalBackend({ root: source });
     await writeSourceBundle(backend, "a", { "r.md": "# A\n", "big.bin": "x".repeat(100_000) });
@@ -356,7 +356,7 @@ describe("run workflow", () => {
   });
 
   describe("a source file changed after validation", () => {
-    // Validation hashed the bytes; the copy hashes them again (SPEC §6), so a change that keeps
+    // Validation hashed the bytes; the copy hashes them again (docs/design/commit-protocol.md), so a change that keeps
     // the file's size and times — invisible to anything but the bytes — is still caught.
     async function changedAfterValidation(change: (path: string) => void) {
       const source = join(dir, "src");

@@ -65,7 +65,7 @@ export function sampleRun(pipeline = "reports", token = "reporter") {
 }
 
 /**
- * Registers the behaviour every `UploadStore` shares as vitest tests (SPEC §10): idempotency
+ * Registers the behaviour every `UploadStore` shares as vitest tests (docs/integrations/http-upload.md): idempotency
  * claims, the bounded queue and its order, run records, expiry by retention and count, paging, and
  * for durable stores, that everything accepted survives a restart.
  */

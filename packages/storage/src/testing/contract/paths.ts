@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { type ContractContext, expectKind } from "./context.js";
 
 /**
- * Logical paths (SPEC §3): an invalid path or prefix fails with `invalid_path` before any IO.
+ * Logical paths (docs/design/bundles.md): an invalid path or prefix fails with `invalid_path` before any IO.
  */
 export function describeInvalidPaths(contract: ContractContext): void {
   const { backend, put, readText, tree } = contract;
