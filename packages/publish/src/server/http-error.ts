@@ -35,6 +35,9 @@ export class HttpError extends Error {
  * client machine can take over a second to get to it). */
 const UNREAD_BODY_GRACE_MS = 5000;
 
+/** How much of a refused body is read and thrown away, at most, while the client gets there. */
+const UNREAD_BODY_DRAIN_BYTES = 8 * 1024 * 1024;
+
 /** Writes a JSON response. */
 export function sendJson(
   response: ServerResponse,
@@ -43,18 +46,25 @@ export function sendJson(
   headers: Readonly<Record<string, string>> = {},
 ): void {
   const text = `${JSON.stringify(body)}\n`;
-  response.writeHead(status, {
-    "Content-Type": "application/json; charset=utf-8",
-    "Content-Length": String(Buffer.byteLength(text)),
-    "Cache-Control": "no-store",
-    ...headers,
-  });
+  response.writeHead(status, { ...jsonHeaders(text), ...headers });
   response.end(text);
 }
 
+function jsonHeaders(text: string): Record<string, string> {
+  return {
+    "Content-Type": "application/json; charset=utf-8",
+    "Content-Length": String(Buffer.byteLength(text)),
+    "Cache-Control": "no-store",
+  };
+}
+
 /**
- * Answers before the request body was read to its end: the connection closes after the answer,
- * and is cut after a short grace if the client keeps sending, so the rest is never read.
+ * Answers before the request body was read to its end. The whole answer is written at once, but
+ * the response is ended (which closes the connection) only once the rest of the body was read and
+ * thrown away, or after UNREAD_BODY_DRAIN_BYTES more or UNREAD_BODY_GRACE_MS, whichever comes
+ * first. Closing a socket with unread bytes makes the kernel send a reset, which can destroy the
+ * answer before a client that is still sending has read it; draining a bounded amount first lets
+ * it read the answer, the way HTTP servers linger before they close.
  */
 export function sendBeforeBody(
   request: IncomingMessage,
@@ -63,11 +73,41 @@ export function sendBeforeBody(
   body: WireBody,
   headers: Readonly<Record<string, string>> = {},
 ): void {
-  response.on("finish", () => {
-    if (request.complete) return;
-    setTimeout(() => request.socket.destroy(), UNREAD_BODY_GRACE_MS).unref();
+  const text = `${JSON.stringify(body)}\n`;
+  response.writeHead(status, {
+    ...jsonHeaders(text),
+    ...headers,
+    Connection: "close",
   });
-  sendJson(response, status, body, { ...headers, Connection: "close" });
+  response.write(text);
+  let ended = false;
+  const end = () => {
+    if (ended) return;
+    ended = true;
+    clearTimeout(timer);
+    request.removeListener("data", count);
+    request.pause();
+    response.end();
+  };
+  let drained = 0;
+  const count = (chunk: Buffer) => {
+    drained += chunk.length;
+    if (drained > UNREAD_BODY_DRAIN_BYTES) end();
+  };
+  const timer = setTimeout(end, UNREAD_BODY_GRACE_MS);
+  timer.unref();
+  if (request.complete) {
+    end();
+    return;
+  }
+  request.on("data", count);
+  request.once("end", end);
+  request.once("close", end);
+  request.once("error", end);
+  // A body iterator that stopped reading leaves its listeners' removal to the next tick.
+  setImmediate(() => {
+    if (!ended) request.resume();
+  });
 }
 
 export function errorBody(code: string, message: string): ErrorBody {

@@ -1,4 +1,6 @@
+import { once } from "node:events";
 import { chmod, mkdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
+import { connect } from "node:net";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/index.js";
@@ -275,6 +277,84 @@ describe("upload server", () => {
     expect(JSON.parse(answered.body).error.code).toBe("upload_too_large");
     expect(answered.sent).toBeLessThan(8 * 1024 * 1024);
     expect(await emptied(join(root, "staging"))).toEqual([]);
+  });
+
+  it("lets a client that is still sending a refused body finish it and read the answer", async () => {
+    const { url } = await serve(uploadConfig(root));
+    const { port } = new URL(url);
+    // A slow producer: 160 KiB in 16 KiB chunks, 20 ms apart, over a 64 KiB limit. Closing the
+    // connection as soon as the answer is written would reset it under the later chunks.
+    const socket = connect({ port: Number(port), host: "127.0.0.1", allowHalfOpen: true });
+    const received: Buffer[] = [];
+    let bodySent = false;
+    let endedEarly = false;
+    const outcome = new Promise<{ error?: Error }>((resolve) => {
+      socket.on("data", (chunk: Buffer) => received.push(chunk));
+      socket.on("end", () => {
+        endedEarly = !bodySent;
+        socket.end();
+      });
+      socket.on("error", (error) => resolve({ error }));
+      socket.on("close", () => resolve({}));
+    });
+    await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
+    socket.write(
+      "POST /pipelines/reports/uploads HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
+        `Authorization: Bearer ${TOKEN}\r\nContent-Type: application/x-tar\r\n` +
+        "Transfer-Encoding: chunked\r\n\r\n",
+    );
+    const tar = rawTar([{ path: "big", body: Buffer.alloc(160 * 1024, 7) }]);
+    for (let offset = 0; offset < tar.length; offset += 16 * 1024) {
+      const chunk = tar.subarray(offset, offset + 16 * 1024);
+      socket.write(`${chunk.length.toString(16)}\r\n`);
+      socket.write(chunk);
+      socket.write("\r\n");
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    socket.write("0\r\n\r\n", () => {
+      bodySent = true;
+    });
+    const { error } = await outcome;
+    expect(error).toBeUndefined();
+    // The server closed its side only after it had read the whole body: nothing was reset.
+    expect(endedEarly).toBe(false);
+    const answer = Buffer.concat(received).toString("utf8");
+    expect(answer).toMatch(/^HTTP\/1\.1 413 /);
+    expect(answer).toMatch(/\r\nconnection: close\r\n/i);
+    expect(JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4)).error.code).toBe(
+      "upload_too_large",
+    );
+    expect(await emptied(join(root, "staging"))).toEqual([]);
+  });
+
+  it("cuts off a client that keeps sending a refused body after the drain limit", async () => {
+    const { url } = await serve(uploadConfig(root));
+    const { port } = new URL(url);
+    const socket = connect({ port: Number(port), host: "127.0.0.1" });
+    const received: Buffer[] = [];
+    socket.on("data", (chunk: Buffer) => received.push(chunk));
+    const closed = new Promise<void>((resolve) => socket.on("close", () => resolve()));
+    socket.on("error", () => undefined);
+    await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
+    const limit = 64 * 1024 * 1024;
+    socket.write(
+      "POST /pipelines/reports/uploads HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
+        `Authorization: Bearer ${TOKEN}\r\nContent-Type: application/gzip\r\n` +
+        `Content-Length: ${limit}\r\n\r\n`,
+    );
+    // Ignores the answer and sends on, as fast as the connection takes it.
+    const chunk = Buffer.alloc(64 * 1024);
+    let sent = 0;
+    while (sent < limit && !socket.destroyed) {
+      sent += chunk.length;
+      if (!socket.write(chunk)) {
+        // A cut connection fails the wait for "drain"; the loop then sees it destroyed.
+        await Promise.race([once(socket, "drain").catch(() => undefined), closed]);
+      }
+    }
+    await closed;
+    expect(sent).toBeLessThan(limit);
+    expect(Buffer.concat(received).toString("utf8")).toMatch(/^HTTP\/1\.1 413 /);
   });
 
   it.each([
