@@ -14,6 +14,11 @@ export function fixture(name: string): string {
   return readFileSync(new URL(name, fixturesDir), "utf8");
 }
 
+/** A fixture as the serialiser writes it: compact JSON on one line, then a newline. */
+export function compactFixture(name: string): string {
+  return `${JSON.stringify(JSON.parse(fixture(name)))}\n`;
+}
+
 /** Fixture text as a JSON object, for tests that mutate one field. */
 export function fixtureJson(name: string): Record<string, unknown> {
   return JSON.parse(fixture(name)) as Record<string, unknown>;

@@ -1,7 +1,11 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { JsonText } from "../src/json-text.js";
 
+/** Indented text, as a manifest file holds it: what `rendered` is given. */
 const rendered = (value: unknown) => `${JSON.stringify(value, null, 2)}\n`;
+/** What JsonText writes. */
+const compact = (value: unknown) => `${JSON.stringify(value)}\n`;
 
 describe("JsonText", () => {
   it("renders what JSON.stringify renders: nesting, empty containers, escapes", () => {
@@ -28,7 +32,7 @@ describe("JsonText", () => {
       .end()
       .end();
     expect(json.text()).toBe(
-      rendered({
+      compact({
         n: 2,
         negative: -1.5,
         flag: false,
@@ -40,7 +44,7 @@ describe("JsonText", () => {
     );
   });
 
-  it("splices pre-rendered text at any depth, re-indented", () => {
+  it("splices indented text at any depth, compacted", () => {
     const inner = { id: "x", files: [{ path: "a/b.md", size: 3 }], none: [] };
     const json = new JsonText()
       .openObject()
@@ -52,7 +56,7 @@ describe("JsonText", () => {
       .rendered(undefined, JSON.stringify("scalar"))
       .end()
       .end();
-    expect(json.text()).toBe(rendered({ source: { manifest: inner }, copies: [inner, "scalar"] }));
+    expect(json.text()).toBe(compact({ source: { manifest: inner }, copies: [inner, "scalar"] }));
   });
 
   it("renders an empty root and a large document whose pieces are joined in chunks", () => {
@@ -65,7 +69,7 @@ describe("JsonText", () => {
     for (const record of records) {
       json.openObject().member("path", record.path).member("size", record.size).end();
     }
-    expect(json.end().end().text()).toBe(rendered({ outputs: records }));
+    expect(json.end().end().text()).toBe(compact({ outputs: records }));
   });
 
   it("encodes the same text as UTF-8 bytes, across chunks and buffer growth", () => {
@@ -88,6 +92,35 @@ describe("JsonText", () => {
     expect(() => new JsonText({ encode: true }).openObject().end().text()).toThrow(/bytes\(\)/);
     expect(() => new JsonText().openObject().end().bytes()).toThrow(/text\(\)/);
     expect(() => new JsonText({ encode: true }).openObject().bytes()).toThrow(/not ended/);
+  });
+
+  it("compacts any indented JSON value to what JSON.stringify renders", () => {
+    // Keys and strings holding `": "`, quotes, backslashes and escaped line breaks; strings
+    // in arrays, which also start a line; nesting; empty containers.
+    const tricky = fc.constantFrom('": ', '\\": "', '"', "\\", "\n", '\n  "k": ', "a: b", "");
+    const text = fc.oneof(
+      fc.string(),
+      tricky,
+      fc.tuple(tricky, fc.string()).map(([a, b]) => a + b),
+    );
+    const value = fc.letrec((tie) => ({
+      value: fc.oneof(
+        { depthSize: "small" },
+        text,
+        fc.integer(),
+        fc.boolean(),
+        fc.constant(null),
+        fc.array(tie("value"), { maxLength: 4 }),
+        fc.dictionary(text, tie("value"), { maxKeys: 4 }),
+      ),
+    })).value;
+    fc.assert(
+      fc.property(value, (inner) => {
+        const json = new JsonText().openObject().rendered("v", rendered(inner)).end();
+        expect(json.text()).toBe(compact({ v: inner }));
+      }),
+      { numRuns: 500 },
+    );
   });
 
   it("refuses members outside a container and text with containers left open", () => {

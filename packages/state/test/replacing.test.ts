@@ -23,7 +23,7 @@ describe("the replacing marker", () => {
     const marked = withReplacementMarker(state, owner, MARKER);
     const text = serializeDocument(marked);
     expect(text).toContain(
-      '  "replacing": {\n    "run_id": "run-1",\n    "started_at": "2026-12-02T10:00:00Z"\n  },\n  "outputs"',
+      '"replacing":{"run_id":"run-1","started_at":"2026-12-02T10:00:00Z"},"outputs"',
     );
     const parsed = parseSingleOwnerState(text);
     expect(parsed.replacing).toEqual(MARKER);

@@ -9,15 +9,17 @@ import {
   serializeSingleOwnerState,
 } from "@distributor/state";
 import { describe, expect, it } from "vitest";
-import { fixture, validSharedRootState, validSingleOwnerState } from "./helpers.js";
+import { compactFixture, fixture, validSharedRootState, validSingleOwnerState } from "./helpers.js";
 
 describe("serializeSingleOwnerState", () => {
-  it("writes the schema 2 fixture byte for byte", () => {
+  it("writes the schema 2 fixture byte for byte, compact", () => {
     const text = fixture("valid-v2.json");
-    expect(serializeSingleOwnerState(parseSingleOwnerState(text))).toBe(text);
+    expect(serializeSingleOwnerState(parseSingleOwnerState(text))).toBe(
+      compactFixture("valid-v2.json"),
+    );
   });
 
-  it("uses the documented key order, 2-space indent and a trailing newline", () => {
+  it("uses the documented key order, one line and a trailing newline", () => {
     const text = serializeSingleOwnerState(validSingleOwnerState());
     expect(Object.keys(JSON.parse(text))).toEqual([
       "schema_version",
@@ -44,8 +46,9 @@ describe("serializeSingleOwnerState", () => {
       "created_at",
       "updated_at",
     ]);
-    expect(text.startsWith('{\n  "schema_version": 2,\n')).toBe(true);
+    expect(text.startsWith('{"schema_version":2,')).toBe(true);
     expect(text.endsWith("}\n")).toBe(true);
+    expect(text.indexOf("\n")).toBe(text.length - 1);
   });
 
   it("TestMarshalNormalizesPublishedAtUTC: writes UTC with second precision", () => {
@@ -63,7 +66,7 @@ describe("serializeSingleOwnerState", () => {
   it("TestMarshalIncludesLinksWhenPresent: links only when there is a primary URL", () => {
     const state = validSingleOwnerState();
     expect(serializeSingleOwnerState(state)).toContain(
-      '"links": {\n    "primary_url": "https://reports.example.com/archive/report.html"\n  }',
+      '"links":{"primary_url":"https://reports.example.com/archive/report.html"}',
     );
     delete state.links;
     delete state.distributorVersion;
@@ -103,9 +106,11 @@ describe("serializeSingleOwnerState", () => {
 });
 
 describe("serializeSharedRootState", () => {
-  it("writes the schema 3 fixture byte for byte", () => {
+  it("writes the schema 3 fixture byte for byte, compact", () => {
     const text = fixture("valid-v3.json");
-    expect(serializeSharedRootState(parseSharedRootState(text))).toBe(text);
+    expect(serializeSharedRootState(parseSharedRootState(text))).toBe(
+      compactFixture("valid-v3.json"),
+    );
   });
 
   it("uses the documented key order for owners and outputs", () => {
@@ -155,9 +160,9 @@ describe("serializeSharedRootState", () => {
     state.outputs[0]!.updatedAt = offset;
     const text = serializeSharedRootState(state);
     for (const want of [
-      '"created_at": "2026-05-30T11:12:00Z"',
-      '"updated_at": "2026-05-30T11:12:00Z"',
-      '"source_created": "2026-05-30T11:12:00Z"',
+      '"created_at":"2026-05-30T11:12:00Z"',
+      '"updated_at":"2026-05-30T11:12:00Z"',
+      '"source_created":"2026-05-30T11:12:00Z"',
     ]) {
       expect(text).toContain(want);
     }
@@ -165,14 +170,14 @@ describe("serializeSharedRootState", () => {
 
   it("serializeDocument dispatches on the schema", () => {
     for (const name of ["valid-v2.json", "valid-v3.json"]) {
-      expect(serializeDocument(parseDocument(fixture(name)))).toBe(fixture(name));
+      expect(serializeDocument(parseDocument(fixture(name)))).toBe(compactFixture(name));
     }
   });
 
   it("encodeDocument gives the same text as UTF-8 bytes, and refuses invalid state", () => {
     for (const name of ["valid-v2.json", "valid-v3.json"]) {
       const bytes = encodeDocument(parseDocument(fixture(name)));
-      expect(Buffer.from(bytes).toString("utf8")).toBe(fixture(name));
+      expect(Buffer.from(bytes).toString("utf8")).toBe(compactFixture(name));
     }
     const invalid = { ...validSingleOwnerState(), pipelineId: "" };
     expect(() => encodeDocument(invalid)).toThrow(StateError);

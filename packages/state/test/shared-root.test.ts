@@ -428,6 +428,6 @@ describe("shared-root helpers", () => {
       owners: [],
       outputs: [],
     });
-    expect(serializeSharedRootState(state)).toContain('"owners": []');
+    expect(serializeSharedRootState(state)).toContain('"owners":[]');
   });
 });

@@ -183,7 +183,7 @@ describe("a state changed between planning and commit", () => {
       // created in 2020, which a blind overwrite would lose.
       swapped = true;
       const text = await readFile(statePath, "utf8");
-      const edited = text.replace(/"created_at": "[^"]+"/, '"created_at": "2020-01-01T00:00:00Z"');
+      const edited = text.replace(/"created_at":"[^"]+"/, '"created_at":"2020-01-01T00:00:00Z"');
       expect(edited).not.toBe(text);
       await writeFile(`${statePath}.new`, edited);
       await rename(`${statePath}.new`, statePath);

@@ -181,17 +181,13 @@ describe("a marker whose run's lease went without a recovery", () => {
     // removed by hand, so no journal says what it changed.
     const statePath = join(dest, ".distributor.json");
     const state = JSON.parse(await readFile(statePath, "utf8"));
-    const lines = (await readFile(statePath, "utf8")).split("\n");
-    const at = lines.findIndex((line) => line.startsWith('  "outputs"'));
-    lines.splice(
-      at,
-      0,
-      '  "replacing": {',
-      '    "run_id": "gone-run",',
-      '    "started_at": "2026-06-04T03:00:00Z"',
-      "  },",
-    );
-    await writeFile(statePath, lines.join("\n"));
+    const { outputs, ...rest } = state;
+    const marked = {
+      ...rest,
+      replacing: { run_id: "gone-run", started_at: "2026-06-04T03:00:00Z" },
+      outputs,
+    };
+    await writeFile(statePath, `${JSON.stringify(marked)}\n`);
     await writeFile(join(dest, "b.txt"), "b half-replaced\n");
 
     const report = await run({ config: cfg });
