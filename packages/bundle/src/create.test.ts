@@ -280,8 +280,9 @@ describe("createManifest", () => {
   });
 
   it("refuses a manifest larger than readers accept, writing nothing, even with force", async () => {
-    // 20 000 empty files whose paths are about 830 characters: a manifest of about 18 MB.
-    const directories = ["d", "e", "f", "g"].map((letter) => letter.repeat(200)).join("/");
+    // 20 000 empty files whose paths are about 1 030 characters: a manifest of about 23 MB,
+    // more than the 1 KiB per file (20 MB) that readers allowing 20 001 files accept.
+    const directories = ["d", "e", "f", "g", "h"].map((letter) => letter.repeat(200)).join("/");
     const files: Record<string, string> = { "b/manifest.json": "kept as it is\n" };
     for (let index = 0; index < 20_000; index++) {
       files[`b/${directories}/${String(index).padStart(5, "0")}.txt`] = "";
@@ -294,7 +295,7 @@ describe("createManifest", () => {
       expect(error).toBeInstanceOf(ManifestError);
       expect((error as ManifestError).field).toBe("files");
       expect((error as Error).message).toMatch(
-        /^b\/manifest\.json would be \d+ bytes for 20000 files, more than the 16777216 a manifest may have; nothing was written$/,
+        /^b\/manifest\.json would be \d+ bytes for 20000 files, more than the 20481024 a manifest of at most 20001 files may have; nothing was written$/,
       );
     }
     expect(Buffer.from(await backend.readFile("b/manifest.json")).toString()).toBe(

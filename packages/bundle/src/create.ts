@@ -19,7 +19,7 @@ import {
   serializeManifest,
 } from "./manifest.js";
 import type { Manifest, ManifestFile } from "./manifest-types.js";
-import { MAX_MANIFEST_BYTES } from "./read-manifest.js";
+import { manifestByteLimit } from "./read-manifest.js";
 import { isRepresentableDate, truncateToSeconds } from "./timestamp.js";
 import { checkLimit, DEFAULT_VALIDATION_CONCURRENCY } from "./validate.js";
 
@@ -91,9 +91,10 @@ export async function createManifest(
   // (in a dry run too) rather than write it, or replace a readable one with it under `force`.
   const text = serializeManifest(manifest);
   const bytes = Buffer.byteLength(text, "utf8");
-  if (bytes > MAX_MANIFEST_BYTES) {
+  const maxBytes = manifestByteLimit(maxFiles);
+  if (bytes > maxBytes) {
     throw new ManifestError(
-      `${displayPath(manifestPath)} would be ${bytes} bytes for ${files.length} files, more than the ${MAX_MANIFEST_BYTES} a manifest may have; nothing was written`,
+      `${displayPath(manifestPath)} would be ${bytes} bytes for ${files.length} files, more than the ${maxBytes} a manifest of at most ${maxFiles} files may have; nothing was written`,
       { field: "files" },
     );
   }

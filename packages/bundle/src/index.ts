@@ -63,7 +63,13 @@ export {
 } from "./manifest.js";
 export type { Manifest, ManifestFile } from "./manifest-types.js";
 export { describeNameCollision, type NameCollision, nameCollisions } from "./portable-names.js";
-export { MAX_MANIFEST_BYTES, type ReadManifestOptions, readManifest } from "./read-manifest.js";
+export {
+  MANIFEST_BYTES_PER_FILE,
+  MAX_MANIFEST_BYTES,
+  manifestByteLimit,
+  type ReadManifestOptions,
+  readManifest,
+} from "./read-manifest.js";
 export { type SelectableBundle, selectNewestBundle } from "./select.js";
 export {
   type AllowedSigner,

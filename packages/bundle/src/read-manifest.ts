@@ -4,13 +4,37 @@ import { storageDetail } from "./file-problem.js";
 import { MANIFEST_FILE_NAME, parseManifest } from "./manifest.js";
 import type { Manifest } from "./manifest-types.js";
 
-/** Manifests list files, not content; anything bigger than this is not a manifest worth parsing. */
+/**
+ * Manifests list files, not content: the least any manifest may have, and the bound when no file
+ * limit is known.
+ */
 export const MAX_MANIFEST_BYTES = 16 * 1024 * 1024;
 
+/** What a listed file may add to its manifest: a path of several hundred bytes, digest, size. */
+export const MANIFEST_BYTES_PER_FILE = 1024;
+
+/** Below the longest string V8 holds (2^29 - 24 characters): the manifest is parsed as one. */
+const LARGEST_MANIFEST_BYTES = 500 * 1024 * 1024;
+
+/**
+ * The most bytes a manifest of at most `maxFiles` files may have: 1 KiB per file, at least
+ * `MAX_MANIFEST_BYTES`, at most what can be parsed. Bounded by the file limit, not beside it, so a
+ * limit raised for a bigger bundle raises this one too.
+ */
+export function manifestByteLimit(maxFiles: number | undefined): number {
+  if (maxFiles === undefined) return MAX_MANIFEST_BYTES;
+  return Math.min(
+    LARGEST_MANIFEST_BYTES,
+    Math.max(MAX_MANIFEST_BYTES, maxFiles * MANIFEST_BYTES_PER_FILE),
+  );
+}
+
 export interface ReadManifestOptions {
-  signal?: AbortSignal;
-  /** Defaults to `MAX_MANIFEST_BYTES`. */
-  maxBytes?: number;
+  signal?: AbortSignal | undefined;
+  /** The most files the reader accepts (`validation.max_files`): bounds the bytes read. */
+  maxFiles?: number | undefined;
+  /** Overrides the bound `maxFiles` gives (default `MAX_MANIFEST_BYTES`). */
+  maxBytes?: number | undefined;
 }
 
 /**
@@ -36,7 +60,7 @@ export async function readManifestBytes(
 ): Promise<Uint8Array> {
   const manifestPath = joinPrefix(bundlePath, MANIFEST_FILE_NAME);
   const source = displayPath(manifestPath);
-  const maxBytes = options.maxBytes ?? MAX_MANIFEST_BYTES;
+  const maxBytes = options.maxBytes ?? manifestByteLimit(options.maxFiles);
   try {
     return await backend.readFile(manifestPath, {
       maxBytes,
@@ -68,7 +92,11 @@ export async function readManifestBytes(
       );
     }
     if (isStorageError(error, "limit_exceeded")) {
-      throw new ManifestError(`manifest is larger than ${maxBytes} bytes`, {
+      const why =
+        options.maxBytes === undefined && options.maxFiles !== undefined
+          ? ` (${MANIFEST_BYTES_PER_FILE} per file of validation.max_files ${options.maxFiles}, at least ${MAX_MANIFEST_BYTES}); raise validation.max_files to accept a bigger manifest`
+          : "";
+      throw new ManifestError(`manifest is larger than ${maxBytes} bytes${why}`, {
         source,
         cause: error,
       });

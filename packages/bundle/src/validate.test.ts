@@ -21,7 +21,12 @@ import { fileDigest } from "./digest.js";
 import { discoverBundles } from "./discover.js";
 import { BundleValidationError, ManifestError } from "./errors.js";
 import { serializeManifest } from "./manifest.js";
-import { readManifest } from "./read-manifest.js";
+import {
+  MANIFEST_BYTES_PER_FILE,
+  MAX_MANIFEST_BYTES,
+  manifestByteLimit,
+  readManifest,
+} from "./read-manifest.js";
 import { type FileCheckProgress, type ValidateBundleOptions, validateBundle } from "./validate.js";
 
 const REPORT = "# Report\nSunny.\n";
@@ -511,6 +516,25 @@ describe("readManifest", () => {
     );
     expect(error).toBeInstanceOf(ManifestError);
     expect((error as Error).message).toBe("b/manifest.json: manifest is larger than 100 bytes");
+  });
+
+  it("bounds a manifest by the files its reader accepts: 1 KiB each, at least 16 MiB", async () => {
+    expect(manifestByteLimit(undefined)).toBe(MAX_MANIFEST_BYTES);
+    expect(manifestByteLimit(10_000)).toBe(MAX_MANIFEST_BYTES);
+    expect(manifestByteLimit(100_000)).toBe(100_000 * MANIFEST_BYTES_PER_FILE);
+    expect(manifestByteLimit(10_000_000)).toBe(500 * 1024 * 1024);
+    // Over 16 MiB of manifest: refused by a reader of 10 000 files, naming the setting; read by
+    // one that accepts 20 000.
+    const manifest = serializeManifest(manifestFor(FILES));
+    const padded = `${manifest.slice(0, -2)}${" ".repeat(17 * 1024 * 1024)}}\n`;
+    const backend = createMemoryBackend({ files: { "manifest.json": padded } });
+    const error = await rejectionOf(() => readManifest(backend, "", { maxFiles: 10_000 }));
+    expect((error as Error).message).toBe(
+      "manifest.json: manifest is larger than 16777216 bytes (1024 per file of validation.max_files 10000, at least 16777216); raise validation.max_files to accept a bigger manifest",
+    );
+    expect((await readManifest(backend, "", { maxFiles: 20_000 })).files).toHaveLength(
+      manifestFor(FILES).files.length,
+    );
   });
 
   it("refuses bytes that are not UTF-8", async () => {

@@ -120,10 +120,11 @@ export async function validateBundle(
   let manifest: Manifest;
   if (options.manifest !== undefined) manifest = options.manifest;
   else if (options.signatures === undefined) {
-    manifest = await readManifest(backend, bundlePath, { signal });
+    manifest = await readManifest(backend, bundlePath, { signal, maxFiles });
   } else {
     ({ manifest, signer } = await readSignedManifest(backend, bundlePath, options.signatures, {
       signal,
+      maxFiles,
     }));
   }
   const totalSize = checkDeclaredLimits(manifest, bundlePath, maxFiles, maxTotalSize);

@@ -74,6 +74,8 @@ export interface ManifestCreateCommandOptions {
   /** The `--created` value as typed; the handler parses it. */
   created?: string;
   force: boolean;
+  /** `--max-files`: most files to list (default 100000). */
+  maxFiles?: number;
   /** `--sign`: the key file `ssh-keygen -Y sign -f` takes. */
   sign?: string;
   /** `--signature-namespace` (default `distributor`). */

@@ -510,7 +510,7 @@ function buildParser(selection: Selection, options: ParserOptions = {}): Argv {
       (y) =>
         y
           .usage(
-            "Usage:\n  distributor manifest create --id <bundle-id> [--created <rfc3339>] [--force] [--sign <key-file>] [--signature-namespace <ns>] [--format text|json] <bundle-path>",
+            "Usage:\n  distributor manifest create --id <bundle-id> [--created <rfc3339>] [--force] [--max-files <n>] [--sign <key-file>] [--signature-namespace <ns>] [--format text|json] <bundle-path>",
           )
           .positional("subcommand", {
             type: "string",
@@ -524,6 +524,11 @@ function buildParser(selection: Selection, options: ParserOptions = {}): Argv {
             describe: "Creation time, RFC 3339 with an offset (default: now, whole seconds, UTC)",
           })
           .option("force", { type: "boolean", describe: "Overwrite an existing manifest.json" })
+          .option("max-files", {
+            type: "string",
+            describe:
+              "Most files to list; a bigger bundle is refused, nothing written (default 100000)",
+          })
           .option("sign", signOption)
           .option("signature-namespace", signatureNamespaceOption)
           .option("format", formatOption)
@@ -997,11 +1002,21 @@ function manifestCreateOptions(flags: RawFlags): ManifestCreateCommandOptions {
   if (path === undefined) throw new UsageError("manifest create requires a bundle path");
   const created = optionalString(flags, "created");
   const force = booleanFlag(flags, "force");
+  const maxFiles = optionalString(flags, "max-files");
+  if (
+    maxFiles !== undefined &&
+    (!/^[1-9]\d*$/.test(maxFiles) || !Number.isSafeInteger(Number(maxFiles)))
+  ) {
+    throw new UsageError(
+      `manifest create --max-files must be a whole number of files greater than zero (such as 200000), got ${JSON.stringify(maxFiles)}`,
+    );
+  }
   return {
     path,
     id,
     force,
     ...(created === undefined ? {} : { created }),
+    ...(maxFiles === undefined ? {} : { maxFiles: Number(maxFiles) }),
     ...signingOptions(flags, "manifest create"),
   };
 }

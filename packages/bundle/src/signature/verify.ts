@@ -120,9 +120,9 @@ export async function readSignedManifest(
   backend: StorageBackend,
   bundlePath: string,
   policy: SignaturePolicy,
-  options: { signal?: AbortSignal | undefined } = {},
+  options: { signal?: AbortSignal | undefined; maxFiles?: number | undefined } = {},
 ): Promise<SignedManifest> {
-  const bytes = await readManifestBytes(backend, bundlePath, { signal: options.signal });
+  const bytes = await readManifestBytes(backend, bundlePath, options);
   const signature = await readSignature(backend, bundlePath, options.signal);
   const check =
     "issue" in signature

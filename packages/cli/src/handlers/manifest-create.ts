@@ -25,6 +25,7 @@ export const manifestCreateCommand: CommandHandler<ManifestCreateCommandOptions>
     id: options.id,
     force: options.force,
     signal: context.signal,
+    ...(options.maxFiles === undefined ? {} : { maxFiles: options.maxFiles }),
     ...(options.sign === undefined
       ? {}
       : { sign: { keyFile: options.sign, namespace: options.signatureNamespace } }),

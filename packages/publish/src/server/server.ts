@@ -632,7 +632,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
       log.received_bytes = staged.receivedBytes ?? 0;
 
       if (earlier !== undefined) {
-        replay(response, earlier, await stagedManifest(staged), log);
+        replay(response, earlier, await stagedManifest(staged, pipeline), log);
         return;
       }
       const manifest = await validateStaged(staged, pipeline, { now });

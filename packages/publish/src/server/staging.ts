@@ -7,8 +7,8 @@ import {
   BundleValidationError,
   extractArchive,
   formatTimestamp,
-  MAX_MANIFEST_BYTES,
   type Manifest,
+  manifestByteLimit,
   readManifest,
   validateBundle,
 } from "@distributor/bundle";
@@ -40,7 +40,8 @@ export const MAX_EXPANSION_RATIO = 32;
  * directory entry per file.
  */
 export function extractionLimits(pipeline: PipelineConfig) {
-  const byValidation = pipeline.validation.maxTotalSize + MAX_MANIFEST_BYTES;
+  const byValidation =
+    pipeline.validation.maxTotalSize + manifestByteLimit(pipeline.validation.maxFiles);
   const byUpload =
     pipeline.source.backend === "http_upload"
       ? pipeline.source.maxUploadSize * MAX_EXPANSION_RATIO
@@ -209,10 +210,13 @@ function checkHead(head: Buffer, contentType: string) {
 }
 
 /** The staged bundle's manifest identity, for comparing a retried upload with the accepted one. */
-export async function stagedManifest(staged: StagedUpload): Promise<ManifestIdentity> {
+export async function stagedManifest(
+  staged: StagedUpload,
+  pipeline: PipelineConfig,
+): Promise<ManifestIdentity> {
   const backend = createLocalBackend({ root: staged.bundleDirectory, blockingCalls: false });
   try {
-    return identity(await readManifest(backend, ""));
+    return identity(await readManifest(backend, "", { maxFiles: pipeline.validation.maxFiles }));
   } catch (error) {
     throw invalidBundle(error);
   } finally {

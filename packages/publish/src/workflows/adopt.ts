@@ -184,7 +184,10 @@ async function sourceTargets(
   }
   const bundles: { path: string; manifest: Manifest }[] = [];
   for (const found of discovered) {
-    const manifest = await readManifest(source, found.bundlePath, { signal });
+    const manifest = await readManifest(source, found.bundlePath, {
+      signal,
+      maxFiles: pipeline.validation.maxFiles,
+    });
     // The bytes adopted are recorded as this source's: it must be exactly what it claims.
     await validateBundle(source, found.bundlePath, {
       unlistedFiles: pipeline.validation.unlistedFiles,

@@ -323,10 +323,11 @@ class SourceBundles {
     const { signal } = this.apply.options;
     this.policy ??= signaturePolicy(this.pipeline, this.apply.options);
     const policy = await this.policy;
+    const reading = { signal, maxFiles: this.pipeline.validation.maxFiles };
     if (policy === undefined) {
-      return { manifest: await readManifest(this.source, path, { signal }), signer: undefined };
+      return { manifest: await readManifest(this.source, path, reading), signer: undefined };
     }
-    return readSignedManifest(this.source, path, policy, { signal });
+    return readSignedManifest(this.source, path, policy, reading);
   }
 
   /**
@@ -362,7 +363,10 @@ class SourceBundles {
     for (const bundle of found) {
       bundles.push({
         path: bundle.path,
-        manifest: await readManifest(this.source, bundle.bundlePath, { signal }),
+        manifest: await readManifest(this.source, bundle.bundlePath, {
+          signal,
+          maxFiles: this.pipeline.validation.maxFiles,
+        }),
       });
     }
     return selectNewestBundle(bundles)?.path;

@@ -282,7 +282,7 @@ async function inspectBundle(
   onEvent?.({ type: "bundle_started", bundle_path: bundlePath });
   let manifest: Manifest;
   try {
-    manifest = await readManifest(backend, bundlePath, { signal });
+    manifest = await readManifest(backend, bundlePath, { signal, maxFiles: rules.maxFiles });
   } catch (error) {
     if (!(error instanceof BundleValidationError)) throw error;
     onEvent?.({ type: "bundle_checked", bundle_path: bundlePath, ok: false });

@@ -3,6 +3,7 @@ import { join } from "node:path";
 import {
   BundleValidationError,
   createManifest,
+  DEFAULT_CREATE_MAX_FILES,
   formatTimestamp,
   MANIFEST_FILE_NAME,
   type Manifest,
@@ -25,6 +26,8 @@ export interface CreateManifestWorkflowOptions extends WorkflowOptions {
   created?: Date;
   /** Replace an existing `manifest.json`. */
   force?: boolean;
+  /** Most files to list (`--max-files`); default 100000. */
+  maxFiles?: number;
   /**
    * Sign the manifest written with this SSH key (`ssh-keygen -Y sign`) into `manifest.json.sig`
    * beside it.
@@ -78,6 +81,7 @@ export async function createManifestWorkflow(
         force: options.force,
         now: options.now,
         signal: options.signal,
+        ...(options.maxFiles === undefined ? {} : { maxFiles: options.maxFiles }),
       }));
     } catch (error) {
       throw namingDirectory(error, options.path);
@@ -144,7 +148,11 @@ function namingDirectory(error: unknown, path: string): unknown {
     });
   }
   if (!(error instanceof BundleValidationError)) return error;
-  const messages = error.issues.map((issue) => issue.message);
+  const messages = error.issues.map((issue) =>
+    issue.code === "too_many_files" && issue.path === ""
+      ? `${issue.message} (--max-files, default ${DEFAULT_CREATE_MAX_FILES}); pass --max-files ${issue.actual ?? ""} or more to list them`
+      : issue.message,
+  );
   const message =
     messages.length === 1
       ? `${path}: ${messages[0]}`

@@ -460,15 +460,14 @@ async function readPipelineManifests(
     throw new WorkflowError("no_bundles", `no bundles found in source ${source.location}`);
   }
   const signatures = await signaturePolicy(pipeline, options);
+  const reading = { signal: options.signal, maxFiles: pipeline.validation.maxFiles };
   const bundles: SourceBundle[] = [];
   for (const bundle of discovered) {
     try {
       const read: { manifest: Manifest; signer?: BundleSigner | undefined } =
         signatures === undefined
-          ? { manifest: await readManifest(source, bundle.bundlePath, { signal: options.signal }) }
-          : await readSignedManifest(source, bundle.bundlePath, signatures, {
-              signal: options.signal,
-            });
+          ? { manifest: await readManifest(source, bundle.bundlePath, reading) }
+          : await readSignedManifest(source, bundle.bundlePath, signatures, reading);
       const found: SourceBundle = {
         path: bundle.path,
         manifest: read.manifest,

@@ -241,7 +241,7 @@ async function validateOne(
   let report: BundleValidationReport;
   try {
     // Read first so a bundle whose files fail still reports which manifest it was checked against.
-    manifest = await readManifest(backend, bundlePath, { signal });
+    manifest = await readManifest(backend, bundlePath, { signal, maxFiles: rules.maxFiles });
     const validated = await validateBundle(backend, bundlePath, {
       ...rules,
       signal,
