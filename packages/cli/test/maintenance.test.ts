@@ -83,10 +83,7 @@ describe("distributor reconcile-state", () => {
   it("fails on another owner's state and leaves it unchanged", async () => {
     const { selector, statePath } = await published();
     const before = await readFile(statePath, "utf8");
-    await writeFile(
-      statePath,
-      before.replace('"pipeline_id": "reports"', '"pipeline_id": "other"'),
-    );
+    await writeFile(statePath, before.replace('"pipeline_id":"reports"', '"pipeline_id":"other"'));
     const changed = await readFile(statePath, "utf8");
     const result = await runCli(["reconcile-state", ...selector]);
     expect(result.code).toBe(1);
