@@ -22,7 +22,8 @@ import {
 /**
  * Serialises single-owner state as `.distributor.json` text: schema 2, keys in the documented
  * order, compact JSON on one line with a trailing newline (a quarter smaller than indented text),
- * UTC second-precision timestamps, optional fields omitted when empty. Invalid state is refused with a `StateError` rather than written.
+ * UTC second-precision timestamps, optional fields omitted when empty. Invalid state is refused
+ * with a `StateError` rather than written.
  */
 export function serializeSingleOwnerState(state: SingleOwnerState): string {
   return writeSingleOwnerState(state, new JsonText()).text();
