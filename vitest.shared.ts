@@ -20,7 +20,10 @@ export const sourceAliases = [
     find: /^@distributor\/upload-client\/wire$/,
     replacement: `${packagesDir}upload-client/src/wire.ts`,
   },
-  { find: /^@distributor\/publish\/(.*)$/, replacement: `${packagesDir}publish/src/$1/index.ts` },
+  {
+    find: /^@distributor\/([a-z0-9-]+)\/([a-z/]+)$/,
+    replacement: `${packagesDir}$1/src/$2/index.ts`,
+  },
   { find: /^@distributor\/([a-z0-9-]+)$/, replacement: `${packagesDir}$1/src/index.ts` },
 ];
 

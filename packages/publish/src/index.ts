@@ -1,12 +1,12 @@
-export * from "./config/index.js";
-export * from "./publish/index.js";
+export * from "@distributor/engine";
 export {
   htmlOutputPath,
   isMarkdownPath,
   MARKDOWN_TO_HTML,
   MAX_MARKDOWN_BYTES,
   type MarkdownMode,
-} from "./transform/markdown-paths.js";
+} from "@distributor/engine";
+export * from "./config/index.js";
 export {
   type AdoptBundleReport,
   type AdoptedOutput,

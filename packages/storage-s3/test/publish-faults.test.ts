@@ -21,7 +21,7 @@ import {
   type TcpProxy,
 } from "@distributor/storage/testing";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { expectAgreement } from "../../publish/test/faults/fault-model.js";
+import { expectAgreement } from "@distributor/engine/testing";
 import { createS3Backend } from "../src/index.js";
 import type { S3Server } from "./ceph.js";
 import { backendOn, createBucket, emptyBucket, s3Server, uniqueName } from "./server.js";

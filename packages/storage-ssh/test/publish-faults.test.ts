@@ -15,7 +15,7 @@ import {
 import type { StorageBackend } from "@distributor/storage";
 import { faultRepeats, startTcpProxy, type TcpProxy } from "@distributor/storage/testing";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { expectAgreement } from "../../publish/test/faults/fault-model.js";
+import { expectAgreement } from "@distributor/engine/testing";
 import { createSshBackend } from "../src/index.js";
 import { freshRoot, server, sshd } from "./fixture.js";
 

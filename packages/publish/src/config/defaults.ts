@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { homedir } from "node:os";
 import { isAbsolute, join, resolve } from "node:path";
-import type { MetadataRule } from "../publish/metadata.js";
+import type { MetadataRule } from "@distributor/engine";
 import type { RawConfig, RawDestination, RawPipeline, RawSource } from "./schema.js";
 import type {
   Config,

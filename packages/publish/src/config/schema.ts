@@ -1,6 +1,6 @@
+import { globProblem } from "@distributor/engine";
 import { pathProblem, SECRET_NAME_PATTERN } from "@distributor/storage";
 import * as v from "valibot";
-import { globProblem } from "../publish/glob.js";
 import { parseDuration } from "./duration.js";
 import { parseSize, SIZE_UNITS } from "./size.js";
 

@@ -1,4 +1,19 @@
-import type { MetadataRule } from "../publish/metadata.js";
+import type {
+  MetadataRule,
+  OnConflict,
+  OnDestinationNewer,
+  OnDestinationOlder,
+  OnDestinationSame,
+  TransferPolicy,
+} from "@distributor/engine";
+
+export type {
+  OnConflict,
+  OnDestinationNewer,
+  OnDestinationOlder,
+  OnDestinationSame,
+  TransferPolicy,
+};
 /**
  * The configuration after parsing, validation and defaults: every optional key has its value,
  * names are camelCase, durations are milliseconds and sizes are bytes. Local filesystem paths are
@@ -291,16 +306,4 @@ export interface PrunePolicy {
   olderThanMs?: number;
   /** This many newest managed outputs are always kept; absent when not configured. */
   keepLatest?: number;
-}
-
-export type OnDestinationSame = "skip" | "fail";
-export type OnDestinationOlder = "replace" | "skip" | "fail";
-export type OnDestinationNewer = "skip" | "fail";
-export type OnConflict = "fail";
-
-export interface TransferPolicy {
-  onDestinationSame: OnDestinationSame;
-  onDestinationOlder: OnDestinationOlder;
-  onDestinationNewer: OnDestinationNewer;
-  onConflict: OnConflict;
 }

@@ -2,8 +2,8 @@ import { createHash, randomBytes } from "node:crypto";
 import { lstat, mkdir, open, readdir, readFile, rename, unlink } from "node:fs/promises";
 import { hostname } from "node:os";
 import { join } from "node:path";
+import { defaultProcessAlive } from "@distributor/engine";
 import { AcceptedBodySchema, parseWire, RunRecordSchema } from "@distributor/upload-client/wire";
-import { defaultProcessAlive } from "../publish/lease.js";
 import { WorkflowError } from "../workflows/shared.js";
 import type { UploadStore } from "./store.js";
 import {

@@ -5,6 +5,20 @@ import {
   selectNewestBundle,
   validateBundle,
 } from "@distributor/bundle";
+import type { Lease, PublishRequest } from "@distributor/engine";
+import {
+  adoptedStateDocument,
+  attachUrls,
+  compareAndSwapState,
+  encodeStateFile,
+  holdLease,
+  type PlannedOutput,
+  prepareOutputs,
+  readDestinationStatus,
+  storedFile,
+  storedMetadataMatches,
+  UncommittedError,
+} from "@distributor/engine";
 import {
   formatOwnerScope,
   isSharedRootState,
@@ -28,16 +42,6 @@ import {
   statePath,
 } from "@distributor/storage";
 import type { DestinationConfig, PipelineConfig } from "../config/types.js";
-import { compareAndSwapState } from "../publish/commit-state.js";
-import { UncommittedError } from "../publish/execute.js";
-import type { Lease } from "../publish/lease.js";
-import { adoptedStateDocument } from "../publish/next-state.js";
-import { attachUrls, type PlannedOutput } from "../publish/outputs.js";
-import type { PublishRequest } from "../publish/plan.js";
-import { prepareOutputs } from "../publish/prepare.js";
-import { holdLease } from "../publish/recovery.js";
-import { encodeStateFile, readDestinationStatus } from "../publish/state-file.js";
-import { storedFile, storedMetadataMatches } from "../publish/stored-digest.js";
 import { destinationRootPath, scopeReport } from "./destination-root.js";
 import { errorCode, errorMessage } from "./errors.js";
 import {

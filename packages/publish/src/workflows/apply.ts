@@ -9,10 +9,10 @@ import {
   selectNewestBundle,
   validateBundle,
 } from "@distributor/bundle";
+import type { PublishPlan } from "@distributor/engine";
+import { RenderCache } from "@distributor/engine";
 import { displayPath, type StorageBackend } from "@distributor/storage";
 import type { Config, DestinationConfig, PipelineConfig } from "../config/types.js";
-import type { PublishPlan } from "../publish/plan.js";
-import { RenderCache } from "../publish/render-cache.js";
 import {
   type DestinationContext,
   fail,

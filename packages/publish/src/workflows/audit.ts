@@ -1,4 +1,12 @@
 import {
+  completenessGaps,
+  isStateFile,
+  readStateFile,
+  type StoredFile,
+  storedFile,
+  storedStatus,
+} from "@distributor/engine";
+import {
   isSharedRootState,
   type OutputMetadata,
   type OutputProjection,
@@ -22,9 +30,6 @@ import {
   type StorageEntry,
 } from "@distributor/storage";
 import type { Config, DestinationConfig, PipelineConfig } from "../config/types.js";
-import { completenessGaps } from "../publish/completeness.js";
-import { isStateFile, readStateFile } from "../publish/state-file.js";
-import { type StoredFile, storedFile, storedStatus } from "../publish/stored-digest.js";
 import { destinationRootPath } from "./destination-root.js";
 import { errorCode, errorMessage } from "./errors.js";
 import { type LeaseWithoutState, leasesWithoutState } from "./inspect-state.js";

@@ -1,3 +1,14 @@
+import type { Lease } from "@distributor/engine";
+import {
+  compareAndSwapState,
+  encodeStateFile,
+  holdLease,
+  isStateFile,
+  PendingDeletesError,
+  readStateFile,
+  StateChangedError,
+  UncommittedError,
+} from "@distributor/engine";
 import type { OwnerScope, StateDocument } from "@distributor/state";
 import {
   compareLogicalPaths,
@@ -9,11 +20,6 @@ import {
   type StorageBackend,
 } from "@distributor/storage";
 import type { DestinationConfig } from "../config/types.js";
-import { compareAndSwapState, StateChangedError } from "../publish/commit-state.js";
-import { PendingDeletesError, UncommittedError } from "../publish/execute.js";
-import type { Lease } from "../publish/lease.js";
-import { holdLease } from "../publish/recovery.js";
-import { encodeStateFile, isStateFile, readStateFile } from "../publish/state-file.js";
 import { WorkflowError } from "./shared.js";
 
 /**

@@ -1,9 +1,12 @@
+import {
+  AmbiguousCommitError,
+  LeaseLostError,
+  SourceChangedError,
+  StateChangedError,
+  UncommittedError,
+} from "@distributor/engine";
 import { StorageError, type StorageErrorKind } from "@distributor/storage";
 import { describe, expect, it } from "vitest";
-import { AmbiguousCommitError, StateChangedError } from "../publish/commit-state.js";
-import { UncommittedError } from "../publish/execute.js";
-import { LeaseLostError } from "../publish/lease.js";
-import { SourceChangedError } from "../publish/verify-source.js";
 import { actionError, actionErrorCode, errorCode } from "./errors.js";
 
 const errno = (code: string) => Object.assign(new Error(`${code}: failed`), { code });

@@ -1,4 +1,5 @@
 import { formatTimestamp, type Manifest } from "@distributor/bundle";
+import { isStateFile, type LeaseReport, readLease, readStateFile } from "@distributor/engine";
 import {
   formatStateTimestamp,
   isSharedRootState,
@@ -18,8 +19,6 @@ import {
   STATE_FILE_NAME,
   type StorageBackend,
 } from "@distributor/storage";
-import { type LeaseReport, readLease } from "../publish/lease.js";
-import { isStateFile, readStateFile } from "../publish/state-file.js";
 
 /** A pipeline/destination pair that published into a state file. */
 export interface StateOwnerReport {

@@ -1,6 +1,6 @@
+import type { PublishPlan } from "@distributor/engine";
 import { displayPath, statePath } from "@distributor/storage";
 import type { DestinationConfig, StorageLocation } from "../config/types.js";
-import type { PublishPlan } from "../publish/plan.js";
 import { type RunOptions, type RunReport, runWith } from "./run.js";
 import {
   PLAN_FORMAT_VERSION,

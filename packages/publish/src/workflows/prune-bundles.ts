@@ -1,5 +1,15 @@
 import { discoverBundles } from "@distributor/bundle";
 import {
+  compareAndSwapState,
+  encodeStateFile,
+  type Lease,
+  LeaseHeldError,
+  PendingDeletesError,
+  readLease,
+  readStateFile,
+  UncommittedError,
+} from "@distributor/engine";
+import {
   findOwner,
   formatStateTimestamp,
   isSharedRootState,
@@ -23,10 +33,6 @@ import {
   statePath,
 } from "@distributor/storage";
 import type { PrunePolicy } from "../config/types.js";
-import { compareAndSwapState } from "../publish/commit-state.js";
-import { PendingDeletesError, UncommittedError } from "../publish/execute.js";
-import { type Lease, LeaseHeldError, readLease } from "../publish/lease.js";
-import { encodeStateFile, readStateFile } from "../publish/state-file.js";
 import { ownedRecords } from "./audit.js";
 import { maintenanceLease, withBundleLease } from "./destination-root.js";
 import { errorCode, errorMessage } from "./errors.js";

@@ -1,3 +1,5 @@
+import type { Lease } from "@distributor/engine";
+import { PendingDeletesError, UncommittedError } from "@distributor/engine";
 import {
   formatStateTimestamp,
   isSharedRootState,
@@ -19,8 +21,6 @@ import {
   type StorageBackend,
 } from "@distributor/storage";
 import type { Config, PrunePolicy } from "../config/types.js";
-import { PendingDeletesError, UncommittedError } from "../publish/execute.js";
-import type { Lease } from "../publish/lease.js";
 import {
   destinationRootPath,
   maintenanceLease,

@@ -1,6 +1,7 @@
 import { mkdir, readFile, rm, stat, truncate, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileDigest, serializeManifest } from "@distributor/bundle";
+import { MAX_STATE_BYTES } from "@distributor/engine";
 import {
   isSharedRootState,
   type OwnerScope,
@@ -22,7 +23,6 @@ import {
   SOURCE_MANIFEST,
   SUMMARY,
 } from "../../test/workflows/helpers.js";
-import { MAX_STATE_BYTES } from "../publish/state-file.js";
 import {
   RECONCILE_STATE_WALK_LIMIT,
   type ReconcileStateOptions,

@@ -13,14 +13,19 @@ import {
   selectNewestBundle,
   validateBundle,
 } from "@distributor/bundle";
+import type { PublishPlan } from "@distributor/engine";
+import {
+  isFailAction,
+  isWriteAction,
+  type PlannedOutput,
+  type PublishAction,
+  publishTarget,
+  RenderCache,
+  selectOutputs,
+} from "@distributor/engine";
 import { ownerScope, type SourceSigner } from "@distributor/state";
 import { displayPath, type StorageBackend, type StorageEntry } from "@distributor/storage";
 import type { Config, DestinationConfig, PipelineConfig } from "../config/types.js";
-import { isFailAction, isWriteAction, type PublishAction } from "../publish/action.js";
-import { publishTarget } from "../publish/commit.js";
-import { type PlannedOutput, selectOutputs } from "../publish/outputs.js";
-import type { PublishPlan } from "../publish/plan.js";
-import { RenderCache } from "../publish/render-cache.js";
 import { type ActionError, actionError, errorCode, errorMessage } from "./errors.js";
 import { destinationSelection } from "./selection.js";
 import {

@@ -1,11 +1,10 @@
 import { createHash, randomBytes } from "node:crypto";
 import { open, readFile, rename, rm } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
+import type { PublishAction, PublishPlan } from "@distributor/engine";
 import { encodeDocument, type OutputMetadata } from "@distributor/state";
 import * as v from "valibot";
 import type { DestinationConfig, PipelineConfig } from "../config/types.js";
-import type { PublishAction } from "../publish/action.js";
-import type { PublishPlan } from "../publish/plan.js";
 import type { RunOutputReport } from "./run.js";
 
 /**

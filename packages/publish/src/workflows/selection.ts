@@ -1,5 +1,11 @@
 import type { Manifest } from "@distributor/bundle";
 import {
+  MetadataRules,
+  type OutputSelection,
+  selectOutputs,
+  withMetadata,
+} from "@distributor/engine";
+import {
   isSharedRootState,
   type OwnerScope,
   type StateDocument,
@@ -7,8 +13,6 @@ import {
   singleOwnerScope,
 } from "@distributor/state";
 import type { DestinationConfig } from "../config/types.js";
-import { MetadataRules } from "../publish/metadata.js";
-import { type OutputSelection, selectOutputs, withMetadata } from "../publish/outputs.js";
 
 /**
  * The outputs `destination` publishes from `manifest` at `bundlePath` under its configuration:

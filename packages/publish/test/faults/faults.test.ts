@@ -1,6 +1,14 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import {
+  expectAgreement,
+  FAULT_KINDS,
+  type FaultKind,
+  type FaultPlan,
+  memoryStores,
+  writeSourceBundle,
+} from "@distributor/engine/testing";
 import { createLocalBackend, type StorageBackend } from "@distributor/storage";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Config, parseConfig } from "../../src/config/index.js";
@@ -12,16 +20,7 @@ import { reconcileState } from "../../src/workflows/reconcile-state.js";
 import { run, runSucceeded } from "../../src/workflows/run.js";
 import type { SavedPlan } from "../../src/workflows/saved-plan.js";
 import type { BackendRegistry } from "../../src/workflows/shared.js";
-import { writeSourceBundle } from "../publish/fixtures.js";
-import {
-  type EngineBackend,
-  expectAgreement,
-  FAULT_KINDS,
-  type FaultKind,
-  type FaultPlan,
-  memoryStores,
-  registryFor,
-} from "./fault-model.js";
+import { type EngineBackend, registryFor } from "../support/registries.js";
 
 // Every fault of the model (fail, crash, lost answer, hang, stall past the lease) at every
 // mutation of a first publication, a replacement, a merge, a shared-root publication, a prune (of

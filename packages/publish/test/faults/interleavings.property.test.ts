@@ -2,6 +2,15 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
+  Crash,
+  expectAgreement,
+  FAULT_KINDS,
+  type FaultKind,
+  type FaultPlan,
+  faultyBackend,
+  writeSourceBundle,
+} from "@distributor/engine/testing";
+import {
   createLocalBackend,
   createMemoryBackend,
   LEASE_FILE_NAME,
@@ -12,15 +21,6 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Config, parseConfig } from "../../src/config/index.js";
 import { type RunReport, run, runSucceeded } from "../../src/workflows/run.js";
 import type { BackendRegistry } from "../../src/workflows/shared.js";
-import { writeSourceBundle } from "../publish/fixtures.js";
-import {
-  Crash,
-  expectAgreement,
-  FAULT_KINDS,
-  type FaultKind,
-  type FaultPlan,
-  faultyBackend,
-} from "./fault-model.js";
 
 // Random interleavings of runs of three pipelines over overlapping destinations on the real
 // filesystem, with the faults of the model (docs/design/commit-protocol.md) at random mutations:

@@ -3,6 +3,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { brotliDecompressSync, gunzipSync, gzipSync } from "node:zlib";
+import { digestOf, memoryStores, writeSourceBundle } from "@distributor/engine/testing";
 import { parseDocument, type SingleOwnerState, serializeDocument } from "@distributor/state";
 import { createLocalBackend, type StorageBackend } from "@distributor/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -14,8 +15,6 @@ import { planRun } from "../../src/workflows/plan-run.js";
 import { type RunReport, run, runSucceeded } from "../../src/workflows/run.js";
 import { loadPlan, type SavedPlan, savePlan } from "../../src/workflows/saved-plan.js";
 import type { BackendRegistry } from "../../src/workflows/shared.js";
-import { memoryStores } from "../faults/fault-model.js";
-import { digestOf, writeSourceBundle } from "./fixtures.js";
 
 // Object metadata rules end to end on the memory backend, which stores metadata per object as
 // S3 does (the same checks run against Ceph RGW in packages/storage-s3/test/metadata.test.ts).

@@ -2,13 +2,14 @@ import { createHash } from "node:crypto";
 import { mkdtemp, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
+import { writeSourceBundle } from "@distributor/engine/testing";
 import { parseDocument } from "@distributor/state";
 import { createLocalBackend, isTempFileName, LEASE_FILE_NAME } from "@distributor/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/index.js";
 import { run, runSucceeded } from "../../src/workflows/run.js";
 import type { BackendRegistry } from "../../src/workflows/shared.js";
-import { aroundWrites, writeSourceBundle } from "./fixtures.js";
+import { aroundWrites } from "../support/registries.js";
 
 // A compare-and-swap of the state that finds another writer's commit plans again instead of
 // overwriting it. (The fault model itself, every fault at every mutation, is test/faults/.)

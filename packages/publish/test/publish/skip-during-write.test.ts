@@ -1,17 +1,13 @@
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { writeSourceBundle } from "@distributor/engine/testing";
 import { createLocalBackend } from "@distributor/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/index.js";
 import { run, runSucceeded } from "../../src/workflows/run.js";
 import type { BackendRegistry } from "../../src/workflows/shared.js";
-import {
-  aroundWrites,
-  type BackendCall,
-  wrappingDestination,
-  writeSourceBundle,
-} from "./fixtures.js";
+import { aroundWrites, type BackendCall, wrappingDestination } from "../support/registries.js";
 
 // A run whose plan is a skip reads the state alone (docs/design/bundles.md). A writer may be part-way through
 // replacing the very outputs that state records: then the state does not describe the bytes, and

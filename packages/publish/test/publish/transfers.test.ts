@@ -1,11 +1,12 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { writeSourceBundle } from "@distributor/engine/testing";
 import { createLocalBackend, LEASE_FILE_NAME, STATE_FILE_NAME } from "@distributor/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/index.js";
 import { run, runSucceeded } from "../../src/workflows/run.js";
-import { aroundWrites, writeSourceBundle } from "./fixtures.js";
+import { aroundWrites } from "../support/registries.js";
 
 // A destination's `transfers` bounds how many outputs are written at once; absent, the backend's
 // own default (`writeConcurrency`) does.

@@ -1,6 +1,7 @@
 import { cp, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { writeSourceBundle } from "@distributor/engine/testing";
 import { isSharedRootState, parseDocument } from "@distributor/state";
 import { createLocalBackend } from "@distributor/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -8,7 +9,6 @@ import { type Config, parseConfig } from "../../src/config/index.js";
 import { isPruneError, type PruneReport, prune } from "../../src/workflows/prune.js";
 import { run, runSucceeded } from "../../src/workflows/run.js";
 import type { BackendRegistry } from "../../src/workflows/shared.js";
-import { writeSourceBundle } from "../publish/fixtures.js";
 
 // Prune across bundle paths: a preserve_relative destination holds one state per bundle path,
 // and retention counts whole bundles by when they were published. Real runs publish the

@@ -3,19 +3,19 @@ import { rmSync, statSync, writeFileSync } from "node:fs";
 import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { allManagedOutputPaths, findOwner, ownerScope, parseDocument } from "@distributor/state";
-import { createLocalBackend } from "@distributor/storage";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { parseConfig } from "../../src/config/index.js";
-import { type RunEvent, run, runSucceeded } from "../../src/workflows/run.js";
-import type { BackendRegistry } from "../../src/workflows/shared.js";
 import {
   CREATED,
   manifestFor,
   singleOwnerState,
   writeSourceBundle,
   writeStateWithOutputs,
-} from "../publish/fixtures.js";
+} from "@distributor/engine/testing";
+import { allManagedOutputPaths, findOwner, ownerScope, parseDocument } from "@distributor/state";
+import { createLocalBackend } from "@distributor/storage";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { parseConfig } from "../../src/config/index.js";
+import { type RunEvent, run, runSucceeded } from "../../src/workflows/run.js";
+import type { BackendRegistry } from "../../src/workflows/shared.js";
 
 let dir: string;
 beforeEach(async () => {

@@ -1,6 +1,7 @@
 import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { writeSourceBundle } from "@distributor/engine/testing";
 import { createLocalBackend } from "@distributor/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type Config, parseConfig } from "../../src/config/index.js";
@@ -15,7 +16,6 @@ import {
   type SavedPlan,
   savePlan,
 } from "../../src/workflows/saved-plan.js";
-import { writeSourceBundle } from "../publish/fixtures.js";
 
 const V1 = { "a.md": "# A one\n", "b.txt": "b one\n", "docs/c.txt": "c one\n" };
 const V2 = { "a.md": "# A two\n", "b.txt": "b one\n", "d.txt": "d two\n" };

@@ -3,6 +3,7 @@ import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { writeSourceBundle } from "@distributor/engine/testing";
 import { createLocalBackend, createMemoryBackend } from "@distributor/storage";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type Config, parseConfig } from "../../src/config/index.js";
@@ -10,7 +11,6 @@ import { applyPlan } from "../../src/workflows/apply.js";
 import { planRun } from "../../src/workflows/plan-run.js";
 import { run, runSucceeded } from "../../src/workflows/run.js";
 import { validateConfiguredSource } from "../../src/workflows/validate.js";
-import { writeSourceBundle } from "../publish/fixtures.js";
 
 // source.signatures through the workflows: validate, run and apply refuse a bundle whose
 // manifest.json.sig is missing, invalid or by a key allowed_signers does not trust, before

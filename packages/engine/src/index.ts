@@ -1,0 +1,115 @@
+// Planning: what a publication of one bundle at one destination bundle path would write.
+
+export {
+  MAX_PUBLISH_ATTEMPTS,
+  type PublishTargetOptions,
+  publishTarget,
+} from "./execute/commit.js";
+export {
+  AmbiguousCommitError,
+  type ExecuteContext,
+  executePublish,
+  type LeaseGuard,
+  PendingDeletesError,
+  PublishExecutionError,
+  StateChangedError,
+  UncommittedError,
+} from "./execute/execute.js";
+export { DEFAULT_RENDER_CACHE_BYTES, RenderCache } from "./execute/render-cache.js";
+export {
+  type StoredFile,
+  storedFile,
+  storedMetadataMatches,
+  storedStatus,
+} from "./execute/stored-digest.js";
+export { SourceChangedError } from "./execute/verify-source.js";
+export {
+  type ActionDecision,
+  actionForComparison,
+  applyForce,
+  DEFAULT_TRANSFER_POLICY,
+  isFailAction,
+  isWriteAction,
+  type OnConflict,
+  type OnDestinationNewer,
+  type OnDestinationOlder,
+  type OnDestinationSame,
+  type PublishAction,
+  type TransferPolicy,
+} from "./plan/action.js";
+export { completenessGaps } from "./plan/completeness.js";
+export { PublishPlanError } from "./plan/errors.js";
+export { compileGlob, type Glob, GlobError, globProblem } from "./plan/glob.js";
+export {
+  DEFAULT_DESTINATION_WALK_LIMIT,
+  type InspectDestinationOptions,
+  inspectDestination,
+} from "./plan/inspect.js";
+export { outputUrl, type PrimaryPolicy, selectPrimaryUrl } from "./plan/links.js";
+export {
+  CONTENT_ENCODINGS,
+  type ContentEncoding,
+  type MetadataRule,
+  MetadataRules,
+  sameMetadata,
+} from "./plan/metadata.js";
+export {
+  attachUrls,
+  type LinkPolicy,
+  type OutputKind,
+  type OutputPolicy,
+  type OutputSelection,
+  type PlannedOutput,
+  selectOutputs,
+  withMetadata,
+} from "./plan/outputs.js";
+export {
+  type DestinationInspection,
+  decideAction,
+  journalOf,
+  metadataChanges,
+  needsBundleListing,
+  type PlanJournal,
+  type PlannedWrite,
+  type PublishPlan,
+  type PublishRequest,
+  type PublishTarget,
+  planMetadataUpdate,
+  planPublish,
+} from "./plan/plan.js";
+export { type PlanTargetOptions, planTarget } from "./plan/plan-target.js";
+export { type PrepareOutputsOptions, prepareOutputs } from "./plan/prepare.js";
+export { compareAndSwapState } from "./protocol/commit-state.js";
+// The lease is the commit protocol's own: its records, journal and recovery stay internal. What
+// a caller may meet are its errors and its report (`inspect` shows a lease found at a path).
+export {
+  DEFAULT_LEASE_TTL_MS,
+  defaultProcessAlive,
+  type Lease,
+  LeaseHeldError,
+  LeaseLostError,
+  type LeaseOptions,
+  type LeaseReport,
+  LeaseTooLargeError,
+  readLease,
+} from "./protocol/lease.js";
+export { adoptedStateDocument, nextStateDocument } from "./protocol/next-state.js";
+export type { RecoveryReport } from "./protocol/recovery.js";
+export { holdLease } from "./protocol/recovery.js";
+export {
+  type DestinationStateRead,
+  encodeStateFile,
+  isStateFile,
+  MAX_STATE_BYTES,
+  readDestinationStatus,
+  readStateFile,
+  type StateFile,
+  StateTooLargeError,
+} from "./protocol/state-file.js";
+export {
+  htmlOutputPath,
+  isMarkdownPath,
+  MARKDOWN_TO_HTML,
+  MAX_MARKDOWN_BYTES,
+  type MarkdownMode,
+} from "./transform/markdown-paths.js";

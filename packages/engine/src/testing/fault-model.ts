@@ -1,0 +1,294 @@
+import { createHash } from "node:crypto";
+import {
+  isSharedRootState,
+  ownerOutputs,
+  parseDocument,
+  type StateDocument,
+} from "@distributor/state";
+import {
+  createMemoryBackend,
+  isTempFileName,
+  LEASE_FILE_NAME,
+  STATE_FILE_NAME,
+  type StorageBackend,
+  StorageError,
+} from "@distributor/storage";
+import { expect } from "vitest";
+
+/**
+ * The fault model of docs/design/commit-protocol.md (and CONVENTIONS "fault models name every outcome"): what can
+ * happen to one mutation of a destination backend.
+ * - `fail`: refused before anything was done (the store answered with an error).
+ * - `crash`: the process died there: nothing more of this run happens, not even its cleanup.
+ * - `lost_answer`: the store did it, but the answer was lost (a reset after the request).
+ * - `hang`: the store did it and never answered; the request times out (a backend's request
+ *   timeout, or the run's interrupt) and the caller sees a timeout.
+ * - `stall`: the process stalls before the mutation, past its lease, while another run takes
+ *   the lease over and commits; then the mutation goes ahead as if nothing happened.
+ * - `blackout`: a lost answer after which the store stays unreachable for reads until the next
+ *   mutation, so reading back cannot resolve it either (a network partition right after the
+ *   request landed).
+ */
+export const FAULT_KINDS = ["fail", "crash", "lost_answer", "hang", "stall", "blackout"] as const;
+export type FaultKind = (typeof FAULT_KINDS)[number];
+
+/** Every method that changes what a backend stores. */
+const MUTATIONS = new Set([
+  "writeFile",
+  "deleteManagedOutputs",
+  "deleteManagedBundle",
+  "deletePrefix",
+  "abortUploads",
+]);
+
+export class Crash extends Error {
+  override readonly name = "Crash";
+}
+
+export interface FaultPlan {
+  /** `count` injects nothing and only counts the mutations. */
+  kind: FaultKind | "count";
+  /** The 1-based mutation position the fault hits. */
+  at: number;
+  /** Mutations seen so far (shared by every backend of one run). */
+  counter: { n: number };
+  /** For `stall`: what happens while this run stalls (another run takes over and commits). */
+  onStall?: () => Promise<void>;
+  /** For `hang`: how long the store keeps the caller waiting before its timeout fires. */
+  hangMs?: number;
+  /** Receives the mutation and its position, e.g. to name a failing case. */
+  seen?: (position: number, method: string, path: string) => void;
+}
+
+function injected(method: string, path: string, detail: string): StorageError {
+  return new StorageError({
+    kind: "unavailable",
+    operation: method === "writeFile" ? "write file" : "delete managed outputs",
+    backend: "faulty",
+    path,
+    detail,
+  });
+}
+
+/** Wraps `inner` so that the `plan.at`-th mutation meets `plan.kind`. */
+export function faultyBackend(inner: StorageBackend, plan: FaultPlan): StorageBackend {
+  let crashed = false;
+  let dark = false;
+  return new Proxy(inner, {
+    get(target, property) {
+      const value = Reflect.get(target, property, target);
+      if (typeof value !== "function") return value;
+      const method = String(property);
+      return async (...args: unknown[]) => {
+        if (crashed) throw new Crash("the process is gone");
+        const call = () => (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+        if (!MUTATIONS.has(method) || property === "close") {
+          if (dark && property !== "close") {
+            throw injected(method, String(args[0]), "the store cannot be reached");
+          }
+          return call();
+        }
+        dark = false;
+        plan.counter.n += 1;
+        const position = plan.counter.n;
+        const path = String(args[0]);
+        plan.seen?.(position, method, path);
+        if (plan.kind === "count" || position !== plan.at) return call();
+        switch (plan.kind) {
+          case "fail":
+            throw injected(method, path, "injected failure before doing anything");
+          case "crash": {
+            crashed = true;
+            if (method === "writeFile") {
+              // Killed mid-write: a partial temp file stays beside the target.
+              const dir = path.includes("/") ? path.slice(0, path.lastIndexOf("/") + 1) : "";
+              await target.writeFile(`${dir}.distributor.0badc0ffee001234.tmp`, "partial", {
+                overwrite: true,
+              });
+            }
+            throw new Crash("killed");
+          }
+          case "lost_answer":
+            await call();
+            throw injected(method, path, "connection reset after the request was sent");
+          case "blackout":
+            await call();
+            dark = true;
+            throw injected(method, path, "connection reset after the request was sent");
+          case "hang": {
+            await call();
+            const signal = signalOf(method, args);
+            await new Promise<void>((resolve) => {
+              const timer = setTimeout(resolve, plan.hangMs ?? 20);
+              signal?.addEventListener(
+                "abort",
+                () => {
+                  clearTimeout(timer);
+                  resolve();
+                },
+                { once: true },
+              );
+            });
+            if (signal?.aborted) throw signal.reason;
+            throw injected(method, path, "request timed out without an answer");
+          }
+          case "stall":
+            await plan.onStall?.();
+            return call();
+        }
+      };
+    },
+  });
+}
+
+function signalOf(method: string, args: unknown[]): AbortSignal | undefined {
+  const options = (
+    method === "writeFile" || method === "deleteManagedOutputs" ? args[2] : args[1]
+  ) as { signal?: AbortSignal } | undefined;
+  return options?.signal;
+}
+
+/** A memory backend that outlives the runs that open and close it, one per configured path. */
+export function memoryStores(): (path: string) => StorageBackend {
+  const stores = new Map<string, StorageBackend>();
+  return (path) => {
+    let store = stores.get(path);
+    if (store === undefined) {
+      const memory = createMemoryBackend();
+      store = new Proxy(memory, {
+        get(target, property) {
+          if (property === "close") return async () => undefined;
+          const value = Reflect.get(target, property, target);
+          return typeof value === "function" ? value.bind(target) : value;
+        },
+      });
+      stores.set(path, store);
+    }
+    return store;
+  };
+}
+
+const sha = (bytes: Uint8Array) => `sha256:${createHash("sha256").update(bytes).digest("hex")}`;
+
+/**
+ * Planned outputs = records, for the copy-only configurations of the fault suites: every owner
+ * records each file of the source it records, at its path, with its bytes (before any encoding);
+ * an owner that replaces records nothing else (one that merges may keep older bundles' outputs).
+ */
+export function expectWholePublication(
+  state: StateDocument,
+  label: string,
+  pipelines?: readonly string[],
+): void {
+  const owners = isSharedRootState(state)
+    ? state.owners.map((owner) => ({
+        name: `${owner.scope.pipelineId}/${owner.scope.destinationId}`,
+        manifest: owner.source.manifest,
+        merge: owner.reconciliation.mode === "merge",
+        records: ownerOutputs(state, owner.scope),
+      }))
+    : [
+        {
+          name: `${state.pipelineId}/${state.destinationId}`,
+          manifest: state.source.manifest,
+          merge: state.reconciliation.mode === "merge",
+          records: state.outputs,
+        },
+      ];
+  for (const owner of owners) {
+    if (pipelines !== undefined && !pipelines.includes(owner.name.split("/")[0] as string))
+      continue;
+    const records = new Map(owner.records.map((record) => [record.path, record]));
+    for (const file of owner.manifest.files) {
+      const record = records.get(file.path);
+      const where = `${label}: ${owner.name} records ${owner.manifest.id} but`;
+      expect(record, `${where} not its ${file.path}`).toBeDefined();
+      const bytes = record?.decoded ?? record;
+      expect(bytes?.sha256, `${where} other bytes at ${file.path}`).toBe(file.sha256);
+    }
+    if (owner.merge) continue;
+    const listed = new Set(owner.manifest.files.map((file) => file.path));
+    const extra = owner.records.filter((record) => !listed.has(record.path));
+    expect(
+      extra.map((record) => record.path),
+      `${label}: ${owner.name} records outputs ${owner.manifest.id} does not give`,
+    ).toEqual([]);
+  }
+}
+
+/**
+ * The invariant after every fault (docs/design/commit-protocol.md): every state file — at the destination root, or one
+ * per bundle path below it — describes exactly the bytes there. Every recorded output holds its
+ * recorded digest and size; every other file is in `unmanaged` (untouched, with those bytes).
+ * Every owner records the whole publication of its recorded source (`expectWholePublication`).
+ * Without `debris`, no lease and no temp file lie anywhere either. Returns the recorded outputs
+ * (path below the destination root → sha256).
+ */
+export async function expectAgreement(
+  backend: StorageBackend,
+  options: {
+    unmanaged?: Record<string, string>;
+    debris?: boolean;
+    label?: string;
+    /**
+     * A lease expired by then may stay: a committed run whose release failed leaves one, and a
+     * run that only skips reads the state alone, so it never sees it (the next write takes it
+     * over). Its journal must name nothing left to undo, which the rest of the check shows.
+     */
+    staleLeasesAt?: Date;
+    /** Records may fall short of the recorded source's publication (after reconcile-state). */
+    partial?: boolean | undefined;
+    /** Only these pipelines' owners must hold their whole publication (default: every owner). */
+    wholeFor?: readonly string[] | undefined;
+  } = {},
+): Promise<Record<string, string>> {
+  const label = options.label ?? "";
+  const entries = await backend.walk("", { recursive: true, limit: 10_000 });
+  const files = entries.filter((entry) => entry.kind === "file").map((entry) => entry.path);
+  const nameOf = (path: string) => path.slice(path.lastIndexOf("/") + 1);
+  const recorded: Record<string, string> = {};
+  for (const stateFile of files.filter((path) => nameOf(path) === STATE_FILE_NAME)) {
+    const bundle = stateFile.slice(0, stateFile.length - STATE_FILE_NAME.length);
+    const state = parseDocument(Buffer.from(await backend.readFile(stateFile)).toString());
+    if (!options.partial) expectWholePublication(state, `${label}: ${stateFile}`, options.wholeFor);
+    for (const output of state.outputs) {
+      const path = `${bundle}${output.path}`;
+      expect(recorded[path], `${label}: ${path} is recorded by two states`).toBeUndefined();
+      recorded[path] = output.sha256;
+      expect(files, `${label}: recorded ${path} is missing`).toContain(path);
+      const bytes = await backend.readFile(path);
+      expect(sha(bytes), `${label}: ${path} holds other bytes than recorded`).toBe(output.sha256);
+      expect(bytes.byteLength, `${label}: ${path} size`).toBe(output.size);
+    }
+  }
+  for (const path of files) {
+    const name = nameOf(path);
+    if (name === STATE_FILE_NAME || recorded[path] !== undefined) continue;
+    if (name === LEASE_FILE_NAME && options.staleLeasesAt !== undefined && !options.debris) {
+      const lease = JSON.parse(Buffer.from(await backend.readFile(path)).toString());
+      const expires = new Date(lease.expires_at).getTime();
+      expect(expires, `${label}: live lease ${path} left behind`).toBeLessThan(
+        options.staleLeasesAt.getTime(),
+      );
+      continue;
+    }
+    if (name === LEASE_FILE_NAME || isTempFileName(name)) {
+      expect(options.debris ?? false, `${label}: debris ${path} left behind`).toBe(true);
+      continue;
+    }
+    const expected = options.unmanaged?.[path];
+    expect(expected, `${label}: ${path} is recorded by no state`).toBeDefined();
+    expect(
+      Buffer.from(await backend.readFile(path)).toString(),
+      `${label}: unmanaged ${path}`,
+    ).toBe(expected);
+  }
+  if (!(options.debris ?? false)) {
+    const directories = entries.filter((entry) => entry.kind === "directory");
+    for (const directory of directories) {
+      const below = files.some((file) => file.startsWith(`${directory.path}/`));
+      expect(below, `${label}: empty directory ${directory.path} left behind`).toBe(true);
+    }
+  }
+  return recorded;
+}

@@ -1,0 +1,71 @@
+import { type FaultPlan, faultyBackend } from "@distributor/engine/testing";
+import { createLocalBackend, type StorageBackend } from "@distributor/storage";
+import type { BackendRegistry } from "../../src/workflows/shared.js";
+
+/** A backend method, as `wrappingDestination` hands it over (bound to its backend). */
+export type BackendCall = (...args: never[]) => Promise<unknown>;
+
+/**
+ * A registry of real local backends in which the one rooted at `dest` has each method replaced
+ * by what `wrap` makes of it (given the method's name and the bound original): how tests slip
+ * something in between a run's steps, or watch them, on the real filesystem.
+ */
+export function wrappingDestination(
+  dest: string,
+  wrap: (name: string, call: BackendCall) => BackendCall,
+): BackendRegistry {
+  return {
+    local: async (location) => {
+      const backend = createLocalBackend({ root: location.path });
+      if (location.path !== dest) return backend;
+      return new Proxy(backend, {
+        get(target, property) {
+          const value = Reflect.get(target, property, target);
+          if (typeof value !== "function") return value;
+          return wrap(String(property), value.bind(target) as BackendCall);
+        },
+      });
+    },
+  };
+}
+
+/** `wrappingDestination` for `writeFile` alone: `around(path, write)` performs each write. */
+export function aroundWrites(
+  dest: string,
+  around: (path: string, write: () => Promise<unknown>) => Promise<unknown>,
+): BackendRegistry {
+  return wrappingDestination(dest, (name, call) => {
+    if (name !== "writeFile") return call;
+    const write = call as (...args: unknown[]) => Promise<unknown>;
+    return ((path: string, data: unknown, options: unknown) =>
+      around(path, () => write(path, data, options))) as BackendCall;
+  });
+}
+
+export type EngineBackend = "memory" | "local";
+
+/**
+ * A registry for `local` locations: sources on the real filesystem; the destination at `dest` on
+ * the real filesystem too, or in a memory store, wrapped by `plan` when one is given.
+ */
+export function registryFor(
+  engine: EngineBackend,
+  memory: (path: string) => StorageBackend,
+  dest: string,
+  plan?: FaultPlan,
+): BackendRegistry {
+  return {
+    local: async (location) => {
+      if (location.path !== dest) return createLocalBackend({ root: location.path });
+      const backend = engine === "memory" ? memory(dest) : createLocalBackend({ root: dest });
+      return plan === undefined ? backend : faultyBackend(backend, plan);
+    },
+    // A destination configured as s3 (for what only S3 offers, object metadata) is the memory
+    // store of `dest`, which keeps metadata per object as S3 does.
+    s3: async () => {
+      if (engine !== "memory") throw new Error("an s3 destination runs on the memory engine only");
+      const backend = memory(dest);
+      return plan === undefined ? backend : faultyBackend(backend, plan);
+    },
+  };
+}
