@@ -1,6 +1,5 @@
 import { createCliBackends } from "./backends.js";
 import type { CommandOutcome } from "./command.js";
-import { parseCommandLine } from "./commands.js";
 import {
   describeFailure,
   EXIT_FAILURE,
@@ -11,6 +10,7 @@ import {
 } from "./errors.js";
 import type { CliIO } from "./io.js";
 import { nodeLineNotice } from "./node-line.js";
+import { parseCommandLine } from "./parse.js";
 import { colourEnabled } from "./render/colour.js";
 import { envelope, renderEnvelope } from "./render/envelope.js";
 

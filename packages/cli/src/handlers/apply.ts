@@ -3,9 +3,9 @@ import type { RunReport } from "@distributor/publish";
 import type { ApplyCommandOptions, CommandHandler } from "../command.js";
 import { UsageError } from "../errors.js";
 import { planLines } from "../render/plan.js";
-import { createRunProgress, type RunProgress } from "../render/progress.js";
 import { cliPackage } from "../version.js";
 import { lockTimeoutMs } from "./lock-timeout.js";
+import { terminalProgress } from "./progress.js";
 import { leaseTtlMs, runOutcome } from "./run.js";
 
 export const applyCommand: CommandHandler<ApplyCommandOptions> = async (options, context) => {
@@ -16,13 +16,7 @@ export const applyCommand: CommandHandler<ApplyCommandOptions> = async (options,
   const plan = await publish.loadPlan(options.planPath);
   // The plan names the configuration it was made from (absolute); --config chooses another.
   const config = await publish.loadConfig(options.configPath ?? resolve(plan.config_path));
-  const progress: RunProgress | undefined =
-    context.io.stderrIsTTY === true && !options.quiet && !options.dryRun
-      ? createRunProgress({
-          stderr: context.io.stderr,
-          ...(context.io.stderrColumns ? { columns: context.io.stderrColumns } : {}),
-        })
-      : undefined;
+  const progress = terminalProgress(context.io, !options.quiet && !options.dryRun);
   let report: RunReport;
   try {
     report = await publish.applyPlan({

@@ -3,10 +3,10 @@ import type { RunActionReport, RunReport } from "@distributor/publish";
 import type { CommandHandler, CommandOutcome, RunCommandOptions } from "../command.js";
 import { UsageError } from "../errors.js";
 import { planLines } from "../render/plan.js";
-import { createRunProgress, type RunProgress } from "../render/progress.js";
 import { summaryLine } from "../render/text.js";
 import { cliPackage } from "../version.js";
 import { lockTimeoutMs } from "./lock-timeout.js";
+import { terminalProgress } from "./progress.js";
 
 /**
  * For tests only, not an operator setting: the lifetime of the leases this run takes, in
@@ -32,14 +32,7 @@ export const runCommand: CommandHandler<RunCommandOptions> = async (options, con
   const publish = await import("@distributor/publish");
   const ttlMs = leaseTtlMs(context.io.env);
   const config = await publish.loadConfig(options.configPath);
-  // Progress only where a person watches stderr; a pipe or file gets exactly what it got before.
-  const progress: RunProgress | undefined =
-    context.io.stderrIsTTY === true && !options.quiet
-      ? createRunProgress({
-          stderr: context.io.stderr,
-          ...(context.io.stderrColumns ? { columns: context.io.stderrColumns } : {}),
-        })
-      : undefined;
+  const progress = terminalProgress(context.io, !options.quiet);
   let report: RunReport;
   try {
     report = await publish.run({
@@ -75,13 +68,7 @@ async function planOutCommand(
 ): Promise<CommandOutcome> {
   const publish = await import("@distributor/publish");
   const config = await publish.loadConfig(options.configPath);
-  const progress: RunProgress | undefined =
-    context.io.stderrIsTTY === true && !options.quiet
-      ? createRunProgress({
-          stderr: context.io.stderr,
-          ...(context.io.stderrColumns ? { columns: context.io.stderrColumns } : {}),
-        })
-      : undefined;
+  const progress = terminalProgress(context.io, !options.quiet);
   let planned: Awaited<ReturnType<typeof publish.planRun>>;
   try {
     planned = await publish.planRun({

@@ -1,0 +1,44 @@
+import { apply } from "./apply.js";
+import { audit } from "./audit.js";
+import { inspect } from "./inspect.js";
+import { manifestCreate } from "./manifest-create.js";
+import { prune } from "./prune.js";
+import { reconcileState } from "./reconcile-state.js";
+import { run } from "./run.js";
+import { serve } from "./serve.js";
+import type { CommandModule } from "./spec.js";
+import { upload } from "./upload.js";
+import { validate } from "./validate.js";
+import { version } from "./version.js";
+
+/**
+ * Every command the parser declares, in the order `distributor --help` lists them; the command
+ * names, the switches and completion all come from here.
+ */
+export const COMMANDS: readonly CommandModule[] = [
+  version,
+  run,
+  apply,
+  validate,
+  inspect,
+  manifestCreate,
+  reconcileState,
+  prune,
+  audit,
+  serve,
+  upload,
+];
+
+/** The first word of a command: `manifest` of `manifest [subcommand] [path]`. */
+export function commandWord(command: CommandModule): string {
+  return command.command.split(" ")[0] ?? command.command;
+}
+
+/** Flags that take no value, of any command. */
+export function commandSwitches(): string[] {
+  return COMMANDS.flatMap((command) =>
+    Object.entries(command.flags)
+      .filter(([, flag]) => flag.type === "boolean")
+      .map(([name]) => name),
+  );
+}
