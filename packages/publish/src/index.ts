@@ -1,92 +1,101 @@
-export * from "@distributor/engine";
-export {
-  htmlOutputPath,
-  isMarkdownPath,
-  MARKDOWN_TO_HTML,
-  MAX_MARKDOWN_BYTES,
-  type MarkdownMode,
-} from "@distributor/engine";
-export * from "./config/index.js";
-export {
-  type AdoptBundleReport,
-  type AdoptedOutput,
-  type AdoptionMode,
-  type AdoptOptions,
-  type AdoptReport,
-  adoptOutputs,
-  type UnmatchedOutput,
-} from "./workflows/adopt.js";
+// The public surface of @distributor/publish: loading a configuration and the workflows the CLI
+// runs, with their options and reports. The planner and the commit protocol are
+// @distributor/engine's; the upload service is @distributor/server's.
+
+// Secrets are resolved by the storage package; re-exported for configurations that name them.
+export { resolveSecret } from "@distributor/storage";
+// Configuration
+export { parseDuration } from "./config/duration.js";
+export { ConfigError, isConfigError } from "./config/errors.js";
+export { type LoadConfigOptions, loadConfig, parseConfig } from "./config/load.js";
+export type {
+  Backend,
+  Config,
+  DestinationConfig,
+  LocalLocation,
+  PipelineConfig,
+  S3Location,
+  ServerConfig,
+  SourceConfig,
+  SshLocation,
+  StorageLocation,
+  UploadTokenConfig,
+} from "./config/types.js";
+// Maintenance: audit, adopt, reconcile-state, prune
+export { type AdoptOptions, type AdoptReport, adoptOutputs } from "./workflows/adopt.js";
+// run, and saved plans
 export {
   type ApplyOptions,
   applyPlan,
   DEFAULT_MAX_PLAN_AGE_MS,
   PlanRefusedError,
 } from "./workflows/apply.js";
+export { type AuditEvent, type AuditOptions, type AuditReport, audit } from "./workflows/audit.js";
+// Backends and errors shared by every workflow
+export { actionErrorCode, errorCode, errorMessage } from "./workflows/errors.js";
+// validate, inspect, manifest create
 export {
-  AUDIT_WALK_LIMIT,
-  type AuditBundleReport,
-  type AuditDestinationReport,
-  type AuditEvent,
-  type AuditOptions,
-  type AuditOutputReport,
-  type AuditOutputStatus,
-  type AuditReport,
-  audit,
-} from "./workflows/audit.js";
+  type BundleInspection,
+  type InspectReport,
+  inspectConfiguredDestination,
+  inspectConfiguredSource,
+  inspectPath,
+  type StateTreeInspection,
+} from "./workflows/inspect.js";
+export type { StateReport } from "./workflows/inspect-state.js";
 export {
-  type ActionError,
-  actionError,
-  actionErrorCode,
-  errorCode,
-  errorMessage,
-} from "./workflows/errors.js";
-export * from "./workflows/index.js";
+  type CreateManifestWorkflowOptions,
+  createManifestWorkflow,
+  type ManifestCreateReport,
+} from "./workflows/manifest-create.js";
 export { type PlanRunOptions, type PlanRunResult, planRun } from "./workflows/plan-run.js";
 export {
-  type DestinationPrunePlanOptions,
   isPruneError,
-  type PruneBundleRecord,
   PruneError,
-  type PruneEvent,
   type PruneOptions,
-  type PruneOutputRecord,
-  type PruneOwnerScope,
-  type PrunePlanReport,
   type PruneReport,
-  type PruneWarning,
-  planDestinationPrune,
   prune,
 } from "./workflows/prune.js";
 export {
-  RECONCILE_STATE_WALK_LIMIT,
-  type ReconcileStateEntry,
   type ReconcileStateOptions,
-  type ReconcileStateOwnerScope,
-  type ReconcileStatePath,
   type ReconcileStateReport,
   reconcileState,
 } from "./workflows/reconcile-state.js";
+export { remoteBackends } from "./workflows/remote-backends.js";
 export {
   type RunActionReport,
   type RunEvent,
   type RunOptions,
-  type RunOutputReport,
-  type RunPipelineError,
   type RunReport,
   type RunStatus,
-  type RunWarning,
   run,
   runSucceeded,
 } from "./workflows/run.js";
 export {
-  configDigest,
   encodePlan,
   loadPlan,
   PLAN_FORMAT_VERSION,
   PlanFileError,
   parsePlan,
+  pipelineConfigDigest,
   type SavedPlan,
   type SavedPlanEntry,
-  type SavedPlanWrite,
   savePlan,
 } from "./workflows/saved-plan.js";
+export {
+  type BackendFactory,
+  type BackendRegistry,
+  type OpenBackendOptions,
+  openBackend,
+  WorkflowError,
+  type WorkflowOptions,
+} from "./workflows/shared.js";
+export { signatureCode, signaturePolicy } from "./workflows/signatures.js";
+export {
+  type BundleValidationReport,
+  type IssueReport,
+  type ValidateEvent,
+  type ValidateReport,
+  validateBundlePath,
+  validateConfiguredSource,
+} from "./workflows/validate.js";

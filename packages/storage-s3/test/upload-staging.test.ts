@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { type Config, parseConfig } from "@distributor/publish";
-import { createMemoryUploadStore, type UploadStore } from "@distributor/publish/server";
+import { createMemoryUploadStore, type UploadStore } from "@distributor/server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   bundleArchive,
@@ -10,7 +10,7 @@ import {
   upload,
   waitForRun,
   workspace,
-} from "../../publish/test/server/helpers.js";
+} from "../../server/test/helpers.js";
 import type { S3Server } from "./ceph.js";
 import { backendOn, createBucket, emptyBucket, listKeys, s3Server, uniqueName } from "./server.js";
 

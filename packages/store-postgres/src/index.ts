@@ -1,4 +1,3 @@
-export { openConfiguredPostgresStore } from "./configured.js";
 export {
   DEFAULT_CLAIM_TIMEOUT_MS,
   openPostgresUploadStore,

@@ -1,6 +1,5 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
-import { WorkflowError } from "@distributor/publish";
 import type {
   AcceptedUpload,
   IdempotencyScope,
@@ -10,7 +9,8 @@ import type {
   UploadRunRecord,
   UploadRunStatus,
   UploadStore,
-} from "@distributor/publish/server";
+} from "@distributor/server/store";
+import { UploadStoreError } from "@distributor/server/store";
 import pg from "pg";
 import { checkSchemaName, migrate, quoted, ServiceMismatch } from "./schema.js";
 
@@ -72,7 +72,8 @@ export async function openPostgresUploadStore(
 ): Promise<UploadStore> {
   const schema = options.schema ?? DEFAULT_SCHEMA;
   const problem = checkSchemaName(schema);
-  if (problem !== undefined) throw new WorkflowError("store_unusable", `upload store: ${problem}`);
+  if (problem !== undefined)
+    throw new UploadStoreError("store_unusable", `upload store: ${problem}`);
   const claimTimeoutMs = options.claimTimeoutMs ?? DEFAULT_CLAIM_TIMEOUT_MS;
   const me = options.instanceId ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   const s = quoted(schema);
@@ -88,8 +89,8 @@ export async function openPostgresUploadStore(
   pool.on("error", () => undefined);
 
   const fail = (operation: string, error: unknown): never => {
-    if (error instanceof WorkflowError) throw error;
-    throw new WorkflowError(
+    if (error instanceof UploadStoreError) throw error;
+    throw new UploadStoreError(
       "store_unavailable",
       `upload store (postgres, schema ${schema}): ${operation}: ${(error as Error).message}`,
       { cause: error },
@@ -171,7 +172,7 @@ export async function openPostgresUploadStore(
   } catch (error) {
     await pool.end().catch(() => undefined);
     if (error instanceof ServiceMismatch) {
-      throw new WorkflowError("store_in_use", `upload store (postgres): ${error.message}`);
+      throw new UploadStoreError("store_in_use", `upload store (postgres): ${error.message}`);
     }
     fail("preparing the schema", error);
   }
@@ -427,7 +428,7 @@ export async function openPostgresUploadStore(
           [...params, JSON.stringify(accepted)],
         );
         if (inserted.rowCount !== 1) {
-          throw new WorkflowError(
+          throw new UploadStoreError(
             "idempotency_key_taken",
             `Idempotency-Key ${JSON.stringify(scope.key)} was taken by another instance while this upload staged`,
           );

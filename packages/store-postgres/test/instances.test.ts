@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
-import type { UploadStore } from "@distributor/publish/server";
-import { sampleRun } from "@distributor/publish/server/testing";
+import type { UploadStore } from "@distributor/server";
+import { sampleRun } from "@distributor/server/testing";
 import pg from "pg";
 import { afterEach, describe, expect, inject, it } from "vitest";
 import { openPostgresUploadStore } from "../src/index.js";

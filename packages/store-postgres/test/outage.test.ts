@@ -1,4 +1,4 @@
-import { sampleRun } from "@distributor/publish/server/testing";
+import { sampleRun } from "@distributor/server/testing";
 import { afterAll, describe, expect, it } from "vitest";
 import { openPostgresUploadStore } from "../src/index.js";
 import { startPostgres, type TestPostgres } from "../src/testing/index.js";

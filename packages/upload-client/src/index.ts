@@ -34,4 +34,31 @@ export {
   retryDelay,
 } from "./retry.js";
 // The wire records of the upload API; `@distributor/upload-client/wire` has them alone too.
-export * from "./wire.js";
+export {
+  type AcceptedBody,
+  AcceptedBodySchema,
+  type CancelAnswer,
+  CancelAnswerSchema,
+  type ErrorBody,
+  ErrorBodySchema,
+  type ErrorDetail,
+  ErrorDetailSchema,
+  type HealthBody,
+  HealthBodySchema,
+  isFinished,
+  type ManifestIdentity,
+  ManifestIdentitySchema,
+  parseWire,
+  RUN_STATUSES,
+  type RunActionSummary,
+  RunActionSummarySchema,
+  type RunPage,
+  RunPageSchema,
+  type RunRecord,
+  RunRecordSchema,
+  type RunStatus,
+  RunStatusSchema,
+  type RunSummary,
+  RunSummarySchema,
+  type WireSchema,
+} from "./wire.js";

@@ -1,8 +1,9 @@
-import type { UploadServerEvent } from "@distributor/publish/server";
+import type { UploadServerEvent } from "@distributor/server";
 import { createCliBackends } from "../backends.js";
 import type { CommandHandler, ServeCommandOptions } from "../command.js";
 import { UsageError } from "../errors.js";
 import { cliPackage } from "../version.js";
+import { openConfiguredPostgresStore } from "./postgres-store.js";
 
 /** `server.log.level` values, least to most severe. */
 const LOG_LEVELS = ["debug", "info", "warn", "error"] as const;
@@ -14,9 +15,7 @@ const LIFECYCLE: ReadonlySet<string> = new Set(["listening", "recovered", "shutd
  */
 export const serveCommand: CommandHandler<ServeCommandOptions> = async (options, context) => {
   const publish = await import("@distributor/publish");
-  const { createUploadServer, eventLevel, parseListen } = await import(
-    "@distributor/publish/server"
-  );
+  const { createUploadServer, eventLevel, parseListen } = await import("@distributor/server");
   const config = await publish.loadConfig(options.configPath);
   // A bad --listen is the command line's mistake; check it before tokens are resolved.
   if (options.listen !== undefined) {
@@ -43,12 +42,9 @@ export const serveCommand: CommandHandler<ServeCommandOptions> = async (options,
       `${JSON.stringify({ time: new Date().toISOString(), level, ...event })}\n`,
     );
   };
-  // The PostgreSQL store (and `pg`) loads only when the configuration asks for it.
   const store =
     config.server.store.backend === "postgres"
-      ? await (await import("@distributor/store-postgres")).openConfiguredPostgresStore(config, {
-          signal: context.signal,
-        })
+      ? await openConfiguredPostgresStore(config, { signal: context.signal })
       : undefined;
   try {
     // Many publications share one event loop here: local destinations must not block it.

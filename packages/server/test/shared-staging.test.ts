@@ -1,8 +1,8 @@
 import { mkdir, utimes, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { parseConfig } from "@distributor/publish";
 import { describe, expect, it } from "vitest";
-import { parseConfig } from "../../src/config/index.js";
-import { createMemoryUploadStore } from "../../src/server/index.js";
+import { createMemoryUploadStore } from "../src/index.js";
 import { bundleArchive, startServer, tree, upload, waitForRun, workspace } from "./helpers.js";
 
 // docs/integrations/http-upload.md, durability on shared staging (`server.staging: {backend: local}`): other instances may

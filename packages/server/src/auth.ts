@@ -1,9 +1,9 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { stat } from "node:fs/promises";
 import { join } from "node:path";
+import type { Config, UploadTokenConfig } from "@distributor/publish";
+import { WorkflowError } from "@distributor/publish";
 import { resolveSecret } from "@distributor/storage";
-import type { Config, UploadTokenConfig } from "../config/types.js";
-import { WorkflowError } from "../workflows/shared.js";
 
 /** An upload token with its secret resolved; the value never leaves this module's callers. */
 export interface ResolvedToken {

@@ -3,6 +3,8 @@ import { request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { buildManifest, fileDigest, serializeManifest } from "@distributor/bundle";
+import type { BackendRegistry, Config } from "@distributor/publish";
+import { parseConfig } from "@distributor/publish";
 import { createLocalBackend, type StorageBackend } from "@distributor/storage";
 import {
   AcceptedBodySchema,
@@ -15,16 +17,13 @@ import {
   type WireSchema,
 } from "@distributor/upload-client/wire";
 import { c as createTar } from "tar";
-import { type RawEntry, rawTar } from "../../../bundle/test/raw-tar.js";
-import { parseConfig } from "../../src/config/index.js";
-import type { Config } from "../../src/config/types.js";
+import { type RawEntry, rawTar } from "../../bundle/test/raw-tar.js";
 import {
   createUploadServer,
   type UploadServer,
   type UploadServerEvent,
   type UploadServerOptions,
-} from "../../src/server/index.js";
-import type { BackendRegistry } from "../../src/workflows/shared.js";
+} from "../src/index.js";
 
 export const TOKEN = "s3cret-reporter-token";
 export const OTHER_TOKEN = "s3cret-other-token";

@@ -2,8 +2,8 @@ import { execFile } from "node:child_process";
 import { mkdtemp, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import type { Config } from "@distributor/publish";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { Config } from "../../src/config/types.js";
 import {
   packDirectory,
   type Running,

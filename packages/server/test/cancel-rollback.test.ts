@@ -1,8 +1,8 @@
 import { createHash } from "node:crypto";
 import { readdir, readFile } from "node:fs/promises";
 import { join, relative } from "node:path";
+import { parseConfig } from "@distributor/publish";
 import { afterEach, beforeEach, expect, it } from "vitest";
-import { parseConfig } from "../../src/config/index.js";
 import {
   bundleArchive,
   faultyBackends,

@@ -1,8 +1,8 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
+import { parseConfig } from "@distributor/publish";
 import { parseSharedRootState } from "@distributor/state";
 import { afterEach, beforeEach, expect, it } from "vitest";
-import { parseConfig } from "../../src/config/index.js";
 import {
   bundleArchive,
   emptied,

@@ -4,9 +4,9 @@ import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { openEmbeddedUploadStore } from "../../src/server/embedded-store.js";
-import { createMemoryUploadStore } from "../../src/server/memory-store.js";
-import { describeUploadStoreContract, sampleRun } from "../../src/server/testing/index.js";
+import { openEmbeddedUploadStore } from "../src/store/embedded-store.js";
+import { createMemoryUploadStore } from "../src/store/memory-store.js";
+import { describeUploadStoreContract, sampleRun } from "../src/testing/index.js";
 
 describeUploadStoreContract("memory", async (limits) => ({
   store: createMemoryUploadStore(limits),

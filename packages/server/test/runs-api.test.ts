@@ -1,8 +1,8 @@
 import { mkdir, readdir } from "node:fs/promises";
 import { join } from "node:path";
+import { pipelineConfigDigest } from "@distributor/publish";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { openEmbeddedUploadStore } from "../../src/server/embedded-store.js";
-import { pipelineConfigDigest } from "../../src/workflows/saved-plan.js";
+import { openEmbeddedUploadStore } from "../src/store/embedded-store.js";
 import {
   bundleArchive,
   checkWire,

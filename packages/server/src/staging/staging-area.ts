@@ -2,16 +2,16 @@ import { randomUUID } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { readdir, stat } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
+import type { Config, S3Location } from "@distributor/publish";
+import { type BackendRegistry, openBackend } from "@distributor/publish";
 import {
   createLocalBackend,
   DEFAULT_LISTING_LIMIT,
   isStorageError,
   type StorageBackend,
 } from "@distributor/storage";
-import type { Config, S3Location } from "../config/types.js";
-import { type BackendRegistry, openBackend } from "../workflows/shared.js";
+import type { UploadJob } from "../store/store.js";
 import { removeUploadDirectory, type StagedUpload, UPLOAD_DIRECTORY_PREFIX } from "./staging.js";
-import type { UploadJob } from "./store.js";
 
 /**
  * On shared staging, how old an upload that no live run owns must be before a starting instance

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { mkdtemp } from "node:fs/promises";
 import { join } from "node:path";
+import { parseConfig } from "@distributor/publish";
 import {
   createUploadClient,
   isUploadError,
@@ -8,7 +9,6 @@ import {
   type UploadError,
 } from "@distributor/upload-client";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { parseConfig } from "../../src/config/index.js";
 import {
   checkWire,
   faultyBackends,

@@ -12,11 +12,11 @@ import {
   readManifest,
   validateBundle,
 } from "@distributor/bundle";
+import type { PipelineConfig } from "@distributor/publish";
+import { signatureCode, signaturePolicy } from "@distributor/publish";
 import { createLocalBackend } from "@distributor/storage";
-import type { PipelineConfig } from "../config/types.js";
-import { signatureCode, signaturePolicy } from "../workflows/signatures.js";
-import { HttpError } from "./http-error.js";
-import type { ManifestIdentity } from "./store.js";
+import { HttpError } from "../http-error.js";
+import type { ManifestIdentity } from "../store/store.js";
 
 /** An upload extracted into its own staging directory. */
 export interface StagedUpload {

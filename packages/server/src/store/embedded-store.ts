@@ -4,7 +4,7 @@ import { hostname } from "node:os";
 import { join } from "node:path";
 import { defaultProcessAlive } from "@distributor/engine";
 import { AcceptedBodySchema, parseWire, RunRecordSchema } from "@distributor/upload-client/wire";
-import { WorkflowError } from "../workflows/shared.js";
+import { UploadStoreError } from "./errors.js";
 import type { UploadStore } from "./store.js";
 import {
   createUploadStoreCore,
@@ -118,20 +118,20 @@ async function lockStore(directory: string): Promise<() => Promise<void>> {
       typeof holder.pid === "number" &&
       (holder.pid === process.pid || defaultProcessAlive(holder.pid))
     ) {
-      throw new WorkflowError(
+      throw new UploadStoreError(
         "store_in_use",
         `upload store ${directory} is in use by process ${holder.pid} on this host; one serve per store: stop that process, or give this configuration a store of its own (server.store.path)`,
       );
     }
     if (holder.host !== undefined && holder.host !== hostname()) {
-      throw new WorkflowError(
+      throw new UploadStoreError(
         "store_in_use",
         `upload store ${directory} is locked by host ${String(holder.host)} (pid ${String(holder.pid)}); if that host no longer runs serve, remove ${file}`,
       );
     }
     await unlink(file).catch(() => undefined);
   }
-  throw new WorkflowError("store_in_use", `upload store ${directory}: cannot take ${file}`);
+  throw new UploadStoreError("store_in_use", `upload store ${directory}: cannot take ${file}`);
 }
 
 const SERVICE_FORMAT = "distributor-upload-service/1";
@@ -172,7 +172,7 @@ async function claimService(directory: string, service: string): Promise<void> {
     throw corrupt(file, `is not a ${SERVICE_FORMAT} record`);
   }
   if (recorded !== service) {
-    throw new WorkflowError(
+    throw new UploadStoreError(
       "store_in_use",
       `upload store ${directory} belongs to service ${JSON.stringify(recorded)}, not ${JSON.stringify(service)} (this configuration's server.name, or its file); give this configuration a store of its own (server.store.path), or set server.name: ${JSON.stringify(recorded)} if it is the same service`,
     );
@@ -318,8 +318,8 @@ function parseKey(body: Record<string, unknown>): PersistedKey | string {
   };
 }
 
-function corrupt(file: string, problem: string): WorkflowError {
-  return new WorkflowError(
+function corrupt(file: string, problem: string): UploadStoreError {
+  return new UploadStoreError(
     "store_unreadable",
     `upload store record ${file} ${problem}; restore the store from a backup or move the file away`,
   );
@@ -345,7 +345,7 @@ export async function preparePrivateDirectory(
           ? `may be written by other users (mode ${(stats.mode & 0o777).toString(8)})`
           : undefined;
   if (problem !== undefined) {
-    throw new WorkflowError(
+    throw new UploadStoreError(
       failure.code,
       `${failure.key} ${directory} ${problem}; use a private directory (mode 0700, owned by this user)`,
     );

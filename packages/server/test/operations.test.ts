@@ -1,7 +1,7 @@
 import { rm } from "node:fs/promises";
+import { parseConfig } from "@distributor/publish";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { parseConfig } from "../../src/config/load.js";
-import { eventLevel } from "../../src/server/server.js";
+import { eventLevel } from "../src/server.js";
 import {
   bundleArchive,
   type Running,

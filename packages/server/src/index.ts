@@ -1,11 +1,5 @@
 export { authenticate, type ResolvedToken, resolveUploadTokens } from "./auth.js";
-export { type EmbeddedUploadStoreOptions, openEmbeddedUploadStore } from "./embedded-store.js";
 export { HttpError } from "./http-error.js";
-export {
-  createMemoryUploadStore,
-  DEFAULT_MAX_RUNS,
-  type MemoryUploadStoreOptions,
-} from "./memory-store.js";
 export {
   createUploadServer,
   eventLevel,
@@ -17,8 +11,17 @@ export {
   type UploadServerEvent,
   type UploadServerOptions,
 } from "./server.js";
-export { extractionLimits, MAX_EXPANSION_RATIO } from "./staging.js";
-export { SHARED_STAGING_GRACE_MS } from "./staging-area.js";
+export { extractionLimits, MAX_EXPANSION_RATIO } from "./staging/staging.js";
+export { SHARED_STAGING_GRACE_MS } from "./staging/staging-area.js";
+export {
+  type EmbeddedUploadStoreOptions,
+  openEmbeddedUploadStore,
+} from "./store/embedded-store.js";
+export {
+  createMemoryUploadStore,
+  DEFAULT_MAX_RUNS,
+  type MemoryUploadStoreOptions,
+} from "./store/memory-store.js";
 export type {
   AcceptedUpload,
   IdempotencyScope,
@@ -31,6 +34,6 @@ export type {
   UploadRunRecord,
   UploadRunStatus,
   UploadStore,
-} from "./store.js";
-export type { StoreLimits } from "./store-core.js";
+} from "./store/store.js";
+export type { StoreLimits } from "./store/store-core.js";
 export type { RunActionSummary, RunSummary } from "./summary.js";

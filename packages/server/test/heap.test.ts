@@ -4,15 +4,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import v8 from "node:v8";
 import vm from "node:vm";
+import type { RunActionReport, RunReport } from "@distributor/publish";
 import { RunRecordSchema } from "@distributor/upload-client/wire";
 import * as v from "valibot";
 import { afterEach, describe, expect, it } from "vitest";
-import { openEmbeddedUploadStore } from "../../src/server/embedded-store.js";
-import { createMemoryUploadStore, DEFAULT_MAX_RUNS } from "../../src/server/memory-store.js";
-import type { UploadRunRecord, UploadStore } from "../../src/server/store.js";
-import type { StoreLimits } from "../../src/server/store-core.js";
-import { summarizeRun } from "../../src/server/summary.js";
-import type { RunActionReport, RunReport } from "../../src/workflows/run.js";
+import { openEmbeddedUploadStore } from "../src/store/embedded-store.js";
+import { createMemoryUploadStore, DEFAULT_MAX_RUNS } from "../src/store/memory-store.js";
+import type { UploadRunRecord, UploadStore } from "../src/store/store.js";
+import type { StoreLimits } from "../src/store/store-core.js";
+import { summarizeRun } from "../src/summary.js";
 
 // What 10 000 finished runs cost the server's heap (docs/operations.md states the bound): the
 // stores that hold records in the process (memory, embedded) are filled through the store API the

@@ -2,9 +2,9 @@ import { once } from "node:events";
 import { chmod, mkdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { connect } from "node:net";
 import { join } from "node:path";
+import { parseConfig } from "@distributor/publish";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { parseConfig } from "../../src/config/index.js";
-import { createUploadServer } from "../../src/server/index.js";
+import { createUploadServer } from "../src/index.js";
 import {
   bundleArchive,
   checkWire,

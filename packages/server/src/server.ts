@@ -2,19 +2,23 @@ import { randomUUID } from "node:crypto";
 import { setMaxListeners } from "node:events";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import type { Config, PipelineConfig } from "@distributor/publish";
+import {
+  errorCode,
+  errorMessage,
+  parseDuration,
+  pipelineConfigDigest,
+  type RunReport,
+  run,
+  runSucceeded,
+  signaturePolicy,
+  WorkflowError,
+  type WorkflowOptions,
+} from "@distributor/publish";
 import type { StorageBackend } from "@distributor/storage";
 import { RUN_STATUSES } from "@distributor/upload-client/wire";
-import { parseDuration } from "../config/duration.js";
-import type { Config, PipelineConfig } from "../config/types.js";
-import { errorCode, errorMessage } from "../workflows/errors.js";
-import { type RunReport, run, runSucceeded } from "../workflows/run.js";
-import { pipelineConfigDigest } from "../workflows/saved-plan.js";
-import { WorkflowError, type WorkflowOptions } from "../workflows/shared.js";
-import { signaturePolicy } from "../workflows/signatures.js";
 import { authenticate, type ResolvedToken, resolveUploadTokens } from "./auth.js";
-import { openEmbeddedUploadStore, preparePrivateDirectory } from "./embedded-store.js";
 import { errorBody, HttpError, sendBeforeBody, sendJson } from "./http-error.js";
-import { createMemoryUploadStore } from "./memory-store.js";
 import { createServerMetrics } from "./metrics.js";
 import { readiness } from "./readiness.js";
 import {
@@ -25,8 +29,10 @@ import {
   stagedManifest,
   syncTree,
   validateStaged,
-} from "./staging.js";
-import { openStagingArea } from "./staging-area.js";
+} from "./staging/staging.js";
+import { openStagingArea } from "./staging/staging-area.js";
+import { openEmbeddedUploadStore, preparePrivateDirectory } from "./store/embedded-store.js";
+import { createMemoryUploadStore } from "./store/memory-store.js";
 import type {
   AcceptedUpload,
   IdempotencyScope,
@@ -35,7 +41,7 @@ import type {
   UploadRunRecord,
   UploadRunStatus,
   UploadStore,
-} from "./store.js";
+} from "./store/store.js";
 import { summarizeRun } from "./summary.js";
 import { createWorkers } from "./workers.js";
 

@@ -1,6 +1,6 @@
-import { type Config, resolveSecret } from "@distributor/publish";
-import type { UploadStore } from "@distributor/publish/server";
-import { openPostgresUploadStore } from "./store.js";
+import type { Config } from "@distributor/publish";
+import type { UploadStore } from "@distributor/server";
+import { resolveSecret } from "@distributor/storage";
 
 /**
  * Opens the store `server.store` describes when its backend is `postgres`: the connection URL
@@ -19,6 +19,8 @@ export async function openConfiguredPostgresStore(
     ...(config.secrets.directory ? { secretsDirectory: config.secrets.directory } : {}),
     ...(options.signal ? { signal: options.signal } : {}),
   });
+  // The PostgreSQL store (and `pg`) loads only when the configuration asks for it.
+  const { openPostgresUploadStore } = await import("@distributor/store-postgres");
   return openPostgresUploadStore({
     url,
     queueSize: config.server.http.queueSize,

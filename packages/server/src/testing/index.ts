@@ -6,8 +6,8 @@ import type {
   UploadJob,
   UploadRunRecord,
   UploadStore,
-} from "../store.js";
-import type { StoreLimits } from "../store-core.js";
+} from "../store/store.js";
+import type { StoreLimits } from "../store/store-core.js";
 
 export type { StoreLimits };
 
