@@ -1,17 +1,13 @@
 #!/usr/bin/env node
-// Entry of the `distributor` binary. A local publish keeps 16 writes in flight so that their
-// fsyncs, which run on libuv's thread pool, overlap; the pool has 4 threads unless
-// UV_THREADPOOL_SIZE says otherwise. More threads than cores slow down everything else the run
-// does (measured: 16 threads on 2 cores made a 20 000-file publish twice as slow), so the pool
-// gets two threads per core, between 4 and 16. The pool starts on first use, and loading an ES
-// module entry already uses it, so this entry is CommonJS: it sizes the pool, then loads the rest.
+// Entry of the `distributor` binary. It sizes libuv's thread pool (where fsyncs run) to two threads
+// per core, between 4 and 16, before anything uses the pool — loading an ES module entry already
+// does, so this entry is CommonJS and imports the rest afterwards. Why these numbers:
+// docs/decisions.md, "The CLI starts from a CommonJS entry".
 import nodeModule = require("node:module");
 import os = require("node:os");
 
-// Node 22.1 and later keep compiled module code on disk between runs (in the temp directory, or
-// NODE_COMPILE_CACHE): measured on Node 22, `--help` 142 → 127 ms, a local skip-only run no
-// different. Node 20 has no such cache. A cache that cannot be written is skipped by Node
-// itself; NODE_DISABLE_COMPILE_CACHE=1 turns it off.
+// Node 22.1 and later keep compiled module code on disk between runs (the temp directory, or
+// NODE_COMPILE_CACHE; NODE_DISABLE_COMPILE_CACHE=1 turns it off). Node 20 has none.
 (nodeModule as { enableCompileCache?: () => unknown }).enableCompileCache?.();
 
 process.env.UV_THREADPOOL_SIZE ??= String(Math.min(16, Math.max(4, 2 * os.availableParallelism())));

@@ -3,10 +3,11 @@ import type { RunReport } from "@distributor/publish";
 import type { ApplyCommandOptions, CommandHandler } from "../command.js";
 import { UsageError } from "../errors.js";
 import { planLines } from "../render/plan.js";
+import { leaseTtlMs } from "../test-seams.js";
 import { cliPackage } from "../version.js";
 import { lockTimeoutMs } from "./lock-timeout.js";
 import { terminalProgress } from "./progress.js";
-import { leaseTtlMs, runOutcome } from "./run.js";
+import { runOutcome } from "./run.js";
 
 export const applyCommand: CommandHandler<ApplyCommandOptions> = async (options, context) => {
   const publish = await import("@distributor/publish");

@@ -1,6 +1,11 @@
 import type { RunActionReport, RunReport } from "@distributor/publish";
 import { describe, expect, it } from "vitest";
-import { createRunProgress, formatBytes, formatDuration, type ProgressClock } from "./progress.js";
+import {
+  createRunProgress,
+  formatBytes,
+  formatDuration,
+  type ProgressClock,
+} from "../../src/render/progress.js";
 
 const ERASE = "\r\u001b[K";
 

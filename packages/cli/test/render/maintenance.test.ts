@@ -4,7 +4,7 @@ import {
   formatPruneBundleLines,
   formatPruneText,
   formatReconcileStateText,
-} from "./maintenance.js";
+} from "../../src/render/maintenance.js";
 
 const reconcile: ReconcileStateReport = {
   pipeline_id: "reports",

@@ -6,8 +6,8 @@ import { Readable } from "node:stream";
 import { gzipSync } from "node:zlib";
 import { c as createTar } from "tar";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { rawTar } from "../../test/raw-tar.js";
-import { ArchiveError, extractArchive } from "./extract.js";
+import { ArchiveError, extractArchive } from "../../src/archive/extract.js";
+import { rawTar } from "../raw-tar.js";
 
 let workspace: string;
 let staging: string;

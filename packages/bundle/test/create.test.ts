@@ -3,12 +3,12 @@ import { join } from "node:path";
 import { addAbortSignal, Readable } from "node:stream";
 import { createLocalBackend, createMemoryBackend, StorageError } from "@distributor/storage";
 import { afterEach, describe, expect, it } from "vitest";
-import { endlessStream, rejectionOf, TempDirs, withOverrides, writeTree } from "../test/helpers.js";
-import { createManifest } from "./create.js";
-import { fileDigest } from "./digest.js";
-import { BundleValidationError, ManifestError } from "./errors.js";
-import { parseManifest, serializeManifest } from "./manifest.js";
-import { validateBundle } from "./validate.js";
+import { createManifest } from "../src/create.js";
+import { fileDigest } from "../src/digest.js";
+import { BundleValidationError, ManifestError } from "../src/errors.js";
+import { parseManifest, serializeManifest } from "../src/manifest.js";
+import { validateBundle } from "../src/validate.js";
+import { endlessStream, rejectionOf, TempDirs, withOverrides, writeTree } from "./helpers.js";
 
 const FILES = {
   "report.md": "# Report\nSunny.\n",

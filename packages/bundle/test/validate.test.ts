@@ -8,6 +8,21 @@ import {
   StorageError,
 } from "@distributor/storage";
 import { afterEach, describe, expect, it } from "vitest";
+import { fileDigest } from "../src/digest.js";
+import { discoverBundles } from "../src/discover.js";
+import { BundleValidationError, ManifestError } from "../src/errors.js";
+import { serializeManifest } from "../src/manifest.js";
+import {
+  MANIFEST_BYTES_PER_FILE,
+  MAX_MANIFEST_BYTES,
+  manifestByteLimit,
+  readManifest,
+} from "../src/read-manifest.js";
+import {
+  type FileCheckProgress,
+  type ValidateBundleOptions,
+  validateBundle,
+} from "../src/validate.js";
 import {
   endlessStream,
   manifestFor,
@@ -16,18 +31,7 @@ import {
   withOverrides,
   writeBundle,
   writeTree,
-} from "../test/helpers.js";
-import { fileDigest } from "./digest.js";
-import { discoverBundles } from "./discover.js";
-import { BundleValidationError, ManifestError } from "./errors.js";
-import { serializeManifest } from "./manifest.js";
-import {
-  MANIFEST_BYTES_PER_FILE,
-  MAX_MANIFEST_BYTES,
-  manifestByteLimit,
-  readManifest,
-} from "./read-manifest.js";
-import { type FileCheckProgress, type ValidateBundleOptions, validateBundle } from "./validate.js";
+} from "./helpers.js";
 
 const REPORT = "# Report\nSunny.\n";
 const FILES = { "report.md": REPORT, "data/table.csv": "a,b\n1,2\n" };

@@ -13,7 +13,7 @@ import {
   digestStream,
   fileDigest,
   isSha256Digest,
-} from "./digest.js";
+} from "../src/digest.js";
 
 const run = promisify(execFile);
 

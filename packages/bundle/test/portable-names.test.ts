@@ -1,9 +1,9 @@
 import { createLocalBackend } from "@distributor/storage";
 import { afterEach, describe, expect, it } from "vitest";
-import { TempDirs, writeBundle } from "../test/helpers.js";
-import { BundleValidationError } from "./errors.js";
-import { describeNameCollision, nameCollisions } from "./portable-names.js";
-import { validateBundle } from "./validate.js";
+import { BundleValidationError } from "../src/errors.js";
+import { describeNameCollision, nameCollisions } from "../src/portable-names.js";
+import { validateBundle } from "../src/validate.js";
+import { TempDirs, writeBundle } from "./helpers.js";
 
 const temp = new TempDirs();
 afterEach(() => temp.cleanup());

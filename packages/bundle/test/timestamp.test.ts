@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { formatTimestamp, parseTimestamp, truncateToSeconds } from "./timestamp.js";
+import { formatTimestamp, parseTimestamp, truncateToSeconds } from "../src/timestamp.js";
 
 function parsed(text: string): string {
   const result = parseTimestamp(text);

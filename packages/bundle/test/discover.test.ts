@@ -2,9 +2,9 @@ import { mkdir, symlink } from "node:fs/promises";
 import { join } from "node:path";
 import { createLocalBackend, createMemoryBackend, isStorageError } from "@distributor/storage";
 import { afterEach, describe, expect, it } from "vitest";
-import { rejectionOf, TempDirs, writeBundle, writeTree } from "../test/helpers.js";
-import { discoverBundles } from "./discover.js";
-import { BundleValidationError } from "./errors.js";
+import { discoverBundles } from "../src/discover.js";
+import { BundleValidationError } from "../src/errors.js";
+import { rejectionOf, TempDirs, writeBundle, writeTree } from "./helpers.js";
 
 const FILES = { "report.md": "# Report\nSunny.\n" };
 

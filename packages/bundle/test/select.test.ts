@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { selectNewestBundle } from "./select.js";
+import { selectNewestBundle } from "../src/select.js";
 
 function bundle(path: string, created: string) {
   return { path, manifest: { created: new Date(created) } };

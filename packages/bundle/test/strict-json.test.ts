@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { JsonNumber, JsonSyntaxError, parseStrictJson } from "./strict-json.js";
+import { JsonNumber, JsonSyntaxError, parseStrictJson } from "../src/strict-json.js";
 
 function syntaxError(text: string): JsonSyntaxError {
   try {

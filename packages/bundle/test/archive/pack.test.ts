@@ -7,9 +7,9 @@ import { pipeline } from "node:stream/promises";
 import { gunzipSync } from "node:zlib";
 import { x as extract, Parser, type ReadEntry } from "tar";
 import { afterEach, describe, expect, it } from "vitest";
-import { rejectionOf, TempDirs, writeBundle, writeTree } from "../../test/helpers.js";
-import { BundleValidationError } from "../errors.js";
-import { ARCHIVE_DIRECTORY_MODE, ARCHIVE_FILE_MODE, packBundle } from "./pack.js";
+import { ARCHIVE_DIRECTORY_MODE, ARCHIVE_FILE_MODE, packBundle } from "../../src/archive/pack.js";
+import { BundleValidationError } from "../../src/errors.js";
+import { rejectionOf, TempDirs, writeBundle, writeTree } from "../helpers.js";
 
 const dirs = new TempDirs();
 afterEach(() => dirs.cleanup());

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { formatValue, summaryLine } from "./text.js";
+import { formatValue, summaryLine } from "../../src/render/text.js";
 
 describe("summaryLine", () => {
   it("joins key=value fields after a label", () => {

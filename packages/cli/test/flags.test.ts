@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { UsageError } from "./errors.js";
+import { UsageError } from "../src/errors.js";
 import {
   booleanFlag,
   checkBooleanAssignments,
@@ -8,7 +8,7 @@ import {
   outputFormat,
   requiredString,
   stringList,
-} from "./flags.js";
+} from "../src/flags.js";
 
 const booleans = new Set(["dry-run", "force"]);
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { colourEnabled, paint } from "./colour.js";
+import { colourEnabled, paint } from "../../src/render/colour.js";
 
 describe("colour", () => {
   it.each([

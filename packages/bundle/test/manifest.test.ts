@@ -1,14 +1,14 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { bundleDigest, fileDigest } from "./digest.js";
-import { BundleValidationError, ManifestError } from "./errors.js";
+import { bundleDigest, fileDigest } from "../src/digest.js";
+import { BundleValidationError, ManifestError } from "../src/errors.js";
 import {
   buildManifest,
   parseManifest,
   serializeManifest,
   verifiedManifestText,
-} from "./manifest.js";
-import type { Manifest } from "./manifest-types.js";
+} from "../src/manifest.js";
+import type { Manifest } from "../src/manifest-types.js";
 
 const REPORT = fileDigest("# Report\nSunny.\n");
 const NOTES = fileDigest("notes\n");
