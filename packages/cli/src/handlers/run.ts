@@ -1,7 +1,6 @@
 import { resolve } from "node:path";
 import type { RunActionReport, RunReport } from "@distributor/publish";
 import type { CommandHandler, CommandOutcome, RunCommandOptions } from "../command.js";
-import { UsageError } from "../errors.js";
 import { planLines } from "../render/plan.js";
 import { summaryLine } from "../render/text.js";
 import { leaseTtlMs } from "../test-seams.js";
