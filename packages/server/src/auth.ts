@@ -1,9 +1,12 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { stat } from "node:fs/promises";
+import type { IncomingMessage } from "node:http";
 import { join } from "node:path";
 import type { Config, UploadTokenConfig } from "@distributor/publish";
 import { WorkflowError } from "@distributor/publish";
 import { resolveSecret } from "@distributor/storage";
+import type { RequestLog } from "./context.js";
+import { HttpError } from "./http-error.js";
 
 /** An upload token with its secret resolved; the value never leaves this module's callers. */
 export interface ResolvedToken {
@@ -110,4 +113,25 @@ export function authenticate(
     if (timingSafeEqual(token.digest, digest) && found === undefined) found = token;
   }
   return found ?? "invalid";
+}
+
+/** The request's token, recorded in its log line; 401 with `WWW-Authenticate` without one. */
+export function authorize(
+  tokens: readonly ResolvedToken[],
+  request: IncomingMessage,
+  log: Pick<RequestLog, "token_id">,
+): ResolvedToken {
+  const token = authenticate(tokens, request.headers.authorization);
+  if (typeof token === "string") {
+    throw new HttpError(
+      401,
+      "unauthorized",
+      token === "missing"
+        ? "an Authorization: Bearer <token> header is required"
+        : "the bearer token is not valid",
+      { headers: { "WWW-Authenticate": 'Bearer realm="distributor"' } },
+    );
+  }
+  log.token_id = token.id;
+  return token;
 }

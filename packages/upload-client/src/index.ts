@@ -1,9 +1,17 @@
 export { SigningError, type SignOptions } from "@distributor/bundle";
+export { createUploadClient } from "./client.js";
+export {
+  type ClientErrorCode,
+  isUploadError,
+  RunWaitTimeoutError,
+  UploadError,
+  type UploadErrorOptions,
+} from "./errors.js";
+export { generateIdempotencyKey, idempotencyKeyProblem } from "./idempotency.js";
 export {
   type CancelledRun,
   type CancelRunOptions,
   type ClientTimeouts,
-  createUploadClient,
   DEFAULT_MAX_POLL_INTERVAL_MS,
   DEFAULT_POLL_INTERVAL_MS,
   DEFAULT_TIMEOUTS,
@@ -17,15 +25,7 @@ export {
   type UploadOptions,
   type UploadValidationOptions,
   type WaitForRunOptions,
-} from "./client.js";
-export {
-  type ClientErrorCode,
-  isUploadError,
-  RunWaitTimeoutError,
-  UploadError,
-  type UploadErrorOptions,
-} from "./errors.js";
-export { generateIdempotencyKey, idempotencyKeyProblem } from "./idempotency.js";
+} from "./options.js";
 export type { AcceptedUpload } from "./records.js";
 export {
   DEFAULT_RETRY_POLICY,

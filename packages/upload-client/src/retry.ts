@@ -1,3 +1,6 @@
+import { formatMs, isUploadError } from "./errors.js";
+import type { RetryNotice } from "./options.js";
+
 /** How often and how long a request is retried after a 503 or a broken connection. */
 export interface RetryPolicy {
   /** Most requests in all, the first included; default 5. 1 disables retries. */
@@ -88,4 +91,41 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
     }, ms);
     signal?.addEventListener("abort", onAbort, { once: true });
   });
+}
+
+/**
+ * Runs `attempt` until it succeeds, fails for good, or the policy's attempts or time run out;
+ * between attempts it waits the backoff (or the server's `Retry-After`).
+ */
+export async function withRetries<T>(
+  policy: RetryPolicy,
+  signal: AbortSignal | undefined,
+  onRetry: ((notice: RetryNotice) => void) | undefined,
+  attempt: () => Promise<T>,
+): Promise<T> {
+  const started = Date.now();
+  for (let count = 1; ; count++) {
+    signal?.throwIfAborted();
+    try {
+      return await attempt();
+    } catch (error) {
+      if (!isUploadError(error) || !error.retryable) throw error;
+      if (count >= policy.attempts) {
+        throw error.afterAttempts(count, `gave up after ${plural(count, "attempt")}`);
+      }
+      const delayMs = retryDelay(count, error.retryAfterMs, policy);
+      if (Date.now() - started + delayMs > policy.maxElapsedMs) {
+        throw error.afterAttempts(
+          count,
+          `gave up after ${plural(count, "attempt")}: waiting ${formatMs(delayMs)} more would exceed the retry time limit of ${formatMs(policy.maxElapsedMs)}`,
+        );
+      }
+      onRetry?.({ attempt: count, delayMs, error });
+      await sleep(delayMs, signal);
+    }
+  }
+}
+
+function plural(count: number, word: string): string {
+  return `${count} ${word}${count === 1 ? "" : "s"}`;
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { idempotencyKeyProblem } from "./idempotency.js";
-import { DEFAULT_RETRY_POLICY, parseRetryAfter, retryDelay, retryPolicy } from "./retry.js";
+import { idempotencyKeyProblem } from "../src/idempotency.js";
+import { DEFAULT_RETRY_POLICY, parseRetryAfter, retryDelay, retryPolicy } from "../src/retry.js";
 
 describe("parseRetryAfter", () => {
   const now = Date.parse("2026-06-04T12:00:00Z");

@@ -1,0 +1,64 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { RequestLog } from "./context.js";
+import { HttpError, sendJson } from "./http-error.js";
+import type {
+  AcceptedUpload,
+  IdempotencyScope,
+  ManifestIdentity,
+  UploadStore,
+} from "./store/store.js";
+
+/** 1–255 visible ASCII characters (docs/integrations/http-upload.md). */
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
+
+export function idempotencyKey(request: IncomingMessage): string | undefined {
+  const value = request.headers["idempotency-key"];
+  if (value === undefined) return undefined;
+  if (typeof value !== "string" || !IDEMPOTENCY_KEY.test(value)) {
+    throw new HttpError(
+      400,
+      "invalid_idempotency_key",
+      "Idempotency-Key must be 1 to 255 visible ASCII characters",
+    );
+  }
+  return value;
+}
+
+/** Claims the key, waiting while another request stages with it; the accepted upload if any. */
+export async function claim(
+  store: UploadStore,
+  scope: IdempotencyScope,
+): Promise<AcceptedUpload | undefined> {
+  for (;;) {
+    const claimed = await store.claimKey(scope);
+    if (claimed.kind === "claimed") return undefined;
+    if (claimed.kind === "accepted") return claimed.accepted;
+    await claimed.settled;
+  }
+}
+
+/** Answers with the upload accepted earlier under the key, if this one holds the same manifest. */
+export function replay(
+  response: ServerResponse,
+  accepted: AcceptedUpload,
+  manifest: ManifestIdentity,
+  log: RequestLog,
+) {
+  log.run_id = accepted.run_id;
+  const same =
+    manifest.id === accepted.manifest.id &&
+    manifest.digest === accepted.manifest.digest &&
+    manifest.created === accepted.manifest.created;
+  if (!same) {
+    throw new HttpError(
+      409,
+      "idempotency_conflict",
+      `Idempotency-Key was already used for run ${accepted.run_id} with manifest ${accepted.manifest.id} ${accepted.manifest.digest}; this upload holds ${manifest.id} ${manifest.digest}`,
+    );
+  }
+  log.replayed = true;
+  sendJson(response, 200, accepted, {
+    Location: accepted.status_url,
+    "Idempotency-Replayed": "true",
+  });
+}

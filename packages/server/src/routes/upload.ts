@@ -1,0 +1,134 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { authorize } from "../auth.js";
+import type { RequestLog, ServerContext } from "../context.js";
+import { RETRY_AFTER_SECONDS } from "../context.js";
+import { HttpError, sendJson } from "../http-error.js";
+import { claim, idempotencyKey, replay } from "../idempotency.js";
+import { enqueue } from "../runner.js";
+import {
+  createUploadDirectory,
+  extractUpload,
+  removeUploadDirectory,
+  type StagedUpload,
+  stagedManifest,
+  syncTree,
+  validateStaged,
+} from "../staging/staging.js";
+import type { IdempotencyScope, UploadJob } from "../store/store.js";
+
+const ACCEPTED_CONTENT_TYPES: ReadonlySet<string> = new Set([
+  "application/x-tar",
+  "application/gzip",
+  "application/x-gzip",
+]);
+
+/**
+ * `POST /pipelines/{id}/uploads`: stages and validates the archive, and answers 202 once the run
+ * is queued durably (200 for a replay of an idempotency key).
+ */
+export async function upload(
+  ctx: ServerContext,
+  request: IncomingMessage,
+  response: ServerResponse,
+  pipelineId: string,
+  log: RequestLog,
+) {
+  const token = authorize(ctx.tokens, request, log);
+  const { config, uploadPipelines, store, stagingArea, workers, now } = ctx;
+  const http = config.server.http;
+  const pipeline = uploadPipelines.find((candidate) => candidate.id === pipelineId);
+  if (pipeline === undefined || pipeline.source.backend !== "http_upload") {
+    throw new HttpError(
+      404,
+      "pipeline_not_found",
+      `pipeline ${JSON.stringify(pipelineId)} not found or does not accept uploads`,
+    );
+  }
+  log.pipeline_id = pipeline.id;
+  if (!token.allowPipelines.has(pipeline.id)) {
+    throw new HttpError(
+      403,
+      "pipeline_not_allowed",
+      `token ${token.id} may not upload to pipeline ${pipeline.id}`,
+    );
+  }
+  const key = idempotencyKey(request);
+  checkContentType(request);
+  const maxUploadSize = pipeline.source.maxUploadSize;
+  const declared = request.headers["content-length"];
+  if (declared !== undefined && Number(declared) > maxUploadSize) {
+    throw new HttpError(
+      413,
+      "upload_too_large",
+      `upload body of ${declared} bytes is larger than the pipeline's max_upload_size of ${maxUploadSize} bytes`,
+    );
+  }
+
+  const scope: IdempotencyScope | undefined =
+    key === undefined ? undefined : { tokenId: token.id, pipelineId: pipeline.id, key };
+  const earlier = scope === undefined ? undefined : await claim(store, scope);
+  let slot = false;
+  let staged: StagedUpload | undefined;
+  let placed: Pick<UploadJob, "stagingDirectory" | "bundleDirectory"> | undefined;
+  let enqueued = false;
+  try {
+    // A replay stages its body too (its manifest must be compared), so it takes a place while
+    // it does: queue_size bounds the uploads on disk, replays included.
+    slot = await store.reserveQueueSlot();
+    if (!slot) {
+      throw new HttpError(
+        503,
+        "queue_full",
+        `the upload queue is full (server.http.queue_size ${http.queueSize}); retry later`,
+        { headers: { "Retry-After": RETRY_AFTER_SECONDS } },
+      );
+    }
+    const directory = await createUploadDirectory(stagingArea.receiveRoot);
+    staged = { directory, bundleDirectory: directory };
+    staged = await extractUpload(
+      request,
+      directory,
+      pipeline,
+      maxUploadSize,
+      contentTypeOf(request),
+    );
+    log.received_bytes = staged.receivedBytes ?? 0;
+
+    if (earlier !== undefined) {
+      replay(response, earlier, await stagedManifest(staged, pipeline), log);
+      return;
+    }
+    const manifest = await validateStaged(staged, pipeline, { now });
+    // A durable 202 promises the staged bytes too (a remote staging copy is durable once written).
+    if (store.durable && !stagingArea.remote) await syncTree(staged.directory);
+    placed = await stagingArea.place(staged);
+    const accepted = await enqueue(ctx, token, pipeline, manifest, placed, scope);
+    enqueued = true;
+    log.run_id = accepted.run_id;
+    sendJson(response, 202, accepted, { Location: accepted.status_url });
+  } finally {
+    if (!enqueued) {
+      if (staged !== undefined) await removeUploadDirectory(staged.directory);
+      if (placed !== undefined) await stagingArea.remove(placed);
+      if (slot) await store.releaseQueueSlot();
+      if (scope !== undefined && earlier === undefined) await store.releaseKey(scope);
+    }
+    workers.pump();
+  }
+}
+
+function contentTypeOf(request: IncomingMessage): string {
+  const header = request.headers["content-type"] ?? "";
+  return header.split(";")[0]?.trim().toLowerCase() ?? "";
+}
+
+function checkContentType(request: IncomingMessage) {
+  const header = request.headers["content-type"] ?? "";
+  if (!ACCEPTED_CONTENT_TYPES.has(contentTypeOf(request))) {
+    throw new HttpError(
+      415,
+      "unsupported_media_type",
+      `Content-Type must be application/x-tar, application/gzip or application/x-gzip, got ${JSON.stringify(header)}`,
+    );
+  }
+}
