@@ -24,7 +24,8 @@ const ACCEPTED_CONTENT_TYPES: ReadonlySet<string> = new Set([
 
 /**
  * `POST /pipelines/{id}/uploads`: stages and validates the archive, and answers 202 once the run
- * is queued durably (200 for a replay of an idempotency key).
+ * is queued durably (200 for a replay of an idempotency key). The order of the steps is what makes
+ * the 202 survive a crash: docs/design/upload-service.md.
  */
 export async function upload(
   ctx: ServerContext,
