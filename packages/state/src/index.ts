@@ -1,3 +1,5 @@
+// The formats of `.distributor.json` (schemas 1, 2 and 3), and what compares and prunes them;
+// why they look as they do: docs/design/state-formats.md.
 export {
   COMPARISON_OUTCOMES,
   type CompareOptions,
