@@ -4,6 +4,15 @@
 
 // Secrets are resolved by the storage package; re-exported for configurations that name them.
 export { resolveSecret } from "@distributor/storage";
+export {
+  type BackendFactory,
+  type BackendRegistry,
+  type OpenBackendOptions,
+  openBackend,
+  WorkflowError,
+  type WorkflowOptions,
+} from "./backends/registry.js";
+export { remoteBackends } from "./backends/remote.js";
 // Configuration
 export { parseDuration } from "./config/duration.js";
 export { ConfigError, isConfigError } from "./config/errors.js";
@@ -21,18 +30,8 @@ export type {
   StorageLocation,
   UploadTokenConfig,
 } from "./config/types.js";
-// Maintenance: audit, adopt, reconcile-state, prune
-export { type AdoptOptions, type AdoptReport, adoptOutputs } from "./workflows/adopt.js";
-// run, and saved plans
-export {
-  type ApplyOptions,
-  applyPlan,
-  DEFAULT_MAX_PLAN_AGE_MS,
-  PlanRefusedError,
-} from "./workflows/apply.js";
-export { type AuditEvent, type AuditOptions, type AuditReport, audit } from "./workflows/audit.js";
 // Backends and errors shared by every workflow
-export { actionErrorCode, errorCode, errorMessage } from "./workflows/errors.js";
+export { actionErrorCode, errorCode, errorMessage } from "./errors.js";
 // validate, inspect, manifest create
 export {
   type BundleInspection,
@@ -41,36 +40,35 @@ export {
   inspectConfiguredSource,
   inspectPath,
   type StateTreeInspection,
-} from "./workflows/inspect.js";
-export type { StateReport } from "./workflows/inspect-state.js";
+} from "./inspect/inspect.js";
+export type { StateReport } from "./inspect/inspect-state.js";
+// Maintenance: audit, adopt, reconcile-state, prune
+export { type AdoptOptions, type AdoptReport, adoptOutputs } from "./maintenance/adopt.js";
 export {
-  type CreateManifestWorkflowOptions,
-  createManifestWorkflow,
-  type ManifestCreateReport,
-} from "./workflows/manifest-create.js";
-export { type PlanRunOptions, type PlanRunResult, planRun } from "./workflows/plan-run.js";
+  type AuditEvent,
+  type AuditOptions,
+  type AuditReport,
+  audit,
+} from "./maintenance/audit.js";
 export {
   isPruneError,
   PruneError,
   type PruneOptions,
   type PruneReport,
   prune,
-} from "./workflows/prune.js";
+} from "./maintenance/prune/prune.js";
 export {
   type ReconcileStateOptions,
   type ReconcileStateReport,
   reconcileState,
-} from "./workflows/reconcile-state.js";
-export { remoteBackends } from "./workflows/remote-backends.js";
+} from "./maintenance/reconcile-state.js";
+// run, and saved plans
 export {
-  type RunActionReport,
-  type RunEvent,
-  type RunOptions,
-  type RunReport,
-  type RunStatus,
-  run,
-  runSucceeded,
-} from "./workflows/run.js";
+  type ApplyOptions,
+  applyPlan,
+  DEFAULT_MAX_PLAN_AGE_MS,
+  PlanRefusedError,
+} from "./plan-file/apply.js";
 export {
   encodePlan,
   loadPlan,
@@ -81,16 +79,23 @@ export {
   type SavedPlan,
   type SavedPlanEntry,
   savePlan,
-} from "./workflows/saved-plan.js";
+} from "./plan-file/saved-plan.js";
+export { type PlanRunOptions, type PlanRunResult, planRun } from "./run/plan-run.js";
 export {
-  type BackendFactory,
-  type BackendRegistry,
-  type OpenBackendOptions,
-  openBackend,
-  WorkflowError,
-  type WorkflowOptions,
-} from "./workflows/shared.js";
-export { signatureCode, signaturePolicy } from "./workflows/signatures.js";
+  type RunActionReport,
+  type RunEvent,
+  type RunOptions,
+  type RunReport,
+  type RunStatus,
+  run,
+  runSucceeded,
+} from "./run/run.js";
+export {
+  type CreateManifestWorkflowOptions,
+  createManifestWorkflow,
+  type ManifestCreateReport,
+} from "./validate/manifest-create.js";
+export { signatureCode, signaturePolicy } from "./validate/signatures.js";
 export {
   type BundleValidationReport,
   type IssueReport,
@@ -98,4 +103,4 @@ export {
   type ValidateReport,
   validateBundlePath,
   validateConfiguredSource,
-} from "./workflows/validate.js";
+} from "./validate/validate.js";

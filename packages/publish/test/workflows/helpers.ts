@@ -18,9 +18,9 @@ import {
   StorageError,
   type StorageOperation,
 } from "@distributor/storage";
+import type { BackendRegistry } from "../../src/backends/registry.js";
 import { parseConfig } from "../../src/config/index.js";
 import type { Config } from "../../src/config/types.js";
-import type { BackendRegistry } from "../../src/workflows/shared.js";
 
 export const REPORT = "# Report\nSunny.\n";
 export const SUMMARY = "Summary\n";

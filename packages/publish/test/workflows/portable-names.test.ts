@@ -5,8 +5,8 @@ import { writeSourceBundle } from "@distributor/engine/testing";
 import { createLocalBackend } from "@distributor/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/index.js";
-import { run, runSucceeded } from "../../src/workflows/run.js";
-import { validateConfiguredSource } from "../../src/workflows/validate.js";
+import { run, runSucceeded } from "../../src/run/run.js";
+import { validateConfiguredSource } from "../../src/validate/validate.js";
 
 // Names that are one name on case-insensitive or normalising stores: warned about by default,
 // refused under validation.portable_names: true, in run and in validate.

@@ -13,9 +13,9 @@ import {
 import { allManagedOutputPaths, findOwner, ownerScope, parseDocument } from "@distributor/state";
 import { createLocalBackend } from "@distributor/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { BackendRegistry } from "../../src/backends/registry.js";
 import { parseConfig } from "../../src/config/index.js";
-import { type RunEvent, run, runSucceeded } from "../../src/workflows/run.js";
-import type { BackendRegistry } from "../../src/workflows/shared.js";
+import { type RunEvent, run, runSucceeded } from "../../src/run/run.js";
 
 let dir: string;
 beforeEach(async () => {

@@ -5,9 +5,7 @@ import { writeSourceBundle } from "@distributor/engine/testing";
 import { createLocalBackend } from "@distributor/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type Config, parseConfig } from "../../src/config/index.js";
-import { applyPlan } from "../../src/workflows/apply.js";
-import { planRun } from "../../src/workflows/plan-run.js";
-import { run, runSucceeded } from "../../src/workflows/run.js";
+import { applyPlan } from "../../src/plan-file/apply.js";
 import {
   encodePlan,
   loadPlan,
@@ -15,7 +13,9 @@ import {
   parsePlan,
   type SavedPlan,
   savePlan,
-} from "../../src/workflows/saved-plan.js";
+} from "../../src/plan-file/saved-plan.js";
+import { planRun } from "../../src/run/plan-run.js";
+import { run, runSucceeded } from "../../src/run/run.js";
 
 const V1 = { "a.md": "# A one\n", "b.txt": "b one\n", "docs/c.txt": "c one\n" };
 const V2 = { "a.md": "# A two\n", "b.txt": "b one\n", "d.txt": "d two\n" };

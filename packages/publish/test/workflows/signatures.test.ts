@@ -7,10 +7,10 @@ import { writeSourceBundle } from "@distributor/engine/testing";
 import { createLocalBackend, createMemoryBackend } from "@distributor/storage";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type Config, parseConfig } from "../../src/config/index.js";
-import { applyPlan } from "../../src/workflows/apply.js";
-import { planRun } from "../../src/workflows/plan-run.js";
-import { run, runSucceeded } from "../../src/workflows/run.js";
-import { validateConfiguredSource } from "../../src/workflows/validate.js";
+import { applyPlan } from "../../src/plan-file/apply.js";
+import { planRun } from "../../src/run/plan-run.js";
+import { run, runSucceeded } from "../../src/run/run.js";
+import { validateConfiguredSource } from "../../src/validate/validate.js";
 
 // source.signatures through the workflows: validate, run and apply refuse a bundle whose
 // manifest.json.sig is missing, invalid or by a key allowed_signers does not trust, before

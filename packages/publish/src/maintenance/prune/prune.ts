@@ -20,7 +20,14 @@ import {
   STATE_FILE_NAME,
   type StorageBackend,
 } from "@distributor/storage";
-import type { Config, PrunePolicy } from "../config/types.js";
+import {
+  openConfiguredDestination,
+  type WorkflowOptions,
+  withBackend,
+} from "../../backends/registry.js";
+import type { Config, PrunePolicy } from "../../config/types.js";
+import { errorCode, errorMessage } from "../../errors.js";
+import { livePaths } from "../../shared/selection.js";
 import {
   destinationRootPath,
   maintenanceLease,
@@ -28,13 +35,10 @@ import {
   scopeReport,
   withRootLease,
   writeRootState,
-} from "./destination-root.js";
-import { errorCode, errorMessage } from "./errors.js";
-import { type PruneBundleRecord, pruneBundles } from "./prune-bundles.js";
-import { livePaths } from "./selection.js";
-import { openConfiguredDestination, type WorkflowOptions, withBackend } from "./shared.js";
+} from "../destination-root.js";
+import { type PruneBundleRecord, pruneBundles } from "./bundles.js";
 
-export type { PruneBundleRecord } from "./prune-bundles.js";
+export type { PruneBundleRecord } from "./bundles.js";
 
 /** The owner whose outputs a prune considers. */
 export interface PruneOwnerScope {

@@ -20,9 +20,9 @@ import {
   REPORT,
   recordedPaths,
   SOURCE_MANIFEST,
-} from "../../test/workflows/helpers.js";
-import type { Config, PrunePolicy } from "../config/types.js";
-import { errorCode } from "./errors.js";
+} from "../../../test/workflows/helpers.js";
+import type { Config, PrunePolicy } from "../../config/types.js";
+import { errorCode } from "../../errors.js";
 import {
   isPruneError,
   type PruneError,

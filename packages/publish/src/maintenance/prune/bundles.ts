@@ -32,10 +32,16 @@ import {
   type StorageEntry,
   statePath,
 } from "@distributor/storage";
-import type { PrunePolicy } from "../config/types.js";
-import { ownedRecords } from "./audit.js";
-import { maintenanceLease, withBundleLease } from "./destination-root.js";
-import { errorCode, errorMessage } from "./errors.js";
+import {
+  findPipeline,
+  openConfiguredSource,
+  WorkflowError,
+  withBackend,
+} from "../../backends/registry.js";
+import type { PrunePolicy } from "../../config/types.js";
+import { errorCode, errorMessage } from "../../errors.js";
+import { ownedRecords } from "../audit.js";
+import { maintenanceLease, withBundleLease } from "../destination-root.js";
 import {
   deleteFencedOutputs,
   PruneError,
@@ -45,7 +51,6 @@ import {
   type PruneWarning,
   storedVersions,
 } from "./prune.js";
-import { findPipeline, openConfiguredSource, WorkflowError, withBackend } from "./shared.js";
 
 /** Most entries listed under a destination root while looking for bundle states. */
 export const PRUNE_WALK_LIMIT = DEFAULT_LISTING_LIMIT;

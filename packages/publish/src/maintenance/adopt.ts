@@ -41,22 +41,22 @@ import {
   type StorageEntry,
   statePath,
 } from "@distributor/storage";
-import type { DestinationConfig, PipelineConfig } from "../config/types.js";
-import { destinationRootPath, scopeReport } from "./destination-root.js";
-import { errorCode, errorMessage } from "./errors.js";
-import {
-  RECONCILE_STATE_WALK_LIMIT,
-  type ReconcileStateEntry,
-  type ReconcileStateOptions,
-} from "./reconcile-state.js";
-import { destinationSelection } from "./selection.js";
 import {
   openBackend,
   openConfiguredDestination,
   sourceLocation,
   WorkflowError,
   withBackend,
-} from "./shared.js";
+} from "../backends/registry.js";
+import type { DestinationConfig, PipelineConfig } from "../config/types.js";
+import { errorCode, errorMessage } from "../errors.js";
+import { destinationSelection } from "../shared/selection.js";
+import { destinationRootPath, scopeReport } from "./destination-root.js";
+import {
+  RECONCILE_STATE_WALK_LIMIT,
+  type ReconcileStateEntry,
+  type ReconcileStateOptions,
+} from "./reconcile-state.js";
 import { isUnmanagedEntry, unmanagedEntryReport } from "./unmanaged-entry.js";
 
 /** `adopt`: record matching unmanaged files; `rebuild`: replace an invalid state. */

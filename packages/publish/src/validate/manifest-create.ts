@@ -12,9 +12,9 @@ import {
   type SignOptions,
   signBundleManifest,
 } from "@distributor/bundle";
+import { openLocalDirectory } from "../backends/local-directory.js";
+import { type WorkflowOptions, withBackend } from "../backends/registry.js";
 import { CONFIG_DEFAULTS } from "../config/defaults.js";
-import { openLocalDirectory } from "./local-directory.js";
-import { type WorkflowOptions, withBackend } from "./shared.js";
 import type { IssueReport } from "./validate.js";
 
 export interface CreateManifestWorkflowOptions extends WorkflowOptions {

@@ -1,14 +1,14 @@
 import type { PublishPlan } from "@distributor/engine";
 import { displayPath, statePath } from "@distributor/storage";
 import type { DestinationConfig, StorageLocation } from "../config/types.js";
-import { type RunOptions, type RunReport, runWith } from "./run.js";
 import {
   PLAN_FORMAT_VERSION,
   PlanFileError,
   type SavedPlan,
   type SavedPlanEntry,
   savedPlanEntry,
-} from "./saved-plan.js";
+} from "../plan-file/saved-plan.js";
+import { type RunOptions, type RunReport, runWith } from "./run.js";
 
 /** `run --plan-out`: a dry run whose plans are kept. */
 export type PlanRunOptions = Omit<RunOptions, "dryRun" | "lease" | "lockTimeoutMs" | "sources">;

@@ -15,22 +15,15 @@ import {
   STATE_FILE_NAME,
   type StorageBackend,
 } from "@distributor/storage";
-import type { Config } from "../config/types.js";
-import {
-  inspectStateFile,
-  isStateFile,
-  type LeaseWithoutState,
-  leasesWithoutState,
-  type StateReport,
-} from "./inspect-state.js";
-import { openLocalDirectory } from "./local-directory.js";
+import { openLocalDirectory } from "../backends/local-directory.js";
 import {
   openConfiguredDestination,
   openConfiguredSource,
   WorkflowError,
   type WorkflowOptions,
   withBackend,
-} from "./shared.js";
+} from "../backends/registry.js";
+import type { Config } from "../config/types.js";
 import {
   checkBundles,
   type IssueReport,
@@ -39,7 +32,14 @@ import {
   type ValidateEvent,
   type ValidationRules,
   validationRules,
-} from "./validate.js";
+} from "../validate/validate.js";
+import {
+  inspectStateFile,
+  isStateFile,
+  type LeaseWithoutState,
+  leasesWithoutState,
+  type StateReport,
+} from "./inspect-state.js";
 
 /**
  * How one listed file compared with the manifest: `ok`, the bundle issue code that concerns it, or

@@ -22,6 +22,11 @@ import {
   STATE_FILE_NAME,
   type StorageBackend,
 } from "@distributor/storage";
+import {
+  openConfiguredDestination,
+  type WorkflowOptions,
+  withBackend,
+} from "../backends/registry.js";
 import type { Config } from "../config/types.js";
 import {
   destinationRootPath,
@@ -31,7 +36,6 @@ import {
   withRootLease,
   writeRootState,
 } from "./destination-root.js";
-import { openConfiguredDestination, type WorkflowOptions, withBackend } from "./shared.js";
 
 /** Most entries listed under a destination root while looking for unmanaged files. */
 export const RECONCILE_STATE_WALK_LIMIT = DEFAULT_LISTING_LIMIT;

@@ -10,9 +10,9 @@ import {
   validateBundle,
 } from "@distributor/bundle";
 import { displayPath, isStorageError, type StorageBackend } from "@distributor/storage";
+import { openLocalDirectory } from "../backends/local-directory.js";
+import { openConfiguredSource, type WorkflowOptions, withBackend } from "../backends/registry.js";
 import type { Config, ValidationPolicy } from "../config/types.js";
-import { openLocalDirectory } from "./local-directory.js";
-import { openConfiguredSource, type WorkflowOptions, withBackend } from "./shared.js";
 import { allowedSignersPolicy, signaturePolicy } from "./signatures.js";
 
 /** One problem found while validating, as reports print it. */

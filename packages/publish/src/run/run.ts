@@ -25,17 +25,17 @@ import {
 } from "@distributor/engine";
 import { ownerScope, type SourceSigner } from "@distributor/state";
 import { displayPath, type StorageBackend, type StorageEntry } from "@distributor/storage";
-import type { Config, DestinationConfig, PipelineConfig } from "../config/types.js";
-import { type ActionError, actionError, errorCode, errorMessage } from "./errors.js";
-import { destinationSelection } from "./selection.js";
 import {
   findPipeline,
   openBackend,
   sourceLocation,
   WorkflowError,
   type WorkflowOptions,
-} from "./shared.js";
-import { signatureCode, signaturePolicy } from "./signatures.js";
+} from "../backends/registry.js";
+import type { Config, DestinationConfig, PipelineConfig } from "../config/types.js";
+import { type ActionError, actionError, errorCode, errorMessage } from "../errors.js";
+import { destinationSelection } from "../shared/selection.js";
+import { signatureCode, signaturePolicy } from "../validate/signatures.js";
 
 export type RunStatus = "published" | "planned" | "skipped" | "failed";
 

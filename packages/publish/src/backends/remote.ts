@@ -1,6 +1,6 @@
 import { StorageError } from "@distributor/storage";
 import type { StorageLocation } from "../config/types.js";
-import { type BackendRegistry, describeLocation } from "./shared.js";
+import { type BackendRegistry, describeLocation } from "./registry.js";
 
 /**
  * The remote backends of a configuration, for programs that use this package directly: `s3`

@@ -29,13 +29,18 @@ import {
   type StorageBackend,
   type StorageEntry,
 } from "@distributor/storage";
+import {
+  findDestination,
+  findPipeline,
+  openBackend,
+  type WorkflowOptions,
+} from "../backends/registry.js";
 import type { Config, DestinationConfig, PipelineConfig } from "../config/types.js";
+import { errorCode, errorMessage } from "../errors.js";
+import { type LeaseWithoutState, leasesWithoutState } from "../inspect/inspect-state.js";
+import { destinationSelection, recordedManifest } from "../shared/selection.js";
 import { destinationRootPath } from "./destination-root.js";
-import { errorCode, errorMessage } from "./errors.js";
-import { type LeaseWithoutState, leasesWithoutState } from "./inspect-state.js";
 import type { ReconcileStateEntry } from "./reconcile-state.js";
-import { destinationSelection, recordedManifest } from "./selection.js";
-import { findDestination, findPipeline, openBackend, type WorkflowOptions } from "./shared.js";
 import { isUnmanagedEntry, unmanagedEntryReport } from "./unmanaged-entry.js";
 
 /** Most entries listed under one destination root while looking for state files. */

@@ -11,7 +11,7 @@ import {
   openBackend,
   WorkflowError,
   withBackend,
-} from "./shared.js";
+} from "./registry.js";
 
 let root: string;
 

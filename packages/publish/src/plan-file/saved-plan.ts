@@ -5,7 +5,7 @@ import type { PublishAction, PublishPlan } from "@distributor/engine";
 import { encodeDocument, type OutputMetadata } from "@distributor/state";
 import * as v from "valibot";
 import type { DestinationConfig, PipelineConfig } from "../config/types.js";
-import type { RunOutputReport } from "./run.js";
+import type { RunOutputReport } from "../run/run.js";
 
 /**
  * Saved plans (`run --plan-out`, `apply`): the whole decision of a dry run, per destination bundle

@@ -12,6 +12,12 @@ import {
 import type { PublishPlan } from "@distributor/engine";
 import { RenderCache } from "@distributor/engine";
 import { displayPath, type StorageBackend } from "@distributor/storage";
+import {
+  openBackend,
+  sourceLocation,
+  WorkflowError,
+  type WorkflowOptions,
+} from "../backends/registry.js";
 import type { Config, DestinationConfig, PipelineConfig } from "../config/types.js";
 import {
   type DestinationContext,
@@ -21,7 +27,8 @@ import {
   type RunOptions,
   type RunReport,
   runTarget,
-} from "./run.js";
+} from "../run/run.js";
+import { signatureCode, signaturePolicy } from "../validate/signatures.js";
 import {
   changedConfigKeys,
   configDigest,
@@ -31,8 +38,6 @@ import {
   type SavedPlanEntry,
   savedPlanEntry,
 } from "./saved-plan.js";
-import { openBackend, sourceLocation, WorkflowError, type WorkflowOptions } from "./shared.js";
-import { signatureCode, signaturePolicy } from "./signatures.js";
 
 export interface ApplyOptions extends WorkflowOptions<RunEvent> {
   /** The plan to carry out (`loadPlan`). */
