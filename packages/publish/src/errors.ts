@@ -1,3 +1,5 @@
+import type { PruneReport } from "./maintenance/prune/types.js";
+
 // Error classes are recognised by name: errors can cross package copies (a library user may
 // bundle another copy of @distributor/storage), where instanceof would fail.
 const CODES_BY_NAME: Readonly<Record<string, string>> = {
@@ -107,4 +109,81 @@ function errnoCode(error: unknown): string | undefined {
     current = current.cause;
   }
   return undefined;
+}
+
+/**
+ * A workflow failure that is neither a storage nor a bundle nor a config problem, e.g. an unknown
+ * pipeline id. `code` is the snake_case `error.code` of the CLI's JSON envelope.
+ */
+export class WorkflowError extends Error {
+  override readonly name = "WorkflowError";
+  readonly code: string;
+
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+  }
+}
+
+/**
+ * A destination a saved plan may no longer be carried out at: `code` is `plan_stale` (the
+ * destination moved on), `source_changed` (the bundle is no longer the one planned) or
+ * `config_changed` (the pipeline or destination is configured differently, or gone).
+ */
+export class PlanRefusedError extends Error {
+  override readonly name = "PlanRefusedError";
+  readonly code: string;
+
+  constructor(code: string, message: string) {
+    super(message);
+    this.code = code;
+  }
+}
+
+/** A plan file that cannot be read, is not a plan, or has a format this version does not read. */
+export class PlanFileError extends Error {
+  override readonly name = "PlanFileError";
+  readonly code: string;
+
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+  }
+}
+
+/**
+ * A prune that stopped part-way: the state rewrite or a delete after it failed, or the run was
+ * aborted. `report` says whether the state changed, what was deleted (and `failed_output`).
+ * Outputs the new state no longer records but that are still there stay journaled with the
+ * (abandoned) lease, so the next run at that destination removes them. `code` is the code of
+ * the underlying failure.
+ */
+export class PruneError extends Error {
+  override readonly name = "PruneError";
+  readonly code: string;
+  readonly report: PruneReport;
+
+  constructor(report: PruneReport, cause: unknown, message = errorMessage(cause)) {
+    super(message, { cause });
+    this.code = errorCode(rootCause(cause));
+    this.report = report;
+  }
+}
+
+/** The failure below the protocol's wrappers: what the operator has to act on. */
+function rootCause(error: unknown): unknown {
+  let current = error;
+  while (
+    current instanceof Error &&
+    current.cause !== undefined &&
+    ["UncommittedError", "PendingDeletesError", "AmbiguousCommitError"].includes(current.name)
+  ) {
+    current = current.cause;
+  }
+  return current;
+}
+
+/** True for a `PruneError`, recognised by name so that it survives package copies. */
+export function isPruneError(error: unknown): error is PruneError {
+  return error instanceof Error && error.name === "PruneError" && "report" in error;
 }

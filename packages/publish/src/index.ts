@@ -9,8 +9,6 @@ export {
   type BackendRegistry,
   type OpenBackendOptions,
   openBackend,
-  WorkflowError,
-  type WorkflowOptions,
 } from "./backends/registry.js";
 export { remoteBackends } from "./backends/remote.js";
 // Configuration
@@ -31,7 +29,16 @@ export type {
   UploadTokenConfig,
 } from "./config/types.js";
 // Backends and errors shared by every workflow
-export { actionErrorCode, errorCode, errorMessage } from "./errors.js";
+export {
+  actionErrorCode,
+  errorCode,
+  errorMessage,
+  isPruneError,
+  PlanFileError,
+  PlanRefusedError,
+  PruneError,
+  WorkflowError,
+} from "./errors.js";
 // validate, inspect, manifest create
 export {
   type BundleInspection,
@@ -50,30 +57,19 @@ export {
   type AuditReport,
   audit,
 } from "./maintenance/audit.js";
-export {
-  isPruneError,
-  PruneError,
-  type PruneOptions,
-  type PruneReport,
-  prune,
-} from "./maintenance/prune/prune.js";
+export { prune } from "./maintenance/prune/prune.js";
+export type { PruneOptions, PruneReport } from "./maintenance/prune/types.js";
 export {
   type ReconcileStateOptions,
   type ReconcileStateReport,
   reconcileState,
 } from "./maintenance/reconcile-state.js";
 // run, and saved plans
-export {
-  type ApplyOptions,
-  applyPlan,
-  DEFAULT_MAX_PLAN_AGE_MS,
-  PlanRefusedError,
-} from "./plan-file/apply.js";
+export { type ApplyOptions, applyPlan, DEFAULT_MAX_PLAN_AGE_MS } from "./plan-file/apply.js";
 export {
   encodePlan,
   loadPlan,
   PLAN_FORMAT_VERSION,
-  PlanFileError,
   parsePlan,
   pipelineConfigDigest,
   type SavedPlan,
@@ -90,6 +86,7 @@ export {
   run,
   runSucceeded,
 } from "./run/run.js";
+export type { WorkflowOptions } from "./shared/workflow-options.js";
 export {
   type CreateManifestWorkflowOptions,
   createManifestWorkflow,

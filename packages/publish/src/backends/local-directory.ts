@@ -1,7 +1,7 @@
 import { stat } from "node:fs/promises";
 import { resolve } from "node:path";
 import { createLocalBackend, type StorageBackend } from "@distributor/storage";
-import { WorkflowError } from "./registry.js";
+import { WorkflowError } from "../errors.js";
 
 /**
  * Opens a directory named on the command line as a local backend rooted there. Fails with a

@@ -4,14 +4,9 @@ import { join } from "node:path";
 import { createMemoryBackend, isStorageError, type StorageBackend } from "@distributor/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { parseConfig } from "../config/index.js";
-import {
-  bundlePrefix,
-  findDestination,
-  findPipeline,
-  openBackend,
-  WorkflowError,
-  withBackend,
-} from "./registry.js";
+import { WorkflowError } from "../errors.js";
+import { bundlePrefix, findDestination, findPipeline } from "./configured-location.js";
+import { openBackend, withBackend } from "./registry.js";
 
 let root: string;
 

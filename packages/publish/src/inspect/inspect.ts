@@ -15,15 +15,16 @@ import {
   STATE_FILE_NAME,
   type StorageBackend,
 } from "@distributor/storage";
-import { openLocalDirectory } from "../backends/local-directory.js";
 import {
   openConfiguredDestination,
   openConfiguredSource,
-  WorkflowError,
-  type WorkflowOptions,
-  withBackend,
-} from "../backends/registry.js";
+} from "../backends/configured-location.js";
+import { openLocalDirectory } from "../backends/local-directory.js";
+import { withBackend } from "../backends/registry.js";
 import type { Config } from "../config/types.js";
+import { WorkflowError } from "../errors.js";
+import { type LeaseWithoutState, leasesWithoutState } from "../shared/leases-without-state.js";
+import type { WorkflowOptions } from "../shared/workflow-options.js";
 import {
   checkBundles,
   type IssueReport,
@@ -33,13 +34,7 @@ import {
   type ValidationRules,
   validationRules,
 } from "../validate/validate.js";
-import {
-  inspectStateFile,
-  isStateFile,
-  type LeaseWithoutState,
-  leasesWithoutState,
-  type StateReport,
-} from "./inspect-state.js";
+import { inspectStateFile, isStateFile, type StateReport } from "./inspect-state.js";
 
 /**
  * How one listed file compared with the manifest: `ok`, the bundle issue code that concerns it, or

@@ -41,23 +41,19 @@ import {
   type StorageEntry,
   statePath,
 } from "@distributor/storage";
-import {
-  openBackend,
-  openConfiguredDestination,
-  sourceLocation,
-  WorkflowError,
-  withBackend,
-} from "../backends/registry.js";
+import { openConfiguredDestination, sourceLocation } from "../backends/configured-location.js";
+import { openBackend, withBackend } from "../backends/registry.js";
 import type { DestinationConfig, PipelineConfig } from "../config/types.js";
-import { errorCode, errorMessage } from "../errors.js";
+import { errorCode, errorMessage, WorkflowError } from "../errors.js";
 import { destinationSelection } from "../shared/selection.js";
 import { destinationRootPath, scopeReport } from "./destination-root.js";
+import type { ReconcileStateOptions } from "./reconcile-state.js";
 import {
+  isUnmanagedEntry,
   RECONCILE_STATE_WALK_LIMIT,
   type ReconcileStateEntry,
-  type ReconcileStateOptions,
-} from "./reconcile-state.js";
-import { isUnmanagedEntry, unmanagedEntryReport } from "./unmanaged-entry.js";
+  unmanagedEntryReport,
+} from "./unmanaged-entry.js";
 
 /** `adopt`: record matching unmanaged files; `rebuild`: replace an invalid state. */
 export type AdoptionMode = "adopt" | "rebuild";

@@ -9,13 +9,10 @@ import {
 import {
   isSharedRootState,
   type OutputMetadata,
-  type OutputProjection,
   type OwnerScope,
-  ownerOutputs,
   ownerScope,
   type StateDocument,
   sameOwnerScope,
-  singleOwnerScope,
 } from "@distributor/state";
 import {
   compareLogicalPaths,
@@ -29,18 +26,15 @@ import {
   type StorageBackend,
   type StorageEntry,
 } from "@distributor/storage";
-import {
-  findDestination,
-  findPipeline,
-  openBackend,
-  type WorkflowOptions,
-} from "../backends/registry.js";
+import { findDestination, findPipeline } from "../backends/configured-location.js";
+import { openBackend } from "../backends/registry.js";
 import type { Config, DestinationConfig, PipelineConfig } from "../config/types.js";
 import { errorCode, errorMessage } from "../errors.js";
-import { type LeaseWithoutState, leasesWithoutState } from "../inspect/inspect-state.js";
-import { destinationSelection, recordedManifest } from "../shared/selection.js";
+import { type LeaseWithoutState, leasesWithoutState } from "../shared/leases-without-state.js";
+import { destinationSelection, ownedRecords, recordedManifest } from "../shared/selection.js";
+import type { WorkflowOptions } from "../shared/workflow-options.js";
 import { destinationRootPath } from "./destination-root.js";
-import type { ReconcileStateEntry } from "./reconcile-state.js";
+import type { ReconcileStateEntry } from "./unmanaged-entry.js";
 import { isUnmanagedEntry, unmanagedEntryReport } from "./unmanaged-entry.js";
 
 /** Most entries listed under one destination root while looking for state files. */
@@ -314,18 +308,6 @@ function stateBundlePaths(
   const wanted =
     destination.pathMapping.mode === "fixed" ? paths.filter((path) => path === "") : paths;
   return wanted.sort(compareLogicalPaths);
-}
-
-/** The records of `owner` in a state, or undefined when the state is not (partly) its own. */
-export function ownedRecords(
-  document: StateDocument,
-  owner: OwnerScope,
-): ReadonlyArray<OutputProjection> | undefined {
-  if (isSharedRootState(document)) {
-    const records = ownerOutputs(document, owner);
-    return document.owners.some((o) => sameOwnerScope(o.scope, owner)) ? records : undefined;
-  }
-  return sameOwnerScope(singleOwnerScope(document), owner) ? document.outputs : undefined;
 }
 
 async function auditBundle(

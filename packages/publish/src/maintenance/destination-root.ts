@@ -19,8 +19,8 @@ import {
   STATE_FILE_NAME,
   type StorageBackend,
 } from "@distributor/storage";
-import { WorkflowError } from "../backends/registry.js";
 import type { DestinationConfig } from "../config/types.js";
+import { WorkflowError } from "../errors.js";
 
 /**
  * The configured root of a destination as reports show it (`root_path`): the local or SSH

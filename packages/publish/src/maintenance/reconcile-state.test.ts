@@ -23,11 +23,8 @@ import {
   SOURCE_MANIFEST,
   SUMMARY,
 } from "../../test/workflows/helpers.js";
-import {
-  RECONCILE_STATE_WALK_LIMIT,
-  type ReconcileStateOptions,
-  reconcileState,
-} from "./reconcile-state.js";
+import { type ReconcileStateOptions, reconcileState } from "./reconcile-state.js";
+import { RECONCILE_STATE_WALK_LIMIT } from "./unmanaged-entry.js";
 
 const NOW = new Date("2026-06-08T12:00:00Z");
 const CREATED = new Date("2026-05-30T11:12:00Z");

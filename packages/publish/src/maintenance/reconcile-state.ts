@@ -15,19 +15,16 @@ import {
 } from "@distributor/state";
 import {
   compareLogicalPaths,
-  DEFAULT_LISTING_LIMIT,
   isStorageError,
   LEASE_FILE_NAME,
   mapBounded,
   STATE_FILE_NAME,
   type StorageBackend,
 } from "@distributor/storage";
-import {
-  openConfiguredDestination,
-  type WorkflowOptions,
-  withBackend,
-} from "../backends/registry.js";
+import { openConfiguredDestination } from "../backends/configured-location.js";
+import { withBackend } from "../backends/registry.js";
 import type { Config } from "../config/types.js";
+import type { WorkflowOptions } from "../shared/workflow-options.js";
 import {
   destinationRootPath,
   maintenanceLease,
@@ -36,9 +33,8 @@ import {
   withRootLease,
   writeRootState,
 } from "./destination-root.js";
+import { RECONCILE_STATE_WALK_LIMIT, type ReconcileStateEntry } from "./unmanaged-entry.js";
 
-/** Most entries listed under a destination root while looking for unmanaged files. */
-export const RECONCILE_STATE_WALK_LIMIT = DEFAULT_LISTING_LIMIT;
 /** Parallel `stat` calls while checking managed outputs. */
 const STAT_CONCURRENCY = 8;
 
@@ -73,16 +69,6 @@ export interface ReconcileStatePath {
   /** The output's owner; shared-root state only. */
   owner_scope?: ReconcileStateOwnerScope;
   storage_status: "missing";
-}
-
-/** A file under the destination root that no state record manages. */
-export interface ReconcileStateEntry {
-  /** Backend-relative path; a name that is not a logical path is shown escaped (`bad\\xff`). */
-  path: string;
-  /** `directory` only for a directory whose name no logical path can hold. */
-  type: "file" | "symlink" | "other" | "directory";
-  /** Omitted for empty files. */
-  size?: number;
 }
 
 /** What `reconcile-state` found and did; the CLI prints it as the JSON `result`. */

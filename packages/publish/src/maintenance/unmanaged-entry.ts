@@ -1,11 +1,11 @@
 import {
+  DEFAULT_LISTING_LIMIT,
   isTempFileName,
   LEASE_FILE_NAME,
   relativeTo,
   STATE_FILE_NAME,
   type StorageEntry,
 } from "@distributor/storage";
-import type { ReconcileStateEntry } from "./reconcile-state.js";
 
 /**
  * True for an entry below `bundlePath` that no state manages: an odd name, or a file that is
@@ -28,4 +28,17 @@ export function isUnmanagedEntry(
 /** An unmanaged entry as reports show it. */
 export function unmanagedEntryReport(entry: StorageEntry): ReconcileStateEntry {
   return { path: entry.path, type: entry.kind, ...(entry.size === 0 ? {} : { size: entry.size }) };
+}
+
+/** Most entries listed under a destination root while looking for unmanaged files. */
+export const RECONCILE_STATE_WALK_LIMIT = DEFAULT_LISTING_LIMIT;
+
+/** A file under the destination root that no state record manages. */
+export interface ReconcileStateEntry {
+  /** Backend-relative path; a name that is not a logical path is shown escaped (`bad\\xff`). */
+  path: string;
+  /** `directory` only for a directory whose name no logical path can hold. */
+  type: "file" | "symlink" | "other" | "directory";
+  /** Omitted for empty files. */
+  size?: number;
 }

@@ -12,13 +12,10 @@ import {
 import type { PublishPlan } from "@distributor/engine";
 import { RenderCache } from "@distributor/engine";
 import { displayPath, type StorageBackend } from "@distributor/storage";
-import {
-  openBackend,
-  sourceLocation,
-  WorkflowError,
-  type WorkflowOptions,
-} from "../backends/registry.js";
+import { sourceLocation } from "../backends/configured-location.js";
+import { openBackend } from "../backends/registry.js";
 import type { Config, DestinationConfig, PipelineConfig } from "../config/types.js";
+import { PlanFileError, PlanRefusedError, WorkflowError } from "../errors.js";
 import {
   type DestinationContext,
   fail,
@@ -28,11 +25,11 @@ import {
   type RunReport,
   runTarget,
 } from "../run/run.js";
+import type { WorkflowOptions } from "../shared/workflow-options.js";
 import { signatureCode, signaturePolicy } from "../validate/signatures.js";
 import {
   changedConfigKeys,
   configDigest,
-  PlanFileError,
   planDifference,
   type SavedPlan,
   type SavedPlanEntry,
@@ -61,21 +58,6 @@ export interface ApplyOptions extends WorkflowOptions<RunEvent> {
   maxAgeMs?: number;
   lockTimeoutMs?: number;
   lease?: { ttlMs?: number; renew?: boolean };
-}
-
-/**
- * A destination a saved plan may no longer be carried out at: `code` is `plan_stale` (the
- * destination moved on), `source_changed` (the bundle is no longer the one planned) or
- * `config_changed` (the pipeline or destination is configured differently, or gone).
- */
-export class PlanRefusedError extends Error {
-  override readonly name = "PlanRefusedError";
-  readonly code: string;
-
-  constructor(code: string, message: string) {
-    super(message);
-    this.code = code;
-  }
 }
 
 /** How old a plan `applyPlan` carries out may be by default: 24 hours. */

@@ -5,6 +5,7 @@ import type { PublishAction, PublishPlan } from "@distributor/engine";
 import { encodeDocument, type OutputMetadata } from "@distributor/state";
 import * as v from "valibot";
 import type { DestinationConfig, PipelineConfig } from "../config/types.js";
+import { PlanFileError } from "../errors.js";
 import type { RunOutputReport } from "../run/run.js";
 
 /**
@@ -355,17 +356,6 @@ export async function savePlan(path: string, plan: SavedPlan): Promise<void> {
     ?.sync()
     .catch(() => undefined)
     .finally(() => directory.close());
-}
-
-/** A plan file that cannot be read, is not a plan, or has a format this version does not read. */
-export class PlanFileError extends Error {
-  override readonly name = "PlanFileError";
-  readonly code: string;
-
-  constructor(code: string, message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.code = code;
-  }
 }
 
 const stringList = v.array(v.string());

@@ -1,9 +1,9 @@
 import type { PublishPlan } from "@distributor/engine";
 import { displayPath, statePath } from "@distributor/storage";
 import type { DestinationConfig, StorageLocation } from "../config/types.js";
+import { PlanFileError } from "../errors.js";
 import {
   PLAN_FORMAT_VERSION,
-  PlanFileError,
   type SavedPlan,
   type SavedPlanEntry,
   savedPlanEntry,

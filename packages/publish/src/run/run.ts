@@ -25,16 +25,18 @@ import {
 } from "@distributor/engine";
 import { ownerScope, type SourceSigner } from "@distributor/state";
 import { displayPath, type StorageBackend, type StorageEntry } from "@distributor/storage";
-import {
-  findPipeline,
-  openBackend,
-  sourceLocation,
-  WorkflowError,
-  type WorkflowOptions,
-} from "../backends/registry.js";
+import { findPipeline, sourceLocation } from "../backends/configured-location.js";
+import { openBackend } from "../backends/registry.js";
 import type { Config, DestinationConfig, PipelineConfig } from "../config/types.js";
-import { type ActionError, actionError, errorCode, errorMessage } from "../errors.js";
+import {
+  type ActionError,
+  actionError,
+  errorCode,
+  errorMessage,
+  WorkflowError,
+} from "../errors.js";
 import { destinationSelection } from "../shared/selection.js";
+import type { WorkflowOptions } from "../shared/workflow-options.js";
 import { signatureCode, signaturePolicy } from "../validate/signatures.js";
 
 export type RunStatus = "published" | "planned" | "skipped" | "failed";

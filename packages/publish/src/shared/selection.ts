@@ -7,7 +7,9 @@ import {
 } from "@distributor/engine";
 import {
   isSharedRootState,
+  type OutputProjection,
   type OwnerScope,
+  ownerOutputs,
   type StateDocument,
   sameOwnerScope,
   singleOwnerScope,
@@ -58,4 +60,16 @@ export function livePaths(
   const manifest = recordedManifest(document, owner);
   if (manifest === undefined) return new Set();
   return new Set(destinationSelection(destination, manifest, bundlePath).map((o) => o.path));
+}
+
+/** The records of `owner` in a state, or undefined when the state is not (partly) its own. */
+export function ownedRecords(
+  document: StateDocument,
+  owner: OwnerScope,
+): ReadonlyArray<OutputProjection> | undefined {
+  if (isSharedRootState(document)) {
+    const records = ownerOutputs(document, owner);
+    return document.owners.some((o) => sameOwnerScope(o.scope, owner)) ? records : undefined;
+  }
+  return sameOwnerScope(singleOwnerScope(document), owner) ? document.outputs : undefined;
 }

@@ -13,8 +13,9 @@ import {
   signBundleManifest,
 } from "@distributor/bundle";
 import { openLocalDirectory } from "../backends/local-directory.js";
-import { type WorkflowOptions, withBackend } from "../backends/registry.js";
+import { withBackend } from "../backends/registry.js";
 import { CONFIG_DEFAULTS } from "../config/defaults.js";
+import type { WorkflowOptions } from "../shared/workflow-options.js";
 import type { IssueReport } from "./validate.js";
 
 export interface CreateManifestWorkflowOptions extends WorkflowOptions {

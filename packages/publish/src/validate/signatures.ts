@@ -7,8 +7,8 @@ import {
   parseAllowedSigners,
   type SignaturePolicy,
 } from "@distributor/bundle";
-import { WorkflowError } from "../backends/registry.js";
 import type { PipelineConfig } from "../config/types.js";
+import { WorkflowError } from "../errors.js";
 
 /** Larger than any allowed_signers file a team keeps; a bound on what is read into memory. */
 const MAX_ALLOWED_SIGNERS_BYTES = 4 * 1024 * 1024;

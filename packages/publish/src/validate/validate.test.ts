@@ -5,8 +5,8 @@ import { buildManifest, fileDigest, parseTimestamp, serializeManifest } from "@d
 import { createMemoryBackend, isStorageError } from "@distributor/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { writeFiles } from "../../test/workflows/helpers.js";
-import { WorkflowError } from "../backends/registry.js";
 import { parseConfig } from "../config/index.js";
+import { WorkflowError } from "../errors.js";
 import { type ValidateEvent, validateBundlePath, validateConfiguredSource } from "./validate.js";
 
 const REPORT = "# Report\nSunny.\n";

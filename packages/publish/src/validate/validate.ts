@@ -10,9 +10,11 @@ import {
   validateBundle,
 } from "@distributor/bundle";
 import { displayPath, isStorageError, type StorageBackend } from "@distributor/storage";
+import { openConfiguredSource } from "../backends/configured-location.js";
 import { openLocalDirectory } from "../backends/local-directory.js";
-import { openConfiguredSource, type WorkflowOptions, withBackend } from "../backends/registry.js";
+import { withBackend } from "../backends/registry.js";
 import type { Config, ValidationPolicy } from "../config/types.js";
+import type { WorkflowOptions } from "../shared/workflow-options.js";
 import { allowedSignersPolicy, signaturePolicy } from "./signatures.js";
 
 /** One problem found while validating, as reports print it. */

@@ -6,12 +6,9 @@ import {
   LeaseHeldError,
   PendingDeletesError,
   readLease,
-  readStateFile,
   UncommittedError,
 } from "@distributor/engine";
 import {
-  findOwner,
-  formatStateTimestamp,
   isSharedRootState,
   type OwnerScope,
   removeMissingOwnerOutputs,
@@ -25,115 +22,30 @@ import {
   isStorageError,
   joinPrefix,
   LEASE_FILE_NAME,
-  locatePath,
   parentPath,
   STATE_FILE_NAME,
   type StorageBackend,
   type StorageEntry,
   statePath,
 } from "@distributor/storage";
-import {
-  findPipeline,
-  openConfiguredSource,
-  WorkflowError,
-  withBackend,
-} from "../../backends/registry.js";
+import { findPipeline, openConfiguredSource } from "../../backends/configured-location.js";
+import { withBackend } from "../../backends/registry.js";
 import type { PrunePolicy } from "../../config/types.js";
-import { errorCode, errorMessage } from "../../errors.js";
-import { ownedRecords } from "../audit.js";
+import { errorCode, errorMessage, PruneError, WorkflowError } from "../../errors.js";
 import { maintenanceLease, withBundleLease } from "../destination-root.js";
 import {
-  deleteFencedOutputs,
-  PruneError,
-  type PruneOptions,
-  type PruneOutputRecord,
-  type PruneReport,
-  type PruneWarning,
-  storedVersions,
-} from "./prune.js";
+  type BundleCandidate,
+  bundleRecord,
+  outputRecords,
+  planBundlePrune,
+  readCandidate,
+  samePublication,
+} from "./candidates.js";
+import { deleteFencedOutputs, storedVersions } from "./fenced-delete.js";
+import type { PruneOptions, PruneReport, PruneWarning } from "./types.js";
 
 /** Most entries listed under a destination root while looking for bundle states. */
 export const PRUNE_WALK_LIMIT = DEFAULT_LISTING_LIMIT;
-
-/** A bundle path a prune across bundle paths planned, deleted or preserved. */
-export interface PruneBundleRecord {
-  /** Destination bundle path (`.` for the root). */
-  bundle_path: string;
-  /**
-   * When the owner last published there: the state's `published_at` (single-owner), or the
-   * newest `updated_at` of the owner's outputs (shared root). Null for a shared-root owner that
-   * records no output any more. Reported only: retention goes by `created`.
-   */
-  published_at: string | null;
-  source_id: string;
-  /**
-   * The `created` of the source manifest published there, as the state records it: the bundle's
-   * content time, which ranks bundles for `keep_latest` and ages them for `older_than`.
-   */
-  created: string;
-  /** Managed outputs of the owner there. */
-  output_count: number;
-  /** The state file goes with the bundle: no other owner records anything in it. */
-  removes_state: boolean;
-}
-
-/** One owned bundle state as planning read it. */
-export interface BundleCandidate {
-  bundlePath: string;
-  document: StateDocument;
-  version: string;
-  /** The owner's output records (bundle-relative paths). */
-  outputs: readonly { path: string; updatedAt: Date }[];
-  publishedAt: Date | undefined;
-  sourceId: string;
-  /** The published source manifest's `created`: what retention ranks and ages bundles by. */
-  sourceCreated: Date;
-  /** No other owner is listed or records outputs: pruning the bundle removes the state file. */
-  removesState: boolean;
-}
-
-/**
- * Which bundle paths a retention policy prunes (pure). Bundles are ranked by content time, the
- * `created` of the source manifest their state records, newest first, ties to the bundle path in
- * ascending order (as a `fixed` destination picks the newest bundle). Not by publication time: a
- * bundle pruned while its source still holds it is published again by the next run, and ranking
- * it by that fresh publication would prune the really newest bundles next. The `keep_latest`
- * newest are preserved, then those whose `created` is older than `older_than` are pruned (all
- * the rest when only `keep_latest` is set). The newest bundle, the publication in force, is
- * always preserved (`keep_latest: 0` cannot empty an archive). A bundle state in which the owner records no output
- * any more (what an interrupted prune leaves) holds nothing to keep: it is always pruned and does
- * not count towards `keep_latest`. Pruned bundles come oldest first (the order they go in),
- * preserved ones newest first.
- */
-export function planBundlePrune(
-  candidates: readonly BundleCandidate[],
-  policy: PrunePolicy,
-  now: Date,
-): { pruned: BundleCandidate[]; preserved: BundleCandidate[] } {
-  const active =
-    policy.enabled && (policy.olderThanMs !== undefined || policy.keepLatest !== undefined);
-  const ranked = candidates.filter((c) => c.outputs.length > 0).sort(newestFirst);
-  if (!active) return { pruned: [], preserved: ranked };
-  const empty = candidates.filter((c) => !ranked.includes(c));
-  const keep = Math.max(0, Math.floor(policy.keepLatest ?? 0));
-  const cutoff = policy.olderThanMs === undefined ? undefined : now.getTime() - policy.olderThanMs;
-  const pruned: BundleCandidate[] = [];
-  const preserved: BundleCandidate[] = [];
-  ranked.forEach((candidate, index) => {
-    const young = cutoff !== undefined && candidate.sourceCreated.getTime() >= cutoff;
-    // The newest bundle is the publication in force: never pruned, whatever the policy.
-    if (index === 0 || index < keep || young) preserved.push(candidate);
-    else pruned.push(candidate);
-  });
-  return { pruned: [...empty, ...pruned.reverse()], preserved };
-}
-
-function newestFirst(a: BundleCandidate, b: BundleCandidate): number {
-  return (
-    b.sourceCreated.getTime() - a.sourceCreated.getTime() ||
-    compareLogicalPaths(a.bundlePath, b.bundlePath)
-  );
-}
 
 /**
  * `prune` of a `preserve_relative` destination without a root state: every bundle state below
@@ -400,19 +312,6 @@ async function sourceWarnings(
     }));
 }
 
-/**
- * The same owner's publication: nobody published there since it was planned (same source id,
- * manifest `created` and publication time). Outputs recorded or dropped since (adopted, repaired,
- * reconciled) do not make it another publication.
- */
-function samePublication(current: BundleCandidate, planned: BundleCandidate): boolean {
-  return (
-    current.sourceId === planned.sourceId &&
-    current.sourceCreated.getTime() === planned.sourceCreated.getTime() &&
-    current.publishedAt?.getTime() === planned.publishedAt?.getTime()
-  );
-}
-
 /** Parent paths of the listed files called `name`, in bundle path order. */
 function namedFiles(entries: readonly StorageEntry[], name: string): string[] {
   return entries
@@ -424,70 +323,6 @@ function namedFiles(entries: readonly StorageEntry[], name: string): string[] {
     )
     .map((entry) => parentPath(entry.path))
     .sort(compareLogicalPaths);
-}
-
-/**
- * The bundle state at `bundlePath` when it records `owner`; undefined when it belongs to others.
- * An unreadable or invalid state fails the prune before anything is deleted: its owner and age
- * cannot be known, so neither can the ranking.
- */
-async function readCandidate(
-  backend: StorageBackend,
-  bundlePath: string,
-  owner: OwnerScope,
-  signal: AbortSignal | undefined,
-): Promise<BundleCandidate | undefined> {
-  let read: { document: StateDocument; version: string };
-  try {
-    read = await readStateFile(backend, statePath(bundlePath), signal);
-  } catch (error) {
-    if (isStorageError(error, "not_found")) return undefined;
-    const code = errorCode(error);
-    if (code !== "state_invalid" && code !== "storage_limit_exceeded") throw error;
-    throw new WorkflowError(
-      "state_invalid",
-      `${locatePath(backend.location, statePath(bundlePath))} cannot be read as state (${errorMessage(error)}); nothing was pruned (reconcile-state --rebuild replaces it while its source still publishes there)`,
-      { cause: error },
-    );
-  }
-  const { document, version } = read;
-  const records = ownedRecords(document, owner);
-  if (records === undefined) return undefined;
-  const outputs = (document.outputs as readonly { path: string; updatedAt: Date }[]).filter(
-    (output) => records.some((record) => record.path === output.path),
-  );
-  if (isSharedRootState(document)) {
-    const newest = outputs.reduce<Date | undefined>(
-      (latest, output) =>
-        latest === undefined || output.updatedAt.getTime() > latest.getTime()
-          ? output.updatedAt
-          : latest,
-      undefined,
-    );
-    const others =
-      document.owners.some((o) => !sameOwnerScope(o.scope, owner)) ||
-      document.outputs.some((o) => !sameOwnerScope(o.owner, owner));
-    return {
-      bundlePath,
-      document,
-      version,
-      outputs,
-      publishedAt: newest,
-      sourceId: findOwner(document, owner)?.source.manifest.id ?? "",
-      sourceCreated: findOwner(document, owner)?.source.manifest.created ?? new Date(0),
-      removesState: !others,
-    };
-  }
-  return {
-    bundlePath,
-    document,
-    version,
-    outputs,
-    publishedAt: document.publishedAt,
-    sourceId: document.source.manifest.id,
-    sourceCreated: document.source.manifest.created,
-    removesState: true,
-  };
 }
 
 /** The state without `owner`'s records at `paths`, with a new `updated_at`. */
@@ -518,24 +353,4 @@ function withoutOwner(document: StateDocument, owner: OwnerScope, now: Date): St
     outputs: document.outputs.filter((o) => !sameOwnerScope(o.owner, owner)),
     updatedAt: now,
   };
-}
-
-function bundleRecord(candidate: BundleCandidate): PruneBundleRecord {
-  return {
-    bundle_path: displayPath(candidate.bundlePath),
-    published_at:
-      candidate.publishedAt === undefined ? null : formatStateTimestamp(candidate.publishedAt),
-    source_id: candidate.sourceId,
-    created: formatStateTimestamp(candidate.sourceCreated),
-    output_count: candidate.outputs.length,
-    removes_state: candidate.removesState,
-  };
-}
-
-/** The owner's outputs of a bundle, with paths relative to the destination root. */
-function outputRecords(candidate: BundleCandidate): PruneOutputRecord[] {
-  return candidate.outputs.map((output) => ({
-    path: joinPrefix(candidate.bundlePath, output.path),
-    updated_at: formatStateTimestamp(output.updatedAt),
-  }));
 }

@@ -22,15 +22,9 @@ import {
   SOURCE_MANIFEST,
 } from "../../../test/workflows/helpers.js";
 import type { Config, PrunePolicy } from "../../config/types.js";
-import { errorCode } from "../../errors.js";
-import {
-  isPruneError,
-  type PruneError,
-  type PruneOptions,
-  type PruneReport,
-  planDestinationPrune,
-  prune,
-} from "./prune.js";
+import { errorCode, isPruneError, type PruneError } from "../../errors.js";
+import { planDestinationPrune, prune } from "./prune.js";
+import type { PruneOptions, PruneReport } from "./types.js";
 
 const NOW = new Date("2026-06-08T12:00:00Z");
 const HOUR = 60 * 60 * 1000;

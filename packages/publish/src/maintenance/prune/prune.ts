@@ -13,20 +13,11 @@ import {
   type StateDocument,
   truncateToSecond,
 } from "@distributor/state";
-import {
-  isStorageError,
-  joinPrefix,
-  mapBounded,
-  STATE_FILE_NAME,
-  type StorageBackend,
-} from "@distributor/storage";
-import {
-  openConfiguredDestination,
-  type WorkflowOptions,
-  withBackend,
-} from "../../backends/registry.js";
-import type { Config, PrunePolicy } from "../../config/types.js";
-import { errorCode, errorMessage } from "../../errors.js";
+import { isStorageError, STATE_FILE_NAME, type StorageBackend } from "@distributor/storage";
+import { openConfiguredDestination } from "../../backends/configured-location.js";
+import { withBackend } from "../../backends/registry.js";
+import type { PrunePolicy } from "../../config/types.js";
+import { errorMessage, PruneError } from "../../errors.js";
 import { livePaths } from "../../shared/selection.js";
 import {
   destinationRootPath,
@@ -36,115 +27,9 @@ import {
   withRootLease,
   writeRootState,
 } from "../destination-root.js";
-import { type PruneBundleRecord, pruneBundles } from "./bundles.js";
-
-export type { PruneBundleRecord } from "./bundles.js";
-
-/** The owner whose outputs a prune considers. */
-export interface PruneOwnerScope {
-  pipeline_id: string;
-  destination_id: string;
-}
-
-/** A managed output a prune planned, deleted, preserved or failed to delete. */
-export interface PruneOutputRecord {
-  path: string;
-  /** The output's `updated_at` from state, which retention measures age from. */
-  updated_at: string;
-  /** The output's owner; shared-root state only. */
-  owner?: PruneOwnerScope;
-}
-
-/** What a retention policy selects from one state document (pure planning, no storage). */
-export interface PrunePlanReport {
-  pipeline_id: string;
-  destination_id: string;
-  owner_scope: PruneOwnerScope;
-  /** `retention.prune.enabled`; a disabled policy plans nothing and checks nothing. */
-  enabled: boolean;
-  /** Managed outputs of the owner that the policy considered. */
-  checked_count: number;
-  /** Oldest first: the order they are deleted in. */
-  pruned_outputs: PruneOutputRecord[];
-  /** Newest first. */
-  preserved_outputs: PruneOutputRecord[];
-}
-
-/**
- * Something the operator should know that did not stop the prune: `bundle_in_source`, a bundle
- * path planned to be pruned whose source still holds the bundle (the next `run` publishes it
- * again), or `source_unchecked`, the source could not be listed to tell.
- */
-export interface PruneWarning {
-  code: "bundle_in_source" | "source_unchecked";
-  /** The bundle path the warning is about (`bundle_in_source`). */
-  bundle_path?: string;
-  message: string;
-}
-
-/** What `prune` planned and did; the CLI prints it as the JSON `result`. */
-export interface PruneReport {
-  pipeline_id: string;
-  destination_id: string;
-  /** Backend name of the destination (`local`, `s3`, `ssh`). */
-  backend: string;
-  /** The destination's configured root (see `destinationRootPath`). */
-  root_path: string;
-  owner_scope: PruneOwnerScope;
-  enabled: boolean;
-  /**
-   * What retention counts: `outputs` of the state at the destination root, or whole `bundles`
-   * of a `preserve_relative` destination with one state per bundle path (no root state).
-   */
-  unit: "outputs" | "bundles";
-  /** Owned outputs (`outputs`) or owned bundle states (`bundles`) the policy considered. */
-  checked_count: number;
-  /** Outputs of planned bundles too, with paths relative to the destination root. */
-  planned_outputs: PruneOutputRecord[];
-  /** Confirmed deletes, in deletion order (a prefix of `planned_outputs`). */
-  deleted_outputs: PruneOutputRecord[];
-  preserved_outputs: PruneOutputRecord[];
-  /** The planned output whose delete failed; its record and those after it stay in state. */
-  failed_output?: PruneOutputRecord;
-  /** `bundles` only (else empty): bundle paths to prune, oldest first. */
-  planned_bundles: PruneBundleRecord[];
-  /** Bundle paths pruned entirely, in order (a prefix of `planned_bundles`). */
-  deleted_bundles: PruneBundleRecord[];
-  /** Bundle paths kept, newest first; then any whose state changed since planning. */
-  preserved_bundles: PruneBundleRecord[];
-  /** The planned bundle path whose prune failed; it and those after it are not pruned. */
-  failed_bundle?: PruneBundleRecord;
-  /** The state file was rewritten. */
-  state_changed: boolean;
-  /** Nothing that stopped the prune; `bundles` only so far (else empty). */
-  warnings: PruneWarning[];
-  /** A dry run planned deletes. */
-  would_change: boolean;
-  dry_run: boolean;
-}
-
-export type PruneEvent = {
-  type: "output_deleted";
-  pipeline_id: string;
-  destination_id: string;
-  path: string;
-};
-
-export interface PruneOptions extends WorkflowOptions<PruneEvent> {
-  config: Config;
-  /** With `destinationId`, selects the destination root, its retention policy and the owner. */
-  pipelineId: string;
-  destinationId: string;
-  /**
-   * Report the plan without deleting or rewriting anything. Defaults to true: a caller must pass
-   * `dryRun: false` (the CLI's `--apply`) to delete.
-   */
-  dryRun?: boolean;
-  /** How long to wait for another run's lease on the state (default 0: fail at once). */
-  lockTimeoutMs?: number;
-  /** Lease lifetime and renewal (tests shorten it). */
-  lease?: { ttlMs?: number; renew?: boolean };
-}
+import { pruneBundles } from "./bundles.js";
+import { deleteFencedOutputs, storedVersions } from "./fenced-delete.js";
+import type { PruneOptions, PruneOutputRecord, PrunePlanReport, PruneReport } from "./types.js";
 
 export interface DestinationPrunePlanOptions {
   pipelineId: string;
@@ -156,43 +41,6 @@ export interface DestinationPrunePlanOptions {
    * configuration): never candidates. Omitted, every owned output is one.
    */
   live?: ReadonlySet<string> | undefined;
-}
-
-/**
- * A prune that stopped part-way: the state rewrite or a delete after it failed, or the run was
- * aborted. `report` says whether the state changed, what was deleted (and `failed_output`).
- * Outputs the new state no longer records but that are still there stay journaled with the
- * (abandoned) lease, so the next run at that destination removes them. `code` is the code of
- * the underlying failure.
- */
-export class PruneError extends Error {
-  override readonly name = "PruneError";
-  readonly code: string;
-  readonly report: PruneReport;
-
-  constructor(report: PruneReport, cause: unknown, message = errorMessage(cause)) {
-    super(message, { cause });
-    this.code = errorCode(rootCause(cause));
-    this.report = report;
-  }
-}
-
-/** The failure below the protocol's wrappers: what the operator has to act on. */
-function rootCause(error: unknown): unknown {
-  let current = error;
-  while (
-    current instanceof Error &&
-    current.cause !== undefined &&
-    ["UncommittedError", "PendingDeletesError", "AmbiguousCommitError"].includes(current.name)
-  ) {
-    current = current.cause;
-  }
-  return current;
-}
-
-/** True for a `PruneError`, recognised by name so that it survives package copies. */
-export function isPruneError(error: unknown): error is PruneError {
-  return error instanceof Error && error.name === "PruneError" && "report" in error;
 }
 
 /**
@@ -391,116 +239,6 @@ async function applyPrune(
   }
 }
 
-/**
- * Deletes the outputs `paths` of `bundlePath` one at a time, each fenced on the version seen
- * before the journal (`versions`). One that was missing then has nothing of this prune's to
- * delete: it is not touched (an unfenced delete could remove what a run that took over since
- * wrote there and records) and counts as deleted. One rewritten since is deleted at its current
- * version only while `lease` is proven held (no state records those bytes then); without that
- * proof it stays and is returned. Any other failure throws what `failure` makes of it.
- */
-export async function deleteFencedOutputs(
-  backend: StorageBackend,
-  lease: Lease,
-  bundlePath: string,
-  paths: readonly string[],
-  versions: ReadonlyMap<string, StoredVersion>,
-  signal: AbortSignal | undefined,
-  failure: (path: string, error: unknown) => Error,
-  deleted: (path: string) => void = () => undefined,
-): Promise<string[]> {
-  const kept: string[] = [];
-  for (const path of paths) {
-    const stored = versions.get(path);
-    if (stored === undefined || stored.missing) {
-      // Already gone before the journal: as pruned as one deleted now, and nothing here to fence
-      // a delete on. (Not read at all: never deleted blind either.)
-      deleted(path);
-      continue;
-    }
-    try {
-      signal?.throwIfAborted();
-      lease.assertHeld();
-      const { version } = stored;
-      await backend.deleteManagedOutputs(bundlePath, [path], {
-        // An output already gone is as pruned as one deleted now.
-        ignoreMissing: true,
-        pruneEmptyDirs: true,
-        ...(version === undefined ? {} : { ifMatch: new Map([[path, version]]) }),
-      });
-    } catch (error) {
-      if (isStorageError(error, "conflict")) {
-        // Rewritten since it was planned. With the lease proven held, no state records those
-        // bytes (the one just written no longer does): delete them at the version they hold
-        // now. Without that proof, a newer run may record them: they stay.
-        if (await deleteAtCurrentVersion(backend, lease, bundlePath, path, signal)) {
-          deleted(path);
-        } else {
-          kept.push(path);
-        }
-        continue;
-      }
-      throw failure(path, error);
-    }
-    deleted(path);
-  }
-  return kept;
-}
-
-/** Deletes `path` at whatever version it holds now, only while `lease` is provably held. */
-async function deleteAtCurrentVersion(
-  backend: StorageBackend,
-  lease: Lease,
-  bundlePath: string,
-  path: string,
-  signal: AbortSignal | undefined,
-): Promise<boolean> {
-  try {
-    await lease.confirm();
-    const { version } = await backend.stat(joinPrefix(bundlePath, path), { signal });
-    lease.assertHeld();
-    await backend.deleteManagedOutputs(bundlePath, [path], {
-      ignoreMissing: true,
-      pruneEmptyDirs: true,
-      ...(version === undefined ? {} : { ifMatch: new Map([[path, version]]) }),
-    });
-    return true;
-  } catch (error) {
-    if (isStorageError(error, "not_found")) return true;
-    return false;
-  }
-}
-
-function parentOf(path: string): string {
-  const slash = path.lastIndexOf("/");
-  return slash === -1 ? "" : path.slice(0, slash);
-}
-
-/**
- * What a prune saw at an output's path before its journal: `missing`, or a file with the version
- * token its delete is fenced on (none from a backend that gave the file no token).
- */
-export type StoredVersion = { missing: true } | { missing: false; version: string | undefined };
-
-/** What is stored at the outputs `paths` of `bundlePath`, one entry for each path. */
-export async function storedVersions(
-  backend: StorageBackend,
-  bundlePath: string,
-  paths: readonly string[],
-  signal: AbortSignal | undefined,
-): Promise<Map<string, StoredVersion>> {
-  const found = await mapBounded(paths, 8, async (path): Promise<StoredVersion> => {
-    try {
-      const { version } = await backend.stat(joinPrefix(bundlePath, path), { signal });
-      return { missing: false, version };
-    } catch (error) {
-      if (isStorageError(error, "not_found")) return { missing: true };
-      throw error;
-    }
-  });
-  return new Map(paths.map((path, index) => [path, found[index] as StoredVersion]));
-}
-
 /** Removes the records of pruned outputs of `scope` and rewrites the state (compare-and-swap). */
 async function removePrunedRecords(
   backend: StorageBackend,
@@ -524,4 +262,9 @@ function outputRecord(candidate: PruneCandidate): PruneOutputRecord {
     updated_at: formatStateTimestamp(candidate.updatedAt),
     ...(candidate.owner === undefined ? {} : { owner: scopeReport(candidate.owner) }),
   };
+}
+
+function parentOf(path: string): string {
+  const slash = path.lastIndexOf("/");
+  return slash === -1 ? "" : path.slice(0, slash);
 }
