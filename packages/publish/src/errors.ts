@@ -1,3 +1,4 @@
+// Workflow-level errors and the codes by which every failure is reported (the CLI's `error.code`).
 import type { PruneReport } from "./maintenance/prune/types.js";
 
 // Error classes are recognised by name: errors can cross package copies (a library user may

@@ -66,27 +66,18 @@ export {
 } from "./maintenance/reconcile-state.js";
 // run, and saved plans
 export { type ApplyOptions, applyPlan, DEFAULT_MAX_PLAN_AGE_MS } from "./plan-file/apply.js";
+export { encodePlan, loadPlan, parsePlan, savePlan } from "./plan-file/codec.js";
 export {
-  encodePlan,
-  loadPlan,
   PLAN_FORMAT_VERSION,
-  parsePlan,
   pipelineConfigDigest,
   type SavedPlan,
   type SavedPlanEntry,
-  savePlan,
 } from "./plan-file/saved-plan.js";
 export { type PlanRunOptions, type PlanRunResult, planRun } from "./run/plan-run.js";
-export {
-  type RunActionReport,
-  type RunEvent,
-  type RunOptions,
-  type RunReport,
-  type RunStatus,
-  run,
-  runSucceeded,
-} from "./run/run.js";
+export { run, runSucceeded } from "./run/run.js";
+export type { RunActionReport, RunEvent, RunOptions, RunReport, RunStatus } from "./run/types.js";
 export type { WorkflowOptions } from "./shared/workflow-options.js";
+export type { IssueReport } from "./validate/bundle-checks.js";
 export {
   type CreateManifestWorkflowOptions,
   createManifestWorkflow,
@@ -95,7 +86,6 @@ export {
 export { signatureCode, signaturePolicy } from "./validate/signatures.js";
 export {
   type BundleValidationReport,
-  type IssueReport,
   type ValidateEvent,
   type ValidateReport,
   validateBundlePath,

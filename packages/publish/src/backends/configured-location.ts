@@ -1,3 +1,4 @@
+// A configured pipeline, destination or source looked up by id and opened through the registry.
 import { pathProblem, type StorageBackend } from "@distributor/storage";
 import type {
   Config,

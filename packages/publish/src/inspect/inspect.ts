@@ -30,10 +30,10 @@ import {
   type IssueReport,
   isFile,
   issueReports,
-  type ValidateEvent,
   type ValidationRules,
   validationRules,
-} from "../validate/validate.js";
+} from "../validate/bundle-checks.js";
+import type { ValidateEvent } from "../validate/validate.js";
 import { inspectStateFile, isStateFile, type StateReport } from "./inspect-state.js";
 
 /**

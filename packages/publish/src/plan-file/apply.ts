@@ -16,15 +16,8 @@ import { sourceLocation } from "../backends/configured-location.js";
 import { openBackend } from "../backends/registry.js";
 import type { Config, DestinationConfig, PipelineConfig } from "../config/types.js";
 import { PlanFileError, PlanRefusedError, WorkflowError } from "../errors.js";
-import {
-  type DestinationContext,
-  fail,
-  type RunActionReport,
-  type RunEvent,
-  type RunOptions,
-  type RunReport,
-  runTarget,
-} from "../run/run.js";
+import { type DestinationContext, fail, runTarget } from "../run/target.js";
+import type { RunActionReport, RunEvent, RunOptions, RunReport } from "../run/types.js";
 import type { WorkflowOptions } from "../shared/workflow-options.js";
 import { signatureCode, signaturePolicy } from "../validate/signatures.js";
 import {

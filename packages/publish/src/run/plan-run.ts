@@ -8,7 +8,8 @@ import {
   type SavedPlanEntry,
   savedPlanEntry,
 } from "../plan-file/saved-plan.js";
-import { type RunOptions, type RunReport, runWith } from "./run.js";
+import { runWith } from "./pipelines.js";
+import type { RunOptions, RunReport } from "./types.js";
 
 /** `run --plan-out`: a dry run whose plans are kept. */
 export type PlanRunOptions = Omit<RunOptions, "dryRun" | "lease" | "lockTimeoutMs" | "sources">;

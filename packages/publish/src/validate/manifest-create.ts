@@ -16,7 +16,7 @@ import { openLocalDirectory } from "../backends/local-directory.js";
 import { withBackend } from "../backends/registry.js";
 import { CONFIG_DEFAULTS } from "../config/defaults.js";
 import type { WorkflowOptions } from "../shared/workflow-options.js";
-import type { IssueReport } from "./validate.js";
+import type { IssueReport } from "./bundle-checks.js";
 
 export interface CreateManifestWorkflowOptions extends WorkflowOptions {
   /** Local bundle directory. */

@@ -1,31 +1,25 @@
 import {
-  type BundleIssue,
   BundleValidationError,
-  discoverBundles,
   formatTimestamp,
-  MANIFEST_FILE_NAME,
   type Manifest,
   readManifest,
-  type ValidateBundleOptions,
   validateBundle,
 } from "@distributor/bundle";
-import { displayPath, isStorageError, type StorageBackend } from "@distributor/storage";
+import { displayPath, type StorageBackend } from "@distributor/storage";
 import { openConfiguredSource } from "../backends/configured-location.js";
 import { openLocalDirectory } from "../backends/local-directory.js";
 import { withBackend } from "../backends/registry.js";
-import type { Config, ValidationPolicy } from "../config/types.js";
+import type { Config } from "../config/types.js";
 import type { WorkflowOptions } from "../shared/workflow-options.js";
+import {
+  type CheckedBundles,
+  checkBundles,
+  type IssueReport,
+  issueReports,
+  type ValidationRules,
+  validationRules,
+} from "./bundle-checks.js";
 import { allowedSignersPolicy, signaturePolicy } from "./signatures.js";
-
-/** One problem found while validating, as reports print it. */
-export interface IssueReport {
-  code: string;
-  /** Bundle-relative path of the file concerned (root-relative for problems of a bundle tree). */
-  path: string;
-  message: string;
-  expected?: string | number;
-  actual?: string | number;
-}
 
 /** The validation of one bundle. Manifest fields are null when the manifest itself is unusable. */
 export interface BundleValidationReport {
@@ -94,12 +88,6 @@ export interface ValidateConfiguredSourceOptions extends WorkflowOptions<Validat
   bundlePath?: string;
 }
 
-/** Limits and unlisted-file policy a validation applies (a pipeline's `validation` block). */
-export type ValidationRules = Pick<
-  ValidateBundleOptions,
-  "unlistedFiles" | "maxFiles" | "maxTotalSize" | "portableNames" | "signatures"
->;
-
 /**
  * Validates the bundles under a local directory with the default validation rules: the directory
  * itself when it holds `manifest.json`, else every bundle discovered below it.
@@ -150,43 +138,6 @@ export async function validateConfiguredSource(
   });
 }
 
-export function validationRules(policy: ValidationPolicy): ValidationRules {
-  return {
-    unlistedFiles: policy.unlistedFiles,
-    maxFiles: policy.maxFiles,
-    maxTotalSize: policy.maxTotalSize,
-    portableNames: policy.portableNames ? "refuse" : "warn",
-  };
-}
-
-/** Per-bundle reports of a tree, and whether the tree as a whole passed. */
-export interface CheckedBundles<Report extends { ok: boolean }> {
-  /** True when at least one bundle was found and every bundle passed. */
-  ok: boolean;
-  /** Problems of the tree itself: nested bundles, no bundle found. */
-  issues: IssueReport[];
-  bundles: Report[];
-}
-
-/**
- * Runs `check` on the bundle at `bundlePath`, or on every bundle discovered in the backend when it
- * is undefined, one after another. Discovery problems become tree issues; storage failures
- * propagate.
- */
-export async function checkBundles<Report extends { ok: boolean }>(
-  backend: StorageBackend,
-  bundlePath: string | undefined,
-  signal: AbortSignal | undefined,
-  check: (bundlePath: string) => Promise<Report>,
-): Promise<CheckedBundles<Report>> {
-  const found = await bundlePaths(backend, bundlePath, signal);
-  const bundles: Report[] = [];
-  for (const path of found.paths) bundles.push(await check(path));
-  const ok =
-    found.issues.length === 0 && bundles.length > 0 && bundles.every((bundle) => bundle.ok);
-  return { ok, issues: found.issues, bundles };
-}
-
 /** Validates the bundle at `bundlePath`, or every bundle discovered in the backend. */
 function validateBundles(
   backend: StorageBackend,
@@ -197,38 +148,6 @@ function validateBundles(
   return checkBundles(backend, bundlePath, options.signal, (path) =>
     validateOne(backend, path, rules, options),
   );
-}
-
-/** The bundle paths to check, or the problems that prevent finding them. */
-async function bundlePaths(
-  backend: StorageBackend,
-  bundlePath: string | undefined,
-  signal: AbortSignal | undefined,
-): Promise<{ paths: string[]; issues: IssueReport[] }> {
-  if (bundlePath !== undefined) return { paths: [bundlePath], issues: [] };
-  // Bundles never nest: a root bundle is the only one, and validating it reports anything below.
-  if (await isFile(backend, MANIFEST_FILE_NAME, signal)) return { paths: [""], issues: [] };
-  let discovered: Awaited<ReturnType<typeof discoverBundles>>;
-  try {
-    discovered = await discoverBundles(backend, "", { signal });
-  } catch (error) {
-    if (error instanceof BundleValidationError)
-      return { paths: [], issues: issueReports(error.issues) };
-    throw error;
-  }
-  if (discovered.length === 0) {
-    return {
-      paths: [],
-      issues: [
-        {
-          code: "no_bundles",
-          path: "",
-          message: `no bundle found in ${backend.location} (no directory holds a manifest.json)`,
-        },
-      ],
-    };
-  }
-  return { paths: discovered.map((bundle) => bundle.path), issues: [] };
 }
 
 async function validateOne(
@@ -279,28 +198,4 @@ function bundleReport(
     issues,
     warnings: [],
   };
-}
-
-export function issueReports(issues: readonly BundleIssue[]): IssueReport[] {
-  return issues.map((issue) => {
-    const report: IssueReport = { code: issue.code, path: issue.path, message: issue.message };
-    if (issue.expected !== undefined) report.expected = issue.expected;
-    if (issue.actual !== undefined) report.actual = issue.actual;
-    return report;
-  });
-}
-
-/** True when `path` exists as a regular file. */
-export async function isFile(
-  backend: StorageBackend,
-  path: string,
-  signal: AbortSignal | undefined,
-): Promise<boolean> {
-  try {
-    const entry = await backend.stat(path, { signal });
-    return entry.kind === "file";
-  } catch (error) {
-    if (isStorageError(error, "not_found")) return false;
-    throw error;
-  }
 }

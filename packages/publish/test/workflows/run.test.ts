@@ -15,7 +15,8 @@ import { createLocalBackend } from "@distributor/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { BackendRegistry } from "../../src/backends/registry.js";
 import { parseConfig } from "../../src/config/index.js";
-import { type RunEvent, run, runSucceeded } from "../../src/run/run.js";
+import { run, runSucceeded } from "../../src/run/run.js";
+import type { RunEvent } from "../../src/run/types.js";
 
 let dir: string;
 beforeEach(async () => {

@@ -6,14 +6,8 @@ import { createLocalBackend } from "@distributor/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type Config, parseConfig } from "../../src/config/index.js";
 import { applyPlan } from "../../src/plan-file/apply.js";
-import {
-  encodePlan,
-  loadPlan,
-  PLAN_FORMAT_VERSION,
-  parsePlan,
-  type SavedPlan,
-  savePlan,
-} from "../../src/plan-file/saved-plan.js";
+import { encodePlan, loadPlan, parsePlan, savePlan } from "../../src/plan-file/codec.js";
+import { PLAN_FORMAT_VERSION, type SavedPlan } from "../../src/plan-file/saved-plan.js";
 import { planRun } from "../../src/run/plan-run.js";
 import { run, runSucceeded } from "../../src/run/run.js";
 

@@ -1,3 +1,4 @@
+// The bundle states a prune across bundle paths considers, and the retention ranking over them.
 import { readStateFile } from "@distributor/engine";
 import {
   findOwner,

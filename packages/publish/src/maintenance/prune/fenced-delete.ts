@@ -1,7 +1,6 @@
+// Output deletes fenced on the version seen before the journal, shared by both prunes.
 import type { Lease } from "@distributor/engine";
 import { isStorageError, joinPrefix, mapBounded, type StorageBackend } from "@distributor/storage";
-
-export type { PruneBundleRecord } from "./types.js";
 
 /**
  * Deletes the outputs `paths` of `bundlePath` one at a time, each fenced on the version seen

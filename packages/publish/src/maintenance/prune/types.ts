@@ -1,3 +1,4 @@
+// The prune report, its events and options, shared by the root-state and per-bundle prunes.
 import type { Config } from "../../config/types.js";
 import type { WorkflowOptions } from "../../shared/workflow-options.js";
 
