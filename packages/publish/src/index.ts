@@ -4,6 +4,7 @@
 
 // Secrets are resolved by the storage package; re-exported for configurations that name them.
 export { resolveSecret } from "@distributor/storage";
+// Backends
 export {
   type BackendFactory,
   type BackendRegistry,
@@ -28,7 +29,7 @@ export type {
   StorageLocation,
   UploadTokenConfig,
 } from "./config/types.js";
-// Backends and errors shared by every workflow
+// Errors shared by every workflow
 export {
   actionErrorCode,
   errorCode,
@@ -39,7 +40,7 @@ export {
   PruneError,
   WorkflowError,
 } from "./errors.js";
-// validate, inspect, manifest create
+// inspect
 export {
   type BundleInspection,
   type InspectReport,
@@ -64,7 +65,7 @@ export {
   type ReconcileStateReport,
   reconcileState,
 } from "./maintenance/reconcile-state.js";
-// run, and saved plans
+// Saved plans: apply and the plan file
 export { type ApplyOptions, applyPlan, DEFAULT_MAX_PLAN_AGE_MS } from "./plan-file/apply.js";
 export { encodePlan, loadPlan, parsePlan, savePlan } from "./plan-file/codec.js";
 export {
@@ -73,10 +74,13 @@ export {
   type SavedPlan,
   type SavedPlanEntry,
 } from "./plan-file/saved-plan.js";
+// run, and run --plan-out
 export { type PlanRunOptions, type PlanRunResult, planRun } from "./run/plan-run.js";
 export { run, runSucceeded } from "./run/run.js";
 export type { RunActionReport, RunEvent, RunOptions, RunReport, RunStatus } from "./run/types.js";
+// Options every workflow accepts
 export type { WorkflowOptions } from "./shared/workflow-options.js";
+// validate, manifest create, signatures
 export type { IssueReport } from "./validate/bundle-checks.js";
 export {
   type CreateManifestWorkflowOptions,

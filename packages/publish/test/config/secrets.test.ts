@@ -2,7 +2,7 @@ import { mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { parseConfig, resolveSecret, SecretError } from "./index.js";
+import { parseConfig, resolveSecret, SecretError } from "../../src/config/index.js";
 
 async function failure(promise: Promise<unknown>): Promise<SecretError> {
   const error = await promise.then(

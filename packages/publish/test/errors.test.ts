@@ -7,7 +7,7 @@ import {
 } from "@distributor/engine";
 import { StorageError, type StorageErrorKind } from "@distributor/storage";
 import { describe, expect, it } from "vitest";
-import { actionError, actionErrorCode, errorCode } from "./errors.js";
+import { actionError, actionErrorCode, errorCode } from "../src/errors.js";
 
 const errno = (code: string) => Object.assign(new Error(`${code}: failed`), { code });
 

@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { parseDuration } from "./duration.js";
+import { parseDuration } from "../../src/config/duration.js";
 
 describe("parseDuration", () => {
   it.each([

@@ -10,6 +10,10 @@ import {
 } from "@distributor/state";
 import type { StorageBackend } from "@distributor/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { Config, PrunePolicy } from "../../../src/config/types.js";
+import { errorCode, isPruneError, type PruneError } from "../../../src/errors.js";
+import { planDestinationPrune, prune } from "../../../src/maintenance/prune/prune.js";
+import type { PruneOptions, PruneReport } from "../../../src/maintenance/prune/types.js";
 import {
   ARCHIVE_OWNER,
   DestinationFixture,
@@ -20,11 +24,7 @@ import {
   REPORT,
   recordedPaths,
   SOURCE_MANIFEST,
-} from "../../../test/workflows/helpers.js";
-import type { Config, PrunePolicy } from "../../config/types.js";
-import { errorCode, isPruneError, type PruneError } from "../../errors.js";
-import { planDestinationPrune, prune } from "./prune.js";
-import type { PruneOptions, PruneReport } from "./types.js";
+} from "../../support/helpers.js";
 
 const NOW = new Date("2026-06-08T12:00:00Z");
 const HOUR = 60 * 60 * 1000;

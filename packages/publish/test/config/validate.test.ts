@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { stringify } from "yaml";
-import { configText, destinationText, onlyProblem, problemsOf } from "../../test/config/helpers.js";
-import { parseConfig } from "./index.js";
+import { parseConfig } from "../../src/config/index.js";
+import { configText, destinationText, onlyProblem, problemsOf } from "./helpers.js";
 
 const D = "pipelines[0].destinations[0]";
 

@@ -5,12 +5,12 @@ import { writeSourceBundle } from "@distributor/engine/testing";
 import { isSharedRootState, parseDocument } from "@distributor/state";
 import { createLocalBackend } from "@distributor/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { BackendRegistry } from "../../src/backends/registry.js";
-import { type Config, parseConfig } from "../../src/config/index.js";
-import { isPruneError } from "../../src/errors.js";
-import { prune } from "../../src/maintenance/prune/prune.js";
-import type { PruneReport } from "../../src/maintenance/prune/types.js";
-import { run, runSucceeded } from "../../src/run/run.js";
+import type { BackendRegistry } from "../../../src/backends/registry.js";
+import { type Config, parseConfig } from "../../../src/config/index.js";
+import { isPruneError } from "../../../src/errors.js";
+import { prune } from "../../../src/maintenance/prune/prune.js";
+import type { PruneReport } from "../../../src/maintenance/prune/types.js";
+import { run, runSucceeded } from "../../../src/run/run.js";
 
 // Prune across bundle paths: a preserve_relative destination holds one state per bundle path,
 // and retention counts whole bundles by when they were published. Real runs publish the

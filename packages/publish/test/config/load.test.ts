@@ -3,8 +3,8 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { problemsOf } from "../../test/config/helpers.js";
-import { ConfigError, loadConfig, parseConfig } from "./index.js";
+import { ConfigError, loadConfig, parseConfig } from "../../src/config/index.js";
+import { problemsOf } from "./helpers.js";
 
 const MINIMAL = `
 pipelines:

@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { stringify } from "yaml";
-import { ConfigError, parseConfig } from "./index.js";
+import { ConfigError, parseConfig } from "../../src/config/index.js";
 
 const KEYS = [
   "id",

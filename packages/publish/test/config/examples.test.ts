@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { loadConfig, parseConfig } from "./index.js";
+import { loadConfig, parseConfig } from "../../src/config/index.js";
 
 const repositoryRoot = fileURLToPath(new URL("../../../../", import.meta.url));
 const examples = readdirSync(`${repositoryRoot}examples`).filter((name) => name.endsWith(".yml"));

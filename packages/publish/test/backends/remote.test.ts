@@ -1,7 +1,7 @@
 import { isStorageError, type StorageError } from "@distributor/storage";
 import { describe, expect, it } from "vitest";
-import type { S3Location } from "../config/types.js";
-import { loadAdapter, remoteBackends } from "./remote.js";
+import { loadAdapter, remoteBackends } from "../../src/backends/remote.js";
+import type { S3Location } from "../../src/config/types.js";
 
 const location: S3Location = {
   backend: "s3",

@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { parseSize, SIZE_UNITS } from "./size.js";
+import { parseSize, SIZE_UNITS } from "../../src/config/size.js";
 
 describe("parseSize", () => {
   it.each([

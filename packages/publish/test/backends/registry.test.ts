@@ -3,10 +3,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createMemoryBackend, isStorageError, type StorageBackend } from "@distributor/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { parseConfig } from "../config/index.js";
-import { WorkflowError } from "../errors.js";
-import { bundlePrefix, findDestination, findPipeline } from "./configured-location.js";
-import { openBackend, withBackend } from "./registry.js";
+import {
+  bundlePrefix,
+  findDestination,
+  findPipeline,
+} from "../../src/backends/configured-location.js";
+import { openBackend, withBackend } from "../../src/backends/registry.js";
+import { parseConfig } from "../../src/config/index.js";
+import { WorkflowError } from "../../src/errors.js";
 
 let root: string;
 

@@ -12,6 +12,11 @@ import {
 } from "@distributor/state";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
+  type ReconcileStateOptions,
+  reconcileState,
+} from "../../src/maintenance/reconcile-state.js";
+import { RECONCILE_STATE_WALK_LIMIT } from "../../src/maintenance/unmanaged-entry.js";
+import {
   ARCHIVE_OWNER,
   DestinationFixture,
   faultyLocalRegistry,
@@ -22,9 +27,7 @@ import {
   recordedPaths,
   SOURCE_MANIFEST,
   SUMMARY,
-} from "../../test/workflows/helpers.js";
-import { type ReconcileStateOptions, reconcileState } from "./reconcile-state.js";
-import { RECONCILE_STATE_WALK_LIMIT } from "./unmanaged-entry.js";
+} from "../support/helpers.js";
 
 const NOW = new Date("2026-06-08T12:00:00Z");
 const CREATED = new Date("2026-05-30T11:12:00Z");

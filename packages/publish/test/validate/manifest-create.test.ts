@@ -3,8 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { BundleValidationError, ManifestError, parseManifest } from "@distributor/bundle";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { createManifestWorkflow } from "./manifest-create.js";
-import { validateBundlePath } from "./validate.js";
+import { createManifestWorkflow } from "../../src/validate/manifest-create.js";
+import { validateBundlePath } from "../../src/validate/validate.js";
 
 const EXAMPLE_BUNDLE_DIGEST =
   "sha256:1ff36301a4a3f0f3a51ab8a55059a012213b6c2ee48bf0c7eb378c46bcb49f78";

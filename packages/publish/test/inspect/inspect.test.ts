@@ -3,15 +3,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { buildManifest, fileDigest, serializeManifest } from "@distributor/bundle";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { writeFiles } from "../../test/workflows/helpers.js";
-import { parseConfig } from "../config/index.js";
+import { parseConfig } from "../../src/config/index.js";
 import {
   inspectBundlePath,
   inspectConfiguredDestination,
   inspectConfiguredSource,
   inspectPath,
   inspectStatePath,
-} from "./inspect.js";
+} from "../../src/inspect/inspect.js";
+import { writeFiles } from "../support/helpers.js";
 
 const REPORT = "# Report\nSunny.\n";
 const SUMMARY = "Summary\nCloudy.\n";

@@ -4,10 +4,14 @@ import { join } from "node:path";
 import { buildManifest, fileDigest, parseTimestamp, serializeManifest } from "@distributor/bundle";
 import { createMemoryBackend, isStorageError } from "@distributor/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { writeFiles } from "../../test/workflows/helpers.js";
-import { parseConfig } from "../config/index.js";
-import { WorkflowError } from "../errors.js";
-import { type ValidateEvent, validateBundlePath, validateConfiguredSource } from "./validate.js";
+import { parseConfig } from "../../src/config/index.js";
+import { WorkflowError } from "../../src/errors.js";
+import {
+  type ValidateEvent,
+  validateBundlePath,
+  validateConfiguredSource,
+} from "../../src/validate/validate.js";
+import { writeFiles } from "../support/helpers.js";
 
 const REPORT = "# Report\nSunny.\n";
 const REPORT_SHA = "sha256:3640fd37140ee4d2e0e93e78834f232ea67a50e7bc6279203690cc7de1975fa6";
