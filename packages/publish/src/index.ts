@@ -4,6 +4,14 @@
 
 // Secrets are resolved by the storage package; re-exported for configurations that name them.
 export { resolveSecret } from "@distributor/storage";
+// Backends
+export {
+  type BackendFactory,
+  type BackendRegistry,
+  type OpenBackendOptions,
+  openBackend,
+} from "./backends/registry.js";
+export { remoteBackends } from "./backends/remote.js";
 // Configuration
 export { parseDuration } from "./config/duration.js";
 export { ConfigError, isConfigError } from "./config/errors.js";
@@ -21,19 +29,18 @@ export type {
   StorageLocation,
   UploadTokenConfig,
 } from "./config/types.js";
-// Maintenance: audit, adopt, reconcile-state, prune
-export { type AdoptOptions, type AdoptReport, adoptOutputs } from "./workflows/adopt.js";
-// run, and saved plans
+// Errors shared by every workflow
 export {
-  type ApplyOptions,
-  applyPlan,
-  DEFAULT_MAX_PLAN_AGE_MS,
+  actionErrorCode,
+  errorCode,
+  errorMessage,
+  isPruneError,
+  PlanFileError,
   PlanRefusedError,
-} from "./workflows/apply.js";
-export { type AuditEvent, type AuditOptions, type AuditReport, audit } from "./workflows/audit.js";
-// Backends and errors shared by every workflow
-export { actionErrorCode, errorCode, errorMessage } from "./workflows/errors.js";
-// validate, inspect, manifest create
+  PruneError,
+  WorkflowError,
+} from "./errors.js";
+// inspect
 export {
   type BundleInspection,
   type InspectReport,
@@ -41,61 +48,50 @@ export {
   inspectConfiguredSource,
   inspectPath,
   type StateTreeInspection,
-} from "./workflows/inspect.js";
-export type { StateReport } from "./workflows/inspect-state.js";
+} from "./inspect/inspect.js";
+export type { StateReport } from "./inspect/inspect-state.js";
+// Maintenance: audit, adopt, reconcile-state, prune
+export { type AdoptOptions, type AdoptReport, adoptOutputs } from "./maintenance/adopt.js";
 export {
-  type CreateManifestWorkflowOptions,
-  createManifestWorkflow,
-  type ManifestCreateReport,
-} from "./workflows/manifest-create.js";
-export { type PlanRunOptions, type PlanRunResult, planRun } from "./workflows/plan-run.js";
-export {
-  isPruneError,
-  PruneError,
-  type PruneOptions,
-  type PruneReport,
-  prune,
-} from "./workflows/prune.js";
+  type AuditEvent,
+  type AuditOptions,
+  type AuditReport,
+  audit,
+} from "./maintenance/audit.js";
+export { prune } from "./maintenance/prune/prune.js";
+export type { PruneOptions, PruneReport } from "./maintenance/prune/types.js";
 export {
   type ReconcileStateOptions,
   type ReconcileStateReport,
   reconcileState,
-} from "./workflows/reconcile-state.js";
-export { remoteBackends } from "./workflows/remote-backends.js";
+} from "./maintenance/reconcile-state.js";
+// Saved plans: apply and the plan file
+export { type ApplyOptions, applyPlan, DEFAULT_MAX_PLAN_AGE_MS } from "./plan-file/apply.js";
+export { encodePlan, loadPlan, parsePlan, savePlan } from "./plan-file/codec.js";
 export {
-  type RunActionReport,
-  type RunEvent,
-  type RunOptions,
-  type RunReport,
-  type RunStatus,
-  run,
-  runSucceeded,
-} from "./workflows/run.js";
-export {
-  encodePlan,
-  loadPlan,
   PLAN_FORMAT_VERSION,
-  PlanFileError,
-  parsePlan,
   pipelineConfigDigest,
   type SavedPlan,
   type SavedPlanEntry,
-  savePlan,
-} from "./workflows/saved-plan.js";
+} from "./plan-file/saved-plan.js";
+// run, and run --plan-out
+export { type PlanRunOptions, type PlanRunResult, planRun } from "./run/plan-run.js";
+export { run, runSucceeded } from "./run/run.js";
+export type { RunActionReport, RunEvent, RunOptions, RunReport, RunStatus } from "./run/types.js";
+// Options every workflow accepts
+export type { WorkflowOptions } from "./shared/workflow-options.js";
+// validate, manifest create, signatures
+export type { IssueReport } from "./validate/bundle-checks.js";
 export {
-  type BackendFactory,
-  type BackendRegistry,
-  type OpenBackendOptions,
-  openBackend,
-  WorkflowError,
-  type WorkflowOptions,
-} from "./workflows/shared.js";
-export { signatureCode, signaturePolicy } from "./workflows/signatures.js";
+  type CreateManifestWorkflowOptions,
+  createManifestWorkflow,
+  type ManifestCreateReport,
+} from "./validate/manifest-create.js";
+export { signatureCode, signaturePolicy } from "./validate/signatures.js";
 export {
   type BundleValidationReport,
-  type IssueReport,
   type ValidateEvent,
   type ValidateReport,
   validateBundlePath,
   validateConfiguredSource,
-} from "./workflows/validate.js";
+} from "./validate/validate.js";

@@ -1,6 +1,7 @@
 import * as v from "valibot";
 import { formatKeyPath, type KeySegment } from "./key-path.js";
-import { configSchema, NOT_A_MAPPING, type RawConfig, UNKNOWN_KEY } from "./schema.js";
+import { configSchema, type RawConfig } from "./schema.js";
+import { NOT_A_MAPPING, UNKNOWN_KEY } from "./schema-fields.js";
 
 export interface StructureResult {
   /** The document as the schema returns it, once every broken key has been set aside. */

@@ -11,15 +11,15 @@ import {
 } from "@distributor/engine/testing";
 import { createLocalBackend, type StorageBackend } from "@distributor/storage";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { BackendRegistry } from "../../src/backends/registry.js";
 import { type Config, parseConfig } from "../../src/config/index.js";
-import { type AdoptionMode, adoptOutputs } from "../../src/workflows/adopt.js";
-import { applyPlan } from "../../src/workflows/apply.js";
-import { planRun } from "../../src/workflows/plan-run.js";
-import { prune } from "../../src/workflows/prune.js";
-import { reconcileState } from "../../src/workflows/reconcile-state.js";
-import { run, runSucceeded } from "../../src/workflows/run.js";
-import type { SavedPlan } from "../../src/workflows/saved-plan.js";
-import type { BackendRegistry } from "../../src/workflows/shared.js";
+import { type AdoptionMode, adoptOutputs } from "../../src/maintenance/adopt.js";
+import { prune } from "../../src/maintenance/prune/prune.js";
+import { reconcileState } from "../../src/maintenance/reconcile-state.js";
+import { applyPlan } from "../../src/plan-file/apply.js";
+import type { SavedPlan } from "../../src/plan-file/saved-plan.js";
+import { planRun } from "../../src/run/plan-run.js";
+import { run, runSucceeded } from "../../src/run/run.js";
 import { type EngineBackend, registryFor } from "../support/registries.js";
 
 // Every fault of the model (fail, crash, lost answer, hang, stall past the lease) at every

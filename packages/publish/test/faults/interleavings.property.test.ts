@@ -18,9 +18,10 @@ import {
 } from "@distributor/storage";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { BackendRegistry } from "../../src/backends/registry.js";
 import { type Config, parseConfig } from "../../src/config/index.js";
-import { type RunReport, run, runSucceeded } from "../../src/workflows/run.js";
-import type { BackendRegistry } from "../../src/workflows/shared.js";
+import { run, runSucceeded } from "../../src/run/run.js";
+import type { RunReport } from "../../src/run/types.js";
 
 // Random interleavings of runs of three pipelines over overlapping destinations on the real
 // filesystem, with the faults of the model (docs/design/commit-protocol.md) at random mutations:

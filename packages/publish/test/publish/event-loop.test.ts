@@ -4,8 +4,8 @@ import { join } from "node:path";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/load.js";
-import { createManifestWorkflow } from "../../src/workflows/manifest-create.js";
-import { run, runSucceeded } from "../../src/workflows/run.js";
+import { run, runSucceeded } from "../../src/run/run.js";
+import { createManifestWorkflow } from "../../src/validate/manifest-create.js";
 
 // A publication of many files on the local backend, with its blocking system calls (the CLI's
 // default): the event loop must keep turning, so a lease renewed every third of a short TTL stays

@@ -7,14 +7,16 @@ import { digestOf, memoryStores, writeSourceBundle } from "@distributor/engine/t
 import { parseDocument, type SingleOwnerState, serializeDocument } from "@distributor/state";
 import { createLocalBackend, type StorageBackend } from "@distributor/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { BackendRegistry } from "../../src/backends/registry.js";
 import { type Config, parseConfig } from "../../src/config/index.js";
-import { adoptOutputs } from "../../src/workflows/adopt.js";
-import { applyPlan } from "../../src/workflows/apply.js";
-import { audit } from "../../src/workflows/audit.js";
-import { planRun } from "../../src/workflows/plan-run.js";
-import { type RunReport, run, runSucceeded } from "../../src/workflows/run.js";
-import { loadPlan, type SavedPlan, savePlan } from "../../src/workflows/saved-plan.js";
-import type { BackendRegistry } from "../../src/workflows/shared.js";
+import { adoptOutputs } from "../../src/maintenance/adopt.js";
+import { audit } from "../../src/maintenance/audit.js";
+import { applyPlan } from "../../src/plan-file/apply.js";
+import { loadPlan, savePlan } from "../../src/plan-file/codec.js";
+import type { SavedPlan } from "../../src/plan-file/saved-plan.js";
+import { planRun } from "../../src/run/plan-run.js";
+import { run, runSucceeded } from "../../src/run/run.js";
+import type { RunReport } from "../../src/run/types.js";
 
 // Object metadata rules end to end on the memory backend, which stores metadata per object as
 // S3 does (the same checks run against Ceph RGW in packages/storage-s3/test/metadata.test.ts).

@@ -6,9 +6,9 @@ import { writeSourceBundle } from "@distributor/engine/testing";
 import { parseDocument } from "@distributor/state";
 import { createLocalBackend, isTempFileName, LEASE_FILE_NAME } from "@distributor/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { BackendRegistry } from "../../src/backends/registry.js";
 import { parseConfig } from "../../src/config/index.js";
-import { run, runSucceeded } from "../../src/workflows/run.js";
-import type { BackendRegistry } from "../../src/workflows/shared.js";
+import { run, runSucceeded } from "../../src/run/run.js";
 import { aroundWrites } from "../support/registries.js";
 
 // A compare-and-swap of the state that finds another writer's commit plans again instead of

@@ -4,9 +4,9 @@ import { join } from "node:path";
 import { writeSourceBundle } from "@distributor/engine/testing";
 import { createLocalBackend } from "@distributor/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { BackendRegistry } from "../../src/backends/registry.js";
 import { parseConfig } from "../../src/config/index.js";
-import { run, runSucceeded } from "../../src/workflows/run.js";
-import type { BackendRegistry } from "../../src/workflows/shared.js";
+import { run, runSucceeded } from "../../src/run/run.js";
 import { aroundWrites, type BackendCall, wrappingDestination } from "../support/registries.js";
 
 // A run whose plan is a skip reads the state alone (docs/design/bundles.md). A writer may be part-way through

@@ -5,7 +5,7 @@ import { writeSourceBundle } from "@distributor/engine/testing";
 import { createLocalBackend, LEASE_FILE_NAME, STATE_FILE_NAME } from "@distributor/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/index.js";
-import { run, runSucceeded } from "../../src/workflows/run.js";
+import { run, runSucceeded } from "../../src/run/run.js";
 import { aroundWrites } from "../support/registries.js";
 
 // A destination's `transfers` bounds how many outputs are written at once; absent, the backend's

@@ -1,6 +1,6 @@
 import { type FaultPlan, faultyBackend } from "@distributor/engine/testing";
 import { createLocalBackend, type StorageBackend } from "@distributor/storage";
-import type { BackendRegistry } from "../../src/workflows/shared.js";
+import type { BackendRegistry } from "../../src/backends/registry.js";
 
 /** A backend method, as `wrappingDestination` hands it over (bound to its backend). */
 export type BackendCall = (...args: never[]) => Promise<unknown>;

@@ -1,0 +1,484 @@
+import {
+  discoverBundles,
+  type Manifest,
+  readManifest,
+  selectNewestBundle,
+  validateBundle,
+} from "@distributor/bundle";
+import type { Lease, PublishRequest } from "@distributor/engine";
+import {
+  adoptedStateDocument,
+  attachUrls,
+  compareAndSwapState,
+  encodeStateFile,
+  holdLease,
+  type PlannedOutput,
+  prepareOutputs,
+  readDestinationStatus,
+  storedFile,
+  storedMetadataMatches,
+  UncommittedError,
+} from "@distributor/engine";
+import {
+  formatOwnerScope,
+  isSharedRootState,
+  manifestsEqual,
+  type OwnerScope,
+  ownerScope,
+  type StateDocument,
+  sameOwnerScope,
+  singleOwnerScope,
+} from "@distributor/state";
+import {
+  compareLogicalPaths,
+  displayPath,
+  isStorageError,
+  isWithinPrefix,
+  joinPrefix,
+  relativeTo,
+  STATE_FILE_NAME,
+  type StorageBackend,
+  type StorageEntry,
+  statePath,
+} from "@distributor/storage";
+import { openConfiguredDestination, sourceLocation } from "../backends/configured-location.js";
+import { openBackend, withBackend } from "../backends/registry.js";
+import type { DestinationConfig, PipelineConfig } from "../config/types.js";
+import { errorCode, errorMessage, WorkflowError } from "../errors.js";
+import { destinationSelection } from "../shared/selection.js";
+import { destinationRootPath, scopeReport } from "./destination-root.js";
+import type { ReconcileStateOptions } from "./reconcile-state.js";
+import {
+  isUnmanagedEntry,
+  RECONCILE_STATE_WALK_LIMIT,
+  type ReconcileStateEntry,
+  unmanagedEntryReport,
+} from "./unmanaged-entry.js";
+
+/** `adopt`: record matching unmanaged files; `rebuild`: replace an invalid state. */
+export type AdoptionMode = "adopt" | "rebuild";
+
+export interface AdoptOptions extends Omit<ReconcileStateOptions, "allOwners"> {
+  mode: AdoptionMode;
+  /** Recorded as `distributor_version` in a state written from scratch. */
+  distributorVersion?: string;
+}
+
+/** An unmanaged file recorded as a managed output. */
+export interface AdoptedOutput {
+  path: string;
+  sha256: string;
+  size: number;
+}
+
+/** An output the source would publish that was not adopted, and why. */
+export interface UnmatchedOutput {
+  path: string;
+  /** `missing`: nothing stored; `different`: other bytes, other object metadata than the rules give (or not a file); `other_owner`: recorded by another shared-root owner. */
+  reason: "missing" | "different" | "other_owner";
+}
+
+/** One destination bundle path of the current source. */
+export interface AdoptBundleReport {
+  /** Destination bundle path (`.` for the root). */
+  bundle_path: string;
+  source_id: string;
+  /** What was stored before: no state, a valid one, or one that could not be read as state. */
+  state_before: "absent" | "valid" | "invalid";
+  adopted_outputs: AdoptedOutput[];
+  /** Outputs of the source this owner already records. */
+  managed_count: number;
+  unmatched_outputs: UnmatchedOutput[];
+  /** Entries below the bundle path that stay unmanaged. */
+  unmanaged_entries: ReconcileStateEntry[];
+  /** The state file was (re)written. */
+  changed: boolean;
+  would_change: boolean;
+  /** Why this bundle path was refused; null when it was not. */
+  error: { code: string; message: string } | null;
+}
+
+/** What `reconcile-state --adopt|--rebuild` found and did; the CLI prints it as the JSON `result`. */
+export interface AdoptReport {
+  pipeline_id: string;
+  destination_id: string;
+  backend: string;
+  root_path: string;
+  mode: AdoptionMode;
+  owner_scope: { pipeline_id: string; destination_id: string };
+  bundles: AdoptBundleReport[];
+  changed: boolean;
+  would_change: boolean;
+  /** Some bundle path was refused. */
+  failed: boolean;
+  dry_run: boolean;
+}
+
+/**
+ * Takes over what another tool put at a destination (`adopt`), or replaces a state that cannot
+ * be read (`rebuild`), from the current source and the bytes actually stored — never writing or
+ * deleting an output. For every bundle path the source publishes at this destination: the
+ * outputs the source would publish there are compared with what is stored (digest and size);
+ * those equal and not recorded by any owner are recorded, everything else stays unmanaged and
+ * is reported. `adopt` adds to an absent state or to one that already records the current
+ * source for this owner; `rebuild` needs a state that is invalid and writes a new one (other
+ * owners of an unreadable shared root cannot be known, and their files become unmanaged). The
+ * only write is the state's compare-and-swap, under the bundle path's lease, after journaling.
+ */
+export async function adoptOutputs(options: AdoptOptions): Promise<AdoptReport> {
+  const dryRun = options.dryRun ?? false;
+  const { pipeline, destination, backend } = await openConfiguredDestination(options, dryRun);
+  const owner = ownerScope(pipeline.id, destination.id);
+  return withBackend(backend, async () => {
+    const report: AdoptReport = {
+      pipeline_id: pipeline.id,
+      destination_id: destination.id,
+      backend: destination.location.backend,
+      root_path: destinationRootPath(destination),
+      mode: options.mode,
+      owner_scope: scopeReport(owner),
+      bundles: [],
+      changed: false,
+      would_change: false,
+      failed: false,
+      dry_run: dryRun,
+    };
+    const source = await openBackend(options.backends, sourceLocation(pipeline), {
+      role: "source",
+      dryRun: true,
+      secrets: options.config.secrets,
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
+    await withBackend(source, async () => {
+      const targets = await sourceTargets(source, pipeline, destination, options.signal);
+      for (const target of targets) {
+        options.signal?.throwIfAborted();
+        const bundle = await adoptBundle(options, backend, source, destination, owner, target);
+        report.bundles.push(bundle);
+        report.changed ||= bundle.changed;
+        report.would_change ||= bundle.would_change;
+        report.failed ||= bundle.error !== null;
+      }
+    });
+    return report;
+  });
+}
+
+interface SourceTarget {
+  /** Root-relative source bundle path. */
+  sourcePath: string;
+  manifest: Manifest;
+  bundlePath: string;
+}
+
+/** Where the current source publishes at this destination, its bundles validated in full. */
+async function sourceTargets(
+  source: StorageBackend,
+  pipeline: PipelineConfig,
+  destination: DestinationConfig,
+  signal: AbortSignal | undefined,
+): Promise<SourceTarget[]> {
+  const discovered = await discoverBundles(source, "", { signal });
+  if (discovered.length === 0) {
+    throw new WorkflowError("no_bundles", `no bundles found in source ${source.location}`);
+  }
+  const bundles: { path: string; manifest: Manifest }[] = [];
+  for (const found of discovered) {
+    const manifest = await readManifest(source, found.bundlePath, {
+      signal,
+      maxFiles: pipeline.validation.maxFiles,
+    });
+    // The bytes adopted are recorded as this source's: it must be exactly what it claims.
+    await validateBundle(source, found.bundlePath, {
+      unlistedFiles: pipeline.validation.unlistedFiles,
+      maxFiles: pipeline.validation.maxFiles,
+      maxTotalSize: pipeline.validation.maxTotalSize,
+      portableNames: pipeline.validation.portableNames ? "refuse" : "warn",
+      manifest,
+      ...(signal ? { signal } : {}),
+    });
+    bundles.push({ path: found.path, manifest });
+  }
+  if (destination.pathMapping.mode === "fixed") {
+    const newest = selectNewestBundle(bundles);
+    return newest === undefined
+      ? []
+      : [{ sourcePath: newest.path, manifest: newest.manifest, bundlePath: "" }];
+  }
+  return bundles.map((b) => ({ sourcePath: b.path, manifest: b.manifest, bundlePath: b.path }));
+}
+
+/** A refusal of one bundle path: reported, nothing written there. */
+class AdoptRefusal extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+async function adoptBundle(
+  options: AdoptOptions,
+  backend: StorageBackend,
+  source: StorageBackend,
+  destination: DestinationConfig,
+  owner: OwnerScope,
+  target: SourceTarget,
+): Promise<AdoptBundleReport> {
+  const dryRun = options.dryRun ?? false;
+  const { signal } = options;
+  const report: AdoptBundleReport = {
+    bundle_path: displayPath(target.bundlePath),
+    source_id: target.manifest.id,
+    state_before: "absent",
+    adopted_outputs: [],
+    managed_count: 0,
+    unmatched_outputs: [],
+    unmanaged_entries: [],
+    changed: false,
+    would_change: false,
+    error: null,
+  };
+  const selection = destinationSelection(destination, target.manifest, target.bundlePath);
+  const prepared = await prepareOutputs(selection, {
+    source,
+    sourceBundlePath: target.sourcePath,
+    manifest: target.manifest,
+    signal,
+  });
+  const { outputs, primaryUrl } = attachUrls(prepared, target.bundlePath, destination.links);
+
+  let lease: Lease | undefined;
+  if (!dryRun) {
+    lease = await holdLease(backend, target.bundlePath, owner, {
+      lockTimeoutMs: options.lockTimeoutMs,
+      signal,
+      ...options.lease,
+      ...(options.now === undefined ? {} : { now: options.now }),
+    });
+  }
+  let pending: readonly string[] | undefined;
+  try {
+    // Read under the lease: nobody else changes this state until it is released.
+    const { status, version } = await readDestinationStatus(backend, target.bundlePath, signal);
+    report.state_before =
+      status.stateError !== undefined ? "invalid" : status.state === undefined ? "absent" : "valid";
+    const previous = checkPrecondition(options.mode, status, owner, target, destination);
+    const entries = await listBundlePath(backend, target.bundlePath, signal);
+    const recorded = recordedOwners(previous);
+    const stored = new Set(
+      entries
+        .filter((e) => e.nameProblem === undefined)
+        .map((e) => relativeTo(target.bundlePath, e.path)),
+    );
+    const adopted: PlannedOutput[] = [];
+    for (const output of outputs) {
+      const by = recorded.get(output.path);
+      if (by !== undefined) {
+        if (sameOwnerScope(by, owner)) report.managed_count += 1;
+        else report.unmatched_outputs.push({ path: output.path, reason: "other_owner" });
+        continue;
+      }
+      if (!stored.has(output.path)) {
+        report.unmatched_outputs.push({ path: output.path, reason: "missing" });
+        continue;
+      }
+      const found = await storedFile(backend, joinPrefix(target.bundlePath, output.path), signal);
+      // Adopted only as stored the way the rules would store it: bytes and headers alike, so
+      // the record never claims metadata the object lacks.
+      if (
+        found.kind === "file" &&
+        found.sha256 === output.sha256 &&
+        found.size === output.size &&
+        storedMetadataMatches(found.metadata, output.metadata)
+      ) {
+        adopted.push(output);
+        report.adopted_outputs.push({
+          path: output.path,
+          sha256: output.sha256,
+          size: output.size,
+        });
+      } else {
+        report.unmatched_outputs.push({
+          path: output.path,
+          reason: found.kind === "missing" ? "missing" : "different",
+        });
+      }
+    }
+    const managed = new Set([...recorded.keys(), ...adopted.map((output) => output.path)]);
+    report.unmanaged_entries = unmanagedEntries(target.bundlePath, entries, managed);
+
+    const writes = options.mode === "rebuild" || adopted.length > 0;
+    if (!writes) return report;
+    if (dryRun || lease === undefined) {
+      report.would_change = true;
+      return report;
+    }
+    const request: PublishRequest = {
+      owner,
+      manifest: target.manifest,
+      bundlePath: target.bundlePath,
+      stateMode: destination.state.mode,
+      reconciliation: destination.reconciliation.mode,
+      pathMapping: destination.pathMapping.mode,
+      transfer: destination.transfer,
+      force: false,
+      outputs: adopted,
+      primaryUrl,
+      now: options.now?.() ?? new Date(),
+      distributorVersion: options.distributorVersion,
+    };
+    const next = adoptedStateDocument(request, previous);
+    const path = statePath(target.bundlePath);
+    // Encoded (validated, size-checked) before the journal: a state that cannot be written
+    // costs the destination nothing.
+    const bytes = encodeStateFile(backend, path, next);
+    // Step journal: no output is written; only the state's temp file may appear.
+    await lease.journal([], [""]);
+    pending = [];
+    signal?.throwIfAborted();
+    // Steps confirm → compare-and-swap state: the only write of an adoption.
+    await lease.confirm();
+    await compareAndSwapState(backend, path, bytes, version, signal);
+    pending = undefined;
+    report.changed = true;
+    return report;
+  } catch (error) {
+    if (error instanceof AdoptRefusal) {
+      report.error = { code: error.code, message: error.message };
+      return report;
+    }
+    if (pending !== undefined) {
+      // Not known to be committed: the lease is abandoned so the next run recovers first.
+      const uncommitted = new UncommittedError(errorMessage(error), pending, { cause: error });
+      await lease?.abandon(pending);
+      lease = undefined;
+      report.error = { code: errorCode(uncommitted), message: uncommitted.message };
+      return report;
+    }
+    throw error;
+  } finally {
+    await lease?.release();
+  }
+}
+
+/** Every recorded output path with the owner that records it. */
+function recordedOwners(document: StateDocument | undefined): Map<string, OwnerScope> {
+  if (document === undefined) return new Map();
+  if (isSharedRootState(document)) {
+    return new Map(document.outputs.map((output) => [output.path, output.owner]));
+  }
+  const scope = singleOwnerScope(document);
+  return new Map(document.outputs.map((output) => [output.path, scope]));
+}
+
+/**
+ * Whether `mode` may go ahead at a bundle path with this state, and the state it builds on
+ * (undefined when it starts from scratch). Refusals name what to run instead.
+ */
+function checkPrecondition(
+  mode: AdoptionMode,
+  status: { state?: StateDocument | undefined; stateError?: unknown },
+  owner: OwnerScope,
+  target: SourceTarget,
+  destination: DestinationConfig,
+): StateDocument | undefined {
+  const where = `destination bundle path ${displayPath(target.bundlePath)}`;
+  if (mode === "rebuild") {
+    if (status.stateError === undefined) {
+      throw new AdoptRefusal(
+        "state_valid",
+        `${where}: ${status.state === undefined ? "holds no state" : "holds valid state"}, so there is nothing to rebuild; use --adopt to record unmanaged outputs`,
+      );
+    }
+    return undefined;
+  }
+  if (status.stateError !== undefined) {
+    throw new AdoptRefusal(
+      "state_invalid",
+      `${where}: the state is not valid (${errorMessage(status.stateError)}); use --rebuild to replace it`,
+    );
+  }
+  const state = status.state;
+  if (state === undefined) return undefined;
+  const wantsShared = destination.state.mode === "shared_root";
+  if (isSharedRootState(state) !== wantsShared) {
+    throw new AdoptRefusal(
+      "state_mode_mismatch",
+      `${where}: the state is ${isSharedRootState(state) ? "shared_root" : "single_owner"} but the destination is configured ${destination.state.mode}; publish to migrate it first`,
+    );
+  }
+  if (!isSharedRootState(state)) {
+    const recorded = singleOwnerScope(state);
+    if (!sameOwnerScope(recorded, owner)) {
+      throw new AdoptRefusal(
+        "state_owner_mismatch",
+        `${where}: state owner is ${formatOwnerScope(recorded)}, not ${formatOwnerScope(owner)}`,
+      );
+    }
+    if (!manifestsEqual(state.source.manifest, target.manifest)) {
+      throw new AdoptRefusal(
+        "source_mismatch",
+        `${where}: the state records source ${state.source.manifest.id} (${state.source.manifest.digest}), not the current ${target.manifest.id} (${target.manifest.digest}); adopt records outputs of the source the state records`,
+      );
+    }
+    return state;
+  }
+  const recordedOwner = state.owners.find((o) => sameOwnerScope(o.scope, owner));
+  if (
+    recordedOwner !== undefined &&
+    !manifestsEqual(recordedOwner.source.manifest, target.manifest)
+  ) {
+    throw new AdoptRefusal(
+      "source_mismatch",
+      `${where}: the state records source ${recordedOwner.source.manifest.id} for ${formatOwnerScope(owner)}, not the current ${target.manifest.id}; adopt records outputs of the source the state records`,
+    );
+  }
+  return state;
+}
+
+/** Everything below a bundle path, bounded; a missing path lists nothing. */
+async function listBundlePath(
+  backend: StorageBackend,
+  bundlePath: string,
+  signal: AbortSignal | undefined,
+): Promise<StorageEntry[]> {
+  try {
+    return await backend.walk(bundlePath, {
+      recursive: true,
+      limit: RECONCILE_STATE_WALK_LIMIT,
+      signal,
+    });
+  } catch (error) {
+    if (isStorageError(error, "not_found")) return [];
+    throw error;
+  }
+}
+
+/**
+ * Entries below the bundle path that stay unmanaged: not recorded (or adopted), not
+ * distributor's own files, and not inside a nested bundle path that has a state of its own.
+ */
+function unmanagedEntries(
+  bundlePath: string,
+  entries: readonly StorageEntry[],
+  managed: ReadonlySet<string>,
+): ReconcileStateEntry[] {
+  const nested = entries
+    .filter(
+      (e) =>
+        e.kind === "file" &&
+        e.nameProblem === undefined &&
+        e.path.endsWith(`/${STATE_FILE_NAME}`) &&
+        e.path !== joinPrefix(bundlePath, STATE_FILE_NAME),
+    )
+    .map((e) => e.path.slice(0, -(STATE_FILE_NAME.length + 1)));
+  return entries
+    .filter((entry) => {
+      if (nested.some((dir) => isWithinPrefix(dir, entry.path))) return false;
+      return isUnmanagedEntry(bundlePath, entry, managed);
+    })
+    .sort((a, b) => compareLogicalPaths(a.path, b.path))
+    .map(unmanagedEntryReport);
+}

@@ -1,0 +1,465 @@
+import {
+  completenessGaps,
+  isStateFile,
+  readStateFile,
+  type StoredFile,
+  storedFile,
+  storedStatus,
+} from "@distributor/engine";
+import {
+  isSharedRootState,
+  type OutputMetadata,
+  type OwnerScope,
+  ownerScope,
+  type StateDocument,
+  sameOwnerScope,
+} from "@distributor/state";
+import {
+  compareLogicalPaths,
+  DEFAULT_LISTING_LIMIT,
+  displayPath,
+  isWithinPrefix,
+  joinPrefix,
+  mapBounded,
+  parentPath,
+  STATE_FILE_NAME,
+  type StorageBackend,
+  type StorageEntry,
+} from "@distributor/storage";
+import { findDestination, findPipeline } from "../backends/configured-location.js";
+import { openBackend } from "../backends/registry.js";
+import type { Config, DestinationConfig, PipelineConfig } from "../config/types.js";
+import { errorCode, errorMessage } from "../errors.js";
+import { type LeaseWithoutState, leasesWithoutState } from "../shared/leases-without-state.js";
+import { destinationSelection, ownedRecords, recordedManifest } from "../shared/selection.js";
+import type { WorkflowOptions } from "../shared/workflow-options.js";
+import { destinationRootPath } from "./destination-root.js";
+import type { ReconcileStateEntry } from "./unmanaged-entry.js";
+import { isUnmanagedEntry, unmanagedEntryReport } from "./unmanaged-entry.js";
+
+/** Most entries listed under one destination root while looking for state files. */
+export const AUDIT_WALK_LIMIT = DEFAULT_LISTING_LIMIT;
+/** Files hashed at once by default: one read chunk in memory each. */
+const DEFAULT_AUDIT_CONCURRENCY = 4;
+
+export type AuditOutputStatus = "ok" | "missing" | "changed";
+
+/** One managed output compared with its record. */
+export interface AuditOutputReport {
+  path: string;
+  status: AuditOutputStatus;
+  /** What the state records. */
+  sha256: string;
+  size: number;
+  /** What is stored: a file's digest and size; null when missing or not a file. */
+  found_sha256: string | null;
+  found_size: number | null;
+  /** `file`, `directory`, `symlink`, `other`, or null when nothing is stored there. */
+  found_type: "file" | "directory" | "symlink" | "other" | null;
+}
+
+/** One destination bundle path with a state file. */
+export interface AuditBundleReport {
+  /** Destination bundle path (`.` for the destination root). */
+  bundle_path: string;
+  state_file: string;
+  /** `invalid`: the state file could not be read as state (reported, counted as drift). */
+  state: "valid" | "invalid";
+  /** Why the state is invalid; null otherwise. */
+  error: string | null;
+  checked_count: number;
+  ok_count: number;
+  missing_count: number;
+  changed_count: number;
+  /** Every managed output of the owner, in path order. */
+  outputs: AuditOutputReport[];
+  /** Entries below the bundle path that no state records (never counted as drift). */
+  unmanaged_entries: ReconcileStateEntry[];
+  /**
+   * Where the records fall short of the publication their recorded source gives under the
+   * configuration in force, in path order (counted as drift): a plain `run` completes it.
+   */
+  incomplete: AuditIncompleteReport[];
+  incomplete_count: number;
+  /**
+   * Who signed the source bundle the state records for the owner, when its pipeline checked
+   * signatures (`source.signatures`); null otherwise, and for an invalid state.
+   */
+  signer: { principal: string; fingerprint: string } | null;
+}
+
+/**
+ * One difference between the publication in force and the records: `not_recorded` (an output
+ * the recorded source gives that no record covers), `recorded_otherwise` (its record describes
+ * another output: other bytes, source file or transform), `not_produced` (a record of an output
+ * the configuration no longer gives; `replace` reconciliation only).
+ */
+export interface AuditIncompleteReport {
+  path: string;
+  status: "not_recorded" | "recorded_otherwise" | "not_produced";
+}
+
+/** One configured destination. */
+export interface AuditDestinationReport {
+  pipeline_id: string;
+  destination_id: string;
+  backend: string;
+  root_path: string;
+  bundles: AuditBundleReport[];
+  /**
+   * Leases with no state beside them: a first publication under way, or one that was killed and
+   * left unrecorded outputs (the next run recovers them). Counted as drift.
+   */
+  leases_without_state: LeaseWithoutState[];
+  /** A missing or changed output, or an invalid state, somewhere below this destination. */
+  drift: boolean;
+  /** The destination could not be audited (unreachable, listing too large, ...); null otherwise. */
+  error: { code: string; message: string } | null;
+}
+
+/** What `audit` found; the CLI prints it as the JSON `result`. */
+export interface AuditReport {
+  destinations: AuditDestinationReport[];
+  checked_count: number;
+  ok_count: number;
+  missing_count: number;
+  changed_count: number;
+  unmanaged_count: number;
+  invalid_states: number;
+  /** Leases found with no state beside them (see `AuditDestinationReport`). */
+  leases_without_state: number;
+  /** Outputs of publications in force that the records lack or describe otherwise, and back. */
+  incomplete_count: number;
+  /**
+   * Set when drift was found in a destination whose pipeline takes its sources from HTTP
+   * uploads: the source a run needs to restore it is gone, so a re-upload of the bundle does.
+   */
+  reupload_needed: boolean;
+  /** Any destination drifted. */
+  drift: boolean;
+  /** Any destination could not be audited. */
+  failed: boolean;
+}
+
+export type AuditEvent =
+  | {
+      type: "bundle_start";
+      pipeline_id: string;
+      destination_id: string;
+      bundle_path: string;
+      outputs: number;
+      bytes: number;
+    }
+  | {
+      type: "output_checked";
+      pipeline_id: string;
+      destination_id: string;
+      bundle_path: string;
+      path: string;
+      size: number;
+      status: AuditOutputStatus;
+    };
+
+export interface AuditOptions extends WorkflowOptions<AuditEvent> {
+  config: Config;
+  /** Pipelines to audit, in config order; every pipeline when empty. */
+  pipelineIds?: readonly string[];
+  /** Only this destination of the selected pipelines. */
+  destinationId?: string;
+  /** Files hashed at once (default 4). */
+  concurrency?: number;
+}
+
+/**
+ * Compares every managed output of every selected destination with its state record: the stored
+ * size and SHA-256 (streamed, a bounded number of files at a time) against the recorded ones.
+ * Reads only: no lease is taken and nothing is written. `fixed` destinations have one state at
+ * their root; `preserve_relative` ones a state per bundle path, all of them audited. Only the
+ * selected owner's outputs are checked (other owners' single-owner states are left out; in a
+ * shared root, their records are managed, not unmanaged).
+ */
+export async function audit(options: AuditOptions): Promise<AuditReport> {
+  const report: AuditReport = {
+    destinations: [],
+    checked_count: 0,
+    ok_count: 0,
+    missing_count: 0,
+    changed_count: 0,
+    unmanaged_count: 0,
+    invalid_states: 0,
+    leases_without_state: 0,
+    incomplete_count: 0,
+    reupload_needed: false,
+    drift: false,
+    failed: false,
+  };
+  for (const { pipeline, destination } of selectDestinations(options)) {
+    options.signal?.throwIfAborted();
+    const found = await auditDestination(options, pipeline, destination);
+    report.destinations.push(found);
+    for (const bundle of found.bundles) {
+      report.checked_count += bundle.checked_count;
+      report.ok_count += bundle.ok_count;
+      report.missing_count += bundle.missing_count;
+      report.changed_count += bundle.changed_count;
+      report.unmanaged_count += bundle.unmanaged_entries.length;
+      report.incomplete_count += bundle.incomplete_count;
+      if (bundle.state === "invalid") report.invalid_states += 1;
+    }
+    report.leases_without_state += found.leases_without_state.length;
+    report.drift ||= found.drift;
+    report.reupload_needed ||= found.drift && pipeline.source.backend === "http_upload";
+    report.failed ||= found.error !== null;
+  }
+  return report;
+}
+
+function selectDestinations(
+  options: AuditOptions,
+): { pipeline: PipelineConfig; destination: DestinationConfig }[] {
+  const ids = options.pipelineIds ?? [];
+  const pipelines =
+    ids.length === 0
+      ? options.config.pipelines
+      : options.config.pipelines.filter((p) =>
+          ids.map((id) => findPipeline(options.config, id)).includes(p),
+        );
+  const selected = pipelines.flatMap((pipeline) =>
+    pipeline.destinations
+      .filter((d) => options.destinationId === undefined || d.id === options.destinationId)
+      .map((destination) => ({ pipeline, destination })),
+  );
+  if (options.destinationId !== undefined && selected.length === 0) {
+    // Names the first selected pipeline, as `findDestination` does.
+    const first = pipelines[0];
+    if (first !== undefined) findDestination(first, options.destinationId);
+  }
+  return selected;
+}
+
+async function auditDestination(
+  options: AuditOptions,
+  pipeline: PipelineConfig,
+  destination: DestinationConfig,
+): Promise<AuditDestinationReport> {
+  const report: AuditDestinationReport = {
+    pipeline_id: pipeline.id,
+    destination_id: destination.id,
+    backend: destination.location.backend,
+    root_path: destinationRootPath(destination),
+    bundles: [],
+    leases_without_state: [],
+    drift: false,
+    error: null,
+  };
+  let backend: StorageBackend | undefined;
+  try {
+    backend = await openBackend(options.backends, destination.location, {
+      role: "destination",
+      dryRun: true,
+      secrets: options.config.secrets,
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
+    const owner = ownerScope(pipeline.id, destination.id);
+    const entries = await backend.walk("", {
+      recursive: true,
+      limit: AUDIT_WALK_LIMIT,
+      signal: options.signal,
+    });
+    report.leases_without_state = await leasesWithoutState(backend, entries, options.signal);
+    const bundlePaths = stateBundlePaths(entries, destination);
+    for (const bundlePath of bundlePaths) {
+      const bundle = await auditBundle(options, backend, report, owner, bundlePath, {
+        entries,
+        bundlePaths,
+        destination,
+      });
+      if (bundle !== undefined) report.bundles.push(bundle);
+    }
+  } catch (error) {
+    if (options.signal?.aborted) throw error;
+    report.error = { code: errorCode(error), message: errorMessage(error) };
+  } finally {
+    await backend?.close().catch(() => undefined);
+  }
+  report.drift =
+    report.leases_without_state.length > 0 ||
+    report.bundles.some(
+      (b) =>
+        b.state === "invalid" ||
+        b.missing_count > 0 ||
+        b.changed_count > 0 ||
+        b.incomplete_count > 0,
+    );
+  return report;
+}
+
+/** Bundle paths with a state file: only the root for `fixed` destinations. */
+function stateBundlePaths(
+  entries: readonly StorageEntry[],
+  destination: DestinationConfig,
+): string[] {
+  const paths = entries
+    .filter(
+      (entry) =>
+        entry.kind === "file" && entry.nameProblem === undefined && isStateFile(entry.path),
+    )
+    .map((entry) => parentPath(entry.path));
+  const wanted =
+    destination.pathMapping.mode === "fixed" ? paths.filter((path) => path === "") : paths;
+  return wanted.sort(compareLogicalPaths);
+}
+
+async function auditBundle(
+  options: AuditOptions,
+  backend: StorageBackend,
+  destination: AuditDestinationReport,
+  owner: OwnerScope,
+  bundlePath: string,
+  listing: {
+    entries: readonly StorageEntry[];
+    bundlePaths: readonly string[];
+    destination: DestinationConfig;
+  },
+): Promise<AuditBundleReport | undefined> {
+  const stateFile = joinPrefix(bundlePath, STATE_FILE_NAME);
+  const report: AuditBundleReport = {
+    bundle_path: displayPath(bundlePath),
+    state_file: stateFile,
+    state: "valid",
+    error: null,
+    checked_count: 0,
+    ok_count: 0,
+    missing_count: 0,
+    changed_count: 0,
+    outputs: [],
+    unmanaged_entries: [],
+    incomplete: [],
+    incomplete_count: 0,
+    signer: null,
+  };
+  let document: StateDocument;
+  try {
+    ({ document } = await readStateFile(backend, stateFile, options.signal));
+  } catch (error) {
+    if (errorCode(error) !== "state_invalid" && errorCode(error) !== "storage_limit_exceeded") {
+      throw error;
+    }
+    report.state = "invalid";
+    report.error = errorMessage(error);
+    report.unmanaged_entries = unmanagedBelow(bundlePath, new Set(), listing);
+    return report;
+  }
+  const records = ownedRecords(document, owner);
+  if (records === undefined) return undefined;
+  const source = isSharedRootState(document)
+    ? document.owners.find((candidate) => sameOwnerScope(candidate.scope, owner))?.source
+    : document.source;
+  if (source?.signer !== undefined) {
+    report.signer = { principal: source.signer.principal, fingerprint: source.signer.fingerprint };
+  }
+  report.incomplete = incompleteOutputs(listing.destination, document, owner, bundlePath);
+  report.incomplete_count = report.incomplete.length;
+  const sorted = [...records].sort((a, b) => compareLogicalPaths(a.path, b.path));
+  options.onEvent?.({
+    type: "bundle_start",
+    pipeline_id: destination.pipeline_id,
+    destination_id: destination.destination_id,
+    bundle_path: bundlePath,
+    outputs: sorted.length,
+    bytes: sorted.reduce((sum, record) => sum + record.size, 0),
+  });
+  const concurrency = Math.max(1, options.concurrency ?? DEFAULT_AUDIT_CONCURRENCY);
+  report.outputs = await mapBounded(sorted, concurrency, async (record) => {
+    const stored = await storedFile(backend, joinPrefix(bundlePath, record.path), options.signal);
+    const output = outputReport(record, stored);
+    options.onEvent?.({
+      type: "output_checked",
+      pipeline_id: destination.pipeline_id,
+      destination_id: destination.destination_id,
+      bundle_path: bundlePath,
+      path: record.path,
+      size: record.size,
+      status: output.status,
+    });
+    return output;
+  });
+  report.checked_count = report.outputs.length;
+  for (const output of report.outputs) {
+    if (output.status === "ok") report.ok_count += 1;
+    else if (output.status === "missing") report.missing_count += 1;
+    else report.changed_count += 1;
+  }
+  // Every owner's records are managed, whoever is audited.
+  const managed = new Set(document.outputs.map((output) => output.path));
+  report.unmanaged_entries = unmanagedBelow(bundlePath, managed, listing);
+  return report;
+}
+
+/**
+ * Recorded source → planned outputs → records: what the owner's recorded source gives under the
+ * destination's configuration, compared with its records (docs/operations.md, "What a success
+ * report promises"). Reads nothing but the state.
+ */
+function incompleteOutputs(
+  destination: DestinationConfig,
+  document: StateDocument,
+  owner: OwnerScope,
+  bundlePath: string,
+): AuditIncompleteReport[] {
+  const manifest = recordedManifest(document, owner);
+  if (manifest === undefined) return [];
+  const reconciliation = isSharedRootState(document)
+    ? (document.owners.find((o) => sameOwnerScope(o.scope, owner))?.reconciliation.mode ??
+      "replace")
+    : document.reconciliation.mode;
+  const gaps = completenessGaps(
+    destinationSelection(destination, manifest, bundlePath),
+    manifest,
+    ownedRecords(document, owner) ?? [],
+    reconciliation,
+  );
+  const found: AuditIncompleteReport[] = [
+    ...gaps.missing.map((path) => ({ path, status: "not_recorded" as const })),
+    ...gaps.changed.map((path) => ({ path, status: "recorded_otherwise" as const })),
+    ...gaps.retired.map((path) => ({ path, status: "not_produced" as const })),
+  ];
+  return found.sort((a, b) => compareLogicalPaths(a.path, b.path));
+}
+
+function outputReport(
+  record: { path: string; sha256: string; size: number; metadata?: OutputMetadata | undefined },
+  stored: StoredFile,
+): AuditOutputReport {
+  return {
+    path: record.path,
+    status: storedStatus(stored, record),
+    sha256: record.sha256,
+    size: record.size,
+    found_sha256: stored.kind === "file" ? stored.sha256 : null,
+    found_size: stored.kind === "file" ? stored.size : null,
+    found_type: stored.kind === "missing" ? null : stored.kind,
+  };
+}
+
+/**
+ * Entries below `bundlePath` (backend-relative) that no record manages: neither distributor's
+ * own files (state, lease, temp files) nor directories, and not below another bundle path with
+ * a state of its own.
+ */
+function unmanagedBelow(
+  bundlePath: string,
+  managed: ReadonlySet<string>,
+  listing: { entries: readonly StorageEntry[]; bundlePaths: readonly string[] },
+): ReconcileStateEntry[] {
+  const nested = listing.bundlePaths.filter(
+    (other) => other !== bundlePath && isWithinPrefix(bundlePath, other),
+  );
+  return listing.entries
+    .filter((entry) => {
+      if (!isWithinPrefix(bundlePath, entry.path) || entry.path === bundlePath) return false;
+      if (nested.some((other) => isWithinPrefix(other, entry.path))) return false;
+      return isUnmanagedEntry(bundlePath, entry, managed);
+    })
+    .map(unmanagedEntryReport);
+}

@@ -1,0 +1,270 @@
+import type { Lease } from "@distributor/engine";
+import { PendingDeletesError, UncommittedError } from "@distributor/engine";
+import {
+  formatStateTimestamp,
+  isSharedRootState,
+  type OwnerScope,
+  ownerScope,
+  type PruneCandidate,
+  planPrune,
+  pruneCandidatesForDocument,
+  removeMissingOutputs,
+  removeMissingOwnerOutputs,
+  type StateDocument,
+  truncateToSecond,
+} from "@distributor/state";
+import { isStorageError, STATE_FILE_NAME, type StorageBackend } from "@distributor/storage";
+import { openConfiguredDestination } from "../../backends/configured-location.js";
+import { withBackend } from "../../backends/registry.js";
+import type { PrunePolicy } from "../../config/types.js";
+import { errorMessage, PruneError } from "../../errors.js";
+import { livePaths } from "../../shared/selection.js";
+import {
+  destinationRootPath,
+  maintenanceLease,
+  readRootState,
+  scopeReport,
+  withRootLease,
+  writeRootState,
+} from "../destination-root.js";
+import { pruneBundles } from "./bundles.js";
+import { deleteFencedOutputs, storedVersions } from "./fenced-delete.js";
+import type { PruneOptions, PruneOutputRecord, PrunePlanReport, PruneReport } from "./types.js";
+
+export interface DestinationPrunePlanOptions {
+  pipelineId: string;
+  destinationId: string;
+  /** Reference time for `older_than`. */
+  now: Date;
+  /**
+   * The paths of the publication in force (what the owner's recorded source gives under the
+   * configuration): never candidates. Omitted, every owned output is one.
+   */
+  live?: ReadonlySet<string> | undefined;
+}
+
+/**
+ * Selects the outputs a destination's retention policy prunes from a state document: the
+ * selected owner's outputs only (single-owner state must belong to it: `state owner is A/B, not
+ * C/D`), and of those only the ones the publication in force no longer lists (`live`: outputs
+ * merged from older bundles, or no longer produced). Among them `keep_latest` newest are
+ * preserved before `older_than` is applied, by `updated_at`.
+ */
+export function planDestinationPrune(
+  document: StateDocument,
+  policy: PrunePolicy,
+  options: DestinationPrunePlanOptions,
+): PrunePlanReport {
+  const scope = ownerScope(options.pipelineId, options.destinationId);
+  const report: PrunePlanReport = {
+    pipeline_id: options.pipelineId,
+    destination_id: options.destinationId,
+    owner_scope: scopeReport(scope),
+    enabled: policy.enabled,
+    checked_count: 0,
+    pruned_outputs: [],
+    preserved_outputs: [],
+  };
+  if (!policy.enabled) return report;
+  const live = options.live;
+  const candidates = pruneCandidatesForDocument(document, scope).filter(
+    (candidate) => live === undefined || !live.has(candidate.path),
+  );
+  const plan = planPrune(candidates, {
+    now: options.now,
+    ...(policy.olderThanMs === undefined ? {} : { olderThanMs: policy.olderThanMs }),
+    ...(policy.keepLatest === undefined ? {} : { keepLatest: policy.keepLatest }),
+  });
+  report.checked_count = candidates.length;
+  report.pruned_outputs = plan.pruned.map(outputRecord);
+  report.preserved_outputs = plan.preserved.map(outputRecord);
+  return report;
+}
+
+/**
+ * Prunes the managed outputs of one configured destination that its `retention.prune` policy
+ * selects. A dry run (the default) only reports the plan. Otherwise planned outputs are deleted
+ * one at a time (never `.distributor.json`, unmanaged files or another owner's outputs), then the
+ * records of confirmed deletes are removed from state with a new `updated_at`. A failure part-way
+ * throws a `PruneError` carrying the partial report.
+ */
+export async function prune(options: PruneOptions): Promise<PruneReport> {
+  const dryRun = options.dryRun ?? true;
+  const { pipeline, destination, backend } = await openConfiguredDestination(options, dryRun);
+  const owner = ownerScope(pipeline.id, destination.id);
+  const policy = destination.retention.prune;
+  const now = options.now?.() ?? new Date();
+  const base = (plan: PrunePlanReport, unit: PruneReport["unit"]): PruneReport => ({
+    pipeline_id: pipeline.id,
+    destination_id: destination.id,
+    backend: destination.location.backend,
+    root_path: destinationRootPath(destination),
+    owner_scope: plan.owner_scope,
+    enabled: plan.enabled,
+    unit,
+    checked_count: plan.checked_count,
+    planned_outputs: plan.pruned_outputs,
+    deleted_outputs: [],
+    preserved_outputs: plan.preserved_outputs,
+    planned_bundles: [],
+    deleted_bundles: [],
+    preserved_bundles: [],
+    state_changed: false,
+    warnings: [],
+    would_change: dryRun && plan.pruned_outputs.length > 0,
+    dry_run: dryRun,
+  });
+  return withBackend(backend, async () => {
+    if (
+      destination.pathMapping.mode === "preserve_relative" &&
+      !(await rootStatePresent(backend, options.signal))
+    ) {
+      const empty: PrunePlanReport = {
+        pipeline_id: pipeline.id,
+        destination_id: destination.id,
+        owner_scope: scopeReport(owner),
+        enabled: policy.enabled,
+        checked_count: 0,
+        pruned_outputs: [],
+        preserved_outputs: [],
+      };
+      const report = base(empty, "bundles");
+      return pruneBundles(backend, report, owner, policy, truncateToSecond(now), {
+        ...options,
+        dryRun,
+      });
+    }
+    return withRootLease(backend, owner, dryRun, maintenanceLease(options), async (lease) => {
+      const { document, version } = await readRootState(backend, options.signal);
+      const plan = planDestinationPrune(document, policy, {
+        pipelineId: pipeline.id,
+        destinationId: destination.id,
+        now,
+        // The publication in force is never pruned (docs/decisions.md, "Prune keeps the
+        // publication in force").
+        live: livePaths(destination, document, owner, ""),
+      });
+      const report = base(plan, "outputs");
+      if (lease === undefined || report.planned_outputs.length === 0) return report;
+      const state = { document, version };
+      await applyPrune(backend, lease, state, report, truncateToSecond(now), options);
+      return report;
+    });
+  });
+}
+
+/** True when a `.distributor.json` lies at the destination root. */
+async function rootStatePresent(
+  backend: StorageBackend,
+  signal: AbortSignal | undefined,
+): Promise<boolean> {
+  try {
+    await backend.stat(STATE_FILE_NAME, { signal });
+    return true;
+  } catch (error) {
+    if (isStorageError(error, "not_found")) return false;
+    throw error;
+  }
+}
+
+/**
+ * Carries out a prune in the commit protocol's order (docs/design/commit-protocol.md): journal the outputs to delete,
+ * confirm the lease, write the state without their records (a compare-and-swap), then delete
+ * them, each fenced on the version seen before the journal. A crash at any point leaves a
+ * journal from which the next run completes or undoes the prune; nothing is deleted that a
+ * written state still records.
+ */
+async function applyPrune(
+  backend: StorageBackend,
+  lease: Lease,
+  state: { document: StateDocument; version: string },
+  report: PruneReport,
+  now: Date,
+  options: PruneOptions,
+): Promise<void> {
+  const { signal } = options;
+  const scope = ownerScope(report.pipeline_id, report.destination_id);
+  const paths = report.planned_outputs.map((output) => output.path);
+  const versions = await storedVersions(backend, "", paths, signal);
+  await lease.journal(paths, [...new Set(paths.map(parentOf))]);
+  try {
+    signal?.throwIfAborted();
+    await lease.confirm();
+    report.state_changed = await removePrunedRecords(backend, state, scope, paths, now, signal);
+  } catch (error) {
+    // Not known to be written: nothing was deleted; the journal decides at the next run.
+    throw new PruneError(
+      report,
+      new UncommittedError(errorMessage(error), paths, { cause: error }),
+    );
+  }
+
+  const planned = new Map(report.planned_outputs.map((output) => [output.path, output]));
+  const kept = await deleteFencedOutputs(
+    backend,
+    lease,
+    "",
+    paths,
+    versions,
+    signal,
+    (path, error) => {
+      // An abort is not this output's fault.
+      if (!signal?.aborted) report.failed_output = planned.get(path);
+      const done = new Set(report.deleted_outputs.map((deleted) => deleted.path));
+      const pending = paths.filter((p) => !done.has(p));
+      const what = signal?.aborted ? "the prune was interrupted" : `deleting ${path} failed`;
+      return new PruneError(
+        report,
+        new PendingDeletesError(
+          `the state no longer records the pruned outputs, but ${what}: ${errorMessage(error)}; the next run at this destination removes the rest`,
+          pending,
+          { cause: error },
+        ),
+      );
+    },
+    (path) => {
+      const output = planned.get(path);
+      if (output !== undefined) report.deleted_outputs.push(output);
+      options.onEvent?.({
+        type: "output_deleted",
+        pipeline_id: report.pipeline_id,
+        destination_id: report.destination_id,
+        path,
+      });
+    },
+  );
+  for (const path of kept) {
+    const output = planned.get(path);
+    if (output !== undefined) report.preserved_outputs.push(output);
+  }
+}
+
+/** Removes the records of pruned outputs of `scope` and rewrites the state (compare-and-swap). */
+async function removePrunedRecords(
+  backend: StorageBackend,
+  { document, version }: { document: StateDocument; version: string },
+  scope: OwnerScope,
+  paths: readonly string[],
+  now: Date,
+  signal: AbortSignal | undefined,
+): Promise<boolean> {
+  const removal = isSharedRootState(document)
+    ? removeMissingOwnerOutputs(document, scope, paths)
+    : removeMissingOutputs(document, paths);
+  if (!removal.changed) return false;
+  await writeRootState(backend, { ...removal.state, updatedAt: now }, version, signal);
+  return true;
+}
+
+function outputRecord(candidate: PruneCandidate): PruneOutputRecord {
+  return {
+    path: candidate.path,
+    updated_at: formatStateTimestamp(candidate.updatedAt),
+    ...(candidate.owner === undefined ? {} : { owner: scopeReport(candidate.owner) }),
+  };
+}
+
+function parentOf(path: string): string {
+  const slash = path.lastIndexOf("/");
+  return slash === -1 ? "" : path.slice(0, slash);
+}

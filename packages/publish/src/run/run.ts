@@ -1,0 +1,20 @@
+import { runWith } from "./pipelines.js";
+import type { RunOptions, RunReport } from "./types.js";
+
+/** True when every pipeline ran and no destination failed. */
+export function runSucceeded(report: RunReport): boolean {
+  return (
+    !report.interrupted &&
+    report.pipeline_errors.length === 0 &&
+    report.actions.every((a) => a.status !== "failed")
+  );
+}
+
+/**
+ * Runs configured pipelines: for each, opens the source, discovers and validates every bundle,
+ * then plans and (unless `dryRun`) executes each destination independently. A failing
+ * destination never stops the others; the report says what happened everywhere.
+ */
+export async function run(options: RunOptions): Promise<RunReport> {
+  return runWith(options, {});
+}

@@ -1,0 +1,263 @@
+// One destination of a pipeline: each target bundle planned and executed (`applyPlan` carries out
+// saved plans through `runTarget`).
+import type { BundleSigner, Manifest } from "@distributor/bundle";
+import type { PublishPlan } from "@distributor/engine";
+import {
+  isFailAction,
+  isWriteAction,
+  type PlannedOutput,
+  publishTarget,
+  type RenderCache,
+} from "@distributor/engine";
+import { ownerScope } from "@distributor/state";
+import { displayPath, type StorageBackend } from "@distributor/storage";
+import { openBackend } from "../backends/registry.js";
+import type { DestinationConfig, PipelineConfig } from "../config/types.js";
+import { actionError, errorMessage } from "../errors.js";
+import { destinationSelection } from "../shared/selection.js";
+import { recordedSigner, type SourceBundle } from "./source-bundles.js";
+import type { RunActionReport, RunHooks, RunOptions, RunOutputReport, RunReport } from "./types.js";
+
+/** What every destination of one pipeline shares while it runs. */
+export interface DestinationContext {
+  options: RunOptions;
+  pipeline: PipelineConfig;
+  destination: DestinationConfig;
+  source: StorageBackend;
+  cache: RenderCache;
+  /**
+   * Validates the source before the first write (`run`: every bundle of the pipeline, once); a
+   * failure stops the whole pipeline unless `validationFailsAction` is set.
+   */
+  validateAll: () => Promise<void>;
+  /** A failed validation fails the action alone (applying a saved plan) instead of the pipeline. */
+  validationFailsAction?: boolean | undefined;
+  /** Receives every final plan (saved plans). */
+  onPublishPlan?: RunHooks["onPublishPlan"];
+  /** Checks every plan before it is reported or carried out; throws to refuse it (apply). */
+  approve?: ((plan: PublishPlan) => void) | undefined;
+  /** The time plans record in their next state, instead of the clock's (apply). */
+  planTime?: Date | undefined;
+}
+
+/** Marks a validation failure met inside a destination, which stops the whole pipeline. */
+class PipelineStop extends Error {
+  constructor(readonly reason: unknown) {
+    super("pipeline stopped");
+  }
+}
+
+export interface Target {
+  bundle: SourceBundle;
+  /** Destination bundle path. */
+  bundlePath: string;
+}
+
+export async function runDestination(
+  context: DestinationContext,
+  targets: readonly Target[],
+  report: RunReport,
+) {
+  const { options, pipeline, destination } = context;
+  let backend: StorageBackend;
+  try {
+    backend = await openBackend(options.backends, destination.location, {
+      role: "destination",
+      dryRun: options.dryRun ?? false,
+      secrets: options.config.secrets,
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
+  } catch (error) {
+    for (const target of targets) {
+      const action = baseAction(pipeline, destination, target.bundlePath, target.bundle);
+      fail(action, error);
+      report.actions.push(action);
+      options.onEvent?.({ type: "destination_done", action });
+      if (options.signal?.aborted) break;
+    }
+    options.signal?.throwIfAborted();
+    return;
+  }
+  try {
+    for (const target of targets) {
+      const action = await runTarget(context, backend, target);
+      report.actions.push(action);
+      options.onEvent?.({ type: "destination_done", action });
+      // Interrupted: the action in progress is reported failed, and nothing more starts.
+      options.signal?.throwIfAborted();
+    }
+  } finally {
+    // Fan-out: a destination that fails to close must not stop the pipeline's other destinations.
+    await backend.close().catch(() => undefined);
+  }
+}
+
+function baseAction(
+  pipeline: PipelineConfig,
+  destination: DestinationConfig,
+  bundlePath: string,
+  bundle: { manifest: Manifest; signer?: BundleSigner | undefined },
+): RunActionReport {
+  return {
+    pipeline_id: pipeline.id,
+    destination_id: destination.id,
+    bundle_path: displayPath(bundlePath),
+    source_id: bundle.manifest.id,
+    signer: recordedSigner(bundle.signer) ?? null,
+    action: null,
+    reason: "",
+    status: "failed",
+    primary_url: null,
+    outputs: [],
+    error: null,
+  };
+}
+
+export function fail(action: RunActionReport, error: unknown) {
+  action.status = "failed";
+  action.error = actionError(error);
+  if (action.reason === "") action.reason = action.error.message;
+}
+
+export async function runTarget(
+  context: DestinationContext,
+  backend: StorageBackend,
+  target: Target,
+): Promise<RunActionReport> {
+  const { options, pipeline, destination, source, cache } = context;
+  const { manifest } = target.bundle;
+  const action = baseAction(pipeline, destination, target.bundlePath, target.bundle);
+  const signal = options.signal;
+  try {
+    const selection = destinationSelection(destination, manifest, target.bundlePath);
+    await publishTarget({
+      plan: {
+        source,
+        sourceBundlePath: target.bundle.path,
+        destination: backend,
+        target: {
+          owner: ownerScope(pipeline.id, destination.id),
+          manifest,
+          signer: recordedSigner(target.bundle.signer),
+          bundlePath: target.bundlePath,
+          stateMode: destination.state.mode,
+          reconciliation: destination.reconciliation.mode,
+          pathMapping: destination.pathMapping.mode,
+          transfer: destination.transfer,
+          force: options.force ?? false,
+          repair: options.repair ?? false,
+          maxDeletes: destination.maxDeletes,
+          allowDeletes: options.allowDeletes,
+        },
+        selection,
+        selectFor: (recorded) => destinationSelection(destination, recorded, target.bundlePath),
+        links: destination.links,
+        distributorVersion: options.distributorVersion,
+        cache,
+        signal,
+      },
+      now: () => context.planTime ?? options.now?.() ?? new Date(),
+      dryRun: options.dryRun ?? false,
+      approve: context.approve,
+      lease: {
+        lockTimeoutMs: options.lockTimeoutMs,
+        ttlMs: options.lease?.ttlMs,
+        renew: options.lease?.renew,
+        now: options.now,
+      },
+      execute: {
+        signal,
+        ...(destination.transfers === undefined ? {} : { concurrency: destination.transfers }),
+        onOutputWritten: (output: PlannedOutput) =>
+          options.onEvent?.({
+            type: "output_written",
+            pipeline_id: pipeline.id,
+            destination_id: destination.id,
+            path: output.path,
+            size: output.size,
+          }),
+        onCleanupStart: (deletes: number | null) =>
+          options.onEvent?.({
+            type: "cleanup_start",
+            pipeline_id: pipeline.id,
+            destination_id: destination.id,
+            bundle_path: displayPath(target.bundlePath),
+            deletes,
+          }),
+        onCleanupDone: () =>
+          options.onEvent?.({
+            type: "cleanup_done",
+            pipeline_id: pipeline.id,
+            destination_id: destination.id,
+            bundle_path: displayPath(target.bundlePath),
+          }),
+      },
+      beforeWrite: async () => {
+        try {
+          await context.validateAll();
+        } catch (error) {
+          throw context.validationFailsAction ? error : new PipelineStop(error);
+        }
+      },
+      onRecovered: (recovery) =>
+        options.onEvent?.({
+          type: "recovered",
+          pipeline_id: pipeline.id,
+          destination_id: destination.id,
+          bundle_path: displayPath(target.bundlePath),
+          deleted: recovery.deleted,
+          temp_files: recovery.tempFiles,
+        }),
+      onPlan: (plan) => {
+        context.onPublishPlan?.(
+          { pipeline, destination, sourceBundlePath: target.bundle.path },
+          plan,
+        );
+        action.action = plan.action;
+        action.reason = plan.reason;
+        action.outputs = plan.outputs.map(outputReport);
+        action.primary_url = plan.primaryUrl ?? null;
+        action.error = null;
+        if (isFailAction(plan.action)) {
+          action.status = "failed";
+          action.error = {
+            code: plan.code ?? (plan.action === "fail_unmanaged" ? "unmanaged" : "conflict"),
+            message: `${plan.action}: ${plan.reason}`,
+          };
+        } else if (!isWriteAction(plan.action)) {
+          action.status = "skipped";
+        } else {
+          action.status = options.dryRun ? "planned" : "published";
+        }
+        options.onEvent?.({ type: "plan", action: { ...action } });
+      },
+    });
+  } catch (error) {
+    if (signal?.aborted) {
+      // Reported, not thrown: an interrupted run prints its whole result (docs/design/commit-protocol.md, docs/cli.md).
+      fail(action, error);
+      const reason = errorMessage(signal.reason);
+      const message = action.error?.message ?? "";
+      action.error = {
+        code: "aborted",
+        message: message.includes(reason) ? message : `${reason}: ${message}`,
+      };
+      return action;
+    }
+    if (error instanceof PipelineStop) throw error.reason;
+    fail(action, error);
+  }
+  return action;
+}
+
+function outputReport(output: PlannedOutput): RunOutputReport {
+  return {
+    path: output.path,
+    kind: output.kind,
+    source_path: output.sourcePath,
+    transform: output.transform ?? null,
+    url: output.url ?? null,
+    sha256: output.sha256,
+    size: output.size,
+  };
+}
