@@ -38,6 +38,7 @@ export {
   type TransferPolicy,
 } from "./plan/action.js";
 export { completenessGaps } from "./plan/completeness.js";
+export { decideAction, needsBundleListing } from "./plan/decide.js";
 export { PublishPlanError } from "./plan/errors.js";
 export { compileGlob, type Glob, GlobError, globProblem } from "./plan/glob.js";
 export {
@@ -45,6 +46,7 @@ export {
   type InspectDestinationOptions,
   inspectDestination,
 } from "./plan/inspect.js";
+export { journalOf } from "./plan/journal.js";
 export { outputUrl, type PrimaryPolicy, selectPrimaryUrl } from "./plan/links.js";
 export {
   CONTENT_ENCODINGS,
@@ -63,22 +65,19 @@ export {
   selectOutputs,
   withMetadata,
 } from "./plan/outputs.js";
-export {
-  type DestinationInspection,
-  decideAction,
-  journalOf,
-  metadataChanges,
-  needsBundleListing,
-  type PlanJournal,
-  type PlannedWrite,
-  type PublishPlan,
-  type PublishRequest,
-  type PublishTarget,
-  planMetadataUpdate,
-  planPublish,
-} from "./plan/plan.js";
+export { planPublish } from "./plan/plan.js";
 export { type PlanTargetOptions, planTarget } from "./plan/plan-target.js";
+export type {
+  DestinationInspection,
+  PlanJournal,
+  PlannedWrite,
+  PublishPlan,
+  PublishRequest,
+  PublishTarget,
+} from "./plan/plan-types.js";
 export { type PrepareOutputsOptions, prepareOutputs } from "./plan/prepare.js";
+export { metadataChanges } from "./plan/records.js";
+export { planMetadataUpdate } from "./plan/repair.js";
 export { compareAndSwapState } from "./protocol/commit-state.js";
 // The lease is the commit protocol's own: its records, journal and recovery stay internal. What
 // a caller may meet are its errors and its report (`inspect` shows a lease found at a path).

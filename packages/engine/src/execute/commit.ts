@@ -14,8 +14,8 @@ import {
   statePath,
 } from "@distributor/storage";
 import { isWriteAction } from "../plan/action.js";
-import type { PublishPlan } from "../plan/plan.js";
 import { type PlanTargetOptions, planTarget, prepareOnce } from "../plan/plan-target.js";
+import type { PublishPlan } from "../plan/plan-types.js";
 import { compareAndSwapState } from "../protocol/commit-state.js";
 import {
   type Lease,

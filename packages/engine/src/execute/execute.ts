@@ -16,7 +16,7 @@ import {
 } from "@distributor/storage";
 import { isWriteAction } from "../plan/action.js";
 import type { PlannedOutput } from "../plan/outputs.js";
-import type { PlannedWrite, PublishPlan } from "../plan/plan.js";
+import type { PlannedWrite, PublishPlan } from "../plan/plan-types.js";
 import { writePhases } from "../plan/write-order.js";
 import {
   AmbiguousCommitError,

@@ -11,13 +11,9 @@ import { type StoredFile, storedFile } from "../execute/stored-digest.js";
 import { readDestinationStatus } from "../protocol/state-file.js";
 import type { ActionDecision } from "./action.js";
 import { isWriteAction } from "./action.js";
-import {
-  currentOwnerPaths,
-  type DestinationInspection,
-  decideAction,
-  needsBundleListing,
-  type PublishTarget,
-} from "./plan.js";
+import { decideAction, needsBundleListing } from "./decide.js";
+import type { DestinationInspection, PublishTarget } from "./plan-types.js";
+import { currentOwnerPaths } from "./refuse.js";
 
 /** Most entries listed under one destination bundle path while checking for unmanaged content. */
 export const DEFAULT_DESTINATION_WALK_LIMIT = DEFAULT_LISTING_LIMIT;

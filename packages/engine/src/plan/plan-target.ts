@@ -9,7 +9,8 @@ import {
   type OutputSelection,
   type PlannedOutput,
 } from "./outputs.js";
-import { type PublishPlan, type PublishTarget, planPublish } from "./plan.js";
+import { planPublish } from "./plan.js";
+import type { PublishPlan, PublishTarget } from "./plan-types.js";
 import { prepareOutputs } from "./prepare.js";
 
 export interface PlanTargetOptions {

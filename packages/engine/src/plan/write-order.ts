@@ -1,4 +1,4 @@
-import type { PlannedWrite } from "./plan.js";
+import type { PlannedWrite } from "./plan-types.js";
 
 /**
  * The phases a publication writes its outputs in, each finished before the next starts: every

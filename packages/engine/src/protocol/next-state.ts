@@ -24,7 +24,7 @@ import {
 } from "@distributor/state";
 import type { PublishAction } from "../plan/action.js";
 import type { PlannedOutput } from "../plan/outputs.js";
-import type { PublishRequest } from "../plan/plan.js";
+import type { PublishRequest } from "../plan/plan-types.js";
 
 /**
  * The state document a write action leaves behind: the request's outputs recorded for its owner,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { PlannedWrite } from "../../src/plan/plan.js";
+import type { PlannedWrite } from "../../src/plan/plan-types.js";
 import { writePhases } from "../../src/plan/write-order.js";
 
 const write = (path: string): PlannedWrite => ({
