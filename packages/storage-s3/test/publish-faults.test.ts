@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { expectAgreement } from "@distributor/engine/testing";
 import {
   type BackendRegistry,
   type Config,
@@ -21,7 +22,6 @@ import {
   type TcpProxy,
 } from "@distributor/storage/testing";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { expectAgreement } from "@distributor/engine/testing";
 import { createS3Backend } from "../src/index.js";
 import type { S3Server } from "./ceph.js";
 import { backendOn, createBucket, emptyBucket, s3Server, uniqueName } from "./server.js";

@@ -3,6 +3,7 @@ import { type FSWatcher, readFileSync, watch } from "node:fs";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { expectAgreement } from "@distributor/engine/testing";
 import {
   type BackendRegistry,
   type Config,
@@ -15,7 +16,6 @@ import {
 import type { StorageBackend } from "@distributor/storage";
 import { faultRepeats, startTcpProxy, type TcpProxy } from "@distributor/storage/testing";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { expectAgreement } from "@distributor/engine/testing";
 import { createSshBackend } from "../src/index.js";
 import { freshRoot, server, sshd } from "./fixture.js";
 
