@@ -1,7 +1,7 @@
 import { posix } from "node:path";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { isStorageError } from "./errors.js";
+import { isStorageError } from "../src/errors.js";
 import {
   compareLogicalPaths,
   displayPath,
@@ -18,7 +18,7 @@ import {
   STATE_FILE_NAME,
   statePath,
   validatePath,
-} from "./paths.js";
+} from "../src/paths.js";
 
 function thrown(call: () => unknown): unknown {
   try {

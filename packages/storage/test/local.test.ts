@@ -15,10 +15,10 @@ import {
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { StorageBackend } from "../backend.js";
-import { readFileChunks } from "../read-chunks.js";
-import { describeBackendContract, expectStorageError } from "../testing/index.js";
-import { createLocalBackend } from "./index.js";
+import type { StorageBackend } from "../src/backend.js";
+import { createLocalBackend } from "../src/local/index.js";
+import { readFileChunks } from "../src/read-chunks.js";
+import { describeBackendContract, expectStorageError } from "../src/testing/index.js";
 
 describeBackendContract("local", async () => {
   const dir = await mkdtemp(join(tmpdir(), "distributor-local-contract-"));

@@ -1,12 +1,12 @@
 import { describe, expect, it } from "vitest";
-import type { StorageBackend } from "../backend.js";
-import { isStorageError } from "../errors.js";
-import { frameBackend } from "../internal/backend-frame.js";
-import { isTempFileName, swapLockName } from "../names.js";
-import { describeBackendContract, expectStorageError } from "../testing/index.js";
-import { MemoryFsDriver, type MemoryFsDriverOptions } from "../testing/memory-fs-driver.js";
-import { fsOperations } from "./operations.js";
-import { FsStore } from "./store.js";
+import type { StorageBackend } from "../src/backend.js";
+import { isStorageError } from "../src/errors.js";
+import { fsOperations } from "../src/fs-protocol/operations.js";
+import { FsStore } from "../src/fs-protocol/store.js";
+import { frameBackend } from "../src/internal/backend-frame.js";
+import { isTempFileName, swapLockName } from "../src/names.js";
+import { describeBackendContract, expectStorageError } from "../src/testing/index.js";
+import { MemoryFsDriver, type MemoryFsDriverOptions } from "../src/testing/memory-fs-driver.js";
 
 /** A backend of the protocol over an in-memory driver, and the driver to look at its tree. */
 function open(options: MemoryFsDriverOptions = {}): {
