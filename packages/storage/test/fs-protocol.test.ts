@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
+import { frameBackend } from "../src/adapter/backend-frame.js";
 import type { StorageBackend } from "../src/backend.js";
 import { isStorageError } from "../src/errors.js";
 import { fsOperations } from "../src/fs-protocol/operations.js";
 import { FsStore } from "../src/fs-protocol/store.js";
-import { frameBackend } from "../src/internal/backend-frame.js";
 import { isTempFileName, swapLockName } from "../src/names.js";
 import { describeBackendContract, expectStorageError } from "../src/testing/index.js";
 import { MemoryFsDriver, type MemoryFsDriverOptions } from "../src/testing/memory-fs-driver.js";

@@ -1,5 +1,5 @@
+import { type BackendErrorFactory, backendErrors } from "../adapter/backend-error.js";
 import type { StorageError, StorageOperation } from "../errors.js";
-import { type BackendErrorFactory, backendErrors } from "../internal/backend-error.js";
 import type { FsDriver, FsStats } from "./driver.js";
 
 /** What lies at a logical path, found without following any symlink below the root. */

@@ -1,8 +1,8 @@
+import { throwIfAborted } from "../adapter/abort.js";
+import { versionMismatch } from "../adapter/backend-error.js";
 import type { WriteData, WriteOptions, WriteResult } from "../backend.js";
 import { mapBounded } from "../concurrency.js";
 import type { StorageOperation } from "../errors.js";
-import { throwIfAborted } from "../internal/abort.js";
-import { versionMismatch } from "../internal/backend-error.js";
 import { LEASE_FILE_NAME, STATE_FILE_NAME, tempFileName } from "../names.js";
 import { copyInto } from "./copy.js";
 import type { FsDriver, FsStats } from "./driver.js";

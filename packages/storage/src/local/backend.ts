@@ -1,8 +1,8 @@
 import { resolve } from "node:path";
+import { frameBackend } from "../adapter/backend-frame.js";
 import type { StorageBackend } from "../backend.js";
 import { fsOperations } from "../fs-protocol/operations.js";
 import { FsStore } from "../fs-protocol/store.js";
-import { frameBackend } from "../internal/backend-frame.js";
 import { blockingCalls, threadPoolCalls } from "./calls.js";
 import type { LocalRoot } from "./context.js";
 import { LocalDriver } from "./driver.js";
