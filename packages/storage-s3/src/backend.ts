@@ -372,7 +372,7 @@ class S3Operations implements BackendOperations {
     return below || itself !== undefined;
   }
 
-  async deleteManaged(
+  async deletePaths(
     operation: StorageOperation,
     targets: readonly string[],
     options: DeleteOptions,

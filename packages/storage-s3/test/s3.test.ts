@@ -273,7 +273,7 @@ describe.skipIf(found === undefined)("s3 backend on Ceph RGW", () => {
         "inside.txt",
       ]);
       await backend.writeFile("new/file.txt", "n");
-      await backend.deleteManagedOutputs("", ["inside.txt"]);
+      await backend.deletePaths("", ["inside.txt"]);
       await backend.deletePrefix("");
       expect(await backend.hasAny("")).toBe(false);
       const remaining = (await listKeys(server, bucket)).filter(

@@ -115,15 +115,10 @@ export function parentPath(path: string): string {
   return index === -1 ? "" : path.slice(0, index);
 }
 
-/** Full logical paths of the managed outputs of a bundle path, without the state file. */
-export function managedOutputTargets(bundlePath: string, outputPaths: readonly string[]): string[] {
-  validatePrefix(bundlePath);
-  return outputPaths.map((outputPath) => join(bundlePath, outputPath));
-}
-
-/** Full logical paths of the managed outputs of a bundle path plus its state file. */
-export function managedBundleTargets(bundlePath: string, outputPaths: readonly string[]): string[] {
-  return [...managedOutputTargets(bundlePath, outputPaths), statePath(bundlePath)];
+/** Full logical paths of `paths` below `prefix` (possibly the root), in order, each validated. */
+export function joinEach(prefix: string, paths: readonly string[]): string[] {
+  validatePrefix(prefix);
+  return paths.map((path) => join(prefix, path));
 }
 
 /** True when `path` equals `prefix` or lies below it (the root contains everything). */

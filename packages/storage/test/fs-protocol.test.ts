@@ -84,7 +84,7 @@ describe("fs-protocol", () => {
       const { version } = await backend.writeFile("b/out.txt", "v1");
       const outcomes = await Promise.allSettled([
         backend.writeFile("b/out.txt", "v2", { ifMatch: version }),
-        backend.deleteManagedOutputs("b", ["out.txt"], {
+        backend.deletePaths("b", ["out.txt"], {
           ifMatch: new Map([["out.txt", version]]),
         }),
         backend.writeFile("b/out.txt", "v3", { ifMatch: version }),

@@ -431,7 +431,7 @@ export class Lease {
   }
 
   #deleteIfOurs(version: string, pruneEmptyDirs = false): Promise<void> {
-    return this.#backend.deleteManagedOutputs(this.bundlePath, [LEASE_FILE_NAME], {
+    return this.#backend.deletePaths(this.bundlePath, [LEASE_FILE_NAME], {
       ignoreMissing: true,
       pruneEmptyDirs,
       ifMatch: new Map([[LEASE_FILE_NAME, version]]),

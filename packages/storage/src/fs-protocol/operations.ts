@@ -118,7 +118,7 @@ class FsOperations<Handle> implements BackendOperations {
    * at another version stays, and the first of those in target order fails the call as
    * `conflict` once every other target is deleted.
    */
-  async deleteManaged(
+  async deletePaths(
     operation: StorageOperation,
     targets: readonly string[],
     options: DeleteOptions,

@@ -132,7 +132,7 @@ class MemoryOperations implements BackendOperations {
   }
 
   /** Every target is checked before any is deleted, as in the local backend. */
-  async deleteManaged(
+  async deletePaths(
     operation: StorageOperation,
     targets: readonly string[],
     options: DeleteOptions,
