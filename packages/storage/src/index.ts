@@ -36,6 +36,7 @@ export {
   nameProblem,
   reservedSegment,
   STATE_FILE_NAME,
+  statePath,
 } from "./names.js";
 export {
   compareLogicalPaths,
@@ -51,7 +52,6 @@ export {
   parentPath,
   pathProblem,
   relativeTo,
-  statePath,
   validatePath,
   validatePrefix,
 } from "./paths.js";

@@ -1,7 +1,4 @@
 import { StorageError, type StorageOperation } from "./errors.js";
-import { STATE_FILE_NAME } from "./names.js";
-
-export { STATE_FILE_NAME };
 
 const MAX_SEGMENT_BYTES = 255;
 
@@ -87,11 +84,6 @@ export function join(prefix: string, path: string): string {
 export function joinPrefix(prefix: string, path: string): string {
   if (path === "") return validatePrefix(prefix);
   return join(prefix, path);
-}
-
-/** Logical path of the state file for a destination bundle path. */
-export function statePath(bundlePath: string): string {
-  return join(bundlePath, STATE_FILE_NAME);
 }
 
 /** How a logical path is shown to people: the root is `.`. */

@@ -2,6 +2,7 @@ import { posix } from "node:path";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { isStorageError } from "../src/errors.js";
+import { STATE_FILE_NAME, statePath } from "../src/names.js";
 import {
   compareLogicalPaths,
   displayPath,
@@ -14,8 +15,6 @@ import {
   parentPath,
   pathProblem,
   relativeTo,
-  STATE_FILE_NAME,
-  statePath,
   validatePath,
 } from "../src/paths.js";
 
