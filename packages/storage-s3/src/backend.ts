@@ -13,12 +13,10 @@ import {
 } from "@aws-sdk/client-s3";
 import {
   type DeleteOptions,
-  LEASE_FILE_NAME,
   mapBounded,
   type OperationOptions,
   parentPath,
   type ReadOptions,
-  STATE_FILE_NAME,
   type StorageBackend,
   type StorageEntry,
   StorageError,
@@ -309,9 +307,9 @@ class S3Operations implements BackendOperations {
           // CompleteMultipartUpload does not enforce conditions everywhere (Ceph RGW ignores
           // If-None-Match there), so a large write checks first; its race window is the upload's.
           beforeMultipart: () => this.#checkCondition(condition, operation, path, signal),
-          // The state and lease files are the compare-and-swap of the commit protocol: one PUT,
-          // whose condition the service enforces, however many outputs the state records.
-          singlePut: isCommitFile(path),
+          // A commit (the state, the lease) is a compare-and-swap: one PUT, whose condition the
+          // service enforces, however large the file.
+          singlePut: options.commit === true,
         },
         data,
         options.size,
@@ -899,12 +897,6 @@ function commonDirectory(targets: readonly string[]): string {
     common = common.slice(0, index);
   }
   return common.join("/");
-}
-
-/** The files whose write is a commit-protocol step: the state file and the lease. */
-function isCommitFile(path: string): boolean {
-  const name = path.slice(path.lastIndexOf("/") + 1);
-  return name === STATE_FILE_NAME || name === LEASE_FILE_NAME;
 }
 
 /** The object metadata headers a write asks for, as PutObject / CreateMultipartUpload fields. */

@@ -40,7 +40,7 @@ export interface UploadTarget {
   /** Runs before a multipart upload starts (a single PUT carries its condition itself). */
   beforeMultipart?: () => Promise<void>;
   /**
-   * One PUT whatever the size (the commit files: a multipart completion does not enforce
+   * One PUT whatever the size (a `commit` write: a multipart completion does not enforce
    * conditions everywhere); larger than `MAX_SINGLE_PUT` fails with `PayloadTooLarge`.
    */
   singlePut?: boolean;

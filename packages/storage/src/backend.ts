@@ -118,6 +118,14 @@ export interface WriteOptions extends OperationOptions {
   size?: number;
   /** Expected `sha256:<hex>` of the payload, for backends that can have the server verify it. */
   sha256?: string;
+  /**
+   * The write commits what earlier writes stored (a caller's state or journal file). Local and
+   * SFTP flush it, and first the directories earlier writes moved names into, even when the
+   * store runs without `fsync`. S3 stores it in one conditional PUT whatever its size, since a
+   * multipart completion does not enforce conditions everywhere; a payload larger than one PUT
+   * may hold (5 GiB) fails with `limit_exceeded`.
+   */
+  commit?: boolean;
 }
 
 export interface WalkOptions extends OperationOptions {

@@ -15,8 +15,8 @@ export type PathState =
 
 export interface FsStoreOptions {
   /**
-   * Flush every written file before moving it into place (default true). With false only commit
-   * files (`.distributor.json`, the lease) are flushed, with their directory where the store can.
+   * Flush every written file before moving it into place (default true). With false only writes
+   * marked `commit` (the state, the lease) are flushed, with their directory where the store can.
    */
   fsync?: boolean;
 }

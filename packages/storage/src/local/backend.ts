@@ -14,7 +14,7 @@ export interface LocalBackendOptions {
   root: string;
   /**
    * Flush every written file to disk before moving it into place (default true). With false,
-   * only commit files (`.distributor.json`, the lease) and their directories are flushed: a
+   * only writes marked `commit` (the state, the lease) and their directories are flushed: a
    * power cut may then lose outputs the state already records, as with `cp` or `rclone`.
    */
   fsync?: boolean;
