@@ -72,8 +72,8 @@ function withoutLeaseIo(root) {
         ) {
           return memory[property](...args);
         }
-        if (property === "deleteManagedOutputs" && args[1]?.some(isLease)) {
-          return memory.deleteManagedOutputs(...args);
+        if (property === "deletePaths" && args[1]?.some(isLease)) {
+          return memory.deletePaths(...args);
         }
         return value.apply(target, args);
       };

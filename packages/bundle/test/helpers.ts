@@ -92,10 +92,7 @@ export function withOverrides(
     stat: overrides.stat ?? ((path, options) => backend.stat(path, options)),
     walk: overrides.walk ?? ((prefix, options) => backend.walk(prefix, options)),
     hasAny: (prefix, options) => backend.hasAny(prefix, options),
-    deleteManagedOutputs: (bundlePath, outputs, options) =>
-      backend.deleteManagedOutputs(bundlePath, outputs, options),
-    deleteManagedBundle: (bundlePath, outputs, options) =>
-      backend.deleteManagedBundle(bundlePath, outputs, options),
+    deletePaths: (prefix, paths, options) => backend.deletePaths(prefix, paths, options),
     deletePrefix: (prefix, options) => backend.deletePrefix(prefix, options),
     close: () => backend.close(),
   };

@@ -10,7 +10,7 @@ const FORBIDDEN: [RegExp, string][] = [
   [/import\(\s*["'](node:)?fs(\/promises)?["']\s*\)/, "imports the file system"],
   [/require\(\s*["'](node:)?fs(\/promises)?["']\s*\)/, "requires the file system"],
   [
-    /\.(readFile|openReader|openRead|writeFile|stat|walk|hasAny|deleteManagedOutputs|deleteManagedBundle|deletePrefix|close)\s*\(/,
+    /\.(readFile|openReader|openRead|writeFile|stat|walk|hasAny|deletePaths|deletePrefix|close)\s*\(/,
     "calls a storage backend method",
   ],
   [/\bStorageBackend\b/, "refers to the storage backend interface"],

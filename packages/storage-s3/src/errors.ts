@@ -142,3 +142,9 @@ export function describeFailure(
   if (kind === "not_found") return `not found (${at}; ${code})`;
   return `request for ${at} failed (${code}${said})`;
 }
+
+/** A service that does not implement a conditional header says so with 501 (or 400 on some). */
+export function rejectsConditions(error: unknown): boolean {
+  const { code, status } = serviceFailure(error);
+  return status === 501 || code === "NotImplemented";
+}

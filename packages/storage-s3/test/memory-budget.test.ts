@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { MemoryBudget } from "../src/upload.js";
+import { MemoryBudget } from "../src/memory-budget.js";
 
 describe("the upload memory budget", () => {
   it("lets uploads through while they fit, and the next one when room is given back", async () => {

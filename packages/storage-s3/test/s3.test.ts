@@ -273,7 +273,7 @@ describe.skipIf(found === undefined)("s3 backend on Ceph RGW", () => {
         "inside.txt",
       ]);
       await backend.writeFile("new/file.txt", "n");
-      await backend.deleteManagedOutputs("", ["inside.txt"]);
+      await backend.deletePaths("", ["inside.txt"]);
       await backend.deletePrefix("");
       expect(await backend.hasAny("")).toBe(false);
       const remaining = (await listKeys(server, bucket)).filter(
@@ -487,20 +487,24 @@ describe.skipIf(found === undefined)("s3 backend on Ceph RGW", () => {
     const { backend } = fresh({ multipartThreshold: 5 * MIB, partSize: 5 * MIB });
     const big = (fill: string) => `{"outputs": "${fill.repeat(6 * MIB)}"}\n`;
     try {
-      const created = await backend.writeFile("b/.distributor.json", big("a"));
+      const created = await backend.writeFile("b/.distributor.json", big("a"), { commit: true });
       // A multipart ETag ends in `-<part count>`; a single PUT's is a bare MD5.
       expect(created.version).toMatch(/^[0-9a-f]{32}$/);
       await expectStorageError(
-        backend.writeFile("b/.distributor.json", big("b")),
+        backend.writeFile("b/.distributor.json", big("b"), { commit: true }),
         "already_exists",
       );
       const replaced = await backend.writeFile("b/.distributor.json", big("c"), {
         ifMatch: created.version,
+        commit: true,
       });
       expect(replaced.version).toMatch(/^[0-9a-f]{32}$/);
       // The service enforces the condition: a stale version is refused and the bytes stay.
       await expectStorageError(
-        backend.writeFile("b/.distributor.json", big("d"), { ifMatch: created.version }),
+        backend.writeFile("b/.distributor.json", big("d"), {
+          ifMatch: created.version,
+          commit: true,
+        }),
         "conflict",
       );
       const stored = Buffer.from(await backend.readFile("b/.distributor.json")).toString("utf8");

@@ -50,7 +50,7 @@ export interface SshBackendOptions {
   channels?: number;
   /**
    * Flush every written file (`fsync@openssh.com`) before moving it into place (default true).
-   * With false, only commit files (`.distributor.json`, the lease) are flushed.
+   * With false, only writes marked `commit` (the state, the lease) are flushed.
    */
   fsync?: boolean;
   /** Cancels the connect (not the backend's later operations, which take their own signals). */

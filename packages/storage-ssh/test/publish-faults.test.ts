@@ -65,7 +65,7 @@ const SCENARIOS: Scenario[] = ["first publication", "replacement"];
 
 /** The step of the faulted run the cut aims at, by the backend call that carries it out. */
 interface Step {
-  method: "writeFile" | "deleteManagedOutputs";
+  method: "writeFile" | "deletePaths";
   /** The path written, or one of the paths deleted (bundle-relative; the bundle path is ""). */
   path: string;
 }
@@ -258,7 +258,7 @@ describe.skipIf(sshd === null)("publishing over SFTP through a fault proxy", () 
     const watcher = watch(directory, (_event, changed) => {
       if (changed !== name) return;
       const now = read();
-      const done = step.method === "deleteManagedOutputs" ? now === undefined : now !== before;
+      const done = step.method === "deletePaths" ? now === undefined : now !== before;
       if (!done) return;
       watcher.close();
       then();
@@ -332,7 +332,7 @@ describe.skipIf(sshd === null)("publishing over SFTP through a fault proxy", () 
 
   const STATE: Step = { method: "writeFile", path: ".distributor.json" };
   const OUTPUT: Step = { method: "writeFile", path: "a.txt" };
-  const RETIRED: Step = { method: "deleteManagedOutputs", path: "docs/c.txt" };
+  const RETIRED: Step = { method: "deletePaths", path: "docs/c.txt" };
 
   describe.each(SCENARIOS)("%s", (scenario) => {
     /** Each step, and what the faulted run must say about it. */

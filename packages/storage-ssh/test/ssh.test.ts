@@ -364,7 +364,7 @@ describe.skipIf(sshd === null)("ssh backend", () => {
         () => backend.stat("link/secret.txt"),
         () => backend.writeFile("link/new.txt", "x"),
         () => backend.writeFile("link/secret.txt", "x", { overwrite: true }),
-        () => backend.deleteManagedOutputs("link", ["secret.txt"]),
+        () => backend.deletePaths("link", ["secret.txt"]),
         () => backend.deletePrefix("link/secret.txt"),
         () => backend.walk("link", { recursive: true, limit: 10 }),
       ]) {

@@ -159,7 +159,7 @@ describe.skipIf(sshd === null)("swap lock", () => {
       await writeFile(lock, "held");
       let settled = false;
       const deleting = backend
-        .deleteManagedOutputs("bundle", ["out.txt"], { ifMatch: new Map([["out.txt", version]]) })
+        .deletePaths("bundle", ["out.txt"], { ifMatch: new Map([["out.txt", version]]) })
         .finally(() => {
           settled = true;
         });
@@ -184,7 +184,7 @@ describe.skipIf(sshd === null)("swap lock", () => {
         const [written, deleted] = await Promise.allSettled([
           writer.writeFile("b/out.txt", `replaced in ${round}`, { ifMatch: version }),
           sleep(round * 3).then(() =>
-            deleter.deleteManagedOutputs("b", ["out.txt"], {
+            deleter.deletePaths("b", ["out.txt"], {
               ifMatch: new Map([["out.txt", version]]),
             }),
           ),
@@ -209,12 +209,12 @@ describe.skipIf(sshd === null)("swap lock", () => {
       await backend.writeFile("b/other.txt", "y");
       await rm(join(root, "b", "out.txt"));
       await expectStorageError(
-        backend.deleteManagedOutputs("b", ["out.txt"], {
+        backend.deletePaths("b", ["out.txt"], {
           ifMatch: new Map([["out.txt", version]]),
         }),
         "not_found",
       );
-      await backend.deleteManagedOutputs("b", ["out.txt", "other.txt"], {
+      await backend.deletePaths("b", ["out.txt", "other.txt"], {
         ignoreMissing: true,
         pruneEmptyDirs: true,
         ifMatch: new Map([["out.txt", version]]),

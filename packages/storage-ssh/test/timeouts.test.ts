@@ -173,7 +173,7 @@ describe.skipIf(sshd === null)("timeouts", () => {
       (signal: AbortSignal) => backend.readFile("dir/a.txt", { signal }),
       (signal: AbortSignal) => backend.walk("", { recursive: true, limit: 10, signal }),
       (signal: AbortSignal) =>
-        backend.deleteManagedOutputs("dir", ["a.txt"], {
+        backend.deletePaths("dir", ["a.txt"], {
           signal,
           ifMatch: new Map([["a.txt", "1-1"]]),
         }),

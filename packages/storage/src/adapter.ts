@@ -6,6 +6,30 @@
  * filesystem-like store writes only an `FsDriver` and takes its operations from `fsOperations`.
  */
 
+export { abortable, throwIfAborted } from "./adapter/abort.js";
+export {
+  type BackendErrorFactory,
+  backendErrors,
+  errorMessage,
+  hasNativeCode,
+  nativeCode,
+  nativeErrorMapper,
+  sourceStreamFailed,
+  versionMismatch,
+} from "./adapter/backend-error.js";
+export {
+  type BackendIdentity,
+  type BackendOperations,
+  frameBackend,
+  type WriteOperation,
+} from "./adapter/backend-frame.js";
+export {
+  CHUNK_BYTES,
+  releaseChunkBuffer,
+  takeChunkBuffer,
+} from "./adapter/chunk-buffers.js";
+export { checkCount } from "./adapter/limits.js";
+export { isByteReader, type WriteSource, writeSource } from "./adapter/write-source.js";
 export { inferContentType } from "./content-type.js";
 export {
   type FsCapabilities,
@@ -22,30 +46,6 @@ export {
   type PathState,
   withSwapLock,
 } from "./fs-protocol/index.js";
-export { abortable, throwIfAborted } from "./internal/abort.js";
-export {
-  type BackendErrorFactory,
-  backendErrors,
-  errorMessage,
-  hasNativeCode,
-  nativeCode,
-  nativeErrorMapper,
-  sourceStreamFailed,
-  versionMismatch,
-} from "./internal/backend-error.js";
-export {
-  type BackendIdentity,
-  type BackendOperations,
-  frameBackend,
-  type WriteOperation,
-} from "./internal/backend-frame.js";
-export {
-  CHUNK_BYTES,
-  releaseChunkBuffer,
-  takeChunkBuffer,
-} from "./internal/chunk-buffers.js";
-export { checkCount } from "./internal/limits.js";
-export { isByteReader, type WriteSource, writeSource } from "./internal/write-source.js";
 export {
   escapeName,
   nameProblem,

@@ -118,6 +118,14 @@ export interface WriteOptions extends OperationOptions {
   size?: number;
   /** Expected `sha256:<hex>` of the payload, for backends that can have the server verify it. */
   sha256?: string;
+  /**
+   * The write commits what earlier writes stored (a caller's state or journal file). Local and
+   * SFTP flush it, and first the directories earlier writes moved names into, even when the
+   * store runs without `fsync`. S3 stores it in one conditional PUT whatever its size, since a
+   * multipart completion does not enforce conditions everywhere; a payload larger than one PUT
+   * may hold (5 GiB) fails with `limit_exceeded`.
+   */
+  commit?: boolean;
 }
 
 export interface WalkOptions extends OperationOptions {
@@ -138,9 +146,8 @@ export interface DeleteOptions extends OperationOptions {
    */
   keep?: readonly string[];
   /**
-   * Fenced deletes (`deleteManagedOutputs`, `deleteManagedBundle`): output path, as passed, to
-   * the version token the caller last saw there. Such a path is deleted only while its stored
-   * version is still that one, checked at the moment of the delete (local and SFTP: under the
+   * `deletePaths` only: path, as passed (relative to the prefix), to the version token the caller
+   * last saw there. Such a path is deleted only while its stored version is still that one, checked at the moment of the delete (local and SFTP: under the
    * target's swap lock; S3: `If-Match` on the DELETE; memory: in one step). A path stored at
    * another version is left in place and, once every other target is deleted, the call fails with
    * `conflict` naming it. A missing path counts as deleted under `ignoreMissing`.
@@ -204,18 +211,14 @@ export interface StorageBackend {
   walk(prefix: string, options: WalkOptions): Promise<StorageEntry[]>;
   /** True when anything exists below `prefix`. */
   hasAny(prefix: string, options?: OperationOptions): Promise<boolean>;
-  /** Deletes the given outputs of a bundle path (never its state file), in batches where the store allows. */
-  deleteManagedOutputs(
-    bundlePath: string,
-    outputPaths: readonly string[],
-    options?: DeleteOptions,
-  ): Promise<void>;
-  /** Deletes the given outputs of a bundle path and its `.distributor.json`. */
-  deleteManagedBundle(
-    bundlePath: string,
-    outputPaths: readonly string[],
-    options?: DeleteOptions,
-  ): Promise<void>;
+  /**
+   * Deletes the files `prefix/<path>` for each of `paths` and nothing else, in batches where the
+   * store allows, in the order given (a file that describes the others, such as a state file, is
+   * listed last by callers that delete it). Every target is checked before any is deleted: a
+   * directory or special file fails `unsupported`, a missing one `not_found` unless
+   * `ignoreMissing`. `ifMatch` fences paths by version.
+   */
+  deletePaths(prefix: string, paths: readonly string[], options?: DeleteOptions): Promise<void>;
   /**
    * Deletes `prefix` and everything below it, never its parent or siblings (`bundle` leaves
    * `bundle-sibling/` alone). For `""` it empties the backend root but keeps the root itself.

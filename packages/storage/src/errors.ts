@@ -20,8 +20,8 @@ export type StorageOperation =
   | "stat"
   | "walk"
   | "has any"
+  // `deletePaths` reports this name, which error messages have always shown.
   | "delete managed outputs"
-  | "delete managed bundle"
   | "delete prefix"
   | "abort uploads"
   | "register backend"

@@ -36,6 +36,7 @@ export {
   nameProblem,
   reservedSegment,
   STATE_FILE_NAME,
+  statePath,
 } from "./names.js";
 export {
   compareLogicalPaths,
@@ -45,14 +46,12 @@ export {
   isValidPrefix,
   isWithinPrefix,
   join,
+  joinEach,
   joinPrefix,
   locatePath,
-  managedBundleTargets,
-  managedOutputTargets,
   parentPath,
   pathProblem,
   relativeTo,
-  statePath,
   validatePath,
   validatePrefix,
 } from "./paths.js";

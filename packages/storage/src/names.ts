@@ -1,10 +1,15 @@
 import { createHash, randomBytes } from "node:crypto";
-import { pathProblem } from "./paths.js";
+import { join, pathProblem } from "./paths.js";
 
 /** Name of the state file distributor keeps in every destination bundle path. */
 export const STATE_FILE_NAME = ".distributor.json";
 /** Name of the lease (and journal) a writing run holds beside a state file (docs/design/commit-protocol.md). */
 export const LEASE_FILE_NAME = ".distributor.lease.json";
+
+/** Logical path of the state file for a destination bundle path. */
+export function statePath(bundlePath: string): string {
+  return join(bundlePath, STATE_FILE_NAME);
+}
 
 const TEMP_NAME = /^\.distributor\.[0-9a-f]{16}\.tmp$/;
 const TARGET_TAG_LENGTH = 6;

@@ -1,7 +1,4 @@
 import { StorageError, type StorageOperation } from "./errors.js";
-import { STATE_FILE_NAME } from "./names.js";
-
-export { STATE_FILE_NAME };
 
 const MAX_SEGMENT_BYTES = 255;
 
@@ -89,11 +86,6 @@ export function joinPrefix(prefix: string, path: string): string {
   return join(prefix, path);
 }
 
-/** Logical path of the state file for a destination bundle path. */
-export function statePath(bundlePath: string): string {
-  return join(bundlePath, STATE_FILE_NAME);
-}
-
 /** How a logical path is shown to people: the root is `.`. */
 export function displayPath(path: string): string {
   return path === "" ? "." : path;
@@ -115,15 +107,10 @@ export function parentPath(path: string): string {
   return index === -1 ? "" : path.slice(0, index);
 }
 
-/** Full logical paths of the managed outputs of a bundle path, without the state file. */
-export function managedOutputTargets(bundlePath: string, outputPaths: readonly string[]): string[] {
-  validatePrefix(bundlePath);
-  return outputPaths.map((outputPath) => join(bundlePath, outputPath));
-}
-
-/** Full logical paths of the managed outputs of a bundle path plus its state file. */
-export function managedBundleTargets(bundlePath: string, outputPaths: readonly string[]): string[] {
-  return [...managedOutputTargets(bundlePath, outputPaths), statePath(bundlePath)];
+/** Full logical paths of `paths` below `prefix` (possibly the root), in order, each validated. */
+export function joinEach(prefix: string, paths: readonly string[]): string[] {
+  validatePrefix(prefix);
+  return paths.map((path) => join(prefix, path));
 }
 
 /** True when `path` equals `prefix` or lies below it (the root contains everything). */

@@ -1,5 +1,5 @@
+import { eventLoopTurns, releaseChunkBuffer, takeChunkBuffer } from "./adapter/chunk-buffers.js";
 import type { ChunkConsumer, OperationOptions, StorageBackend } from "./backend.js";
-import { eventLoopTurns, releaseChunkBuffer, takeChunkBuffer } from "./internal/chunk-buffers.js";
 
 type Destroyable = { destroy?: (error?: unknown) => void };
 

@@ -291,7 +291,7 @@ async function markReplacement(
 async function deleteFirst(context: ExecuteContext, plan: PublishPlan): Promise<void> {
   if (plan.deletesFirst.length === 0) return;
   context.lease?.assertHeld();
-  await context.destination.deleteManagedOutputs(plan.bundlePath, plan.deletesFirst, {
+  await context.destination.deletePaths(plan.bundlePath, plan.deletesFirst, {
     ignoreMissing: true,
     pruneEmptyDirs: true,
     signal: context.signal,
@@ -375,7 +375,7 @@ async function undoCreated(
   // alone) proves the file is still exactly the one it created, which no state can record.
   if (!held && context.destination.versionsMayRepeat) return [...pending, ...created];
   try {
-    await context.destination.deleteManagedOutputs(bundlePath, created, {
+    await context.destination.deletePaths(bundlePath, created, {
       ignoreMissing: true,
       pruneEmptyDirs: true,
       ifMatch: outcome.created,
@@ -437,7 +437,7 @@ async function deleteRetired(context: ExecuteContext, plan: PublishPlan): Promis
   const { destination, signal } = context;
   const options = { ignoreMissing: true, pruneEmptyDirs: true, signal };
   try {
-    await destination.deleteManagedOutputs(plan.bundlePath, plan.deletes, {
+    await destination.deletePaths(plan.bundlePath, plan.deletes, {
       ...options,
       ifMatch: fence(plan.deletes, plan.deleteVersions),
     });
@@ -463,7 +463,7 @@ async function deleteRetired(context: ExecuteContext, plan: PublishPlan): Promis
     }
   }
   context.lease.assertHeld();
-  await destination.deleteManagedOutputs(plan.bundlePath, [...current.keys()], {
+  await destination.deletePaths(plan.bundlePath, [...current.keys()], {
     ...options,
     ifMatch: current,
   });

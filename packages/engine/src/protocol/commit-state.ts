@@ -62,7 +62,8 @@ export async function compareAndSwapState(
   version: string | undefined,
   signal: AbortSignal | undefined,
 ): Promise<string> {
-  const options = { contentType: "application/json", signal };
+  // A commit: flushed whatever the store's fsync setting, one conditional PUT on S3.
+  const options = { contentType: "application/json", commit: true, signal };
   try {
     const written =
       version === undefined

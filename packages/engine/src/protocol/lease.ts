@@ -431,7 +431,7 @@ export class Lease {
   }
 
   #deleteIfOurs(version: string, pruneEmptyDirs = false): Promise<void> {
-    return this.#backend.deleteManagedOutputs(this.bundlePath, [LEASE_FILE_NAME], {
+    return this.#backend.deletePaths(this.bundlePath, [LEASE_FILE_NAME], {
       ignoreMissing: true,
       pruneEmptyDirs,
       ifMatch: new Map([[LEASE_FILE_NAME, version]]),
@@ -465,6 +465,7 @@ export class Lease {
         ({ version } = await this.#backend.writeFile(this.#path, bytes, {
           ifMatch: this.#version,
           contentType: "application/json",
+          commit: true,
           signal: this.#ttlOverride === 0 ? undefined : AbortSignal.timeout(Math.max(1, ttl)),
         }));
       } catch (error) {
@@ -558,6 +559,7 @@ export async function acquireLease(
       const { version } = await backend.writeFile(path, bytes, {
         overwrite: false,
         contentType: "application/json",
+        commit: true,
         signal: options.signal,
       });
       return new Lease(backend, bundlePath, document, version, options, undefined, started);
@@ -599,6 +601,7 @@ export async function acquireLease(
         const { version } = await backend.writeFile(path, bytes, {
           ifMatch: found.version,
           contentType: "application/json",
+          commit: true,
           signal: options.signal,
         });
         return new Lease(backend, bundlePath, takeover, version, options, broken, started);

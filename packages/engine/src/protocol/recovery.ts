@@ -463,14 +463,14 @@ async function deleteEach(
   const tolerated = (failure: unknown) =>
     isStorageError(failure, "unsupported") || isStorageError(failure, "conflict");
   try {
-    await backend.deleteManagedOutputs(bundlePath, paths, { ...options, ifMatch });
+    await backend.deletePaths(bundlePath, paths, { ...options, ifMatch });
   } catch (error) {
     if (!tolerated(error)) throw error;
     for (const path of paths) {
       const version = ifMatch?.get(path);
       const fenced = version === undefined ? undefined : new Map([[path, version]]);
       await backend
-        .deleteManagedOutputs(bundlePath, [path], { ...options, ifMatch: fenced })
+        .deletePaths(bundlePath, [path], { ...options, ifMatch: fenced })
         .catch((failure: unknown) => {
           if (!tolerated(failure)) throw failure;
         });

@@ -33,13 +33,7 @@ export const FAULT_KINDS = ["fail", "crash", "lost_answer", "hang", "stall", "bl
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
 /** Every method that changes what a backend stores. */
-const MUTATIONS = new Set([
-  "writeFile",
-  "deleteManagedOutputs",
-  "deleteManagedBundle",
-  "deletePrefix",
-  "abortUploads",
-]);
+const MUTATIONS = new Set(["writeFile", "deletePaths", "deletePrefix", "abortUploads"]);
 
 export class Crash extends Error {
   override readonly name = "Crash";
@@ -142,9 +136,9 @@ export function faultyBackend(inner: StorageBackend, plan: FaultPlan): StorageBa
 }
 
 function signalOf(method: string, args: unknown[]): AbortSignal | undefined {
-  const options = (
-    method === "writeFile" || method === "deleteManagedOutputs" ? args[2] : args[1]
-  ) as { signal?: AbortSignal } | undefined;
+  const options = (method === "writeFile" || method === "deletePaths" ? args[2] : args[1]) as
+    | { signal?: AbortSignal }
+    | undefined;
   return options?.signal;
 }
 

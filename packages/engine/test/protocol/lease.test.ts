@@ -392,7 +392,7 @@ describe.each(BACKEND_KINDS)("%s: recovery", (kind) => {
     );
     const failing = new Proxy(backend, {
       get(target, property) {
-        if (property === "deleteManagedOutputs") {
+        if (property === "deletePaths") {
           return async () => {
             throw new Error("disk went read-only");
           };

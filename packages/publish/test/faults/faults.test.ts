@@ -103,7 +103,7 @@ async function plainPublish(c: Case, version: "v1" | "v2" | "v3", pipeline = "re
 /** Deletes a managed output and replaces another's bytes behind distributor's back. */
 async function driftOutputs(c: Case) {
   const backend = await destinationOf(c);
-  await backend.deleteManagedOutputs("", ["docs/c.txt"], { pruneEmptyDirs: true });
+  await backend.deletePaths("", ["docs/c.txt"], { pruneEmptyDirs: true });
   await backend.writeFile("b.txt", "b hand-edited\n", { overwrite: true });
 }
 
@@ -241,7 +241,7 @@ const SCENARIOS: Scenario[] = [
       const backend = await dest?.({ backend: "local", path: c.dest } as never, {
         role: "destination",
       });
-      await backend?.deleteManagedOutputs("", ["docs/c.txt"], { pruneEmptyDirs: true });
+      await backend?.deletePaths("", ["docs/c.txt"], { pruneEmptyDirs: true });
     },
     act: async (c, backends) => {
       await reconcileState({

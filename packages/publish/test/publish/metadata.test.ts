@@ -251,7 +251,7 @@ describe("metadata rules on a backend that stores object metadata", () => {
       contentEncoding: "gzip",
     });
     expect((await audit({ config: config(rules("max-age=60")), backends })).drift).toBe(false);
-    await bucket.deleteManagedOutputs("", ["index.html"]);
+    await bucket.deletePaths("", ["index.html"]);
 
     const repaired = await publish(rules("max-age=60"), { repair: true });
     expect(repaired.actions[0]?.action).toBe("repair");

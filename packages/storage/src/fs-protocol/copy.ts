@@ -1,9 +1,9 @@
+import { throwIfAborted } from "../adapter/abort.js";
+import { sourceStreamFailed } from "../adapter/backend-error.js";
+import { eventLoopTurns, releaseChunkBuffer, takeChunkBuffer } from "../adapter/chunk-buffers.js";
+import { isByteReader, writeSource } from "../adapter/write-source.js";
 import type { ByteReader, WriteData } from "../backend.js";
 import type { StorageOperation } from "../errors.js";
-import { throwIfAborted } from "../internal/abort.js";
-import { sourceStreamFailed } from "../internal/backend-error.js";
-import { eventLoopTurns, releaseChunkBuffer, takeChunkBuffer } from "../internal/chunk-buffers.js";
-import { isByteReader, writeSource } from "../internal/write-source.js";
 import type { FsDriver } from "./driver.js";
 import type { FsStore } from "./store.js";
 

@@ -72,8 +72,8 @@ export interface FsCapabilities {
   /** `fsync` of an open file reaches the disk. Without it files are not flushed (a no-op). */
   fileSync: boolean;
   /**
-   * `syncDirectory` flushes a directory's entries. With it, a commit file (state, lease) is
-   * written only after the names it will describe are durable; without it nothing is flushed.
+   * `syncDirectory` flushes a directory's entries. With it, a `commit` write (state, lease) lands
+   * only after the names it will describe are durable; without it nothing is flushed.
    */
   directorySync: boolean;
   /**

@@ -1,4 +1,6 @@
 import type { Readable } from "node:stream";
+import { throwIfAborted } from "../adapter/abort.js";
+import type { BackendOperations, WriteOperation } from "../adapter/backend-frame.js";
 import type {
   ByteReader,
   DeleteOptions,
@@ -13,8 +15,6 @@ import type {
 } from "../backend.js";
 import { mapBounded } from "../concurrency.js";
 import { isStorageError, type StorageError, type StorageOperation } from "../errors.js";
-import { throwIfAborted } from "../internal/abort.js";
-import type { BackendOperations, WriteOperation } from "../internal/backend-frame.js";
 import { openReadStream, readWholeFile } from "./read.js";
 import { emptyDirectory, pruneEmptyParents, removeTree, unlinkIfMatch } from "./remove.js";
 import type { FsStore } from "./store.js";
@@ -118,7 +118,7 @@ class FsOperations<Handle> implements BackendOperations {
    * at another version stays, and the first of those in target order fails the call as
    * `conflict` once every other target is deleted.
    */
-  async deleteManaged(
+  async deletePaths(
     operation: StorageOperation,
     targets: readonly string[],
     options: DeleteOptions,

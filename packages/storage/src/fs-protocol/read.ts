@@ -1,7 +1,7 @@
 import { Readable } from "node:stream";
+import { throwIfAborted } from "../adapter/abort.js";
 import type { VersionedFile } from "../backend.js";
 import type { StorageOperation } from "../errors.js";
-import { throwIfAborted } from "../internal/abort.js";
 import type { FsDriver, FsStats } from "./driver.js";
 import type { FsStore } from "./store.js";
 

@@ -1,7 +1,7 @@
+import { throwIfAborted } from "../adapter/abort.js";
+import { versionMismatch } from "../adapter/backend-error.js";
 import { mapBounded } from "../concurrency.js";
 import type { StorageOperation } from "../errors.js";
-import { throwIfAborted } from "../internal/abort.js";
-import { versionMismatch } from "../internal/backend-error.js";
 import type { FsDirEntry, FsDriver, FsPath } from "./driver.js";
 import { type FsStore, splitPath } from "./store.js";
 import { withSwapLock } from "./swap-lock.js";

@@ -1,5 +1,5 @@
+import { type BackendErrorFactory, backendErrors } from "../adapter/backend-error.js";
 import type { StorageError, StorageOperation } from "../errors.js";
-import { type BackendErrorFactory, backendErrors } from "../internal/backend-error.js";
 import type { FsDriver, FsStats } from "./driver.js";
 
 /** What lies at a logical path, found without following any symlink below the root. */
@@ -15,8 +15,8 @@ export type PathState =
 
 export interface FsStoreOptions {
   /**
-   * Flush every written file before moving it into place (default true). With false only commit
-   * files (`.distributor.json`, the lease) are flushed, with their directory where the store can.
+   * Flush every written file before moving it into place (default true). With false only writes
+   * marked `commit` (the state, the lease) are flushed, with their directory where the store can.
    */
   fsync?: boolean;
 }

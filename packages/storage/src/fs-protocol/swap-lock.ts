@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { throwIfAborted } from "../internal/abort.js";
+import { throwIfAborted } from "../adapter/abort.js";
 import { swapBreakerName, swapLockName } from "../names.js";
 import type { FsDriver, FsStats } from "./driver.js";
 import { beside, type FsStore } from "./store.js";

@@ -1,6 +1,6 @@
 import { setImmediate as nextTurn } from "node:timers/promises";
+import { throwIfAborted } from "../adapter/abort.js";
 import type { StorageEntry, WalkOptions } from "../backend.js";
-import { throwIfAborted } from "../internal/abort.js";
 import { escapeName, nameProblem } from "../names.js";
 import { compareLogicalPaths } from "../paths.js";
 import type { FsDirEntry } from "./driver.js";

@@ -1,9 +1,9 @@
+import { throwIfAborted } from "../adapter/abort.js";
+import { versionMismatch } from "../adapter/backend-error.js";
 import type { WriteData, WriteOptions, WriteResult } from "../backend.js";
 import { mapBounded } from "../concurrency.js";
 import type { StorageOperation } from "../errors.js";
-import { throwIfAborted } from "../internal/abort.js";
-import { versionMismatch } from "../internal/backend-error.js";
-import { LEASE_FILE_NAME, STATE_FILE_NAME, tempFileName } from "../names.js";
+import { tempFileName } from "../names.js";
 import { copyInto } from "./copy.js";
 import type { FsDriver, FsStats } from "./driver.js";
 import { beside, type FsStore, type PathState, splitPath } from "./store.js";
@@ -14,7 +14,7 @@ const FLUSH_CONCURRENCY = 16;
 
 /**
  * Streams `data` into a reserved temp name beside the target, flushes it (unless the store runs
- * without fsync and the target is not a commit file) and moves it into place: an atomic rename
+ * without fsync and the write is not a `commit`) and moves it into place: an atomic rename
  * when overwriting, a hard link (or, without one, a rename that refuses an existing target) when
  * not, because a link fails atomically when the name exists and so can never clobber a file that
  * appeared after our check. A compare-and-swap (`ifMatch`) checks the target's version and
@@ -79,7 +79,7 @@ async function writeInPlace<Handle>(
   const created = await createParents(store, io, path, existing, operation);
   const { parent, name } = splitPath(path);
   const temp = beside(parent, tempFileName(name));
-  const commit = name === STATE_FILE_NAME || name === LEASE_FILE_NAME;
+  const commit = options.commit === true;
   let tempExists = false;
   let stats: FsStats;
   try {
@@ -92,7 +92,7 @@ async function writeInPlace<Handle>(
     };
     try {
       await copyInto(store, io, handle, data, signal, operation, path);
-      // Commit files are flushed even when the store runs without fsync.
+      // A commit is flushed even when the store runs without fsync.
       const flush = (store.fsync || commit) && capabilities.fileSync;
       const flushed = flush ? io.fsync(handle) : Promise.resolve();
       const described = io.fstat(handle);

@@ -1,8 +1,8 @@
 import { resolve } from "node:path";
+import { frameBackend } from "../adapter/backend-frame.js";
 import type { StorageBackend } from "../backend.js";
 import { fsOperations } from "../fs-protocol/operations.js";
 import { FsStore } from "../fs-protocol/store.js";
-import { frameBackend } from "../internal/backend-frame.js";
 import { blockingCalls, threadPoolCalls } from "./calls.js";
 import type { LocalRoot } from "./context.js";
 import { LocalDriver } from "./driver.js";
@@ -14,7 +14,7 @@ export interface LocalBackendOptions {
   root: string;
   /**
    * Flush every written file to disk before moving it into place (default true). With false,
-   * only commit files (`.distributor.json`, the lease) and their directories are flushed: a
+   * only writes marked `commit` (the state, the lease) and their directories are flushed: a
    * power cut may then lose outputs the state already records, as with `cp` or `rclone`.
    */
   fsync?: boolean;

@@ -1,8 +1,8 @@
 import type { Stats } from "node:fs";
 import { join, sep } from "node:path";
+import { backendErrors } from "../adapter/backend-error.js";
 import type { StorageError, StorageOperation } from "../errors.js";
 import type { FsStore } from "../fs-protocol/store.js";
-import { backendErrors } from "../internal/backend-error.js";
 import type { LocalCalls } from "./calls.js";
 import { BACKEND_NAME } from "./errno.js";
 

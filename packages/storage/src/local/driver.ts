@@ -1,6 +1,7 @@
 import { constants, type Dir, fsync as fsyncCallback, type Stats, statSync } from "node:fs";
 import { type FileHandle, mkdir, open } from "node:fs/promises";
 import { setImmediate as nextTurn } from "node:timers/promises";
+import { CHUNK_BYTES } from "../adapter/chunk-buffers.js";
 import type { StorageError, StorageOperation } from "../errors.js";
 import type {
   FsCapabilities,
@@ -10,7 +11,6 @@ import type {
   FsPath,
   FsStats,
 } from "../fs-protocol/driver.js";
-import { CHUNK_BYTES } from "../internal/chunk-buffers.js";
 import { blockingCalls, type LocalCalls } from "./calls.js";
 import { localVersion, nativePath, rootNotDirectory } from "./context.js";
 import { BACKEND_NAME, errorCode, toStorageError } from "./errno.js";

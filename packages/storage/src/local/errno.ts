@@ -1,10 +1,10 @@
-import { defaultDetail, type StorageErrorKind } from "../errors.js";
 import {
   errorMessage,
   hasNativeCode,
   nativeCode,
   nativeErrorMapper,
-} from "../internal/backend-error.js";
+} from "../adapter/backend-error.js";
+import { defaultDetail, type StorageErrorKind } from "../errors.js";
 
 export const BACKEND_NAME = "local";
 

@@ -1,9 +1,9 @@
 import type { Stats } from "node:fs";
 import { addAbortSignal, Readable } from "node:stream";
+import { throwIfAborted } from "../adapter/abort.js";
+import { CHUNK_BYTES } from "../adapter/chunk-buffers.js";
 import type { ByteReader } from "../backend.js";
 import type { StorageOperation } from "../errors.js";
-import { throwIfAborted } from "../internal/abort.js";
-import { CHUNK_BYTES } from "../internal/chunk-buffers.js";
 import type { LocalCalls } from "./calls.js";
 import {
   type LocalRoot,

@@ -1,5 +1,9 @@
 import { addAbortSignal, Readable, Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
+import { throwIfAborted } from "../adapter/abort.js";
+import { backendErrors, sourceStreamFailed, versionMismatch } from "../adapter/backend-error.js";
+import { type BackendOperations, frameBackend } from "../adapter/backend-frame.js";
+import { writeSource } from "../adapter/write-source.js";
 import type {
   DeleteOptions,
   OperationOptions,
@@ -14,10 +18,6 @@ import type {
 } from "../backend.js";
 import { inferContentType } from "../content-type.js";
 import type { StorageOperation } from "../errors.js";
-import { throwIfAborted } from "../internal/abort.js";
-import { backendErrors, sourceStreamFailed, versionMismatch } from "../internal/backend-error.js";
-import { type BackendOperations, frameBackend } from "../internal/backend-frame.js";
-import { writeSource } from "../internal/write-source.js";
 import { compareLogicalPaths, isWithinPrefix, relativeTo, validatePath } from "../paths.js";
 import { MemoryTree, type StoredFile } from "./tree.js";
 
@@ -132,7 +132,7 @@ class MemoryOperations implements BackendOperations {
   }
 
   /** Every target is checked before any is deleted, as in the local backend. */
-  async deleteManaged(
+  async deletePaths(
     operation: StorageOperation,
     targets: readonly string[],
     options: DeleteOptions,

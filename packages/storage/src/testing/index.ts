@@ -86,7 +86,15 @@ export { describeInvalidPaths } from "./contract/paths.js";
 export { describeReadWrite } from "./contract/read-write.js";
 export { describeVersions } from "./contract/versions.js";
 export { MemoryFsDriver, type MemoryFsDriverOptions } from "./memory-fs-driver.js";
-export * from "./tcp-proxy.js";
+export {
+  type ProxiedRequest,
+  type ProxiedRequestHead,
+  type RequestMatch,
+  startTcpProxy,
+  type TcpProxy,
+  type TcpProxyOptions,
+  type TimedRequest,
+} from "./tcp-proxy.js";
 
 /**
  * Extra runs of each fault case that depends on timing, from `DISTRIBUTOR_FAULT_REPEATS` (the

@@ -1,4 +1,5 @@
 import { setImmediate as nextTurn } from "node:timers/promises";
+import { nativeCode, nativeErrorMapper } from "../adapter/backend-error.js";
 import type { StorageError, StorageErrorKind, StorageOperation } from "../errors.js";
 import type {
   FsCapabilities,
@@ -8,7 +9,6 @@ import type {
   FsPath,
   FsStats,
 } from "../fs-protocol/driver.js";
-import { nativeCode, nativeErrorMapper } from "../internal/backend-error.js";
 
 /** A file's bytes and times, shared by every name linked to it and every open handle. */
 interface Inode {

@@ -202,7 +202,7 @@ async function pruneBundle(
     signal?.throwIfAborted();
     await lease.confirm();
     if (current.removesState) {
-      await backend.deleteManagedBundle(bundlePath, [], {
+      await backend.deletePaths(bundlePath, [STATE_FILE_NAME], {
         ignoreMissing: true,
         pruneEmptyDirs: true,
         ifMatch: new Map([[STATE_FILE_NAME, version]]),

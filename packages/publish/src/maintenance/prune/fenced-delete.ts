@@ -33,7 +33,7 @@ export async function deleteFencedOutputs(
       signal?.throwIfAborted();
       lease.assertHeld();
       const { version } = stored;
-      await backend.deleteManagedOutputs(bundlePath, [path], {
+      await backend.deletePaths(bundlePath, [path], {
         // An output already gone is as pruned as one deleted now.
         ignoreMissing: true,
         pruneEmptyDirs: true,
@@ -70,7 +70,7 @@ async function deleteAtCurrentVersion(
     await lease.confirm();
     const { version } = await backend.stat(joinPrefix(bundlePath, path), { signal });
     lease.assertHeld();
-    await backend.deleteManagedOutputs(bundlePath, [path], {
+    await backend.deletePaths(bundlePath, [path], {
       ignoreMissing: true,
       pruneEmptyDirs: true,
       ...(version === undefined ? {} : { ifMatch: new Map([[path, version]]) }),

@@ -284,8 +284,9 @@ describe("prune across bundle paths", () => {
     const inner = createLocalBackend({ root: dest });
     const failing = new Proxy(inner, {
       get(target, property) {
-        if (property === "deleteManagedBundle") {
-          return async () => {
+        if (property === "deletePaths") {
+          return async (...args: Parameters<typeof inner.deletePaths>) => {
+            if (!args[1].includes(".distributor.json")) return inner.deletePaths(...args);
             throw new Error("injected: delete refused");
           };
         }

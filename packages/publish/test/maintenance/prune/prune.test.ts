@@ -133,7 +133,7 @@ function pruneOptions(config: Config, overrides: Partial<PruneOptions> = {}): Pr
   };
 }
 
-/** Fails `deleteManagedOutputs` of one path, or every state write, for fault injection only. */
+/** Fails `deletePaths` of one path, or every state write, for fault injection only. */
 function faultyRegistry(faults: { deleteFails?: string; writeFails?: boolean }) {
   return faultyLocalRegistry(
     (inner) =>
@@ -147,10 +147,10 @@ function faultyRegistry(faults: { deleteFails?: string; writeFails?: boolean }) 
               },
             }
           : {}),
-        deleteManagedOutputs: async (bundlePath, outputPaths, options) => {
+        deletePaths: async (bundlePath, outputPaths, options) => {
           const failing = outputPaths.find((path) => path === faults.deleteFails);
           if (failing !== undefined) throw injectedFailure("delete managed outputs", failing);
-          return inner.deleteManagedOutputs(bundlePath, outputPaths, options);
+          return inner.deletePaths(bundlePath, outputPaths, options);
         },
       }) satisfies Partial<StorageBackend>,
   );

@@ -30,8 +30,8 @@ export function describeCancellation(contract: ContractContext): void {
         () => backend().stat("bundle/a.txt", { signal }),
         () => backend().walk("", { recursive: true, limit: 10, signal }),
         () => backend().hasAny("bundle", { signal }),
-        () => backend().deleteManagedOutputs("bundle", ["a.txt"], { signal }),
-        () => backend().deleteManagedBundle("bundle", ["a.txt"], { signal }),
+        () => backend().deletePaths("bundle", ["a.txt"], { signal }),
+        () => backend().deletePaths("bundle", ["a.txt", ".distributor.json"], { signal }),
         () => backend().deletePrefix("bundle", { signal }),
         () => backend().deletePrefix("", { signal }),
       ];

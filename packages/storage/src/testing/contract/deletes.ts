@@ -2,12 +2,12 @@ import { describe, expect, it } from "vitest";
 import { type ContractContext, expectKind } from "./context.js";
 
 /**
- * Deleting: managed outputs and bundles (checked before anything goes, fenced by version with
+ * Deleting: `deletePaths` (every target checked before anything goes, fenced by version with
  * `ifMatch`, empty parents pruned on request) and `deletePrefix`, bounded to its prefix.
  */
 export function describeDeletes(contract: ContractContext): void {
   const { backend, put, readText, tree, files } = contract;
-  describe("managed deletes", () => {
+  describe("deletePaths", () => {
     const bundle = {
       "bundle/report.md": "md",
       "bundle/nested/deep/report.html": "html",
@@ -16,9 +16,9 @@ export function describeDeletes(contract: ContractContext): void {
       "bundle-sibling/report.md": "sibling",
     };
 
-    it("deleteManagedOutputs removes the outputs but never the state file", async () => {
+    it("removes the paths given and nothing else", async () => {
       await put(bundle);
-      await backend().deleteManagedOutputs("bundle", ["report.md", "nested/deep/report.html"], {
+      await backend().deletePaths("bundle", ["report.md", "nested/deep/report.html"], {
         pruneEmptyDirs: true,
       });
       expect(await tree()).toEqual([
@@ -30,11 +30,13 @@ export function describeDeletes(contract: ContractContext): void {
       ]);
     });
 
-    it("deleteManagedBundle removes the outputs and the state file", async () => {
+    it("removes a state file listed last with the others", async () => {
       await put(bundle);
-      await backend().deleteManagedBundle("bundle", ["report.md", "nested/deep/report.html"], {
-        pruneEmptyDirs: true,
-      });
+      await backend().deletePaths(
+        "bundle",
+        ["report.md", "nested/deep/report.html", ".distributor.json"],
+        { pruneEmptyDirs: true },
+      );
       expect(await tree()).toEqual([
         "d bundle",
         "d bundle-sibling",
@@ -45,7 +47,7 @@ export function describeDeletes(contract: ContractContext): void {
 
     it("prunes emptied directories up to, but never including, the root", async () => {
       await put({ "bundle/nested/deep/report.html": "html", "bundle/.distributor.json": "{}" });
-      await backend().deleteManagedBundle("bundle", ["nested/deep/report.html"], {
+      await backend().deletePaths("bundle", ["nested/deep/report.html", ".distributor.json"], {
         pruneEmptyDirs: true,
       });
       expect(await tree()).toEqual([]);
@@ -56,26 +58,28 @@ export function describeDeletes(contract: ContractContext): void {
 
     it("works on the root as bundle path", async () => {
       await put({ "top.txt": "t", ".distributor.json": "{}", "other.txt": "o" });
-      await backend().deleteManagedOutputs("", ["top.txt"]);
+      await backend().deletePaths("", ["top.txt"]);
       expect(await files()).toEqual([".distributor.json", "other.txt"]);
-      await backend().deleteManagedBundle("", []);
+      await backend().deletePaths("", [".distributor.json"]);
       expect(await files()).toEqual(["other.txt"]);
     });
 
     it("fails with not_found for a missing target unless ignoreMissing", async () => {
       await put(bundle);
       const error = await expectKind(
-        backend().deleteManagedOutputs("bundle", ["report.md", "missing.txt"]),
+        backend().deletePaths("bundle", ["report.md", "missing.txt"]),
         "not_found",
       );
       expect(error.path).toBe("bundle/missing.txt");
-      await backend().deleteManagedOutputs("bundle", ["report.md", "missing.txt"], {
+      await backend().deletePaths("bundle", ["report.md", "missing.txt"], {
         ignoreMissing: true,
       });
       await expectKind(backend().stat("bundle/report.md"), "not_found");
-      await backend().deleteManagedBundle("bundle", [], { ignoreMissing: true });
-      await expectKind(backend().deleteManagedBundle("bundle", []), "not_found");
-      await backend().deleteManagedBundle("never-existed", ["x"], { ignoreMissing: true });
+      await backend().deletePaths("bundle", [".distributor.json"], { ignoreMissing: true });
+      await expectKind(backend().deletePaths("bundle", [".distributor.json"]), "not_found");
+      await backend().deletePaths("never-existed", ["x", ".distributor.json"], {
+        ignoreMissing: true,
+      });
     });
 
     it("deletes a fenced output only at the version given, deleting the others", async () => {
@@ -86,7 +90,7 @@ export function describeDeletes(contract: ContractContext): void {
         overwrite: true,
       });
       const error = await expectKind(
-        backend().deleteManagedOutputs("bundle", ["moved.txt", "same.txt", "keep.txt"], {
+        backend().deletePaths("bundle", ["moved.txt", "same.txt", "keep.txt"], {
           ifMatch: new Map([
             ["moved.txt", stale],
             ["same.txt", seen],
@@ -99,7 +103,7 @@ export function describeDeletes(contract: ContractContext): void {
       await expectKind(backend().stat("bundle/same.txt"), "not_found");
       await expectKind(backend().stat("bundle/keep.txt"), "not_found");
       // A fenced path already gone counts as deleted under ignoreMissing.
-      await backend().deleteManagedOutputs("bundle", ["same.txt"], {
+      await backend().deletePaths("bundle", ["same.txt"], {
         ignoreMissing: true,
         ifMatch: new Map([["same.txt", seen]]),
       });
@@ -109,11 +113,11 @@ export function describeDeletes(contract: ContractContext): void {
     it("refuses a target that is a directory and leaves it intact", async () => {
       await put(bundle);
       const error = await expectKind(
-        backend().deleteManagedOutputs("bundle", ["nested"], { ignoreMissing: true }),
+        backend().deletePaths("bundle", ["nested"], { ignoreMissing: true }),
         "unsupported",
       );
       expect(error.path).toBe("bundle/nested");
-      await expectKind(backend().deleteManagedBundle("", ["bundle"]), "unsupported");
+      await expectKind(backend().deletePaths("", ["bundle", ".distributor.json"]), "unsupported");
       expect(await readText("bundle/nested/deep/report.html")).toBe("html");
     });
   });

@@ -34,7 +34,7 @@ export function describeListing(contract: ContractContext): void {
       await backend().writeFile("many/.distributor.json", "{}");
       await backend().writeFile("keep.txt", "k");
       const outputs = paths.map((path) => path.slice("many/".length));
-      await backend().deleteManagedOutputs("many", outputs, { pruneEmptyDirs: true });
+      await backend().deletePaths("many", outputs, { pruneEmptyDirs: true });
       expect(await files()).toEqual(["keep.txt", "many/.distributor.json"]);
     }, 60_000);
   });

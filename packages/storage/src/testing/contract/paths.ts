@@ -37,8 +37,11 @@ export function describeInvalidPaths(contract: ContractContext): void {
           ["write file", () => backend().writeFile(path, "data")],
           ["write file", () => backend().writeFile(path, "data", { overwrite: true })],
           ["stat", () => backend().stat(path)],
-          ["delete managed outputs", () => backend().deleteManagedOutputs("", [path])],
-          ["delete managed bundle", () => backend().deleteManagedBundle("b", ["ok", path])],
+          ["delete managed outputs", () => backend().deletePaths("", [path])],
+          [
+            "delete managed outputs",
+            () => backend().deletePaths("b", ["ok", path, ".distributor.json"]),
+          ],
         );
       }
       for (const prefix of invalid) {
@@ -48,9 +51,9 @@ export function describeInvalidPaths(contract: ContractContext): void {
           ["delete prefix", () => backend().deletePrefix(prefix, { ignoreMissing: true })],
           [
             "delete managed outputs",
-            () => backend().deleteManagedOutputs(prefix, ["x"], { ignoreMissing: true }),
+            () => backend().deletePaths(prefix, ["x"], { ignoreMissing: true }),
           ],
-          ["delete managed bundle", () => backend().deleteManagedBundle(prefix, [])],
+          ["delete managed outputs", () => backend().deletePaths(prefix, [".distributor.json"])],
         );
       }
       for (const [operation, call] of calls) {

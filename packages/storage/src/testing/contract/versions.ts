@@ -53,7 +53,7 @@ export function describeVersions(contract: ContractContext): void {
 
     it("refuses ifMatch on a missing file with conflict and creates nothing", async () => {
       const { version } = await backend().writeFile("gone.txt", "x");
-      await backend().deleteManagedOutputs("", ["gone.txt"]);
+      await backend().deletePaths("", ["gone.txt"]);
       await expectKind(backend().writeFile("gone.txt", "y", { ifMatch: version }), "conflict");
       await expectKind(
         backend().writeFile("never/there.txt", "y", { ifMatch: version }),

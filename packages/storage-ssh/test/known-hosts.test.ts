@@ -4,8 +4,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import fc from "fast-check";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { checkHostKey, decideHostKey, recordedKeyTypes } from "./check.js";
-import { appendKnownHost, readKnownHosts } from "./file.js";
+import { checkHostKey, decideHostKey, recordedKeyTypes } from "../src/known-hosts/check.js";
+import { appendKnownHost, readKnownHosts } from "../src/known-hosts/file.js";
 import {
   fingerprint,
   hashHostName,
@@ -13,7 +13,7 @@ import {
   knownHostName,
   knownHostsLine,
   parseKnownHosts,
-} from "./parse.js";
+} from "../src/known-hosts/parse.js";
 
 /** A public key blob as a server sends it: type name, then key bytes (SSH wire strings). */
 function blob(type: string, body: Buffer = randomBytes(32)): Buffer {

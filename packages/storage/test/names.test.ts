@@ -7,7 +7,7 @@ import {
   reservedSegment,
   swapLockName,
   tempFileName,
-} from "./names.js";
+} from "../src/names.js";
 
 const bytes = (text: string) => Buffer.from(text, "latin1");
 

@@ -13,12 +13,7 @@ import type {
   WriteResult,
 } from "../backend.js";
 import { StorageError, type StorageOperation } from "../errors.js";
-import {
-  managedBundleTargets,
-  managedOutputTargets,
-  validatePath,
-  validatePrefix,
-} from "../paths.js";
+import { joinEach, validatePath, validatePrefix } from "../paths.js";
 import { abortable } from "./abort.js";
 import { backendErrors } from "./backend-error.js";
 import { checkCount } from "./limits.js";
@@ -53,7 +48,7 @@ export interface BackendOperations {
    * `targets` are full logical paths, distinct; every one is checked before any is deleted.
    * `options.ifMatch`, when set, is keyed by full logical path (the frame maps it).
    */
-  deleteManaged(
+  deletePaths(
     operation: StorageOperation,
     targets: readonly string[],
     options: DeleteOptions,
@@ -223,29 +218,16 @@ class FramedBackend implements StorageBackend {
     );
   }
 
-  async deleteManagedOutputs(
-    bundlePath: string,
-    outputPaths: readonly string[],
+  async deletePaths(
+    prefix: string,
+    paths: readonly string[],
     options: DeleteOptions = {},
   ): Promise<void> {
     const operation = "delete managed outputs";
-    const targets = this.#managedTargets(operation, bundlePath, outputPaths, managedOutputTargets);
-    const mapped = this.#fencedOptions(operation, bundlePath, options);
-    return this.#run(operation, bundlePath, options.signal, () =>
-      this.#operations.deleteManaged(operation, targets, mapped),
-    );
-  }
-
-  async deleteManagedBundle(
-    bundlePath: string,
-    outputPaths: readonly string[],
-    options: DeleteOptions = {},
-  ): Promise<void> {
-    const operation = "delete managed bundle";
-    const targets = this.#managedTargets(operation, bundlePath, outputPaths, managedBundleTargets);
-    const mapped = this.#fencedOptions(operation, bundlePath, options);
-    return this.#run(operation, bundlePath, options.signal, () =>
-      this.#operations.deleteManaged(operation, targets, mapped),
+    const targets = this.#deleteTargets(operation, prefix, paths);
+    const mapped = this.#fencedOptions(operation, prefix, options);
+    return this.#run(operation, prefix, options.signal, () =>
+      this.#operations.deletePaths(operation, targets, mapped),
     );
   }
 
@@ -269,39 +251,29 @@ class FramedBackend implements StorageBackend {
     }
   }
 
-  /** `ifMatch` re-keyed from output paths to the full logical paths the operations receive. */
+  /** `ifMatch` re-keyed from relative paths to the full logical paths the operations receive. */
   #fencedOptions(
     operation: StorageOperation,
-    bundlePath: string,
+    prefix: string,
     options: DeleteOptions,
   ): DeleteOptions {
     if (options.ifMatch === undefined) return options;
     const ifMatch = new Map<string, string>();
-    for (const [outputPath, version] of options.ifMatch) {
-      this.#valid(outputPath, operation);
+    for (const [path, version] of options.ifMatch) {
+      this.#valid(path, operation);
       if (version === "") {
-        throw backendErrors(this.name)(
-          "conflict",
-          operation,
-          outputPath,
-          "ifMatch is an empty version",
-        );
+        throw backendErrors(this.name)("conflict", operation, path, "ifMatch is an empty version");
       }
-      ifMatch.set(managedOutputTargets(bundlePath, [outputPath])[0] as string, version);
+      ifMatch.set(joinEach(prefix, [path])[0] as string, version);
     }
     return { ...options, ifMatch };
   }
 
-  /** Validated here, with this operation and backend, so a bad output path names the call. */
-  #managedTargets(
-    operation: StorageOperation,
-    bundlePath: string,
-    outputPaths: readonly string[],
-    targetsOf: (bundlePath: string, outputPaths: readonly string[]) => string[],
-  ): string[] {
-    validatePrefix(bundlePath, operation, this.name);
-    for (const outputPath of outputPaths) this.#valid(outputPath, operation);
-    return [...new Set(targetsOf(bundlePath, outputPaths))];
+  /** Validated here, with this operation and backend, so a bad path names the call. */
+  #deleteTargets(operation: StorageOperation, prefix: string, paths: readonly string[]): string[] {
+    validatePrefix(prefix, operation, this.name);
+    for (const path of paths) this.#valid(path, operation);
+    return [...new Set(joinEach(prefix, paths))];
   }
 
   async #run<T>(

@@ -1,7 +1,8 @@
 import { posix } from "node:path";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { isStorageError } from "./errors.js";
+import { isStorageError } from "../src/errors.js";
+import { STATE_FILE_NAME, statePath } from "../src/names.js";
 import {
   compareLogicalPaths,
   displayPath,
@@ -9,16 +10,13 @@ import {
   isValidPrefix,
   isWithinPrefix,
   join,
+  joinEach,
   joinPrefix,
-  managedBundleTargets,
-  managedOutputTargets,
   parentPath,
   pathProblem,
   relativeTo,
-  STATE_FILE_NAME,
-  statePath,
   validatePath,
-} from "./paths.js";
+} from "../src/paths.js";
 
 function thrown(call: () => unknown): unknown {
   try {
@@ -157,31 +155,31 @@ describe("logical paths", () => {
   });
 });
 
-describe("managed targets", () => {
-  it("managedOutputTargets joins outputs and omits the state file", () => {
-    expect(managedOutputTargets("bundle", ["report.md", "nested/report.html"])).toEqual([
+describe("joined targets", () => {
+  it("joinEach joins each path below the prefix", () => {
+    expect(joinEach("bundle", ["report.md", "nested/report.html"])).toEqual([
       "bundle/report.md",
       "bundle/nested/report.html",
     ]);
-    expect(managedOutputTargets("", ["report.md"])).toEqual(["report.md"]);
-    expect(managedOutputTargets("bundle", [])).toEqual([]);
+    expect(joinEach("", ["report.md"])).toEqual(["report.md"]);
+    expect(joinEach("bundle", [])).toEqual([]);
   });
 
-  it("managedBundleTargets appends the state file", () => {
-    expect(managedBundleTargets("bundle", ["report.md", "nested/report.html"])).toEqual([
+  it("joinEach keeps the order given, a state file listed last included", () => {
+    expect(joinEach("bundle", ["report.md", "nested/report.html", STATE_FILE_NAME])).toEqual([
       "bundle/report.md",
       "bundle/nested/report.html",
       "bundle/.distributor.json",
     ]);
-    expect(managedBundleTargets("", [])).toEqual([".distributor.json"]);
+    expect(joinEach("", [STATE_FILE_NAME])).toEqual([".distributor.json"]);
   });
 
-  it("rejects an invalid output path or bundle path", () => {
+  it("rejects an invalid path or prefix", () => {
     for (const call of [
-      () => managedOutputTargets("bundle", ["ok.md", "../escape.md"]),
-      () => managedBundleTargets("bundle", ["/absolute.md"]),
-      () => managedBundleTargets("bundle", [""]),
-      () => managedOutputTargets("bundle/", ["ok.md"]),
+      () => joinEach("bundle", ["ok.md", "../escape.md"]),
+      () => joinEach("bundle", ["/absolute.md", STATE_FILE_NAME]),
+      () => joinEach("bundle", ["", STATE_FILE_NAME]),
+      () => joinEach("bundle/", ["ok.md"]),
     ]) {
       expect(isStorageError(thrown(call), "invalid_path")).toBe(true);
     }

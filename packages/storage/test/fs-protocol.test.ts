@@ -1,12 +1,12 @@
 import { describe, expect, it } from "vitest";
-import type { StorageBackend } from "../backend.js";
-import { isStorageError } from "../errors.js";
-import { frameBackend } from "../internal/backend-frame.js";
-import { isTempFileName, swapLockName } from "../names.js";
-import { describeBackendContract, expectStorageError } from "../testing/index.js";
-import { MemoryFsDriver, type MemoryFsDriverOptions } from "../testing/memory-fs-driver.js";
-import { fsOperations } from "./operations.js";
-import { FsStore } from "./store.js";
+import { frameBackend } from "../src/adapter/backend-frame.js";
+import type { StorageBackend } from "../src/backend.js";
+import { isStorageError } from "../src/errors.js";
+import { fsOperations } from "../src/fs-protocol/operations.js";
+import { FsStore } from "../src/fs-protocol/store.js";
+import { isTempFileName, swapLockName } from "../src/names.js";
+import { describeBackendContract, expectStorageError } from "../src/testing/index.js";
+import { MemoryFsDriver, type MemoryFsDriverOptions } from "../src/testing/memory-fs-driver.js";
 
 /** A backend of the protocol over an in-memory driver, and the driver to look at its tree. */
 function open(options: MemoryFsDriverOptions = {}): {
@@ -84,7 +84,7 @@ describe("fs-protocol", () => {
       const { version } = await backend.writeFile("b/out.txt", "v1");
       const outcomes = await Promise.allSettled([
         backend.writeFile("b/out.txt", "v2", { ifMatch: version }),
-        backend.deleteManagedOutputs("b", ["out.txt"], {
+        backend.deletePaths("b", ["out.txt"], {
           ifMatch: new Map([["out.txt", version]]),
         }),
         backend.writeFile("b/out.txt", "v3", { ifMatch: version }),

@@ -1,7 +1,7 @@
 import { once } from "node:events";
 import { createServer, type Server, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { connectSocket } from "./socket.js";
+import { connectSocket } from "../src/socket.js";
 
 /** A loopback server that keeps what each connection sends. */
 async function startServer(): Promise<{ server: Server; port: number; received: () => Buffer }> {

@@ -11,7 +11,7 @@ import { createConnection, createServer as createNetServer, type Socket } from "
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterEach, describe, expect, it } from "vitest";
-import { startTcpProxy, type TcpProxy, type TcpProxyOptions } from "./tcp-proxy.js";
+import { startTcpProxy, type TcpProxy, type TcpProxyOptions } from "../src/testing/tcp-proxy.js";
 
 const cleanups: (() => Promise<void> | void)[] = [];
 

@@ -15,10 +15,10 @@ import {
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { StorageBackend } from "../backend.js";
-import { readFileChunks } from "../read-chunks.js";
-import { describeBackendContract, expectStorageError } from "../testing/index.js";
-import { createLocalBackend } from "./index.js";
+import type { StorageBackend } from "../src/backend.js";
+import { createLocalBackend } from "../src/local/index.js";
+import { readFileChunks } from "../src/read-chunks.js";
+import { describeBackendContract, expectStorageError } from "../src/testing/index.js";
 
 describeBackendContract("local", async () => {
   const dir = await mkdtemp(join(tmpdir(), "distributor-local-contract-"));
@@ -95,7 +95,7 @@ describe("local backend", () => {
 
   it("keeps the root when deletes empty it", async () => {
     await backend.writeFile("bundle/nested/a.txt", "a");
-    await backend.deleteManagedOutputs("bundle", ["nested/a.txt"], { pruneEmptyDirs: true });
+    await backend.deletePaths("bundle", ["nested/a.txt"], { pruneEmptyDirs: true });
     expect(await readdir(root)).toEqual([]);
     await backend.writeFile("b.txt", "b");
     await backend.deletePrefix("b.txt", { pruneEmptyDirs: true });
@@ -215,7 +215,7 @@ describe("local backend", () => {
 
   it("leaves emptied directories in place without pruneEmptyDirs", async () => {
     await backend.writeFile("bundle/nested/a.txt", "a");
-    await backend.deleteManagedOutputs("bundle", ["nested/a.txt"]);
+    await backend.deletePaths("bundle", ["nested/a.txt"]);
     expect(await readdir(join(root, "bundle"))).toEqual(["nested"]);
     expect(await backend.walk("", { recursive: true, limit: 10 })).toMatchObject([
       { path: "bundle", kind: "directory" },
@@ -291,9 +291,11 @@ describe("local backend", () => {
     });
 
     it("refuses deletes through a symlinked ancestor or of a symlinked file", async () => {
-      await refused(backend.deleteManagedOutputs("linked-dir", ["secret.txt"]));
-      await refused(backend.deleteManagedOutputs("", ["linked-file.txt"], { ignoreMissing: true }));
-      await refused(backend.deleteManagedBundle("linked-dir", [], { ignoreMissing: true }));
+      await refused(backend.deletePaths("linked-dir", ["secret.txt"]));
+      await refused(backend.deletePaths("", ["linked-file.txt"], { ignoreMissing: true }));
+      await refused(
+        backend.deletePaths("linked-dir", [".distributor.json"], { ignoreMissing: true }),
+      );
       await refused(backend.deletePrefix("linked-dir"));
       await refused(backend.deletePrefix("linked-file.txt"));
       await refused(backend.deletePrefix("linked-dir/secret.txt"));

@@ -1,7 +1,7 @@
 import { Readable } from "node:stream";
 import { describe, expect, it } from "vitest";
-import { describeBackendContract, expectStorageError } from "../testing/index.js";
-import { createMemoryBackend } from "./index.js";
+import { createMemoryBackend } from "../src/memory/index.js";
+import { describeBackendContract, expectStorageError } from "../src/testing/index.js";
 
 describeBackendContract("memory", () => ({ backend: createMemoryBackend() }));
 
