@@ -6,15 +6,13 @@ export {
   publishTarget,
 } from "./execute/commit.js";
 export {
-  AmbiguousCommitError,
   type ExecuteContext,
-  executePublish,
   type LeaseGuard,
   PendingDeletesError,
   PublishExecutionError,
-  StateChangedError,
   UncommittedError,
-} from "./execute/execute.js";
+} from "./execute/context.js";
+export { AmbiguousCommitError, executePublish, StateChangedError } from "./execute/execute.js";
 export { DEFAULT_RENDER_CACHE_BYTES, RenderCache } from "./execute/render-cache.js";
 export {
   type StoredFile,
@@ -79,22 +77,22 @@ export { type PrepareOutputsOptions, prepareOutputs } from "./plan/prepare.js";
 export { metadataChanges } from "./plan/records.js";
 export { planMetadataUpdate } from "./plan/repair.js";
 export { compareAndSwapState } from "./protocol/commit-state.js";
+export { holdLease } from "./protocol/hold-lease.js";
+export type { Lease } from "./protocol/lease.js";
 // The lease is the commit protocol's own: its records, journal and recovery stay internal. What
 // a caller may meet are its errors and its report (`inspect` shows a lease found at a path).
 export {
   DEFAULT_LEASE_TTL_MS,
   defaultProcessAlive,
-  type Lease,
   LeaseHeldError,
   LeaseLostError,
   type LeaseOptions,
   type LeaseReport,
   LeaseTooLargeError,
   readLease,
-} from "./protocol/lease.js";
+} from "./protocol/lease-file.js";
 export { adoptedStateDocument, nextStateDocument } from "./protocol/next-state.js";
 export type { RecoveryReport } from "./protocol/recovery.js";
-export { holdLease } from "./protocol/recovery.js";
 export {
   type DestinationStateRead,
   encodeStateFile,

@@ -17,22 +17,13 @@ import { isWriteAction } from "../plan/action.js";
 import { type PlanTargetOptions, planTarget, prepareOnce } from "../plan/plan-target.js";
 import type { PublishPlan } from "../plan/plan-types.js";
 import { compareAndSwapState } from "../protocol/commit-state.js";
-import {
-  type Lease,
-  LeaseLostError,
-  type LeaseOptions,
-  readLeaseHolder,
-} from "../protocol/lease.js";
-import { holdLease, type RecoveryReport, recoverJournal } from "../protocol/recovery.js";
+import { holdLease } from "../protocol/hold-lease.js";
+import type { Lease } from "../protocol/lease.js";
+import { LeaseLostError, type LeaseOptions, readLeaseHolder } from "../protocol/lease-file.js";
+import { type RecoveryReport, recoverJournal } from "../protocol/recovery.js";
 import { encodeStateFile, isStateFile } from "../protocol/state-file.js";
-import {
-  type Committed,
-  type ExecuteContext,
-  executeEncodedPublish,
-  PendingDeletesError,
-  StateChangedError,
-  UncommittedError,
-} from "./execute.js";
+import { type ExecuteContext, PendingDeletesError, UncommittedError } from "./context.js";
+import { type Committed, executeEncodedPublish, StateChangedError } from "./execute.js";
 
 /** How often a publication is planned again after another writer changed the state first. */
 export const MAX_PUBLISH_ATTEMPTS = 3;

@@ -11,11 +11,9 @@ import {
   isStorageError,
   joinPrefix,
   mapBounded,
-  type StorageBackend,
   statePath,
 } from "@distributor/storage";
 import { isWriteAction } from "../plan/action.js";
-import type { PlannedOutput } from "../plan/outputs.js";
 import type { PlannedWrite, PublishPlan } from "../plan/plan-types.js";
 import { writePhases } from "../plan/write-order.js";
 import {
@@ -24,82 +22,20 @@ import {
   StateChangedError,
 } from "../protocol/commit-state.js";
 import { encodeStateFile } from "../protocol/state-file.js";
+import {
+  type ExecuteContext,
+  PendingDeletesError,
+  PublishExecutionError,
+  UncommittedError,
+  type WriteOutcome,
+} from "./context.js";
+import { deleteAfter, deleteFirst, undoCreated } from "./deletes.js";
 
 export { AmbiguousCommitError, StateChangedError };
 
 import { encodingOf, metadataOptions } from "../plan/metadata.js";
 import { encodeStream, verifiedEncoding } from "./encode.js";
 import { verifiedChunks, verifyingReader } from "./verify-source.js";
-
-/**
- * What the executor needs of the lease a plan is carried out under (docs/design/commit-protocol.md, fencing): a check
- * before every mutation, a signal that stops the mutations in flight once the lease is gone, and
- * a confirmation (a compare-and-swap of the lease) just before the state is written.
- */
-export interface LeaseGuard {
-  /** The run id the lease names; a replacement in place marks the state with it. */
-  readonly runId: string;
-  assertHeld(): void;
-  confirm(): Promise<void>;
-  readonly signal: AbortSignal;
-  readonly lost: boolean;
-}
-
-export interface ExecuteContext {
-  source: StorageBackend;
-  /** Bundle path in the source backend, where the manifest's files live. */
-  sourceBundlePath: string;
-  destination: StorageBackend;
-  signal?: AbortSignal | undefined;
-  /** Parallel output writes (default: the destination's `writeConcurrency`, else 4). */
-  concurrency?: number | undefined;
-  /** The lease held for this bundle path; without one the plan runs unfenced (library use). */
-  lease?: LeaseGuard | undefined;
-  onOutputWritten?: ((output: PlannedOutput) => void) | undefined;
-  /**
-   * Called once the state is written, before deleting what it no longer records, with the number
-   * of managed outputs to delete (`null` for a forced replacement, which clears every other entry
-   * below the bundle path); not called when there is nothing to delete.
-   */
-  onCleanupStart?: ((deletes: number | null) => void) | undefined;
-  /** Called when those deletes have succeeded (a failure throws `PendingDeletesError` instead). */
-  onCleanupDone?: (() => void) | undefined;
-}
-
-/** A failure while executing a plan; cleanup of this attempt's outputs has already run. */
-export class PublishExecutionError extends Error {
-  override readonly name = "PublishExecutionError";
-}
-
-/**
- * A failure before the state was known to be written. `pending` (bundle-relative) are the paths
- * this attempt may have created and did not remove: they stay journaled (the lease is abandoned,
- * not released) so that the next run's recovery removes whichever no state records.
- */
-export class UncommittedError extends Error {
-  override readonly name = "UncommittedError";
-  readonly pending: readonly string[];
-
-  constructor(message: string, pending: readonly string[], options?: { cause?: unknown }) {
-    super(message, options);
-    this.pending = pending;
-  }
-}
-
-/**
- * The new state is written but deleting what it no longer records failed: the publication
- * stands, and `pending` (bundle-relative) must stay journaled so the next run removes them.
- */
-export class PendingDeletesError extends Error {
-  override readonly name = "PendingDeletesError";
-  readonly code = "delete_failed";
-  readonly pending: readonly string[];
-
-  constructor(message: string, pending: readonly string[], options?: { cause?: unknown }) {
-    super(message, options);
-    this.pending = pending;
-  }
-}
 
 /**
  * Carries out a write plan in the commit order of docs/design/commit-protocol.md: outputs first (source copies streamed
@@ -212,14 +148,6 @@ async function unmark(
   }
 }
 
-/** What the write step knows afterwards about the paths it created. */
-interface WriteOutcome {
-  /** No-clobber creates that succeeded: path → the version this attempt wrote. */
-  created: Map<string, string>;
-  /** No-clobber creates whose outcome is unknown (the store may have done them). */
-  uncertain: Set<string>;
-}
-
 /** Steps write → confirm → compare-and-swap state; a failure undoes what is known to be ours. */
 async function writeAndCommit(
   context: ExecuteContext,
@@ -287,18 +215,6 @@ async function markReplacement(
   return compareAndSwapState(context.destination, path, marked, plan.stateVersion, context.signal);
 }
 
-/** Step: managed outputs standing where new outputs need a directory go first (fenced). */
-async function deleteFirst(context: ExecuteContext, plan: PublishPlan): Promise<void> {
-  if (plan.deletesFirst.length === 0) return;
-  context.lease?.assertHeld();
-  await context.destination.deletePaths(plan.bundlePath, plan.deletesFirst, {
-    ignoreMissing: true,
-    pruneEmptyDirs: true,
-    signal: context.signal,
-    ifMatch: fence(plan.deletesFirst, plan.deleteVersions),
-  });
-}
-
 /**
  * Step: every output, in a bounded pool, assets before pages before index pages (`writePhases`);
  * each write checks the lease before it starts.
@@ -349,136 +265,6 @@ async function commitState(
   context.lease?.assertHeld();
   const target = statePath(plan.bundlePath);
   return compareAndSwapState(context.destination, target, state, expected, context.signal);
-}
-
-/**
- * Step, after a failure before the commit: removes the outputs this attempt is known to have
- * created, each fenced on the version it wrote. Returns what may remain: the uncertain creates,
- * and the created ones it could not (or, after losing its lease, may not) remove.
- */
-async function undoCreated(
-  context: ExecuteContext,
-  bundlePath: string,
-  outcome: WriteOutcome,
-): Promise<string[]> {
-  const pending = [...outcome.uncertain];
-  const created = [...outcome.created.keys()];
-  if (created.length === 0) return pending;
-  const held =
-    context.lease === undefined ||
-    (await context.lease.confirm().then(
-      () => true,
-      () => false,
-    ));
-  // After a takeover the new holder's recovery decides what of this attempt goes, except what
-  // this attempt created after it: a version unique to this write (not derived from the bytes
-  // alone) proves the file is still exactly the one it created, which no state can record.
-  if (!held && context.destination.versionsMayRepeat) return [...pending, ...created];
-  try {
-    await context.destination.deletePaths(bundlePath, created, {
-      ignoreMissing: true,
-      pruneEmptyDirs: true,
-      ifMatch: outcome.created,
-    });
-    return pending;
-  } catch {
-    return [...pending, ...created];
-  }
-}
-
-/**
- * Step: deletes what the new state no longer records, each fenced on the version planning saw,
- * or, for a forced replacement, everything below the bundle path but the kept paths.
- */
-async function deleteAfter(
-  context: ExecuteContext,
-  plan: PublishPlan & { nextState: StateDocument },
-): Promise<void> {
-  const { destination, signal } = context;
-  const cleaning = plan.clearBundlePath || plan.deletes.length > 0;
-  if (!cleaning) return;
-  context.onCleanupStart?.(plan.clearBundlePath ? null : plan.deletes.length);
-  const options = { ignoreMissing: true, pruneEmptyDirs: true, signal };
-  try {
-    context.lease?.assertHeld();
-    if (plan.clearBundlePath) {
-      await destination.deletePrefix(plan.bundlePath, { ...options, keep: plan.keep });
-    } else {
-      await deleteRetired(context, plan);
-    }
-  } catch (error) {
-    if (error instanceof PendingDeletesError) throw error;
-    if (isStorageError(error, "conflict")) {
-      // Changed since planning, and this run could not prove it still holds the lease: a newer
-      // run may record those bytes, so they are not this run's to delete.
-      throw new PublishExecutionError(
-        `published, but ${error.path} changed since it was planned and was left in place: ${error.message}`,
-        { cause: error },
-      );
-    }
-    throw new PendingDeletesError(
-      `published, but removing the outputs it replaced failed: ${(error as Error).message}; the next run removes them`,
-      plan.clearBundlePath ? plan.journal.paths : plan.deletes,
-      { cause: error },
-    );
-  }
-  context.onCleanupDone?.();
-}
-
-/**
- * Deletes the outputs the committed state no longer records, fenced on the versions planning saw.
- * A path whose version moved meanwhile was written by a run that had lost its lease (a write
- * issued before it stalled and landed after), or edited by hand: once this run proves it still
- * holds the lease (a compare-and-swap of it), no state records those bytes — the one it just
- * committed does not, and no newer one exists — so it deletes them, fenced on the version it
- * reads now. Without that proof it leaves them.
- */
-async function deleteRetired(context: ExecuteContext, plan: PublishPlan): Promise<void> {
-  const { destination, signal } = context;
-  const options = { ignoreMissing: true, pruneEmptyDirs: true, signal };
-  try {
-    await destination.deletePaths(plan.bundlePath, plan.deletes, {
-      ...options,
-      ifMatch: fence(plan.deletes, plan.deleteVersions),
-    });
-    return;
-  } catch (error) {
-    if (!isStorageError(error, "conflict") || context.lease === undefined) throw error;
-    const held = await context.lease.confirm().then(
-      () => true,
-      () => false,
-    );
-    // Not provably held: leave the moved path, and keep every retired one journaled for the
-    // next run (a lease that was taken over refuses the journal write, harmlessly).
-    if (!held) throw new PendingDeletesError(error.message, plan.deletes, { cause: error });
-  }
-  // Held: every path still there goes, each at the version it holds now.
-  const current = new Map<string, string>();
-  for (const path of plan.deletes) {
-    try {
-      const { version } = await destination.stat(joinPrefix(plan.bundlePath, path), { signal });
-      if (version !== undefined) current.set(path, version);
-    } catch (error) {
-      if (!isStorageError(error, "not_found")) throw error;
-    }
-  }
-  context.lease.assertHeld();
-  await destination.deletePaths(plan.bundlePath, [...current.keys()], {
-    ...options,
-    ifMatch: current,
-  });
-}
-
-function fence(
-  paths: readonly string[],
-  versions: Readonly<Record<string, string>>,
-): Map<string, string> {
-  const fenced = new Map<string, string>();
-  for (const path of paths) {
-    const version = versions[path];
-    if (version !== undefined) fenced.set(path, version);
-  }
-  return fenced;
 }
 
 async function writeOutput(

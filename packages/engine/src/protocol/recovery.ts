@@ -2,7 +2,6 @@ import type { Readable } from "node:stream";
 import {
   isSharedRootState,
   type OutputMetadata,
-  type OwnerScope,
   removeMissingOutputs,
   removeMissingOwnerOutputs,
   replacementMarkers,
@@ -14,25 +13,28 @@ import {
   withReplacementMarker,
 } from "@distributor/state";
 import {
-  DEFAULT_LISTING_LIMIT,
   fanOutSignal,
   isStorageError,
-  isTempFileFor,
-  isTempFileName,
   joinPrefix,
   LEASE_FILE_NAME,
   mapBounded,
   relativeTo,
   STATE_FILE_NAME,
   type StorageBackend,
-  type StorageEntry,
   statePath,
 } from "@distributor/storage";
-import type { LeaseGuard } from "../execute/execute.js";
+import type { LeaseGuard } from "../execute/context.js";
 import { storedFile } from "../execute/stored-digest.js";
 import { metadataOptions } from "../plan/metadata.js";
 import { compareAndSwapState, StateChangedError } from "./commit-state.js";
-import { acquireLease, type Lease, type LeaseOptions } from "./lease.js";
+import {
+  deleteEach,
+  fitsBackend,
+  listDirectory,
+  parentOf,
+  removeEmptyDirectories,
+  tempFiles,
+} from "./recovery-cleanup.js";
 import { encodeStateFile, readDestinationStatus } from "./state-file.js";
 
 /** What recovering a stale lease removed. */
@@ -378,160 +380,4 @@ async function storedDigest(
     return storedDigest(backend, path, signal, attempt + 1);
   }
   return { sha256: found.sha256, size: found.size, version: found.version ?? "" };
-}
-
-function parentOf(path: string): string {
-  const slash = path.lastIndexOf("/");
-  return slash === -1 ? "" : path.slice(0, slash);
-}
-
-/**
- * Removes journaled directories (and their parents below the bundle path) that hold nothing:
- * directories a killed attempt created before any file of its own landed in them. Deepest first,
- * so a chain of empty directories goes as a whole; anything with content stays.
- */
-async function removeEmptyDirectories(
-  backend: StorageBackend,
-  bundlePath: string,
-  directories: readonly string[],
-  signal: AbortSignal | undefined,
-): Promise<void> {
-  const candidates = new Set<string>();
-  for (const directory of directories) {
-    for (let dir = directory; dir !== ""; dir = parentOf(dir)) candidates.add(dir);
-  }
-  const deepestFirst = [...candidates].sort(
-    (a, b) => b.split("/").length - a.split("/").length || (a < b ? -1 : 1),
-  );
-  for (const directory of deepestFirst) {
-    const path = joinPrefix(bundlePath, directory);
-    let kind: string;
-    try {
-      kind = (await backend.stat(path, { signal })).kind;
-    } catch (error) {
-      if (isStorageError(error, "not_found")) continue;
-      throw error;
-    }
-    if (kind !== "directory" || (await backend.hasAny(path, { signal }))) continue;
-    await backend.deletePrefix(path, { ignoreMissing: true, signal });
-  }
-}
-
-/** Direct children of one directory below the bundle path; none when it is missing. */
-async function listDirectory(
-  backend: StorageBackend,
-  bundlePath: string,
-  directory: string,
-  signal: AbortSignal | undefined,
-): Promise<StorageEntry[]> {
-  return backend.walk(joinPrefix(bundlePath, directory), { limit: DEFAULT_LISTING_LIMIT, signal });
-}
-
-/** A lease write takes milliseconds; its temp file this old was left by a killed process. */
-const STALE_LEASE_TEMP_MS = 60_000;
-
-/**
- * Reserved-pattern temp files among listed entries (bundle-relative paths), except those of the
- * lease file: other runs write them while trying to take the lease, so only old ones count.
- */
-function tempFiles(bundlePath: string, entries: readonly StorageEntry[]): string[] {
-  const now = Date.now();
-  return entries
-    .filter((entry) => {
-      const name = entry.path.slice(entry.path.lastIndexOf("/") + 1);
-      if (entry.kind !== "file" || entry.nameProblem !== undefined || !isTempFileName(name)) {
-        return false;
-      }
-      if (!isTempFileFor(name, LEASE_FILE_NAME)) return true;
-      const age = now - (entry.modifiedAt?.getTime() ?? now);
-      return age > STALE_LEASE_TEMP_MS;
-    })
-    .map((entry) => relativeTo(bundlePath, entry.path));
-}
-
-/** Deletes in one batch; a batch refused as a whole (a path became a directory) goes one by one. */
-async function deleteEach(
-  backend: StorageBackend,
-  bundlePath: string,
-  paths: readonly string[],
-  signal: AbortSignal | undefined,
-  ifMatch?: ReadonlyMap<string, string>,
-): Promise<void> {
-  if (paths.length === 0) return;
-  const options = { ignoreMissing: true, pruneEmptyDirs: true, signal };
-  // A path whose version moved since it was listed is not the dead run's any more: it stays.
-  const tolerated = (failure: unknown) =>
-    isStorageError(failure, "unsupported") || isStorageError(failure, "conflict");
-  try {
-    await backend.deletePaths(bundlePath, paths, { ...options, ifMatch });
-  } catch (error) {
-    if (!tolerated(error)) throw error;
-    for (const path of paths) {
-      const version = ifMatch?.get(path);
-      const fenced = version === undefined ? undefined : new Map([[path, version]]);
-      await backend
-        .deletePaths(bundlePath, [path], { ...options, ifMatch: fenced })
-        .catch((failure: unknown) => {
-          if (!tolerated(failure)) throw failure;
-        });
-    }
-  }
-}
-
-/**
- * Takes the lease of the state at `bundlePath`, recovering first what a dead holder left (its
- * journal), then empties the journal. Temp files of the reserved pattern directly in the bundle
- * path (a lease or state write killed half-way, perhaps before any journal existed) are removed
- * whenever the lease is taken: while it is held nobody else writes there. The returned lease is
- * held until `release`.
- */
-export async function holdLease(
-  backend: StorageBackend,
-  bundlePath: string,
-  owner: OwnerScope,
-  options: LeaseOptions & {
-    onRecovered?: (report: RecoveryReport) => void;
-    /**
-     * Runs once the lease is taken, beside the sweep of temp files (one round trip instead of
-     * two on a remote store), with the listing of the bundle path's own entries that the sweep
-     * makes; its failure fails the taking, and the lease is released.
-     */
-    alongside?: ((entries: Promise<readonly StorageEntry[]>) => Promise<void>) | undefined;
-  } = {},
-): Promise<Lease> {
-  const lease = await acquireLease(backend, bundlePath, owner, options);
-  try {
-    const listing = listDirectory(backend, bundlePath, "", options.signal);
-    listing.catch(() => undefined);
-    const [entries] = await Promise.all([listing, options.alongside?.(listing)]);
-    await deleteEach(backend, bundlePath, tempFiles(bundlePath, entries), options.signal);
-    if (lease.broken !== undefined) {
-      const report = await recoverJournal(
-        backend,
-        bundlePath,
-        lease.broken.journal,
-        lease.broken.directories,
-        options.signal,
-        lease,
-        lease.broken.overwrites,
-        lease.broken.lease?.run_id,
-      );
-      await lease.clearJournal();
-      options.onRecovered?.(report);
-    }
-    return lease;
-  } catch (error) {
-    // Recovery did not finish: keep the dead run's journal (in an already expired lease) for
-    // the next run, rather than releasing and forgetting it.
-    const broken = lease.broken;
-    if (broken === undefined) await lease.release();
-    else await lease.abandon(lease.journaled);
-    throw error;
-  }
-}
-
-/** True when `path` is within the backend's path limit (`StorageBackend.maxPathBytes`). */
-function fitsBackend(backend: StorageBackend, path: string): boolean {
-  const limit = backend.maxPathBytes;
-  return limit === undefined || path.length <= limit / 3 || Buffer.byteLength(path) <= limit;
 }

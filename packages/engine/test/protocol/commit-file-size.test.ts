@@ -8,7 +8,7 @@ import {
   publishTarget,
   StateTooLargeError,
 } from "../../src/index.js";
-import { leaseStatus } from "../../src/protocol/lease.js";
+import { leaseStatus } from "../../src/protocol/lease-file.js";
 import {
   executeCase,
   newBackend,

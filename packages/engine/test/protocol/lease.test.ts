@@ -4,16 +4,17 @@ import { hostname } from "node:os";
 import { ownerScope, serializeDocument } from "@distributor/state";
 import { LEASE_FILE_NAME, type StorageBackend } from "@distributor/storage";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { acquireLease } from "../../src/protocol/acquire-lease.js";
+import { holdLease } from "../../src/protocol/hold-lease.js";
 import {
-  acquireLease,
   defaultProcessAlive,
   type LeaseDocument,
   LeaseHeldError,
   LeaseLostError,
   parseLease,
   serializeLease,
-} from "../../src/protocol/lease.js";
-import { holdLease, recoverJournal } from "../../src/protocol/recovery.js";
+} from "../../src/protocol/lease-file.js";
+import { recoverJournal } from "../../src/protocol/recovery.js";
 import {
   BACKEND_KINDS,
   exists,

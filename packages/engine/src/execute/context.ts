@@ -1,0 +1,82 @@
+import type { StorageBackend } from "@distributor/storage";
+import type { PlannedOutput } from "../plan/outputs.js";
+
+// What the executor is given (backends, the lease guard, callbacks) and the errors it reports.
+
+/**
+ * What the executor needs of the lease a plan is carried out under (docs/design/commit-protocol.md, fencing): a check
+ * before every mutation, a signal that stops the mutations in flight once the lease is gone, and
+ * a confirmation (a compare-and-swap of the lease) just before the state is written.
+ */
+export interface LeaseGuard {
+  /** The run id the lease names; a replacement in place marks the state with it. */
+  readonly runId: string;
+  assertHeld(): void;
+  confirm(): Promise<void>;
+  readonly signal: AbortSignal;
+  readonly lost: boolean;
+}
+
+export interface ExecuteContext {
+  source: StorageBackend;
+  /** Bundle path in the source backend, where the manifest's files live. */
+  sourceBundlePath: string;
+  destination: StorageBackend;
+  signal?: AbortSignal | undefined;
+  /** Parallel output writes (default: the destination's `writeConcurrency`, else 4). */
+  concurrency?: number | undefined;
+  /** The lease held for this bundle path; without one the plan runs unfenced (library use). */
+  lease?: LeaseGuard | undefined;
+  onOutputWritten?: ((output: PlannedOutput) => void) | undefined;
+  /**
+   * Called once the state is written, before deleting what it no longer records, with the number
+   * of managed outputs to delete (`null` for a forced replacement, which clears every other entry
+   * below the bundle path); not called when there is nothing to delete.
+   */
+  onCleanupStart?: ((deletes: number | null) => void) | undefined;
+  /** Called when those deletes have succeeded (a failure throws `PendingDeletesError` instead). */
+  onCleanupDone?: (() => void) | undefined;
+}
+
+/** A failure while executing a plan; cleanup of this attempt's outputs has already run. */
+export class PublishExecutionError extends Error {
+  override readonly name = "PublishExecutionError";
+}
+
+/**
+ * A failure before the state was known to be written. `pending` (bundle-relative) are the paths
+ * this attempt may have created and did not remove: they stay journaled (the lease is abandoned,
+ * not released) so that the next run's recovery removes whichever no state records.
+ */
+export class UncommittedError extends Error {
+  override readonly name = "UncommittedError";
+  readonly pending: readonly string[];
+
+  constructor(message: string, pending: readonly string[], options?: { cause?: unknown }) {
+    super(message, options);
+    this.pending = pending;
+  }
+}
+
+/**
+ * The new state is written but deleting what it no longer records failed: the publication
+ * stands, and `pending` (bundle-relative) must stay journaled so the next run removes them.
+ */
+export class PendingDeletesError extends Error {
+  override readonly name = "PendingDeletesError";
+  readonly code = "delete_failed";
+  readonly pending: readonly string[];
+
+  constructor(message: string, pending: readonly string[], options?: { cause?: unknown }) {
+    super(message, options);
+    this.pending = pending;
+  }
+}
+
+/** What the write step knows afterwards about the paths it created. */
+export interface WriteOutcome {
+  /** No-clobber creates that succeeded: path → the version this attempt wrote. */
+  created: Map<string, string>;
+  /** No-clobber creates whose outcome is unknown (the store may have done them). */
+  uncertain: Set<string>;
+}
