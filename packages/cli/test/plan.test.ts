@@ -50,7 +50,7 @@ describe("run --plan-out and apply", () => {
     expect(made.code, made.stderr).toBe(0);
     expect(await snapshotTree(planned)).toEqual(before);
     expect(made.stdout).toContain(
-      "pipeline=reports destination=archive bundle=. source=site.example action=replace_older writes=4 deletes=1",
+      "pipeline=reports destination=archive bundle=. source=site.example action=replace_older writes=3 deletes=1",
     );
     expect(made.stdout).toMatch(/^ {2}\+ create {2}new\.txt {2}4 B {2}sha256:[0-9a-f]{12}$/m);
     expect(made.stdout).toMatch(
@@ -63,8 +63,8 @@ describe("run --plan-out and apply", () => {
     expect(document.config_path).toBe(configs.planned);
     const [entry] = document.destinations;
     expect(entry.state_version).toEqual(expect.any(String));
+    // data.csv is the same in both sources and stored as recorded: the replacement keeps it.
     expect(entry.writes.map((w: { path: string }) => w.path)).toEqual([
-      "data.csv",
       "index.html",
       "index.md",
       "new.txt",
@@ -75,7 +75,7 @@ describe("run --plan-out and apply", () => {
     // Review: the text rendering, checked against the destination, still writes nothing.
     const review = await runCli(["apply", "--dry-run", plan]);
     expect(review.code, review.stderr).toBe(0);
-    expect(review.stdout).toContain("action=replace_older status=planned writes=4");
+    expect(review.stdout).toContain("action=replace_older status=planned writes=3");
     const reviewJson = await runCli(["apply", "--dry-run", "--format", "json", plan]);
     expect(reviewJson.code, reviewJson.stderr).toBe(0);
     const reviewed = resultOf(reviewJson);
@@ -119,7 +119,7 @@ describe("run --plan-out and apply", () => {
     expect((await runCli(["run", "--config", config, "--plan-out", plan])).code).toBe(0);
 
     // A managed output of `a` disappears: the plan replaced it in place, a run now would create it.
-    await rm(join(dir, "a", "data.csv"));
+    await rm(join(dir, "a", "index.md"));
     const moved = await snapshotTree(join(dir, "a"));
     const review = await runCli(["apply", "--dry-run", plan]);
     expect(review.code).toBe(1);
@@ -142,7 +142,7 @@ describe("run --plan-out and apply", () => {
       ["mirror", "published", null],
     ]);
     expect(actions[0]?.error?.message).toMatch(
-      /: data\.csv: planned overwrite of version \S+ with sha256:[0-9a-f]{64}, now create with sha256:[0-9a-f]{64}; none of plan .*plan\.json was carried out there — make a new plan$/,
+      /: index\.md: planned overwrite of version \S+ with sha256:[0-9a-f]{64}, now create with sha256:[0-9a-f]{64}; none of plan .*plan\.json was carried out there — make a new plan$/,
     );
     expect(await snapshotTree(join(dir, "a"))).toEqual(moved);
     expect(await readFile(join(dir, "b", "new.txt"), "utf8")).toBe("new\n");

@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, readdir, rm, stat, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -9,8 +9,8 @@ import { envelopeOf, resultOf, runCli } from "./helpers.js";
 // 100 000 entries or at a fixed manifest size (this manifest is 18 MB, over the 16 MiB floor:
 // its bound follows validation.max_files), and a lease of a few seconds (test-only
 // DISTRIBUTOR_LEASE_TTL_MS) must be renewed on time all along, though the publication outlasts
-// it. Sizes, not speed: nothing here is timed. (A replacement is left out: it rewrites every
-// file, over a minute on its own.)
+// it. Sizes, not speed: nothing here is timed. The replacement at the end changes 1 % of the
+// files and writes only those.
 
 let directory = "";
 const tmp = () => directory;
@@ -48,7 +48,7 @@ async function countFiles(dir: string): Promise<number> {
 }
 
 describe(`a publication of ${FILES} files`, () => {
-  it("publishes, skips, prunes and audits with its lease renewed all along", async () => {
+  it("publishes, skips, prunes, audits and replaces 1 % with its lease renewed all along", async () => {
     const source = join(tmp(), "src");
     const dest = join(tmp(), "dest");
     await writeSource(source);
@@ -58,15 +58,20 @@ describe(`a publication of ${FILES} files`, () => {
     expect(refused.stderr).toContain(
       `bundle holds ${FILES} files, more than the limit 100000 (--max-files, default 100000); pass --max-files ${FILES} or more to list them`,
     );
-    const created = await runCli([
-      "manifest",
-      "create",
-      "--id",
-      "scale",
-      "--max-files",
-      "200000",
-      source,
-    ]);
+    const manifest = (created: Date) =>
+      runCli([
+        "manifest",
+        "create",
+        "--id",
+        "scale",
+        "--max-files",
+        "200000",
+        "--force",
+        "--created",
+        created.toISOString().replace(/\.\d{3}Z$/, "Z"),
+        source,
+      ]);
+    const created = await manifest(new Date(Date.now() - 7_200_000));
     expect(created.code, created.stderr).toBe(0);
     expect((await stat(join(source, "manifest.json"))).size).toBeGreaterThan(16 * 1024 * 1024);
 
@@ -108,5 +113,20 @@ describe(`a publication of ${FILES} files`, () => {
     expect(clean.code, clean.stdout).toBe(0);
     const skipped = await run();
     expect(resultOf(skipped).actions).toMatchObject([{ action: "skip_same" }]);
+
+    // A newer source with one file in a hundred changed: only those are written.
+    const changed = Array.from({ length: FILES }, (_, index) => index).filter((i) => i % 100 === 0);
+    for (const index of changed) await writeFile(join(source, pathOf(index)), `${index} v2\n`);
+    const recreated = await manifest(new Date(Date.now() - 3_600_000));
+    expect(recreated.code, recreated.stderr).toBe(0);
+    const replaced = await run();
+    expect(replaced.code, replaced.stderr).toBe(0);
+    const [replacement] = resultOf(replaced).actions as { action: string; outputs: unknown[] }[];
+    expect(replacement?.action).toBe("replace_older");
+    expect(replacement?.outputs).toHaveLength(changed.length);
+    expect(await countFiles(dest)).toBe(FILES);
+    expect(await readFile(join(dest, pathOf(100)), "utf8")).toBe("100 v2\n");
+    const audited = await runCli(["audit", "--config", config, "--format", "json"]);
+    expect(audited.code, audited.stdout).toBe(0);
   }, 900_000);
 });

@@ -67,6 +67,57 @@ describe.each(BACKEND_KINDS)("%s: single-owner publication", (kind) => {
     expect(state.createdAt.toISOString()).toBe("2026-06-04T12:00:00.000Z");
   });
 
+  it("a replacement writes only what changed, and again what is missing or cut short", async () => {
+    const files = { "same.txt": "same\n", "changed.txt": "one\n", "gone.txt": "gone\n" };
+    const older = newBackend();
+    const v1 = await writeSourceBundle(
+      older,
+      "",
+      { ...files, "cut.txt": "cut short\n" },
+      {
+        created: new Date(CREATED.getTime() - HOUR),
+      },
+    );
+    const destination = newBackend();
+    const first: PublishCase = { source: older, sourceBundlePath: "", manifest: v1, destination };
+    await executeCase(first, await planCase(first));
+    await destination.deletePaths("", ["gone.txt"]);
+    await destination.writeFile("cut.txt", "cut", { overwrite: true });
+    const sameVersion = (await destination.stat("same.txt")).version;
+
+    const newer = newBackend();
+    const v2 = await writeSourceBundle(newer, "", {
+      ...files,
+      "changed.txt": "two\n",
+      "cut.txt": "cut short\n",
+    });
+    const c: PublishCase = { source: newer, sourceBundlePath: "", manifest: v2, destination };
+    const plan = await planCase(c);
+    expect(plan.action).toBe("replace_older");
+    // Kept: same.txt, recorded with the same digest and stored at its recorded size.
+    expect(plan.writes.map((write) => write.output.path).sort()).toEqual([
+      "changed.txt",
+      "cut.txt",
+      "gone.txt",
+    ]);
+    expect(plan.outputs.map((output) => output.path).sort()).toEqual([
+      "changed.txt",
+      "cut.txt",
+      "gone.txt",
+    ]);
+    await executeCase(c, plan);
+    expect((await destination.stat("same.txt")).version).toBe(sameVersion);
+    for (const [path, text] of Object.entries({ ...files, "changed.txt": "two\n" })) {
+      expect(await readText(destination, path)).toBe(text);
+    }
+    expect(await readText(destination, "cut.txt")).toBe("cut short\n");
+    const state = await readState(destination);
+    expect(state.source.manifest.digest).toBe(v2.digest);
+    expect(state.outputs.map((output) => [output.path, output.sha256])).toEqual(
+      v2.files.map((file) => [file.path, file.sha256]),
+    );
+  });
+
   it("skips an identical source on the next run", async () => {
     const source = newBackend();
     const manifest = await writeSourceBundle(source, "", { "report.md": NEW_REPORT });

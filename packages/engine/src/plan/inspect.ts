@@ -116,6 +116,14 @@ export async function inspectDestination(
       return kind === undefined ? [] : [[path, kind] as const];
     }),
   );
+  inspection.existingSizes = new Map(
+    plannedPaths.flatMap((path) => {
+      const found = listed.get(path);
+      return found?.kind === "file" && found.size !== undefined
+        ? [[path, found.size] as const]
+        : [];
+    }),
+  );
   // A planned path below something that is not a directory cannot be written: find those now,
   // not half-way through the writes.
   inspection.blockingAncestors = new Map(
@@ -167,6 +175,7 @@ const LISTING_SLACK = 1_000;
 interface StoredPath {
   kind: StorageEntry["kind"];
   version?: string | undefined;
+  size?: number | undefined;
 }
 
 /**
@@ -182,7 +191,7 @@ function listedPaths(
   for (const entry of entries) {
     if (entry.nameProblem !== undefined || !entry.path.startsWith(prefix)) continue;
     const kind = entry.kind === "symlink" ? "other" : entry.kind;
-    found.set(entry.path.slice(prefix.length), { kind, version: entry.version });
+    found.set(entry.path.slice(prefix.length), { kind, version: entry.version, size: entry.size });
   }
   return found;
 }
@@ -214,7 +223,7 @@ async function storedPath(
 ): Promise<StoredPath | undefined> {
   try {
     const entry = await backend.stat(path, { signal });
-    return { kind: entry.kind, version: entry.version };
+    return { kind: entry.kind, version: entry.version, size: entry.size };
   } catch (error) {
     if (isStorageError(error, "not_found")) return undefined;
     if (isStorageError(error, "unsupported")) return { kind: "other" };

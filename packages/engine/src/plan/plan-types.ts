@@ -73,6 +73,8 @@ export interface DestinationInspection {
    * its kind: a directory or symlink there can never be overwritten as a managed file.
    */
   existingOutputs: ReadonlyMap<string, StorageEntry["kind"]>;
+  /** Sizes of the files among `existingOutputs`, as the listing or `stat` reported them. */
+  existingSizes?: ReadonlyMap<string, number> | undefined;
   /** Directories above planned paths where something else is stored (a file, a symlink). */
   blockingAncestors?: ReadonlyMap<string, StorageEntry["kind"]> | undefined;
   /**

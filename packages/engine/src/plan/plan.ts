@@ -50,20 +50,28 @@ export function planPublish(
   const forced = plan.action === "force_replace";
   const versions = inspection.versions ?? new Map<string, string>();
   plan.clearBundlePath = forced;
-  // A completion writes only the outputs whose record is not already exactly what it plans.
+  // A completion writes only the outputs whose record is not already exactly what it plans; so
+  // does a replacement, of outputs also stored at their recorded size (one whose file went
+  // missing or was cut short is written again).
   const completing = plan.action === "complete";
-  const recorded = completing ? recordsByPath(request.owner, inspection.status.state) : undefined;
+  const replacing = plan.action === "replace_older";
+  const recorded =
+    completing || replacing ? recordsByPath(request.owner, inspection.status.state) : undefined;
   // Under `--repair` a record whose stored bytes drifted is written again too.
   const drifted = (output: PlannedOutput, record: RecordedOutput) => {
     const found = inspection.stored?.get(output.path);
     return found !== undefined && storedStatus(found, record) !== "ok";
   };
+  const storedAsRecorded = (output: PlannedOutput, record: RecordedOutput) =>
+    inspection.existingOutputs.get(output.path) === "file" &&
+    inspection.existingSizes?.get(output.path) === record.size;
   const toWrite =
     recorded === undefined
       ? request.outputs
       : request.outputs.filter((output) => {
           const record = recorded.get(output.path);
-          return record === undefined || !recordMatches(record, output) || drifted(output, record);
+          if (record === undefined || !recordMatches(record, output)) return true;
+          return replacing ? !storedAsRecorded(output, record) : drifted(output, record);
         });
   plan.writes = toWrite.map((output) => {
     // A forced replacement claims whatever is there; otherwise only this owner's own outputs are
@@ -102,6 +110,8 @@ export function planPublish(
     const retired = [...current].filter((path) => !planned.has(path));
     plan.journal.paths.push(...retired);
   }
+  // What a write plan reports as its outputs is what it writes.
+  if (replacing) plan.outputs = toWrite;
   if (completing) {
     // What it writes is what it reports; the state keeps its publication time and the records
     // it did not need to touch (their timestamps are what prune reads).

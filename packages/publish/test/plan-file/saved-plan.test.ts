@@ -94,10 +94,10 @@ describe("saved plans", () => {
     expect(await tree(a)).toEqual(before);
     const [entry] = plan.destinations;
     expect(entry?.action).toBe("replace_older");
+    // b.txt is the same in both sources and stored as recorded: the replacement keeps it.
     expect(entry?.writes.map((w) => [w.path, w.overwrite])).toEqual([
       ["a.html", true],
       ["a.md", true],
-      ["b.txt", true],
       ["d.txt", false],
     ]);
     expect(entry?.deletes).toEqual(["docs/c.txt"]);
@@ -231,10 +231,10 @@ describe("saved plans", () => {
     const a = join(dir, "a");
     await publish(config(v1, { archive: a }), T1);
     const plan = await planned(config(v2, { archive: a }), T2);
-    const replaced = plan.destinations[0]?.writes.find((w) => w.path === "b.txt");
+    const replaced = plan.destinations[0]?.writes.find((w) => w.path === "a.md");
     expect(replaced?.overwrite).toBe(true);
     // Edited by hand: the state (and so its version) is unchanged, the stored version is not.
-    await writeFile(join(a, "b.txt"), "edited by hand\n");
+    await writeFile(join(a, "a.md"), "edited by hand\n");
     const before = await tree(a);
     const report = await apply({ plan, config: config(v2, { archive: a }) });
     expect(report.actions.map((x) => [x.status, x.error?.code])).toEqual([
@@ -242,7 +242,7 @@ describe("saved plans", () => {
     ]);
     const message = report.actions[0]?.error?.message ?? "";
     expect(message).toContain(
-      `b.txt: planned overwrite of version ${replaced?.if_match} with ${replaced?.sha256}, now overwrite of version `,
+      `a.md: planned overwrite of version ${replaced?.if_match} with ${replaced?.sha256}, now overwrite of version `,
     );
     expect(message).toMatch(/none of plan plan was carried out there/);
     expect(await tree(a)).toEqual(before);
