@@ -118,6 +118,34 @@ describe.each(BACKEND_KINDS)("%s: single-owner publication", (kind) => {
     );
   });
 
+  it("a replacement whose kept output changed while it ran commits nothing", async () => {
+    const older = newBackend();
+    const v1 = await writeSourceBundle(
+      older,
+      "",
+      { "same.txt": "same\n", "changed.txt": "one\n" },
+      {
+        created: new Date(CREATED.getTime() - HOUR),
+      },
+    );
+    const destination = newBackend();
+    const first: PublishCase = { source: older, sourceBundlePath: "", manifest: v1, destination };
+    await executeCase(first, await planCase(first));
+    const newer = newBackend();
+    const v2 = await writeSourceBundle(newer, "", { "same.txt": "same\n", "changed.txt": "two\n" });
+    const c: PublishCase = { source: newer, sourceBundlePath: "", manifest: v2, destination };
+    const plan = await planCase(c);
+    expect(plan.writes.map((write) => write.output.path)).toEqual(["changed.txt"]);
+    // A late write of other bytes, of the same size, lands on the kept output after planning.
+    await destination.writeFile("same.txt", "SAME\n", { overwrite: true });
+    await expect(executeCase(c, plan)).rejects.toThrow(
+      /1 output\(s\) the replacement keeps changed while it ran: same\.txt; nothing was committed/,
+    );
+    const state = await readState(destination);
+    expect(state.source.manifest.digest).toBe(v1.digest);
+    expect(state.replacing).toBeDefined();
+  });
+
   it("skips an identical source on the next run", async () => {
     const source = newBackend();
     const manifest = await writeSourceBundle(source, "", { "report.md": NEW_REPORT });

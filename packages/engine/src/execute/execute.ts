@@ -30,6 +30,7 @@ import {
   type WriteOutcome,
 } from "./context.js";
 import { deleteAfter, deleteFirst, undoCreated } from "./deletes.js";
+import { confirmKept } from "./kept.js";
 
 export { AmbiguousCommitError, StateChangedError };
 
@@ -162,6 +163,7 @@ async function writeAndCommit(
     await writeOutputs(context, plan, concurrency, outcome);
     // The held lease proves no other run broke it: only then may the state change.
     await context.lease?.confirm();
+    await confirmKept(context, plan, concurrency);
     return await commitState(context, plan, state, expected);
   } catch (error) {
     if (error instanceof AmbiguousCommitError) {

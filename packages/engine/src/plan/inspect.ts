@@ -50,8 +50,9 @@ export async function inspectDestination(
     maxPathBytes: backend.maxPathBytes,
   };
   const repairing = target.repair && decision.action === "skip_same";
-  // A completion under `--repair` also looks at the bytes of what it keeps recorded.
-  if (repairing || (target.repair && decision.action === "complete")) {
+  // A completion or a replacement under `--repair` also looks at the bytes of what it keeps.
+  const keeping = decision.action === "complete" || decision.action === "replace_older";
+  if (repairing || (target.repair && keeping)) {
     inspection.stored = await storedOwnerOutputs(
       backend,
       target,
@@ -182,7 +183,7 @@ interface StoredPath {
  * Stored paths by bundle-relative path from a listing. A symlink is reported as `other`, as a
  * stat that refuses it is, so both ways of asking give the plan the same answer.
  */
-function listedPaths(
+export function listedPaths(
   bundlePath: string,
   entries: readonly StorageEntry[],
 ): Map<string, StoredPath> {

@@ -173,4 +173,10 @@ export interface PublishPlan {
    * stand. Not part of a saved plan.
    */
   readState?: StateDocument | undefined;
+  /**
+   * Outputs a replacement keeps as they are stored, with the version planning saw: the executor
+   * checks them again just before the commit, so that a write landing meanwhile (a stalled run's,
+   * say) is never recorded as the new source's bytes.
+   */
+  keptVersions?: Readonly<Record<string, string>> | undefined;
 }

@@ -71,8 +71,18 @@ export function planPublish(
       : request.outputs.filter((output) => {
           const record = recorded.get(output.path);
           if (record === undefined || !recordMatches(record, output)) return true;
-          return replacing ? !storedAsRecorded(output, record) : drifted(output, record);
+          return (replacing && !storedAsRecorded(output, record)) || drifted(output, record);
         });
+  if (replacing) {
+    // Checked again just before the commit: a kept output must still be what planning saw.
+    const writing = new Set(toWrite.map((output) => output.path));
+    plan.keptVersions = Object.fromEntries(
+      request.outputs.flatMap((output) => {
+        const version = versions.get(output.path);
+        return writing.has(output.path) || version === undefined ? [] : [[output.path, version]];
+      }),
+    );
+  }
   plan.writes = toWrite.map((output) => {
     // A forced replacement claims whatever is there; otherwise only this owner's own outputs are
     // replaced in place. Every path where nothing is stored is a no-clobber create (and so is
