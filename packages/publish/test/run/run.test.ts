@@ -100,6 +100,42 @@ describe("run workflow", () => {
     expect(events).toEqual([...onePipeline, ...onePipeline]);
   });
 
+  it("a replacement keeps an unchanged output, and under --repair rewrites one that drifted", async () => {
+    const source = join(dir, "src");
+    const dest = join(dir, "dest");
+    const backend = createLocalBackend({ root: source });
+    const older = new Date(CREATED.getTime() - 7_200_000);
+    const files = { "same.txt": "same\n", "kept.txt": "kept\n", "changed.txt": "one\n" };
+    await writeSourceBundle(backend, "", files, { created: older });
+    const config = parseConfig(
+      `pipelines:\n${pipeline("reports", source, destination("archive", dest))}`,
+    );
+    expect(runSucceeded(await run({ config }))).toBe(true);
+    const sameInode = (await stat(join(dest, "same.txt"))).ino;
+    // Other bytes of the same size: only hashing tells them from the record.
+    await writeFile(join(dest, "kept.txt"), "KEPT\n");
+
+    await writeSourceBundle(
+      backend,
+      "",
+      { ...files, "changed.txt": "two\n" },
+      {
+        created: new Date(CREATED.getTime() - 3_600_000),
+      },
+    );
+    const repaired = await run({ config, repair: true });
+    expect(runSucceeded(repaired)).toBe(true);
+    const [action] = repaired.actions;
+    expect(action?.action).toBe("replace_older");
+    expect(action?.outputs.map((output) => output.path).sort()).toEqual([
+      "changed.txt",
+      "kept.txt",
+    ]);
+    expect(await readFile(join(dest, "kept.txt"), "utf8")).toBe("kept\n");
+    expect(await readFile(join(dest, "changed.txt"), "utf8")).toBe("two\n");
+    expect((await stat(join(dest, "same.txt"))).ino).toBe(sameInode);
+  });
+
   it("TestRunMergeReconciliationRetainsManagedOutput", async () => {
     const source = join(dir, "src");
     const dest = join(dir, "dest");
