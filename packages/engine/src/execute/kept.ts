@@ -20,29 +20,9 @@ export async function confirmKept(
 ): Promise<void> {
   const kept = Object.entries(plan.keptVersions ?? {});
   if (kept.length === 0) return;
-  const { destination, signal } = context;
-  const found = new Map<string, string | undefined>();
-  if (kept.length > LIST_ABOVE) {
-    const entries = await destination.walk(plan.bundlePath, {
-      recursive: true,
-      limit: DEFAULT_DESTINATION_WALK_LIMIT,
-      signal,
-    });
-    for (const [path, stored] of listedPaths(plan.bundlePath, entries)) {
-      found.set(path, stored.kind === "file" ? stored.version : undefined);
-    }
-  } else {
-    const versions = await mapBounded(kept, concurrency, async ([path]) => {
-      try {
-        const entry = await destination.stat(joinPrefix(plan.bundlePath, path), { signal });
-        return entry.kind === "file" ? entry.version : undefined;
-      } catch (error) {
-        if (isStorageError(error, "not_found")) return undefined;
-        throw error;
-      }
-    });
-    kept.forEach(([path], index) => found.set(path, versions[index]));
-  }
+  const found =
+    (kept.length > LIST_ABOVE ? await listedVersions(context, plan) : undefined) ??
+    (await statVersions(context, plan, kept, concurrency));
   const moved = kept.filter(([path, version]) => found.get(path) !== version).map(([path]) => path);
   if (moved.length === 0) return;
   const shown = moved.slice(0, 5).join(", ");
@@ -50,4 +30,50 @@ export async function confirmKept(
   throw new PublishExecutionError(
     `${moved.length} output(s) the replacement keeps changed while it ran: ${shown}${more}; nothing was committed, and the next run checks them against their records`,
   );
+}
+
+/**
+ * Versions of every file below the bundle path, from one listing; undefined when the path holds
+ * more entries than a listing may return (planning then asked path by path too).
+ */
+async function listedVersions(
+  context: ExecuteContext,
+  plan: PublishPlan,
+): Promise<Map<string, string | undefined> | undefined> {
+  const { destination, signal } = context;
+  try {
+    const entries = await destination.walk(plan.bundlePath, {
+      recursive: true,
+      limit: DEFAULT_DESTINATION_WALK_LIMIT,
+      signal,
+    });
+    const found = new Map<string, string | undefined>();
+    for (const [path, stored] of listedPaths(plan.bundlePath, entries)) {
+      found.set(path, stored.kind === "file" ? stored.version : undefined);
+    }
+    return found;
+  } catch (error) {
+    if (isStorageError(error, "limit_exceeded") && !signal?.aborted) return undefined;
+    throw error;
+  }
+}
+
+/** Versions of the kept paths, one `stat` each (a bounded number at a time). */
+async function statVersions(
+  context: ExecuteContext,
+  plan: PublishPlan,
+  kept: readonly (readonly [string, string])[],
+  concurrency: number,
+): Promise<Map<string, string | undefined>> {
+  const { destination, signal } = context;
+  const versions = await mapBounded(kept, concurrency, async ([path]) => {
+    try {
+      const entry = await destination.stat(joinPrefix(plan.bundlePath, path), { signal });
+      return entry.kind === "file" ? entry.version : undefined;
+    } catch (error) {
+      if (isStorageError(error, "not_found")) return undefined;
+      throw error;
+    }
+  });
+  return new Map(kept.map(([path], index) => [path, versions[index]]));
 }
