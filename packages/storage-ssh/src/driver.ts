@@ -327,6 +327,15 @@ export class SftpDriver implements FsDriver<Buffer> {
     );
   }
 
+  async symlink(target: string, path: string): Promise<void> {
+    // ssh2 puts the two arguments in the order OpenSSH's server expects (it swaps them).
+    await this.#call((sftp, done) => sftp.symlink(target, this.#path(path), done));
+  }
+
+  readlink(path: string): Promise<string> {
+    return this.#call<string>((sftp, done) => sftp.readlink(this.#path(path), done));
+  }
+
   async syncDirectory(): Promise<void> {
     // SFTP has no request for it; `directorySync` is false, so the protocol never asks.
   }

@@ -156,6 +156,28 @@ export interface DeleteOptions extends OperationOptions {
 }
 
 /**
+ * Symbolic and hard links, on stores that have them (local directories; SFTP servers offering
+ * `posix-rename@openssh.com` and `hardlink@openssh.com`): what a release layout is built from.
+ * Paths are logical; a link's text is a relative logical path. The other operations still refuse
+ * every symlink below the root.
+ */
+export interface LinkOperations {
+  /** The text of the symlink at `path`; undefined when nothing is there. Another kind fails `conflict`. */
+  readLink(path: string, options?: OperationOptions): Promise<string | undefined>;
+  /**
+   * Points the symlink at `path` to `target` in one atomic step (a new link under a temp name,
+   * renamed over the old one), then flushes its directory where the store can, whatever the
+   * fsync mode. A file or directory at `path` fails `conflict`.
+   */
+  switchLink(path: string, target: string, options?: OperationOptions): Promise<void>;
+  /**
+   * Gives the file at `from` the second name `to`, making `to`'s missing parent directories. An
+   * existing `to` fails `already_exists`; a store without hard links fails `unsupported`.
+   */
+  hardLink(from: string, to: string, options?: OperationOptions): Promise<void>;
+}
+
+/**
  * A place distributor reads bundles from or publishes to. Every path is logical (see `paths.ts`);
  * invalid paths fail with `invalid_path` before any IO. Every failure is a `StorageError`.
  */
@@ -188,6 +210,8 @@ export interface StorageBackend {
    * Absent: no limit beyond the 255-byte segments every logical path keeps.
    */
   readonly maxPathBytes?: number;
+  /** Optional: links, where the store has them (see `LinkOperations`). */
+  readonly links?: LinkOperations;
 
   readFile(path: string, options?: ReadOptions): Promise<Uint8Array>;
   /** Reads a whole file together with the version token of exactly those bytes. */

@@ -24,6 +24,9 @@ export type StorageOperation =
   | "delete managed outputs"
   | "delete prefix"
   | "abort uploads"
+  | "read link"
+  | "switch link"
+  | "hard link"
   | "register backend"
   | "open backend"
   | "close";

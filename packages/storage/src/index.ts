@@ -3,6 +3,7 @@ export type {
   ChunkConsumer,
   DeleteOptions,
   EntryKind,
+  LinkOperations,
   OperationOptions,
   ReadOptions,
   StorageBackend,

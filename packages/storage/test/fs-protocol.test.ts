@@ -25,27 +25,33 @@ function open(options: MemoryFsDriverOptions = {}): {
   return { backend, driver };
 }
 
-describeBackendContract("fs-protocol over the in-memory driver", () => ({
-  backend: open().backend,
-}));
+describeBackendContract(
+  "fs-protocol over the in-memory driver",
+  () => ({ backend: open().backend }),
+  { links: "full" },
+);
 
 // The SFTP shape: no hard links (creates move the temp file with a rename that refuses an
 // existing target), no directory fsync, requests carried out in order, remembered directories,
 // coarse mtimes, and a clock that is not ours.
-describeBackendContract("fs-protocol over the in-memory driver (SFTP capabilities)", () => ({
-  backend: open({
-    seed: 7,
-    capabilities: {
-      hardLink: false,
-      directorySync: false,
-      fileSync: false,
-      orderedRequests: true,
-      rememberDirectories: true,
-      coarseMtime: true,
-      localClock: false,
-    },
-  }).backend,
-}));
+describeBackendContract(
+  "fs-protocol over the in-memory driver (SFTP capabilities)",
+  () => ({
+    backend: open({
+      seed: 7,
+      capabilities: {
+        hardLink: false,
+        directorySync: false,
+        fileSync: false,
+        orderedRequests: true,
+        rememberDirectories: true,
+        coarseMtime: true,
+        localClock: false,
+      },
+    }).backend,
+  }),
+  { links: "symlinks" },
+);
 
 describe("fs-protocol", () => {
   const racers = 24;

@@ -20,31 +20,43 @@ import { createLocalBackend } from "../src/local/index.js";
 import { readFileChunks } from "../src/read-chunks.js";
 import { describeBackendContract, expectStorageError } from "../src/testing/index.js";
 
-describeBackendContract("local", async () => {
-  const dir = await mkdtemp(join(tmpdir(), "distributor-local-contract-"));
-  return {
-    backend: createLocalBackend({ root: join(dir, "root") }),
-    cleanup: () => rm(dir, { recursive: true, force: true }),
-  };
-});
+describeBackendContract(
+  "local",
+  async () => {
+    const dir = await mkdtemp(join(tmpdir(), "distributor-local-contract-"));
+    return {
+      backend: createLocalBackend({ root: join(dir, "root") }),
+      cleanup: () => rm(dir, { recursive: true, force: true }),
+    };
+  },
+  { links: "full" },
+);
 
 // Without fsync only the flushing changes: every rule of the contract must hold the same.
-describeBackendContract("local (fsync: false)", async () => {
-  const dir = await mkdtemp(join(tmpdir(), "distributor-local-nofsync-"));
-  return {
-    backend: createLocalBackend({ root: join(dir, "root"), fsync: false }),
-    cleanup: () => rm(dir, { recursive: true, force: true }),
-  };
-});
+describeBackendContract(
+  "local (fsync: false)",
+  async () => {
+    const dir = await mkdtemp(join(tmpdir(), "distributor-local-nofsync-"));
+    return {
+      backend: createLocalBackend({ root: join(dir, "root"), fsync: false }),
+      cleanup: () => rm(dir, { recursive: true, force: true }),
+    };
+  },
+  { links: "full" },
+);
 
 // On the thread pool only who waits for the kernel changes: every rule must hold the same.
-describeBackendContract("local (blockingCalls: false)", async () => {
-  const dir = await mkdtemp(join(tmpdir(), "distributor-local-threadpool-"));
-  return {
-    backend: createLocalBackend({ root: join(dir, "root"), blockingCalls: false }),
-    cleanup: () => rm(dir, { recursive: true, force: true }),
-  };
-});
+describeBackendContract(
+  "local (blockingCalls: false)",
+  async () => {
+    const dir = await mkdtemp(join(tmpdir(), "distributor-local-threadpool-"));
+    return {
+      backend: createLocalBackend({ root: join(dir, "root"), blockingCalls: false }),
+      cleanup: () => rm(dir, { recursive: true, force: true }),
+    };
+  },
+  { links: "full" },
+);
 
 describe("local backend", () => {
   let dir: string;

@@ -2,6 +2,7 @@ import type { Readable } from "node:stream";
 import type {
   ByteReader,
   DeleteOptions,
+  LinkOperations,
   OperationOptions,
   ReadOptions,
   StorageBackend,
@@ -54,6 +55,8 @@ export interface BackendOperations {
     options: DeleteOptions,
   ): Promise<void>;
   deletePrefix(prefix: string, options: DeleteOptions): Promise<void>;
+  /** Optional (see `StorageBackend.links`); paths and link texts are valid logical paths. */
+  links?: LinkOperations;
   /** Optional (see `StorageBackend.abortUploads`); paths are valid logical paths. */
   abortUploads?(paths: readonly string[], options: OperationOptions): Promise<number>;
   /** Releases connections; called once, after which the frame refuses every operation. */
@@ -96,6 +99,7 @@ class FramedBackend implements StorageBackend {
   readonly maxPathBytes?: number;
   readonly openReader?: (path: string, options?: OperationOptions) => Promise<ByteReader>;
   readonly abortUploads?: (paths: readonly string[], options?: OperationOptions) => Promise<number>;
+  readonly links?: LinkOperations;
   readonly #operations: BackendOperations;
   readonly #mapError: (error: unknown, operation: StorageOperation, path: string) => unknown;
   #closed = false;
@@ -132,6 +136,8 @@ class FramedBackend implements StorageBackend {
         return this.#run("open reader", path, options.signal, () => openReader(path, options));
       };
     }
+    const links = operations.links;
+    if (links !== undefined) this.links = this.#frameLinks(links);
     const abortUploads = operations.abortUploads?.bind(operations);
     if (abortUploads !== undefined) {
       this.abortUploads = async (paths, options = {}) => {
@@ -274,6 +280,27 @@ class FramedBackend implements StorageBackend {
     validatePrefix(prefix, operation, this.name);
     for (const path of paths) this.#valid(path, operation);
     return [...new Set(joinEach(prefix, paths))];
+  }
+
+  #frameLinks(links: LinkOperations): LinkOperations {
+    return {
+      readLink: async (path, options = {}) => {
+        this.#valid(path, "read link");
+        return this.#run("read link", path, options.signal, () => links.readLink(path, options));
+      },
+      switchLink: async (path, target, options = {}) => {
+        this.#valid(path, "switch link");
+        validatePath(target, "switch link", this.name);
+        return this.#run("switch link", path, options.signal, () =>
+          links.switchLink(path, target, options),
+        );
+      },
+      hardLink: async (from, to, options = {}) => {
+        this.#valid(from, "hard link");
+        this.#valid(to, "hard link");
+        return this.#run("hard link", to, options.signal, () => links.hardLink(from, to, options));
+      },
+    };
   }
 
   async #run<T>(

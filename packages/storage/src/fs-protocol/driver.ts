@@ -174,6 +174,10 @@ export interface FsDriver<Handle = unknown> {
   renameNoReplace(from: string, to: string): Promise<void>;
   /** Gives the file at `from` the second name `to`, failing when `to` exists. */
   link(from: string, to: string): Promise<void>;
+  /** Makes a symbolic link at `path` whose text is `target`; fails when the name exists. */
+  symlink(target: string, path: string): Promise<void>;
+  /** The text of the symbolic link at `path`. */
+  readlink(path: string): Promise<string>;
   /** Flushes a directory's entries (needs `directorySync`); a missing directory is no error. */
   syncDirectory(path: string): Promise<void>;
   /** Optional: releases connections; called once, when the backend closes. */

@@ -4,6 +4,7 @@ import type { BackendOperations, WriteOperation } from "../adapter/backend-frame
 import type {
   ByteReader,
   DeleteOptions,
+  LinkOperations,
   OperationOptions,
   ReadOptions,
   StorageEntry,
@@ -15,6 +16,7 @@ import type {
 } from "../backend.js";
 import { mapBounded } from "../concurrency.js";
 import { isStorageError, type StorageError, type StorageOperation } from "../errors.js";
+import { hardLinkFile, readSymlink, switchSymlink } from "./links.js";
 import { openReadStream, readWholeFile } from "./read.js";
 import { emptyDirectory, pruneEmptyParents, removeTree, unlinkIfMatch } from "./remove.js";
 import type { FsStore } from "./store.js";
@@ -44,6 +46,11 @@ export function fsOperations<Handle>(
 
 class FsOperations<Handle> implements BackendOperations {
   readonly openReader?: (path: string, options: OperationOptions) => Promise<ByteReader>;
+  readonly links: LinkOperations = {
+    readLink: (path, options = {}) => readSymlink(this.store, path, options),
+    switchLink: (path, target, options = {}) => switchSymlink(this.store, path, target, options),
+    hardLink: (from, to, options = {}) => hardLinkFile(this.store, from, to, options),
+  };
 
   constructor(
     readonly store: FsStore<Handle>,

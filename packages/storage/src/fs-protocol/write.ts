@@ -174,7 +174,7 @@ async function openExclusive<Handle>(
  * followed; the root (trusted configuration) is made with its own parents. Returns what it made,
  * recorded (`FsStore.markMade`) for the write to remove if nothing lands there.
  */
-async function createParents<Handle>(
+export async function createParents<Handle>(
   store: FsStore<Handle>,
   io: FsDriver<Handle>,
   path: string,

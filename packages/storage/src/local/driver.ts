@@ -1,5 +1,5 @@
 import { constants, type Dir, fsync as fsyncCallback, type Stats, statSync } from "node:fs";
-import { type FileHandle, mkdir, open } from "node:fs/promises";
+import { type FileHandle, mkdir, open, readlink, symlink } from "node:fs/promises";
 import { setImmediate as nextTurn } from "node:timers/promises";
 import { CHUNK_BYTES } from "../adapter/chunk-buffers.js";
 import type { StorageError, StorageOperation } from "../errors.js";
@@ -228,6 +228,14 @@ export class LocalDriver implements FsDriver<number> {
 
   link(from: string, to: string): Promise<void> {
     return this.calls.link(this.#native(from), this.#native(to));
+  }
+
+  symlink(target: string, path: string): Promise<void> {
+    return symlink(target, this.#native(path));
+  }
+
+  async readlink(path: string): Promise<string> {
+    return readlink(this.#native(path), "utf8");
   }
 
   async syncDirectory(path: string): Promise<void> {

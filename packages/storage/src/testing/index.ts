@@ -3,6 +3,7 @@ import type { StorageBackend } from "../backend.js";
 import { describeCancellation } from "./contract/cancellation.js";
 import { type BackendCapabilities, type ContractContext, summarize } from "./contract/context.js";
 import { describeDeletes } from "./contract/deletes.js";
+import { describeLinks } from "./contract/links.js";
 import { describeListing } from "./contract/listing.js";
 import { describeObjectMetadata } from "./contract/metadata.js";
 import { describeInvalidPaths } from "./contract/paths.js";
@@ -24,7 +25,8 @@ export type { BackendCapabilities, ContractContext } from "./contract/context.js
  * Registers the behaviour every `StorageBackend` must share as vitest tests. Call it at the top
  * level of a test file; `factory` runs before each test and must return an empty backend. The
  * groups, one file each under `contract/`, say what each capability demands: reading and
- * writing, versions and conditional writes, object metadata, listing, deletes, invalid paths, cancellation.
+ * writing, versions and conditional writes, object metadata, listing, deletes, invalid paths,
+ * cancellation, links.
  */
 export function describeBackendContract(
   name: string,
@@ -75,6 +77,7 @@ export function describeBackendContract(
     describeDeletes(contract);
     describeInvalidPaths(contract);
     describeCancellation(contract);
+    describeLinks(contract);
   });
 }
 

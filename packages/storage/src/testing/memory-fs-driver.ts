@@ -20,7 +20,7 @@ interface Inode {
 type Node =
   | { kind: "directory"; mtimeMs: number }
   | { kind: "file"; inode: Inode }
-  | { kind: "symlink" };
+  | { kind: "symlink"; target?: string };
 
 interface OpenFile {
   inode: Inode;
@@ -293,6 +293,23 @@ export class MemoryFsDriver implements FsDriver<number> {
       this.#parentDirectory(to);
       if (this.#nodes.has(to)) throw fail("EEXIST", to);
       this.#nodes.set(to, node);
+    });
+  }
+
+  symlink(target: string, path: string): Promise<void> {
+    return this.#request(() => {
+      this.#parentDirectory(path);
+      if (this.#nodes.has(path)) throw fail("EEXIST", path);
+      this.#nodes.set(path, { kind: "symlink", target });
+    });
+  }
+
+  readlink(path: string): Promise<string> {
+    return this.#request(() => {
+      const node = this.#find(path);
+      if (node === undefined) throw fail("ENOENT", path);
+      if (node.kind !== "symlink" || node.target === undefined) throw fail("EINVAL", path);
+      return node.target;
     });
   }
 
