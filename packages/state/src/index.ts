@@ -35,6 +35,12 @@ export {
   singleOwnerPruneCandidates,
 } from "./prune.js";
 export {
+  isReleaseId,
+  newReleaseId,
+  RELEASE_ID_PATTERN,
+  type ReleaseState,
+} from "./release.js";
+export {
   replacementMarker,
   replacementMarkers,
   withoutReplacementMarkers,

@@ -10,6 +10,7 @@ import {
   requiredString,
   requiredTimestamp,
 } from "./json.js";
+import type { ReleaseState } from "./release.js";
 import type {
   LinkState,
   OutputKind,
@@ -130,6 +131,12 @@ export function readReplacing(object: JsonObject, name: string): ReplacementMark
     runId: requiredString(replacing, "run_id", `${name}.run_id`),
     startedAt: requiredTimestamp(replacing, "started_at", `${name}.started_at`),
   };
+}
+
+export function readRelease(object: JsonObject, name: string): ReleaseState | undefined {
+  const release = optionalObject(object, "release", name);
+  if (release === undefined) return undefined;
+  return { id: requiredString(release, "id", `${name}.id`) };
 }
 
 /** A required array field: `<name> is required` when absent or null. */

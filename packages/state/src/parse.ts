@@ -12,6 +12,7 @@ import {
   readLinks,
   readOutputFields,
   readRecordTimestamps,
+  readRelease,
   readReplacing,
   readRequiredArray,
   readSchemaVersion,
@@ -66,6 +67,7 @@ function readSingleOwnerState(root: JsonObject): SingleOwnerState {
   const source = readSource(root, "state source");
   const links = readLinks(root, "state links");
   const replacing = readReplacing(root, "state replacing");
+  const release = readRelease(root, "state release");
   const outputs = readRequiredArray(root, "outputs", "state outputs").map((value, index) =>
     readOutput(value, index, legacy ? publishedAt : undefined),
   );
@@ -82,6 +84,7 @@ function readSingleOwnerState(root: JsonObject): SingleOwnerState {
   if (distributorVersion !== undefined) state.distributorVersion = distributorVersion;
   if (links !== undefined) state.links = links;
   if (replacing !== undefined) state.replacing = replacing;
+  if (release !== undefined) state.release = release;
   validateSingleOwnerState(state);
   return state;
 }

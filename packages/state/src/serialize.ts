@@ -73,6 +73,7 @@ function writeSingleOwnerState(state: SingleOwnerState, json: JsonText): JsonTex
   writeSource(json, manifests, state.source);
   writeLinks(json, state.links);
   writeReplacing(json, state.replacing, timestamp);
+  if (state.release !== undefined) json.openObject("release").member("id", state.release.id).end();
   json.openArray("outputs");
   for (const output of state.outputs) {
     writeOutputFields(json.openObject(), output)

@@ -1,4 +1,5 @@
 import type { Manifest } from "@distributor/bundle";
+import type { ReleaseState } from "./release.js";
 
 /** Schema written for `state.mode: single_owner`. */
 export const SINGLE_OWNER_SCHEMA_VERSION = 2;
@@ -131,6 +132,8 @@ export interface SingleOwnerState {
   links?: LinkState;
   /** Present only while a run writes at this state's bundle path. */
   replacing?: ReplacementMarker;
+  /** Under the release layout: the release these records describe (see `ReleaseState`). */
+  release?: ReleaseState;
   outputs: OutputRecord[];
 }
 

@@ -3,6 +3,7 @@ import { pathProblem, STATE_FILE_NAME } from "@distributor/storage";
 import { checkedManifestText } from "./embedded-manifest.js";
 import { StateError } from "./errors.js";
 import { METADATA_FIELDS } from "./parse-common.js";
+import { RELEASE_ID_PATTERN, type ReleaseState } from "./release.js";
 import { formatOwnerScope, ownerKey } from "./scope.js";
 import { isSerializableTimestamp } from "./time.js";
 import {
@@ -85,7 +86,8 @@ export function singleOwnerStateProblem(
   if (manifestProblem !== undefined) return manifestProblem;
   const linkProblem =
     linksProblem("state links.primary_url", state.links) ??
-    replacingProblem("state replacing", state.replacing);
+    replacingProblem("state replacing", state.replacing) ??
+    releaseProblem("state release", state.release);
   if (linkProblem !== undefined) return linkProblem;
   if (!Array.isArray(state.outputs)) return "state outputs is required";
   const seen = new Set<string>();
@@ -280,6 +282,14 @@ function linksProblem(name: string, links: LinkState | undefined): string | unde
   }
   const problem = httpUrlProblem(links.primaryUrl);
   return problem === undefined ? undefined : `${name}: ${problem}`;
+}
+
+function releaseProblem(name: string, release: ReleaseState | undefined): string | undefined {
+  if (release === undefined) return undefined;
+  if (typeof release.id !== "string" || !RELEASE_ID_PATTERN.test(release.id)) {
+    return `${name}.id must be a release id like 20261204T093819.123Z-ab12`;
+  }
+  return undefined;
 }
 
 function replacingProblem(

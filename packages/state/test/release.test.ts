@@ -1,0 +1,49 @@
+import {
+  isReleaseId,
+  newReleaseId,
+  parseSingleOwnerState,
+  serializeSingleOwnerState,
+} from "@distributor/state";
+import { describe, expect, it } from "vitest";
+import { validSingleOwnerState } from "./helpers.js";
+
+// `release`: under the release layout, which release a single-owner state's records describe.
+// An extension field: written only when set, read back as written.
+
+describe("release", () => {
+  it("round-trips in single-owner state, before the outputs", () => {
+    const state = validSingleOwnerState();
+    const id = newReleaseId(new Date("2026-12-04T09:38:19.123Z"));
+    expect(id).toMatch(/^20261204T093819\.123Z-[0-9a-f]{4}$/);
+    state.release = { id };
+    const text = serializeSingleOwnerState(state);
+    const keys = Object.keys(JSON.parse(text));
+    expect(keys.indexOf("release")).toBe(keys.indexOf("outputs") - 1);
+    const read = parseSingleOwnerState(text);
+    expect(read.release).toEqual({ id });
+    expect(serializeSingleOwnerState(read)).toBe(text);
+  });
+
+  it("is absent unless set", () => {
+    const text = serializeSingleOwnerState(validSingleOwnerState());
+    expect(JSON.parse(text).release).toBeUndefined();
+    expect(parseSingleOwnerState(text).release).toBeUndefined();
+  });
+
+  it("refuses an id that is not a release id, naming the field", () => {
+    const document = JSON.parse(serializeSingleOwnerState(validSingleOwnerState()));
+    document.release = { id: "../../etc" };
+    expect(() => parseSingleOwnerState(JSON.stringify(document))).toThrow(/state release\.id/);
+    document.release = {};
+    expect(() => parseSingleOwnerState(JSON.stringify(document))).toThrow(/state release\.id/);
+  });
+
+  it("sorts ids by the time they were made", () => {
+    const ids = [3, 1, 2].map((second) =>
+      newReleaseId(new Date(Date.UTC(2026, 0, 1, 0, 0, second))),
+    );
+    expect([...ids].sort()).toEqual([ids[1], ids[2], ids[0]]);
+    expect(ids.every(isReleaseId)).toBe(true);
+    expect(isReleaseId("current")).toBe(false);
+  });
+});
