@@ -37,6 +37,7 @@ export {
 export {
   isReleaseId,
   newReleaseId,
+  peekStateRelease,
   RELEASE_ID_PATTERN,
   type ReleaseState,
 } from "./release.js";

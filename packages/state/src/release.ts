@@ -22,3 +22,21 @@ export function newReleaseId(now: Date): string {
 export function isReleaseId(text: string): boolean {
   return RELEASE_ID_PATTERN.test(text);
 }
+
+// The key as this package writes it: `"release"`, optional whitespace, an object holding only
+// `"id"`. Inside the embedded manifest (a JSON string) and output paths every quote is escaped,
+// so an unescaped `"release":` is the top-level key and nothing else.
+const RELEASE_MEMBER = /"release":\s*\{\s*"id":\s*"([^"\\]*)"\s*\}/;
+
+/**
+ * The release a state file's text records, without parsing the document: what a release view
+ * needs to know which release directory the records it reads describe. Undefined for a state
+ * without one (any shared-root state). Only the id's shape is checked; the parser checks the
+ * rest of the document wherever it is read.
+ */
+export function peekStateRelease(text: string): string | undefined {
+  const match = RELEASE_MEMBER.exec(text);
+  if (match === null) return undefined;
+  const id = match[1] as string;
+  return isReleaseId(id) ? id : undefined;
+}

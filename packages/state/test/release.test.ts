@@ -2,6 +2,7 @@ import {
   isReleaseId,
   newReleaseId,
   parseSingleOwnerState,
+  peekStateRelease,
   serializeSingleOwnerState,
 } from "@distributor/state";
 import { describe, expect, it } from "vitest";
@@ -45,5 +46,25 @@ describe("release", () => {
     expect([...ids].sort()).toEqual([ids[1], ids[2], ids[0]]);
     expect(ids.every(isReleaseId)).toBe(true);
     expect(isReleaseId("current")).toBe(false);
+  });
+});
+
+describe("peekStateRelease", () => {
+  it("finds the release a state records, compact or indented, and nothing in a manifest or path", () => {
+    const state = validSingleOwnerState();
+    const id = newReleaseId(new Date("2026-12-04T09:38:19.123Z"));
+    expect(peekStateRelease(serializeSingleOwnerState(state))).toBeUndefined();
+    state.release = { id };
+    const text = serializeSingleOwnerState(state);
+    expect(peekStateRelease(text)).toBe(id);
+    expect(peekStateRelease(JSON.stringify(JSON.parse(text), null, 2))).toBe(id);
+    // A path that spells the member is escaped in the text: never taken for it.
+    const tricky = validSingleOwnerState();
+    const output = tricky.outputs[0];
+    if (output === undefined) throw new Error("fixture has no output");
+    output.path = `"release":{"id":"${id}"}`;
+    expect(peekStateRelease(JSON.stringify(JSON.parse(serializeSingleOwnerState(tricky))))).toBe(
+      undefined,
+    );
   });
 });
