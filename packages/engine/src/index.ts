@@ -104,6 +104,21 @@ export {
   StateTooLargeError,
 } from "./protocol/state-file.js";
 export {
+  CURRENT_LINK,
+  DEFAULT_RELEASES_KEPT,
+  liveRelease,
+  RELEASES_DIRECTORY,
+} from "./release/layout.js";
+export { publishRelease, type ReleaseLayout } from "./release/publish-release.js";
+export {
+  listReleases,
+  type ReleaseSummary,
+  type RollbackOptions,
+  type RollbackResult,
+  rollbackRelease,
+} from "./release/rollback.js";
+export { ReleaseView } from "./release/view.js";
+export {
   htmlOutputPath,
   isMarkdownPath,
   MARKDOWN_TO_HTML,

@@ -22,7 +22,12 @@ import type { Lease } from "../protocol/lease.js";
 import { LeaseLostError, type LeaseOptions, readLeaseHolder } from "../protocol/lease-file.js";
 import { type RecoveryReport, recoverJournal } from "../protocol/recovery.js";
 import { encodeStateFile, isStateFile } from "../protocol/state-file.js";
-import { type ExecuteContext, PendingDeletesError, UncommittedError } from "./context.js";
+import {
+  type ExecuteContext,
+  type LeaseGuard,
+  PendingDeletesError,
+  UncommittedError,
+} from "./context.js";
 import { type Committed, executeEncodedPublish, StateChangedError } from "./execute.js";
 
 /** How often a publication is planned again after another writer changed the state first. */
@@ -49,6 +54,16 @@ export interface PublishTargetOptions {
    * whatever differs from the plan a reviewer approved.
    */
   approve?: ((plan: PublishPlan) => void) | undefined;
+  /**
+   * Under the lease, once a write plan is final and before anything of it is journaled or
+   * written (again for each attempt): the release layout prepares its new release here.
+   */
+  beforeExecute?: ((plan: PublishPlan, lease: LeaseGuard) => Promise<void>) | undefined;
+  /**
+   * Under the lease, once a write plan's state is committed and its deletes are done: the
+   * release layout switches `current` here. A failure fails the run, the publication standing.
+   */
+  afterCommit?: ((plan: PublishPlan, lease: LeaseGuard) => Promise<void>) | undefined;
 }
 
 /**
@@ -172,6 +187,7 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
       const state = encodedNextState(destination, current);
       options.onPlan?.(current);
       const held = lease;
+      await options.beforeExecute?.(current, held);
       // Step journal: what this attempt may create or will delete, recorded before its first write.
       const { paths, directories, overwrites } = current.journal;
       await held.journal(paths, directories, overwrites);
@@ -189,6 +205,7 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
           state,
         );
         if (committed !== undefined) await checkLateCommit(destination, held, current, committed);
+        if (committed !== undefined) await options.afterCommit?.(current, held);
         return current;
       } catch (error) {
         if (error instanceof StateChangedError && attempt < MAX_PUBLISH_ATTEMPTS) continue;

@@ -1,7 +1,9 @@
 import type { Manifest } from "@distributor/bundle";
-import type { StorageBackend } from "@distributor/storage";
+import { isSharedRootState } from "@distributor/state";
+import { locatePath, type StorageBackend, statePath } from "@distributor/storage";
 import type { RenderCache } from "../execute/render-cache.js";
 import { isWriteAction } from "./action.js";
+import { PublishPlanError } from "./errors.js";
 import { inspectDestination } from "./inspect.js";
 import {
   attachUrls,
@@ -10,7 +12,7 @@ import {
   type PlannedOutput,
 } from "./outputs.js";
 import { planPublish } from "./plan.js";
-import type { PublishPlan, PublishTarget } from "./plan-types.js";
+import type { DestinationInspection, PublishPlan, PublishTarget } from "./plan-types.js";
 import { prepareOutputs } from "./prepare.js";
 
 export interface PlanTargetOptions {
@@ -78,6 +80,7 @@ export async function planTarget(options: PlanTargetOptions): Promise<PublishPla
     options.selection.map((output) => output.path),
     { signal, walkLimit: options.walkLimit },
   );
+  checkLayout(options.destination, target, inspection);
   const request = {
     ...target,
     outputs: [],
@@ -90,5 +93,34 @@ export async function planTarget(options: PlanTargetOptions): Promise<PublishPla
   // attachUrls copies each output, so a plan never shares output objects with another attempt's.
   const prepared = await (options.prepare ?? prepareOnce(options))();
   const { outputs, primaryUrl } = attachUrls(prepared, target.bundlePath, options.links);
-  return planPublish({ ...request, outputs, primaryUrl }, inspection);
+  return inRelease(planPublish({ ...request, outputs, primaryUrl }, inspection), target.release);
+}
+
+/** A write plan's next state records the release it builds (single-owner states only). */
+function inRelease(plan: PublishPlan, release: string | undefined): PublishPlan {
+  const next = plan.nextState;
+  if (release === undefined || next === undefined || isSharedRootState(next)) return plan;
+  plan.nextState = { ...next, release: { id: release } };
+  return plan;
+}
+
+/** Refuses to plan across layouts: see `PublishTarget.release`. */
+function checkLayout(
+  destination: StorageBackend,
+  target: PublishTarget,
+  inspection: DestinationInspection,
+): void {
+  const state = inspection.status.state;
+  if (state === undefined || isSharedRootState(state)) return;
+  const where = locatePath(destination.location, statePath(target.bundlePath));
+  if (target.release === undefined && state.release !== undefined) {
+    throw new PublishPlanError(
+      `${where} records release ${state.release.id}: this bundle path was published with layout: releases, and the destination's configuration now has the default layout; set layout: releases again (or publish to another bundle path)`,
+    );
+  }
+  if (target.release !== undefined && state.release === undefined) {
+    throw new PublishPlanError(
+      `${where} was written with the default layout, and the destination's configuration now has layout: releases; a release layout does not take over files published in place — publish to a new bundle path (or destination) with layout: releases`,
+    );
+  }
 }

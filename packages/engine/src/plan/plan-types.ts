@@ -51,6 +51,12 @@ export interface PublishTarget {
   maxDeletes?: number | { percent: number } | undefined;
   /** `--allow-deletes N`: a plan may delete up to N outputs whatever `maxDeletes` says. */
   allowDeletes?: number | undefined;
+  /**
+   * Under the release layout (`publishRelease`): the id of the release this publication builds,
+   * which the next state records. A state that records a release is refused without one, and
+   * a state that records none is refused with one: a bundle path keeps the layout it began with.
+   */
+  release?: string | undefined;
 }
 
 /** A target with the outputs it would publish and what the next state records. */

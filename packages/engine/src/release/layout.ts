@@ -1,0 +1,82 @@
+import { isReleaseId } from "@distributor/state";
+import {
+  joinPrefix,
+  type LinkOperations,
+  locatePath,
+  type StorageBackend,
+  StorageError,
+} from "@distributor/storage";
+
+// Where the release layout keeps things below a destination bundle path (docs/design/releases.md):
+//   releases/<id>/        one release: every output of one publication
+//   releases/<id>.json    the state as committed for that release (what a rollback restores)
+//   current               a symlink to `releases/<id>`, the release readers see
+// The state and lease files stay where every layout keeps them, directly in the bundle path.
+
+export const RELEASES_DIRECTORY = "releases";
+export const CURRENT_LINK = "current";
+
+/** Releases a destination keeps when its configuration says nothing (`releases.keep`). */
+export const DEFAULT_RELEASES_KEPT = 5;
+
+export function releasesPrefix(bundlePath: string): string {
+  return joinPrefix(bundlePath, RELEASES_DIRECTORY);
+}
+
+export function releaseDirectory(bundlePath: string, id: string): string {
+  return joinPrefix(bundlePath, `${RELEASES_DIRECTORY}/${id}`);
+}
+
+export function snapshotPath(bundlePath: string, id: string): string {
+  return joinPrefix(bundlePath, `${RELEASES_DIRECTORY}/${id}.json`);
+}
+
+export function currentLinkPath(bundlePath: string): string {
+  return joinPrefix(bundlePath, CURRENT_LINK);
+}
+
+/** The text of a `current` link to release `id`: relative, so the tree can move as a whole. */
+export function linkText(id: string): string {
+  return `${RELEASES_DIRECTORY}/${id}`;
+}
+
+/** The release a `current` link's text names, or undefined for anything else. */
+export function releaseOfLink(text: string | undefined): string | undefined {
+  if (text === undefined || !text.startsWith(`${RELEASES_DIRECTORY}/`)) return undefined;
+  const id = text.slice(RELEASES_DIRECTORY.length + 1);
+  return isReleaseId(id) ? id : undefined;
+}
+
+/** The destination's links, or a clear refusal where the store has none (S3, memory). */
+export function linksOf(backend: StorageBackend, bundlePath: string): LinkOperations {
+  if (backend.links !== undefined) return backend.links;
+  throw new StorageError({
+    kind: "unsupported",
+    operation: "switch link",
+    backend: backend.name,
+    path: currentLinkPath(bundlePath),
+    detail: `layout: releases needs a destination with symbolic links (local or ssh); ${locatePath(backend.location, bundlePath)} has none`,
+  });
+}
+
+/** The release `current` links to, undefined when there is no link yet. */
+export async function liveRelease(
+  backend: StorageBackend,
+  bundlePath: string,
+  signal?: AbortSignal,
+): Promise<string | undefined> {
+  const path = currentLinkPath(bundlePath);
+  const text = await linksOf(backend, bundlePath).readLink(path, { signal });
+  if (text === undefined) return undefined;
+  const id = releaseOfLink(text);
+  if (id === undefined) {
+    throw new StorageError({
+      kind: "conflict",
+      operation: "read link",
+      backend: backend.name,
+      path,
+      detail: `links to "${text}", not to a release (releases/<id>); distributor switches this link itself — move it away`,
+    });
+  }
+  return id;
+}

@@ -1,0 +1,89 @@
+import { newReleaseId, parseDocument, replacementMarkers } from "@distributor/state";
+import { isStorageError, statePath } from "@distributor/storage";
+import { type PublishTargetOptions, publishTarget } from "../execute/commit.js";
+import { DEFAULT_DESTINATION_WALK_LIMIT } from "../plan/inspect.js";
+import type { PublishPlan } from "../plan/plan-types.js";
+import { holdLease } from "../protocol/hold-lease.js";
+import { linksOf } from "./layout.js";
+import { finishRelease, prepareRelease, retainReleases } from "./releases.js";
+import { ReleaseView } from "./view.js";
+
+export interface ReleaseLayout {
+  /** Committed releases kept, besides the one `current` links to (`releases.keep`). */
+  keep: number;
+}
+
+/**
+ * `publishTarget` under the release layout (docs/design/releases.md): the publication is built
+ * in a new release directory — a hard-linked copy of the release the state records, then the
+ * plan's writes and deletes — committed by the state, then made live by switching `current`.
+ * Readers of `current` see the old release or the new one, never a mix; the release in force is
+ * never written. Retention then removes the oldest committed releases beyond `layout.keep`.
+ */
+export async function publishRelease(
+  options: PublishTargetOptions,
+  layout: ReleaseLayout,
+): Promise<PublishPlan> {
+  const { destination, target, signal } = options.plan;
+  const bundlePath = target.bundlePath;
+  linksOf(destination, bundlePath);
+  if (!options.dryRun) await settlePendingSwitch(options);
+  const next = newReleaseId(options.now());
+  const view = new ReleaseView(destination, bundlePath, next);
+  return publishTarget({
+    ...options,
+    plan: { ...options.plan, destination: view, target: { ...target, release: next } },
+    beforeExecute: async (plan, lease) => {
+      await options.beforeExecute?.(plan, lease);
+      await prepareRelease(view, {
+        lease,
+        signal,
+        concurrency: options.execute.concurrency,
+        walkLimit: options.plan.walkLimit ?? DEFAULT_DESTINATION_WALK_LIMIT,
+      });
+    },
+    afterCommit: async (plan, lease) => {
+      await finishRelease(view, next, lease, signal);
+      await retainReleases(view, layout.keep, lease, signal);
+      await options.afterCommit?.(plan, lease);
+    },
+  });
+}
+
+/**
+ * A state that records a release `current` does not link to was committed by a run that died
+ * before switching: under the lease (recovering that run's journal first, in that release), the
+ * switch is made, unless the state still says a replacement is under way there — then the
+ * publication's own preparation finishes it once the marker is recovered.
+ */
+async function settlePendingSwitch(options: PublishTargetOptions): Promise<void> {
+  const { destination, target, signal } = options.plan;
+  const bundlePath = target.bundlePath;
+  const look = new ReleaseView(destination, bundlePath);
+  const recorded = await look.stateRelease(signal);
+  if (recorded === undefined || recorded === (await look.live(signal))) return;
+  const lease = await holdLease(look, bundlePath, target.owner, {
+    ...options.lease,
+    signal,
+    onRecovered: options.onRecovered,
+  });
+  try {
+    const view = new ReleaseView(destination, bundlePath);
+    const id = await view.stateRelease(signal);
+    if (id === undefined || id === (await view.live(signal))) return;
+    if (await stillMarked(view, bundlePath, signal)) return;
+    await finishRelease(view, id, lease, signal);
+  } finally {
+    await lease.release();
+  }
+}
+
+async function stillMarked(view: ReleaseView, bundlePath: string, signal?: AbortSignal) {
+  try {
+    const { bytes } = await view.inner.readVersioned(statePath(bundlePath), { signal });
+    return replacementMarkers(parseDocument(Buffer.from(bytes).toString("utf8"))).length > 0;
+  } catch (error) {
+    if (isStorageError(error, "not_found")) return false;
+    throw error;
+  }
+}

@@ -1,0 +1,228 @@
+import { isReleaseId, peekStateRelease } from "@distributor/state";
+import {
+  isStorageError,
+  mapBounded,
+  relativeTo,
+  type StorageBackend,
+  statePath,
+} from "@distributor/storage";
+import type { LeaseGuard } from "../execute/context.js";
+import {
+  currentLinkPath,
+  linksOf,
+  linkText,
+  releaseDirectory,
+  releasesPrefix,
+  snapshotPath,
+} from "./layout.js";
+import type { ReleaseView } from "./view.js";
+
+/** What lies in `releases/`: each release directory and whether its snapshot is there. */
+export interface StoredRelease {
+  id: string;
+  /** `releases/<id>/` exists. */
+  directory: boolean;
+  /** `releases/<id>.json` exists: the release was committed (only those are kept or restored). */
+  snapshot: boolean;
+}
+
+/** Entries directly in `releases/` read at once; one per release and one per snapshot. */
+const RELEASES_LISTING_LIMIT = 100_000;
+
+/** The releases below a bundle path, oldest first (ids sort by the time they were made). */
+export async function storedReleases(
+  backend: StorageBackend,
+  bundlePath: string,
+  signal?: AbortSignal,
+): Promise<StoredRelease[]> {
+  const prefix = releasesPrefix(bundlePath);
+  let entries: Awaited<ReturnType<StorageBackend["walk"]>>;
+  try {
+    entries = await backend.walk(prefix, { limit: RELEASES_LISTING_LIMIT, signal });
+  } catch (error) {
+    if (isStorageError(error, "not_found")) return [];
+    throw error;
+  }
+  const found = new Map<string, StoredRelease>();
+  for (const entry of entries) {
+    const name = relativeTo(prefix, entry.path);
+    const snapshot = entry.kind === "file" && name.endsWith(".json");
+    const id = snapshot ? name.slice(0, -".json".length) : name;
+    if (!isReleaseId(id) || (!snapshot && entry.kind !== "directory")) continue;
+    const release = found.get(id) ?? { id, directory: false, snapshot: false };
+    if (snapshot) release.snapshot = true;
+    else release.directory = true;
+    found.set(id, release);
+  }
+  return [...found.values()].sort((left, right) => (left.id < right.id ? -1 : 1));
+}
+
+export interface PrepareOptions {
+  lease: LeaseGuard;
+  signal?: AbortSignal | undefined;
+  /** Files copied (hard-linked) at once. */
+  concurrency?: number | undefined;
+  /** Entries a release may hold (the destination listing limit). */
+  walkLimit: number;
+}
+
+/**
+ * Under the lease, before the first write: the view's new release becomes a copy of the state's
+ * release made of hard links (a file copy where the store cannot link), so that the plan — made
+ * against the state's release — only writes what changed. First a release committed but not yet
+ * switched to is finished (it is what the state describes), and directories of releases never
+ * committed (a run died building them) are removed.
+ */
+export async function prepareRelease(view: ReleaseView, options: PrepareOptions): Promise<void> {
+  const { inner, bundlePath, next } = view;
+  const { signal, lease } = options;
+  if (next === undefined) throw new Error("a release view that only reads builds nothing");
+  if (view.prepared) {
+    throw new Error(
+      `another run changed ${statePath(bundlePath)} while release ${next} was being built; nothing was published — run again`,
+    );
+  }
+  const recorded = await view.stateRelease(signal);
+  if (recorded !== undefined && recorded !== (await view.live(signal))) {
+    await finishRelease(view, recorded, lease, signal);
+  }
+  const stored = await storedReleases(inner, bundlePath, signal);
+  if (stored.some((release) => release.id === next)) {
+    throw new Error(`release ${next} already exists below ${releasesPrefix(bundlePath)}`);
+  }
+  const keep = new Set([recorded, await view.live(signal)]);
+  const abandoned = stored.filter((release) => !release.snapshot && !keep.has(release.id));
+  for (const release of abandoned) {
+    lease.assertHeld();
+    await inner.deletePrefix(releaseDirectory(bundlePath, release.id), {
+      ignoreMissing: true,
+      signal,
+    });
+  }
+  if (recorded !== undefined) await copyRelease(view, recorded, next, options);
+  view.markPrepared();
+}
+
+/** Every file of release `from` under the same path in the view's new release. */
+async function copyRelease(view: ReleaseView, from: string, next: string, options: PrepareOptions) {
+  const { inner, bundlePath } = view;
+  const links = linksOf(inner, bundlePath);
+  const source = releaseDirectory(bundlePath, from);
+  const target = releaseDirectory(bundlePath, next);
+  let files: Awaited<ReturnType<StorageBackend["walk"]>>;
+  try {
+    files = await inner.walk(source, {
+      recursive: true,
+      limit: options.walkLimit,
+      signal: options.signal,
+    });
+  } catch (error) {
+    if (isStorageError(error, "not_found")) {
+      throw new Error(
+        `${statePath(bundlePath)} records release ${from}, but ${source} is missing; restore it, or roll back to a release that exists (distributor rollback)`,
+        { cause: error },
+      );
+    }
+    throw error;
+  }
+  let copy = false;
+  const concurrency = options.concurrency ?? inner.writeConcurrency ?? 8;
+  await mapBounded(
+    files.filter((entry) => entry.kind === "file"),
+    concurrency,
+    async (entry) => {
+      options.lease.assertHeld();
+      const to = `${target}/${relativeTo(source, entry.path)}`;
+      if (!copy) {
+        try {
+          await links.hardLink(entry.path, to, { signal: options.signal });
+          return;
+        } catch (error) {
+          if (!isStorageError(error, "unsupported")) throw error;
+          // A filesystem without hard links: the release costs a copy of every file.
+          copy = true;
+        }
+      }
+      const stream = await inner.openRead(entry.path, { signal: options.signal });
+      await inner.writeFile(to, stream, { size: entry.size, signal: options.signal });
+    },
+  );
+}
+
+/**
+ * Under the lease, once the state records release `id`: its snapshot (the state's bytes, what a
+ * rollback restores) is written beside it, then `current` is switched to it. Both steps can be
+ * repeated: a run that dies between them leaves the state naming `id`, and the next finishes.
+ */
+export async function finishRelease(
+  view: ReleaseView,
+  id: string,
+  lease: LeaseGuard,
+  signal?: AbortSignal,
+): Promise<void> {
+  const { inner, bundlePath } = view;
+  const { bytes } = await inner.readVersioned(statePath(bundlePath), { signal });
+  const recorded = peekStateRelease(Buffer.from(bytes).toString("utf8"));
+  if (recorded !== id) {
+    throw new Error(
+      `${statePath(bundlePath)} records release ${recorded ?? "(none)"}, not ${id}; current was left as it was`,
+    );
+  }
+  // A snapshot once written is the release's committed state (a release is never changed):
+  // only a run that died before writing it leaves it to write (rollbacks write none).
+  if (!(await exists(inner, snapshotPath(bundlePath, id), signal))) {
+    lease.assertHeld();
+    await inner.writeFile(snapshotPath(bundlePath, id), bytes, {
+      overwrite: true,
+      commit: true,
+      signal,
+    });
+  }
+  lease.assertHeld();
+  await linksOf(inner, bundlePath).switchLink(currentLinkPath(bundlePath), linkText(id), {
+    signal,
+  });
+  view.switched(id);
+}
+
+/**
+ * Retention: the newest `keep` committed releases stay, and always the one `current` links to
+ * and the one the state records; the others go, snapshot first (a directory without one is
+ * never restored, and the next release's preparation removes it should this stop half-way).
+ */
+export async function retainReleases(
+  view: ReleaseView,
+  keep: number,
+  lease: LeaseGuard,
+  signal?: AbortSignal,
+): Promise<string[]> {
+  const { inner, bundlePath } = view;
+  const committed = (await storedReleases(inner, bundlePath, signal)).filter((r) => r.snapshot);
+  const protect = new Set([await view.stateRelease(signal), await view.live(signal)]);
+  const newest = new Set(committed.slice(-keep).map((release) => release.id));
+  const removed: string[] = [];
+  for (const release of committed) {
+    if (newest.has(release.id) || protect.has(release.id)) continue;
+    lease.assertHeld();
+    await inner.deletePaths("", [snapshotPath(bundlePath, release.id)], {
+      ignoreMissing: true,
+      signal,
+    });
+    await inner.deletePrefix(releaseDirectory(bundlePath, release.id), {
+      ignoreMissing: true,
+      signal,
+    });
+    removed.push(release.id);
+  }
+  return removed;
+}
+
+async function exists(backend: StorageBackend, path: string, signal?: AbortSignal) {
+  try {
+    await backend.stat(path, { signal });
+    return true;
+  } catch (error) {
+    if (isStorageError(error, "not_found")) return false;
+    throw error;
+  }
+}

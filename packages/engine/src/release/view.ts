@@ -1,0 +1,327 @@
+import type { Readable } from "node:stream";
+import { newReleaseId, peekStateRelease } from "@distributor/state";
+import {
+  type ByteReader,
+  compareLogicalPaths,
+  type DeleteOptions,
+  isReservedName,
+  isStorageError,
+  isWithinPrefix,
+  joinPrefix,
+  type OperationOptions,
+  type ReadOptions,
+  relativeTo,
+  type StorageBackend,
+  type StorageEntry,
+  StorageError,
+  type StorageOperation,
+  statePath,
+  type VersionedFile,
+  type WalkOptions,
+  type WriteData,
+  type WriteOptions,
+  type WriteResult,
+} from "@distributor/storage";
+import { liveRelease, releaseDirectory } from "./layout.js";
+
+/** Entries directly in a bundle path besides its releases: the state, lease and temp files. */
+const BUNDLE_LEVEL_LIMIT = 10_000;
+
+/**
+ * A destination bundle path under the release layout, seen as the default layout sees one: the
+ * state and lease files where they always are, and the outputs of one release as if they lay
+ * directly in the bundle path. The engine plans, executes and recovers through it unchanged.
+ *
+ * Which release a path means (docs/design/releases.md):
+ * - reads: the release the state last read or written through the view records — until the
+ *   view is prepared, then the new release (`next`), which then holds every output;
+ * - writes and deletes: the new release once prepared (`prepare`: a hard-linked copy of the
+ *   state's release). Before that, a state whose release `current` does not link to yet (its
+ *   run died between the commit and the switch) is changed in place: recovery finishing that
+ *   run's deletes there is what must happen before it goes live. Otherwise nothing of a
+ *   recovery's lies in any kept release (a dead run wrote into its own, swept later): deletes do
+ *   nothing and writes are refused.
+ * The release `current` links to is never written.
+ */
+export class ReleaseView implements StorageBackend {
+  readonly name: string;
+  readonly location: string;
+  readonly writeConcurrency?: number;
+  readonly versionsMayRepeat?: boolean;
+  readonly storesObjectMetadata?: boolean;
+  readonly maxPathBytes?: number;
+  /** The release the last state read or written through the view records. */
+  #stateRelease: string | undefined;
+  #stateSeen = false;
+  /** What `current` links to, once read; kept up to date by `switched`. */
+  #live: string | undefined | null = null;
+  #prepared = false;
+
+  constructor(
+    readonly inner: StorageBackend,
+    readonly bundlePath: string,
+    /** The release this view's publication builds; absent for a view that only reads. */
+    readonly next?: string,
+  ) {
+    this.name = inner.name;
+    this.location = inner.location;
+    if (inner.writeConcurrency !== undefined) this.writeConcurrency = inner.writeConcurrency;
+    if (inner.versionsMayRepeat) this.versionsMayRepeat = true;
+    if (inner.storesObjectMetadata) this.storesObjectMetadata = true;
+    if (inner.maxPathBytes !== undefined) {
+      const id = next ?? newReleaseId(new Date(0));
+      const overhead = Buffer.byteLength(releaseDirectory(bundlePath, id)) - bundlePath.length;
+      this.maxPathBytes = inner.maxPathBytes - overhead;
+    }
+  }
+
+  /** The release the state last seen through the view records (reading it if not seen yet). */
+  async stateRelease(signal?: AbortSignal): Promise<string | undefined> {
+    if (!this.#stateSeen) {
+      try {
+        this.#see(await this.inner.readFile(statePath(this.bundlePath), { signal }));
+      } catch (error) {
+        if (!isStorageError(error, "not_found")) throw error;
+        this.#stateSeen = true;
+        this.#stateRelease = undefined;
+      }
+    }
+    return this.#stateRelease;
+  }
+
+  /** What `current` links to (read once, then kept up to date by `switched`). */
+  async live(signal?: AbortSignal): Promise<string | undefined> {
+    if (this.#live === null) this.#live = await liveRelease(this.inner, this.bundlePath, signal);
+    return this.#live;
+  }
+
+  /** Called once `current` links to `id`. */
+  switched(id: string): void {
+    this.#live = id;
+  }
+
+  get prepared(): boolean {
+    return this.#prepared;
+  }
+
+  /** From now on reads and writes below the bundle path mean the new release. */
+  markPrepared(): void {
+    if (this.next === undefined) throw new Error("a release view that only reads builds nothing");
+    this.#prepared = true;
+  }
+
+  // --- paths ---------------------------------------------------------------------------------
+
+  /** True for a path the view passes through: outside the bundle path, or one of its own files. */
+  #passes(path: string): boolean {
+    if (!isWithinPrefix(this.bundlePath, path) || path === this.bundlePath) return true;
+    const relative = relativeTo(this.bundlePath, path);
+    return !relative.includes("/") && isReservedName(relative);
+  }
+
+  #inRelease(id: string, path: string): string {
+    return joinPrefix(releaseDirectory(this.bundlePath, id), relativeTo(this.bundlePath, path));
+  }
+
+  async #readRelease(signal?: AbortSignal): Promise<string | undefined> {
+    if (this.#prepared) return this.next as string;
+    return this.stateRelease(signal);
+  }
+
+  /** The release writes and deletes go to; undefined when there is none (see the class comment). */
+  async #writeRelease(signal?: AbortSignal): Promise<string | undefined> {
+    if (this.#prepared) return this.next as string;
+    const recorded = await this.stateRelease(signal);
+    if (recorded !== undefined && recorded !== (await this.live(signal))) return recorded;
+    return undefined;
+  }
+
+  #see(bytes: Uint8Array | string): void {
+    const text = typeof bytes === "string" ? bytes : Buffer.from(bytes).toString("utf8");
+    this.#stateRelease = peekStateRelease(text);
+    this.#stateSeen = true;
+  }
+
+  #isState(path: string): boolean {
+    return path === statePath(this.bundlePath);
+  }
+
+  #notFound(operation: StorageOperation, path: string): StorageError {
+    return new StorageError({ kind: "not_found", operation, backend: this.name, path });
+  }
+
+  // --- reads ---------------------------------------------------------------------------------
+
+  async readFile(path: string, options: ReadOptions = {}): Promise<Uint8Array> {
+    return (await this.readVersioned(path, options)).bytes;
+  }
+
+  async readVersioned(path: string, options: ReadOptions = {}): Promise<VersionedFile> {
+    if (this.#passes(path)) {
+      const read = await this.inner.readVersioned(path, options);
+      if (this.#isState(path)) this.#see(read.bytes);
+      return read;
+    }
+    const release = await this.#readRelease(options.signal);
+    if (release === undefined) throw this.#notFound("read file", path);
+    return this.inner.readVersioned(this.#inRelease(release, path), options);
+  }
+
+  async openRead(path: string, options: OperationOptions = {}): Promise<Readable> {
+    if (this.#passes(path)) return this.inner.openRead(path, options);
+    const release = await this.#readRelease(options.signal);
+    if (release === undefined) throw this.#notFound("read file", path);
+    return this.inner.openRead(this.#inRelease(release, path), options);
+  }
+
+  get openReader():
+    | ((path: string, options?: OperationOptions) => Promise<ByteReader>)
+    | undefined {
+    const open = this.inner.openReader?.bind(this.inner);
+    if (open === undefined) return undefined;
+    return async (path, options = {}) => {
+      if (this.#passes(path)) return open(path, options);
+      const release = await this.#readRelease(options.signal);
+      if (release === undefined) throw this.#notFound("open reader", path);
+      return open(this.#inRelease(release, path), options);
+    };
+  }
+
+  async stat(path: string, options: OperationOptions = {}): Promise<StorageEntry> {
+    if (this.#passes(path)) return this.inner.stat(path, options);
+    const release = await this.#readRelease(options.signal);
+    if (release === undefined) throw this.#notFound("stat", path);
+    const entry = await this.inner.stat(this.#inRelease(release, path), options);
+    return { ...entry, path };
+  }
+
+  async walk(prefix: string, options: WalkOptions): Promise<StorageEntry[]> {
+    if (!isWithinPrefix(this.bundlePath, prefix)) return this.inner.walk(prefix, options);
+    const entries: StorageEntry[] = [];
+    if (prefix === this.bundlePath) entries.push(...(await this.#ownFiles(options.signal)));
+    const release = await this.#readRelease(options.signal);
+    if (release !== undefined) {
+      const physical = this.#inRelease(release, prefix);
+      for (const entry of await this.#walkOrNothing(physical, options)) {
+        entries.push({ ...entry, path: joinPrefix(prefix, relativeTo(physical, entry.path)) });
+      }
+    }
+    if (entries.length > options.limit) {
+      throw new StorageError({
+        kind: "limit_exceeded",
+        operation: "walk",
+        backend: this.name,
+        path: prefix,
+        detail: `more than ${options.limit} entries`,
+      });
+    }
+    return entries.sort((left, right) => compareLogicalPaths(left.path, right.path));
+  }
+
+  async hasAny(prefix: string, options: OperationOptions = {}): Promise<boolean> {
+    if (!isWithinPrefix(this.bundlePath, prefix)) return this.inner.hasAny(prefix, options);
+    if (prefix === this.bundlePath && (await this.#ownFiles(options.signal)).length > 0) {
+      return true;
+    }
+    const release = await this.#readRelease(options.signal);
+    if (release === undefined) return false;
+    return this.inner.hasAny(this.#inRelease(release, prefix), options);
+  }
+
+  /** The state, lease and temp files directly in the bundle path. */
+  async #ownFiles(signal: AbortSignal | undefined): Promise<StorageEntry[]> {
+    const listing = await this.#walkOrNothing(this.bundlePath, {
+      limit: BUNDLE_LEVEL_LIMIT,
+      signal,
+    });
+    return listing.filter((entry) => {
+      const name = relativeTo(this.bundlePath, entry.path);
+      return entry.kind === "file" && !name.includes("/") && isReservedName(name);
+    });
+  }
+
+  async #walkOrNothing(prefix: string, options: WalkOptions): Promise<StorageEntry[]> {
+    try {
+      return await this.inner.walk(prefix, options);
+    } catch (error) {
+      if (isStorageError(error, "not_found")) return [];
+      throw error;
+    }
+  }
+
+  // --- writes --------------------------------------------------------------------------------
+
+  async writeFile(path: string, data: WriteData, options: WriteOptions = {}): Promise<WriteResult> {
+    if (this.#passes(path)) {
+      const written = await this.inner.writeFile(path, data, options);
+      if (this.#isState(path) && (data instanceof Uint8Array || typeof data === "string")) {
+        this.#see(data);
+      }
+      return written;
+    }
+    const release = await this.#writeRelease(options.signal);
+    if (release === undefined) {
+      throw new StorageError({
+        kind: "unsupported",
+        operation: "write file",
+        backend: this.name,
+        path,
+        detail: "no release is being built to write into (the release view is not prepared)",
+      });
+    }
+    return this.inner.writeFile(this.#inRelease(release, path), data, options);
+  }
+
+  async deletePaths(
+    prefix: string,
+    paths: readonly string[],
+    options: DeleteOptions = {},
+  ): Promise<void> {
+    if (!isWithinPrefix(this.bundlePath, prefix)) {
+      return this.inner.deletePaths(prefix, paths, options);
+    }
+    const own: string[] = [];
+    const outputs: string[] = [];
+    for (const path of paths) {
+      (this.#passes(joinPrefix(prefix, path)) ? own : outputs).push(path);
+    }
+    if (outputs.length > 0) {
+      const release = await this.#writeRelease(options.signal);
+      // Nothing of ours lies in a release that is kept and not being built: nothing to delete.
+      if (release !== undefined) {
+        const physical = this.#inRelease(release, prefix);
+        await this.inner.deletePaths(physical, outputs, this.#ifMatchFor(options, outputs));
+      } else if (!options.ignoreMissing) {
+        throw this.#notFound("delete managed outputs", joinPrefix(prefix, outputs[0] as string));
+      }
+    }
+    if (own.length > 0) await this.inner.deletePaths(prefix, own, this.#ifMatchFor(options, own));
+  }
+
+  #ifMatchFor(options: DeleteOptions, paths: readonly string[]): DeleteOptions {
+    if (options.ifMatch === undefined) return options;
+    const wanted = new Set(paths);
+    const ifMatch = new Map([...options.ifMatch].filter(([path]) => wanted.has(path)));
+    return { ...options, ifMatch };
+  }
+
+  async deletePrefix(prefix: string, options: DeleteOptions = {}): Promise<void> {
+    if (!isWithinPrefix(this.bundlePath, prefix)) return this.inner.deletePrefix(prefix, options);
+    const release = await this.#writeRelease(options.signal);
+    if (release === undefined) {
+      if (options.ignoreMissing) return;
+      throw this.#notFound("delete prefix", prefix);
+    }
+    // The bundle path's own files are not the release's: a cleared bundle path keeps them.
+    const keep = options.keep?.filter((path) => !this.#passes(joinPrefix(prefix, path)));
+    await this.inner.deletePrefix(this.#inRelease(release, prefix), {
+      ...options,
+      ignoreMissing: true,
+      ...(keep === undefined ? {} : { keep }),
+    });
+  }
+
+  async close(): Promise<void> {
+    // The view does not own the backend it looks through.
+  }
+}
