@@ -162,6 +162,11 @@ export const CONFIG_DESCRIPTIONS: Readonly<Record<string, string>> = {
     "Outputs written at once, 1 to 64; absent, the backend's default: local 16, ssh 8, s3 4. More helps across a long round trip; memory grows with it, never with file sizes.",
   "destination.max_deletes":
     'The most managed outputs one publication may delete: a count (100) or a percentage of the managed outputs ("20%"). A plan that deletes more is refused (too_many_deletes) unless run --allow-deletes N allows N. Default: no limit.',
+  "destination.layout":
+    "local and ssh only: in_place (default) writes outputs directly below the bundle path; releases builds each publication in releases/<id>/ below it and switches the current symlink to it once every output is written, so readers of current never see a mix. Serve the current link. A bundle path keeps the layout it was first published with.",
+  "destination.releases": "With layout: releases, how many committed releases stay for rollback.",
+  "destination.releases.keep":
+    "Committed releases kept, newest first, 1 to 1000 (default 5); the one current links to always stays. Older ones are removed after each publication.",
   "destination.metadata":
     "s3 only: object metadata rules, tried in order; the first whose match fits an output's path below the destination root decides.",
   "destination.metadata.match":

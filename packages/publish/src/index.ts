@@ -49,7 +49,7 @@ export {
   inspectPath,
   type StateTreeInspection,
 } from "./inspect/inspect.js";
-export type { StateReport } from "./inspect/inspect-state.js";
+export type { ReleaseListing, StateReport } from "./inspect/inspect-state.js";
 // Maintenance: audit, adopt, reconcile-state, prune
 export { type AdoptOptions, type AdoptReport, adoptOutputs } from "./maintenance/adopt.js";
 export {
@@ -65,6 +65,11 @@ export {
   type ReconcileStateReport,
   reconcileState,
 } from "./maintenance/reconcile-state.js";
+export {
+  type RollbackOptions,
+  type RollbackReport,
+  rollback,
+} from "./maintenance/rollback.js";
 // Saved plans: apply and the plan file
 export { type ApplyOptions, applyPlan, DEFAULT_MAX_PLAN_AGE_MS } from "./plan-file/apply.js";
 export { encodePlan, loadPlan, parsePlan, savePlan } from "./plan-file/codec.js";

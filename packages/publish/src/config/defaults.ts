@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { homedir } from "node:os";
 import { isAbsolute, join, resolve } from "node:path";
-import type { MetadataRule } from "@distributor/engine";
+import { DEFAULT_RELEASES_KEPT, type MetadataRule } from "@distributor/engine";
 import type { RawConfig, RawDestination, RawPipeline, RawSource } from "./schema.js";
 import type {
   Config,
@@ -280,6 +280,10 @@ function destinationConfig(raw: RawDestination, files: LocalPaths): DestinationC
     metadata: (raw.metadata ?? []).map(metadataRule),
     ...(raw.transfers === undefined ? {} : { transfers: raw.transfers }),
     ...(raw.max_deletes === undefined ? {} : { maxDeletes: raw.max_deletes }),
+    layout:
+      raw.layout === "releases"
+        ? { mode: "releases", keep: raw.releases?.keep ?? DEFAULT_RELEASES_KEPT }
+        : { mode: "in_place" },
   };
 }
 

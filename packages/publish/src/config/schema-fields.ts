@@ -64,6 +64,9 @@ export function choice<const TOptions extends readonly [string, ...string[]]>(op
 
 /** The most outputs a destination may write at once (`transfers`). */
 export const MAX_TRANSFERS = 64;
+
+/** Most committed releases `releases.keep` may keep: each holds a directory tree of links. */
+export const MAX_RELEASES_KEPT = 1000;
 /** S3's bounds on a multipart part (`multipart.part_size`), and the most parts sent at once. */
 export const MIN_PART_SIZE = 5 * 1024 * 1024;
 export const MAX_PART_SIZE = 5 * 1024 * 1024 * 1024;

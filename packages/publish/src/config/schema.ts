@@ -16,6 +16,7 @@ import {
   MAX_DELETES_HINT,
   MAX_PART_CONCURRENCY,
   MAX_PART_SIZE,
+  MAX_RELEASES_KEPT,
   MAX_TRANSFERS,
   MIN_PART_SIZE,
   mapping,
@@ -157,6 +158,11 @@ export const destinationSchema = mapping({
   ),
   /** Outputs written at once (the backend's default when absent). */
   transfers: v.optional(integer(1, "must be greater than zero", MAX_TRANSFERS)),
+  /** local and ssh only: `releases` publishes each bundle path as releases behind a `current` link. */
+  layout: v.optional(choice(["in_place", "releases"])),
+  releases: v.optional(
+    mapping({ keep: v.optional(integer(1, "must be at least 1", MAX_RELEASES_KEPT)) }),
+  ),
   max_deletes: v.optional(
     v.union([integer(0, "must be zero or more"), deletePercentage()], MAX_DELETES_HINT),
   ),

@@ -252,6 +252,12 @@ export interface DestinationConfig {
    * (`too_many_deletes`) unless `--allow-deletes` allows that many. Absent: no limit.
    */
   maxDeletes?: number | { percent: number };
+  /**
+   * `layout`: `in_place` (the default) writes outputs directly below the bundle path;
+   * `releases` (local and ssh) builds each publication in `releases/<id>/` and switches the
+   * `current` symlink to it; `releases.keep` committed releases stay for rollback.
+   */
+  layout: { mode: "in_place" } | { mode: "releases"; keep: number };
 }
 
 export interface PublishPolicy {

@@ -313,6 +313,7 @@ function checkDestination(problems: Problems, destination: RawDestination, path:
 
   checkMetadataRules(problems, destination, path);
   checkMultipart(problems, destination, path);
+  checkLayout(problems, destination, path);
 
   if (destination.links !== undefined && destination.links.base_url === undefined) {
     problems.add([...path, "links", "base_url"], "is required when links is set");
@@ -364,6 +365,31 @@ function checkMultipart(problems: Problems, destination: RawDestination, path: P
     [...path, "multipart"],
     `cannot be used by ${name}: only the s3 backend uploads in parts (its backend is ${backend})`,
   );
+}
+
+/**
+ * A release layout needs symbolic links (local and ssh, not s3) and one owner per bundle path: a
+ * release holds the whole bundle path, which several owners of a shared root cannot each switch.
+ */
+function checkLayout(problems: Problems, destination: RawDestination, path: Path): void {
+  const name = destination.id === undefined ? "this destination" : `destination ${destination.id}`;
+  const releases = destination.layout === "releases";
+  if (destination.releases !== undefined && !releases && problems.intact([...path, "releases"])) {
+    problems.add([...path, "releases"], `applies only with layout: releases (${name} has none)`);
+  }
+  if (!releases || !problems.intact([...path, "layout"])) return;
+  const backend = destination.backend;
+  if (backend !== undefined && backend !== "local" && backend !== "ssh") {
+    problems.add(
+      [...path, "layout"],
+      `releases cannot be used by ${name}: its ${backend} backend has no symbolic links to switch (only local and ssh do)`,
+    );
+  } else if (destination.state?.mode === "shared_root") {
+    problems.add(
+      [...path, "layout"],
+      `releases cannot be used by ${name} with state.mode: shared_root: a release holds the whole bundle path, which one owner switches`,
+    );
+  }
 }
 
 function checkUploadTokens(problems: Problems, raw: RawConfig): void {

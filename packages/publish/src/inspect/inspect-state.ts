@@ -71,6 +71,25 @@ export interface StateReport {
   outputs: StateOutputReport[];
   /** The lease beside the state file, when a run holds (or a dead run left) one; else null. */
   lease: LeaseReport | null;
+  /**
+   * Under `layout: releases` (inspecting a configured destination): every committed release,
+   * oldest first. Absent otherwise.
+   */
+  releases?: ReleaseListing[];
+}
+
+/** One committed release of a bundle path. */
+export interface ReleaseListing {
+  id: string;
+  /** `current` links to it. */
+  current: boolean;
+  /** The state records it (differs from `current` only until a run that died switching is finished). */
+  recorded: boolean;
+  source_id: string;
+  source_created: string;
+  source_digest: string;
+  published_at: string;
+  outputs: number;
 }
 
 /** Reads and describes the state file at `statePath`; an unparseable one fails with `state_invalid`. */

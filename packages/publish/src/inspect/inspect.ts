@@ -9,6 +9,8 @@ import {
   readManifest,
   validateBundle,
 } from "@distributor/bundle";
+import { listReleases } from "@distributor/engine";
+import { formatStateTimestamp } from "@distributor/state";
 import {
   compareLogicalPaths,
   displayPath,
@@ -222,14 +224,34 @@ export async function inspectConfiguredDestination(
   options: InspectConfiguredDestinationOptions,
 ): Promise<StateTreeInspection> {
   const { pipeline, destination, backend } = await openConfiguredDestination(options, true);
-  return withBackend(backend, async () => ({
-    kind: "state",
-    ok: true,
-    location: backend.location,
-    pipeline_id: pipeline.id,
-    destination_id: destination.id,
-    ...(await inspectStates(backend, options.signal)),
-  }));
+  return withBackend(backend, async () => {
+    const found = await inspectStates(backend, options.signal);
+    if (destination.layout.mode === "releases") {
+      for (const state of found.states) {
+        const bundlePath = state.path === "." ? "" : state.path;
+        state.releases = (await listReleases(backend, bundlePath, options.signal)).map(
+          (release) => ({
+            id: release.id,
+            current: release.current,
+            recorded: release.recorded,
+            source_id: release.source.id,
+            source_created: formatStateTimestamp(release.source.created),
+            source_digest: release.source.digest,
+            published_at: formatStateTimestamp(release.publishedAt),
+            outputs: release.outputs,
+          }),
+        );
+      }
+    }
+    return {
+      kind: "state",
+      ok: true,
+      location: backend.location,
+      pipeline_id: pipeline.id,
+      destination_id: destination.id,
+      ...found,
+    };
+  });
 }
 
 async function inspectStates(

@@ -34,6 +34,7 @@ import { type LeaseWithoutState, leasesWithoutState } from "../shared/leases-wit
 import { destinationSelection, ownedRecords, recordedManifest } from "../shared/selection.js";
 import type { WorkflowOptions } from "../shared/workflow-options.js";
 import { destinationRootPath } from "./destination-root.js";
+import { bundleScope, type ReleaseReport } from "./release-scope.js";
 import type { ReconcileStateEntry } from "./unmanaged-entry.js";
 import { isUnmanagedEntry, unmanagedEntryReport } from "./unmanaged-entry.js";
 
@@ -86,6 +87,12 @@ export interface AuditBundleReport {
    * signatures (`source.signatures`); null otherwise, and for an invalid state.
    */
   signer: { principal: string; fingerprint: string } | null;
+  /**
+   * Under `layout: releases`: the release the state records and the one `current` links to; when
+   * they differ (a run died before switching) it counts as drift, and the next run switches.
+   * Null under the default layout.
+   */
+  release: ReleaseReport | null;
 }
 
 /**
@@ -269,12 +276,18 @@ async function auditDestination(
     report.leases_without_state = await leasesWithoutState(backend, entries, options.signal);
     const bundlePaths = stateBundlePaths(entries, destination);
     for (const bundlePath of bundlePaths) {
-      const bundle = await auditBundle(options, backend, report, owner, bundlePath, {
-        entries,
+      const scope = await bundleScope(backend, destination, bundlePath, entries, {
+        limit: AUDIT_WALK_LIMIT,
+        signal: options.signal,
+      });
+      const bundle = await auditBundle(options, scope.backend, report, owner, bundlePath, {
+        entries: scope.entries,
         bundlePaths,
         destination,
       });
-      if (bundle !== undefined) report.bundles.push(bundle);
+      if (bundle === undefined) continue;
+      bundle.release = scope.release;
+      report.bundles.push(bundle);
     }
   } catch (error) {
     if (options.signal?.aborted) throw error;
@@ -289,7 +302,8 @@ async function auditDestination(
         b.state === "invalid" ||
         b.missing_count > 0 ||
         b.changed_count > 0 ||
-        b.incomplete_count > 0,
+        b.incomplete_count > 0 ||
+        (b.release !== null && b.release.recorded !== b.release.current),
     );
   return report;
 }
@@ -337,6 +351,7 @@ async function auditBundle(
     incomplete: [],
     incomplete_count: 0,
     signer: null,
+    release: null,
   };
   let document: StateDocument;
   try {

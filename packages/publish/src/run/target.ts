@@ -6,6 +6,8 @@ import {
   isFailAction,
   isWriteAction,
   type PlannedOutput,
+  type PublishTargetOptions,
+  publishRelease,
   publishTarget,
   type RenderCache,
 } from "@distributor/engine";
@@ -130,7 +132,11 @@ export async function runTarget(
   const signal = options.signal;
   try {
     const selection = destinationSelection(destination, manifest, target.bundlePath);
-    await publishTarget({
+    const publish = (publishOptions: PublishTargetOptions) =>
+      destination.layout.mode === "releases"
+        ? publishRelease(publishOptions, { keep: destination.layout.keep })
+        : publishTarget(publishOptions);
+    await publish({
       plan: {
         source,
         sourceBundlePath: target.bundle.path,

@@ -87,6 +87,7 @@ describe("parseConfig defaults", () => {
                 onConflict: "fail",
               },
               metadata: [],
+              layout: { mode: "in_place" },
             },
           ],
         },
@@ -359,6 +360,7 @@ pipelines:
           contentDisposition: "attachment",
         },
       ],
+      layout: { mode: "in_place" },
     });
     expect(pipeline?.destinations[1]?.location).toEqual({
       backend: "ssh",

@@ -698,6 +698,39 @@ describe("multipart", () => {
   });
 });
 
+describe("layout", () => {
+  it("defaults to in place, and keeps five releases under layout: releases", () => {
+    const [plain] = parseConfig(configText({})).pipelines[0]?.destinations ?? [];
+    expect(plain?.layout).toEqual({ mode: "in_place" });
+    const [releases] =
+      parseConfig(configText({ layout: "releases" })).pipelines[0]?.destinations ?? [];
+    expect(releases?.layout).toEqual({ mode: "releases", keep: 5 });
+    const text = configText({ layout: "releases", releases: { keep: 2 } });
+    expect(parseConfig(text).pipelines[0]?.destinations[0]?.layout).toEqual({
+      mode: "releases",
+      keep: 2,
+    });
+  });
+
+  it.each([
+    [{ layout: "atomic" }, "layout must be in_place or releases"],
+    [{ layout: "releases", releases: { keep: 0 } }, "releases.keep must be at least 1"],
+    [{ releases: { keep: 3 } }, "releases applies only with layout: releases (destination"],
+  ])("rejects %j", (fields, message) => {
+    expect(onlyProblem(configText(fields))).toContain(`${D}.${message}`);
+  });
+
+  it("is refused where there are no symbolic links, or several owners", () => {
+    const s3 = { backend: "s3", bucket: "reports", path: undefined, layout: "releases" };
+    expect(onlyProblem(configText(s3))).toMatch(
+      /layout releases cannot be used by destination \w+: its s3 backend has no symbolic links/,
+    );
+    expect(onlyProblem(configText({ layout: "releases", state: { mode: "shared_root" } }))).toMatch(
+      /layout releases cannot be used by destination \w+ with state.mode: shared_root/,
+    );
+  });
+});
+
 describe("validation policy", () => {
   it.each([
     [{ unlisted_files: "allow" }, "unlisted_files must be reject or ignore"],

@@ -14,10 +14,14 @@ import {
   truncateToSecond,
 } from "@distributor/state";
 import { isStorageError, STATE_FILE_NAME, type StorageBackend } from "@distributor/storage";
-import { openConfiguredDestination } from "../../backends/configured-location.js";
+import {
+  findDestination,
+  findPipeline,
+  openConfiguredDestination,
+} from "../../backends/configured-location.js";
 import { withBackend } from "../../backends/registry.js";
 import type { PrunePolicy } from "../../config/types.js";
-import { errorMessage, PruneError } from "../../errors.js";
+import { errorMessage, PruneError, WorkflowError } from "../../errors.js";
 import { livePaths } from "../../shared/selection.js";
 import {
   destinationRootPath,
@@ -90,6 +94,18 @@ export function planDestinationPrune(
  */
 export async function prune(options: PruneOptions): Promise<PruneReport> {
   const dryRun = options.dryRun ?? true;
+  const layout = findDestination(
+    findPipeline(options.config, options.pipelineId),
+    options.destinationId,
+  ).layout;
+  if (layout.mode === "releases") {
+    // A published release is never changed; what a prune would free is whole releases, which
+    // retention removes after each publication.
+    throw new WorkflowError(
+      "unsupported_layout",
+      `destination ${options.destinationId} has layout: releases, whose releases are never changed once published: older releases are removed after each publication beyond releases.keep (${layout.keep}); \`distributor inspect\` lists them and \`distributor rollback\` returns to one`,
+    );
+  }
   const { pipeline, destination, backend } = await openConfiguredDestination(options, dryRun);
   const owner = ownerScope(pipeline.id, destination.id);
   const policy = destination.retention.prune;

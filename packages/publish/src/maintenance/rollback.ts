@@ -1,0 +1,77 @@
+import { rollbackRelease } from "@distributor/engine";
+import { ownerScope } from "@distributor/state";
+import { displayPath } from "@distributor/storage";
+import { bundlePrefix, openConfiguredDestination } from "../backends/configured-location.js";
+import type { BackendRegistry } from "../backends/registry.js";
+import { withBackend } from "../backends/registry.js";
+import type { Config } from "../config/types.js";
+import { WorkflowError } from "../errors.js";
+import { maintenanceLease } from "./destination-root.js";
+
+export interface RollbackOptions {
+  config: Config;
+  pipelineId: string;
+  destinationId: string;
+  /** Destination bundle path (`.` or absent: the destination root). */
+  bundlePath?: string | undefined;
+  /** The release to return to; absent: the newest committed release before `current`. */
+  to?: string | undefined;
+  dryRun?: boolean | undefined;
+  lockTimeoutMs?: number | undefined;
+  backends?: BackendRegistry | undefined;
+  signal?: AbortSignal | undefined;
+  now?: (() => Date) | undefined;
+  lease?: { ttlMs?: number; renew?: boolean } | undefined;
+}
+
+export interface RollbackReport {
+  pipeline_id: string;
+  destination_id: string;
+  bundle_path: string;
+  /** The release `current` linked to before; null when there was none. */
+  from: string | null;
+  to: string;
+  /** True when `current` was switched (false for a dry run, or when it already linked there). */
+  switched: boolean;
+  dry_run: boolean;
+  /** How long the switch took, state and link, once the lease was held (0 for a dry run). */
+  switch_ms: number;
+}
+
+/**
+ * Returns a destination bundle path under `layout: releases` to a committed release: the state
+ * becomes that release's snapshot and `current` links to it. Nothing else is written or copied.
+ */
+export async function rollback(options: RollbackOptions): Promise<RollbackReport> {
+  const dryRun = options.dryRun ?? false;
+  const { pipeline, destination, backend } = await openConfiguredDestination(options, dryRun);
+  return withBackend(backend, async () => {
+    if (destination.layout.mode !== "releases") {
+      throw new WorkflowError(
+        "unsupported_layout",
+        `destination ${destination.id} publishes in place (no layout: releases): there is no earlier release to roll back to; publish the older bundle again instead`,
+      );
+    }
+    const bundlePath = bundlePrefix(options.bundlePath ?? ".");
+    const lease = maintenanceLease(options);
+    const result = await rollbackRelease({
+      destination: backend,
+      bundlePath,
+      owner: ownerScope(pipeline.id, destination.id),
+      to: options.to,
+      dryRun,
+      lease: { ...lease.lease, lockTimeoutMs: lease.lockTimeoutMs },
+      signal: options.signal,
+    });
+    return {
+      pipeline_id: pipeline.id,
+      destination_id: destination.id,
+      bundle_path: displayPath(bundlePath),
+      from: result.from ?? null,
+      to: result.to,
+      switched: result.switched,
+      dry_run: dryRun,
+      switch_ms: result.switchMs,
+    };
+  });
+}
