@@ -142,6 +142,18 @@ export interface PruneCommandOptions {
   lockTimeout?: string;
 }
 
+export interface RollbackCommandOptions {
+  configPath: string;
+  pipelineId: string;
+  destinationId: string;
+  /** `--bundle-path`; absent: the destination root. */
+  bundlePath?: string;
+  /** `--to <release>`; absent with `--previous`. */
+  to?: string;
+  dryRun: boolean;
+  lockTimeout?: string;
+}
+
 export interface ServeCommandOptions {
   /** `--config`, defaulting to `./distributor.yml`. */
   configPath: string;

@@ -4,6 +4,7 @@ import { inspect } from "./inspect.js";
 import { manifestCreate } from "./manifest-create.js";
 import { prune } from "./prune.js";
 import { reconcileState } from "./reconcile-state.js";
+import { rollback } from "./rollback.js";
 import { run } from "./run.js";
 import { serve } from "./serve.js";
 import type { CommandModule } from "./spec.js";
@@ -24,6 +25,7 @@ export const COMMANDS: readonly CommandModule[] = [
   manifestCreate,
   reconcileState,
   prune,
+  rollback,
   audit,
   serve,
   upload,

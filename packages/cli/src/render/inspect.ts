@@ -121,6 +121,17 @@ function stateReportLines(state: StateReport): string[] {
             ] as const)),
       ]),
     ),
+    ...(state.releases ?? []).map((release) =>
+      summaryLine("Release", [
+        ["id", release.id],
+        ["current", release.current ? "yes" : "no"],
+        ["recorded", release.recorded ? "yes" : "no"],
+        ["source_id", release.source_id],
+        ["source_created", release.source_created],
+        ["published_at", release.published_at],
+        ["outputs", release.outputs],
+      ]),
+    ),
     ...state.outputs.map((output) =>
       summaryLine("Output", [
         ["path", output.path],

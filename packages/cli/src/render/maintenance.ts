@@ -1,4 +1,9 @@
-import type { AdoptReport, PruneReport, ReconcileStateReport } from "@distributor/publish";
+import type {
+  AdoptReport,
+  PruneReport,
+  ReconcileStateReport,
+  RollbackReport,
+} from "@distributor/publish";
 
 /** Outcome of a destination maintenance command, as its text summary shows it. */
 export type MaintenanceStatus = "changed" | "would_change" | "unchanged";
@@ -103,4 +108,14 @@ export function formatPruneBundleLines(report: PruneReport): string[] {
 function maintenanceStatus(changed: boolean, wouldChange: boolean): MaintenanceStatus {
   if (changed) return "changed";
   return wouldChange ? "would_change" : "unchanged";
+}
+
+/** The one summary line of a `rollback` report (no trailing newline). */
+export function formatRollbackText(report: RollbackReport): string {
+  const status = report.switched ? "switched" : report.dry_run ? "would_switch" : "unchanged";
+  return (
+    `Rollback: pipeline=${report.pipeline_id} destination=${report.destination_id}` +
+    ` bundle=${report.bundle_path} from=${report.from ?? "-"} to=${report.to} status=${status}` +
+    ` switch_ms=${report.switch_ms} dry_run=${report.dry_run}`
+  );
 }

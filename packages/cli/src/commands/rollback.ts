@@ -1,0 +1,78 @@
+import type { RollbackCommandOptions } from "../command.js";
+import { UsageError } from "../errors.js";
+import {
+  booleanFlag,
+  optionalString,
+  outputFormat,
+  type RawFlags,
+  rejectPositionals,
+  requiredString,
+} from "../flags.js";
+import { formatFlag, lockTimeout, lockTimeoutFlag, requiredConfigFlag } from "./options.js";
+import { defineCommand } from "./spec.js";
+
+export const rollback = defineCommand<RollbackCommandOptions>({
+  command: "rollback",
+  name: "rollback",
+  describe: "Switch a layout: releases destination back to an earlier release",
+  usage:
+    "Usage:\n  distributor rollback --config <path> --pipeline <id> --destination <id> (--to <release>|--previous) [--bundle-path <path>] [--dry-run] [--lock-timeout <duration>] [--format text|json]",
+  flags: {
+    config: requiredConfigFlag,
+    pipeline: { type: "string", describe: "Pipeline that publishes to the destination (required)" },
+    destination: {
+      type: "string",
+      describe: "Destination with layout: releases whose current release changes (required)",
+    },
+    to: {
+      type: "string",
+      describe: "Release id to return to (as `distributor inspect` lists them)",
+    },
+    previous: {
+      type: "boolean",
+      describe: "Return to the newest committed release older than the current one",
+    },
+    "bundle-path": {
+      type: "string",
+      describe:
+        "Destination bundle path (default: the destination root, as path_mapping fixed uses)",
+    },
+    "dry-run": {
+      type: "boolean",
+      describe: "Report the release it would switch to; change nothing",
+    },
+    "lock-timeout": lockTimeoutFlag,
+    format: formatFlag,
+  },
+  epilog:
+    "Exactly one of --to or --previous is required. The state becomes the chosen release's\n" +
+    "committed state and the `current` link is switched to it; no output is written or copied.\n" +
+    "The next run of the source that release published skips.",
+  parse(flags) {
+    rejectPositionals(flags, "rollback", 1);
+    const format = outputFormat(flags);
+    return { format, options: rollbackOptions(flags) };
+  },
+  load: async () => (await import("../handlers/rollback.js")).rollbackCommand,
+});
+
+function rollbackOptions(flags: RawFlags): RollbackCommandOptions {
+  const configPath = requiredString(flags, "config", "rollback");
+  const pipelineId = requiredString(flags, "pipeline", "rollback");
+  const destinationId = requiredString(flags, "destination", "rollback");
+  const to = optionalString(flags, "to");
+  const previous = booleanFlag(flags, "previous");
+  if ((to === undefined) === !previous) {
+    throw new UsageError("rollback requires exactly one of --to <release> or --previous");
+  }
+  const bundlePath = optionalString(flags, "bundle-path");
+  return {
+    configPath,
+    pipelineId,
+    destinationId,
+    dryRun: booleanFlag(flags, "dry-run"),
+    ...(to === undefined ? {} : { to }),
+    ...(bundlePath === undefined ? {} : { bundlePath }),
+    ...lockTimeout(flags),
+  };
+}

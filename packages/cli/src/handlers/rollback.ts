@@ -1,0 +1,20 @@
+import type { CommandHandler, RollbackCommandOptions } from "../command.js";
+import { formatRollbackText } from "../render/maintenance.js";
+import { lockTimeoutMs } from "./lock-timeout.js";
+
+export const rollbackCommand: CommandHandler<RollbackCommandOptions> = async (options, context) => {
+  const publish = await import("@distributor/publish");
+  const config = await publish.loadConfig(options.configPath);
+  const report = await publish.rollback({
+    config,
+    pipelineId: options.pipelineId,
+    destinationId: options.destinationId,
+    bundlePath: options.bundlePath,
+    to: options.to,
+    dryRun: options.dryRun,
+    lockTimeoutMs: lockTimeoutMs(publish.parseDuration, options.lockTimeout),
+    backends: context.backends,
+    signal: context.signal,
+  });
+  return { ok: true, result: report, text: [formatRollbackText(report)] };
+};
