@@ -179,10 +179,23 @@ export async function finishRelease(
     });
   }
   lease.assertHeld();
-  await linksOf(inner, bundlePath).switchLink(currentLinkPath(bundlePath), linkText(id), {
-    signal,
-  });
+  const links = linksOf(inner, bundlePath);
+  await links.switchLink(currentLinkPath(bundlePath), linkText(id), { signal });
   view.switched(id);
+  // A link has no compare-and-swap: a run that stalled just before its switch, past its lease,
+  // may have switched back under a newer run's commit. The lease, still ours, rules that out;
+  // otherwise `current` is put back on the release the state records, and the run fails.
+  try {
+    await lease.confirm();
+  } catch (error) {
+    const { bytes: now } = await inner.readVersioned(statePath(bundlePath), { signal });
+    const recorded = peekStateRelease(Buffer.from(now).toString("utf8"));
+    if (recorded !== undefined && recorded !== id) {
+      await links.switchLink(currentLinkPath(bundlePath), linkText(recorded), { signal });
+      view.switched(recorded);
+    }
+    throw error;
+  }
 }
 
 /**

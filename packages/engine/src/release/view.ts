@@ -40,7 +40,8 @@ const BUNDLE_LEVEL_LIMIT = 10_000;
  *   run died between the commit and the switch) is changed in place: recovery finishing that
  *   run's deletes there is what must happen before it goes live. Otherwise nothing of a
  *   recovery's lies in any kept release (a dead run wrote into its own, swept later): deletes do
- *   nothing and writes are refused.
+ *   nothing, a rewrite that fences a late write (`ifMatch`) leaves the file as it is, and other
+ *   writes are refused.
  * The release `current` links to is never written.
  */
 export class ReleaseView implements StorageBackend {
@@ -260,6 +261,11 @@ export class ReleaseView implements StorageBackend {
       return written;
     }
     const release = await this.#writeRelease(options.signal);
+    if (release === undefined && options.ifMatch !== undefined) {
+      // Recovery rewriting an output in place to fence a late write of a dead run: no run ever
+      // writes into a kept release (a dead one wrote into its own), so the file stands as it is.
+      return this.#fenced(path, options.ifMatch, options.signal);
+    }
     if (release === undefined) {
       throw new StorageError({
         kind: "unsupported",
@@ -270,6 +276,20 @@ export class ReleaseView implements StorageBackend {
       });
     }
     return this.inner.writeFile(this.#inRelease(release, path), data, options);
+  }
+
+  async #fenced(path: string, ifMatch: string, signal?: AbortSignal): Promise<WriteResult> {
+    const entry = await this.stat(path, { signal });
+    if (entry.version !== ifMatch) {
+      throw new StorageError({
+        kind: "conflict",
+        operation: "write file",
+        backend: this.name,
+        path,
+        detail: `stored at version ${entry.version ?? "(none)"}, not ${ifMatch}`,
+      });
+    }
+    return { version: ifMatch };
   }
 
   async deletePaths(

@@ -32,8 +32,15 @@ import { expect } from "vitest";
 export const FAULT_KINDS = ["fail", "crash", "lost_answer", "hang", "stall", "blackout"] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
-/** Every method that changes what a backend stores. */
-const MUTATIONS = new Set(["writeFile", "deletePaths", "deletePrefix", "abortUploads"]);
+/** Every method that changes what a backend stores (with those of its `links`). */
+const MUTATIONS = new Set([
+  "writeFile",
+  "deletePaths",
+  "deletePrefix",
+  "abortUploads",
+  "hardLink",
+  "switchLink",
+]);
 
 export class Crash extends Error {
   override readonly name = "Crash";
@@ -64,25 +71,38 @@ function injected(method: string, path: string, detail: string): StorageError {
   });
 }
 
-/** Wraps `inner` so that the `plan.at`-th mutation meets `plan.kind`. */
+/**
+ * Wraps `inner` so that the `plan.at`-th mutation meets `plan.kind`. The link operations of
+ * `inner.links` (a hard link, a switch of a symlink) count as mutations too.
+ */
 export function faultyBackend(inner: StorageBackend, plan: FaultPlan): StorageBackend {
-  let crashed = false;
-  let dark = false;
+  const run = { crashed: false, dark: false };
+  return faultyObject(inner, plan, run) as StorageBackend;
+}
+
+function faultyObject(
+  inner: object,
+  plan: FaultPlan,
+  run: { crashed: boolean; dark: boolean },
+): object {
   return new Proxy(inner, {
     get(target, property) {
       const value = Reflect.get(target, property, target);
+      if (property === "links" && typeof value === "object" && value !== null) {
+        return faultyObject(value, plan, run);
+      }
       if (typeof value !== "function") return value;
       const method = String(property);
       return async (...args: unknown[]) => {
-        if (crashed) throw new Crash("the process is gone");
+        if (run.crashed) throw new Crash("the process is gone");
         const call = () => (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
         if (!MUTATIONS.has(method) || property === "close") {
-          if (dark && property !== "close") {
+          if (run.dark && property !== "close") {
             throw injected(method, String(args[0]), "the store cannot be reached");
           }
           return call();
         }
-        dark = false;
+        run.dark = false;
         plan.counter.n += 1;
         const position = plan.counter.n;
         const path = String(args[0]);
@@ -92,13 +112,17 @@ export function faultyBackend(inner: StorageBackend, plan: FaultPlan): StorageBa
           case "fail":
             throw injected(method, path, "injected failure before doing anything");
           case "crash": {
-            crashed = true;
+            run.crashed = true;
             if (method === "writeFile") {
               // Killed mid-write: a partial temp file stays beside the target.
               const dir = path.includes("/") ? path.slice(0, path.lastIndexOf("/") + 1) : "";
-              await target.writeFile(`${dir}.distributor.0badc0ffee001234.tmp`, "partial", {
-                overwrite: true,
-              });
+              await (target as StorageBackend).writeFile(
+                `${dir}.distributor.0badc0ffee001234.tmp`,
+                "partial",
+                {
+                  overwrite: true,
+                },
+              );
             }
             throw new Crash("killed");
           }
@@ -107,7 +131,7 @@ export function faultyBackend(inner: StorageBackend, plan: FaultPlan): StorageBa
             throw injected(method, path, "connection reset after the request was sent");
           case "blackout":
             await call();
-            dark = true;
+            run.dark = true;
             throw injected(method, path, "connection reset after the request was sent");
           case "hang": {
             await call();
@@ -136,9 +160,8 @@ export function faultyBackend(inner: StorageBackend, plan: FaultPlan): StorageBa
 }
 
 function signalOf(method: string, args: unknown[]): AbortSignal | undefined {
-  const options = (method === "writeFile" || method === "deletePaths" ? args[2] : args[1]) as
-    | { signal?: AbortSignal }
-    | undefined;
+  const third = ["writeFile", "deletePaths", "hardLink", "switchLink"].includes(method);
+  const options = (third ? args[2] : args[1]) as { signal?: AbortSignal } | undefined;
   return options?.signal;
 }
 

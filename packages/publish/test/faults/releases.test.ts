@@ -1,0 +1,253 @@
+import { createHash } from "node:crypto";
+import { mkdtemp, readdir, readFile, readlink, rm, stat } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, relative } from "node:path";
+import {
+  FAULT_KINDS,
+  type FaultKind,
+  type FaultPlan,
+  memoryStores,
+  writeSourceBundle,
+} from "@distributor/engine/testing";
+import { parseSingleOwnerState } from "@distributor/state";
+import { createLocalBackend, isTempFileName } from "@distributor/storage";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { BackendRegistry } from "../../src/backends/registry.js";
+import { type Config, parseConfig } from "../../src/config/index.js";
+import { rollback } from "../../src/maintenance/rollback.js";
+import { run, runSucceeded } from "../../src/run/run.js";
+import { registryFor } from "../support/registries.js";
+
+// The release layout under every fault of the model (fail, crash, lost answer, hang, stall past
+// the lease, blackout) at every mutation — writes, deletes, hard links and the switch of
+// `current` — of a replacement, and of a rollback. After each: `current` links to a release that
+// is exactly one publication's files (readers never see a mix), the state describes the release
+// it records, and the next plain run (or rollback) finishes with state, `current` and bytes in
+// agreement.
+
+const V1 = { "index.html": "<p>one</p>\n", "a.css": "a one\n", "docs/c.txt": "c one\n" };
+const V2 = { "index.html": "<p>two</p>\n", "a.css": "a one\n", "d.js": "d two\n" };
+const V3 = { "index.html": "<p>three</p>\n", "docs/c.txt": "c three\n", "e.txt": "e three\n" };
+const VERSIONS = { v1: V1, v2: V2, v3: V3 } as const;
+type Version = keyof typeof VERSIONS;
+
+interface Case {
+  dir: string;
+  dest: string;
+  clock: { offset: number };
+  now: () => Date;
+  configs: Record<Version, Config>;
+  /** The release a rollback returns to (the first one published). */
+  first?: string;
+}
+
+let root: string;
+beforeAll(async () => {
+  root = await mkdtemp(join(tmpdir(), "distributor-release-faults-"));
+});
+afterAll(async () => {
+  await rm(root, { recursive: true, force: true });
+}, 120_000);
+
+async function newCase(): Promise<Case> {
+  const dir = await mkdtemp(join(root, "case-"));
+  const dest = join(dir, "dest");
+  const clock = { offset: 0 };
+  const configs = {} as Record<Version, Config>;
+  for (const [index, version] of (["v1", "v2", "v3"] as const).entries()) {
+    await writeSourceBundle(
+      createLocalBackend({ root: join(dir, version) }),
+      "",
+      VERSIONS[version],
+      {
+        id: "site.example",
+        created: new Date(Date.UTC(2026, 5, 4, index + 1)),
+      },
+    );
+    configs[version] = parseConfig(
+      `pipelines:\n  - id: site\n    source: {backend: local, path: ${join(dir, version)}}\n    destinations:\n      - id: www\n        backend: local\n        path: ${dest}\n        path_mapping: {mode: fixed}\n        layout: releases\n        releases: {keep: 3}\n`,
+    );
+  }
+  return { dir, dest, clock, now: () => new Date(Date.now() + clock.offset), configs };
+}
+
+/** Why the last command of a case failed, for the message of the assertion that follows. */
+let lastFailure = "";
+
+async function publish(c: Case, version: Version, backends?: BackendRegistry): Promise<boolean> {
+  const report = await run({
+    config: c.configs[version],
+    backends: backends ?? registryFor("local", memoryStores(), c.dest),
+    now: c.now,
+    lease: { renew: false },
+  });
+  lastFailure = JSON.stringify(report.actions.map((action) => action.error));
+  return runSucceeded(report);
+}
+
+async function rollBack(c: Case, backends?: BackendRegistry): Promise<boolean> {
+  try {
+    await rollback({
+      config: c.configs.v2,
+      pipelineId: "site",
+      destinationId: "www",
+      to: c.first,
+      backends: backends ?? registryFor("local", memoryStores(), c.dest),
+      now: c.now,
+      lease: { renew: false },
+    });
+    return true;
+  } catch (error) {
+    lastFailure = String(error);
+    return false;
+  }
+}
+
+/** Every file below `dir`, by path relative to it, with its text. */
+async function filesBelow(dir: string): Promise<Record<string, string>> {
+  const files: Record<string, string> = {};
+  for (const entry of await readdir(dir, { recursive: true, withFileTypes: true })) {
+    if (!entry.isFile()) continue;
+    const path = join(entry.parentPath, entry.name);
+    files[relative(dir, path)] = await readFile(path, "utf8");
+  }
+  return sortedFiles(files);
+}
+
+const sha = (text: string) => `sha256:${createHash("sha256").update(text).digest("hex")}`;
+
+/**
+ * The promise readers rely on: `current` links to a release holding exactly one publication's
+ * files. Returns which one. The state describes the release it records, byte for byte; that
+ * release is the one `current` links to unless `pending` allows a commit not yet switched to.
+ */
+async function expectReleases(
+  c: Case,
+  label: string,
+  allowed: readonly Version[],
+  pending = false,
+): Promise<Version> {
+  const link = await readlink(join(c.dest, "current"));
+  expect(link, `${label}: current`).toMatch(/^releases\/[0-9T.Z-]+[0-9a-f]{4}$/);
+  const live = await filesBelow(join(c.dest, link));
+  const match = allowed.find(
+    (version) => JSON.stringify(live) === JSON.stringify(sortedFiles(VERSIONS[version])),
+  );
+  expect(match, `${label}: current holds ${JSON.stringify(live)}`).toBeDefined();
+  const state = parseSingleOwnerState(await readFile(join(c.dest, ".distributor.json"), "utf8"));
+  const recorded = `releases/${state.release?.id}`;
+  if (!pending) {
+    expect(recorded, `${label}: the state records the release current links to`).toBe(link);
+  }
+  // A state marked by a run part-way (its deletes after the commit not done) does not promise
+  // that its records describe the release yet: readers never see that release before they do.
+  if (state.replacing !== undefined && pending) return match as Version;
+  const described = await filesBelow(join(c.dest, recorded));
+  const records = Object.fromEntries(state.outputs.map((o) => [o.path, o.sha256]));
+  const bytes = Object.fromEntries(Object.entries(described).map(([p, text]) => [p, sha(text)]));
+  expect(bytes, `${label}: records = bytes of ${recorded}`).toEqual(records);
+  return match as Version;
+}
+
+function sortedFiles(files: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(files).sort(([a], [b]) => (a < b ? -1 : 1)));
+}
+
+/** After a clean finish: nothing half-made is in force, and no temp file is in a committed release. */
+async function expectTidy(c: Case, label: string) {
+  const releases = join(c.dest, "releases");
+  for (const name of await readdir(releases)) {
+    if (name.endsWith(".json")) {
+      await expect(
+        stat(join(releases, name.slice(0, -5))),
+        `${label}: ${name}`,
+      ).resolves.toBeDefined();
+      const files = await readdir(join(releases, name.slice(0, -5)), { recursive: true });
+      const temps = files.filter((file) => isTempFileName(file.split("/").pop() ?? ""));
+      expect(temps, `${label}: temp files in committed release ${name}`).toEqual([]);
+    }
+  }
+}
+
+interface Scenario {
+  name: string;
+  before(c: Case): Promise<void>;
+  act(c: Case, backends?: BackendRegistry): Promise<boolean>;
+  /** What `current` may hold while and after the faulted command runs. */
+  during: readonly Version[];
+  /** What it holds once the next plain command finished (without a competing run). */
+  after: Version;
+}
+
+const SCENARIOS: Scenario[] = [
+  {
+    name: "a replacement",
+    before: async (c) => {
+      expect(await publish(c, "v1")).toBe(true);
+    },
+    act: (c, backends) => publish(c, "v2", backends),
+    during: ["v1", "v2"],
+    after: "v2",
+  },
+  {
+    name: "a rollback",
+    before: async (c) => {
+      expect(await publish(c, "v1")).toBe(true);
+      c.first = (await readlink(join(c.dest, "current"))).slice("releases/".length);
+      expect(await publish(c, "v2")).toBe(true);
+    },
+    act: (c, backends) => rollBack(c, backends),
+    during: ["v1", "v2"],
+    after: "v1",
+  },
+];
+
+async function faultCase(scenario: Scenario, kind: FaultKind, at: number) {
+  const c = await newCase();
+  await scenario.before(c);
+  const seen: string[] = [];
+  let stalled = false;
+  const plan: FaultPlan = {
+    kind,
+    at,
+    counter: { n: 0 },
+    seen: (position, method, path) => seen.push(`${position}:${method}(${path})`),
+    onStall: async () => {
+      stalled = true;
+      // Paused past the lease: meanwhile another run breaks it, recovers, and publishes v3.
+      c.clock.offset += 10 * 60_000;
+      await publish(c, "v3").catch(() => false);
+    },
+  };
+  const where = () => `${scenario.name}, ${kind} at mutation ${at} [${seen.join(" ")}]`;
+  const succeeded = await scenario
+    .act(c, registryFor("local", memoryStores(), c.dest, plan))
+    .catch(() => false);
+  const during = stalled ? [...scenario.during, "v3" as const] : scenario.during;
+  // Whatever happened, readers see one whole publication; a success also switched.
+  await expectReleases(c, where(), during, !succeeded);
+  c.clock.offset += 10 * 60_000;
+  expect(await scenario.act(c), `${where()}: the next plain run failed: ${lastFailure}`).toBe(true);
+  const final = await expectReleases(c, `${where()}, then again`, [scenario.after, "v3"]);
+  if (!stalled) expect(final, `${where()}: the release in force`).toBe(scenario.after);
+  await expectTidy(c, where());
+}
+
+describe("the release layout under every fault at every mutation", () => {
+  for (const scenario of SCENARIOS) {
+    it(`${scenario.name} leaves current on a whole publication`, async () => {
+      const clean = await newCase();
+      await scenario.before(clean);
+      const counter = { n: 0 };
+      const count: FaultPlan = { kind: "count", at: 0, counter };
+      expect(
+        await scenario.act(clean, registryFor("local", memoryStores(), clean.dest, count)),
+      ).toBe(true);
+      await expectReleases(clean, `${scenario.name}, clean`, [scenario.after]);
+      expect(counter.n).toBeGreaterThan(2);
+      for (const kind of FAULT_KINDS) {
+        for (let at = 1; at <= counter.n; at++) await faultCase(scenario, kind, at);
+      }
+    }, 600_000);
+  }
+});
