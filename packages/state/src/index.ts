@@ -37,6 +37,8 @@ export {
 export {
   isReleaseId,
   newReleaseId,
+  peekReplacementMarker,
+  peekSingleOwner,
   peekStateRelease,
   RELEASE_ID_PATTERN,
   type ReleaseState,

@@ -2,6 +2,8 @@ import {
   isReleaseId,
   newReleaseId,
   parseSingleOwnerState,
+  peekReplacementMarker,
+  peekSingleOwner,
   peekStateRelease,
   serializeSingleOwnerState,
 } from "@distributor/state";
@@ -66,5 +68,35 @@ describe("peekStateRelease", () => {
     expect(peekStateRelease(JSON.stringify(JSON.parse(serializeSingleOwnerState(tricky))))).toBe(
       undefined,
     );
+  });
+});
+
+describe("peekReplacementMarker and peekSingleOwner", () => {
+  it("find the marker and the owner a state's text records", () => {
+    const state = validSingleOwnerState();
+    const text = serializeSingleOwnerState(state);
+    expect(peekReplacementMarker(text)).toBe(false);
+    expect(peekSingleOwner(text)).toEqual({
+      pipelineId: state.pipelineId,
+      destinationId: state.destinationId,
+    });
+    state.replacing = { runId: "run-1", startedAt: new Date("2026-06-04T12:00:00Z") };
+    expect(peekReplacementMarker(serializeSingleOwnerState(state))).toBe(true);
+    expect(peekSingleOwner("{}")).toBeUndefined();
+  });
+});
+
+describe("peeks over stored bytes", () => {
+  it("read the same from the bytes as from the text, non-ASCII paths included", () => {
+    const state = validSingleOwnerState();
+    const output = state.outputs[0];
+    if (output === undefined) throw new Error("fixture has no output");
+    output.path = "café/naïve-📄.txt";
+    state.release = { id: newReleaseId(new Date("2026-12-04T09:38:19.123Z")) };
+    const text = serializeSingleOwnerState(state);
+    const bytes = new TextEncoder().encode(text);
+    expect(peekStateRelease(bytes)).toBe(peekStateRelease(text));
+    expect(peekSingleOwner(bytes)).toEqual(peekSingleOwner(text));
+    expect(peekReplacementMarker(bytes)).toBe(false);
   });
 });

@@ -159,10 +159,12 @@ export async function finishRelease(
   id: string,
   lease: LeaseGuard,
   signal?: AbortSignal,
+  /** The state's bytes, when the caller just wrote them. */
+  committed?: Uint8Array,
 ): Promise<void> {
   const { inner, bundlePath } = view;
-  const { bytes } = await inner.readVersioned(statePath(bundlePath), { signal });
-  const recorded = peekStateRelease(Buffer.from(bytes).toString("utf8"));
+  const bytes = committed ?? (await inner.readVersioned(statePath(bundlePath), { signal })).bytes;
+  const recorded = peekStateRelease(bytes);
   if (recorded !== id) {
     throw new Error(
       `${statePath(bundlePath)} records release ${recorded ?? "(none)"}, not ${id}; current was left as it was`,
@@ -189,7 +191,7 @@ export async function finishRelease(
     await lease.confirm();
   } catch (error) {
     const { bytes: now } = await inner.readVersioned(statePath(bundlePath), { signal });
-    const recorded = peekStateRelease(Buffer.from(now).toString("utf8"));
+    const recorded = peekStateRelease(now);
     if (recorded !== undefined && recorded !== id) {
       await links.switchLink(currentLinkPath(bundlePath), linkText(recorded), { signal });
       view.switched(recorded);

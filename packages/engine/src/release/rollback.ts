@@ -3,10 +3,10 @@ import {
   isSharedRootState,
   type OwnerScope,
   parseDocument,
-  replacementMarkers,
+  peekReplacementMarker,
+  peekSingleOwner,
+  peekStateRelease,
   type StateDocument,
-  sameOwnerScope,
-  singleOwnerScope,
 } from "@distributor/state";
 import { isStorageError, locatePath, type StorageBackend, statePath } from "@distributor/storage";
 import { compareAndSwapState } from "../protocol/commit-state.js";
@@ -137,24 +137,29 @@ export async function rollbackRelease(options: RollbackOptions): Promise<Rollbac
     } catch (error) {
       if (!isStorageError(error, "not_found")) throw error;
     }
-    if (current !== undefined) {
-      const document = parseDocument(Buffer.from(current.bytes).toString("utf8"));
-      if (replacementMarkers(document).length > 0) {
-        throw new Error(
-          `${locatePath(destination.location, path)} says a publication is under way; run the pipeline again to finish it, then roll back`,
-        );
-      }
-    }
-    const snapshot = await destination.readVersioned(snapshotPath(bundlePath, to), { signal });
-    const document = parseDocument(Buffer.from(snapshot.bytes).toString("utf8"));
-    if (isSharedRootState(document) || !sameOwnerScope(singleOwnerScope(document), options.owner)) {
+    if (current !== undefined && peekReplacementMarker(current.bytes)) {
       throw new Error(
-        `${locatePath(destination.location, snapshotPath(bundlePath, to))} was not published by this pipeline and destination; nothing was changed`,
+        `${locatePath(destination.location, path)} says a publication is under way; run the pipeline again to finish it, then roll back`,
       );
     }
-    if (document.release?.id !== to) {
+    // The snapshot is the state as committed for that release (never changed since): what is
+    // checked is that it is this owner's and that release's, without parsing 10⁵ records.
+    const where = locatePath(destination.location, snapshotPath(bundlePath, to));
+    const snapshot = await destination.readVersioned(snapshotPath(bundlePath, to), { signal });
+    const owner = peekSingleOwner(snapshot.bytes);
+    if (
+      owner === undefined ||
+      owner.pipelineId !== options.owner.pipelineId ||
+      owner.destinationId !== options.owner.destinationId
+    ) {
       throw new Error(
-        `${locatePath(destination.location, snapshotPath(bundlePath, to))} records release ${document.release?.id ?? "(none)"}, not ${to}; nothing was changed`,
+        `${where} was not published by this pipeline and destination; nothing was changed`,
+      );
+    }
+    const recorded = peekStateRelease(snapshot.bytes);
+    if (recorded !== to) {
+      throw new Error(
+        `${where} records release ${recorded ?? "(none)"}, not ${to}; nothing was changed`,
       );
     }
     if (from === to && (await view.stateRelease(signal)) === to) {
@@ -163,7 +168,7 @@ export async function rollbackRelease(options: RollbackOptions): Promise<Rollbac
     lease.assertHeld();
     await lease.confirm();
     await compareAndSwapState(destination, path, snapshot.bytes, current?.version, signal);
-    await finishRelease(view, to, lease, signal);
+    await finishRelease(view, to, lease, signal, snapshot.bytes);
     return { from, to, switched: true, switchMs: Math.round(performance.now() - started) };
   } finally {
     await lease.release();

@@ -138,8 +138,7 @@ export class ReleaseView implements StorageBackend {
   }
 
   #see(bytes: Uint8Array | string): void {
-    const text = typeof bytes === "string" ? bytes : Buffer.from(bytes).toString("utf8");
-    this.#stateRelease = peekStateRelease(text);
+    this.#stateRelease = peekStateRelease(bytes);
     this.#stateSeen = true;
   }
 
