@@ -27,20 +27,29 @@ export function isReleaseId(text: string): boolean {
 export type StateText = string | Uint8Array;
 
 /**
- * Bytes read as Latin-1: a copy, not a UTF-8 decoding (ten times faster on a state of megabytes).
- * Exact for what the peeks look for: every character they match is ASCII, and the bytes of a
- * UTF-8 sequence beyond ASCII are never ASCII, so each ASCII character stands where it is.
+ * The part of a state's text from the first occurrence of `key` on, at most `width` characters,
+ * found without decoding the rest (a state may be megabytes; decoding it costs more than the
+ * search). Bytes are searched natively and the window read as Latin-1, which is exact for what the
+ * peeks match: every character they look at is ASCII, and no byte of a UTF-8 sequence beyond ASCII
+ * is ASCII, so each ASCII character stands where it is.
  */
-function asText(text: StateText): string {
-  return typeof text === "string"
-    ? text
-    : Buffer.from(text.buffer, text.byteOffset, text.byteLength).toString("latin1");
+function windowAt(text: StateText, key: string, width: number): string | undefined {
+  if (typeof text === "string") {
+    const at = text.indexOf(key);
+    return at === -1 ? undefined : text.slice(at, at + width);
+  }
+  const bytes = Buffer.from(text.buffer, text.byteOffset, text.byteLength);
+  const at = bytes.indexOf(key, 0, "latin1");
+  return at === -1 ? undefined : bytes.toString("latin1", at, Math.min(bytes.length, at + width));
 }
 
-// The key as this package writes it: `"release"`, optional whitespace, an object holding only
-// `"id"`. Inside the embedded manifest (a JSON string) and output paths every quote is escaped,
-// so an unescaped `"release":` is the top-level key and nothing else.
-const RELEASE_MEMBER = /"release":\s*\{\s*"id":\s*"([^"\\]*)"\s*\}/;
+// The keys as this package writes them. Inside the embedded manifest (a JSON string) and output
+// paths every quote is escaped (`\"release\":`), so a quote, the name, a quote and a colon in a
+// row is a member name and nothing else; the first one of each is the top-level member (owners
+// and releases come before the outputs; a shared-root state has neither `release` nor a
+// top-level `pipeline_id`).
+const RELEASE_MEMBER = /^"release":\s*\{\s*"id":\s*"([^"\\]*)"\s*\}/;
+const OWNER_MEMBERS = /^"pipeline_id":\s*"([^"\\]*)",\s*"destination_id":\s*"([^"\\]*)"/;
 
 /**
  * The release a state file's text records, without parsing the document: what a release view
@@ -49,21 +58,19 @@ const RELEASE_MEMBER = /"release":\s*\{\s*"id":\s*"([^"\\]*)"\s*\}/;
  * rest of the document wherever it is read.
  */
 export function peekStateRelease(text: StateText): string | undefined {
-  const match = RELEASE_MEMBER.exec(asText(text));
+  const window = windowAt(text, '"release":', 128);
+  const match = window === undefined ? null : RELEASE_MEMBER.exec(window);
   if (match === null) return undefined;
   const id = match[1] as string;
   return isReleaseId(id) ? id : undefined;
 }
 
-const MARKER_MEMBER = /"replacing":\s*\{/;
-const OWNER_MEMBERS = /"pipeline_id":\s*"([^"\\]*)",\s*"destination_id":\s*"([^"\\]*)"/;
-
 /**
  * Whether a state file's text carries a replacement marker (`replacing`, at any level), without
- * parsing it; the same escaping argument as `peekStateRelease` makes the match exact.
+ * parsing it.
  */
 export function peekReplacementMarker(text: StateText): boolean {
-  return MARKER_MEMBER.test(asText(text));
+  return windowAt(text, '"replacing":', 1) !== undefined;
 }
 
 /**
@@ -74,7 +81,8 @@ export function peekReplacementMarker(text: StateText): boolean {
 export function peekSingleOwner(
   text: StateText,
 ): { pipelineId: string; destinationId: string } | undefined {
-  const match = OWNER_MEMBERS.exec(asText(text));
+  const window = windowAt(text, '"pipeline_id":', 512);
+  const match = window === undefined ? null : OWNER_MEMBERS.exec(window);
   if (match === null) return undefined;
   return { pipelineId: match[1] as string, destinationId: match[2] as string };
 }
