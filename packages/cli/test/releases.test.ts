@@ -275,6 +275,27 @@ describe("layout: releases on a local destination", () => {
     expect(names.filter((name) => name.endsWith(".json"))).toHaveLength(2);
   }, 180_000);
 
+  it("applies a saved plan as the release it planned", async () => {
+    const source = join(tmp(), "src");
+    const dest = join(tmp(), "www");
+    const config = await configFor(source, dest);
+    await writeBundle(source, "site", "2026-06-01T00:00:00Z", site("A", 20));
+    expect((await run(config)).code).toBe(0);
+    await writeBundle(source, "site", "2026-06-02T00:00:00Z", site("B", 20));
+    const planFile = join(tmp(), "plan.json");
+    const planned = await runCli(["run", "--config", config, "--plan-out", planFile]);
+    expect(planned.code, planned.stderr).toBe(0);
+    const saved = JSON.parse(await readFile(planFile, "utf8")) as {
+      destinations: Array<{ next_state: { release: { id: string } } }>;
+    };
+    const id = saved.destinations[0]?.next_state.release.id;
+    expect(id).toMatch(/^\d{8}T/);
+    const applied = await runCli(["apply", "--config", config, planFile]);
+    expect(applied.code, applied.stdout + applied.stderr).toBe(0);
+    expect(await readlink(join(dest, "current"))).toBe(`releases/${id}`);
+    expect(same(await filesBelow(join(dest, "current")), site("B", 20))).toBe(true);
+  }, 60_000);
+
   it("refuses to switch an existing in-place bundle path to releases, and back", async () => {
     const source = join(tmp(), "src");
     await writeBundle(source, "site", "2026-06-01T00:00:00Z", { "index.html": "<p>x</p>\n" });

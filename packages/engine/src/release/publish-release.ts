@@ -11,6 +11,11 @@ import { ReleaseView } from "./view.js";
 export interface ReleaseLayout {
   /** Committed releases kept, besides the one `current` links to (`releases.keep`). */
   keep: number;
+  /**
+   * The id of the release to build; default a new one. Applying a saved plan builds the release
+   * its next state names, so that the state it writes is the one reviewed.
+   */
+  id?: string | undefined;
 }
 
 /**
@@ -28,7 +33,7 @@ export async function publishRelease(
   const bundlePath = target.bundlePath;
   linksOf(destination, bundlePath);
   if (!options.dryRun) await settlePendingSwitch(options);
-  const next = newReleaseId(options.now());
+  const next = layout.id ?? newReleaseId(options.now());
   const view = new ReleaseView(destination, bundlePath, next);
   return publishTarget({
     ...options,

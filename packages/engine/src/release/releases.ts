@@ -87,9 +87,11 @@ export async function prepareRelease(view: ReleaseView, options: PrepareOptions)
     await finishRelease(view, recorded, lease, signal);
   }
   const stored = await storedReleases(inner, bundlePath, signal);
-  if (stored.some((release) => release.id === next)) {
-    throw new Error(`release ${next} already exists below ${releasesPrefix(bundlePath)}`);
+  if (stored.some((release) => release.id === next && release.snapshot)) {
+    throw new Error(`release ${next} was committed already below ${releasesPrefix(bundlePath)}`);
   }
+  // Never committed: what killed runs left (the new release's own id among them, when a saved
+  // plan's apply is tried again).
   const keep = new Set([recorded, await view.live(signal)]);
   const abandoned = stored.filter((release) => !release.snapshot && !keep.has(release.id));
   for (const release of abandoned) {

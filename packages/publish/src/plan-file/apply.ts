@@ -11,6 +11,7 @@ import {
 } from "@distributor/bundle";
 import type { PublishPlan } from "@distributor/engine";
 import { RenderCache } from "@distributor/engine";
+import { isReleaseId } from "@distributor/state";
 import { displayPath, type StorageBackend } from "@distributor/storage";
 import { sourceLocation } from "../backends/configured-location.js";
 import { openBackend } from "../backends/registry.js";
@@ -438,6 +439,13 @@ async function applyDestination(
   }
 }
 
+/** The release a saved plan's next state records (`layout: releases`): the apply builds that one. */
+function savedReleaseId(entry: SavedPlanEntry): string | undefined {
+  const next = entry.next_state as { release?: { id?: unknown } } | null;
+  const id = next?.release?.id;
+  return typeof id === "string" && isReleaseId(id) ? id : undefined;
+}
+
 async function applyEntry(
   apply: Applying,
   shared: PipelineApplying,
@@ -465,6 +473,7 @@ async function applyEntry(
     validateAll: () => bundles.validate(sourceBundlePath, manifest),
     validationFailsAction: true,
     planTime: apply.planTime,
+    releaseId: savedReleaseId(entry),
     approve: (plan: PublishPlan) => {
       const now = savedPlanEntry({ pipeline, destination, sourceBundlePath }, plan);
       const difference = planDifference(entry, now);

@@ -40,6 +40,8 @@ export interface DestinationContext {
   approve?: ((plan: PublishPlan) => void) | undefined;
   /** The time plans record in their next state, instead of the clock's (apply). */
   planTime?: Date | undefined;
+  /** The release a publication under `layout: releases` builds, instead of a new id (apply). */
+  releaseId?: string | undefined;
 }
 
 /** Marks a validation failure met inside a destination, which stops the whole pipeline. */
@@ -134,7 +136,7 @@ export async function runTarget(
     const selection = destinationSelection(destination, manifest, target.bundlePath);
     const publish = (publishOptions: PublishTargetOptions) =>
       destination.layout.mode === "releases"
-        ? publishRelease(publishOptions, { keep: destination.layout.keep })
+        ? publishRelease(publishOptions, { keep: destination.layout.keep, id: context.releaseId })
         : publishTarget(publishOptions);
     await publish({
       plan: {
