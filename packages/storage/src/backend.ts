@@ -156,8 +156,9 @@ export interface DeleteOptions extends OperationOptions {
 }
 
 /**
- * Symbolic and hard links, on stores that have them (local directories; SFTP servers offering
- * `posix-rename@openssh.com` and `hardlink@openssh.com`): what a release layout is built from.
+ * Symbolic and hard links, on stores that have both an atomic rename over a name and hard links
+ * (local directories; SFTP servers offering `posix-rename@openssh.com` and
+ * `hardlink@openssh.com`): what a release layout is built from. Stores lacking either offer none.
  * Paths are logical; a link's text is a relative logical path. The other operations still refuse
  * every symlink below the root.
  */

@@ -72,6 +72,18 @@ export async function switchSymlink<Handle>(
   const temp = beside(parent, tempFileName(name));
   await io.symlink(target, temp);
   try {
+    // SFTP servers disagree on the order of SYMLINK's two arguments (OpenSSH reverses the
+    // draft's); the client guesses from the server's name. A link made the wrong way round is
+    // caught here, before it could replace anything.
+    const made = await io.readlink(temp);
+    if (made !== target) {
+      throw store.error(
+        "unsupported",
+        "switch link",
+        path,
+        `the server made a link to "${made}" when asked for "${target}" (it orders SYMLINK's arguments otherwise than its name suggests)`,
+      );
+    }
     await io.rename(temp, path);
   } catch (error) {
     await io.tidy((clean) => clean.unlink(temp));

@@ -46,17 +46,22 @@ export function fsOperations<Handle>(
 
 class FsOperations<Handle> implements BackendOperations {
   readonly openReader?: (path: string, options: OperationOptions) => Promise<ByteReader>;
-  readonly links: LinkOperations = {
-    readLink: (path, options = {}) => readSymlink(this.store, path, options),
-    switchLink: (path, target, options = {}) => switchSymlink(this.store, path, target, options),
-    hardLink: (from, to, options = {}) => hardLinkFile(this.store, from, to, options),
-  };
+  /** Only where the store can both rename over a name and make hard links: see `LinkOperations`. */
+  readonly links?: LinkOperations;
 
   constructor(
     readonly store: FsStore<Handle>,
     readonly reads: FsReadOverrides,
   ) {
     if (reads.openReader !== undefined) this.openReader = reads.openReader.bind(reads);
+    const { atomicReplace, hardLink } = store.driver.capabilities;
+    if (atomicReplace && hardLink) {
+      this.links = {
+        readLink: (path, options = {}) => readSymlink(store, path, options),
+        switchLink: (path, target, options = {}) => switchSymlink(store, path, target, options),
+        hardLink: (from, to, options = {}) => hardLinkFile(store, from, to, options),
+      };
+    }
   }
 
   async readFile(path: string, options: ReadOptions): Promise<Uint8Array> {

@@ -9,11 +9,8 @@ export interface BackendCapabilities {
    * same version. Compare-and-swap stays safe: a state replaced by identical bytes plans the same.
    */
   contentDerivedVersions?: boolean;
-  /**
-   * `StorageBackend.links` is offered: `"full"` with hard links, `"symlinks"` when the store
-   * cannot make hard links (they fail `unsupported`). Absent: the backend has no `links`.
-   */
-  links?: "full" | "symlinks";
+  /** `StorageBackend.links` is offered (absent: the backend has none). */
+  links?: "full";
 }
 
 /** What every group of the contract works with: the backend of the running test and helpers. */

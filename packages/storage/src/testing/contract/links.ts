@@ -46,14 +46,6 @@ export function describeLinks(contract: ContractContext): void {
       await expectStorageError(links().switchLink("site/current", "../up"), "invalid_path");
     });
 
-    if (capabilities.links === "symlinks") {
-      it("refuses hard links it cannot make", async () => {
-        await contract.put({ "a/file": "bytes" });
-        await expectStorageError(links().hardLink("a/file", "b/file"), "unsupported");
-      });
-      return;
-    }
-
     it("hard-links a file under a new name that shares its bytes and version", async () => {
       await contract.put({ "a/file": "bytes" });
       await links().hardLink("a/file", "b/deep/file");
