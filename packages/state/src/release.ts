@@ -43,12 +43,13 @@ function windowAt(text: StateText, key: string, width: number): string | undefin
   return at === -1 ? undefined : bytes.toString("latin1", at, Math.min(bytes.length, at + width));
 }
 
-// The keys as this package writes them. Inside the embedded manifest (a JSON string) and output
-// paths every quote is escaped (`\"release\":`), so a quote, the name, a quote and a colon in a
-// row is a member name and nothing else; the first one of each is the top-level member (owners
-// and releases come before the outputs; a shared-root state has neither `release` nor a
-// top-level `pipeline_id`).
-const RELEASE_MEMBER = /^"release":\s*\{\s*"id":\s*"([^"\\]*)"\s*\}/;
+// The keys as this package writes them. Every string value (output paths, the embedded
+// manifest's paths and ids) has its quotes escaped (`\"release\":`), so a quote, the name, a quote
+// and a colon in a row is a member name; no member of the manifest or of an output record is
+// named `release`, `replacing` or `pipeline_id`, so the first of each is the state's own (owners
+// come before everything else; a shared-root state has no top-level `pipeline_id` nor `release`).
+// `id` is the first member of `release`, whatever members a later version adds after it.
+const RELEASE_MEMBER = /^"release":\s*\{\s*"id":\s*"([^"\\]*)"/;
 const OWNER_MEMBERS = /^"pipeline_id":\s*"([^"\\]*)",\s*"destination_id":\s*"([^"\\]*)"/;
 
 /**
