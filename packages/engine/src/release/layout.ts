@@ -55,7 +55,7 @@ export function linksOf(backend: StorageBackend, bundlePath: string): LinkOperat
     operation: "switch link",
     backend: backend.name,
     path: currentLinkPath(bundlePath),
-    detail: `layout: releases needs a destination with symbolic links (local or ssh); ${locatePath(backend.location, bundlePath)} has none`,
+    detail: `layout: releases needs a store that makes hard links and renames a symlink over another atomically — a local directory, or an SFTP server offering hardlink@openssh.com and posix-rename@openssh.com; ${locatePath(backend.location, bundlePath)} does not`,
   });
 }
 

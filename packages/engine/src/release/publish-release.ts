@@ -4,12 +4,13 @@ import { type PublishTargetOptions, publishTarget } from "../execute/commit.js";
 import { DEFAULT_DESTINATION_WALK_LIMIT } from "../plan/inspect.js";
 import type { PublishPlan } from "../plan/plan-types.js";
 import { holdLease } from "../protocol/hold-lease.js";
+import { LeaseHeldError } from "../protocol/lease-file.js";
 import { linksOf } from "./layout.js";
 import { finishRelease, prepareRelease, retainReleases } from "./releases.js";
 import { ReleaseView } from "./view.js";
 
 export interface ReleaseLayout {
-  /** Committed releases kept, besides the one `current` links to (`releases.keep`). */
+  /** Committed releases kept, the one in force among them (`releases.keep`). */
   keep: number;
   /**
    * The id of the release to build; default a new one. Applying a saved plan builds the release
@@ -67,11 +68,18 @@ async function settlePendingSwitch(options: PublishTargetOptions): Promise<void>
   const look = new ReleaseView(destination, bundlePath);
   const recorded = await look.stateRelease(signal);
   if (recorded === undefined || recorded === (await look.live(signal))) return;
-  const lease = await holdLease(look, bundlePath, target.owner, {
-    ...options.lease,
-    signal,
-    onRecovered: options.onRecovered,
-  });
+  let lease: Awaited<ReturnType<typeof holdLease>>;
+  try {
+    lease = await holdLease(look, bundlePath, target.owner, {
+      ...options.lease,
+      signal,
+      onRecovered: options.onRecovered,
+    });
+  } catch (error) {
+    // A live run holds the lease: it is the one between its commit and its switch, and switches.
+    if (error instanceof LeaseHeldError) return;
+    throw error;
+  }
   try {
     const view = new ReleaseView(destination, bundlePath);
     const id = await view.stateRelease(signal);

@@ -1,6 +1,7 @@
 import { isReleaseId, peekStateRelease } from "@distributor/state";
 import {
   isStorageError,
+  isTempFileName,
   mapBounded,
   relativeTo,
   type StorageBackend,
@@ -127,28 +128,19 @@ async function copyRelease(view: ReleaseView, from: string, next: string, option
     }
     throw error;
   }
-  let copy = false;
   const concurrency = options.concurrency ?? inner.writeConcurrency ?? 8;
-  await mapBounded(
-    files.filter((entry) => entry.kind === "file"),
-    concurrency,
-    async (entry) => {
-      options.lease.assertHeld();
-      const to = `${target}/${relativeTo(source, entry.path)}`;
-      if (!copy) {
-        try {
-          await links.hardLink(entry.path, to, { signal: options.signal });
-          return;
-        } catch (error) {
-          if (!isStorageError(error, "unsupported")) throw error;
-          // A filesystem without hard links: the release costs a copy of every file.
-          copy = true;
-        }
-      }
-      const stream = await inner.openRead(entry.path, { signal: options.signal });
-      await inner.writeFile(to, stream, { size: entry.size, signal: options.signal });
-    },
+  // A temp file a killed writer left in a release (never in a committed one, but by hand...) is
+  // not carried over.
+  const carried = files.filter(
+    (entry) =>
+      entry.kind === "file" && !isTempFileName(entry.path.slice(entry.path.lastIndexOf("/") + 1)),
   );
+  await mapBounded(carried, concurrency, async (entry) => {
+    options.lease.assertHeld();
+    const to = `${target}/${relativeTo(source, entry.path)}`;
+    // A hard link keeps the file's version, which the plan's kept outputs were checked at.
+    await links.hardLink(entry.path, to, { signal: options.signal });
+  });
 }
 
 /**
@@ -182,8 +174,16 @@ export async function finishRelease(
       signal,
     });
   }
-  lease.assertHeld();
   const links = linksOf(inner, bundlePath);
+  // Never a link to nothing: a release whose directory went (removed by hand, or a late commit
+  // of a run whose half-built release another run removed) is refused, naming the way out.
+  if (!(await isDirectory(inner, releaseDirectory(bundlePath, id), signal))) {
+    throw new Error(
+      `${statePath(bundlePath)} records release ${id}, but ${releaseDirectory(bundlePath, id)} is missing; current was left as it was — roll back to a committed release (distributor rollback --to), or move ${statePath(bundlePath)} away and publish again`,
+    );
+  }
+  // Confirmed just before the switch, and again after it (below): a link has no compare-and-swap.
+  await lease.confirm();
   await links.switchLink(currentLinkPath(bundlePath), linkText(id), { signal });
   view.switched(id);
   // A link has no compare-and-swap: a run that stalled just before its switch, past its lease,
@@ -203,8 +203,9 @@ export async function finishRelease(
 }
 
 /**
- * Retention: the newest `keep` committed releases stay, and always the one `current` links to
- * and the one the state records; the others go, snapshot first (a directory without one is
+ * Retention: the newest `keep` committed releases stay (the one in force among them, as
+ * Capistrano's `keep_releases` counts), and always the one `current` links to and the one the
+ * state records; the others go, snapshot first (a directory without one is
  * never restored, and the next release's preparation removes it should this stop half-way).
  */
 export async function retainReleases(
@@ -232,6 +233,15 @@ export async function retainReleases(
     removed.push(release.id);
   }
   return removed;
+}
+
+async function isDirectory(backend: StorageBackend, path: string, signal?: AbortSignal) {
+  try {
+    return (await backend.stat(path, { signal })).kind === "directory";
+  } catch (error) {
+    if (isStorageError(error, "not_found")) return false;
+    throw error;
+  }
 }
 
 async function exists(backend: StorageBackend, path: string, signal?: AbortSignal) {

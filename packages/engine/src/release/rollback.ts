@@ -53,6 +53,10 @@ function committed(release: StoredRelease): boolean {
   return release.snapshot && release.directory;
 }
 
+function committedIds(stored: readonly StoredRelease[]): string[] {
+  return stored.filter(committed).map((release) => release.id);
+}
+
 function summarize(
   id: string,
   document: StateDocument,
@@ -122,20 +126,35 @@ export async function rollbackRelease(options: RollbackOptions): Promise<Rollbac
     storedReleases(destination, bundlePath, signal),
     look.live(signal),
   ]);
-  const available = stored.filter(committed).map((release) => release.id);
-  const to = chooseTarget(options, available, live);
-  if (options.dryRun) return { from: live, to, switched: false, switchMs: 0 };
+  const planned = chooseTarget(options, committedIds(stored), live);
+  if (options.dryRun) return { from: live, to: planned, switched: false, switchMs: 0 };
   const lease = await holdLease(look, bundlePath, options.owner, { ...options.lease, signal });
   const started = performance.now();
   try {
+    // Chosen again under the lease: a publication or a retention may have come in between.
     const view = new ReleaseView(destination, bundlePath);
     const from = await view.live(signal);
+    const to = chooseTarget(
+      options,
+      committedIds(await storedReleases(destination, bundlePath, signal)),
+      from,
+    );
     const path = statePath(bundlePath);
     let current: { bytes: Uint8Array; version: string } | undefined;
     try {
       current = await destination.readVersioned(path, { signal });
     } catch (error) {
       if (!isStorageError(error, "not_found")) throw error;
+    }
+    const holder = current === undefined ? undefined : peekSingleOwner(current.bytes);
+    if (
+      current !== undefined &&
+      (holder?.pipelineId !== options.owner.pipelineId ||
+        holder?.destinationId !== options.owner.destinationId)
+    ) {
+      throw new Error(
+        `${locatePath(destination.location, path)} is not this pipeline and destination's state; nothing was changed`,
+      );
     }
     if (current !== undefined && peekReplacementMarker(current.bytes)) {
       throw new Error(

@@ -70,8 +70,9 @@ export class ReleaseView implements StorageBackend {
     if (inner.versionsMayRepeat) this.versionsMayRepeat = true;
     if (inner.storesObjectMetadata) this.storesObjectMetadata = true;
     if (inner.maxPathBytes !== undefined) {
+      // `<bundle>/x` is stored as `<bundle>/releases/<id>/x`, whatever the bundle path.
       const id = next ?? newReleaseId(new Date(0));
-      const overhead = Buffer.byteLength(releaseDirectory(bundlePath, id)) - bundlePath.length;
+      const overhead = Buffer.byteLength(`${releaseDirectory("", id)}/`);
       this.maxPathBytes = inner.maxPathBytes - overhead;
     }
   }
