@@ -48,6 +48,7 @@ import { errorCode, errorMessage, WorkflowError } from "../errors.js";
 import { destinationSelection } from "../shared/selection.js";
 import { destinationRootPath, scopeReport } from "./destination-root.js";
 import type { ReconcileStateOptions } from "./reconcile-state.js";
+import { refuseReleaseLayout } from "./release-scope.js";
 import {
   isUnmanagedEntry,
   RECONCILE_STATE_WALK_LIMIT,
@@ -127,6 +128,12 @@ export interface AdoptReport {
  */
 export async function adoptOutputs(options: AdoptOptions): Promise<AdoptReport> {
   const dryRun = options.dryRun ?? false;
+  refuseReleaseLayout(
+    options.config,
+    options,
+    `reconcile-state --${options.mode}`,
+    "publish the bundle with `distributor run` (each publication is a release of its own), or `distributor rollback` to a committed release",
+  );
   const { pipeline, destination, backend } = await openConfiguredDestination(options, dryRun);
   const owner = ownerScope(pipeline.id, destination.id);
   return withBackend(backend, async () => {

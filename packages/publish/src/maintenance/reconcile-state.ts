@@ -33,6 +33,7 @@ import {
   withRootLease,
   writeRootState,
 } from "./destination-root.js";
+import { refuseReleaseLayout } from "./release-scope.js";
 import { RECONCILE_STATE_WALK_LIMIT, type ReconcileStateEntry } from "./unmanaged-entry.js";
 
 /** Parallel `stat` calls while checking managed outputs. */
@@ -105,6 +106,12 @@ export async function reconcileState(
   options: ReconcileStateOptions,
 ): Promise<ReconcileStateReport> {
   const dryRun = options.dryRun ?? false;
+  refuseReleaseLayout(
+    options.config,
+    options,
+    "reconcile-state",
+    "`distributor audit` checks the release in force, `run --repair` restores it into a new release, and `distributor rollback` returns to a committed one",
+  );
   const { pipeline, destination, backend } = await openConfiguredDestination(options, dryRun);
   const { signal } = options;
   const owner = ownerScope(pipeline.id, destination.id);

@@ -1,6 +1,8 @@
 import { ReleaseView } from "@distributor/engine";
 import { isWithinPrefix, type StorageBackend, type StorageEntry } from "@distributor/storage";
-import type { DestinationConfig } from "../config/types.js";
+import { findDestination, findPipeline } from "../backends/configured-location.js";
+import type { Config, DestinationConfig } from "../config/types.js";
+import { WorkflowError } from "../errors.js";
 
 /** Under the release layout: which release the state records and which `current` links to. */
 export interface ReleaseReport {
@@ -41,4 +43,26 @@ export async function bundleScope(
     entries: [...outside, ...listed],
     release: { recorded: recorded ?? null, current: current ?? null },
   };
+}
+
+/**
+ * Refuses a maintenance command that changes records or outputs in place on a destination with
+ * `layout: releases`: a published release is never changed, and those commands would edit its
+ * records or files behind its snapshot's back.
+ */
+export function refuseReleaseLayout(
+  config: Config,
+  where: { pipelineId: string; destinationId: string },
+  command: string,
+  instead: string,
+): void {
+  const layout = findDestination(
+    findPipeline(config, where.pipelineId),
+    where.destinationId,
+  ).layout;
+  if (layout.mode !== "releases") return;
+  throw new WorkflowError(
+    "unsupported_layout",
+    `destination ${where.destinationId} has layout: releases, whose releases are never changed once published, so ${command} does not apply: ${instead}`,
+  );
 }

@@ -14,14 +14,10 @@ import {
   truncateToSecond,
 } from "@distributor/state";
 import { isStorageError, STATE_FILE_NAME, type StorageBackend } from "@distributor/storage";
-import {
-  findDestination,
-  findPipeline,
-  openConfiguredDestination,
-} from "../../backends/configured-location.js";
+import { openConfiguredDestination } from "../../backends/configured-location.js";
 import { withBackend } from "../../backends/registry.js";
 import type { PrunePolicy } from "../../config/types.js";
-import { errorMessage, PruneError, WorkflowError } from "../../errors.js";
+import { errorMessage, PruneError } from "../../errors.js";
 import { livePaths } from "../../shared/selection.js";
 import {
   destinationRootPath,
@@ -31,6 +27,7 @@ import {
   withRootLease,
   writeRootState,
 } from "../destination-root.js";
+import { refuseReleaseLayout } from "../release-scope.js";
 import { pruneBundles } from "./bundles.js";
 import { deleteFencedOutputs, storedVersions } from "./fenced-delete.js";
 import type { PruneOptions, PruneOutputRecord, PrunePlanReport, PruneReport } from "./types.js";
@@ -94,18 +91,13 @@ export function planDestinationPrune(
  */
 export async function prune(options: PruneOptions): Promise<PruneReport> {
   const dryRun = options.dryRun ?? true;
-  const layout = findDestination(
-    findPipeline(options.config, options.pipelineId),
-    options.destinationId,
-  ).layout;
-  if (layout.mode === "releases") {
-    // A published release is never changed; what a prune would free is whole releases, which
-    // retention removes after each publication.
-    throw new WorkflowError(
-      "unsupported_layout",
-      `destination ${options.destinationId} has layout: releases, whose releases are never changed once published: older releases are removed after each publication beyond releases.keep (${layout.keep}); \`distributor inspect\` lists them and \`distributor rollback\` returns to one`,
-    );
-  }
+  // What a prune would free — whole releases — retention frees after each publication.
+  refuseReleaseLayout(
+    options.config,
+    options,
+    "prune",
+    "older releases are removed after each publication beyond releases.keep; `distributor inspect` lists them and `distributor rollback` returns to one",
+  );
   const { pipeline, destination, backend } = await openConfiguredDestination(options, dryRun);
   const owner = ownerScope(pipeline.id, destination.id);
   const policy = destination.retention.prune;

@@ -1,0 +1,97 @@
+import { mkdtemp, readdir, readlink, rm, symlink, unlink } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { memoryStores, writeSourceBundle } from "@distributor/engine/testing";
+import { createLocalBackend } from "@distributor/storage";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { type Config, parseConfig } from "../../src/config/index.js";
+import { adoptOutputs } from "../../src/maintenance/adopt.js";
+import { reconcileState } from "../../src/maintenance/reconcile-state.js";
+import { rollback } from "../../src/maintenance/rollback.js";
+import { run } from "../../src/run/run.js";
+import { registryFor } from "../support/registries.js";
+
+// What `layout: releases` refuses, and the states it will not make live.
+
+let dir: string;
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), "distributor-releases-"));
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function configFor(version: number, backend = "local"): Promise<Config> {
+  const source = join(dir, `v${version}`);
+  await writeSourceBundle(
+    createLocalBackend({ root: source }),
+    "",
+    { "index.html": `v${version}\n` },
+    {
+      id: "site",
+      created: new Date(Date.UTC(2026, 5, version)),
+    },
+  );
+  const where = backend === "s3" ? "bucket: www" : `path: ${join(dir, "www")}`;
+  return parseConfig(
+    `pipelines:\n  - id: site\n    source: {backend: local, path: ${source}}\n    destinations:\n      - id: www\n        backend: local\n        ${where}\n        path_mapping: {mode: fixed}\n        layout: releases\n`,
+  );
+}
+
+const dest = () => join(dir, "www");
+
+async function publish(config: Config, engine: "local" | "memory" = "local") {
+  const report = await run({ config, backends: registryFor(engine, memoryStores(), dest()) });
+  return report.actions[0];
+}
+
+describe("layout: releases refuses", () => {
+  it("a store without links, before anything is written", async () => {
+    const action = await publish(await configFor(1), "memory");
+    expect(action?.status).toBe("failed");
+    expect(action?.error?.message).toContain("hardlink@openssh.com and posix-rename@openssh.com");
+  });
+
+  it("reconcile-state in every mode, and rollback without an earlier release", async () => {
+    const config = await configFor(1);
+    expect((await publish(config))?.status).toBe("published");
+    const where = { config, pipelineId: "site", destinationId: "www" };
+    await expect(reconcileState(where)).rejects.toMatchObject({ code: "unsupported_layout" });
+    for (const mode of ["adopt", "rebuild"] as const) {
+      await expect(adoptOutputs({ ...where, mode })).rejects.toMatchObject({
+        code: "unsupported_layout",
+      });
+    }
+    await expect(rollback({ ...where, to: undefined })).rejects.toThrow(
+      /no committed release before/,
+    );
+  });
+
+  it("to make live a release whose directory is gone, and says how to get out", async () => {
+    expect((await publish(await configFor(1)))?.status).toBe("published");
+    const first = await readlink(join(dest(), "current"));
+    expect((await publish(await configFor(2)))?.status).toBe("published");
+    const second = await readlink(join(dest(), "current"));
+    // As if the run of v2 died after its commit, and its release then went missing.
+    await unlink(join(dest(), "current"));
+    await symlink(first, join(dest(), "current"));
+    await rm(join(dest(), second), { recursive: true });
+    const action = await publish(await configFor(2));
+    expect(action?.status).toBe("failed");
+    expect(action?.error?.message).toMatch(/is missing; current was left as it was — roll back/);
+    expect(await readlink(join(dest(), "current"))).toBe(first);
+    // The way out it names works: back to the committed release that is still there.
+    const back = await rollback({
+      config: await configFor(2),
+      pipelineId: "site",
+      destinationId: "www",
+      to: first.slice("releases/".length),
+    });
+    expect(back.switched).toBe(true);
+    const again = await publish(await configFor(2));
+    expect(again?.status).toBe("published");
+    const live = await readlink(join(dest(), "current"));
+    expect(live).not.toBe(first);
+    expect(await readdir(join(dest(), live))).toEqual(["index.html"]);
+  });
+});
