@@ -34,7 +34,15 @@ function writeSite(dir, version) {
     const text = i % 100 === 0 ? `${version} ${i}\n` : `same ${i}\n`;
     writeFileSync(join(sub, `${i}.html`), text.padEnd(1024, "."));
   }
-  cli("manifest", "create", "--id", "site", "--created", `2026-06-0${version === "A" ? 1 : 2}T00:00:00Z`, dir);
+  cli(
+    "manifest",
+    "create",
+    "--id",
+    "site",
+    "--created",
+    `2026-06-0${version === "A" ? 1 : 2}T00:00:00Z`,
+    dir,
+  );
 }
 
 const sources = { A: join(root, "A"), B: join(root, "B") };
@@ -50,7 +58,10 @@ function config(source, dest, layout) {
   return path;
 }
 
-const times = { in_place: { first: [], replace: [] }, releases: { first: [], replace: [], rollback: [], switch: [] } };
+const times = {
+  in_place: { first: [], replace: [] },
+  releases: { first: [], replace: [], rollback: [], switch: [] },
+};
 for (let run = 0; run < runs; run++) {
   for (const layout of ["in_place", "releases"]) {
     const dest = join(root, `dest-${layout}`);
@@ -63,8 +74,19 @@ for (let run = 0; run < runs; run++) {
     const configPath = config(sources.B, dest, layout);
     const previous = readlinkSync(join(dest, "current")).slice("releases/".length);
     for (const to of ["--previous", "--to"]) {
-      const args = ["rollback", "--config", configPath, "--pipeline", "site", "--destination", "www", "--format", "json"];
-      const back = to === "--previous" ? cli(...args, "--previous") : cli(...args, "--to", previous);
+      const args = [
+        "rollback",
+        "--config",
+        configPath,
+        "--pipeline",
+        "site",
+        "--destination",
+        "www",
+        "--format",
+        "json",
+      ];
+      const back =
+        to === "--previous" ? cli(...args, "--previous") : cli(...args, "--to", previous);
       times.releases.rollback.push(back.ms);
       times.releases.switch.push(JSON.parse(back.out).result.switch_ms);
     }
@@ -77,6 +99,10 @@ console.log(`${files} files of 1 KiB, local → local, fsync: false, medians of 
 console.log("| | in place | releases |");
 console.log("| --- | --- | --- |");
 console.log(`| first publication | ${s(times.in_place.first)} | ${s(times.releases.first)} |`);
-console.log(`| replacement, 1 % changed | ${s(times.in_place.replace)} | ${s(times.releases.replace)} |`);
+console.log(
+  `| replacement, 1 % changed | ${s(times.in_place.replace)} | ${s(times.releases.replace)} |`,
+);
 console.log(`| rollback (whole process) | — | ${s(times.releases.rollback)} |`);
-console.log(`| rollback (switch_ms: state and link under the lease) | — | ${median(times.releases.switch)} ms |`);
+console.log(
+  `| rollback (switch_ms: state and link under the lease) | — | ${median(times.releases.switch)} ms |`,
+);
