@@ -1,9 +1,9 @@
 import { spawn } from "node:child_process";
 import { readdir, readFile, readlink, stat, writeFile } from "node:fs/promises";
 import { join, relative } from "node:path";
-import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { resultOf, runCli, spawnCli, useTempDir, writeBundle } from "./helpers.js";
+import { filesBelow, READER, same, site } from "./release-helpers.js";
 
 // `layout: releases` through the real CLI on the local filesystem: readers of `current` see one
 // whole publication at every moment, unchanged files are hard links between releases, a run
@@ -11,21 +11,6 @@ import { resultOf, runCli, spawnCli, useTempDir, writeBundle } from "./helpers.j
 // finishes, and a rollback switches back writing nothing but the state and the link.
 
 const tmp = useTempDir();
-const READER = fileURLToPath(new URL("./fixtures/releases/reader.mjs", import.meta.url));
-
-/** `count` files whose text names `version`; every `changeEvery`-th one changes between A and B. */
-function site(version: string, count: number, changeEvery = 2): Record<string, string> {
-  const files: Record<string, string> = {};
-  for (let i = 0; i < count; i++) {
-    const changes = i % changeEvery === 0;
-    files[`pages/${String(i).padStart(5, "0")}.html`] =
-      `<p>${changes ? version : "same"} ${i}</p>\n`;
-  }
-  files["index.html"] = `<h1>${version}</h1>\n`;
-  if (version === "A") files["old.txt"] = "only in A\n";
-  else files["new.txt"] = `only in ${version}\n`;
-  return files;
-}
 
 async function configFor(source: string, dest: string, keep = 5): Promise<string> {
   const path = join(tmp(), "distributor.yml");
@@ -36,22 +21,21 @@ async function configFor(source: string, dest: string, keep = 5): Promise<string
   return path;
 }
 
-async function filesBelow(dir: string): Promise<Record<string, string>> {
-  const files: Record<string, string> = {};
-  for (const entry of await readdir(dir, { recursive: true, withFileTypes: true })) {
-    if (!entry.isFile()) continue;
-    const path = join(entry.parentPath, entry.name);
-    files[relative(dir, path)] = await readFile(path, "utf8");
-  }
-  return files;
-}
-
-const same = (left: Record<string, string>, right: Record<string, string>) =>
-  Object.keys(left).length === Object.keys(right).length &&
-  Object.entries(left).every(([path, text]) => right[path] === text);
-
 async function run(config: string, ...extra: string[]) {
   return runCli(["run", "--config", config, "--format", "json", ...extra]);
+}
+
+function rollBack(config: string, ...extra: string[]) {
+  return runCli([
+    "rollback",
+    "--config",
+    config,
+    "--pipeline",
+    "site",
+    "--destination",
+    "www",
+    ...extra,
+  ]);
 }
 
 describe("layout: releases on a local destination", () => {
@@ -152,19 +136,7 @@ describe("layout: releases on a local destination", () => {
     const second = await readlink(join(dest, "current"));
     const before = await statsBelow(join(dest, "releases"));
 
-    const dry = await runCli([
-      "rollback",
-      "--config",
-      config,
-      "--pipeline",
-      "site",
-      "--destination",
-      "www",
-      "--previous",
-      "--dry-run",
-      "--format",
-      "json",
-    ]);
+    const dry = await rollBack(config, "--previous", "--dry-run", "--format", "json");
     expect(dry.code, dry.stderr).toBe(0);
     expect(resultOf(dry)).toMatchObject({
       from: second.slice(9),
@@ -173,18 +145,7 @@ describe("layout: releases on a local destination", () => {
     });
     expect(await readlink(join(dest, "current"))).toBe(second);
 
-    const back = await runCli([
-      "rollback",
-      "--config",
-      config,
-      "--pipeline",
-      "site",
-      "--destination",
-      "www",
-      "--previous",
-      "--format",
-      "json",
-    ]);
+    const back = await rollBack(config, "--previous", "--format", "json");
     expect(back.code, back.stderr).toBe(0);
     const report = resultOf(back) as {
       from: string;
@@ -205,33 +166,13 @@ describe("layout: releases on a local destination", () => {
     await writeBundle(source, "site", "2026-06-01T00:00:00Z", site("A", 9_998, 10_000));
     const skipped = await run(config);
     expect((resultOf(skipped).actions as Array<{ action: string }>)[0]?.action).toBe("skip_same");
-    const forward = await runCli([
-      "rollback",
-      "--config",
-      config,
-      "--pipeline",
-      "site",
-      "--destination",
-      "www",
-      "--to",
-      second.slice(9),
-    ]);
+    const forward = await rollBack(config, "--to", second.slice(9));
     expect(forward.code, forward.stderr).toBe(0);
     expect(forward.stdout).toMatch(
       /^Rollback: pipeline=site destination=www bundle=\. from=\S+ to=\S+ status=switched /,
     );
     expect(await readlink(join(dest, "current"))).toBe(second);
-    const unknown = await runCli([
-      "rollback",
-      "--config",
-      config,
-      "--pipeline",
-      "site",
-      "--destination",
-      "www",
-      "--to",
-      "20990101T000000.000Z-abcd",
-    ]);
+    const unknown = await rollBack(config, "--to", "20990101T000000.000Z-abcd");
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toContain("has no committed release 20990101T000000.000Z-abcd");
   }, 180_000);

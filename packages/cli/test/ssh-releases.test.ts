@@ -1,10 +1,10 @@
 import { spawn } from "node:child_process";
-import { mkdtemp, readdir, readFile, readlink, stat, writeFile } from "node:fs/promises";
-import { join, relative } from "node:path";
-import { fileURLToPath } from "node:url";
+import { mkdtemp, readlink, stat, writeFile } from "node:fs/promises";
+import { join } from "node:path";
 import { startSshd, type TestSshd } from "@distributor/storage-ssh/testing";
 import { afterAll, describe, expect, it } from "vitest";
 import { resultOf, runCli, spawnCli, useTempDir, writeBundle } from "./helpers.js";
+import { filesBelow, READER, same, site } from "./release-helpers.js";
 
 // `layout: releases` on an SFTP destination (a real OpenSSH server on loopback, whose files this
 // test reads directly): the switch of `current` is a posix-rename@openssh.com of a new link, so
@@ -25,36 +25,11 @@ afterAll(async () => {
 });
 
 const tmp = useTempDir();
-const READER = fileURLToPath(new URL("./fixtures/releases/reader.mjs", import.meta.url));
 
 function server(): TestSshd {
   if (sshd === undefined) throw new Error("sshd is not running");
   return sshd;
 }
-
-function site(version: string, count: number): Record<string, string> {
-  const files: Record<string, string> = {};
-  for (let i = 0; i < count; i++) {
-    files[`pages/${String(i).padStart(4, "0")}.html`] =
-      `<p>${i % 2 === 0 ? version : "same"} ${i}</p>\n`;
-  }
-  files["index.html"] = `<h1>${version}</h1>\n`;
-  return files;
-}
-
-async function filesBelow(dir: string): Promise<Record<string, string>> {
-  const files: Record<string, string> = {};
-  for (const entry of await readdir(dir, { recursive: true, withFileTypes: true })) {
-    if (!entry.isFile()) continue;
-    const path = join(entry.parentPath, entry.name);
-    files[relative(dir, path)] = await readFile(path, "utf8");
-  }
-  return files;
-}
-
-const same = (left: Record<string, string>, right: Record<string, string>) =>
-  Object.keys(left).length === Object.keys(right).length &&
-  Object.entries(left).every(([path, text]) => right[path] === text);
 
 async function sshConfig(source: string, root: string): Promise<string> {
   const s = server();
@@ -99,15 +74,15 @@ describe.skipIf(sshd === undefined)("layout: releases on an SSH destination", ()
     expect(second.code, second.stderr).toBe(0);
     const [action] = resultOf(second).actions as Array<{ action: string; outputs: unknown[] }>;
     expect(action?.action).toBe("replace_older");
-    expect(action?.outputs).toHaveLength(151);
+    expect(action?.outputs).toHaveLength(152);
     const seen = JSON.parse(output) as { seen: string[]; violations: string[] };
     expect(seen.violations).toEqual([]);
     expect(seen.seen).toContain("B");
     const linkB = await readlink(join(root, "current"));
     expect(same(await filesBelow(join(root, linkB)), B)).toBe(true);
     const inode = async (link: string, path: string) => (await stat(join(root, link, path))).ino;
-    expect(await inode(linkB, "pages/0001.html")).toBe(await inode(linkA, "pages/0001.html"));
-    expect(await inode(linkB, "pages/0000.html")).not.toBe(await inode(linkA, "pages/0000.html"));
+    expect(await inode(linkB, "pages/00001.html")).toBe(await inode(linkA, "pages/00001.html"));
+    expect(await inode(linkB, "pages/00000.html")).not.toBe(await inode(linkA, "pages/00000.html"));
 
     // Killed part-way: current stays on a whole release, and the next run finishes.
     await writeBundle(source, "site", "2026-06-03T00:00:00Z", C);

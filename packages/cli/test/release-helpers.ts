@@ -1,0 +1,42 @@
+import { readdir, readFile } from "node:fs/promises";
+import { join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
+
+// What the release-layout suites (local and SSH) share: the sites they publish, and how they
+// read a release and compare it with one.
+
+/** The reader process that polls `current` (see the script's comment). */
+export const READER = fileURLToPath(new URL("./fixtures/releases/reader.mjs", import.meta.url));
+
+/**
+ * `count` pages whose text names `version` (every `changeEvery`-th one changes between versions),
+ * an index page, and a file only A has or one only the others have.
+ */
+export function site(version: string, count: number, changeEvery = 2): Record<string, string> {
+  const files: Record<string, string> = {};
+  for (let i = 0; i < count; i++) {
+    const changes = i % changeEvery === 0;
+    files[`pages/${String(i).padStart(5, "0")}.html`] =
+      `<p>${changes ? version : "same"} ${i}</p>\n`;
+  }
+  files["index.html"] = `<h1>${version}</h1>\n`;
+  if (version === "A") files["old.txt"] = "only in A\n";
+  else files["new.txt"] = `only in ${version}\n`;
+  return files;
+}
+
+/** Every file below `dir`, by path relative to it, with its text. */
+export async function filesBelow(dir: string): Promise<Record<string, string>> {
+  const files: Record<string, string> = {};
+  for (const entry of await readdir(dir, { recursive: true, withFileTypes: true })) {
+    if (!entry.isFile()) continue;
+    const path = join(entry.parentPath, entry.name);
+    files[relative(dir, path)] = await readFile(path, "utf8");
+  }
+  return files;
+}
+
+/** The same paths with the same texts. */
+export const same = (left: Record<string, string>, right: Record<string, string>) =>
+  Object.keys(left).length === Object.keys(right).length &&
+  Object.entries(left).every(([path, text]) => right[path] === text);
