@@ -1,4 +1,5 @@
-import { readdir, readFile } from "node:fs/promises";
+import { spawn } from "node:child_process";
+import { readdir, readFile, writeFile } from "node:fs/promises";
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -6,7 +7,7 @@ import { fileURLToPath } from "node:url";
 // read a release and compare it with one.
 
 /** The reader process that polls `current` (see the script's comment). */
-export const READER = fileURLToPath(new URL("./fixtures/releases/reader.mjs", import.meta.url));
+const READER = fileURLToPath(new URL("./fixtures/releases/reader.mjs", import.meta.url));
 
 /**
  * `count` pages whose text names `version` (every `changeEvery`-th one changes between versions),
@@ -40,3 +41,39 @@ export async function filesBelow(dir: string): Promise<Record<string, string>> {
 export const same = (left: Record<string, string>, right: Record<string, string>) =>
   Object.keys(left).length === Object.keys(right).length &&
   Object.entries(left).every(([path, text]) => right[path] === text);
+
+/** What the reader saw, once stopped. */
+export interface ReaderReport {
+  polls: number;
+  reads: number;
+  seen: string[];
+  violations: string[];
+}
+
+/**
+ * Starts the reader on `root`, checking against `publications` (name → files, written to
+ * `expectedFile`); `stop()` lets it poll a moment longer, stops it and resolves with its report.
+ */
+export async function startReader(
+  root: string,
+  expectedFile: string,
+  publications: Record<string, Record<string, string>>,
+): Promise<{ stop: () => Promise<ReaderReport> }> {
+  await writeFile(expectedFile, JSON.stringify(publications));
+  const reader = spawn(process.execPath, [READER, root, expectedFile], {
+    stdio: ["pipe", "pipe", "inherit"],
+  });
+  let output = "";
+  reader.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+    output += chunk;
+  });
+  const finished = new Promise((resolve) => reader.on("close", resolve));
+  return {
+    stop: async () => {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      reader.stdin.end("stop\n");
+      await finished;
+      return JSON.parse(output) as ReaderReport;
+    },
+  };
+}

@@ -1,9 +1,8 @@
-import { spawn } from "node:child_process";
 import { readdir, readFile, readlink, stat, writeFile } from "node:fs/promises";
 import { join, relative } from "node:path";
 import { describe, expect, it } from "vitest";
 import { resultOf, runCli, spawnCli, useTempDir, writeBundle } from "./helpers.js";
-import { filesBelow, READER, same, site } from "./release-helpers.js";
+import { filesBelow, same, site, startReader } from "./release-helpers.js";
 
 // `layout: releases` through the real CLI on the local filesystem: readers of `current` see one
 // whole publication at every moment, unchanged files are hard links between releases, a run
@@ -49,28 +48,15 @@ describe("layout: releases on a local destination", () => {
     expect((await run(config)).code).toBe(0);
     const first = await readlink(join(dest, "current"));
 
-    const expected = join(tmp(), "expected.json");
-    await writeFile(expected, JSON.stringify({ A, B }));
-    const reader = spawn(process.execPath, [READER, dest, expected], {
-      stdio: ["pipe", "pipe", "inherit"],
-    });
-    let output = "";
-    reader.stdout.setEncoding("utf8").on("data", (chunk: string) => {
-      output += chunk;
-    });
-    const finished = new Promise((resolve) => reader.on("close", resolve));
+    const reader = await startReader(dest, join(tmp(), "expected.json"), { A, B });
     await writeBundle(source, "site", "2026-06-02T00:00:00Z", B);
     const published = await run(config);
-    // Let the reader poll the new release too, then stop it.
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    reader.stdin.end("stop\n");
-    await finished;
+    const seen = await reader.stop();
     expect(published.code, published.stderr).toBe(0);
     const [action] = resultOf(published).actions as Array<{ action: string; outputs: unknown[] }>;
     expect(action?.action).toBe("replace_older");
     // Only what changed is written: half the pages, the index and the new file.
     expect(action?.outputs).toHaveLength(1_000 + 2);
-    const seen = JSON.parse(output) as { polls: number; seen: string[]; violations: string[] };
     expect(seen.violations).toEqual([]);
     expect(seen.seen).toContain("B");
     expect(seen.polls).toBeGreaterThan(2);

@@ -1,10 +1,9 @@
-import { spawn } from "node:child_process";
 import { mkdtemp, readlink, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { startSshd, type TestSshd } from "@distributor/storage-ssh/testing";
 import { afterAll, describe, expect, it } from "vitest";
 import { resultOf, runCli, spawnCli, useTempDir, writeBundle } from "./helpers.js";
-import { filesBelow, READER, same, site } from "./release-helpers.js";
+import { filesBelow, same, site, startReader } from "./release-helpers.js";
 
 // `layout: releases` on an SFTP destination (a real OpenSSH server on loopback, whose files this
 // test reads directly): the switch of `current` is a posix-rename@openssh.com of a new link, so
@@ -56,26 +55,14 @@ describe.skipIf(sshd === undefined)("layout: releases on an SSH destination", ()
     expect(first.code, first.stderr).toBe(0);
     const linkA = await readlink(join(root, "current"));
 
-    const expected = join(tmp(), "expected.json");
-    await writeFile(expected, JSON.stringify({ A, B }));
-    const reader = spawn(process.execPath, [READER, root, expected], {
-      stdio: ["pipe", "pipe", "inherit"],
-    });
-    let output = "";
-    reader.stdout.setEncoding("utf8").on("data", (chunk: string) => {
-      output += chunk;
-    });
-    const finished = new Promise((resolve) => reader.on("close", resolve));
+    const reader = await startReader(root, join(tmp(), "expected.json"), { A, B });
     await writeBundle(source, "site", "2026-06-02T00:00:00Z", B);
     const second = await runCli(["run", "--config", config, "--format", "json"]);
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    reader.stdin.end("stop\n");
-    await finished;
+    const seen = await reader.stop();
     expect(second.code, second.stderr).toBe(0);
     const [action] = resultOf(second).actions as Array<{ action: string; outputs: unknown[] }>;
     expect(action?.action).toBe("replace_older");
     expect(action?.outputs).toHaveLength(152);
-    const seen = JSON.parse(output) as { seen: string[]; violations: string[] };
     expect(seen.violations).toEqual([]);
     expect(seen.seen).toContain("B");
     const linkB = await readlink(join(root, "current"));
