@@ -61,7 +61,7 @@ export async function storedReleases(
 export interface PrepareOptions {
   lease: LeaseGuard;
   signal?: AbortSignal | undefined;
-  /** Files copied (hard-linked) at once. */
+  /** Files hard-linked at once. */
   concurrency?: number | undefined;
   /** Entries a release may hold (the destination listing limit). */
   walkLimit: number;
@@ -69,8 +69,8 @@ export interface PrepareOptions {
 
 /**
  * Under the lease, before the first write: the view's new release becomes a copy of the state's
- * release made of hard links (a file copy where the store cannot link), so that the plan — made
- * against the state's release — only writes what changed. First a release committed but not yet
+ * release made of hard links (which keep each file's version), so that the plan — made against
+ * the state's release — only writes what changed. First a release committed but not yet
  * switched to is finished (it is what the state describes), and directories of releases never
  * committed (a run died building them) are removed.
  */
@@ -129,8 +129,8 @@ async function copyRelease(view: ReleaseView, from: string, next: string, option
     throw error;
   }
   const concurrency = options.concurrency ?? inner.writeConcurrency ?? 8;
-  // A temp file a killed writer left in a release (never in a committed one, but by hand...) is
-  // not carried over.
+  // A temp file in the release (a commit never leaves one; something else may have) is not
+  // carried over into the next one.
   const carried = files.filter(
     (entry) =>
       entry.kind === "file" && !isTempFileName(entry.path.slice(entry.path.lastIndexOf("/") + 1)),
