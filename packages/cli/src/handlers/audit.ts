@@ -26,8 +26,11 @@ export const auditCommand: CommandHandler<AuditCommandOptions> = async (options,
   const text = formatAuditText(report);
   if (!report.drift && !report.failed) return { ok: true, result: report, text };
   const failed = report.destinations.filter((d) => d.error !== null);
+  const unswitched = report.destinations
+    .flatMap((d) => d.bundles)
+    .filter((b) => b.release !== null && b.release.recorded !== b.release.current).length;
   const message = report.drift
-    ? driftMessage(report)
+    ? driftMessage({ ...report, unswitched })
     : `${failed.length} destination(s) could not be audited`;
   return {
     ok: false,
@@ -76,18 +79,29 @@ function driftMessage(report: {
   incomplete_count: number;
   leases_without_state: number;
   reupload_needed: boolean;
+  /** Bundle paths under `layout: releases` whose `current` is not the release the state records. */
+  unswitched: number;
 }): string {
   const leases =
     report.leases_without_state === 0
       ? ""
       : `, ${report.leases_without_state} lease(s) where no state is (a first publication under way, or interrupted: the next run recovers it)`;
-  const found = `audit found ${report.missing_count} missing and ${report.changed_count} changed managed output(s), ${report.incomplete_count} output(s) where the records are not the publication of the recorded source, and ${report.invalid_states} invalid state file(s)${leases}`;
+  const unswitched =
+    report.unswitched === 0
+      ? ""
+      : `, ${report.unswitched} bundle path(s) whose current link is not the release their state records`;
+  const found = `audit found ${report.missing_count} missing and ${report.changed_count} changed managed output(s), ${report.incomplete_count} output(s) where the records are not the publication of the recorded source, and ${report.invalid_states} invalid state file(s)${leases}${unswitched}`;
   const fixes: string[] = [];
   if (report.incomplete_count > 0) {
     fixes.push("a plain `distributor run` of the same source completes the publication");
   }
   if (report.missing_count + report.changed_count > 0) {
     fixes.push("`distributor run --repair` restores outputs whose bytes drifted");
+  }
+  if (report.unswitched > 0) {
+    fixes.push(
+      "the next `distributor run` switches current to the recorded release (a run died between its commit and its switch)",
+    );
   }
   if (report.invalid_states > 0) {
     fixes.push("`distributor reconcile-state --rebuild` writes a new state from the source");

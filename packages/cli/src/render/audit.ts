@@ -36,7 +36,9 @@ export function formatAuditText(report: AuditReport): string[] {
             ? "drift"
             : bundle.incomplete_count > 0
               ? "incomplete"
-              : "ok";
+              : bundle.release !== null && bundle.release.recorded !== bundle.release.current
+                ? "not_current"
+                : "ok";
       lines.push(
         summaryLine("Audit", [
           ...where,
@@ -48,6 +50,13 @@ export function formatAuditText(report: AuditReport): string[] {
           ["changed", bundle.changed_count],
           ["unmanaged", bundle.unmanaged_entries.length],
           ["incomplete", bundle.incomplete_count],
+          // Only under layout: releases.
+          ...(bundle.release === null
+            ? []
+            : ([
+                ["release", bundle.release.recorded ?? "-"],
+                ["current", bundle.release.current ?? "-"],
+              ] as const)),
           // Only for a source whose signature its pipeline checked.
           ...(bundle.signer === null
             ? []
