@@ -166,7 +166,7 @@ export async function finishRelease(
   }
   // A snapshot once written is the release's committed state (a release is never changed):
   // only a run that died before writing it leaves it to write (rollbacks write none).
-  if (!(await exists(inner, snapshotPath(bundlePath, id), signal))) {
+  if ((await kindAt(inner, snapshotPath(bundlePath, id), signal)) === undefined) {
     lease.assertHeld();
     await inner.writeFile(snapshotPath(bundlePath, id), bytes, {
       overwrite: true,
@@ -177,7 +177,7 @@ export async function finishRelease(
   const links = linksOf(inner, bundlePath);
   // Never a link to nothing: a release whose directory went (removed by hand, or a late commit
   // of a run whose half-built release another run removed) is refused, naming the way out.
-  if (!(await isDirectory(inner, releaseDirectory(bundlePath, id), signal))) {
+  if ((await kindAt(inner, releaseDirectory(bundlePath, id), signal)) !== "directory") {
     throw new Error(
       `${statePath(bundlePath)} records release ${id}, but ${releaseDirectory(bundlePath, id)} is missing; current was left as it was — roll back to a committed release (distributor rollback --to), or move ${statePath(bundlePath)} away and publish again`,
     );
@@ -235,21 +235,12 @@ export async function retainReleases(
   return removed;
 }
 
-async function isDirectory(backend: StorageBackend, path: string, signal?: AbortSignal) {
+/** What kind of entry stands at `path`; undefined when nothing does. */
+async function kindAt(backend: StorageBackend, path: string, signal?: AbortSignal) {
   try {
-    return (await backend.stat(path, { signal })).kind === "directory";
+    return (await backend.stat(path, { signal })).kind;
   } catch (error) {
-    if (isStorageError(error, "not_found")) return false;
-    throw error;
-  }
-}
-
-async function exists(backend: StorageBackend, path: string, signal?: AbortSignal) {
-  try {
-    await backend.stat(path, { signal });
-    return true;
-  } catch (error) {
-    if (isStorageError(error, "not_found")) return false;
+    if (isStorageError(error, "not_found")) return undefined;
     throw error;
   }
 }
