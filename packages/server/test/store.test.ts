@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -29,49 +29,66 @@ describeUploadStoreContract("embedded", async (limits) => {
 describe("embedded upload store", () => {
   const limits = { queueSize: 4, retentionMs: 60_000, maxRuns: 10 };
 
-  it("keeps one private file per run and per key, and removes interrupted writes", async () => {
+  it("keeps its records in one private log, taking in a store of the earlier layout", async () => {
     const root = await mkdtemp(join(tmpdir(), "distributor-store-"));
     try {
       const path = join(root, "store");
-      const store = await openEmbeddedUploadStore({ ...limits, path });
+      // The earlier layout: one file per run and per key, a temporary file of a write
+      // interrupted by kill -9, and a key whose run was never written.
       const sample = sampleRun();
-      await store.reserveQueueSlot();
       const scope = { tokenId: "reporter", pipelineId: "reports", key: "k" };
-      await store.claimKey(scope);
-      await store.enqueue(sample.run, sample.job, sample.accepted, scope);
-      expect(await readdir(join(path, "runs"))).toEqual([`${sample.runId}.json`]);
-      expect(await readdir(join(path, "keys"))).toHaveLength(1);
-      // What a write interrupted by kill -9 leaves: a temporary file, and a key without its run.
-      await writeFile(join(path, "runs", `.x.json.abc.tmp`), '{"trunc');
+      await mkdir(join(path, "runs"), { recursive: true, mode: 0o700 });
+      await mkdir(join(path, "keys"), { mode: 0o700 });
       await writeFile(
-        join(path, "keys", "dangling.json"),
+        join(path, "runs", `${sample.runId}.json`),
+        JSON.stringify({
+          format: "distributor-upload-run/1",
+          seq: 1,
+          token_id: "reporter",
+          record: sample.run.record,
+          job: sample.job,
+        }),
+      );
+      const key = (name: string, runId: string) =>
         JSON.stringify({
           format: "distributor-upload-key/1",
           token_id: "reporter",
           pipeline_id: "reports",
-          key: "lost",
-          run_id: "never-written",
-          accepted: {},
-        }),
-      );
+          key: name,
+          run_id: runId,
+          accepted: sample.accepted,
+        });
+      await writeFile(join(path, "keys", "a.json"), key("k", sample.runId));
+      await writeFile(join(path, "keys", "b.json"), key("lost", "never-written"));
+      await writeFile(join(path, "runs", `.x.json.abc.tmp`), '{"trunc');
+
+      const store = await openEmbeddedUploadStore({ ...limits, path });
+      expect((await readdir(path)).sort()).toEqual(["lock", "records.log"]);
+      expect((await stat(join(path, "records.log"))).mode & 0o777).toBe(0o600);
+      expect((await store.recover()).map((job) => job.runId)).toEqual([sample.runId]);
+      expect(await store.claimKey(scope)).toEqual({ kind: "accepted", accepted: sample.accepted });
+      expect(await store.claimKey({ ...scope, key: "lost" })).toEqual({ kind: "claimed" });
+      const next = sampleRun();
+      await store.reserveQueueSlot();
+      await store.enqueue(next.run, next.job, next.accepted, undefined);
       await store.close();
+
       const again = await openEmbeddedUploadStore({ ...limits, path });
-      expect(await readdir(join(path, "runs"))).toEqual([`${sample.runId}.json`]);
-      expect((await again.recover()).map((job) => job.runId)).toEqual([sample.runId]);
-      expect(await again.claimKey({ ...scope, key: "lost" })).toEqual({ kind: "claimed" });
+      expect((await again.recover()).map((job) => job.runId)).toEqual([sample.runId, next.runId]);
+      await again.close();
     } finally {
       await rm(root, { recursive: true, force: true });
     }
   });
 
-  it("keeps every record of many concurrent writes sharing directory flushes", async () => {
+  it("keeps every record of many concurrent writes sharing flushes", async () => {
     const root = await mkdtemp(join(tmpdir(), "distributor-store-"));
     try {
       const path = join(root, "store");
       const wide = { queueSize: 40, retentionMs: 60_000, maxRuns: 100 };
       const store = await openEmbeddedUploadStore({ ...wide, path });
       const samples = Array.from({ length: 40 }, () => sampleRun());
-      // Every write starts before any resolves: most wait for a directory flush another began.
+      // Every write starts before any resolves: they share flushes of the log.
       await Promise.all(
         samples.map(async (sample, index) => {
           await store.reserveQueueSlot();
@@ -83,16 +100,150 @@ describe("embedded upload store", () => {
       await Promise.all(
         samples.map((sample) => store.updateRun(sample.runId, { status: "running" })),
       );
+      const lines = (await readFile(join(path, "records.log"), "utf8")).trimEnd().split("\n");
+      // The format line, then per run: its record, its key, its running record.
+      expect(lines).toHaveLength(1 + 3 * samples.length);
+      // A key's line follows its run's.
+      for (const [index, sample] of samples.entries()) {
+        const runAt = lines.findIndex((line) => line.includes(`"run_id":"${sample.runId}"`));
+        const keyAt = lines.findIndex((line) => line.includes(`"key":"k${index}"`));
+        expect(runAt).toBeGreaterThan(0);
+        expect(keyAt).toBeGreaterThan(runAt);
+      }
       await store.close();
       const again = await openEmbeddedUploadStore({ ...wide, path });
-      expect((await readdir(join(path, "runs"))).sort()).toEqual(
-        samples.map((sample) => `${sample.runId}.json`).sort(),
-      );
-      expect(await readdir(join(path, "keys"))).toHaveLength(samples.length);
-      for (const sample of samples) {
+      for (const [index, sample] of samples.entries()) {
         expect((await again.getRun(sample.runId))?.record.status).toBe("running");
+        expect(
+          await again.claimKey({ tokenId: "reporter", pipelineId: "reports", key: `k${index}` }),
+        ).toMatchObject({ kind: "accepted" });
       }
+      // Opening wrote the log afresh: one line per run and per key.
+      const fresh = (await readFile(join(path, "records.log"), "utf8")).trimEnd().split("\n");
+      expect(fresh).toHaveLength(1 + 2 * samples.length);
       await again.close();
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+
+  it("rewrites its log once it has grown, keeping every record", async () => {
+    const root = await mkdtemp(join(tmpdir(), "distributor-store-"));
+    try {
+      const path = join(root, "store");
+      const store = await openEmbeddedUploadStore({ ...limits, path });
+      const sample = sampleRun();
+      await store.reserveQueueSlot();
+      await store.enqueue(sample.run, sample.job, sample.accepted, undefined);
+      // About 1 KiB per change: well past the 4 MiB at which the log is written afresh.
+      const note = "x".repeat(1000);
+      for (let index = 0; index < 6000; index++) {
+        await store.updateRun(sample.runId, {
+          status: "running",
+          started_at: `${index}`,
+          error: null,
+        });
+        if (index === 5999)
+          await store.updateRun(sample.runId, { status: "running", started_at: note });
+      }
+      const size = (await stat(join(path, "records.log"))).size;
+      expect(size).toBeLessThan(4 * 1024 * 1024);
+      await store.close();
+      const again = await openEmbeddedUploadStore({ ...limits, path });
+      expect((await again.getRun(sample.runId))?.record.started_at).toBe(note);
+      await again.close();
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+
+  it("keeps every acknowledged change of a writer killed with SIGKILL at random moments", async () => {
+    const root = await mkdtemp(join(tmpdir(), "distributor-store-"));
+    try {
+      const path = join(root, "store");
+      const acknowledged = new Map<string, string>();
+      for (let round = 0; round < 6; round++) {
+        const child = spawn(
+          process.execPath,
+          [join(import.meta.dirname, "fixtures", "store-writer.mjs"), path, `r${round}`],
+          { stdio: ["ignore", "pipe", "pipe"] },
+        );
+        let stderr = "";
+        child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
+          stderr += chunk;
+        });
+        let pending = "";
+        let opened = false;
+        child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+          pending += chunk;
+          const lines = pending.split("\n");
+          pending = lines.pop() ?? "";
+          for (const line of lines) {
+            if (line === "open") opened = true;
+            const [change, runId] = line.split(" ");
+            if (runId !== undefined && change !== undefined) acknowledged.set(runId, change);
+          }
+        });
+        const exited = once(child, "exit");
+        await waitFor(async () => opened || child.exitCode !== null, 20_000);
+        expect(stderr).toBe("");
+        await new Promise((resolve) => setTimeout(resolve, 20 + Math.floor(Math.random() * 300)));
+        child.kill("SIGKILL");
+        await exited;
+      }
+      expect(acknowledged.size).toBeGreaterThan(0);
+      const store = await openEmbeddedUploadStore({
+        path,
+        queueSize: 1_000_000,
+        retentionMs: 3_600_000,
+        maxRuns: 1_000_000,
+      });
+      try {
+        const order = ["queued", "running", "succeeded"];
+        for (const [runId, change] of acknowledged) {
+          const stored = await store.getRun(runId);
+          expect(stored, runId).toBeDefined();
+          // At least as far as acknowledged: a later change may have landed unanswered.
+          expect(order.indexOf(stored?.record.status ?? ""), runId).toBeGreaterThanOrEqual(
+            order.indexOf(change),
+          );
+          expect(
+            await store.claimKey({ tokenId: "reporter", pipelineId: "reports", key: runId }),
+          ).toMatchObject({ kind: "accepted", accepted: { run_id: runId } });
+        }
+      } finally {
+        await store.close();
+      }
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  }, 120_000);
+
+  it("drops a torn last line, and refuses a damaged line with whole lines after it, naming it", async () => {
+    const root = await mkdtemp(join(tmpdir(), "distributor-store-"));
+    try {
+      const path = join(root, "store");
+      const store = await openEmbeddedUploadStore({ ...limits, path });
+      const [first, second] = [sampleRun(), sampleRun()];
+      for (const sample of [first, second]) {
+        await store.reserveQueueSlot();
+        await store.enqueue(sample.run, sample.job, sample.accepted, undefined);
+      }
+      await store.close();
+      const file = join(path, "records.log");
+      const whole = await readFile(file, "utf8");
+      // What a power loss can leave: a line cut short, then zeroed blocks.
+      await writeFile(file, `${whole}{"run":{"seq":3,"tok\u0000\u0000`);
+      const again = await openEmbeddedUploadStore({ ...limits, path });
+      expect((await again.recover()).map((job) => job.runId)).toEqual([first.runId, second.runId]);
+      await again.close();
+      expect(await readFile(file, "utf8")).toBe(whole);
+
+      const [header, one, two] = whole.trimEnd().split("\n");
+      await writeFile(file, `${header}\n${one?.slice(0, 20)}\n${two}\n`);
+      await expect(openEmbeddedUploadStore({ ...limits, path })).rejects.toThrow(
+        `upload store log ${file} line 2 is not JSON`,
+      );
     } finally {
       await rm(root, { recursive: true, force: true });
     }
@@ -164,11 +315,11 @@ describe("embedded upload store", () => {
     }
   });
 
-  it("refuses to start on a record it cannot read, naming the file", async () => {
+  it("refuses to start on a record of the earlier layout it cannot read, naming the file", async () => {
     const root = await mkdtemp(join(tmpdir(), "distributor-store-"));
     try {
       const path = join(root, "store");
-      await (await openEmbeddedUploadStore({ ...limits, path })).close();
+      await mkdir(join(path, "runs"), { recursive: true, mode: 0o700 });
       await writeFile(join(path, "runs", "broken.json"), "not json");
       await expect(openEmbeddedUploadStore({ ...limits, path })).rejects.toThrow(
         /upload store record .*broken\.json is not JSON/,
@@ -187,12 +338,13 @@ describe("embedded upload store", () => {
       await store.reserveQueueSlot();
       await store.enqueue(sample.run, sample.job, sample.accepted, undefined);
       await store.close();
-      const file = join(path, "runs", `${sample.runId}.json`);
-      const body = JSON.parse(await readFile(file, "utf8"));
-      body.record.manifest.digest = 7;
-      await writeFile(file, JSON.stringify(body));
+      const file = join(path, "records.log");
+      const [header, line] = (await readFile(file, "utf8")).trimEnd().split("\n");
+      const body = JSON.parse(line ?? "");
+      body.run.record.manifest.digest = 7;
+      await writeFile(file, `${header}\n${JSON.stringify(body)}\n`);
       await expect(openEmbeddedUploadStore({ ...limits, path })).rejects.toThrow(
-        `${sample.runId}.json is an incomplete distributor-upload-run/1 record: record: manifest.digest must be a string, got 7`,
+        `upload store record ${file} entry 1 is not a whole change: run: record: manifest.digest must be a string, got 7`,
       );
     } finally {
       await rm(root, { recursive: true, force: true });

@@ -1,10 +1,11 @@
-import { createHash, randomBytes } from "node:crypto";
-import { lstat, mkdir, open, readdir, readFile, rename, unlink } from "node:fs/promises";
+import { randomBytes } from "node:crypto";
+import { lstat, mkdir, open, readdir, readFile, rename, rm, unlink } from "node:fs/promises";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { defaultProcessAlive } from "@distributor/engine";
 import { AcceptedBodySchema, parseWire, RunRecordSchema } from "@distributor/upload-client/wire";
 import { UploadStoreError } from "./errors.js";
+import { openRecordLog, readRecordLog, syncDirectory } from "./record-log.js";
 import type { UploadStore } from "./store.js";
 import {
   createUploadStoreCore,
@@ -26,66 +27,164 @@ export interface EmbeddedUploadStoreOptions extends StoreLimits {
 
 const RUN_FORMAT = "distributor-upload-run/1";
 const KEY_FORMAT = "distributor-upload-key/1";
+const LOG_FORMAT = "distributor-upload-log/1";
+const LOG_FILE = "records.log";
 const TEMP_SUFFIX = ".tmp";
 
 /**
- * The embedded durable store (docs/integrations/http-upload.md, durability): one JSON file per run record and per
- * idempotency record below `path`, each written to a temporary file, fsynced, renamed into place,
- * and the directory fsynced, so a record is either wholly there or not, and once a write resolved
- * it survives `kill -9` and a power loss. Everything is also held in memory; the files are read
- * once, at open. See docs/decisions.md for why not SQLite or PGlite.
+ * The embedded durable store (docs/design/upload-service.md, the embedded store): every change of
+ * a run record or an idempotency record is one line appended to `records.log`, and the changes of
+ * one moment share one flush (group commit), so a change is either wholly there or not, and once
+ * its write resolved it survives `kill -9` and a power loss. Everything is also held in memory; the
+ * log is read once, at open, and written afresh then and whenever it has grown to several times
+ * what it holds. A store of the earlier layout (one file per record below `runs/` and `keys/`) is
+ * taken into the log at open. See docs/decisions.md for why not SQLite or PGlite.
  */
 export async function openEmbeddedUploadStore(
   options: EmbeddedUploadStoreOptions,
 ): Promise<UploadStore> {
-  const runsDirectory = join(options.path, "runs");
-  const keysDirectory = join(options.path, "keys");
   await preparePrivateDirectory(options.path);
   const releaseLock = await lockStore(options.path);
   try {
     if (options.service !== undefined) await claimService(options.path, options.service);
+    return await openLoggedStore(options, releaseLock);
   } catch (error) {
     await releaseLock();
     throw error;
   }
-  await mkdir(runsDirectory, { recursive: true, mode: 0o700 });
-  await mkdir(keysDirectory, { recursive: true, mode: 0o700 });
-  const runs = await readRecords(runsDirectory, RUN_FORMAT, parseRun);
-  const keys = await readRecords(keysDirectory, KEY_FORMAT, parseKey);
-  const known = new Set(runs.map((run) => run.record.run_id));
-  const syncRuns = directorySyncer(runsDirectory);
-  const syncKeys = directorySyncer(keysDirectory);
-  // A key whose run is gone was being written when the process died, or was left by an expiry
-  // the process did not finish: no 202 ever named it.
-  for (const key of keys) {
-    if (!known.has(key.run_id)) {
-      await removeFile(keysDirectory, keyFileName(key), syncKeys);
+}
+
+async function openLoggedStore(
+  options: EmbeddedUploadStoreOptions,
+  releaseLock: () => Promise<void>,
+): Promise<UploadStore> {
+  const file = join(options.path, LOG_FILE);
+  const runs = new Map<string, PersistedRun>();
+  const keys = new Map<string, PersistedKey>();
+  const earlier = await readEarlierLayout(options.path);
+  for (const run of earlier.runs) runs.set(run.record.run_id, run);
+  for (const key of earlier.keys) keys.set(keyId(key), key);
+  // The log is newer than any file of the earlier layout: those are only left when a start that
+  // took them into the log died before it removed them.
+  for (const [index, entry] of (await readRecordLog(file, LOG_FORMAT)).entries()) {
+    const problem = replay(entry, runs, keys);
+    if (problem !== undefined) {
+      throw corrupt(`${file} entry ${index + 1}`, `is not a whole change: ${problem}`);
+    }
+  }
+  for (const [id, key] of keys) {
+    // A key whose run is gone was bound while the run's write failed, or outlived an expiry.
+    if (!runs.has(key.run_id)) {
+      keys.delete(id);
       continue;
     }
     // A replay answers with this body as it is: it must be the wire record.
     const accepted = parseWire(AcceptedBodySchema, key.accepted);
     if (!accepted.ok) {
-      throw corrupt(
-        join(keysDirectory, keyFileName(key)),
-        `is an incomplete ${KEY_FORMAT} record: accepted: ${accepted.problem}`,
-      );
+      throw corrupt(`${file} key ${JSON.stringify(key.key)}`, `accepted: ${accepted.problem}`);
     }
     key.accepted = accepted.value;
   }
+  const log = await openRecordLog({
+    file,
+    format: LOG_FORMAT,
+    *snapshot() {
+      for (const run of [...runs.values()].sort((a, b) => a.seq - b.seq)) yield { run };
+      for (const key of keys.values()) yield { key };
+    },
+  });
+  await earlier.remove();
 
   const persistence: StorePersistence = {
     durable: true,
-    writeRun: (run) =>
-      writeRecord(runsDirectory, `${run.record.run_id}.json`, RUN_FORMAT, run, syncRuns),
-    removeRun: (runId) => removeFile(runsDirectory, `${runId}.json`, syncRuns),
-    writeKey: (key) => writeRecord(keysDirectory, keyFileName(key), KEY_FORMAT, key, syncKeys),
-    removeKey: (key) => removeFile(keysDirectory, keyFileName(key), syncKeys),
-    close: releaseLock,
+    ordered: true,
+    writeRun: (run) => log.append({ run }, () => runs.set(run.record.run_id, run)),
+    removeRun: (runId) => log.append({ remove_run: runId }, () => runs.delete(runId)),
+    writeKey: (key) => log.append({ key }, () => keys.set(keyId(key), key)),
+    removeKey: (key) => {
+      const id = keyId(key);
+      return log.append({ remove_key: JSON.parse(id) }, () => keys.delete(id));
+    },
+    close: async () => {
+      await log.close();
+      await releaseLock();
+    },
   };
   return createUploadStoreCore(options, persistence, {
-    runs,
-    keys: keys.filter((key) => known.has(key.run_id)),
+    runs: [...runs.values()],
+    keys: [...keys.values()],
   });
+}
+
+/** Applies one log entry; a string names what is wrong with it. */
+function replay(
+  entry: Record<string, unknown>,
+  runs: Map<string, PersistedRun>,
+  keys: Map<string, PersistedKey>,
+): string | undefined {
+  if ("run" in entry) {
+    const run = parseRun(objectOf(entry.run));
+    if (typeof run === "string") return `run: ${run}`;
+    runs.set(run.record.run_id, run);
+    return undefined;
+  }
+  if ("key" in entry) {
+    const key = parseKey(objectOf(entry.key));
+    if (typeof key === "string") return `key: ${key}`;
+    keys.set(keyId(key), key);
+    return undefined;
+  }
+  if ("remove_run" in entry) {
+    if (typeof entry.remove_run !== "string") return "remove_run must be a string";
+    runs.delete(entry.remove_run);
+    return undefined;
+  }
+  if ("remove_key" in entry) {
+    const scope = entry.remove_key;
+    if (
+      !Array.isArray(scope) ||
+      scope.length !== 3 ||
+      scope.some((part) => typeof part !== "string")
+    ) {
+      return "remove_key must be [token_id, pipeline_id, key]";
+    }
+    keys.delete(JSON.stringify(scope));
+    return undefined;
+  }
+  return "it names no run, key, remove_run or remove_key";
+}
+
+const objectOf = (value: unknown): Record<string, unknown> =>
+  typeof value === "object" && value !== null ? (value as Record<string, unknown>) : {};
+
+/** An idempotency record's identity: its scope. */
+const keyId = (key: Pick<PersistedKey, "token_id" | "pipeline_id" | "key">): string =>
+  JSON.stringify([key.token_id, key.pipeline_id, key.key]);
+
+/**
+ * The records of a store written before the log (one file per record below `runs/` and
+ * `keys/`), and how to remove them once the log holds them.
+ */
+async function readEarlierLayout(path: string): Promise<{
+  runs: PersistedRun[];
+  keys: PersistedKey[];
+  remove: () => Promise<void>;
+}> {
+  const runsDirectory = join(path, "runs");
+  const keysDirectory = join(path, "keys");
+  const runs = await readRecords(runsDirectory, RUN_FORMAT, parseRun);
+  const keys = await readRecords(keysDirectory, KEY_FORMAT, parseKey);
+  const present = runs !== undefined || keys !== undefined;
+  return {
+    runs: runs ?? [],
+    keys: keys ?? [],
+    async remove() {
+      if (!present) return;
+      await rm(runsDirectory, { recursive: true, force: true });
+      await rm(keysDirectory, { recursive: true, force: true });
+      await syncDirectory(path);
+    },
+  };
 }
 
 /**
@@ -179,94 +278,24 @@ async function claimService(directory: string, service: string): Promise<void> {
   }
 }
 
-/** Key files are named by a digest of their scope: keys may hold any visible ASCII. */
-function keyFileName(key: Pick<PersistedKey, "token_id" | "pipeline_id" | "key">): string {
-  const scope = JSON.stringify([key.token_id, key.pipeline_id, key.key]);
-  return `${createHash("sha256").update(scope).digest("hex")}.json`;
-}
-
-async function writeRecord(
-  directory: string,
-  name: string,
-  format: string,
-  record: object,
-  syncDirectory: () => Promise<void>,
-): Promise<void> {
-  const temp = join(directory, `.${name}.${randomBytes(6).toString("hex")}${TEMP_SUFFIX}`);
-  const handle = await open(temp, "wx", 0o600);
-  try {
-    await handle.writeFile(`${JSON.stringify({ format, ...record })}\n`);
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-  await rename(temp, join(directory, name));
-  await syncDirectory();
-}
-
-async function removeFile(
-  directory: string,
-  name: string,
-  syncDirectory: () => Promise<void>,
-): Promise<void> {
-  try {
-    await unlink(join(directory, name));
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return;
-    throw error;
-  }
-  await syncDirectory();
-}
-
 /**
- * Flushes of one directory shared by concurrent writers (group commit): a caller's rename or
- * unlink is done before it asks, so a flush that starts after the ask covers it. While a flush
- * runs, every new ask waits for the one next flush, which starts when the running one ends; so
- * n concurrent record writes cost about two directory flushes, not n.
+ * Every record file of `directory` (undefined when there is no such directory); temporary files
+ * of interrupted writes are skipped.
  */
-function directorySyncer(directory: string): () => Promise<void> {
-  let running: Promise<void> | undefined;
-  let next: Promise<void> | undefined;
-  const start = (): Promise<void> => {
-    const flush = syncDirectory(directory).finally(() => {
-      if (running === flush) running = undefined;
-    });
-    running = flush;
-    return flush;
-  };
-  return () => {
-    if (running === undefined) return start();
-    next ??= running
-      .catch(() => undefined)
-      .then(() => {
-        next = undefined;
-        return start();
-      });
-    return next;
-  };
-}
-
-async function syncDirectory(directory: string): Promise<void> {
-  const handle = await open(directory, "r");
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
-}
-
-/** Every record file of `directory`; temporary files of interrupted writes are removed. */
 async function readRecords<T>(
   directory: string,
   format: string,
   parse: (value: Record<string, unknown>) => T | string,
-): Promise<T[]> {
+): Promise<T[] | undefined> {
+  let names: string[];
+  try {
+    names = (await readdir(directory)).sort();
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw error;
+  }
   const records: T[] = [];
-  for (const name of (await readdir(directory)).sort()) {
-    if (name.endsWith(TEMP_SUFFIX)) {
-      await unlink(join(directory, name)).catch(() => undefined);
-      continue;
-    }
+  for (const name of names) {
     if (!name.endsWith(".json")) continue;
     const file = join(directory, name);
     let value: unknown;

@@ -43,6 +43,11 @@ export interface PersistedKey {
  */
 export interface StorePersistence {
   readonly durable: boolean;
+  /**
+   * True when a change is never durable without every change asked for before it (an
+   * append-only log): then dependent changes are asked for together and share a flush.
+   */
+  readonly ordered?: boolean;
   writeRun(run: PersistedRun): Promise<void>;
   removeRun(runId: string): Promise<void>;
   writeKey(key: PersistedKey): Promise<void>;
@@ -104,8 +109,10 @@ export function createUploadStoreCore(
   }
 
   function serial<T>(runId: string, change: () => Promise<T>): Promise<T> {
-    const previous: Promise<unknown> = writes.get(runId) ?? Promise.resolve();
-    const next = previous.then(change, change);
+    const previous = writes.get(runId);
+    // Started at once when nothing of this run is being written: an ordered store then has the
+    // change before anything the caller asks for next.
+    const next = previous === undefined ? (async () => change())() : previous.then(change, change);
     writes.set(runId, next);
     void next
       .finally(() => {
@@ -206,7 +213,8 @@ export function createUploadStoreCore(
         job,
       };
       // The run first: a key is never bound to a run that a restart would not find.
-      await serial(runId, () => persistence.writeRun(run));
+      const runWritten = serial(runId, () => persistence.writeRun(run));
+      if (scope === undefined || persistence.ordered !== true) await runWritten;
       if (scope !== undefined) {
         const persisted: PersistedKey = {
           token_id: scope.tokenId,
@@ -216,7 +224,8 @@ export function createUploadStoreCore(
           accepted,
         };
         try {
-          await persistence.writeKey(persisted);
+          // In an ordered store the key's line follows the run's, and both share one flush.
+          await Promise.all([runWritten, persistence.writeKey(persisted)]);
         } catch (error) {
           await persistence.removeRun(runId).catch(() => undefined);
           throw error;
