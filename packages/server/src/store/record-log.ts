@@ -33,6 +33,8 @@ export interface RecordLogOptions {
   snapshot: () => Iterable<object>;
   /** Rewrite once the log holds more than this many bytes and twice its last snapshot. */
   compactAfterBytes?: number;
+  /** Opens the log for appending; tests wrap the handle to inject write and flush failures. */
+  openForAppend?: (file: string) => Promise<FileHandle>;
 }
 
 /** Below this size a log is never rewritten: a small log replays in a moment. */
@@ -234,7 +236,7 @@ async function rewrite(options: RecordLogOptions): Promise<FileHandle> {
     await unlink(temp).catch(() => undefined);
     throw storeWriteError(options.file, error);
   }
-  return open(options.file, "a", 0o600);
+  return options.openForAppend?.(options.file) ?? open(options.file, "a", 0o600);
 }
 
 export async function syncDirectory(directory: string): Promise<void> {
