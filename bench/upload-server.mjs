@@ -3,7 +3,7 @@
 //
 //   pnpm build && node bench/upload-server.mjs [--small 400] [--clients 8] [--big-clients 4]
 //     [--big-size 268435456] [--only small,big] [--server-node-options="--cpu-prof --cpu-prof-dir=DIR"]
-//     [--store embedded|postgres]
+//     [--store embedded|postgres] [--strace]
 //
 // `--store postgres` starts a throwaway PostgreSQL (`@distributor/store-postgres/testing`, needs
 // initdb/pg_ctl) and runs every workload on two `serve` instances sharing it and one staging
@@ -34,7 +34,7 @@
 //          wait for its run to succeed (polling), then the server is stopped and its peak RSS read.
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -58,6 +58,7 @@ const { values } = parseArgs({
     only: { type: "string", default: "small,big" },
     "server-node-options": { type: "string", default: "" },
     store: { type: "string", default: "embedded" },
+    strace: { type: "boolean", default: false },
   },
 });
 const smallCount = Number(values.small);
@@ -67,6 +68,7 @@ const bigSize = Number(values["big-size"]);
 const only = new Set(values.only.split(","));
 const serverNodeOptions = values["server-node-options"].split(/\s+/).filter(Boolean);
 const storeBackend = values.store;
+const traced = values.strace;
 if (!["embedded", "postgres"].includes(storeBackend)) {
   throw new Error("--store must be embedded or postgres");
 }
@@ -126,19 +128,24 @@ function configText(work, pipelines, { queueSize, maxUpload, maxTotal }) {
 async function startServer(work, config, env = {}) {
   const configPath = join(work, "distributor.yml");
   await writeFile(configPath, config);
-  const child = spawn(
+  const command = [
     process.execPath,
-    [
-      ...serverNodeOptions,
-      "--import",
-      peakRss,
-      bin,
-      "serve",
-      "--config",
-      configPath,
-      "--listen",
-      "127.0.0.1:0",
-    ],
+    ...serverNodeOptions,
+    "--import",
+    peakRss,
+    bin,
+    "serve",
+    "--config",
+    configPath,
+    "--listen",
+    "127.0.0.1:0",
+  ];
+  // `--strace`: the server runs under `strace -f -c`, counting its flushes of every thread.
+  const straceOut = join(work, `strace-${straceCount++}.txt`);
+  const traceArgs = ["-f", "-c", "-e", "trace=fsync,fdatasync,sync_file_range", "-o", straceOut];
+  const child = spawn(
+    traced ? "strace" : command[0],
+    traced ? [...traceArgs, ...command] : command.slice(1),
     {
       cwd: work,
       env: { ...process.env, ...env, [TOKEN_ENV]: TOKEN },
@@ -148,6 +155,7 @@ async function startServer(work, config, env = {}) {
   const events = [];
   const runWaiters = new Map();
   let peak;
+  let cpuMs;
   let pending = "";
   let raw = "";
   const exited = once(child, "exit").then(([code, signal]) => ({ code, signal }));
@@ -160,6 +168,11 @@ async function startServer(work, config, env = {}) {
         const rss = /^peak_rss_bytes=(\d+)$/.exec(line);
         if (rss) {
           peak = Number(rss[1]);
+          continue;
+        }
+        const cpu = /^cpu_ms=(\d+)$/.exec(line);
+        if (cpu) {
+          cpuMs = Number(cpu[1]);
           continue;
         }
         let event;
@@ -188,16 +201,42 @@ async function startServer(work, config, env = {}) {
       if (found) return Promise.resolve(found);
       return new Promise((resolve) => runWaiters.set(runId, resolve));
     },
+    /** The server's CPU time (ms) and, with `--strace`, its flushes; set once it stopped. */
+    usage: { cpuMs: undefined, flushes: undefined },
     async stop() {
-      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+      if (child.exitCode === null && child.signalCode === null) {
+        // Under strace the server is strace's child: it gets the SIGTERM, strace writes its count.
+        if (traced) await signalTraced(child.pid, "SIGTERM");
+        else child.kill("SIGTERM");
+      }
       const { code, signal } = await exited;
       if (code !== 0) throw new Error(`serve exited ${code ?? signal} after SIGTERM:\n${raw}`);
+      this.usage.cpuMs = cpuMs;
+      if (traced) this.usage.flushes = await countFlushes(straceOut);
       return peak;
     },
     kill() {
       if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
     },
   };
+}
+
+let straceCount = 0;
+
+/** Sends `signal` to the children of the strace process `pid` (the traced server). */
+async function signalTraced(pid, signal) {
+  const children = await readFile(`/proc/${pid}/task/${pid}/children`, "utf8").catch(() => "");
+  for (const child of children.split(/\s+/).filter(Boolean)) process.kill(Number(child), signal);
+}
+
+/** The fsync-family calls of a `strace -c` summary. */
+async function countFlushes(file) {
+  let total = 0;
+  for (const line of (await readFile(file, "utf8")).split("\n")) {
+    const match = /^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(fsync|fdatasync|sync_file_range)$/.exec(line);
+    if (match) total += Number(match[1]);
+  }
+  return total;
 }
 
 /**
@@ -316,6 +355,7 @@ async function smallWorkload(base) {
     const samples = [];
     const errors = [];
     const wallStart = performance.now();
+    const clientCpuStart = process.cpuUsage();
     let lastAccepted = wallStart;
     await Promise.all(
       perClient.map(async (dirs, c) => {
@@ -339,6 +379,7 @@ async function smallWorkload(base) {
       }),
     );
     const wall = (lastAccepted - wallStart) / 1000;
+    const clientCpu = process.cpuUsage(clientCpuStart);
     let timer;
     const finishes = await Promise.race([
       Promise.all(samples.map((sample) => runEvent(sample.runId))),
@@ -392,6 +433,17 @@ async function smallWorkload(base) {
     console.log(
       `  runs succeeded: ${check.succeeded}/${smallCount}; actions ${JSON.stringify(check.actions)}; server peak RSS ${mib(peak ?? 0)}`,
     );
+    const serverCpu = servers.reduce((sum, instance) => sum + (instance.usage.cpuMs ?? 0), 0);
+    console.log(
+      `  CPU per upload: server ${(serverCpu / smallCount).toFixed(1)} ms (its whole life: accepting and publishing), ` +
+        `clients ${((clientCpu.user + clientCpu.system) / 1000 / smallCount).toFixed(1)} ms (manifest, pack, request; this process)`,
+    );
+    if (traced) {
+      const flushes = servers.reduce((sum, instance) => sum + (instance.usage.flushes ?? 0), 0);
+      console.log(
+        `  flushes (fsync, fdatasync) per accepted-and-published upload: ${(flushes / smallCount).toFixed(1)} (${flushes} in all, server start included)`,
+      );
+    }
     for (const error of errors.slice(0, 5)) console.log(`  upload error: ${error.message}`);
     for (const problem of check.problems) console.log(`  run problem: ${problem}`);
     const allOk = errors.length === 0 && check.succeeded === smallCount;

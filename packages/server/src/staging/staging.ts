@@ -56,32 +56,64 @@ export function extractionLimits(pipeline: PipelineConfig) {
 const SYNC_TREE_CONCURRENCY = 16;
 
 /**
- * Flushes every file and directory of a staged upload, and the directory holding it, to disk, so that a durable store's `202`
- * promises bytes that survive a power loss as well as a crash of the process. Nothing is renamed
- * after, so no flush must precede another: they run side by side, which on a journalled
- * filesystem costs little more than one (one after another, they made most of an acceptance).
+ * Flushes every file and directory of a staged upload, and the directory holding it, to disk, so
+ * that a durable store's `202` promises bytes that survive a power loss as well as a crash of the
+ * process. Nothing is renamed after, so no flush must precede another: they run side by side,
+ * which on a journalled filesystem costs little more than one (one after another, they made most
+ * of an acceptance). The staging root's flush is shared by the uploads staged at the same time.
  */
 export async function syncTree(directory: string): Promise<void> {
   const entries = await readdir(directory, { withFileTypes: true, recursive: true });
-  // The staging root too: it holds the upload directory's own entry, without which a power loss
-  // could take the whole directory with it.
-  const paths = [
-    dirname(directory),
-    directory,
-    ...entries.map((entry) => join(entry.parentPath, entry.name)),
-  ];
+  const paths = [directory, ...entries.map((entry) => join(entry.parentPath, entry.name))];
   let next = 0;
   const worker = async () => {
-    while (next < paths.length) {
-      const handle = await open(paths[next++]!, "r");
-      try {
-        await handle.sync();
-      } finally {
-        await handle.close();
-      }
-    }
+    while (next < paths.length) await flush(paths[next++]!);
   };
-  await Promise.all(Array.from({ length: Math.min(SYNC_TREE_CONCURRENCY, paths.length) }, worker));
+  // The staging root too: it holds the upload directory's own entry, without which a power loss
+  // could take the whole directory with it.
+  await Promise.all([
+    sharedFlush(dirname(directory)),
+    ...Array.from({ length: Math.min(SYNC_TREE_CONCURRENCY, paths.length) }, worker),
+  ]);
+}
+
+async function flush(path: string): Promise<void> {
+  const handle = await open(path, "r");
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/** The flush running for each directory, and the one asked for while it runs. */
+const directoryFlushes = new Map<string, { running: Promise<void>; next?: Promise<void> }>();
+
+/**
+ * Flushes `directory`, sharing the flush with concurrent callers (group commit): each caller's
+ * change (here, creating its upload directory) is done before it asks, so a flush that starts
+ * after the ask covers it. While a flush runs, every new ask waits for the one next flush, which
+ * starts when the running one ends; n uploads staged together cost about two flushes, not n.
+ */
+export function sharedFlush(directory: string): Promise<void> {
+  const start = (): Promise<void> => {
+    const running = flush(directory).finally(() => {
+      const current = directoryFlushes.get(directory);
+      if (current?.running !== running) return;
+      if (current.next === undefined) directoryFlushes.delete(directory);
+    });
+    const entry = directoryFlushes.get(directory);
+    if (entry === undefined) directoryFlushes.set(directory, { running });
+    else {
+      entry.running = running;
+      entry.next = undefined;
+    }
+    return running;
+  };
+  const entry = directoryFlushes.get(directory);
+  if (entry === undefined) return start();
+  entry.next ??= entry.running.catch(() => undefined).then(start);
+  return entry.next;
 }
 
 /** Every upload's own directory below the staging root starts so; nothing else there is ours. */
