@@ -233,7 +233,10 @@ async function signalTraced(pid, signal) {
 async function countFlushes(file) {
   let total = 0;
   for (const line of (await readFile(file, "utf8")).split("\n")) {
-    const match = /^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(fsync|fdatasync|sync_file_range)$/.exec(line);
+    const match =
+      /^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(fsync|fdatasync|sync_file_range)$/.exec(
+        line,
+      );
     if (match) total += Number(match[1]);
   }
   return total;
