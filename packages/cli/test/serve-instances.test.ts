@@ -264,6 +264,20 @@ describe.skipIf(postgres === null)("two distributor serve instances on one Postg
           },
         );
       }
+      // B took over exactly the runs A held when it died, and counted each, as a run that
+      // resumed there.
+      const metrics = await (
+        await fetch(`${b.url}/metrics`, { headers: { Authorization: `Bearer ${TOKEN}` } })
+      ).text();
+      const takeovers = /^distributor_run_takeovers_total (\d+)$/m.exec(metrics)?.[1];
+      expect(Number(takeovers)).toBe(killedWhileHolding.length);
+      const resumed = b
+        .stderr()
+        .split("\n")
+        .filter((line) => line.includes('"state":"resumed"'))
+        .map((line) => (JSON.parse(line) as { run_id: string }).run_id)
+        .sort();
+      expect(resumed).toEqual([...killedWhileHolding].sort());
       const c = await start();
       c.child.kill("SIGTERM");
       await c.exited;

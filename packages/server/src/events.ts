@@ -40,7 +40,11 @@ export type UploadServerEvent =
       type: "run_state";
       run_id: string;
       pipeline_id: string;
-      state: "queued" | "started" | "cancel_requested" | "taken_over";
+      /**
+       * `resumed`: this instance took the run over from one whose claim had lapsed;
+       * `taken_over`: another instance took it over from this one.
+       */
+      state: "queued" | "resumed" | "started" | "cancel_requested" | "taken_over";
     }
   | { type: "warning"; message: string }
   | { type: "shutdown"; phase: "started" | "finished"; running: number };

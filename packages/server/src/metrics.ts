@@ -15,10 +15,14 @@ export interface ServerMetrics {
   received(pipeline: string, bytes: number): void;
   /** A run ended with `status` (`succeeded`, `failed`, `cancelled`). */
   runFinished(pipeline: string, status: string, seconds: number): void;
-  /** A run another instance's lapsed claim left, taken over here (or lost to another). */
+  /** A run another instance's lapsed claim left, taken over here. */
   takeover(): void;
   /** A store call failed. */
   storeError(): void;
+  /** An accepted upload's files (`bytes`) now wait in the staging area at `location`. */
+  staged(location: string, bytes: number): void;
+  /** The staged data at `location` was removed. */
+  unstaged(location: string): void;
 }
 
 /** Buckets for acceptance (upload received and staged) and run durations, in seconds. */
@@ -26,8 +30,8 @@ const ACCEPT_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 const RUN_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900];
 
 /**
- * Creates the registry and its metrics. `queueDepth` and `stagingBytes` are read when scraped
- * (a failed read leaves the gauge unset for that scrape rather than failing it).
+ * Creates the registry and its metrics. `queueDepth` is read when scraped (a failed read leaves
+ * the gauge unset for that scrape and counts a store error, rather than failing the scrape).
  */
 export function createServerMetrics(read: {
   pipelines: readonly string[];
@@ -72,7 +76,7 @@ export function createServerMetrics(read: {
   });
   const takeovers = new Counter({
     name: "distributor_run_takeovers_total",
-    help: "Runs taken over between instances of a shared store.",
+    help: "Runs this instance took over from an instance of a shared store whose claim had lapsed.",
     registers: [registry],
   });
   const storeErrors = new Counter({
@@ -90,6 +94,17 @@ export function createServerMetrics(read: {
       } catch {
         storeErrors.inc();
       }
+    },
+  });
+  /** Staged bytes by staging location: the gauge is their sum. */
+  const staging = new Map<string, number>();
+  let stagingTotal = 0;
+  new Gauge({
+    name: "distributor_staging_bytes",
+    help: "Bytes of accepted uploads' files waiting in the staging area for their run.",
+    registers: [registry],
+    collect() {
+      this.set(stagingTotal);
     },
   });
   for (const pipeline of known) {
@@ -117,5 +132,36 @@ export function createServerMetrics(read: {
     storeError() {
       storeErrors.inc();
     },
+    staged(location, count) {
+      stagingTotal += count - (staging.get(location) ?? 0);
+      staging.set(location, count);
+    },
+    unstaged(location) {
+      stagingTotal -= staging.get(location) ?? 0;
+      staging.delete(location);
+    },
   };
+}
+
+/**
+ * The store, every failed call counted as a store error (`distributor_store_errors_total`); the
+ * calls themselves are unchanged.
+ */
+export function countingStoreErrors<T extends object>(store: T, metrics: ServerMetrics): T {
+  return new Proxy(store, {
+    get(target, property, receiver) {
+      const value = Reflect.get(target, property, receiver);
+      if (typeof value !== "function") return value;
+      return (...args: unknown[]) => {
+        const result = (value as (...a: unknown[]) => unknown).apply(target, args);
+        if (result instanceof Promise) {
+          return result.catch((error: unknown) => {
+            metrics.storeError();
+            throw error;
+          });
+        }
+        return result;
+      };
+    },
+  });
 }

@@ -98,7 +98,8 @@ export async function executeRun(ctx: ServerContext, job: UploadJob): Promise<vo
         type: "warning",
         message: `run ${job.runId}: taken over by another instance before it started here; left to it`,
       });
-      metrics.takeover();
+      // The run and its staged bundle are the other instance's now (it counts the takeover).
+      metrics.unstaged(job.stagingDirectory);
       emit({
         type: "run_state",
         run_id: job.runId,
@@ -106,6 +107,10 @@ export async function executeRun(ctx: ServerContext, job: UploadJob): Promise<vo
         state: "taken_over",
       });
       return;
+    }
+    if (job.takenOver === true) {
+      metrics.takeover();
+      emit({ type: "run_state", run_id: job.runId, pipeline_id: job.pipelineId, state: "resumed" });
     }
     emit({ type: "run_state", run_id: job.runId, pipeline_id: job.pipelineId, state: "started" });
     control.signal.throwIfAborted();
@@ -164,7 +169,7 @@ export async function executeRun(ctx: ServerContext, job: UploadJob): Promise<vo
       type: "warning",
       message: `run ${job.runId}: taken over by another instance while it ran here; its record and staged bundle are left to it`,
     });
-    metrics.takeover();
+    metrics.unstaged(job.stagingDirectory);
     emit({
       type: "run_state",
       run_id: job.runId,
@@ -174,6 +179,7 @@ export async function executeRun(ctx: ServerContext, job: UploadJob): Promise<vo
     return;
   }
   await stagingArea.remove(job);
+  metrics.unstaged(job.stagingDirectory);
 }
 
 /**

@@ -11,7 +11,7 @@ import {
 import { resolveUploadTokens } from "./auth.js";
 import type { ServerContext } from "./context.js";
 import type { UploadServerEvent } from "./events.js";
-import { createServerMetrics } from "./metrics.js";
+import { countingStoreErrors, createServerMetrics } from "./metrics.js";
 import { recover, startSweeper } from "./recovery.js";
 import { handle } from "./router.js";
 import { executeRun, startPoller } from "./runner.js";
@@ -102,8 +102,14 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
 
   const now = () => options.now?.() ?? new Date();
   const emit = (event: UploadServerEvent) => options.onEvent?.(event);
-  const store = options.store ?? (await openConfiguredStore(config));
+  const rawStore = options.store ?? (await openConfiguredStore(config));
   const ownStore = options.store === undefined;
+  const metrics = createServerMetrics({
+    pipelines: config.pipelines.filter((p) => p.source.backend === "http_upload").map((p) => p.id),
+    // Read from the store itself: a failed read is counted once, by the gauge.
+    queueDepth: () => rawStore.queueLength(),
+  });
+  const store = countingStoreErrors(rawStore, metrics);
   const ctx: ServerContext = {
     options,
     config,
@@ -122,12 +128,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     cancelRequests: new Set(),
     stopping: new AbortController(),
     closing: undefined,
-    metrics: createServerMetrics({
-      pipelines: config.pipelines
-        .filter((p) => p.source.backend === "http_upload")
-        .map((p) => p.id),
-      queueDepth: () => store.queueLength(),
-    }),
+    metrics,
     now,
     emit,
   };

@@ -1,9 +1,14 @@
 import { rm } from "node:fs/promises";
+import { join } from "node:path";
 import { parseConfig } from "@distributor/publish";
+import parsePrometheusTextFormat from "parse-prometheus-text-format";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { eventLevel } from "../src/server.js";
+import { eventLevel, type UploadServerOptions } from "../src/server.js";
+import { createMemoryUploadStore } from "../src/store/memory-store.js";
 import {
   bundleArchive,
+  faultyBackends,
+  getJson,
   type Running,
   startServer,
   TOKEN,
@@ -32,8 +37,11 @@ afterEach(async () => {
   await removeWorkspace();
 });
 
-async function serve(config = uploadConfig(root)): Promise<Running> {
-  const started = await startServer(config);
+async function serve(
+  config = uploadConfig(root),
+  options: Partial<UploadServerOptions> = {},
+): Promise<Running> {
+  const started = await startServer(config, options);
   running.push(started);
   return started;
 }
@@ -47,6 +55,20 @@ async function scrape(url: string, token: string | null = TOKEN) {
     type: response.headers.get("content-type"),
     text: await response.text(),
   };
+}
+
+/** Scrapes until the sample `line` has a value `accept` takes, and returns it. */
+async function waitForSample(
+  url: string,
+  line: string,
+  accept: (value: number) => boolean,
+): Promise<number> {
+  for (let tries = 0; ; tries++) {
+    const value = sample((await scrape(url)).text, line);
+    if (value !== undefined && accept(value)) return value;
+    if (tries > 200) throw new Error(`${line} is ${value}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
 }
 
 /** The value of one sample line (`name{labels} value`), or undefined. */
@@ -95,6 +117,110 @@ describe("GET /metrics", () => {
     expect(text).not.toContain(accepted.json.run_id as string);
     expect(text).not.toContain(TOKEN);
     expect(text).not.toContain("k1");
+  });
+
+  it("counts refusals by code, failed runs, staged bytes and store errors, in text the format's parser reads", async () => {
+    const failing = { fail: false };
+    const memory = createMemoryUploadStore({ queueSize: 8, retentionMs: 3_600_000 });
+    // A failing wrapper: listing runs fails while `failing.fail` is set, as an unreachable store would.
+    const store = new Proxy(memory, {
+      get(target, property, receiver) {
+        const value = Reflect.get(target, property, receiver);
+        if (property === "listRuns") {
+          return async (...args: unknown[]) => {
+            if (failing.fail) throw new Error("store unreachable");
+            return (value as (...a: unknown[]) => unknown).apply(target, args);
+          };
+        }
+        return value;
+      },
+    });
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let writes = 0;
+    const { url } = await serve(uploadConfig(root), {
+      store,
+      // The first upload's run waits in its first write until released; later runs fail.
+      backends: faultyBackends(join(root, "site"), {
+        gate,
+        gateWhen: () => writes++ === 0,
+      }),
+    });
+    const body = await bundleArchive(root, "reports.one", { "report.md": REPORT });
+    const held = await upload(url, body);
+    expect(held.status).toBe(202);
+    // While its run waits, the staged files are counted: the report and the manifest.
+    const staged = await waitForSample(url, "distributor_staging_bytes", (value) => value > 0);
+    expect(staged).toBeGreaterThan(REPORT.length);
+    release();
+    await waitForRun(url, held.json.run_id as string);
+
+    const tooLarge = await upload(url, Buffer.alloc(70 * 1024, 1));
+    expect(tooLarge.status).toBe(413);
+    const notAnArchive = await upload(url, Buffer.from("not a gzip stream"));
+    expect(notAnArchive.status).toBe(422);
+    const refusedCode = (notAnArchive.json.error as { code: string }).code;
+    // A run that fails: its destination refuses every write.
+    const failingRun = await startServer(uploadConfig(root), {
+      backends: faultyBackends(join(root, "site"), { fail: new Error("disk on fire") }),
+    });
+    running.push(failingRun);
+    const doomed = await upload(
+      failingRun.url,
+      await bundleArchive(root, "reports.two", { "b.md": REPORT }),
+    );
+    expect((await waitForRun(failingRun.url, doomed.json.run_id as string)).status).toBe("failed");
+    failing.fail = true;
+    expect((await getJson(url, "/runs")).status).toBe(500);
+    failing.fail = false;
+
+    const families = new Map(
+      parsePrometheusTextFormat((await scrape(url)).text).map((family) => [family.name, family]),
+    );
+    const value = (name: string, labels: Record<string, string> = {}) =>
+      Number(
+        families
+          .get(name)
+          ?.metrics.find((metric) =>
+            Object.entries(labels).every(([key, wanted]) => metric.labels?.[key] === wanted),
+          )?.value,
+      );
+    expect(families.get("distributor_uploads_total")?.type).toBe("COUNTER");
+    expect(value("distributor_uploads_total", { pipeline: "reports", outcome: "accepted" })).toBe(
+      1,
+    );
+    expect(
+      value("distributor_uploads_total", { pipeline: "reports", outcome: "upload_too_large" }),
+    ).toBe(1);
+    expect(value("distributor_uploads_total", { pipeline: "reports", outcome: refusedCode })).toBe(
+      1,
+    );
+    expect(value("distributor_runs_total", { pipeline: "reports", status: "succeeded" })).toBe(1);
+    expect(value("distributor_runs_total", { pipeline: "reports", status: "failed" })).toBe(0);
+    expect(value("distributor_store_errors_total")).toBe(1);
+    expect(value("distributor_run_takeovers_total")).toBe(0);
+    expect(value("distributor_staging_bytes")).toBe(0);
+    expect(families.get("distributor_upload_duration_seconds")?.type).toBe("HISTOGRAM");
+    // Three uploads answered on this server: the accepted one, the 413 and the 422.
+    expect(families.get("distributor_upload_duration_seconds")?.metrics[0]?.buckets?.["+Inf"]).toBe(
+      "3",
+    );
+
+    const other = new Map(
+      parsePrometheusTextFormat((await scrape(failingRun.url)).text).map((family) => [
+        family.name,
+        family,
+      ]),
+    );
+    expect(
+      other
+        .get("distributor_runs_total")
+        ?.metrics.find(
+          (metric) => metric.labels?.pipeline === "reports" && metric.labels.status === "failed",
+        )?.value,
+    ).toBe("1");
   });
 
   it("needs an upload token unless the configuration makes it public", async () => {

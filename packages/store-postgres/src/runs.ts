@@ -131,8 +131,8 @@ export function createRunQueries(
         const taken = await transaction("taking a queued run", async (client) => {
           // One taker at a time across instances: a pipeline's live claim is seen by the next.
           await client.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`${schema}:take`]);
-          const found = await client.query<{ run_id: string; job: unknown }>(
-            `SELECT r.run_id, r.job FROM ${s}.upload_runs r
+          const found = await client.query<{ run_id: string; job: unknown; lapsed: boolean }>(
+            `SELECT r.run_id, r.job, r.claimed_by IS NOT NULL AS lapsed FROM ${s}.upload_runs r
              WHERE r.job IS NOT NULL
                AND NOT ${alive("r.claimed_by")}
                AND NOT (r.pipeline_id = ANY($1::text[]))
@@ -152,7 +152,9 @@ export function createRunQueries(
             [row.run_id, me, token],
           );
           if (claimed.rowCount !== 1) return "again" as const;
-          return { runId: row.run_id, token, job: jobOf(row.job) };
+          // A claim that is no longer alive is another instance's that lapsed: a takeover.
+          const job = jobOf(row.job);
+          return { runId: row.run_id, token, job: row.lapsed ? { ...job, takenOver: true } : job };
         });
         if (taken === "again") continue;
         if (taken === null) return undefined;

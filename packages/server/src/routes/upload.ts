@@ -105,6 +105,7 @@ export async function upload(
     placed = await stagingArea.place(staged);
     const accepted = await enqueue(ctx, token, pipeline, manifest, placed, scope);
     enqueued = true;
+    ctx.metrics.staged(placed.stagingDirectory, staged.extractedBytes ?? 0);
     log.run_id = accepted.run_id;
     sendJson(response, 202, accepted, { Location: accepted.status_url });
   } finally {

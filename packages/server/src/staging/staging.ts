@@ -1,4 +1,5 @@
-import { mkdtemp, open, readdir, rm } from "node:fs/promises";
+import type { Dirent } from "node:fs";
+import { lstat, mkdtemp, open, readdir, rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { Readable } from "node:stream";
 import {
@@ -26,6 +27,8 @@ export interface StagedUpload {
   bundleDirectory: string;
   /** Body bytes received (set by `extractUpload`). */
   receivedBytes?: number;
+  /** Bytes of the files extracted (set by `extractUpload`). */
+  extractedBytes?: number;
 }
 
 /**
@@ -116,6 +119,22 @@ export function sharedFlush(directory: string): Promise<void> {
   return entry.next;
 }
 
+/** The bytes of the regular files below `directory` (0 when it is gone). */
+export async function treeBytes(directory: string): Promise<number> {
+  let entries: Dirent[];
+  try {
+    entries = await readdir(directory, { withFileTypes: true, recursive: true });
+  } catch {
+    return 0;
+  }
+  let total = 0;
+  for (const entry of entries) {
+    if (!entry.isFile()) continue;
+    total += (await lstat(join(entry.parentPath, entry.name)).catch(() => undefined))?.size ?? 0;
+  }
+  return total;
+}
+
 /** Every upload's own directory below the staging root starts so; nothing else there is ours. */
 export const UPLOAD_DIRECTORY_PREFIX = "upload-";
 
@@ -151,6 +170,7 @@ export async function extractUpload(
       directory,
       bundleDirectory: join(directory, extracted.bundlePath),
       receivedBytes: counted.bytes,
+      extractedBytes: extracted.bytes,
     };
   } catch (error) {
     if (error instanceof HttpError) throw error;

@@ -62,6 +62,11 @@ export interface UploadJob {
    * accepted by an earlier version: those run under the configuration in force.
    */
   configDigest?: string;
+  /**
+   * Set by a shared store's `takeNext` when the run was claimed by an instance whose claim had
+   * lapsed: this instance takes it over. Never stored.
+   */
+  takenOver?: boolean;
 }
 
 /** A page of `GET /runs`: which of a token's runs to list, newest first. */
