@@ -24,7 +24,12 @@ export {
   removeMissingOutputs,
   sameStoredForm,
 } from "./outputs.js";
-export { parseDocument, parseSharedRootState, parseSingleOwnerState } from "./parse.js";
+export {
+  parseDocument,
+  parseDocumentSteps,
+  parseSharedRootState,
+  parseSingleOwnerState,
+} from "./parse.js";
 export {
   type PruneCandidate,
   type PrunePlan,
@@ -80,6 +85,7 @@ export {
   singleOwnerAsOwnerOutputs,
   singleOwnerAsOwnerRecord,
 } from "./shared-root.js";
+export { runSteps, STEP_RECORDS, type Steps } from "./steps.js";
 export { formatStateTimestamp, parseStateTimestamp, truncateToSecond } from "./time.js";
 export {
   type DecodedDigest,

@@ -18,6 +18,7 @@ import {
   readSchemaVersion,
   readSource,
 } from "./parse-common.js";
+import { runSteps, STEP_RECORDS, type Steps } from "./steps.js";
 import {
   LEGACY_SCHEMA_VERSION,
   type OutputRecord,
@@ -30,7 +31,7 @@ import {
   type SingleOwnerState,
   type StateDocument,
 } from "./types.js";
-import { validateSharedRootState, validateSingleOwnerState } from "./validate.js";
+import { singleOwnerProblemSteps, throwIfProblem, validateSharedRootState } from "./validate.js";
 
 const SINGLE_OWNER_VERSIONS = [LEGACY_SCHEMA_VERSION, SINGLE_OWNER_SCHEMA_VERSION];
 
@@ -40,16 +41,30 @@ const SINGLE_OWNER_VERSIONS = [LEGACY_SCHEMA_VERSION, SINGLE_OWNER_SCHEMA_VERSIO
  * `StateError` naming the first problem. Unknown fields are ignored, as in the reference.
  */
 export function parseDocument(text: string): StateDocument {
+  return runSteps(documentSteps(text));
+}
+
+/**
+ * `parseDocument` as steps that pause between phases and every `STEP_RECORDS` records of a
+ * single-owner state (a shared-root state is read in one piece): a caller holding a lease runs
+ * them in slices, letting its event loop turn between them.
+ */
+export function parseDocumentSteps(text: string): Steps<StateDocument> {
+  return documentSteps(text);
+}
+
+function* documentSteps(text: string): Steps<StateDocument> {
   const root = decodeStateJson(text);
+  yield;
   const version = readSchemaVersion(root, [...SINGLE_OWNER_VERSIONS, SHARED_ROOT_SCHEMA_VERSION]);
   return version === SHARED_ROOT_SCHEMA_VERSION
     ? readSharedRootState(root)
-    : readSingleOwnerState(root);
+    : yield* singleOwnerSteps(root);
 }
 
 /** Parses single-owner state: schema 2, or legacy schema 1 normalised to schema 2. */
 export function parseSingleOwnerState(text: string): SingleOwnerState {
-  return readSingleOwnerState(decodeStateJson(text));
+  return runSteps(singleOwnerSteps(decodeStateJson(text)));
 }
 
 /** Parses shared-root state (schema 3 only). */
@@ -57,7 +72,7 @@ export function parseSharedRootState(text: string): SharedRootState {
   return readSharedRootState(decodeStateJson(text));
 }
 
-function readSingleOwnerState(root: JsonObject): SingleOwnerState {
+function* singleOwnerSteps(root: JsonObject): Steps<SingleOwnerState> {
   const legacy = readSchemaVersion(root, SINGLE_OWNER_VERSIONS) === LEGACY_SCHEMA_VERSION;
   const distributorVersion = readDistributorVersion(root);
   const pipelineId = requiredString(root, "pipeline_id", "state pipeline_id");
@@ -65,12 +80,16 @@ function readSingleOwnerState(root: JsonObject): SingleOwnerState {
   const publishedAt = requiredTimestamp(root, "published_at", "state published_at");
   const schemaTwo = legacy ? legacyDefaults(publishedAt) : readSchemaTwoFields(root);
   const source = readSource(root, "state source");
+  yield;
   const links = readLinks(root, "state links");
   const replacing = readReplacing(root, "state replacing");
   const release = readRelease(root, "state release");
-  const outputs = readRequiredArray(root, "outputs", "state outputs").map((value, index) =>
-    readOutput(value, index, legacy ? publishedAt : undefined),
-  );
+  const records = readRequiredArray(root, "outputs", "state outputs");
+  const outputs: OutputRecord[] = [];
+  for (let index = 0; index < records.length; index++) {
+    outputs.push(readOutput(records[index], index, legacy ? publishedAt : undefined));
+    if (index % STEP_RECORDS === STEP_RECORDS - 1) yield;
+  }
 
   const state: SingleOwnerState = {
     schemaVersion: SINGLE_OWNER_SCHEMA_VERSION,
@@ -85,7 +104,7 @@ function readSingleOwnerState(root: JsonObject): SingleOwnerState {
   if (links !== undefined) state.links = links;
   if (replacing !== undefined) state.replacing = replacing;
   if (release !== undefined) state.release = release;
-  validateSingleOwnerState(state);
+  throwIfProblem(yield* singleOwnerProblemSteps(state, undefined));
   return state;
 }
 

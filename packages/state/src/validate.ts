@@ -5,6 +5,7 @@ import { StateError } from "./errors.js";
 import { METADATA_FIELDS } from "./parse-common.js";
 import { RELEASE_ID_PATTERN, type ReleaseState } from "./release.js";
 import { formatOwnerScope, ownerKey } from "./scope.js";
+import { runSteps, STEP_RECORDS, type Steps } from "./steps.js";
 import { isSerializableTimestamp } from "./time.js";
 import {
   type LinkState,
@@ -58,6 +59,14 @@ export function singleOwnerStateProblem(
   state: SingleOwnerState,
   manifestTexts: ManifestTexts | undefined,
 ): string | undefined {
+  return runSteps(singleOwnerProblemSteps(state, manifestTexts));
+}
+
+/** `singleOwnerStateProblem` as steps that pause between phases and every few records. */
+export function* singleOwnerProblemSteps(
+  state: SingleOwnerState,
+  manifestTexts: ManifestTexts | undefined,
+): Steps<string | undefined> {
   if (state.schemaVersion !== SINGLE_OWNER_SCHEMA_VERSION) {
     return `state schema_version must be ${SINGLE_OWNER_SCHEMA_VERSION}`;
   }
@@ -84,6 +93,7 @@ export function singleOwnerStateProblem(
     manifestTexts,
   );
   if (manifestProblem !== undefined) return manifestProblem;
+  yield;
   const linkProblem =
     linksProblem("state links.primary_url", state.links) ??
     replacingProblem("state replacing", state.replacing) ??
@@ -96,6 +106,7 @@ export function singleOwnerStateProblem(
     if (problem !== undefined) return problem;
     if (seen.has(output.path)) return duplicatePath(index, output.path);
     seen.add(output.path);
+    if (index % STEP_RECORDS === STEP_RECORDS - 1) yield;
   }
   return undefined;
 }

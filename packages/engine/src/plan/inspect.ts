@@ -1,3 +1,4 @@
+import { setImmediate as nextTurn } from "node:timers/promises";
 import type { StateDocument } from "@distributor/state";
 import {
   DEFAULT_LISTING_LIMIT,
@@ -41,6 +42,10 @@ export async function inspectDestination(
   const { signal } = options;
   const bundlePath = target.bundlePath;
   const { status, version } = await readDestinationStatus(backend, bundlePath, signal);
+  // Parsing a big state and comparing it with the manifest are each a long synchronous stretch
+  // (about a second each at 10⁵ outputs): the loop turns between them, so a lease's renewal
+  // timer of another target never waits for both.
+  await nextTurn();
   const decision = decideAction(target, status);
   const inspection: DestinationInspection = {
     bundlePath,

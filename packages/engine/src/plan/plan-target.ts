@@ -1,3 +1,4 @@
+import { setImmediate as nextTurn } from "node:timers/promises";
 import type { Manifest } from "@distributor/bundle";
 import { isSharedRootState } from "@distributor/state";
 import { locatePath, type StorageBackend, statePath } from "@distributor/storage";
@@ -80,6 +81,9 @@ export async function planTarget(options: PlanTargetOptions): Promise<PublishPla
     options.selection.map((output) => output.path),
     { signal, walkLimit: options.walkLimit },
   );
+  // Deciding and planning are each a long synchronous step for a big bundle; without a turn
+  // between them they would run as one stretch of the event loop.
+  await nextTurn();
   checkLayout(options.destination, target, inspection);
   const request = {
     ...target,

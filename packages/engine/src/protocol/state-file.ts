@@ -1,9 +1,11 @@
+import { setImmediate as nextTurn } from "node:timers/promises";
 import {
   type DestinationStatus,
   encodeDocument,
-  parseDocument,
+  parseDocumentSteps,
   type StateDocument,
   StateError,
+  type Steps,
 } from "@distributor/state";
 import {
   isStorageError,
@@ -71,17 +73,37 @@ export async function readStateFile(
     maxBytes: MAX_STATE_BYTES,
     signal,
   });
-  return { ...parseStateBytes(backend, path, bytes), version };
+  return { ...(await parseStateBytes(backend, path, bytes)), version };
 }
 
-function parseStateBytes(
+/** Work done between two turns of the event loop while a state is parsed. */
+const PARSE_SLICE_MS = 50;
+
+/** Runs `steps`, letting the event loop turn once `PARSE_SLICE_MS` went by since the last turn. */
+async function runInSlices<T>(steps: Steps<T>): Promise<T> {
+  let since = performance.now();
+  for (;;) {
+    const next = steps.next();
+    if (next.done) return next.value;
+    if (performance.now() - since >= PARSE_SLICE_MS) {
+      await nextTurn();
+      since = performance.now();
+    }
+  }
+}
+
+/**
+ * Decodes and parses state bytes; a big state is parsed in slices, the event loop turning
+ * between them, so a lease held meanwhile is renewed on time.
+ */
+async function parseStateBytes(
   backend: StorageBackend,
   path: string,
   bytes: Uint8Array,
-): { text: string; document: StateDocument } {
+): Promise<{ text: string; document: StateDocument }> {
   try {
     const text = strictUtf8.decode(bytes);
-    return { text, document: parseDocument(text) };
+    return { text, document: await runInSlices(parseDocumentSteps(text)) };
   } catch (error) {
     const detail = error instanceof TypeError ? "not UTF-8 text" : (error as Error).message;
     throw new StateError(
@@ -123,7 +145,7 @@ export async function readDestinationStatus(
     return { status: { hasContents, stateError: error }, version };
   }
   try {
-    const { document } = parseStateBytes(backend, path, read.bytes);
+    const { document } = await parseStateBytes(backend, path, read.bytes);
     return { status: { hasContents, state: document }, version: read.version };
   } catch (error) {
     return { status: { hasContents, stateError: error }, version: read.version };

@@ -1,4 +1,5 @@
 // The selected pipelines of a run, one after another; `run` and `planRun` both start here.
+import { setImmediate as nextTurn } from "node:timers/promises";
 import { selectNewestBundle } from "@distributor/bundle";
 import { RenderCache } from "@distributor/engine";
 import { findPipeline, sourceLocation } from "../backends/configured-location.js";
@@ -109,7 +110,11 @@ async function runPipeline(
     }));
   try {
     const bundles = await readPipelineManifests(options, pipeline, source);
+    // Parsing a big manifest and checking its names are each a long synchronous stretch: the
+    // event loop turns between them and before the destinations are planned.
+    await nextTurn();
     checkPortableNames(pipeline, bundles, report);
+    await nextTurn();
     // Full validation hashes every file, so it waits until some destination will write: a run
     // in which every destination skips reads manifests and state files only (docs/design/bundles.md). Once
     // needed, every bundle of the pipeline is validated, so one invalid bundle publishes nothing.

@@ -1,0 +1,56 @@
+import {
+  parseDocument,
+  parseDocumentSteps,
+  runSteps,
+  STEP_RECORDS,
+  serializeSingleOwnerState,
+} from "@distributor/state";
+import { describe, expect, it } from "vitest";
+import { validSingleOwnerState } from "./helpers.js";
+
+/** The fixture's state with `count` outputs (copies of its first, at other paths). */
+function bigStateText(count: number): string {
+  const state = validSingleOwnerState();
+  const [first] = state.outputs;
+  if (first === undefined) throw new Error("fixture without outputs");
+  state.outputs = Array.from({ length: count }, (_, index) => ({
+    ...first,
+    path: `pages/${String(index).padStart(6, "0")}.md`,
+  }));
+  return serializeSingleOwnerState(state);
+}
+
+describe("parsing a state in steps", () => {
+  it("gives what parseDocument gives, pausing while it reads and while it validates the records", () => {
+    const count = 5 * STEP_RECORDS + 7;
+    const text = bigStateText(count);
+    const steps = parseDocumentSteps(text);
+    let pauses = 0;
+    let next = steps.next();
+    while (!next.done) {
+      pauses += 1;
+      next = steps.next();
+    }
+    expect(next.value).toEqual(parseDocument(text));
+    // Reading and validating each pause every STEP_RECORDS records, and between phases.
+    expect(pauses).toBeGreaterThanOrEqual(2 * Math.floor(count / STEP_RECORDS));
+  });
+
+  it("fails where parseDocument fails, with the same message", () => {
+    const document = JSON.parse(bigStateText(3 * STEP_RECORDS)) as {
+      outputs: { sha256: string }[];
+    };
+    const broken = document.outputs[2500];
+    if (broken === undefined) throw new Error("no record 2500");
+    broken.sha256 = "sha256:not-hex";
+    const text = JSON.stringify(document);
+    let expected = "";
+    try {
+      parseDocument(text);
+    } catch (error) {
+      expected = (error as Error).message;
+    }
+    expect(expected).toContain("state outputs[2500].sha256");
+    expect(() => runSteps(parseDocumentSteps(text))).toThrow(expected);
+  });
+});
