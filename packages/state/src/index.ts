@@ -63,6 +63,7 @@ export {
 } from "./scope.js";
 export {
   encodeDocument,
+  encodeDocumentSteps,
   serializeDocument,
   serializeSharedRootState,
   serializeSingleOwnerState,

@@ -1,6 +1,7 @@
 import { JsonText } from "./json-text.js";
 import { hasMetadata } from "./outputs.js";
 import { METADATA_FIELDS } from "./parse-common.js";
+import { runSteps, STEP_RECORDS, type Steps } from "./steps.js";
 import { formatStateTimestamp } from "./time.js";
 import {
   isSharedRootState,
@@ -15,7 +16,7 @@ import {
 import {
   type ManifestTexts,
   sharedRootStateProblem,
-  singleOwnerStateProblem,
+  singleOwnerProblemSteps,
   throwIfProblem,
 } from "./validate.js";
 
@@ -26,7 +27,7 @@ import {
  * with a `StateError` rather than written.
  */
 export function serializeSingleOwnerState(state: SingleOwnerState): string {
-  return writeSingleOwnerState(state, new JsonText()).text();
+  return runSteps(singleOwnerWriteSteps(state, new JsonText())).text();
 }
 
 /** Serialises shared-root state (schema 3) with the same conventions. */
@@ -45,18 +46,31 @@ export function serializeDocument(document: StateDocument): string {
  * result is a view on a larger buffer, like a pooled `Buffer`: use its bytes, not its `.buffer`.
  */
 export function encodeDocument(document: StateDocument): Uint8Array {
-  return writeDocument(document, new JsonText({ encode: true })).bytes();
+  return runSteps(encodeDocumentSteps(document));
+}
+
+/**
+ * `encodeDocument` as steps that pause between phases and every `STEP_RECORDS` records of a
+ * single-owner state (see `parseDocumentSteps`).
+ */
+export function* encodeDocumentSteps(document: StateDocument): Steps<Uint8Array> {
+  return (yield* writeDocumentSteps(document, new JsonText({ encode: true }))).bytes();
 }
 
 function writeDocument(document: StateDocument, json: JsonText): JsonText {
-  return isSharedRootState(document)
-    ? writeSharedRootState(document, json)
-    : writeSingleOwnerState(document, json);
+  return runSteps(writeDocumentSteps(document, json));
 }
 
-function writeSingleOwnerState(state: SingleOwnerState, json: JsonText): JsonText {
+function* writeDocumentSteps(document: StateDocument, json: JsonText): Steps<JsonText> {
+  return isSharedRootState(document)
+    ? writeSharedRootState(document, json)
+    : yield* singleOwnerWriteSteps(document, json);
+}
+
+function* singleOwnerWriteSteps(state: SingleOwnerState, json: JsonText): Steps<JsonText> {
   const manifests: ManifestTexts = new Map();
-  throwIfProblem(singleOwnerStateProblem(state, manifests));
+  throwIfProblem(yield* singleOwnerProblemSteps(state, manifests));
+  yield;
   const timestamp = timestampFormatter();
   openDocument(json, state)
     .member("pipeline_id", state.pipelineId)
@@ -75,11 +89,12 @@ function writeSingleOwnerState(state: SingleOwnerState, json: JsonText): JsonTex
   writeReplacing(json, state.replacing, timestamp);
   if (state.release !== undefined) json.openObject("release").member("id", state.release.id).end();
   json.openArray("outputs");
-  for (const output of state.outputs) {
+  for (const [index, output] of state.outputs.entries()) {
     writeOutputFields(json.openObject(), output)
       .member("created_at", timestamp(output.createdAt))
       .member("updated_at", timestamp(output.updatedAt))
       .end();
+    if (index % STEP_RECORDS === STEP_RECORDS - 1) yield;
   }
   return json.end().end();
 }

@@ -1,4 +1,6 @@
 import {
+  encodeDocument,
+  encodeDocumentSteps,
   parseDocument,
   parseDocumentSteps,
   runSteps,
@@ -52,5 +54,18 @@ describe("parsing a state in steps", () => {
     }
     expect(expected).toContain("state outputs[2500].sha256");
     expect(() => runSteps(parseDocumentSteps(text))).toThrow(expected);
+  });
+
+  it("encodes what encodeDocument encodes, pausing while it validates and while it writes the records", () => {
+    const document = parseDocument(bigStateText(4 * STEP_RECORDS + 3));
+    const steps = encodeDocumentSteps(document);
+    let pauses = 0;
+    let next = steps.next();
+    while (!next.done) {
+      pauses += 1;
+      next = steps.next();
+    }
+    expect(Buffer.from(next.value).equals(Buffer.from(encodeDocument(document)))).toBe(true);
+    expect(pauses).toBeGreaterThanOrEqual(2 * 4);
   });
 });

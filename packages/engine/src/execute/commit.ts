@@ -21,7 +21,7 @@ import { holdLease } from "../protocol/hold-lease.js";
 import type { Lease } from "../protocol/lease.js";
 import { LeaseLostError, type LeaseOptions, readLeaseHolder } from "../protocol/lease-file.js";
 import { type RecoveryReport, recoverJournal } from "../protocol/recovery.js";
-import { encodeStateFile, isStateFile } from "../protocol/state-file.js";
+import { encodeStateFile, encodeStateFileInSlices, isStateFile } from "../protocol/state-file.js";
 import {
   type ExecuteContext,
   type LeaseGuard,
@@ -158,7 +158,7 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
         // A dry run reports what the run would do: that includes refusing a state it could not
         // write (invalid, or too large to be read back).
         options.approve?.(current);
-        encodedNextState(destination, current);
+        await encodedNextState(destination, current);
         options.onPlan?.(current);
         return current;
       }
@@ -184,7 +184,7 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
       }
       options.approve?.(current);
       // Encoded before the journal: a state that cannot be written costs the destination nothing.
-      const state = encodedNextState(destination, current);
+      const state = await encodedNextState(destination, current);
       options.onPlan?.(current);
       const held = lease;
       await options.beforeExecute?.(current, held);
@@ -337,10 +337,16 @@ async function checkLateCommit(
   );
 }
 
-/** The bytes of a write plan's next state (see `encodeStateFile`). */
-function encodedNextState(destination: StorageBackend, plan: PublishPlan): Uint8Array {
+/**
+ * The bytes of a write plan's next state (see `encodeStateFile`), encoded in slices: it is done
+ * under the lease, and a big state takes seconds to encode.
+ */
+async function encodedNextState(
+  destination: StorageBackend,
+  plan: PublishPlan,
+): Promise<Uint8Array> {
   if (plan.nextState === undefined) {
     throw new Error(`publish plan ${plan.action} for ${plan.bundlePath} has no next state`);
   }
-  return encodeStateFile(destination, statePath(plan.bundlePath), plan.nextState);
+  return encodeStateFileInSlices(destination, statePath(plan.bundlePath), plan.nextState);
 }

@@ -2,6 +2,7 @@ import { setImmediate as nextTurn } from "node:timers/promises";
 import {
   type DestinationStatus,
   encodeDocument,
+  encodeDocumentSteps,
   parseDocumentSteps,
   type StateDocument,
   StateError,
@@ -41,7 +42,19 @@ export function encodeStateFile(
   path: string,
   document: StateDocument,
 ): Uint8Array {
-  const bytes = encodeDocument(document);
+  return checkedStateSize(backend, path, encodeDocument(document));
+}
+
+/** `encodeStateFile` in slices, the event loop turning between them (a big state under a lease). */
+export async function encodeStateFileInSlices(
+  backend: StorageBackend,
+  path: string,
+  document: StateDocument,
+): Promise<Uint8Array> {
+  return checkedStateSize(backend, path, await runInSlices(encodeDocumentSteps(document)));
+}
+
+function checkedStateSize(backend: StorageBackend, path: string, bytes: Uint8Array): Uint8Array {
   if (bytes.length > MAX_STATE_BYTES) {
     throw new StateTooLargeError(
       `state file ${locatePath(backend.location, path)} would be ${bytes.length} bytes, more than the ${MAX_STATE_BYTES} a state file may have (it could not be read back); nothing was written`,
