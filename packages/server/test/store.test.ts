@@ -30,9 +30,7 @@ describe("embedded upload store", () => {
   const limits = { queueSize: 4, retentionMs: 60_000, maxRuns: 10 };
 
   it("keeps its records in one private log, taking in a store of the earlier layout", async () => {
-    const root = await mkdtemp(join(tmpdir(), "distributor-store-"));
-    try {
-      const path = join(root, "store");
+    await withStorePath(async (path) => {
       // The earlier layout: one file per run and per key, a temporary file of a write
       // interrupted by kill -9, and a key whose run was never written.
       const sample = sampleRun();
@@ -62,6 +60,8 @@ describe("embedded upload store", () => {
       await writeFile(join(path, "keys", "b.json"), key("lost", "never-written"));
       await writeFile(join(path, "runs", `.x.json.abc.tmp`), '{"trunc');
 
+      // And a temporary file of a rewrite of the log that died half-way.
+      await writeFile(join(path, ".records.log.0123456789ab.tmp"), '{"format":"distributor-upl');
       const store = await openEmbeddedUploadStore({ ...limits, path });
       expect((await readdir(path)).sort()).toEqual(["lock", "records.log"]);
       expect((await stat(join(path, "records.log"))).mode & 0o777).toBe(0o600);
@@ -76,15 +76,11 @@ describe("embedded upload store", () => {
       const again = await openEmbeddedUploadStore({ ...limits, path });
       expect((await again.recover()).map((job) => job.runId)).toEqual([sample.runId, next.runId]);
       await again.close();
-    } finally {
-      await rm(root, { recursive: true, force: true });
-    }
+    });
   });
 
   it("keeps every record of many concurrent writes sharing flushes", async () => {
-    const root = await mkdtemp(join(tmpdir(), "distributor-store-"));
-    try {
-      const path = join(root, "store");
+    await withStorePath(async (path) => {
       const wide = { queueSize: 40, retentionMs: 60_000, maxRuns: 100 };
       const store = await openEmbeddedUploadStore({ ...wide, path });
       const samples = Array.from({ length: 40 }, () => sampleRun());
@@ -122,15 +118,11 @@ describe("embedded upload store", () => {
       const fresh = (await readFile(join(path, "records.log"), "utf8")).trimEnd().split("\n");
       expect(fresh).toHaveLength(1 + 2 * samples.length);
       await again.close();
-    } finally {
-      await rm(root, { recursive: true, force: true });
-    }
+    });
   });
 
   it("rewrites its log once it has grown, keeping every record", async () => {
-    const root = await mkdtemp(join(tmpdir(), "distributor-store-"));
-    try {
-      const path = join(root, "store");
+    await withStorePath(async (path) => {
       const store = await openEmbeddedUploadStore({ ...limits, path });
       const sample = sampleRun();
       await store.reserveQueueSlot();
@@ -152,15 +144,11 @@ describe("embedded upload store", () => {
       const again = await openEmbeddedUploadStore({ ...limits, path });
       expect((await again.getRun(sample.runId))?.record.started_at).toBe(note);
       await again.close();
-    } finally {
-      await rm(root, { recursive: true, force: true });
-    }
+    });
   });
 
   it("keeps every acknowledged change of a writer killed with SIGKILL at random moments", async () => {
-    const root = await mkdtemp(join(tmpdir(), "distributor-store-"));
-    try {
-      const path = join(root, "store");
+    await withStorePath(async (path) => {
       const acknowledged = new Map<string, string>();
       for (let round = 0; round < 6; round++) {
         const child = spawn(
@@ -214,15 +202,11 @@ describe("embedded upload store", () => {
       } finally {
         await store.close();
       }
-    } finally {
-      await rm(root, { recursive: true, force: true });
-    }
+    });
   }, 120_000);
 
   it("drops a torn last line, and refuses a damaged line with whole lines after it, naming it", async () => {
-    const root = await mkdtemp(join(tmpdir(), "distributor-store-"));
-    try {
-      const path = join(root, "store");
+    await withStorePath(async (path) => {
       const store = await openEmbeddedUploadStore({ ...limits, path });
       const [first, second] = [sampleRun(), sampleRun()];
       for (const sample of [first, second]) {
@@ -244,15 +228,11 @@ describe("embedded upload store", () => {
       await expect(openEmbeddedUploadStore({ ...limits, path })).rejects.toThrow(
         `upload store log ${file} line 2 is not JSON`,
       );
-    } finally {
-      await rm(root, { recursive: true, force: true });
-    }
+    });
   });
 
   it("allows one open store per directory while its holder lives", async () => {
-    const root = await mkdtemp(join(tmpdir(), "distributor-store-"));
-    try {
-      const path = join(root, "store");
+    await withStorePath(async (path) => {
       const store = await openEmbeddedUploadStore({ ...limits, path });
       await expect(openEmbeddedUploadStore({ ...limits, path })).rejects.toThrow(
         `upload store ${path} is in use by process ${process.pid}`,
@@ -261,9 +241,7 @@ describe("embedded upload store", () => {
       // A holder that no longer runs is replaced.
       await writeFile(join(path, "lock"), JSON.stringify({ pid: 2 ** 22 + 1, host: hostname() }));
       await (await openEmbeddedUploadStore({ ...limits, path })).close();
-    } finally {
-      await rm(root, { recursive: true, force: true });
-    }
+    });
   });
 
   it("treats a holder that is a zombie (killed, not yet reaped) as gone", async () => {
@@ -291,9 +269,7 @@ describe("embedded upload store", () => {
   });
 
   it("belongs to one service, and refuses another naming both", async () => {
-    const root = await mkdtemp(join(tmpdir(), "distributor-store-"));
-    try {
-      const path = join(root, "store");
+    await withStorePath(async (path) => {
       await (
         await openEmbeddedUploadStore({ ...limits, path, service: "config:/etc/a.yml" })
       ).close();
@@ -310,29 +286,21 @@ describe("embedded upload store", () => {
       await (
         await openEmbeddedUploadStore({ ...limits, path, service: "config:/etc/a.yml" })
       ).close();
-    } finally {
-      await rm(root, { recursive: true, force: true });
-    }
+    });
   });
 
   it("refuses to start on a record of the earlier layout it cannot read, naming the file", async () => {
-    const root = await mkdtemp(join(tmpdir(), "distributor-store-"));
-    try {
-      const path = join(root, "store");
+    await withStorePath(async (path) => {
       await mkdir(join(path, "runs"), { recursive: true, mode: 0o700 });
       await writeFile(join(path, "runs", "broken.json"), "not json");
       await expect(openEmbeddedUploadStore({ ...limits, path })).rejects.toThrow(
         /upload store record .*broken\.json is not JSON/,
       );
-    } finally {
-      await rm(root, { recursive: true, force: true });
-    }
+    });
   });
 
   it("refuses a run record that is not the wire record it would be served as, naming the field", async () => {
-    const root = await mkdtemp(join(tmpdir(), "distributor-store-"));
-    try {
-      const path = join(root, "store");
+    await withStorePath(async (path) => {
       const store = await openEmbeddedUploadStore({ ...limits, path });
       const sample = sampleRun();
       await store.reserveQueueSlot();
@@ -344,11 +312,9 @@ describe("embedded upload store", () => {
       body.run.record.manifest.digest = 7;
       await writeFile(file, `${header}\n${JSON.stringify(body)}\n`);
       await expect(openEmbeddedUploadStore({ ...limits, path })).rejects.toThrow(
-        `upload store record ${file} entry 1 is not a whole change: run: record: manifest.digest must be a string, got 7`,
+        `upload store record ${file} line 2 is not a whole change: run: record: manifest.digest must be a string, got 7`,
       );
-    } finally {
-      await rm(root, { recursive: true, force: true });
-    }
+    });
   });
 });
 
@@ -358,5 +324,15 @@ async function waitFor(check: () => Promise<boolean>, timeoutMs = 5_000): Promis
     if (await check().catch(() => false)) return;
     if (Date.now() > until) throw new Error("condition not met in time");
     await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+/** Runs `test` with the path of a store in a fresh temporary directory, removed after. */
+async function withStorePath(test: (path: string) => Promise<void>): Promise<void> {
+  const root = await mkdtemp(join(tmpdir(), "distributor-store-"));
+  try {
+    await test(join(root, "store"));
+  } finally {
+    await rm(root, { recursive: true, force: true });
   }
 }

@@ -69,7 +69,9 @@ async function openLoggedStore(
   for (const [index, entry] of (await readRecordLog(file, LOG_FORMAT)).entries()) {
     const problem = replay(entry, runs, keys);
     if (problem !== undefined) {
-      throw corrupt(`${file} entry ${index + 1}`, `is not a whole change: ${problem}`);
+      // Entries are the lines after the format line (a bad line before a whole one is refused
+      // while reading), so entry i is line i + 2.
+      throw corrupt(`${file} line ${index + 2}`, `is not a whole change: ${problem}`);
     }
   }
   for (const [id, key] of keys) {

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { type FileHandle, open, readFile, rename, unlink } from "node:fs/promises";
+import { type FileHandle, open, readdir, readFile, rename, unlink } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import { setImmediate as nextTurn } from "node:timers/promises";
 import { UploadStoreError } from "./errors.js";
@@ -101,10 +101,13 @@ export async function readRecordLog(
 
 /**
  * Writes the log afresh from `options.snapshot()` (a temporary file flushed, then renamed over
- * the log and the directory flushed) and opens it for appending.
+ * the log and the directory flushed) and opens it for appending. The caller owns the log: one
+ * process opens it at a time (the store's lock), so a temporary file of an earlier rewrite that
+ * died half-way is removed first.
  */
 export async function openRecordLog(options: RecordLogOptions): Promise<RecordLog> {
   const minimum = options.compactAfterBytes ?? DEFAULT_COMPACT_AFTER_BYTES;
+  await removeTemporaryFiles(options.file);
   let handle: FileHandle = await rewrite(options);
   let bytes = (await handle.stat()).size;
   let compactAt = Math.max(minimum, 2 * bytes);
@@ -198,6 +201,15 @@ export async function openRecordLog(options: RecordLogOptions): Promise<RecordLo
       await handle.close();
     },
   };
+}
+
+async function removeTemporaryFiles(file: string): Promise<void> {
+  const prefix = `.${basename(file)}.`;
+  for (const name of await readdir(dirname(file))) {
+    if (name.startsWith(prefix) && name.endsWith(TEMP_SUFFIX)) {
+      await unlink(join(dirname(file), name)).catch(() => undefined);
+    }
+  }
 }
 
 async function rewrite(options: RecordLogOptions): Promise<FileHandle> {
