@@ -41,7 +41,7 @@ const SINGLE_OWNER_VERSIONS = [LEGACY_SCHEMA_VERSION, SINGLE_OWNER_SCHEMA_VERSIO
  * `StateError` naming the first problem. Unknown fields are ignored, as in the reference.
  */
 export function parseDocument(text: string): StateDocument {
-  return runSteps(documentSteps(text));
+  return runSteps(parseDocumentSteps(text));
 }
 
 /**
@@ -49,11 +49,7 @@ export function parseDocument(text: string): StateDocument {
  * single-owner state (a shared-root state is read in one piece): a caller holding a lease runs
  * them in slices, letting its event loop turn between them.
  */
-export function parseDocumentSteps(text: string): Steps<StateDocument> {
-  return documentSteps(text);
-}
-
-function* documentSteps(text: string): Steps<StateDocument> {
+export function* parseDocumentSteps(text: string): Steps<StateDocument> {
   const root = decodeStateJson(text);
   yield;
   const version = readSchemaVersion(root, [...SINGLE_OWNER_VERSIONS, SHARED_ROOT_SCHEMA_VERSION]);

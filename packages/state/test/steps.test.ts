@@ -5,6 +5,7 @@ import {
   parseDocumentSteps,
   runSteps,
   STEP_RECORDS,
+  type Steps,
   serializeSingleOwnerState,
 } from "@distributor/state";
 import { describe, expect, it } from "vitest";
@@ -22,18 +23,22 @@ function bigStateText(count: number): string {
   return serializeSingleOwnerState(state);
 }
 
+/** Runs `steps` to the end, counting its pauses. */
+function stepThrough<T>(steps: Steps<T>): { pauses: number; value: T } {
+  let pauses = 0;
+  for (;;) {
+    const next = steps.next();
+    if (next.done) return { pauses, value: next.value };
+    pauses += 1;
+  }
+}
+
 describe("parsing a state in steps", () => {
   it("gives what parseDocument gives, pausing while it reads and while it validates the records", () => {
     const count = 5 * STEP_RECORDS + 7;
     const text = bigStateText(count);
-    const steps = parseDocumentSteps(text);
-    let pauses = 0;
-    let next = steps.next();
-    while (!next.done) {
-      pauses += 1;
-      next = steps.next();
-    }
-    expect(next.value).toEqual(parseDocument(text));
+    const { pauses, value } = stepThrough(parseDocumentSteps(text));
+    expect(value).toEqual(parseDocument(text));
     // Reading and validating each pause every STEP_RECORDS records, and between phases.
     expect(pauses).toBeGreaterThanOrEqual(2 * Math.floor(count / STEP_RECORDS));
   });
@@ -58,14 +63,8 @@ describe("parsing a state in steps", () => {
 
   it("encodes what encodeDocument encodes, pausing while it validates and while it writes the records", () => {
     const document = parseDocument(bigStateText(4 * STEP_RECORDS + 3));
-    const steps = encodeDocumentSteps(document);
-    let pauses = 0;
-    let next = steps.next();
-    while (!next.done) {
-      pauses += 1;
-      next = steps.next();
-    }
-    expect(Buffer.from(next.value).equals(Buffer.from(encodeDocument(document)))).toBe(true);
+    const { pauses, value } = stepThrough(encodeDocumentSteps(document));
+    expect(Buffer.from(value).equals(Buffer.from(encodeDocument(document)))).toBe(true);
     expect(pauses).toBeGreaterThanOrEqual(2 * 4);
   });
 });

@@ -43,8 +43,8 @@ export async function inspectDestination(
   const bundlePath = target.bundlePath;
   const { status, version } = await readDestinationStatus(backend, bundlePath, signal);
   // Parsing a big state and comparing it with the manifest are each a long synchronous stretch
-  // (about a second each at 10⁵ outputs): the loop turns between them, so a lease's renewal
-  // timer of another target never waits for both.
+  // (about a second each at 10⁵ outputs): the loop turns between them, so a lease held
+  // meanwhile (planning again under it) is renewed on time.
   await nextTurn();
   const decision = decideAction(target, status);
   const inspection: DestinationInspection = {

@@ -89,7 +89,7 @@ export async function readStateFile(
   return { ...(await parseStateBytes(backend, path, bytes)), version };
 }
 
-/** Work done between two turns of the event loop while a state is parsed. */
+/** Work done between two turns of the event loop while a state is parsed or encoded. */
 const PARSE_SLICE_MS = 50;
 
 /** Runs `steps`, letting the event loop turn once `PARSE_SLICE_MS` went by since the last turn. */
