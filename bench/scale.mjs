@@ -165,7 +165,7 @@ try {
           ...published,
           message: published.stderr
             .split("\n")
-            .filter((line) => !/^(peak_rss|loop_delay)/.test(line))
+            .filter((line) => !/^(peak_rss|cpu_ms|loop_delay)/.test(line))
             .join("\n")
             .trim()
             .slice(-600),
