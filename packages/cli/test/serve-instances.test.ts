@@ -144,23 +144,45 @@ describe.skipIf(postgres === null)("two distributor serve instances on one Postg
   it("share uploads: any instance answers for any run, each run executes once, a pipeline's runs never overlap", async () => {
     const { dir, start } = await setup();
     const uploads = await makeUploads(dir, 30, ["alpha", "beta"], 5);
-    const instances: Serving[] = [await start(), await start()];
-    const [a, b] = instances as [Serving, Serving];
-    try {
-      // Spread over both, three at a time.
-      for (let i = 0; i < uploads.length; i += 3) {
-        const batch = uploads.slice(i, i + 3);
-        const answers = await Promise.all(
-          batch.map((upload, j) => post((i + j) % 2 === 0 ? a.url : b.url, upload)),
-        );
-        for (const [j, answer] of answers.entries()) {
-          expect(answer.status).toBe(202);
-          (batch[j] as Upload).runId = answer.runId;
-        }
+    // Which instance takes a queued run is a race that one instance can win every time, so each
+    // is made to run some alone: the first batch goes to A before B starts, the last to B while A
+    // is stopped (gracefully); A then starts again, and the batches between are spread over both.
+    const a = await start();
+    const instances: Serving[] = [a];
+    const send = async (batch: Upload[], urlOf: (upload: Upload) => string) => {
+      const answers = await Promise.all(batch.map((upload) => post(urlOf(upload), upload)));
+      for (const [j, answer] of answers.entries()) {
+        expect(answer.status).toBe(202);
+        (batch[j] as Upload).runId = answer.runId;
       }
+    };
+    const finished = async (url: string, batch: Upload[]) => {
+      for (const upload of batch) {
+        expect(await finalStatus(url, upload.runId ?? ""), `upload ${upload.index}`).toEqual(
+          expect.objectContaining({ status: "succeeded", error: null }),
+        );
+      }
+    };
+    try {
+      const first = uploads.slice(0, 3);
+      await send(first, () => a.url);
+      await finished(a.url, first);
+      const b = await start();
+      instances.push(b);
+      for (let i = 3; i < uploads.length - 3; i += 3) {
+        await send(uploads.slice(i, i + 3), (upload) => (upload.index % 2 === 0 ? a.url : b.url));
+      }
+      await finished(b.url, uploads.slice(3, uploads.length - 3));
+      a.child.kill("SIGTERM");
+      await a.exited;
+      const last = uploads.slice(uploads.length - 3);
+      await send(last, () => b.url);
+      await finished(b.url, last);
+      const again = await start();
+      instances.push(again);
       for (const upload of uploads) {
-        // Asked of the instance that did not accept it.
-        const other = upload.index % 2 === 0 ? b.url : a.url;
+        // Asked of an instance that did not accept it (A's successor counts as another).
+        const other = upload.index % 2 === 0 ? b.url : again.url;
         expect(await finalStatus(other, upload.runId ?? ""), `upload ${upload.index}`).toEqual(
           expect.objectContaining({ status: "succeeded", error: null }),
         );
@@ -172,6 +194,7 @@ describe.skipIf(postgres === null)("two distributor serve instances on one Postg
       for (const serving of instances) serving.child.kill("SIGTERM");
       await Promise.all(instances.map((serving) => serving.exited));
     }
+    const [, b] = instances as [Serving, Serving, Serving];
     const events = instances.flatMap((serving) => runEvents(serving.stderr()));
     // Each run executed exactly once, and both instances executed some.
     expect(events.map((event) => event.run_id).sort()).toEqual(
