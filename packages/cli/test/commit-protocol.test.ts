@@ -86,24 +86,29 @@ describe("concurrent runs", () => {
             [LOOP, configPath, id, join(tmp(), id), "50", dest],
             {
               cwd: fileURLToPath(new URL("..", import.meta.url)),
-              stdio: ["ignore", "pipe", "inherit"],
+              stdio: ["ignore", "pipe", "pipe"],
             },
           );
           let out = "";
+          let err = "";
           child.stdout.setEncoding("utf8").on("data", (c: string) => {
             out += c;
           });
+          child.stderr.setEncoding("utf8").on("data", (c: string) => {
+            err += c;
+          });
           child.on("error", reject);
           child.on("close", (code) => {
-            if (code !== 0) reject(new Error(`${id} exited ${code}`));
+            if (code !== 0) reject(new Error(`${id} exited ${code}: ${err.slice(-2000)}`));
             else resolve(JSON.parse(out));
           });
         }),
     );
     const [alpha, beta] = await Promise.all(loops);
 
-    expect(alpha?.failures).toEqual([]);
-    expect(beta?.failures).toEqual([]);
+    // The failures' whole text in the message's first line: a rare failure must say what it was.
+    expect(alpha?.failures, `alpha: ${JSON.stringify(alpha?.failures)}`).toEqual([]);
+    expect(beta?.failures, `beta: ${JSON.stringify(beta?.failures)}`).toEqual([]);
     expect(alpha?.published).toBe(50);
     expect(beta?.published).toBe(50);
     const state = JSON.parse(await readFile(join(dest, ".distributor.json"), "utf8"));
