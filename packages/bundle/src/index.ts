@@ -56,6 +56,7 @@ export {
   MANIFEST_SCHEMA_VERSION,
   type ManifestDraft,
   manifestPathProblem,
+  parseFrozenManifest,
   parseManifest,
   SIGNATURE_FILE_NAME,
   serializeManifest,

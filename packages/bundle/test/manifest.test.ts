@@ -4,6 +4,7 @@ import { bundleDigest, fileDigest } from "../src/digest.js";
 import { BundleValidationError, ManifestError } from "../src/errors.js";
 import {
   buildManifest,
+  parseFrozenManifest,
   parseManifest,
   serializeManifest,
   verifiedManifestText,
@@ -417,6 +418,22 @@ describe("verifiedManifestText", () => {
     // Reordering the files in memory changes nothing the text (or validity) depends on.
     parsed.files.reverse();
     expect(verifiedManifestText(parsed)).toBe(serializeManifest(manifest));
+  });
+
+  it("gives the canonical text of a frozen parsed manifest, which cannot change but for its date", () => {
+    const text = serializeManifest(built());
+    const frozen = parseFrozenManifest(text);
+    expect(frozen).toEqual(parseManifest(text));
+    expect(verifiedManifestText(frozen)).toBe(text);
+    expect(Object.isFrozen(frozen) && Object.isFrozen(frozen.files)).toBe(true);
+    expect(() => {
+      frozen.files[0]!.size = -1;
+    }).toThrow(TypeError);
+    expect(() => frozen.files.push({ path: "more.txt", ...fileDigest("x") })).toThrow(TypeError);
+    // The one change freezing cannot stop: then it is not vouched for any more.
+    frozen.created.setTime(Date.parse("2026-06-05T00:00:00Z"));
+    expect(verifiedManifestText(frozen)).toBeUndefined();
+    expect(() => parseFrozenManifest("{}")).toThrow(ManifestError);
   });
 
   it("knows nothing of a manifest it did not parse, or of one changed since", () => {
