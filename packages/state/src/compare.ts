@@ -1,6 +1,7 @@
 import type { Manifest } from "@distributor/bundle";
 import { manifestsEqual } from "./embedded-manifest.js";
 import { errorMessage } from "./errors.js";
+import { isKnownValid } from "./known-valid.js";
 import { formatOwnerScope } from "./scope.js";
 import { findOwner } from "./shared-root.js";
 import {
@@ -106,7 +107,7 @@ export function compareSharedRootOwner(
   const document = status.state;
   if (document === undefined || status.stateError !== undefined) return compareWithoutState(status);
   if (!isSharedRootState(document)) return compareSingleOwner(source, scope, document, options);
-  const problem = sharedRootProblem(document);
+  const problem = isKnownValid(document) ? undefined : sharedRootProblem(document);
   if (problem !== undefined) return { outcome: "invalid_state", reason: problem };
   const owner = findOwner(document, scope);
   if (owner === undefined) {
@@ -143,7 +144,8 @@ function compareSingleOwner(
   state: SingleOwnerState,
   options: CompareOptions,
 ): Comparison {
-  const problem = singleOwnerProblem(state);
+  // A parsed document was validated whole as it was parsed, and is frozen since.
+  const problem = isKnownValid(state) ? undefined : singleOwnerProblem(state);
   if (problem !== undefined) return { outcome: "invalid_state", reason: problem };
   if (state.pipelineId !== scope.pipelineId) {
     return {

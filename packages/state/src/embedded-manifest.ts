@@ -1,10 +1,12 @@
 import {
   type Manifest,
+  parseFrozenManifest,
   parseManifest,
   serializeManifest,
   verifiedManifestText,
 } from "@distributor/bundle";
 import { errorMessage, StateError } from "./errors.js";
+import { parsedManifest } from "./known-valid.js";
 
 /**
  * State documents embed the source manifest (`source.manifest`) under the bundle contract: the
@@ -12,7 +14,8 @@ import { errorMessage, StateError } from "./errors.js";
  */
 export function parseEmbeddedManifest(value: unknown, name: string): Manifest {
   try {
-    return parseManifest(JSON.stringify(value));
+    // Frozen: a state's manifest is only read, and so it is known valid as long as it is held.
+    return parsedManifest(parseFrozenManifest(JSON.stringify(value)));
   } catch (error) {
     throw new StateError(`${name}: ${errorMessage(error)}`, { cause: error });
   }

@@ -6,6 +6,7 @@ import {
   requiredString,
   requiredTimestamp,
 } from "./json.js";
+import { knownValid } from "./known-valid.js";
 import { legacyDefaults, type SchemaTwoFields } from "./legacy.js";
 import {
   readDistributorVersion,
@@ -101,7 +102,7 @@ function* singleOwnerSteps(root: JsonObject): Steps<SingleOwnerState> {
   if (replacing !== undefined) state.replacing = replacing;
   if (release !== undefined) state.release = release;
   throwIfProblem(yield* singleOwnerProblemSteps(state, undefined));
-  return state;
+  return knownValid(state);
 }
 
 function readSchemaTwoFields(root: JsonObject): SchemaTwoFields {
@@ -148,7 +149,7 @@ function readSharedRootState(root: JsonObject): SharedRootState {
   };
   if (distributorVersion !== undefined) state.distributorVersion = distributorVersion;
   validateSharedRootState(state);
-  return state;
+  return knownValid(state);
 }
 
 function readOwner(value: unknown, index: number): OwnerRecord {

@@ -2,6 +2,7 @@ import { isSha256Digest, type Manifest } from "@distributor/bundle";
 import { pathProblem, STATE_FILE_NAME } from "@distributor/storage";
 import { checkedManifestText } from "./embedded-manifest.js";
 import { StateError } from "./errors.js";
+import { isParsedManifest } from "./known-valid.js";
 import { METADATA_FIELDS } from "./parse-common.js";
 import { RELEASE_ID_PATTERN, type ReleaseState } from "./release.js";
 import { formatOwnerScope, ownerKey } from "./scope.js";
@@ -269,9 +270,12 @@ function sourceManifestProblem(
   manifestTexts: ManifestTexts | undefined,
 ): string | undefined {
   if (source?.manifest === undefined || source.manifest === null) return `${name} is required`;
-  const checked = checkedManifestText(source.manifest);
-  if (!checked.ok) return `${name}: ${checked.problem}`;
-  manifestTexts?.set(source.manifest, checked.text);
+  // A manifest parsed with its state is valid as it stands; its text is made only when wanted.
+  if (manifestTexts !== undefined || !isParsedManifest(source.manifest)) {
+    const checked = checkedManifestText(source.manifest);
+    if (!checked.ok) return `${name}: ${checked.problem}`;
+    manifestTexts?.set(source.manifest, checked.text);
+  }
   return signerProblem(name.replace(/\.manifest$/, ".signer"), source.signer);
 }
 

@@ -33,14 +33,20 @@ export function expectedErrors(): Record<string, string> {
   return fixtureJson("expected-errors.json") as Record<string, string>;
 }
 
-/** The schema 2 fixture: reports/archive, outputs report.md (source) and report.html (generated). */
+/**
+ * The schema 2 fixture: reports/archive, outputs report.md (source) and report.html (generated).
+ * A copy tests may change in place (what parsing returns is frozen).
+ */
 export function validSingleOwnerState(): SingleOwnerState {
-  return parseSingleOwnerState(fixture("valid-v2.json"));
+  return structuredClone(parseSingleOwnerState(fixture("valid-v2.json")));
 }
 
-/** The schema 3 fixture: owners reports/archive (report.md) and reports/html (report.html). */
+/**
+ * The schema 3 fixture: owners reports/archive (report.md) and reports/html (report.html). A copy
+ * tests may change in place.
+ */
 export function validSharedRootState(): SharedRootState {
-  return parseSharedRootState(fixture("valid-v3.json"));
+  return structuredClone(parseSharedRootState(fixture("valid-v3.json")));
 }
 
 /** The manifest embedded in every valid fixture (report.md and summary.txt). */
