@@ -93,11 +93,16 @@ export async function planTarget(options: PlanTargetOptions): Promise<PublishPla
   };
   // A repair (stored outputs looked at) needs the outputs' bytes to compare and write.
   const repairing = decision.action === "skip_same" && inspection.stored !== undefined;
-  if (!isWriteAction(decision.action) && !repairing) return planPublish(request, inspection);
+  if (!isWriteAction(decision.action) && !repairing) {
+    return planPublish(request, inspection, decision);
+  }
   // attachUrls copies each output, so a plan never shares output objects with another attempt's.
   const prepared = await (options.prepare ?? prepareOnce(options))();
   const { outputs, primaryUrl } = attachUrls(prepared, target.bundlePath, options.links);
-  return inRelease(planPublish({ ...request, outputs, primaryUrl }, inspection), target.release);
+  return inRelease(
+    planPublish({ ...request, outputs, primaryUrl }, inspection, decision),
+    target.release,
+  );
 }
 
 /** A write plan's next state records the release it builds (single-owner states only). */

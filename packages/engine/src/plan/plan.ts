@@ -27,8 +27,10 @@ import { planMetadataUpdate, planRepair } from "./repair.js";
 export function planPublish(
   request: PublishRequest,
   inspection: DestinationInspection,
+  // What `inspectDestination` decided from this very status (deciding is linear in the outputs:
+  // about half a second at 10⁵, not to be done twice).
+  decided: ActionDecision = decideAction(request, inspection.status),
 ): PublishPlan {
-  const decided = decideAction(request, inspection.status);
   const tooLong = pathsTooLong(request, inspection);
   if (tooLong !== undefined && (isWriteAction(decided.action) || request.outputs.length > 0)) {
     // Refused before the lease is taken, whatever --force says: the store cannot hold them.
