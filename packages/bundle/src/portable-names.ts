@@ -26,10 +26,11 @@ const RESERVED_NAMES = [STATE_FILE_NAME, LEASE_FILE_NAME];
 export function nameCollisions(paths: readonly string[]): NameCollision[] {
   const names = new Set<string>();
   for (const path of paths) {
-    const segments = path.split("/");
-    for (let depth = 1; depth <= segments.length; depth++) {
-      names.add(segments.slice(0, depth).join("/"));
+    // The path and each directory above it.
+    for (let slash = path.indexOf("/"); slash !== -1; slash = path.indexOf("/", slash + 1)) {
+      names.add(path.slice(0, slash));
     }
+    names.add(path);
   }
   const groups = new Map<string, string[]>();
   for (const name of names) {
@@ -72,8 +73,11 @@ export function describeNameCollision(collision: NameCollision): string {
     : `${shown}: names differ only by Unicode normalisation (NFC/NFD) and are one name on normalising stores`;
 }
 
+/** Only ASCII: the same in every Unicode normalisation form. */
+const ASCII = /^[\x00-\x7f]*$/;
+
 function foldName(name: string): string {
-  return name.normalize("NFC").toLowerCase();
+  return (ASCII.test(name) ? name : name.normalize("NFC")).toLowerCase();
 }
 
 function ancestors(key: string): string[] {

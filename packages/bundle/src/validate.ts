@@ -14,7 +14,7 @@ import { type BundleIssue, BundleValidationError } from "./errors.js";
 import { fileIssue } from "./file-problem.js";
 import { MANIFEST_FILE_NAME, SIGNATURE_FILE_NAME } from "./manifest.js";
 import type { Manifest, ManifestFile } from "./manifest-types.js";
-import { describeNameCollision, nameCollisions } from "./portable-names.js";
+import { describeNameCollision, type NameCollision, nameCollisions } from "./portable-names.js";
 import { readManifest } from "./read-manifest.js";
 import { type BundleSigner, readSignedManifest, type SignaturePolicy } from "./signature/verify.js";
 
@@ -214,9 +214,15 @@ export async function validateBundle(
   return validated;
 }
 
-/** One `name_collision` issue per group of listed names that are one name on some stores. */
-export function nameCollisionIssues(manifest: Manifest): BundleIssue[] {
-  return nameCollisions(manifest.files.map((file) => file.path)).map((collision) => ({
+/**
+ * One `name_collision` issue per group of listed names that are one name on some stores
+ * (`collisions`, when the caller found them already).
+ */
+export function nameCollisionIssues(
+  manifest: Manifest,
+  collisions: readonly NameCollision[] = nameCollisions(manifest.files.map((file) => file.path)),
+): BundleIssue[] {
+  return collisions.map((collision) => ({
     code: "name_collision",
     path: collision.paths[0] ?? "",
     message: describeNameCollision(collision),

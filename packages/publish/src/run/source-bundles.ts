@@ -8,6 +8,7 @@ import {
   discoverBundles,
   type FileCheckProgress,
   type Manifest,
+  type NameCollision,
   nameCollisionIssues,
   nameCollisions,
   readManifest,
@@ -35,9 +36,10 @@ export function checkPortableNames(
   report: RunReport,
 ) {
   for (const bundle of bundles) {
+    const listed = nameCollisions(bundle.manifest.files.map((file) => file.path));
     const issues = [
-      ...nameCollisionIssues(bundle.manifest),
-      ...outputNameIssues(pipeline, bundle.manifest),
+      ...nameCollisionIssues(bundle.manifest, listed),
+      ...outputNameIssues(pipeline, bundle.manifest, listed),
     ];
     if (issues.length === 0) continue;
     if (pipeline.validation.portableNames) {
@@ -64,10 +66,12 @@ export function checkPortableNames(
  * listed `notes.html`, say. One issue per collision, whatever the number of destinations. A
  * selection that fails (index mode meeting two Markdown files) is left to planning to report.
  */
-function outputNameIssues(pipeline: PipelineConfig, manifest: Manifest): BundleIssue[] {
-  const listed = new Set(
-    nameCollisions(manifest.files.map((file) => file.path)).map((c) => c.paths.join("\0")),
-  );
+function outputNameIssues(
+  pipeline: PipelineConfig,
+  manifest: Manifest,
+  manifestCollisions: readonly NameCollision[],
+): BundleIssue[] {
+  const listed = new Set(manifestCollisions.map((c) => c.paths.join("\0")));
   const issues = new Map<string, BundleIssue>();
   for (const destination of pipeline.destinations) {
     const html = destination.publish.html && destination.transform.markdownToHtml.enabled;
@@ -81,6 +85,12 @@ function outputNameIssues(pipeline: PipelineConfig, manifest: Manifest): BundleI
     } catch {
       continue;
     }
+    // Every listed file under its own name: the outputs' names are the manifest's, whose
+    // collisions are reported already.
+    const asListed =
+      outputs.length === manifest.files.length &&
+      outputs.every((output) => output.path === output.sourcePath);
+    if (asListed) continue;
     const from = new Map(outputs.map((output) => [output.path, output.sourcePath]));
     for (const collision of nameCollisions(outputs.map((output) => output.path))) {
       const key = collision.paths.join("\0");
