@@ -4,8 +4,10 @@ import {
   type DestinationStatus,
   formatOwnerScope,
   isSharedRootState,
+  runSteps,
   type SingleOwnerState,
   type StateDocument,
+  type Steps,
   sameOwnerScope,
   singleOwnerScope,
 } from "@distributor/state";
@@ -22,12 +24,24 @@ import { listPaths, metadataChanges, ownedOutputRecords } from "./records.js";
  * state is looked at. Pure; inspection uses it to read only what the plan will need.
  */
 export function decideAction(target: PublishTarget, status: DestinationStatus): ActionDecision {
+  return runSteps(decideSteps(target, status));
+}
+
+/**
+ * `decideAction` as steps that pause between its phases (the comparison, the completeness check,
+ * the metadata check: each a few hundred milliseconds at 10⁵ outputs), for `runInSlices`.
+ */
+export function* decideSteps(
+  target: PublishTarget,
+  status: DestinationStatus,
+): Steps<ActionDecision> {
   const options = { pathMapping: target.pathMapping };
   const comparison =
     target.stateMode === "shared_root"
       ? compareSharedRootOwner(target.manifest, target.owner, status, options)
       : compare(target.manifest, target.owner, status, options);
   const decision = actionForComparison(comparison, target.transfer, target.force);
+  yield;
   const keepsRecorded =
     decision.action === "skip_destination_newer" || decision.action === "skip_destination_older";
   if (keepsRecorded && status.state !== undefined) {
@@ -50,6 +64,7 @@ export function decideAction(target: PublishTarget, status: DestinationStatus): 
         reason: `${decision.reason}, but its records are not the outputs it gives under this configuration: ${describeGaps(gaps, listPaths)}`,
       };
     }
+    yield;
     const changed = metadataChanges(target, status.state);
     if (changed.length > 0) {
       return {

@@ -10,9 +10,10 @@ import {
 } from "@distributor/storage";
 import { type StoredFile, storedFile } from "../execute/stored-digest.js";
 import { readDestinationStatus } from "../protocol/state-file.js";
+import { runInSlices } from "../run-in-slices.js";
 import type { ActionDecision } from "./action.js";
 import { isWriteAction } from "./action.js";
-import { decideAction, needsBundleListing } from "./decide.js";
+import { decideSteps, needsBundleListing } from "./decide.js";
 import type { DestinationInspection, PublishTarget } from "./plan-types.js";
 import { currentOwnerPaths } from "./refuse.js";
 
@@ -42,11 +43,11 @@ export async function inspectDestination(
   const { signal } = options;
   const bundlePath = target.bundlePath;
   const { status, version } = await readDestinationStatus(backend, bundlePath, signal);
-  // Parsing a big state and comparing it with the manifest are each a long synchronous stretch
-  // (about a second each at 10⁵ outputs): the loop turns between them, so a lease held
-  // meanwhile (planning again under it) is renewed on time.
+  // Parsing a big state and deciding from it are long synchronous stretches (seconds at 10⁵
+  // outputs): both run in slices with the loop turning between them, so a lease held meanwhile
+  // (planning again under it) is renewed on time.
   await nextTurn();
-  const decision = decideAction(target, status);
+  const decision = await runInSlices(decideSteps(target, status));
   const inspection: DestinationInspection = {
     bundlePath,
     status,

@@ -1,4 +1,3 @@
-import { setImmediate as nextTurn } from "node:timers/promises";
 import {
   type DestinationStatus,
   encodeDocument,
@@ -6,7 +5,6 @@ import {
   parseDocumentSteps,
   type StateDocument,
   StateError,
-  type Steps,
 } from "@distributor/state";
 import {
   isStorageError,
@@ -19,6 +17,7 @@ import {
   type StorageEntry,
   statePath,
 } from "@distributor/storage";
+import { runInSlices } from "../run-in-slices.js";
 
 /** State files larger than this are refused rather than read into memory, and never written. */
 export const MAX_STATE_BYTES = 64 * 1024 * 1024;
@@ -87,22 +86,6 @@ export async function readStateFile(
     signal,
   });
   return { ...(await parseStateBytes(backend, path, bytes)), version };
-}
-
-/** Work done between two turns of the event loop while a state is parsed or encoded. */
-const PARSE_SLICE_MS = 50;
-
-/** Runs `steps`, letting the event loop turn once `PARSE_SLICE_MS` went by since the last turn. */
-async function runInSlices<T>(steps: Steps<T>): Promise<T> {
-  let since = performance.now();
-  for (;;) {
-    const next = steps.next();
-    if (next.done) return next.value;
-    if (performance.now() - since >= PARSE_SLICE_MS) {
-      await nextTurn();
-      since = performance.now();
-    }
-  }
 }
 
 /**
