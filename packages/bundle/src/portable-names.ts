@@ -73,11 +73,11 @@ export function describeNameCollision(collision: NameCollision): string {
     : `${shown}: names differ only by Unicode normalisation (NFC/NFD) and are one name on normalising stores`;
 }
 
-/** Only ASCII: the same in every Unicode normalisation form. */
-const ASCII = /^[\x00-\x7f]*$/;
+/** Any code unit past ASCII: a name without one is the same in every normalisation form. */
+const NON_ASCII = /[\u0080-\uffff]/;
 
 function foldName(name: string): string {
-  return (ASCII.test(name) ? name : name.normalize("NFC")).toLowerCase();
+  return (NON_ASCII.test(name) ? name.normalize("NFC") : name).toLowerCase();
 }
 
 function ancestors(key: string): string[] {
