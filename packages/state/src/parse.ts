@@ -6,7 +6,7 @@ import {
   requiredString,
   requiredTimestamp,
 } from "./json.js";
-import { knownValid } from "./known-valid.js";
+import { frozenRecord, knownValid } from "./known-valid.js";
 import { legacyDefaults, type SchemaTwoFields } from "./legacy.js";
 import {
   readDistributorVersion,
@@ -84,7 +84,7 @@ function* singleOwnerSteps(root: JsonObject): Steps<SingleOwnerState> {
   const records = readRequiredArray(root, "outputs", "state outputs");
   const outputs: OutputRecord[] = [];
   for (let index = 0; index < records.length; index++) {
-    outputs.push(readOutput(records[index], index, legacy ? publishedAt : undefined));
+    outputs.push(frozenRecord(readOutput(records[index], index, legacy ? publishedAt : undefined)));
     if (index % STEP_RECORDS === STEP_RECORDS - 1) yield;
   }
 
@@ -137,7 +137,9 @@ function readSharedRootState(root: JsonObject): SharedRootState {
   // The literal type is checked by validation below (`state.mode must be shared_root`).
   const stateMode = requiredMode(root, "state", "state state");
   const owners = readRequiredArray(root, "owners", "state owners").map(readOwner);
-  const outputs = readRequiredArray(root, "outputs", "state outputs").map(readSharedRootOutput);
+  const outputs = readRequiredArray(root, "outputs", "state outputs").map((value, index) =>
+    frozenRecord(readSharedRootOutput(value, index)),
+  );
 
   const state: SharedRootState = {
     schemaVersion: SHARED_ROOT_SCHEMA_VERSION,
