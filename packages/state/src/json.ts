@@ -1,4 +1,6 @@
 import { StateError } from "./errors.js";
+import { parseJsonSteps } from "./json-slices.js";
+import { runSteps, type Steps } from "./steps.js";
 import { parseStateTimestamp } from "./time.js";
 
 /** A decoded JSON object. Unknown keys are ignored by the readers below, as the reference did. */
@@ -9,9 +11,14 @@ export type JsonObject = Record<string, unknown>;
  * rather than as a syntax error, as the reference's streaming decoder did.
  */
 export function decodeStateJson(text: string): JsonObject {
+  return runSteps(decodeStateJsonSteps(text));
+}
+
+/** `decodeStateJson` in steps: a long document is parsed in slices (`parseJsonSteps`). */
+export function* decodeStateJsonSteps(text: string): Steps<JsonObject> {
   let value: unknown;
   try {
-    value = JSON.parse(text);
+    value = yield* parseJsonSteps(text);
   } catch (error) {
     if (hasTrailingData(text)) throw new StateError("parse distributor state: trailing data");
     throw new StateError(`parse distributor state: ${syntaxDetail(error)}`, { cause: error });

@@ -1,0 +1,107 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { parseJsonSteps } from "../src/json-slices.js";
+import { runSteps } from "../src/steps.js";
+
+/** Parses `text` in steps of at most `slice` characters, counting the pauses. */
+function sliced(text: string, slice: number): { value: unknown; pauses: number } {
+  const steps = parseJsonSteps(text, slice);
+  let pauses = 0;
+  for (;;) {
+    const next = steps.next();
+    if (next.done) return { value: next.value, pauses };
+    pauses++;
+  }
+}
+
+/** What `JSON.parse` does with `text`: its value, or its error message. */
+function native(text: string): { value: unknown } | { error: string } {
+  try {
+    return { value: JSON.parse(text) };
+  } catch (error) {
+    return { error: (error as Error).message };
+  }
+}
+
+function outcome(text: string, slice: number): { value: unknown } | { error: string } {
+  try {
+    return { value: sliced(text, slice).value };
+  } catch (error) {
+    return { error: (error as Error).message };
+  }
+}
+
+/** Own keys in enumeration order, recursively: `toEqual` alone ignores member order. */
+function shape(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(shape);
+  if (typeof value === "object" && value !== null) {
+    return Object.keys(value).map((key) => [key, shape((value as Record<string, unknown>)[key])]);
+  }
+  return value;
+}
+
+describe("parseJsonSteps", () => {
+  it("returns what JSON.parse returns, member order included, for any value and slice size", () => {
+    fc.assert(
+      fc.property(
+        fc.jsonValue({ maxDepth: 6 }),
+        fc.integer({ min: 1, max: 200 }),
+        fc.constantFrom(0, 2),
+        (value, slice, indent) => {
+          const text = JSON.stringify(value, null, indent);
+          const result = sliced(text, slice).value;
+          expect(shape(result)).toEqual(shape(JSON.parse(text)));
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it("keeps JSON.parse's verdict on texts near valid JSON, the error message included", () => {
+    const base = fc.jsonValue({ maxDepth: 4 }).map((value) => JSON.stringify(value));
+    const mutated = fc
+      .tuple(base, fc.nat(), fc.constantFrom("", ",", "]", "}", '"', "\\", ":", "x", "1", " ", "{"))
+      .map(([text, at, insert]) => {
+        const index = at % (text.length + 1);
+        return `${text.slice(0, index)}${insert}${text.slice(index + (at % 2))}`;
+      });
+    fc.assert(
+      fc.property(mutated, fc.integer({ min: 1, max: 40 }), (text, slice) => {
+        expect(shape(outcome(text, slice))).toEqual(shape(native(text)));
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it("keeps duplicate keys as JSON.parse does: the last value, at the first key's place", () => {
+    const text = `{"a":1,"b":[${"1,".repeat(50)}2],"a":{"c":[${"3,".repeat(50)}4]},"__proto__":[5]}`;
+    const result = sliced(text, 16).value as Record<string, unknown>;
+    expect(shape(result)).toEqual(shape(JSON.parse(text)));
+    expect(Object.getPrototypeOf(result)).toBe(Object.prototype);
+    expect(Object.hasOwn(result, "__proto__")).toBe(true);
+  });
+
+  it("pauses between slices of a long array, each slice parsed whole", () => {
+    const records = Array.from({ length: 5000 }, (_, index) => ({
+      path: `d/${index}.txt`,
+      sha256: "sha256:0000",
+      size: index,
+    }));
+    const text = JSON.stringify({ outputs: records, tail: "end" });
+    const { value, pauses } = sliced(text, 4096);
+    expect(value).toEqual({ outputs: records, tail: "end" });
+    expect(pauses).toBeGreaterThan(text.length / 4096 - 1);
+  });
+
+  it("parses whatever it cannot take apart in one call: deep nesting, long strings and numbers", () => {
+    const deep = `${"[".repeat(100)}1${"]".repeat(100)}`;
+    expect(sliced(deep, 8).value).toEqual(JSON.parse(deep));
+    const long = JSON.stringify({ text: "x".repeat(1000), list: ["y".repeat(300), 1.5e300] });
+    expect(sliced(long, 10).value).toEqual(JSON.parse(long));
+  });
+
+  it("is JSON.parse itself for texts no longer than one slice", () => {
+    expect(runSteps(parseJsonSteps('{"a":[1,2]}'))).toEqual({ a: [1, 2] });
+    expect(() => runSteps(parseJsonSteps("{"))).toThrow(SyntaxError);
+  });
+});
