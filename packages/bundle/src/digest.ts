@@ -141,6 +141,11 @@ export function bundleDigest(files: readonly DigestedFile[]): string {
   return `sha256:${hash.digest("hex")}`;
 }
 
+/** The digest lines of `files` as they are ordered: callers hash files already in canonical order. */
+export function digestLinesInOrder(files: readonly DigestedFile[]): string {
+  return files.map(digestLine).join("");
+}
+
 function sortedForDigest(files: readonly DigestedFile[]): DigestedFile[] {
   return [...files].sort((a, b) => compareLogicalPaths(a.path, b.path));
 }

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { compareLogicalPaths, pathProblem, reservedSegment } from "@distributor/storage";
-import { bundleDigest, isSha256Digest } from "./digest.js";
+import { digestLinesInOrder, isSha256Digest } from "./digest.js";
 import { ManifestError } from "./errors.js";
 import type { Manifest, ManifestFile } from "./manifest-types.js";
 import {
@@ -46,12 +46,80 @@ export function parseManifest(text: string, source?: string): Manifest {
  * held read-only, such as those embedded in a destination's state.
  */
 export function parseFrozenManifest(text: string, source?: string): Manifest {
-  const manifest = readManifestText(text, source);
+  return freeze(readManifestText(text, source));
+}
+
+/**
+ * A manifest already decoded by `JSON.parse` (as a state embeds it), checked under the same rules
+ * and returned frozen, as `parseFrozenManifest` would return it for `JSON.stringify(value)`. As
+ * steps that pause every `STEP_FILES` files, so that a caller may let its event loop turn while
+ * a million-file manifest is checked.
+ */
+export function* frozenManifestFromJsonSteps(
+  value: unknown,
+  source?: string,
+): ManifestSteps<Manifest> {
+  const context = new Context(source);
+  // The file list is converted entry by entry, in the steps; the rest at once.
+  let document: JsonValue;
+  if (typeof value === "object" && value !== null && !Array.isArray(value)) {
+    document = new Map();
+    for (const [key, member] of Object.entries(value)) {
+      const raw = key === "files" && Array.isArray(member);
+      document.set(key, raw ? (member as JsonValue[]) : fromDecodedJson(member));
+    }
+  } else {
+    document = fromDecodedJson(value);
+  }
+  return freeze(yield* readManifestDocumentSteps(context, document, fromDecodedJson));
+}
+
+/** Files handled between two pauses of the manifest's steps. */
+export const STEP_FILES = 1000;
+
+/** Work that pauses (`yield`) every `STEP_FILES` files; run to the end, it is synchronous. */
+export type ManifestSteps<T> = Generator<void, T, void>;
+
+/**
+ * Whether `manifest` came from `parseFrozenManifest` or `frozenManifestFromJsonSteps` and is
+ * unchanged since (its `created` included): valid, and its files in canonical order.
+ */
+export function isFrozenManifest(manifest: Manifest): boolean {
+  const created = frozen.get(manifest);
+  return created !== undefined && manifest.created.getTime() === created;
+}
+
+function freeze(manifest: Manifest): Manifest {
   for (const file of manifest.files) Object.freeze(file);
   Object.freeze(manifest.files);
   Object.freeze(manifest);
   frozen.set(manifest, manifest.created.getTime());
   return manifest;
+}
+
+function runManifestSteps<T>(steps: ManifestSteps<T>): T {
+  for (;;) {
+    const next = steps.next();
+    if (next.done) return next.value;
+  }
+}
+
+/**
+ * A value of `JSON.parse` in the strict parser's shape: what that parser would return for its
+ * `JSON.stringify` text (objects as maps, numbers as the text `JSON.stringify` writes).
+ */
+function fromDecodedJson(value: unknown): JsonValue {
+  if (typeof value === "number") return new JsonNumber(JSON.stringify(value));
+  if (Array.isArray(value)) return value.map(fromDecodedJson);
+  if (typeof value === "object" && value !== null) {
+    const members: JsonObject = new Map();
+    for (const key of Object.keys(value)) {
+      members.set(key, fromDecodedJson((value as Record<string, unknown>)[key]));
+    }
+    return members;
+  }
+  // Strings, booleans and null are the same in both shapes; undefined cannot come from JSON.
+  return value as JsonValue;
 }
 
 function readManifestText(text: string, source: string | undefined): Manifest {
@@ -63,6 +131,20 @@ function readManifestText(text: string, source: string | undefined): Manifest {
     if (error instanceof JsonSyntaxError) context.fail(undefined, error.message, error);
     throw error;
   }
+  return runManifestSteps(
+    readManifestDocumentSteps(context, document, (entry) => entry as JsonValue),
+  );
+}
+
+/**
+ * Checks a decoded manifest document. `files` entries pass through `entryValue` first, so that a
+ * document decoded by `JSON.parse` is converted one entry at a time.
+ */
+function* readManifestDocumentSteps(
+  context: Context,
+  document: JsonValue,
+  entryValue: (entry: unknown) => JsonValue,
+): ManifestSteps<Manifest> {
   if (!(document instanceof Map)) context.fail(undefined, "manifest must be a JSON object");
   checkFields(context, document, MANIFEST_FIELDS, "");
 
@@ -82,9 +164,17 @@ function readManifestText(text: string, source: string | undefined): Manifest {
   const digest = requireString(context, document, "digest");
   const files = document.get("files");
   if (!Array.isArray(files)) context.fail("files", `files must be an array, got ${show(files)}`);
-  const manifestFiles = files.map((entry, index) => parseFile(context, entry, index));
-
-  return checkManifest(context, { id, created: parsed.date, digest, files: manifestFiles });
+  const manifestFiles: ManifestFile[] = [];
+  for (const [index, entry] of files.entries()) {
+    manifestFiles.push(parseFile(context, entryValue(entry), index));
+    if (index % STEP_FILES === STEP_FILES - 1) yield;
+  }
+  return yield* checkManifestSteps(context, {
+    id,
+    created: parsed.date,
+    digest,
+    files: manifestFiles,
+  });
 }
 
 export interface ManifestDraft {
@@ -105,12 +195,14 @@ export function buildManifest(draft: ManifestDraft): Manifest {
     size: file.size,
   }));
   for (const [index, file] of files.entries()) checkFile(context, file, index);
-  return checkManifest(context, {
-    id: draft.id,
-    created: draft.created,
-    digest: undefined,
-    files,
-  });
+  return runManifestSteps(
+    checkManifestSteps(context, {
+      id: draft.id,
+      created: draft.created,
+      digest: undefined,
+      files,
+    }),
+  );
 }
 
 /**
@@ -232,7 +324,7 @@ interface CheckedParts {
   files: ManifestFile[];
 }
 
-function checkManifest(context: Context, parts: CheckedParts): Manifest {
+function* checkManifestSteps(context: Context, parts: CheckedParts): ManifestSteps<Manifest> {
   const idProblem = bundleIdProblem(parts.id);
   if (idProblem !== undefined) context.fail("id", idProblem);
   if (!isRepresentableDate(parts.created)) {
@@ -242,10 +334,15 @@ function checkManifest(context: Context, parts: CheckedParts): Manifest {
     context.fail("digest", `digest must be ${DIGEST_FORMAT}, got ${show(parts.digest)}`);
   }
   if (parts.files.length === 0) context.empty();
-  checkPathsTogether(context, parts.files);
+  yield* checkPathsTogetherSteps(context, parts.files);
 
-  const files = [...parts.files].sort((a, b) => compareLogicalPaths(a.path, b.path));
-  const computed = bundleDigest(files);
+  // Manifests are written in canonical order, so a parsed one is usually sorted already: checking
+  // that is linear, and sorting a million paths again would be a step of seconds.
+  const files = (yield* isSortedSteps(parts.files))
+    ? parts.files
+    : [...parts.files].sort((a, b) => compareLogicalPaths(a.path, b.path));
+  yield;
+  const computed = yield* sortedFilesDigestSteps(files);
   if (parts.digest !== undefined && parts.digest !== computed) {
     context.fail(
       "digest",
@@ -300,10 +397,34 @@ function checkFile(context: Context, file: ManifestFile, index: number): void {
   }
 }
 
+function* isSortedSteps(files: readonly ManifestFile[]): ManifestSteps<boolean> {
+  for (let index = 1; index < files.length; index++) {
+    if (compareLogicalPaths(files[index - 1]?.path ?? "", files[index]?.path ?? "") > 0) {
+      return false;
+    }
+    if (index % STEP_FILES === 0) yield;
+  }
+  return true;
+}
+
+/** `bundleDigest` of files already in canonical order, hashed in steps. */
+function* sortedFilesDigestSteps(files: readonly ManifestFile[]): ManifestSteps<string> {
+  const hash = createHash("sha256");
+  for (let start = 0; start < files.length; start += STEP_FILES) {
+    hash.update(digestLinesInOrder(files.slice(start, start + STEP_FILES)), "utf8");
+    yield;
+  }
+  return `sha256:${hash.digest("hex")}`;
+}
+
 /** Duplicates, and a path listed both as a file and as a directory of another file. */
-function checkPathsTogether(context: Context, files: readonly ManifestFile[]): void {
+function* checkPathsTogetherSteps(
+  context: Context,
+  files: readonly ManifestFile[],
+): ManifestSteps<void> {
   const indexByPath = new Map<string, number>();
   for (const [index, file] of files.entries()) {
+    if (index % STEP_FILES === STEP_FILES - 1) yield;
     const first = indexByPath.get(file.path);
     if (first !== undefined) {
       context.fail(
@@ -314,6 +435,7 @@ function checkPathsTogether(context: Context, files: readonly ManifestFile[]): v
     indexByPath.set(file.path, index);
   }
   for (const [index, file] of files.entries()) {
+    if (index % STEP_FILES === STEP_FILES - 1) yield;
     for (
       let slash = file.path.indexOf("/");
       slash !== -1;

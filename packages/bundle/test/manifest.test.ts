@@ -4,6 +4,8 @@ import { bundleDigest, fileDigest } from "../src/digest.js";
 import { BundleValidationError, ManifestError } from "../src/errors.js";
 import {
   buildManifest,
+  frozenManifestFromJsonSteps,
+  isFrozenManifest,
   parseFrozenManifest,
   parseManifest,
   serializeManifest,
@@ -395,6 +397,95 @@ describe("serializeManifest", () => {
         },
       ),
     );
+  });
+});
+
+/** `frozenManifestFromJsonSteps` run to its end, with the number of pauses it made. */
+function fromJson(value: unknown): { manifest: Manifest; pauses: number } {
+  const steps = frozenManifestFromJsonSteps(value);
+  let pauses = 0;
+  for (;;) {
+    const next = steps.next();
+    if (next.done) return { manifest: next.value, pauses };
+    pauses++;
+  }
+}
+
+/** The manifest, or the rejection's message and field. */
+function verdict(read: () => Manifest): unknown {
+  try {
+    return { manifest: read() };
+  } catch (error) {
+    if (!(error instanceof ManifestError)) throw error;
+    return { message: error.message, field: error.field, code: error.code };
+  }
+}
+
+describe("frozenManifestFromJsonSteps", () => {
+  it("accepts and rejects what parseFrozenManifest does with the value's JSON text", () => {
+    const mutations: ((doc: Doc) => unknown)[] = [
+      (doc) => doc,
+      (doc) => ({ ...doc, extra: true }),
+      (doc) => ({ ...doc, schema_version: 2 }),
+      (doc) => ({ ...doc, id: 7 }),
+      (doc) => ({ ...doc, created: "yesterday" }),
+      (doc) => ({ ...doc, digest: "sha256:00" }),
+      (doc) => ({ ...doc, files: [] }),
+      (doc) => ({ ...doc, files: "report.md" }),
+      (doc) => redigest({ ...doc, files: [...doc.files, doc.files[0] as Record<string, unknown>] }),
+      (doc) =>
+        redigest({ ...doc, files: [{ ...doc.files[0], size: 1.5 }, doc.files[1]] as Doc["files"] }),
+      (doc) =>
+        redigest({
+          ...doc,
+          files: [{ ...doc.files[0], size: 1e21 }, doc.files[1]] as Doc["files"],
+        }),
+      (doc) =>
+        redigest({ ...doc, files: [{ ...doc.files[0], size: -1 }, doc.files[1]] as Doc["files"] }),
+      (doc) =>
+        redigest({
+          ...doc,
+          files: [{ ...doc.files[0], path: "a/../b" }, doc.files[1]] as Doc["files"],
+        }),
+      (doc) =>
+        redigest({
+          ...doc,
+          files: [{ ...doc.files[0], path: "\ud800" }, doc.files[1]] as Doc["files"],
+        }),
+      (doc) =>
+        redigest({
+          ...doc,
+          files: [{ path: "report.md/x", sha256: REPORT.sha256, size: 1 }, ...doc.files],
+        }),
+      (doc) =>
+        redigest({ ...doc, files: [{ ...doc.files[0], mode: 420 }, doc.files[1]] as Doc["files"] }),
+      (doc) => [doc],
+      () => null,
+    ];
+    for (const mutate of mutations) {
+      const value = JSON.parse(JSON.stringify(mutate(validDoc()))) as unknown;
+      expect(verdict(() => fromJson(value).manifest)).toEqual(
+        verdict(() => parseFrozenManifest(JSON.stringify(value))),
+      );
+    }
+  });
+
+  it("returns a frozen manifest in canonical order, pausing every thousand files", () => {
+    const files = Array.from({ length: 2500 }, (_, index) => ({
+      path: `d/${String(2500 - index).padStart(5, "0")}.txt`,
+      ...fileDigest(String(index)),
+    }));
+    const doc = { ...validDoc(), files };
+    redigest(doc);
+    const { manifest, pauses } = fromJson(JSON.parse(JSON.stringify(doc)));
+    expect(manifest).toEqual(parseFrozenManifest(JSON.stringify(doc)));
+    expect(manifest.files[0]?.path).toBe("d/00001.txt");
+    expect(Object.isFrozen(manifest) && Object.isFrozen(manifest.files[0])).toBe(true);
+    expect(isFrozenManifest(manifest)).toBe(true);
+    expect(pauses).toBeGreaterThanOrEqual(5);
+    manifest.created.setTime(0);
+    expect(isFrozenManifest(manifest)).toBe(false);
+    expect(isFrozenManifest(parseManifest(JSON.stringify(doc)))).toBe(false);
   });
 });
 
