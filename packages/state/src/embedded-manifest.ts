@@ -1,21 +1,27 @@
 import {
+  frozenManifestFromJsonSteps,
   type Manifest,
-  parseFrozenManifest,
   parseManifest,
   serializeManifest,
   verifiedManifestText,
 } from "@distributor/bundle";
 import { errorMessage, StateError } from "./errors.js";
 import { parsedManifest } from "./known-valid.js";
+import { runSteps, type Steps } from "./steps.js";
 
 /**
  * State documents embed the source manifest (`source.manifest`) under the bundle contract: the
  * bundle package's strict parser decides what is valid, so both files follow one set of rules.
  */
 export function parseEmbeddedManifest(value: unknown, name: string): Manifest {
+  return runSteps(parseEmbeddedManifestSteps(value, name));
+}
+
+/** `parseEmbeddedManifest` as steps that pause every few files (a big state's manifest). */
+export function* parseEmbeddedManifestSteps(value: unknown, name: string): Steps<Manifest> {
   try {
     // Frozen: a state's manifest is only read, and so it is known valid as long as it is held.
-    return parsedManifest(parseFrozenManifest(JSON.stringify(value)));
+    return parsedManifest(yield* frozenManifestFromJsonSteps(value));
   } catch (error) {
     throw new StateError(`${name}: ${errorMessage(error)}`, { cause: error });
   }

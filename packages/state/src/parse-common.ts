@@ -1,4 +1,4 @@
-import { parseEmbeddedManifest } from "./embedded-manifest.js";
+import { parseEmbeddedManifestSteps } from "./embedded-manifest.js";
 import { StateError } from "./errors.js";
 import {
   arrayObject,
@@ -11,6 +11,7 @@ import {
   requiredTimestamp,
 } from "./json.js";
 import type { ReleaseState } from "./release.js";
+import { runSteps, type Steps } from "./steps.js";
 import type {
   LinkState,
   OutputKind,
@@ -99,12 +100,19 @@ export const METADATA_FIELDS: readonly (readonly [string, keyof OutputMetadata])
 
 /** `source` of a document or owner; `name` is e.g. `state owners[0].source`. */
 export function readSource(object: JsonObject, name: string): SourceState {
+  return runSteps(readSourceSteps(object, name));
+}
+
+/** `readSource` as steps: the embedded manifest is checked in steps. */
+export function* readSourceSteps(object: JsonObject, name: string): Steps<SourceState> {
   const source = optionalObject(object, "source", name);
   const manifest = source === undefined ? undefined : field(source, "manifest");
   if (source === undefined || manifest === undefined) {
     throw new StateError(`${name}.manifest is required`);
   }
-  const read: SourceState = { manifest: parseEmbeddedManifest(manifest, `${name}.manifest`) };
+  const read: SourceState = {
+    manifest: yield* parseEmbeddedManifestSteps(manifest, `${name}.manifest`),
+  };
   const signer = optionalObject(source, "signer", `${name}.signer`);
   if (signer !== undefined) {
     read.signer = {

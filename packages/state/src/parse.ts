@@ -1,6 +1,7 @@
 import {
   arrayObject,
   decodeStateJson,
+  decodeStateJsonSteps,
   type JsonObject,
   requiredMode,
   requiredString,
@@ -18,6 +19,7 @@ import {
   readRequiredArray,
   readSchemaVersion,
   readSource,
+  readSourceSteps,
 } from "./parse-common.js";
 import { runSteps, STEP_RECORDS, type Steps } from "./steps.js";
 import {
@@ -51,7 +53,7 @@ export function parseDocument(text: string): StateDocument {
  * them in slices, letting its event loop turn between them.
  */
 export function* parseDocumentSteps(text: string): Steps<StateDocument> {
-  const root = decodeStateJson(text);
+  const root = yield* decodeStateJsonSteps(text);
   yield;
   const version = readSchemaVersion(root, [...SINGLE_OWNER_VERSIONS, SHARED_ROOT_SCHEMA_VERSION]);
   return version === SHARED_ROOT_SCHEMA_VERSION
@@ -76,7 +78,7 @@ function* singleOwnerSteps(root: JsonObject): Steps<SingleOwnerState> {
   const destinationId = requiredString(root, "destination_id", "state destination_id");
   const publishedAt = requiredTimestamp(root, "published_at", "state published_at");
   const schemaTwo = legacy ? legacyDefaults(publishedAt) : readSchemaTwoFields(root);
-  const source = readSource(root, "state source");
+  const source = yield* readSourceSteps(root, "state source");
   yield;
   const links = readLinks(root, "state links");
   const replacing = readReplacing(root, "state replacing");

@@ -1,3 +1,4 @@
+import { formatTimestamp, type Manifest } from "@distributor/bundle";
 import { JsonText } from "./json-text.js";
 import { hasMetadata } from "./outputs.js";
 import { METADATA_FIELDS } from "./parse-common.js";
@@ -14,6 +15,7 @@ import {
   type StateDocument,
 } from "./types.js";
 import {
+  FROM_FILES,
   type ManifestTexts,
   sharedRootStateProblem,
   singleOwnerProblemSteps,
@@ -84,7 +86,7 @@ function* singleOwnerWriteSteps(state: SingleOwnerState, json: JsonText): Steps<
     .openObject("reconciliation")
     .member("mode", state.reconciliation.mode)
     .end();
-  writeSource(json, manifests, state.source);
+  yield* writeSourceSteps(json, manifests, state.source);
   writeLinks(json, state.links);
   writeReplacing(json, state.replacing, timestamp);
   if (state.release !== undefined) json.openObject("release").member("id", state.release.id).end();
@@ -118,7 +120,7 @@ function writeSharedRootState(state: SharedRootState, json: JsonText): JsonText 
       .openObject("reconciliation")
       .member("mode", owner.reconciliation.mode)
       .end();
-    writeSource(json, manifests, owner.source);
+    runSteps(writeSourceSteps(json, manifests, owner.source));
     writeLinks(json, owner.links);
     writeReplacing(json, owner.replacing, timestamp);
     json.end();
@@ -146,11 +148,17 @@ function openDocument(json: JsonText, state: StateDocument): JsonText {
 }
 
 /** `source.manifest`: the manifest's canonical text, the one validation read back; its signer. */
-function writeSource(json: JsonText, manifests: ManifestTexts, source: SourceState): void {
+function* writeSourceSteps(
+  json: JsonText,
+  manifests: ManifestTexts,
+  source: SourceState,
+): Steps<void> {
   const text = manifests.get(source.manifest);
   // Validation records every manifest it accepts; a missing text would be a bug here.
   if (text === undefined) throw new Error("state serialiser: embedded manifest was not validated");
-  json.openObject("source").rendered("manifest", text);
+  json.openObject("source");
+  if (text === FROM_FILES) yield* writeManifestSteps(json, source.manifest);
+  else json.rendered("manifest", text);
   if (source.signer !== undefined) {
     json
       .openObject("signer")
@@ -159,6 +167,30 @@ function writeSource(json: JsonText, manifests: ManifestTexts, source: SourceSta
       .end();
   }
   json.end();
+}
+
+/**
+ * A manifest frozen as parsed, written as the compact form of its canonical text (the same
+ * members in the same order; its files are already in canonical order), a few files per step.
+ */
+function* writeManifestSteps(json: JsonText, manifest: Manifest): Steps<void> {
+  json
+    .openObject("manifest")
+    .member("schema_version", manifest.schemaVersion)
+    .member("id", manifest.id)
+    .member("created", formatTimestamp(manifest.created))
+    .member("digest", manifest.digest)
+    .openArray("files");
+  for (const [index, file] of manifest.files.entries()) {
+    json
+      .openObject()
+      .member("path", file.path)
+      .member("sha256", file.sha256)
+      .member("size", file.size)
+      .end();
+    if (index % STEP_RECORDS === STEP_RECORDS - 1) yield;
+  }
+  json.end().end();
 }
 
 function writeReplacing(

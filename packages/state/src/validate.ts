@@ -1,4 +1,4 @@
-import { isSha256Digest, type Manifest } from "@distributor/bundle";
+import { isFrozenManifest, isSha256Digest, type Manifest } from "@distributor/bundle";
 import { pathProblem, STATE_FILE_NAME } from "@distributor/storage";
 import { checkedManifestText } from "./embedded-manifest.js";
 import { StateError } from "./errors.js";
@@ -42,7 +42,14 @@ export function validateSharedRootState(state: SharedRootState): void {
  * Canonical text of each embedded manifest a validation checked, by manifest: the serialiser
  * validates with one and embeds the texts, so each manifest is rendered and re-read once.
  */
-export type ManifestTexts = Map<Manifest, string>;
+export type ManifestTexts = Map<Manifest, string | typeof FROM_FILES>;
+
+/**
+ * In `ManifestTexts`, a manifest that needs no text: frozen as the bundle package parsed it, it is
+ * valid and its files are in canonical order, so the serialiser writes it from its files, a few
+ * at a time (a million-file manifest is over 100 MB of text).
+ */
+export const FROM_FILES = Symbol("embedded manifest written from its files");
 
 /** Validates either kind of state document. */
 export function validateState(document: StateDocument): void {
@@ -271,7 +278,9 @@ function sourceManifestProblem(
 ): string | undefined {
   if (source?.manifest === undefined || source.manifest === null) return `${name} is required`;
   // A manifest parsed with its state is valid as it stands; its text is made only when wanted.
-  if (manifestTexts !== undefined || !isParsedManifest(source.manifest)) {
+  if (isFrozenManifest(source.manifest)) {
+    manifestTexts?.set(source.manifest, FROM_FILES);
+  } else if (manifestTexts !== undefined || !isParsedManifest(source.manifest)) {
     const checked = checkedManifestText(source.manifest);
     if (!checked.ok) return `${name}: ${checked.problem}`;
     manifestTexts?.set(source.manifest, checked.text);

@@ -1,5 +1,12 @@
 import {
+  buildManifest,
+  fileDigest,
+  parseFrozenManifest,
+  serializeManifest,
+} from "@distributor/bundle";
+import {
   encodeDocument,
+  encodeDocumentSteps,
   parseDocument,
   parseSharedRootState,
   parseSingleOwnerState,
@@ -181,5 +188,38 @@ describe("serializeSharedRootState", () => {
     }
     const invalid = { ...validSingleOwnerState(), pipelineId: "" };
     expect(() => encodeDocument(invalid)).toThrow(StateError);
+  });
+});
+
+describe("encodeDocumentSteps", () => {
+  it("writes a manifest frozen as parsed from its files, as its canonical text, in steps", () => {
+    const files = Array.from({ length: 2500 }, (_, index) => ({
+      path: `d/${index % 7}/é "${index}"\u{1F600}.txt`,
+      ...fileDigest(`content ${index}`),
+    }));
+    const built = buildManifest({ id: "big", created: new Date("2026-06-04T11:55:00.5Z"), files });
+    const frozen = parseFrozenManifest(serializeManifest(built));
+    const state = (manifest: typeof built) => ({
+      ...validSingleOwnerState(),
+      source: { manifest },
+      outputs: manifest.files.map((file) => ({
+        path: file.path,
+        kind: "source" as const,
+        sourcePath: file.path,
+        sha256: file.sha256,
+        size: file.size,
+        createdAt: new Date("2026-06-04T12:00:00Z"),
+        updatedAt: new Date("2026-06-04T12:00:00Z"),
+      })),
+    });
+    const steps = encodeDocumentSteps(state(frozen));
+    let pauses = 0;
+    let next = steps.next();
+    for (; !next.done; next = steps.next()) pauses++;
+    // Written from the files (frozen) or from the canonical text (built): the same bytes.
+    expect(Buffer.from(next.value).toString("utf8")).toBe(serializeSingleOwnerState(state(built)));
+    // The outputs pause twice, the manifest's files twice more.
+    expect(pauses).toBeGreaterThanOrEqual(5);
+    expect(parseDocument(Buffer.from(next.value).toString("utf8"))).toEqual(state(frozen));
   });
 });
