@@ -48,6 +48,7 @@ export {
   ManifestError,
   type ManifestErrorOptions,
 } from "./errors.js";
+export { JSON_SLICE_CHARS, parseJsonSteps, parseStrictJsonSteps } from "./json-slices.js";
 export {
   BUNDLE_ID_PATTERN,
   buildManifest,
@@ -57,9 +58,9 @@ export {
   MANIFEST_FILE_NAME,
   MANIFEST_SCHEMA_VERSION,
   type ManifestDraft,
-  type ManifestSteps,
   manifestPathProblem,
   parseFrozenManifest,
+  parseFrozenManifestSteps,
   parseManifest,
   SIGNATURE_FILE_NAME,
   serializeManifest,

@@ -1,15 +1,16 @@
 import { createHash } from "node:crypto";
-import { compareLogicalPaths, pathProblem, reservedSegment } from "@distributor/storage";
+import {
+  compareLogicalPaths,
+  pathProblem,
+  reservedSegment,
+  runSteps,
+  type Steps,
+} from "@distributor/storage";
 import { digestLinesInOrder, isSha256Digest } from "./digest.js";
 import { ManifestError } from "./errors.js";
+import { parseStrictJsonSteps } from "./json-slices.js";
 import type { Manifest, ManifestFile } from "./manifest-types.js";
-import {
-  JsonNumber,
-  type JsonObject,
-  JsonSyntaxError,
-  type JsonValue,
-  parseStrictJson,
-} from "./strict-json.js";
+import { JsonNumber, type JsonObject, JsonSyntaxError, type JsonValue } from "./strict-json.js";
 import { formatTimestamp, isRepresentableDate, parseTimestamp } from "./timestamp.js";
 
 /** Name of the manifest file at the root of every bundle. */
@@ -46,7 +47,15 @@ export function parseManifest(text: string, source?: string): Manifest {
  * held read-only, such as those embedded in a destination's state.
  */
 export function parseFrozenManifest(text: string, source?: string): Manifest {
-  return freeze(readManifestText(text, source));
+  return runSteps(parseFrozenManifestSteps(text, source));
+}
+
+/**
+ * `parseFrozenManifest` as steps that pause every few thousand characters of the text and every
+ * `STEP_FILES` files, for a caller that lets its event loop turn meanwhile (`runInSlices`).
+ */
+export function* parseFrozenManifestSteps(text: string, source?: string): Steps<Manifest> {
+  return freeze(yield* readManifestTextSteps(text, source));
 }
 
 /**
@@ -55,10 +64,7 @@ export function parseFrozenManifest(text: string, source?: string): Manifest {
  * steps that pause every `STEP_FILES` files, so that a caller may let its event loop turn while
  * a million-file manifest is checked.
  */
-export function* frozenManifestFromJsonSteps(
-  value: unknown,
-  source?: string,
-): ManifestSteps<Manifest> {
+export function* frozenManifestFromJsonSteps(value: unknown, source?: string): Steps<Manifest> {
   const context = new Context(source);
   // The file list is converted entry by entry, in the steps; the rest at once.
   let document: JsonValue;
@@ -77,9 +83,6 @@ export function* frozenManifestFromJsonSteps(
 /** Files handled between two pauses of the manifest's steps. */
 export const STEP_FILES = 1000;
 
-/** Work that pauses (`yield`) every `STEP_FILES` files; run to the end, it is synchronous. */
-export type ManifestSteps<T> = Generator<void, T, void>;
-
 /**
  * Whether `manifest` came from `parseFrozenManifest` or `frozenManifestFromJsonSteps` and is
  * unchanged since (its `created` included): valid, and its files in canonical order.
@@ -95,13 +98,6 @@ function freeze(manifest: Manifest): Manifest {
   Object.freeze(manifest);
   frozen.set(manifest, manifest.created.getTime());
   return manifest;
-}
-
-function runManifestSteps<T>(steps: ManifestSteps<T>): T {
-  for (;;) {
-    const next = steps.next();
-    if (next.done) return next.value;
-  }
 }
 
 /**
@@ -123,17 +119,19 @@ function fromDecodedJson(value: unknown): JsonValue {
 }
 
 function readManifestText(text: string, source: string | undefined): Manifest {
+  return runSteps(readManifestTextSteps(text, source));
+}
+
+function* readManifestTextSteps(text: string, source: string | undefined): Steps<Manifest> {
   const context: Context = new Context(source);
   let document: JsonValue;
   try {
-    document = parseStrictJson(text);
+    document = yield* parseStrictJsonSteps(text);
   } catch (error) {
     if (error instanceof JsonSyntaxError) context.fail(undefined, error.message, error);
     throw error;
   }
-  return runManifestSteps(
-    readManifestDocumentSteps(context, document, (entry) => entry as JsonValue),
-  );
+  return yield* readManifestDocumentSteps(context, document, (entry) => entry as JsonValue);
 }
 
 /**
@@ -144,7 +142,7 @@ function* readManifestDocumentSteps(
   context: Context,
   document: JsonValue,
   entryValue: (entry: unknown) => JsonValue,
-): ManifestSteps<Manifest> {
+): Steps<Manifest> {
   if (!(document instanceof Map)) context.fail(undefined, "manifest must be a JSON object");
   checkFields(context, document, MANIFEST_FIELDS, "");
 
@@ -195,7 +193,7 @@ export function buildManifest(draft: ManifestDraft): Manifest {
     size: file.size,
   }));
   for (const [index, file] of files.entries()) checkFile(context, file, index);
-  return runManifestSteps(
+  return runSteps(
     checkManifestSteps(context, {
       id: draft.id,
       created: draft.created,
@@ -324,7 +322,7 @@ interface CheckedParts {
   files: ManifestFile[];
 }
 
-function* checkManifestSteps(context: Context, parts: CheckedParts): ManifestSteps<Manifest> {
+function* checkManifestSteps(context: Context, parts: CheckedParts): Steps<Manifest> {
   const idProblem = bundleIdProblem(parts.id);
   if (idProblem !== undefined) context.fail("id", idProblem);
   if (!isRepresentableDate(parts.created)) {
@@ -397,7 +395,7 @@ function checkFile(context: Context, file: ManifestFile, index: number): void {
   }
 }
 
-function* isSortedSteps(files: readonly ManifestFile[]): ManifestSteps<boolean> {
+function* isSortedSteps(files: readonly ManifestFile[]): Steps<boolean> {
   for (let index = 1; index < files.length; index++) {
     if (compareLogicalPaths(files[index - 1]?.path ?? "", files[index]?.path ?? "") > 0) {
       return false;
@@ -408,7 +406,7 @@ function* isSortedSteps(files: readonly ManifestFile[]): ManifestSteps<boolean> 
 }
 
 /** `bundleDigest` of files already in canonical order, hashed in steps. */
-function* sortedFilesDigestSteps(files: readonly ManifestFile[]): ManifestSteps<string> {
+function* sortedFilesDigestSteps(files: readonly ManifestFile[]): Steps<string> {
   const hash = createHash("sha256");
   for (let start = 0; start < files.length; start += STEP_FILES) {
     hash.update(digestLinesInOrder(files.slice(start, start + STEP_FILES)), "utf8");
@@ -418,10 +416,7 @@ function* sortedFilesDigestSteps(files: readonly ManifestFile[]): ManifestSteps<
 }
 
 /** Duplicates, and a path listed both as a file and as a directory of another file. */
-function* checkPathsTogetherSteps(
-  context: Context,
-  files: readonly ManifestFile[],
-): ManifestSteps<void> {
+function* checkPathsTogetherSteps(context: Context, files: readonly ManifestFile[]): Steps<void> {
   const indexByPath = new Map<string, number>();
   for (const [index, file] of files.entries()) {
     if (index % STEP_FILES === STEP_FILES - 1) yield;

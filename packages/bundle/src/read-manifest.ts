@@ -1,7 +1,15 @@
-import { displayPath, isStorageError, joinPrefix, type StorageBackend } from "@distributor/storage";
+import {
+  displayPath,
+  isStorageError,
+  joinPrefix,
+  runInSlices,
+  runSteps,
+  type Steps,
+  type StorageBackend,
+} from "@distributor/storage";
 import { BundleValidationError, ManifestError } from "./errors.js";
 import { storageDetail } from "./file-problem.js";
-import { MANIFEST_FILE_NAME, parseFrozenManifest } from "./manifest.js";
+import { MANIFEST_FILE_NAME, parseFrozenManifestSteps } from "./manifest.js";
 import type { Manifest } from "./manifest-types.js";
 
 /**
@@ -51,7 +59,9 @@ export async function readManifest(
   options: ReadManifestOptions = {},
 ): Promise<Manifest> {
   const bytes = await readManifestBytes(backend, bundlePath, options);
-  return parseManifestBytes(bytes, displayPath(joinPrefix(bundlePath, MANIFEST_FILE_NAME)));
+  const source = displayPath(joinPrefix(bundlePath, MANIFEST_FILE_NAME));
+  // A million-file manifest takes seconds to check: the event loop turns meanwhile.
+  return runInSlices(parseManifestBytesSteps(bytes, source));
 }
 
 /** The bytes of `<bundlePath>/manifest.json`, failing as `readManifest` does. */
@@ -109,6 +119,11 @@ export async function readManifestBytes(
 
 /** Parses manifest bytes as UTF-8 JSON, frozen; `source` names the manifest in errors. */
 export function parseManifestBytes(bytes: Uint8Array, source: string): Manifest {
+  return runSteps(parseManifestBytesSteps(bytes, source));
+}
+
+/** `parseManifestBytes` in steps (`parseFrozenManifestSteps`). */
+export function* parseManifestBytesSteps(bytes: Uint8Array, source: string): Steps<Manifest> {
   let text: string;
   try {
     // Keep a byte order mark in the text so the strict parser reports it rather than hiding it.
@@ -116,5 +131,5 @@ export function parseManifestBytes(bytes: Uint8Array, source: string): Manifest 
   } catch (error) {
     throw new ManifestError("manifest is not valid UTF-8", { source, cause: error });
   }
-  return parseFrozenManifest(text, source);
+  return yield* parseFrozenManifestSteps(text, source);
 }

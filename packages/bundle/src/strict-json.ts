@@ -28,17 +28,23 @@ export class JsonSyntaxError extends Error {
 }
 
 /** Documents this deep are not distributor documents; the bound keeps recursion off the stack limit. */
-const MAX_DEPTH = 64;
+export const MAX_JSON_DEPTH = 64;
 
-export function parseStrictJson(text: string): JsonValue {
-  return new Parser(text).document();
+/**
+ * Parses `text` as one JSON document. `depth` is the number of arrays and objects around it, when
+ * it is a part of a larger document read in slices: the nesting bound counts them too.
+ */
+export function parseStrictJson(text: string, depth = 0): JsonValue {
+  return new Parser(text, depth).document();
 }
 
 class Parser {
   private position = 0;
-  private depth = 0;
 
-  constructor(private readonly text: string) {}
+  constructor(
+    private readonly text: string,
+    private depth: number,
+  ) {}
 
   document(): JsonValue {
     if (this.text.charCodeAt(0) === 0xfeff) this.fail("byte order mark before the document");
@@ -214,7 +220,7 @@ class Parser {
 
   private enter(): void {
     this.depth++;
-    if (this.depth > MAX_DEPTH) this.fail(`nesting deeper than ${MAX_DEPTH} levels`);
+    if (this.depth > MAX_JSON_DEPTH) this.fail(`nesting deeper than ${MAX_JSON_DEPTH} levels`);
   }
 
   private fail(reason: string, at = this.position): never {

@@ -1,5 +1,5 @@
+import { parseJsonSteps } from "@distributor/bundle";
 import { StateError } from "./errors.js";
-import { parseJsonSteps } from "./json-slices.js";
 import { runSteps, type Steps } from "./steps.js";
 import { parseStateTimestamp } from "./time.js";
 

@@ -1,9 +1,15 @@
-import { displayPath, isStorageError, joinPrefix, type StorageBackend } from "@distributor/storage";
+import {
+  displayPath,
+  isStorageError,
+  joinPrefix,
+  runInSlices,
+  type StorageBackend,
+} from "@distributor/storage";
 import { type BundleIssue, BundleValidationError } from "../errors.js";
 import { storageDetail } from "../file-problem.js";
 import { MANIFEST_FILE_NAME, SIGNATURE_FILE_NAME } from "../manifest.js";
 import type { Manifest } from "../manifest-types.js";
-import { parseManifestBytes, readManifestBytes } from "../read-manifest.js";
+import { parseManifestBytesSteps, readManifestBytes } from "../read-manifest.js";
 import { type AllowedSigner, findAllowedSigner } from "./allowed-signers.js";
 import { SshWireError } from "./ssh-wire.js";
 import { parseSshSignature, type SshSignature, sshsigProblem } from "./sshsig.js";
@@ -129,9 +135,8 @@ export async function readSignedManifest(
       ? ({ ok: false, issue: signature.issue } as const)
       : checkManifestSignature(bytes, signature.bytes, policy);
   if (!check.ok) throw new BundleValidationError([check.issue], { bundlePath });
-  const manifest = parseManifestBytes(
-    bytes,
-    displayPath(joinPrefix(bundlePath, MANIFEST_FILE_NAME)),
+  const manifest = await runInSlices(
+    parseManifestBytesSteps(bytes, displayPath(joinPrefix(bundlePath, MANIFEST_FILE_NAME))),
   );
   return { manifest, signer: check.signer };
 }

@@ -1,7 +1,8 @@
+import { runSteps } from "@distributor/storage";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { parseJsonSteps } from "../src/json-slices.js";
-import { runSteps } from "../src/steps.js";
+import { parseJsonSteps, parseStrictJsonSteps } from "../src/json-slices.js";
+import { type JsonValue, parseStrictJson } from "../src/strict-json.js";
 
 /** Parses `text` in steps of at most `slice` characters, counting the pauses. */
 function sliced(text: string, slice: number): { value: unknown; pauses: number } {
@@ -103,5 +104,69 @@ describe("parseJsonSteps", () => {
   it("is JSON.parse itself for texts no longer than one slice", () => {
     expect(runSteps(parseJsonSteps('{"a":[1,2]}'))).toEqual({ a: [1, 2] });
     expect(() => runSteps(parseJsonSteps("{"))).toThrow(SyntaxError);
+  });
+});
+
+/** `parseStrictJsonSteps` run to its end with slices of `slice` characters. */
+function strictSliced(text: string, slice: number): JsonValue {
+  return runSteps(parseStrictJsonSteps(text, slice));
+}
+
+/** The strict parser's value or its message, as plain data (maps as member lists). */
+function strictOutcome(parse: () => JsonValue): unknown {
+  try {
+    return { value: plain(parse()) };
+  } catch (error) {
+    return { error: (error as Error).message };
+  }
+}
+
+function plain(value: JsonValue): unknown {
+  if (value instanceof Map) return [...value].map(([key, member]) => [key, plain(member)]);
+  if (Array.isArray(value)) return value.map(plain);
+  if (typeof value === "object" && value !== null) return { number: value.text };
+  return value;
+}
+
+describe("parseStrictJsonSteps", () => {
+  it("returns what parseStrictJson returns, or its very error, for texts near valid JSON", () => {
+    const base = fc
+      .jsonValue({ maxDepth: 5 })
+      .chain((value) => fc.constantFrom(JSON.stringify(value), JSON.stringify(value, null, 2)));
+    const mutated = fc
+      .tuple(
+        base,
+        fc.nat(),
+        fc.constantFrom("", ",", "]", "}", '"', "\\", ":", "1.0", "{", '"a":1,'),
+      )
+      .map(([text, at, insert]) => {
+        const index = at % (text.length + 1);
+        return `${text.slice(0, index)}${insert}${text.slice(index + (at % 2))}`;
+      });
+    fc.assert(
+      fc.property(fc.oneof(base, mutated), fc.integer({ min: 1, max: 60 }), (text, slice) => {
+        expect(strictOutcome(() => strictSliced(text, slice))).toEqual(
+          strictOutcome(() => parseStrictJson(text)),
+        );
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it("reports a duplicate key of a long object, and nesting past the bound, as the whole parse does", () => {
+    const duplicate = `{"files":[${'{"a":1},'.repeat(40)}{"a":2}],"id":"x","files":[]}`;
+    expect(strictOutcome(() => strictSliced(duplicate, 16))).toEqual(
+      strictOutcome(() => parseStrictJson(duplicate)),
+    );
+    expect(strictOutcome(() => strictSliced(duplicate, 16))).toMatchObject({
+      error: expect.stringContaining('duplicate key "files"'),
+    });
+    const deep = `${'{"a":['.repeat(40)}${"1,".repeat(30)}1${"]}".repeat(40)}`;
+    expect(strictOutcome(() => strictSliced(deep, 8))).toEqual(
+      strictOutcome(() => parseStrictJson(deep)),
+    );
+    expect(strictOutcome(() => strictSliced(deep, 8))).toMatchObject({
+      error: expect.stringContaining("nesting deeper than 64 levels"),
+    });
   });
 });

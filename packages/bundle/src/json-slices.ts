@@ -1,16 +1,14 @@
-import type { Steps } from "./steps.js";
+import type { Steps } from "@distributor/storage";
+import { JsonSyntaxError, type JsonValue, MAX_JSON_DEPTH, parseStrictJson } from "./strict-json.js";
 
 /**
- * Characters of JSON text handed to one `JSON.parse` call: a value (or a run of array elements)
- * this short is parsed natively in one step, well under a millisecond.
+ * Characters of JSON text handed to one parse call: a value (or a run of array elements) this
+ * short is parsed in one step, well under a millisecond natively.
  */
 export const JSON_SLICE_CHARS = 64 * 1024;
 
 /** Members of one long object read between two pauses. */
 const MEMBERS_PER_STEP = 1024;
-
-/** Deepest nesting of values too long for one slice; deeper documents are parsed in one call. */
-const MAX_SLICED_DEPTH = 64;
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
@@ -21,8 +19,48 @@ const CLOSE_BRACE = 0x7d;
 const OPEN_BRACKET = 0x5b;
 const CLOSE_BRACKET = 0x5d;
 
-/** Text the sliced reader cannot take apart; the caller parses it whole for the engine's verdict. */
+/** Text the sliced reader cannot take apart; the caller parses it whole for the parser's verdict. */
 class NotSliceable extends Error {}
+
+/** How one parser reads JSON: the sliced reader parses the short parts with it. */
+interface JsonFlavour {
+  /** Parses a whole text; `depth` arrays and objects of the document enclose it. */
+  parse(text: string, depth: number): unknown;
+  /** A new empty object. */
+  object(): unknown;
+  /** Sets `key` of `object`; false when the flavour refuses it (a duplicate key, strictly). */
+  set(object: unknown, key: string, value: unknown): boolean;
+  /** Whether `error` is the parser's verdict on invalid text. */
+  rejects(error: unknown): boolean;
+}
+
+const NATIVE: JsonFlavour = {
+  parse: (text) => JSON.parse(text),
+  object: () => ({}),
+  set(object, key, value) {
+    // `JSON.parse` makes `__proto__` an own member; an assignment would set the prototype.
+    Object.defineProperty(object, key, {
+      value,
+      writable: true,
+      enumerable: true,
+      configurable: true,
+    });
+    return true;
+  },
+  rejects: (error) => error instanceof SyntaxError,
+};
+
+const STRICT: JsonFlavour = {
+  parse: (text, depth) => parseStrictJson(text, depth),
+  object: () => new Map(),
+  set(object, key, value) {
+    const members = object as Map<string, unknown>;
+    if (members.has(key)) return false;
+    members.set(key, value);
+    return true;
+  },
+  rejects: (error) => error instanceof JsonSyntaxError,
+};
 
 /**
  * `JSON.parse(text)` in steps: a document longer than `sliceChars` is taken apart along its long
@@ -30,27 +68,41 @@ class NotSliceable extends Error {}
  * a pause (`yield`) after each, so a 300 MB state never holds the caller's event loop for
  * seconds. The value is the one `JSON.parse` returns (member order, the last of duplicate keys,
  * `__proto__` as an own key). Text that is not one valid JSON value, and documents nested deeper
- * than any state, are parsed whole, so that errors are exactly `JSON.parse`'s own.
+ * than `MAX_JSON_DEPTH`, are parsed whole, so that errors are exactly `JSON.parse`'s own.
  */
-export function* parseJsonSteps(
+export function parseJsonSteps(text: string, sliceChars = JSON_SLICE_CHARS): Steps<unknown> {
+  return slicedSteps(NATIVE, text, sliceChars);
+}
+
+/**
+ * `parseStrictJson(text)` in steps, as `parseJsonSteps` is `JSON.parse`'s: the same value, and for
+ * text the strict parser rejects (a duplicate key included), its own error, line and column.
+ */
+export function parseStrictJsonSteps(
   text: string,
-  sliceChars: number = JSON_SLICE_CHARS,
-): Steps<unknown> {
+  sliceChars = JSON_SLICE_CHARS,
+): Steps<JsonValue> {
+  return slicedSteps(STRICT, text, sliceChars) as Steps<JsonValue>;
+}
+
+function* slicedSteps(flavour: JsonFlavour, text: string, sliceChars: number): Steps<unknown> {
   if (text.length > sliceChars) {
     try {
-      return yield* new SlicedReader(text, sliceChars).document();
+      return yield* new SlicedReader(flavour, text, sliceChars).document();
     } catch (error) {
-      if (!(error instanceof NotSliceable) && !(error instanceof SyntaxError)) throw error;
+      if (!(error instanceof NotSliceable) && !flavour.rejects(error)) throw error;
     }
   }
-  return JSON.parse(text);
+  return flavour.parse(text, 0);
 }
 
 class SlicedReader {
   private position = 0;
+  /** Long arrays and objects around `position`, taken apart. */
   private depth = 0;
 
   constructor(
+    private readonly flavour: JsonFlavour,
     private readonly text: string,
     private readonly sliceChars: number,
   ) {}
@@ -69,9 +121,9 @@ class SlicedReader {
     const end = this.valueEnd(start, Math.min(this.text.length, start + this.sliceChars));
     if (end >= 0) {
       this.position = end;
-      return JSON.parse(this.text.slice(start, end));
+      return this.flavour.parse(this.text.slice(start, end), this.depth);
     }
-    if (++this.depth > MAX_SLICED_DEPTH) throw new NotSliceable();
+    if (++this.depth > MAX_JSON_DEPTH) throw new NotSliceable();
     let value: unknown;
     switch (this.text.charCodeAt(start)) {
       case OPEN_BRACE:
@@ -85,7 +137,7 @@ class SlicedReader {
         const close = this.stringEnd(start);
         if (close < 0) throw new NotSliceable();
         this.position = close + 1;
-        value = JSON.parse(this.text.slice(start, close + 1));
+        value = this.flavour.parse(this.text.slice(start, close + 1), this.depth);
         break;
       }
       default:
@@ -95,8 +147,8 @@ class SlicedReader {
     return value;
   }
 
-  private *object(): Steps<Record<string, unknown>> {
-    const result: Record<string, unknown> = {};
+  private *object(): Steps<unknown> {
+    const result = this.flavour.object();
     this.position++;
     this.whitespace();
     if (this.text.charCodeAt(this.position) === CLOSE_BRACE) {
@@ -109,22 +161,12 @@ class SlicedReader {
       if (this.text.charCodeAt(keyStart) !== QUOTE) throw new NotSliceable();
       const keyEnd = this.stringEnd(keyStart);
       if (keyEnd < 0) throw new NotSliceable();
-      const key = JSON.parse(this.text.slice(keyStart, keyEnd + 1)) as string;
+      const key = this.flavour.parse(this.text.slice(keyStart, keyEnd + 1), this.depth) as string;
       this.position = keyEnd + 1;
       this.whitespace();
       this.expect(COLON);
       this.whitespace();
-      const member = yield* this.value();
-      if (key === "__proto__") {
-        Object.defineProperty(result, key, {
-          value: member,
-          writable: true,
-          enumerable: true,
-          configurable: true,
-        });
-      } else {
-        result[key] = member;
-      }
+      if (!this.flavour.set(result, key, yield* this.value())) throw new NotSliceable();
       this.whitespace();
       if (this.text.charCodeAt(this.position) === CLOSE_BRACE) {
         this.position++;
@@ -149,7 +191,9 @@ class SlicedReader {
     let runEnd = -1;
     const flush = () => {
       if (runStart < 0) return;
-      const values = JSON.parse(`[${text.slice(runStart, runEnd)}]`) as unknown[];
+      // The brackets around the run stand for this array, counted in `depth` already.
+      const values = this.flavour.parse(`[${text.slice(runStart, runEnd)}]`, this.depth - 1);
+      if (!Array.isArray(values)) throw new NotSliceable();
       for (const value of values) result.push(value);
       runStart = -1;
     };
