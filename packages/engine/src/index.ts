@@ -91,6 +91,15 @@ export {
   LeaseTooLargeError,
   readLease,
 } from "./protocol/lease-file.js";
+export {
+  DEFAULT_DESTINATION_LIMITS,
+  type DestinationLimit,
+  type DestinationLimits,
+  formatBytes,
+  type LimitSetting,
+  MAX_READABLE_STATE_BYTES,
+  walkWithin,
+} from "./protocol/limits.js";
 export { adoptedStateDocument, nextStateDocument } from "./protocol/next-state.js";
 export type { RecoveryReport } from "./protocol/recovery.js";
 export {

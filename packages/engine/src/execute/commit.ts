@@ -20,6 +20,7 @@ import { compareAndSwapState } from "../protocol/commit-state.js";
 import { holdLease } from "../protocol/hold-lease.js";
 import type { Lease } from "../protocol/lease.js";
 import { LeaseLostError, type LeaseOptions, readLeaseHolder } from "../protocol/lease-file.js";
+import { DEFAULT_DESTINATION_LIMITS, type DestinationLimit } from "../protocol/limits.js";
 import { type RecoveryReport, recoverJournal } from "../protocol/recovery.js";
 import { encodeStateFile, encodeStateFileInSlices, isStateFile } from "../protocol/state-file.js";
 import {
@@ -39,7 +40,7 @@ export interface PublishTargetOptions {
   now: () => Date;
   dryRun: boolean;
   lease: LeaseOptions;
-  execute: Omit<ExecuteContext, "source" | "sourceBundlePath" | "destination" | "lease">;
+  execute: Omit<ExecuteContext, "source" | "sourceBundlePath" | "destination" | "lease" | "limits">;
   /** Called with each plan about to be carried out (or reported, for skips and refusals). */
   onPlan?: ((plan: PublishPlan) => void) | undefined;
   /**
@@ -79,6 +80,7 @@ export interface PublishTargetOptions {
 export async function publishTarget(options: PublishTargetOptions): Promise<PublishPlan> {
   const { destination, target } = options.plan;
   const bundlePath = target.bundlePath;
+  const limits = options.plan.limits ?? DEFAULT_DESTINATION_LIMITS;
   const hold = (
     alongside?: (entries: Promise<readonly StorageEntry[]>) => Promise<void>,
     initialJournal?: PublishPlan["journal"],
@@ -89,6 +91,7 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
       onRecovered: options.onRecovered,
       alongside,
       initialJournal,
+      limits,
     });
   // Every attempt plans the same outputs: prepare (and render) them once.
   const prepare = prepareOnce(options.plan);
@@ -100,7 +103,17 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
   const sweepMarkers = async (planned: PublishPlan): Promise<PublishPlan> => {
     if (lease === undefined || !markedForAnyone(planned)) return planned;
     const signal = options.plan.signal;
-    const report = await recoverJournal(destination, bundlePath, [], [], signal, lease, []);
+    const report = await recoverJournal(
+      destination,
+      bundlePath,
+      [],
+      [],
+      signal,
+      lease,
+      [],
+      undefined,
+      limits,
+    );
     options.onRecovered?.(report);
     const again = await planOnce();
     if (markedForAnyone(again)) {
@@ -158,7 +171,7 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
         // A dry run reports what the run would do: that includes refusing a state it could not
         // write (invalid, or too large to be read back).
         options.approve?.(current);
-        await encodedNextState(destination, current);
+        await encodedNextState(destination, current, limits.stateBytes);
         options.onPlan?.(current);
         return current;
       }
@@ -184,7 +197,7 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
       }
       options.approve?.(current);
       // Encoded before the journal: a state that cannot be written costs the destination nothing.
-      const state = await encodedNextState(destination, current);
+      const state = await encodedNextState(destination, current, limits.stateBytes);
       options.onPlan?.(current);
       const held = lease;
       await options.beforeExecute?.(current, held);
@@ -200,11 +213,14 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
             sourceBundlePath: options.plan.sourceBundlePath,
             destination,
             lease: held,
+            limits,
           },
           current,
           state,
         );
-        if (committed !== undefined) await checkLateCommit(destination, held, current, committed);
+        if (committed !== undefined) {
+          await checkLateCommit(destination, held, current, committed, limits.stateBytes);
+        }
         if (committed !== undefined) await options.afterCommit?.(current, held);
         return current;
       } catch (error) {
@@ -306,6 +322,7 @@ async function checkLateCommit(
   lease: Lease,
   plan: PublishPlan,
   committed: Committed,
+  limit: DestinationLimit,
 ): Promise<void> {
   try {
     lease.assertHeld();
@@ -328,7 +345,7 @@ async function checkLateCommit(
     ? removeMissingOwnerOutputs(document, plan.ownerScope, missing)
     : removeMissingOutputs(document, missing);
   const path = statePath(plan.bundlePath);
-  const bytes = encodeStateFile(destination, path, removal.state);
+  const bytes = encodeStateFile(destination, path, removal.state, limit);
   await compareAndSwapState(destination, path, bytes, committed.stateVersion, undefined).catch(
     () => undefined,
   );
@@ -344,9 +361,10 @@ async function checkLateCommit(
 async function encodedNextState(
   destination: StorageBackend,
   plan: PublishPlan,
+  limit: DestinationLimit,
 ): Promise<Uint8Array> {
   if (plan.nextState === undefined) {
     throw new Error(`publish plan ${plan.action} for ${plan.bundlePath} has no next state`);
   }
-  return encodeStateFileInSlices(destination, statePath(plan.bundlePath), plan.nextState);
+  return encodeStateFileInSlices(destination, statePath(plan.bundlePath), plan.nextState, limit);
 }

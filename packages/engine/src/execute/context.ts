@@ -1,5 +1,6 @@
 import type { StorageBackend } from "@distributor/storage";
 import type { PlannedOutput } from "../plan/outputs.js";
+import type { DestinationLimits } from "../protocol/limits.js";
 
 // What the executor is given (backends, the lease guard, callbacks) and the errors it reports.
 
@@ -25,6 +26,11 @@ export interface ExecuteContext {
   signal?: AbortSignal | undefined;
   /** Parallel output writes (default: the destination's `writeConcurrency`, else 4). */
   concurrency?: number | undefined;
+  /**
+   * The destination's bounds: the state written is no larger than `stateBytes`, a listing no
+   * longer than `entries`; default `DEFAULT_DESTINATION_LIMITS`.
+   */
+  limits?: DestinationLimits | undefined;
   /** The lease held for this bundle path; without one the plan runs unfenced (library use). */
   lease?: LeaseGuard | undefined;
   onOutputWritten?: ((output: PlannedOutput) => void) | undefined;

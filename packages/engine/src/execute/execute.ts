@@ -76,7 +76,12 @@ export async function executeEncodedPublish(
   // written, or not read back, must not cost the destination anything.
   const state =
     encodedState ??
-    encodeStateFile(context.destination, statePath(plan.bundlePath), plan.nextState);
+    encodeStateFile(
+      context.destination,
+      statePath(plan.bundlePath),
+      plan.nextState,
+      context.limits?.stateBytes,
+    );
   const concurrency = context.concurrency ?? context.destination.writeConcurrency ?? 4;
   // Every write in flight listens to the run's signal and the lease's: give them their own.
   const stops = [context.signal, context.lease?.signal].filter((s) => s !== undefined);
@@ -117,6 +122,7 @@ function markedBytes(context: ExecuteContext, plan: PublishPlan, document: State
     context.destination,
     path,
     withReplacementMarker(document, plan.ownerScope, marker),
+    context.limits?.stateBytes,
   );
 }
 

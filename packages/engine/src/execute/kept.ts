@@ -44,7 +44,7 @@ async function listedVersions(
   try {
     const entries = await destination.walk(plan.bundlePath, {
       recursive: true,
-      limit: DEFAULT_DESTINATION_WALK_LIMIT,
+      limit: context.limits?.entries.value ?? DEFAULT_DESTINATION_WALK_LIMIT,
       signal,
     });
     const found = new Map<string, string | undefined>();

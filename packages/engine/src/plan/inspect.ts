@@ -9,6 +9,11 @@ import {
   type StorageEntry,
 } from "@distributor/storage";
 import { type StoredFile, storedFile } from "../execute/stored-digest.js";
+import {
+  DEFAULT_DESTINATION_LIMITS,
+  type DestinationLimit,
+  type DestinationLimits,
+} from "../protocol/limits.js";
 import { readDestinationStatus } from "../protocol/state-file.js";
 import { runInSlices } from "../run-in-slices.js";
 import type { ActionDecision } from "./action.js";
@@ -17,11 +22,17 @@ import { decideSteps, needsBundleListing } from "./decide.js";
 import type { DestinationInspection, PublishTarget } from "./plan-types.js";
 import { currentOwnerPaths } from "./refuse.js";
 
-/** Most entries listed under one destination bundle path while checking for unmanaged content. */
+/**
+ * Most entries listed under one destination bundle path while checking for unmanaged content,
+ * unless the caller sets its own bound (`DestinationLimits.entries`).
+ */
 export const DEFAULT_DESTINATION_WALK_LIMIT = DEFAULT_LISTING_LIMIT;
 
 export interface InspectDestinationOptions {
   signal?: AbortSignal | undefined;
+  /** The destination's bounds; default `DEFAULT_DESTINATION_LIMITS`. */
+  limits?: DestinationLimits | undefined;
+  /** Most entries of the bundle path's listing, when `limits` is not given. */
   walkLimit?: number | undefined;
   /** Parallel `stat` calls for planned paths, when the bundle path is too full to list. */
   concurrency?: number | undefined;
@@ -42,7 +53,12 @@ export async function inspectDestination(
 ): Promise<{ inspection: DestinationInspection; decision: ActionDecision }> {
   const { signal } = options;
   const bundlePath = target.bundlePath;
-  const { status, version } = await readDestinationStatus(backend, bundlePath, signal);
+  const { status, version } = await readDestinationStatus(
+    backend,
+    bundlePath,
+    signal,
+    options.limits?.stateBytes,
+  );
   // Parsing a big state and deciding from it are long synchronous stretches (seconds at 10⁵
   // outputs): both run in slices with the loop turning between them, so a lease held meanwhile
   // (planning again under it) is renewed on time.
@@ -74,12 +90,10 @@ export async function inspectDestination(
   // keys on S3 and one READDIR per directory over SFTP, instead of a round trip per path. It is
   // bounded, so a bundle path crowded with other content falls back to one stat per path.
   const listingNeeded = needsBundleListing(target, decision);
+  const entryLimit = listingLimit(options);
   const limit = listingNeeded
-    ? (options.walkLimit ?? DEFAULT_DESTINATION_WALK_LIMIT)
-    : Math.min(
-        options.walkLimit ?? DEFAULT_DESTINATION_WALK_LIMIT,
-        plannedPaths.length * LISTING_FACTOR + LISTING_SLACK,
-      );
+    ? entryLimit.value
+    : Math.min(entryLimit.value, plannedPaths.length * LISTING_FACTOR + LISTING_SLACK);
   let entries: readonly StorageEntry[] | undefined;
   try {
     // Reading the state found nothing at the bundle path (no state, no other content): there
@@ -96,6 +110,7 @@ export async function inspectDestination(
     if (listingNeeded) {
       if (!isStorageError(error, "limit_exceeded")) throw error;
       inspection.bundleListingLimit = limit;
+      inspection.bundleListingSetting = entryLimit.setting;
     } else if (!isStorageError(error) || signal?.aborted) {
       throw error;
     }
@@ -140,6 +155,13 @@ export async function inspectDestination(
     }),
   );
   return { inspection, decision };
+}
+
+/** The bound on the bundle path's listing: `limits.entries`, else `walkLimit`, else the default. */
+function listingLimit(options: InspectDestinationOptions): DestinationLimit {
+  if (options.limits !== undefined) return options.limits.entries;
+  if (options.walkLimit !== undefined) return { value: options.walkLimit };
+  return DEFAULT_DESTINATION_LIMITS.entries;
 }
 
 /**

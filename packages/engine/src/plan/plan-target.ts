@@ -3,6 +3,7 @@ import type { Manifest } from "@distributor/bundle";
 import { isSharedRootState } from "@distributor/state";
 import { locatePath, type StorageBackend, statePath } from "@distributor/storage";
 import type { RenderCache } from "../execute/render-cache.js";
+import type { DestinationLimits } from "../protocol/limits.js";
 import { isWriteAction } from "./action.js";
 import { PublishPlanError } from "./errors.js";
 import { inspectDestination } from "./inspect.js";
@@ -32,7 +33,12 @@ export interface PlanTargetOptions {
   distributorVersion?: string | undefined;
   cache?: RenderCache | undefined;
   signal?: AbortSignal | undefined;
-  /** Entries listed below the destination bundle path before a replacement gives up. */
+  /**
+   * The destination's bounds (state bytes read and written, entries per listing) and the
+   * settings behind them; default `DEFAULT_DESTINATION_LIMITS`.
+   */
+  limits?: DestinationLimits | undefined;
+  /** Entries listed below the destination bundle path before a replacement gives up; `limits.entries` wins. */
   walkLimit?: number | undefined;
   /**
    * Prepares the selected outputs (see `prepareOutputs`). A target is planned again under its
@@ -79,7 +85,7 @@ export async function planTarget(options: PlanTargetOptions): Promise<PublishPla
     options.destination,
     target,
     options.selection.map((output) => output.path),
-    { signal, walkLimit: options.walkLimit },
+    { signal, limits: options.limits, walkLimit: options.walkLimit },
   );
   // Deciding and planning are each a long synchronous step for a big bundle; without a turn
   // between them they would run as one stretch of the event loop.

@@ -10,6 +10,7 @@ import type {
 } from "@distributor/state";
 import type { StorageEntry } from "@distributor/storage";
 import type { StoredFile } from "../execute/stored-digest.js";
+import type { LimitSetting } from "../protocol/limits.js";
 import type { PublishAction, TransferPolicy } from "./action.js";
 import type { OutputSelection, PlannedOutput } from "./outputs.js";
 
@@ -92,6 +93,8 @@ export interface DestinationInspection {
   maxPathBytes?: number | undefined;
   /** Set instead of `bundleEntries` when the bundle path holds more entries than this limit. */
   bundleListingLimit?: number | undefined;
+  /** The setting behind `bundleListingLimit`, named in the refusal; absent for a caller's own. */
+  bundleListingSetting?: LimitSetting | undefined;
   /**
    * Version tokens of the files stored at planned paths and at the paths this owner manages now
    * (bundle-relative): overwrites and deletes are fenced on them.

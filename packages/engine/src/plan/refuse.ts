@@ -17,6 +17,7 @@ import {
   relativeTo,
   STATE_FILE_NAME,
 } from "@distributor/storage";
+import { entriesLimitText } from "../protocol/limits.js";
 import type { ActionDecision } from "./action.js";
 import { needsBundleListing } from "./decide.js";
 import type { DestinationInspection, PublishRequest } from "./plan-types.js";
@@ -106,7 +107,7 @@ function unmanagedEntries(
   if (inspection.bundleListingLimit !== undefined) {
     return {
       action: "fail_unmanaged",
-      reason: `${where} holds more than ${inspection.bundleListingLimit} entries, so it cannot be confirmed to hold only managed outputs`,
+      reason: `${where} holds ${entriesLimitText({ value: inspection.bundleListingLimit, setting: inspection.bundleListingSetting })}, so it cannot be confirmed to hold only managed outputs`,
     };
   }
   if (inspection.bundleEntries === undefined) {

@@ -3,6 +3,7 @@ import type { StorageBackend, StorageEntry } from "@distributor/storage";
 import { acquireLease } from "./acquire-lease.js";
 import type { Lease } from "./lease.js";
 import type { LeaseOptions } from "./lease-file.js";
+import type { DestinationLimits } from "./limits.js";
 import { type RecoveryReport, recoverJournal } from "./recovery.js";
 import { deleteEach, listDirectory, tempFiles } from "./recovery-cleanup.js";
 
@@ -27,11 +28,13 @@ export async function holdLease(
      * makes; its failure fails the taking, and the lease is released.
      */
     alongside?: ((entries: Promise<readonly StorageEntry[]>) => Promise<void>) | undefined;
+    /** The destination's bounds on state bytes and listings; default `DEFAULT_DESTINATION_LIMITS`. */
+    limits?: DestinationLimits | undefined;
   } = {},
 ): Promise<Lease> {
   const lease = await acquireLease(backend, bundlePath, owner, options);
   try {
-    const listing = listDirectory(backend, bundlePath, "", options.signal);
+    const listing = listDirectory(backend, bundlePath, "", options.signal, options.limits?.entries);
     listing.catch(() => undefined);
     const [entries] = await Promise.all([listing, options.alongside?.(listing)]);
     await deleteEach(backend, bundlePath, tempFiles(bundlePath, entries), options.signal);
@@ -45,6 +48,7 @@ export async function holdLease(
         lease,
         lease.broken.overwrites,
         lease.broken.lease?.run_id,
+        options.limits,
       );
       await lease.clearJournal();
       options.onRecovered?.(report);

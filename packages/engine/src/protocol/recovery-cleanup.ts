@@ -1,5 +1,4 @@
 import {
-  DEFAULT_LISTING_LIMIT,
   isStorageError,
   isTempFileFor,
   isTempFileName,
@@ -9,6 +8,7 @@ import {
   type StorageBackend,
   type StorageEntry,
 } from "@distributor/storage";
+import { DEFAULT_DESTINATION_LIMITS, type DestinationLimit, walkWithin } from "./limits.js";
 
 // What recovery removes besides records: temp files, journaled paths, directories left empty.
 
@@ -55,14 +55,15 @@ export async function removeEmptyDirectories(
   }
 }
 
-/** Direct children of one directory below the bundle path; none when it is missing. */
+/** Direct children of one directory below the bundle path (at most `limit`); none when it is missing. */
 export async function listDirectory(
   backend: StorageBackend,
   bundlePath: string,
   directory: string,
   signal: AbortSignal | undefined,
+  limit: DestinationLimit = DEFAULT_DESTINATION_LIMITS.entries,
 ): Promise<StorageEntry[]> {
-  return backend.walk(joinPrefix(bundlePath, directory), { limit: DEFAULT_LISTING_LIMIT, signal });
+  return walkWithin(backend, joinPrefix(bundlePath, directory), limit, { signal });
 }
 
 /** A lease write takes milliseconds; its temp file this old was left by a killed process. */

@@ -27,6 +27,7 @@ import type { LeaseGuard } from "../execute/context.js";
 import { storedFile } from "../execute/stored-digest.js";
 import { metadataOptions } from "../plan/metadata.js";
 import { compareAndSwapState, StateChangedError } from "./commit-state.js";
+import { DEFAULT_DESTINATION_LIMITS, type DestinationLimits } from "./limits.js";
 import {
   deleteEach,
   fitsBackend,
@@ -58,7 +59,8 @@ export interface RecoveryReport {
  * directories it wrote to, and those directories when they are left empty. Nothing else is
  * touched — never an unmanaged entry. When the state cannot be read, nothing journaled is
  * deleted (what it records cannot be known), only temp files. Deletes are fenced on the versions
- * the listing showed and checked against `lease` when one is given.
+ * the listing showed and checked against `lease` when one is given. The state is read and written,
+ * and directories listed, within the destination's `limits`.
  */
 export async function recoverJournal(
   backend: StorageBackend,
@@ -69,6 +71,7 @@ export async function recoverJournal(
   lease?: RecoveringLease,
   overwrites: readonly string[] = [],
   brokenRunId?: string,
+  limits: DestinationLimits = DEFAULT_DESTINATION_LIMITS,
 ): Promise<RecoveryReport> {
   // A path longer than the store can hold was never created there (a run that journaled it
   // died on it): nothing to undo, and asking the store about it would fail every recovery.
@@ -95,6 +98,7 @@ export async function recoverJournal(
         signal,
         lease,
         brokenRunId,
+        limits,
       });
     } catch (error) {
       if (!(error instanceof StateChangedError) || attempt >= 3) throw error;
@@ -112,13 +116,20 @@ async function recoverOnce(
     signal,
     lease,
     brokenRunId,
+    limits,
   }: {
     signal: AbortSignal | undefined;
     lease: RecoveringLease | undefined;
     brokenRunId: string | undefined;
+    limits: DestinationLimits;
   },
 ): Promise<RecoveryReport> {
-  const { status, version } = await readDestinationStatus(backend, bundlePath, signal);
+  const { status, version } = await readDestinationStatus(
+    backend,
+    bundlePath,
+    signal,
+    limits.stateBytes,
+  );
   const report: RecoveryReport = { deleted: [], tempFiles: [], kept: [], dropped: [] };
   // Every owner's records count: a shared root's other owners' paths are never removed.
   const recorded = new Set((status.state?.outputs ?? []).map((output) => output.path));
@@ -132,7 +143,7 @@ async function recoverOnce(
   const width = backend.writeConcurrency ?? 4;
   const scope = fanOutSignal(signal, width);
   const listings = await mapBounded([...looked], width, (directory) =>
-    listDirectory(backend, bundlePath, directory, scope.signal),
+    listDirectory(backend, bundlePath, directory, scope.signal, limits.entries),
   ).finally(() => scope.dispose());
   for (const entries of listings) {
     report.tempFiles.push(...tempFiles(bundlePath, entries));
@@ -159,6 +170,7 @@ async function recoverOnce(
       fencedState = await fenceStateAndReplaced(backend, bundlePath, read, replaced, {
         signal,
         lease,
+        limits,
       });
       report.dropped = fencedState.dropped;
     }
@@ -174,6 +186,7 @@ async function recoverOnce(
       backend,
       statePath(bundlePath),
       withoutReplacementMarkers(fencedState.state),
+      limits.stateBytes,
     );
     await compareAndSwapState(backend, statePath(bundlePath), bytes, fencedState.version, signal);
   }
@@ -210,7 +223,15 @@ async function fenceStateAndReplaced(
   bundlePath: string,
   { state, version }: { state: StateDocument; version: string },
   overwrites: readonly string[],
-  { signal, lease }: { signal: AbortSignal | undefined; lease: RecoveringLease | undefined },
+  {
+    signal,
+    lease,
+    limits,
+  }: {
+    signal: AbortSignal | undefined;
+    lease: RecoveringLease | undefined;
+    limits: DestinationLimits;
+  },
 ): Promise<FencedState> {
   const records = new Map(state.outputs.map((output) => [output.path, output]));
   // Path → the version to delete it at (undefined: nothing stored there any more).
@@ -265,7 +286,7 @@ async function fenceStateAndReplaced(
     ...(marked ? retargetedMarkers(removal.state, lease.runId) : removal.state),
     updatedAt: bumpedUpdatedAt(state.updatedAt),
   };
-  const bytes = encodeStateFile(backend, statePath(bundlePath), next);
+  const bytes = encodeStateFile(backend, statePath(bundlePath), next, limits.stateBytes);
   const written = await compareAndSwapState(backend, statePath(bundlePath), bytes, version, signal);
   const present = new Map(
     [...stale].flatMap(([path, seen]) => (seen === undefined ? [] : [[path, seen] as const])),

@@ -15,16 +15,26 @@ import {
   STATE_FILE_NAME,
   type StorageBackend,
   type StorageEntry,
+  StorageError,
   statePath,
 } from "@distributor/storage";
 import { runInSlices } from "../run-in-slices.js";
+import {
+  DEFAULT_DESTINATION_LIMITS,
+  type DestinationLimit,
+  MAX_STATE_BYTES,
+  stateLimitText,
+} from "./limits.js";
 
-/** State files larger than this are refused rather than read into memory, and never written. */
-export const MAX_STATE_BYTES = 64 * 1024 * 1024;
+export { MAX_STATE_BYTES };
+
+/** The bound on state bytes of a caller that passes none: `MAX_STATE_BYTES`. */
+const DEFAULT_STATE_LIMIT = DEFAULT_DESTINATION_LIMITS.stateBytes;
 
 /**
- * A next state too large to be read back (`MAX_STATE_BYTES`): written, it would fail every later
- * run at that destination until someone removed it, so it is refused before anything is touched.
+ * A next state larger than the destination's bound (`DestinationLimits.stateBytes`, 64 MiB unless
+ * set): written, it could not be read back and would fail every later run at that destination
+ * until someone removed it, so it is refused before anything is touched.
  */
 export class StateTooLargeError extends Error {
   override readonly name = "StateTooLargeError";
@@ -33,15 +43,16 @@ export class StateTooLargeError extends Error {
 
 /**
  * The bytes of `document` as a state file: validated (an invalid state throws `StateError`) and
- * no larger than `MAX_STATE_BYTES`, so that what is written can always be read back. `path` names
- * the file in the message. Callers encode before their first write or delete.
+ * no larger than `limit`, so that what is written can always be read back under that bound.
+ * `path` names the file in the message. Callers encode before their first write or delete.
  */
 export function encodeStateFile(
   backend: StorageBackend,
   path: string,
   document: StateDocument,
+  limit: DestinationLimit = DEFAULT_STATE_LIMIT,
 ): Uint8Array {
-  return checkedStateSize(backend, path, encodeDocument(document));
+  return checkedStateSize(backend, path, encodeDocument(document), limit);
 }
 
 /** `encodeStateFile` in slices, the event loop turning between them (a big state under a lease). */
@@ -49,17 +60,52 @@ export async function encodeStateFileInSlices(
   backend: StorageBackend,
   path: string,
   document: StateDocument,
+  limit: DestinationLimit = DEFAULT_STATE_LIMIT,
 ): Promise<Uint8Array> {
-  return checkedStateSize(backend, path, await runInSlices(encodeDocumentSteps(document)));
+  return checkedStateSize(backend, path, await runInSlices(encodeDocumentSteps(document)), limit);
 }
 
-function checkedStateSize(backend: StorageBackend, path: string, bytes: Uint8Array): Uint8Array {
-  if (bytes.length > MAX_STATE_BYTES) {
+function checkedStateSize(
+  backend: StorageBackend,
+  path: string,
+  bytes: Uint8Array,
+  limit: DestinationLimit,
+): Uint8Array {
+  if (bytes.length > limit.value) {
+    const where = locatePath(backend.location, path);
     throw new StateTooLargeError(
-      `state file ${locatePath(backend.location, path)} would be ${bytes.length} bytes, more than the ${MAX_STATE_BYTES} a state file may have (it could not be read back); nothing was written`,
+      limit.setting === undefined
+        ? `state file ${where} would be ${bytes.length} bytes, more than ${stateLimitText(limit)} (it could not be read back); nothing was written`
+        : `state file ${where} would be ${bytes.length} bytes, more than ${stateLimitText(limit)}; raise it to publish this many outputs; nothing was written`,
     );
   }
   return bytes;
+}
+
+/**
+ * Reads the bytes of the state file at `path`, at most `limit` of them: a larger file fails
+ * `limit_exceeded` saying that the state is larger than the bound (and the setting that raises it).
+ */
+async function readStateBytes(
+  backend: StorageBackend,
+  path: string,
+  signal: AbortSignal | undefined,
+  limit: DestinationLimit,
+): Promise<{ bytes: Uint8Array; version: string }> {
+  try {
+    return await backend.readVersioned(path, { maxBytes: limit.value, signal });
+  } catch (error) {
+    if (!isStorageError(error, "limit_exceeded")) throw error;
+    const raise = limit.setting === undefined ? "" : "; raise it to read this state";
+    throw new StorageError({
+      kind: "limit_exceeded",
+      operation: error.operation,
+      backend: error.backend,
+      path: error.path,
+      detail: `state file is larger than ${stateLimitText(limit)}${raise}`,
+      cause: error,
+    });
+  }
 }
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
@@ -72,19 +118,18 @@ export interface StateFile {
 }
 
 /**
- * Reads and parses the state file at `path`, at most `MAX_STATE_BYTES` of it. Bytes that are not
- * UTF-8 (they cannot be state distributor wrote) or not valid state fail with a `StateError`
- * naming the file; storage failures (`not_found`, `limit_exceeded`, ...) propagate as they are.
+ * Reads and parses the state file at `path`, at most `limit` of it (default `MAX_STATE_BYTES`).
+ * Bytes that are not UTF-8 (they cannot be state distributor wrote) or not valid state fail with
+ * a `StateError` naming the file; storage failures (`not_found`, ...) propagate as they are, a
+ * file over the bound as `limit_exceeded` naming it.
  */
 export async function readStateFile(
   backend: StorageBackend,
   path: string,
   signal?: AbortSignal,
+  limit: DestinationLimit = DEFAULT_STATE_LIMIT,
 ): Promise<StateFile> {
-  const { bytes, version } = await backend.readVersioned(path, {
-    maxBytes: MAX_STATE_BYTES,
-    signal,
-  });
+  const { bytes, version } = await readStateBytes(backend, path, signal, limit);
   return { ...(await parseStateBytes(backend, path, bytes)), version };
 }
 
@@ -116,11 +161,15 @@ export interface DestinationStateRead {
   version?: string | undefined;
 }
 
-/** Reads a destination bundle path's state; an unreadable or invalid file becomes `stateError`. */
+/**
+ * Reads a destination bundle path's state, at most `limit` of it; an unreadable, invalid or too
+ * large file becomes `stateError`.
+ */
 export async function readDestinationStatus(
   backend: StorageBackend,
   bundlePath: string,
   signal?: AbortSignal,
+  limit: DestinationLimit = DEFAULT_STATE_LIMIT,
 ): Promise<DestinationStateRead> {
   const path = statePath(bundlePath);
   // A state file is content: what else lies there matters only without one (absent vs
@@ -128,7 +177,7 @@ export async function readDestinationStatus(
   const hasContents = true;
   let read: { bytes: Uint8Array; version: string };
   try {
-    read = await backend.readVersioned(path, { maxBytes: MAX_STATE_BYTES, signal });
+    read = await readStateBytes(backend, path, signal, limit);
   } catch (error) {
     if (isStorageError(error, "not_found")) {
       return {

@@ -1,10 +1,10 @@
 import { newReleaseId, parseDocument, replacementMarkers } from "@distributor/state";
 import { isStorageError, statePath } from "@distributor/storage";
 import { type PublishTargetOptions, publishTarget } from "../execute/commit.js";
-import { DEFAULT_DESTINATION_WALK_LIMIT } from "../plan/inspect.js";
 import type { PublishPlan } from "../plan/plan-types.js";
 import { holdLease } from "../protocol/hold-lease.js";
 import { LeaseHeldError } from "../protocol/lease-file.js";
+import { DEFAULT_DESTINATION_LIMITS } from "../protocol/limits.js";
 import { linksOf } from "./layout.js";
 import { finishRelease, prepareRelease, retainReleases } from "./releases.js";
 import { ReleaseView } from "./view.js";
@@ -45,7 +45,11 @@ export async function publishRelease(
         lease,
         signal,
         concurrency: options.execute.concurrency,
-        walkLimit: options.plan.walkLimit ?? DEFAULT_DESTINATION_WALK_LIMIT,
+        entries:
+          options.plan.limits?.entries ??
+          (options.plan.walkLimit === undefined
+            ? DEFAULT_DESTINATION_LIMITS.entries
+            : { value: options.plan.walkLimit }),
       });
     },
     afterCommit: async (plan, lease) => {
@@ -74,6 +78,7 @@ async function settlePendingSwitch(options: PublishTargetOptions): Promise<void>
       ...options.lease,
       signal,
       onRecovered: options.onRecovered,
+      limits: options.plan.limits,
     });
   } catch (error) {
     // A live run holds the lease: it is the one between its commit and its switch, and switches.

@@ -8,6 +8,7 @@ import {
   statePath,
 } from "@distributor/storage";
 import type { LeaseGuard } from "../execute/context.js";
+import { type DestinationLimit, walkWithin } from "../protocol/limits.js";
 import {
   currentLinkPath,
   linksOf,
@@ -63,8 +64,8 @@ export interface PrepareOptions {
   signal?: AbortSignal | undefined;
   /** Files hard-linked at once. */
   concurrency?: number | undefined;
-  /** Entries a release may hold (the destination listing limit). */
-  walkLimit: number;
+  /** Entries a release may hold (the destination's listing bound). */
+  entries: DestinationLimit;
 }
 
 /**
@@ -114,9 +115,8 @@ async function copyRelease(view: ReleaseView, from: string, next: string, option
   const target = releaseDirectory(bundlePath, next);
   let files: Awaited<ReturnType<StorageBackend["walk"]>>;
   try {
-    files = await inner.walk(source, {
+    files = await walkWithin(inner, source, options.entries, {
       recursive: true,
-      limit: options.walkLimit,
       signal: options.signal,
     });
   } catch (error) {

@@ -12,6 +12,7 @@ import { isStorageError, locatePath, type StorageBackend, statePath } from "@dis
 import { compareAndSwapState } from "../protocol/commit-state.js";
 import { holdLease } from "../protocol/hold-lease.js";
 import type { LeaseOptions } from "../protocol/lease-file.js";
+import type { DestinationLimits } from "../protocol/limits.js";
 import { linksOf, snapshotPath } from "./layout.js";
 import { finishRelease, type StoredRelease, storedReleases } from "./releases.js";
 import { ReleaseView } from "./view.js";
@@ -101,6 +102,8 @@ export interface RollbackOptions {
   dryRun: boolean;
   lease: LeaseOptions;
   signal?: AbortSignal | undefined;
+  /** The destination's bounds, for the recovery taking the lease may run; default `DEFAULT_DESTINATION_LIMITS`. */
+  limits?: DestinationLimits | undefined;
 }
 
 export interface RollbackResult {
@@ -128,7 +131,11 @@ export async function rollbackRelease(options: RollbackOptions): Promise<Rollbac
   ]);
   const planned = chooseTarget(options, committedIds(stored), live);
   if (options.dryRun) return { from: live, to: planned, switched: false, switchMs: 0 };
-  const lease = await holdLease(look, bundlePath, options.owner, { ...options.lease, signal });
+  const lease = await holdLease(look, bundlePath, options.owner, {
+    ...options.lease,
+    signal,
+    limits: options.limits,
+  });
   const started = performance.now();
   try {
     // Chosen again under the lease: a publication or a retention may have come in between.

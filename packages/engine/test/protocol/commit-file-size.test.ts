@@ -72,7 +72,7 @@ describe("a next state too large to read back", () => {
     expect(failure.code).toBe("state_too_large");
     expect(failure.message).toMatch(
       new RegExp(
-        `^state file local:.+/reports/\\.distributor\\.json would be \\d+ bytes, more than the ${MAX_STATE_BYTES} a state file may have \\(it could not be read back\\); nothing was written$`,
+        `^state file local:.+/reports/\\.distributor\\.json would be \\d+ bytes, more than the ${MAX_STATE_BYTES} bytes \\(64 MiB\\) a state file may have \\(it could not be read back\\); nothing was written$`,
       ),
     );
     // The state is the one that was there, readable by the next run; no output and no lease.
