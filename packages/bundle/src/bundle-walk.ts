@@ -2,6 +2,8 @@ import {
   isReservedName,
   isStorageError,
   relativeTo,
+  runInSlices,
+  type Steps,
   type StorageBackend,
   type StorageEntry,
   StorageError,
@@ -66,8 +68,19 @@ export async function walkBundle(
     }
     throw error;
   }
+  return runInSlices(checkedEntriesSteps(entries, bundlePath));
+}
+
+/** Entries looked at between two pauses of a check of every entry (a million at most). */
+const STEP_ENTRIES = 2000;
+
+function* checkedEntriesSteps(
+  entries: readonly StorageEntry[],
+  bundlePath: string,
+): Steps<BundleListing> {
   const listing: BundleListing = { entries: [], issues: [] };
-  for (const entry of entries) {
+  for (const [index, entry] of entries.entries()) {
+    if (index % STEP_ENTRIES === STEP_ENTRIES - 1) yield;
     const issue = entryIssue(entry, bundlePath, { reserved: true });
     if (issue === undefined) listing.entries.push(entry);
     else listing.issues.push(issue);

@@ -67,7 +67,12 @@ export {
   verifiedManifestText,
 } from "./manifest.js";
 export type { Manifest, ManifestFile } from "./manifest-types.js";
-export { describeNameCollision, type NameCollision, nameCollisions } from "./portable-names.js";
+export {
+  describeNameCollision,
+  type NameCollision,
+  nameCollisions,
+  nameCollisionsSteps,
+} from "./portable-names.js";
 export {
   MANIFEST_BYTES_PER_FILE,
   MAX_MANIFEST_BYTES,

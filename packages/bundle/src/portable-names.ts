@@ -1,4 +1,10 @@
-import { compareLogicalPaths, LEASE_FILE_NAME, STATE_FILE_NAME } from "@distributor/storage";
+import {
+  compareLogicalPaths,
+  LEASE_FILE_NAME,
+  runSteps,
+  STATE_FILE_NAME,
+  type Steps,
+} from "@distributor/storage";
 
 /**
  * Names that are different here but one name on some stores: `case` twins differ only by letter
@@ -24,8 +30,17 @@ const RESERVED_NAMES = [STATE_FILE_NAME, LEASE_FILE_NAME];
  * nothing below them is reported again.
  */
 export function nameCollisions(paths: readonly string[]): NameCollision[] {
+  return runSteps(nameCollisionsSteps(paths));
+}
+
+/** Names looked at between two pauses of `nameCollisionsSteps`. */
+const STEP_NAMES = 2000;
+
+/** `nameCollisions` as steps that pause every few thousand names (see `Steps`). */
+export function* nameCollisionsSteps(paths: readonly string[]): Steps<NameCollision[]> {
   const names = new Set<string>();
-  for (const path of paths) {
+  for (const [index, path] of paths.entries()) {
+    if (index % STEP_NAMES === STEP_NAMES - 1) yield;
     // The path and each directory above it.
     for (let slash = path.indexOf("/"); slash !== -1; slash = path.indexOf("/", slash + 1)) {
       names.add(path.slice(0, slash));
@@ -33,7 +48,9 @@ export function nameCollisions(paths: readonly string[]): NameCollision[] {
     names.add(path);
   }
   const groups = new Map<string, string[]>();
+  let folded = 0;
   for (const name of names) {
+    if (++folded % STEP_NAMES === 0) yield;
     const key = foldName(name);
     const group = groups.get(key);
     if (group === undefined) groups.set(key, [name]);
@@ -50,8 +67,11 @@ export function nameCollisions(paths: readonly string[]): NameCollision[] {
     const nfc = new Set(members.map((member) => member.normalize("NFC")));
     collisions.push({ kind: nfc.size === 1 ? "normalization" : "case", paths: members });
   }
+  yield;
   const reserved = new Set(RESERVED_NAMES.map(foldName));
+  let checked = 0;
   for (const name of names) {
+    if (++checked % STEP_NAMES === 0) yield;
     const segment = name.slice(name.lastIndexOf("/") + 1);
     if (RESERVED_NAMES.includes(segment) || !reserved.has(foldName(segment))) continue;
     collisions.push({ kind: "reserved", paths: [name] });

@@ -5,16 +5,29 @@ import {
   mapBounded,
   parentPath,
   relativeTo,
+  runInSlices,
+  type Steps,
   type StorageBackend,
   type StorageEntry,
 } from "@distributor/storage";
-import { isNestedManifest, nestedManifestIssue, walkBundle, walkLimit } from "./bundle-walk.js";
+import {
+  type BundleListing,
+  isNestedManifest,
+  nestedManifestIssue,
+  walkBundle,
+  walkLimit,
+} from "./bundle-walk.js";
 import { digestFileAtMost } from "./digest.js";
 import { type BundleIssue, BundleValidationError } from "./errors.js";
 import { fileIssue } from "./file-problem.js";
-import { MANIFEST_FILE_NAME, SIGNATURE_FILE_NAME } from "./manifest.js";
+import { MANIFEST_FILE_NAME, SIGNATURE_FILE_NAME, STEP_FILES } from "./manifest.js";
 import type { Manifest, ManifestFile } from "./manifest-types.js";
-import { describeNameCollision, type NameCollision, nameCollisions } from "./portable-names.js";
+import {
+  describeNameCollision,
+  type NameCollision,
+  nameCollisions,
+  nameCollisionsSteps,
+} from "./portable-names.js";
 import { readManifest } from "./read-manifest.js";
 import { type BundleSigner, readSignedManifest, type SignaturePolicy } from "./signature/verify.js";
 
@@ -129,38 +142,19 @@ export async function validateBundle(
   }
   const totalSize = checkDeclaredLimits(manifest, bundlePath, maxFiles, maxTotalSize);
 
-  const listing = await walkBundle(backend, bundlePath, bundleWalkLimit(manifest, maxFiles), {
+  // The loops over every file below run in slices: at a million files each is seconds of work.
+  const walkBound = await runInSlices(bundleWalkLimitSteps(manifest, maxFiles));
+  const listing = await walkBundle(backend, bundlePath, walkBound, {
     signal,
     limitNote: `validation.max_files is ${maxFiles}`,
     listed: options.listed,
   });
-  const files = new Map<string, StorageEntry>();
-  const directories = new Set<string>();
-  for (const entry of listing.entries) {
-    const relative = relativeTo(bundlePath, entry.path);
-    if (entry.kind === "file") files.set(relative, entry);
-    else directories.add(relative);
-  }
+  const { files, directories } = await runInSlices(indexListingSteps(listing, bundlePath));
 
   // Entries no bundle may hold fail whatever `unlisted_files` says: they are not files to ignore.
   const issues: BundleIssue[] = [...listing.issues];
-  const listed = new Set(manifest.files.map((file) => file.path));
   const unlistedFiles: string[] = [];
-  for (const path of files.keys()) {
-    if (path === MANIFEST_FILE_NAME || path === SIGNATURE_FILE_NAME) continue;
-    if (isNestedManifest(path)) {
-      issues.push(nestedManifestIssue(path));
-    } else if (!listed.has(path)) {
-      if (unlistedPolicy === "ignore") unlistedFiles.push(path);
-      else {
-        issues.push({
-          code: "unlisted_file",
-          path,
-          message: `${path}: present but not listed in ${MANIFEST_FILE_NAME}`,
-        });
-      }
-    }
-  }
+  await runInSlices(unlistedSteps(manifest, files, unlistedPolicy, issues, unlistedFiles));
 
   const count = manifest.files.length;
   const scope = fanOutSignal(signal, concurrency);
@@ -193,7 +187,10 @@ export async function validateBundle(
     if (issue !== undefined && !refused.has(issue.path)) issues.push(issue);
   }
 
-  const collisions = nameCollisionIssues(manifest);
+  const collisions = nameCollisionIssues(
+    manifest,
+    await runInSlices(nameCollisionsSteps(manifest.files.map((file) => file.path))),
+  );
   const warnings: BundleIssue[] = [];
   if (options.portableNames === "refuse") issues.push(...collisions);
   else warnings.push(...collisions);
@@ -273,9 +270,10 @@ function checkDeclaredLimits(
  * listed files, their directories and the manifest) plus room for its signature and strays to report, and never
  * less than `walkLimit(maxFiles)`. Bounded by the manifest, which is itself bounded.
  */
-function bundleWalkLimit(manifest: Manifest, maxFiles: number): number {
+function* bundleWalkLimitSteps(manifest: Manifest, maxFiles: number): Steps<number> {
   const directories = new Set<string>();
-  for (const file of manifest.files) {
+  for (const [index, file] of manifest.files.entries()) {
+    if (index % STEP_FILES === STEP_FILES - 1) yield;
     for (let parent = parentPath(file.path); parent !== ""; parent = parentPath(parent)) {
       if (directories.has(parent)) break;
       directories.add(parent);
@@ -283,6 +281,57 @@ function bundleWalkLimit(manifest: Manifest, maxFiles: number): number {
   }
   const needed = manifest.files.length + directories.size + 1;
   return Math.max(walkLimit(maxFiles), needed + 64);
+}
+
+/** The listing's files and directories by their path below the bundle path. */
+function* indexListingSteps(
+  listing: BundleListing,
+  bundlePath: string,
+): Steps<{ files: Map<string, StorageEntry>; directories: Set<string> }> {
+  const files = new Map<string, StorageEntry>();
+  const directories = new Set<string>();
+  for (const [index, entry] of listing.entries.entries()) {
+    if (index % STEP_FILES === STEP_FILES - 1) yield;
+    const relative = relativeTo(bundlePath, entry.path);
+    if (entry.kind === "file") files.set(relative, entry);
+    else directories.add(relative);
+  }
+  return { files, directories };
+}
+
+/**
+ * Files present but not listed: reported in `issues`, or gathered in `unlistedFiles` when the
+ * policy ignores them; nested manifests are always issues.
+ */
+function* unlistedSteps(
+  manifest: Manifest,
+  files: ReadonlyMap<string, StorageEntry>,
+  policy: UnlistedFilesPolicy,
+  issues: BundleIssue[],
+  unlistedFiles: string[],
+): Steps<void> {
+  const listed = new Set<string>();
+  for (const [index, file] of manifest.files.entries()) {
+    if (index % STEP_FILES === STEP_FILES - 1) yield;
+    listed.add(file.path);
+  }
+  let seen = 0;
+  for (const path of files.keys()) {
+    if (++seen % STEP_FILES === 0) yield;
+    if (path === MANIFEST_FILE_NAME || path === SIGNATURE_FILE_NAME) continue;
+    if (isNestedManifest(path)) {
+      issues.push(nestedManifestIssue(path));
+    } else if (!listed.has(path)) {
+      if (policy === "ignore") unlistedFiles.push(path);
+      else {
+        issues.push({
+          code: "unlisted_file",
+          path,
+          message: `${path}: present but not listed in ${MANIFEST_FILE_NAME}`,
+        });
+      }
+    }
+  }
 }
 
 async function checkListedFile(
