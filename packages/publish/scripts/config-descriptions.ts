@@ -162,6 +162,10 @@ export const CONFIG_DESCRIPTIONS: Readonly<Record<string, string>> = {
     "Outputs written at once, 1 to 64; absent, the backend's default: local 16, ssh 8, s3 4. More helps across a long round trip; memory grows with it, never with file sizes.",
   "destination.max_deletes":
     'The most managed outputs one publication may delete: a count (100) or a percentage of the managed outputs ("20%"). A plan that deletes more is refused (too_many_deletes) unless run --allow-deletes N allows N. Default: no limit.',
+  "destination.max_state_size":
+    "The largest state file (.distributor.json) a run writes here, and the largest it reads back, as a size such as 256MiB (at most about 512MiB). A publication whose state would be larger is refused (state_too_large) before anything is written. Default: the larger of 64MiB and 1KiB × validation.max_files.",
+  "destination.max_entries":
+    "The most entries any listing of this destination may return: planning a replacement, recovery, audit, prune, adopt and inspect list within it. Default 10000000.",
   "destination.layout":
     "local and ssh only: in_place (default) writes outputs directly below the bundle path; releases builds each publication in releases/<id>/ below it and switches the current symlink to it once every output is written, so readers of current never see a mix. Serve the current link. A bundle path keeps the layout it was first published with.",
   "destination.releases": "With layout: releases, how many committed releases stay for rollback.",

@@ -3,6 +3,7 @@ import { homedir } from "node:os";
 import { isAbsolute, join, resolve } from "node:path";
 import { DEFAULT_RELEASES_KEPT, type MetadataRule } from "@distributor/engine";
 import type { RawConfig, RawDestination, RawPipeline, RawSource } from "./schema.js";
+import { MAX_STATE_SIZE } from "./schema-fields.js";
 import type {
   Config,
   DestinationConfig,
@@ -35,6 +36,11 @@ export const CONFIG_DEFAULTS = Object.freeze({
   signatureNamespace: "distributor",
   unlistedFiles: "reject",
   maxFiles: 10_000,
+  /** `max_state_size` left out: this much per file `validation.max_files` allows, ... */
+  stateSizePerFile: 1024,
+  /** ... and at least this (`defaultMaxStateSize`). */
+  minDefaultStateSize: 64 * 1024 ** 2,
+  maxEntries: 10_000_000,
   maxTotalSize: 10 * 1000 ** 3,
   portableNames: false,
   publishSource: true,
@@ -134,17 +140,18 @@ export function applyDefaults(raw: RawConfig, options: DefaultsOptions): Config 
 }
 
 function pipelineConfig(raw: RawPipeline, files: LocalPaths): PipelineConfig {
+  const maxFiles = raw.validation?.max_files ?? CONFIG_DEFAULTS.maxFiles;
   return {
     id: present(raw.id),
     source: sourceConfig(present(raw.source), files),
     validation: {
       unlistedFiles: raw.validation?.unlisted_files ?? CONFIG_DEFAULTS.unlistedFiles,
-      maxFiles: raw.validation?.max_files ?? CONFIG_DEFAULTS.maxFiles,
+      maxFiles,
       maxTotalSize: raw.validation?.max_total_size ?? CONFIG_DEFAULTS.maxTotalSize,
       portableNames: raw.validation?.portable_names ?? CONFIG_DEFAULTS.portableNames,
     },
     destinations: present(raw.destinations).map((destination) =>
-      destinationConfig(destination, files),
+      destinationConfig(destination, files, maxFiles),
     ),
   };
 }
@@ -236,7 +243,23 @@ function destinationLocation(raw: RawDestination, files: LocalPaths): StorageLoc
   return { ...location, fsync: raw.fsync ?? CONFIG_DEFAULTS.fsync };
 }
 
-function destinationConfig(raw: RawDestination, files: LocalPaths): DestinationConfig {
+/**
+ * `max_state_size` left out: room for the state of as many outputs as `validation.max_files`
+ * admits (about 400 bytes each with short paths; 1 KiB leaves room for long ones), never less than
+ * 64 MiB, and never more than a state file that can be read back.
+ */
+export function defaultMaxStateSize(maxFiles: number): number {
+  return Math.min(
+    MAX_STATE_SIZE,
+    Math.max(CONFIG_DEFAULTS.minDefaultStateSize, CONFIG_DEFAULTS.stateSizePerFile * maxFiles),
+  );
+}
+
+function destinationConfig(
+  raw: RawDestination,
+  files: LocalPaths,
+  maxFiles: number,
+): DestinationConfig {
   const markdown = raw.transform?.markdown_to_html;
   const prune = raw.retention?.prune;
   const transfer = raw.transfer;
@@ -280,6 +303,8 @@ function destinationConfig(raw: RawDestination, files: LocalPaths): DestinationC
     metadata: (raw.metadata ?? []).map(metadataRule),
     ...(raw.transfers === undefined ? {} : { transfers: raw.transfers }),
     ...(raw.max_deletes === undefined ? {} : { maxDeletes: raw.max_deletes }),
+    maxStateSize: raw.max_state_size ?? defaultMaxStateSize(maxFiles),
+    maxEntries: raw.max_entries ?? CONFIG_DEFAULTS.maxEntries,
     layout:
       raw.layout === "releases"
         ? { mode: "releases", keep: raw.releases?.keep ?? DEFAULT_RELEASES_KEPT }

@@ -72,6 +72,29 @@ export const MIN_PART_SIZE = 5 * 1024 * 1024;
 export const MAX_PART_SIZE = 5 * 1024 * 1024 * 1024;
 export const MAX_PART_CONCURRENCY = 16;
 
+/** The largest `max_state_size`: about the longest text a state file is read back as. */
+export const MAX_STATE_SIZE = 512 * 1024 * 1024;
+
+/**
+ * `max_state_size`: a state file is read back as one text, so it may be no larger than the
+ * longest string the runtime holds (24 bytes short of 512 MiB on 64-bit Node.js; the engine
+ * refuses to write a state of those last bytes).
+ */
+export function stateSize() {
+  return v.pipe(
+    size(),
+    v.rawCheck(({ dataset, addIssue }) => {
+      if (dataset.typed && dataset.value > MAX_STATE_SIZE) {
+        addIssue({
+          message: "must be at most 512MiB, about the largest state file that can be read back",
+        });
+      }
+    }),
+    // A size is a string with a unit: its bound is approximated by the description.
+    jsonSchema({ $comment: "at most 512MiB" }),
+  );
+}
+
 export function integer(minimum: number, belowMinimum: string, maximum = Number.MAX_SAFE_INTEGER) {
   return v.pipe(
     v.number("must be a whole number"),

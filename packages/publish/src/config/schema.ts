@@ -24,6 +24,7 @@ import {
   s3Prefix,
   secretName,
   size,
+  stateSize,
   text,
 } from "./schema-fields.js";
 
@@ -166,6 +167,10 @@ export const destinationSchema = mapping({
   max_deletes: v.optional(
     v.union([integer(0, "must be zero or more"), deletePercentage()], MAX_DELETES_HINT),
   ),
+  /** The largest state file a run writes or reads back at this destination. */
+  max_state_size: v.optional(stateSize()),
+  /** The most entries any listing of this destination may return. */
+  max_entries: v.optional(integer(1, "must be greater than zero")),
   metadata: v.optional(
     list(
       mapping({

@@ -253,6 +253,16 @@ export interface DestinationConfig {
    */
   maxDeletes?: number | { percent: number };
   /**
+   * `max_state_size`, in bytes: the largest state file a run writes at this destination, and the
+   * largest it reads back. Default: the larger of 64 MiB and 1 KiB × `validation.max_files`.
+   */
+  maxStateSize: number;
+  /**
+   * `max_entries`: the most entries one listing of this destination may return (planning's
+   * listing of a bundle path, recovery, audit, prune, adopt...). Default 10 000 000.
+   */
+  maxEntries: number;
+  /**
    * `layout`: `in_place` (the default) writes outputs directly below the bundle path;
    * `releases` (local and ssh) builds each publication in `releases/<id>/` and switches the
    * `current` symlink to it; `releases.keep` committed releases stay for rollback.

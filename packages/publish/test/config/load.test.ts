@@ -87,6 +87,8 @@ describe("parseConfig defaults", () => {
                 onConflict: "fail",
               },
               metadata: [],
+              maxStateSize: 64 * 1024 ** 2,
+              maxEntries: 10_000_000,
               layout: { mode: "in_place" },
             },
           ],
@@ -293,6 +295,8 @@ pipelines:
         reconciliation: {mode: merge}
         retention: {prune: {enabled: true, older_than: 168h, keep_latest: 3}}
         transfer: {on_destination_same: fail, on_destination_older: skip, on_destination_newer: fail, on_conflict: fail}
+        max_state_size: 256 MiB
+        max_entries: 20000000
         metadata:
           - {match: "**/*.html", cache_control: "max-age=60", content_encoding: gzip}
           - {match: "assets/**"}
@@ -360,6 +364,8 @@ pipelines:
           contentDisposition: "attachment",
         },
       ],
+      maxStateSize: 256 * 1024 ** 2,
+      maxEntries: 20_000_000,
       layout: { mode: "in_place" },
     });
     expect(pipeline?.destinations[1]?.location).toEqual({
