@@ -22,6 +22,7 @@ import { runInSlices } from "../run-in-slices.js";
 import {
   DEFAULT_DESTINATION_LIMITS,
   type DestinationLimit,
+  MAX_READABLE_STATE_BYTES,
   MAX_STATE_BYTES,
   stateLimitText,
 } from "./limits.js";
@@ -71,8 +72,14 @@ function checkedStateSize(
   bytes: Uint8Array,
   limit: DestinationLimit,
 ): Uint8Array {
+  const where = locatePath(backend.location, path);
+  if (bytes.length > MAX_READABLE_STATE_BYTES && limit.value >= MAX_READABLE_STATE_BYTES) {
+    // Whatever the bound says, a text this long cannot be decoded again.
+    throw new StateTooLargeError(
+      `state file ${where} would be ${bytes.length} bytes, more than the ${MAX_READABLE_STATE_BYTES} a state file can have and still be read back; nothing was written`,
+    );
+  }
   if (bytes.length > limit.value) {
-    const where = locatePath(backend.location, path);
     throw new StateTooLargeError(
       limit.setting === undefined
         ? `state file ${where} would be ${bytes.length} bytes, more than ${stateLimitText(limit)} (it could not be read back); nothing was written`
