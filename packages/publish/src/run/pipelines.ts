@@ -113,7 +113,7 @@ async function runPipeline(
     // Parsing a big manifest and checking its names are each a long synchronous stretch: the
     // event loop turns between them and before the destinations are planned.
     await nextTurn();
-    checkPortableNames(pipeline, bundles, report);
+    await checkPortableNames(pipeline, bundles, report);
     await nextTurn();
     // Full validation hashes every file, so it waits until some destination will write: a run
     // in which every destination skips reads manifests and state files only (docs/design/bundles.md). Once

@@ -10,14 +10,20 @@ import {
   type Manifest,
   type NameCollision,
   nameCollisionIssues,
-  nameCollisions,
+  nameCollisionsSteps,
   readManifest,
   readSignedManifest,
   validateBundle,
 } from "@distributor/bundle";
 import { selectOutputs } from "@distributor/engine";
 import type { SourceSigner } from "@distributor/state";
-import { displayPath, type StorageBackend, type StorageEntry } from "@distributor/storage";
+import {
+  displayPath,
+  runInSlices,
+  type Steps,
+  type StorageBackend,
+  type StorageEntry,
+} from "@distributor/storage";
 import type { PipelineConfig } from "../config/types.js";
 import { WorkflowError } from "../errors.js";
 import { signatureCode, signaturePolicy } from "../validate/signatures.js";
@@ -30,17 +36,14 @@ import type { RunOptions, RunReport } from "./types.js";
  * invalid bundle before anything is planned. Read from the manifests and the configuration
  * alone, so a run that only skips says so too.
  */
-export function checkPortableNames(
+export async function checkPortableNames(
   pipeline: PipelineConfig,
   bundles: SourceBundle[],
   report: RunReport,
-) {
+): Promise<void> {
   for (const bundle of bundles) {
-    const listed = nameCollisions(bundle.manifest.files.map((file) => file.path));
-    const issues = [
-      ...nameCollisionIssues(bundle.manifest, listed),
-      ...outputNameIssues(pipeline, bundle.manifest, listed),
-    ];
+    // Seconds of work at a million files: in slices, the event loop turning between them.
+    const issues = await runInSlices(portableNameIssuesSteps(pipeline, bundle.manifest));
     if (issues.length === 0) continue;
     if (pipeline.validation.portableNames) {
       throw bundleInvalid(
@@ -60,17 +63,28 @@ export function checkPortableNames(
   }
 }
 
+function* portableNameIssuesSteps(
+  pipeline: PipelineConfig,
+  manifest: Manifest,
+): Steps<BundleIssue[]> {
+  const listed = yield* nameCollisionsSteps(manifest.files.map((file) => file.path));
+  return [
+    ...nameCollisionIssues(manifest, listed),
+    ...(yield* outputNameIssuesSteps(pipeline, manifest, listed)),
+  ];
+}
+
 /**
  * Collisions among the output paths the pipeline's destinations would write from `manifest` that
  * the manifest's own names do not already show: a rendered `Notes.md` as `Notes.html` against a
  * listed `notes.html`, say. One issue per collision, whatever the number of destinations. A
  * selection that fails (index mode meeting two Markdown files) is left to planning to report.
  */
-function outputNameIssues(
+function* outputNameIssuesSteps(
   pipeline: PipelineConfig,
   manifest: Manifest,
   manifestCollisions: readonly NameCollision[],
-): BundleIssue[] {
+): Steps<BundleIssue[]> {
   const listed = new Set(manifestCollisions.map((c) => c.paths.join("\0")));
   const issues = new Map<string, BundleIssue>();
   for (const destination of pipeline.destinations) {
@@ -85,6 +99,7 @@ function outputNameIssues(
     } catch {
       continue;
     }
+    yield;
     // Every listed file under its own name: the outputs' names are the manifest's, whose
     // collisions are reported already.
     const asListed =
@@ -92,7 +107,8 @@ function outputNameIssues(
       outputs.every((output) => output.path === output.sourcePath);
     if (asListed) continue;
     const from = new Map(outputs.map((output) => [output.path, output.sourcePath]));
-    for (const collision of nameCollisions(outputs.map((output) => output.path))) {
+    const collisions = yield* nameCollisionsSteps(outputs.map((output) => output.path));
+    for (const collision of collisions) {
       const key = collision.paths.join("\0");
       if (listed.has(key) || issues.has(key)) continue;
       // Outputs rendered from colliding sources (`A.md`, `a.md`) repeat what the manifest says.
