@@ -1,5 +1,11 @@
 import { formatTimestamp, type Manifest } from "@distributor/bundle";
-import { isStateFile, type LeaseReport, readLease, readStateFile } from "@distributor/engine";
+import {
+  type DestinationLimit,
+  isStateFile,
+  type LeaseReport,
+  readLease,
+  readStateFile,
+} from "@distributor/engine";
 import {
   formatStateTimestamp,
   isSharedRootState,
@@ -92,13 +98,17 @@ export interface ReleaseListing {
   outputs: number;
 }
 
-/** Reads and describes the state file at `statePath`; an unparseable one fails with `state_invalid`. */
+/**
+ * Reads and describes the state file at `statePath`, at most `limit` of it; an unparseable one
+ * fails with `state_invalid`, a larger one with `storage_limit_exceeded` naming the bound.
+ */
 export async function inspectStateFile(
   backend: StorageBackend,
   statePath: string,
   signal: AbortSignal | undefined,
+  limit: DestinationLimit,
 ): Promise<StateReport> {
-  const { text, document } = await readStateFile(backend, statePath, signal);
+  const { text, document } = await readStateFile(backend, statePath, signal, limit);
   // Parsing normalises schema 1 to 2; the report shows what the file says.
   const written = (JSON.parse(text) as { schema_version: number }).schema_version;
   const bundlePath = parentPath(statePath);

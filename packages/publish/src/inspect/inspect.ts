@@ -9,7 +9,12 @@ import {
   readManifest,
   validateBundle,
 } from "@distributor/bundle";
-import { listReleases } from "@distributor/engine";
+import {
+  type DestinationLimits,
+  listReleases,
+  MAX_READABLE_STATE_BYTES,
+  walkWithin,
+} from "@distributor/engine";
 import { formatStateTimestamp } from "@distributor/state";
 import {
   compareLogicalPaths,
@@ -25,6 +30,7 @@ import { openLocalDirectory } from "../backends/local-directory.js";
 import { withBackend } from "../backends/registry.js";
 import type { Config } from "../config/types.js";
 import { WorkflowError } from "../errors.js";
+import { destinationLimits } from "../shared/destination-limits.js";
 import { type LeaseWithoutState, leasesWithoutState } from "../shared/leases-without-state.js";
 import type { WorkflowOptions } from "../shared/workflow-options.js";
 import {
@@ -106,6 +112,15 @@ export interface StateTreeInspection {
 
 export type InspectReport = BundleTreeInspection | StateTreeInspection;
 
+/**
+ * A path inspected without a configuration has no destination settings: any state that can be
+ * read back is shown, within the listing bound of source discovery.
+ */
+const UNCONFIGURED_LIMITS: DestinationLimits = {
+  stateBytes: { value: MAX_READABLE_STATE_BYTES },
+  entries: { value: DEFAULT_DISCOVERY_LIMIT },
+};
+
 export interface InspectPathOptions extends WorkflowOptions<ValidateEvent> {
   /** A bundle directory, a directory of bundles, a destination directory, or one of their files. */
   path: string;
@@ -140,7 +155,14 @@ export async function inspectPath(options: InspectPathOptions): Promise<InspectR
         kind: "state",
         ok: true,
         location: backend.location,
-        states: [await inspectStateFile(backend, STATE_FILE_NAME, options.signal)],
+        states: [
+          await inspectStateFile(
+            backend,
+            STATE_FILE_NAME,
+            options.signal,
+            UNCONFIGURED_LIMITS.stateBytes,
+          ),
+        ],
         leases_without_state: [],
       }));
     }
@@ -199,7 +221,7 @@ export async function inspectStatePath(options: InspectPathOptions): Promise<Sta
     kind: "state",
     ok: true,
     location: backend.location,
-    ...(await inspectStates(backend, options.signal)),
+    ...(await inspectStates(backend, options.signal, UNCONFIGURED_LIMITS)),
   }));
 }
 
@@ -225,7 +247,8 @@ export async function inspectConfiguredDestination(
 ): Promise<StateTreeInspection> {
   const { pipeline, destination, backend } = await openConfiguredDestination(options, true);
   return withBackend(backend, async () => {
-    const found = await inspectStates(backend, options.signal);
+    const limits = destinationLimits(pipeline.id, destination);
+    const found = await inspectStates(backend, options.signal, limits);
     if (destination.layout.mode === "releases") {
       for (const state of found.states) {
         const bundlePath = state.path === "." ? "" : state.path;
@@ -257,23 +280,20 @@ export async function inspectConfiguredDestination(
 async function inspectStates(
   backend: StorageBackend,
   signal: AbortSignal | undefined,
+  limits: DestinationLimits,
 ): Promise<Pick<StateTreeInspection, "states" | "leases_without_state">> {
   // Bundles never nest, so a root state is the only one; skip walking a large destination.
   if (await isFile(backend, STATE_FILE_NAME, signal)) {
     return {
-      states: [await inspectStateFile(backend, STATE_FILE_NAME, signal)],
+      states: [await inspectStateFile(backend, STATE_FILE_NAME, signal, limits.stateBytes)],
       leases_without_state: [],
     };
   }
-  const entries = await backend.walk("", {
-    recursive: true,
-    limit: DEFAULT_DISCOVERY_LIMIT,
-    signal,
-  });
+  const entries = await walkWithin(backend, "", limits.entries, { recursive: true, signal });
   const states: StateReport[] = [];
   for (const entry of entries) {
     if (entry.kind !== "file" || !isStateFile(entry.path)) continue;
-    states.push(await inspectStateFile(backend, entry.path, signal));
+    states.push(await inspectStateFile(backend, entry.path, signal, limits.stateBytes));
   }
   return { states, leases_without_state: await leasesWithoutState(backend, entries, signal) };
 }

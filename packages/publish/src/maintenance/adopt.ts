@@ -5,7 +5,7 @@ import {
   selectNewestBundle,
   validateBundle,
 } from "@distributor/bundle";
-import type { Lease, PublishRequest } from "@distributor/engine";
+import type { DestinationLimits, Lease, PublishRequest } from "@distributor/engine";
 import {
   adoptedStateDocument,
   attachUrls,
@@ -18,6 +18,7 @@ import {
   storedFile,
   storedMetadataMatches,
   UncommittedError,
+  walkWithin,
 } from "@distributor/engine";
 import {
   formatOwnerScope,
@@ -45,13 +46,13 @@ import { openConfiguredDestination, sourceLocation } from "../backends/configure
 import { openBackend, withBackend } from "../backends/registry.js";
 import type { DestinationConfig, PipelineConfig } from "../config/types.js";
 import { errorCode, errorMessage, WorkflowError } from "../errors.js";
+import { destinationLimits } from "../shared/destination-limits.js";
 import { destinationSelection } from "../shared/selection.js";
 import { destinationRootPath, scopeReport } from "./destination-root.js";
 import type { ReconcileStateOptions } from "./reconcile-state.js";
 import { refuseReleaseLayout } from "./release-scope.js";
 import {
   isUnmanagedEntry,
-  RECONCILE_STATE_WALK_LIMIT,
   type ReconcileStateEntry,
   unmanagedEntryReport,
 } from "./unmanaged-entry.js";
@@ -235,6 +236,7 @@ async function adoptBundle(
 ): Promise<AdoptBundleReport> {
   const dryRun = options.dryRun ?? false;
   const { signal } = options;
+  const limits = destinationLimits(owner.pipelineId, destination);
   const report: AdoptBundleReport = {
     bundle_path: displayPath(target.bundlePath),
     source_id: target.manifest.id,
@@ -263,16 +265,22 @@ async function adoptBundle(
       signal,
       ...options.lease,
       ...(options.now === undefined ? {} : { now: options.now }),
+      limits,
     });
   }
   let pending: readonly string[] | undefined;
   try {
     // Read under the lease: nobody else changes this state until it is released.
-    const { status, version } = await readDestinationStatus(backend, target.bundlePath, signal);
+    const { status, version } = await readDestinationStatus(
+      backend,
+      target.bundlePath,
+      signal,
+      limits.stateBytes,
+    );
     report.state_before =
       status.stateError !== undefined ? "invalid" : status.state === undefined ? "absent" : "valid";
     const previous = checkPrecondition(options.mode, status, owner, target, destination);
-    const entries = await listBundlePath(backend, target.bundlePath, signal);
+    const entries = await listBundlePath(backend, target.bundlePath, signal, limits);
     const recorded = recordedOwners(previous);
     const stored = new Set(
       entries
@@ -340,7 +348,7 @@ async function adoptBundle(
     const path = statePath(target.bundlePath);
     // Encoded (validated, size-checked) before the journal: a state that cannot be written
     // costs the destination nothing.
-    const bytes = encodeStateFile(backend, path, next);
+    const bytes = encodeStateFile(backend, path, next, limits.stateBytes);
     // Step journal: no output is written; only the state's temp file may appear.
     await lease.journal([], [""]);
     pending = [];
@@ -450,13 +458,10 @@ async function listBundlePath(
   backend: StorageBackend,
   bundlePath: string,
   signal: AbortSignal | undefined,
+  limits: DestinationLimits,
 ): Promise<StorageEntry[]> {
   try {
-    return await backend.walk(bundlePath, {
-      recursive: true,
-      limit: RECONCILE_STATE_WALK_LIMIT,
-      signal,
-    });
+    return await walkWithin(backend, bundlePath, limits.entries, { recursive: true, signal });
   } catch (error) {
     if (isStorageError(error, "not_found")) return [];
     throw error;

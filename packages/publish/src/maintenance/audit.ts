@@ -1,10 +1,12 @@
 import {
   completenessGaps,
+  type DestinationLimits,
   isStateFile,
   readStateFile,
   type StoredFile,
   storedFile,
   storedStatus,
+  walkWithin,
 } from "@distributor/engine";
 import {
   isSharedRootState,
@@ -16,7 +18,6 @@ import {
 } from "@distributor/state";
 import {
   compareLogicalPaths,
-  DEFAULT_LISTING_LIMIT,
   displayPath,
   isWithinPrefix,
   joinPrefix,
@@ -30,6 +31,7 @@ import { findDestination, findPipeline } from "../backends/configured-location.j
 import { openBackend } from "../backends/registry.js";
 import type { Config, DestinationConfig, PipelineConfig } from "../config/types.js";
 import { errorCode, errorMessage } from "../errors.js";
+import { destinationLimits } from "../shared/destination-limits.js";
 import { type LeaseWithoutState, leasesWithoutState } from "../shared/leases-without-state.js";
 import { destinationSelection, ownedRecords, recordedManifest } from "../shared/selection.js";
 import type { WorkflowOptions } from "../shared/workflow-options.js";
@@ -38,8 +40,6 @@ import { bundleScope, type ReleaseReport } from "./release-scope.js";
 import type { ReconcileStateEntry } from "./unmanaged-entry.js";
 import { isUnmanagedEntry, unmanagedEntryReport } from "./unmanaged-entry.js";
 
-/** Most entries listed under one destination root while looking for state files. */
-export const AUDIT_WALK_LIMIT = DEFAULT_LISTING_LIMIT;
 /** Files hashed at once by default: one read chunk in memory each. */
 const DEFAULT_AUDIT_CONCURRENCY = 4;
 
@@ -268,22 +268,23 @@ async function auditDestination(
       ...(options.signal ? { signal: options.signal } : {}),
     });
     const owner = ownerScope(pipeline.id, destination.id);
-    const entries = await backend.walk("", {
+    const limits = destinationLimits(pipeline.id, destination);
+    const entries = await walkWithin(backend, "", limits.entries, {
       recursive: true,
-      limit: AUDIT_WALK_LIMIT,
       signal: options.signal,
     });
     report.leases_without_state = await leasesWithoutState(backend, entries, options.signal);
     const bundlePaths = stateBundlePaths(entries, destination);
     for (const bundlePath of bundlePaths) {
       const scope = await bundleScope(backend, destination, bundlePath, entries, {
-        limit: AUDIT_WALK_LIMIT,
+        limit: limits.entries,
         signal: options.signal,
       });
       const bundle = await auditBundle(options, scope.backend, report, owner, bundlePath, {
         entries: scope.entries,
         bundlePaths,
         destination,
+        limits,
       });
       if (bundle === undefined) continue;
       bundle.release = scope.release;
@@ -334,6 +335,7 @@ async function auditBundle(
     entries: readonly StorageEntry[];
     bundlePaths: readonly string[];
     destination: DestinationConfig;
+    limits: DestinationLimits;
   },
 ): Promise<AuditBundleReport | undefined> {
   const stateFile = joinPrefix(bundlePath, STATE_FILE_NAME);
@@ -355,7 +357,12 @@ async function auditBundle(
   };
   let document: StateDocument;
   try {
-    ({ document } = await readStateFile(backend, stateFile, options.signal));
+    ({ document } = await readStateFile(
+      backend,
+      stateFile,
+      options.signal,
+      listing.limits.stateBytes,
+    ));
   } catch (error) {
     if (errorCode(error) !== "state_invalid" && errorCode(error) !== "storage_limit_exceeded") {
       throw error;

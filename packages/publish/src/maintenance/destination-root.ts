@@ -1,4 +1,4 @@
-import type { Lease } from "@distributor/engine";
+import type { DestinationLimits, Lease } from "@distributor/engine";
 import {
   compareAndSwapState,
   encodeStateFile,
@@ -8,11 +8,11 @@ import {
   readStateFile,
   StateChangedError,
   UncommittedError,
+  walkWithin,
 } from "@distributor/engine";
 import type { OwnerScope, StateDocument } from "@distributor/state";
 import {
   compareLogicalPaths,
-  DEFAULT_LISTING_LIMIT,
   isStorageError,
   locatePath,
   parentPath,
@@ -40,18 +40,25 @@ export function scopeReport(scope: OwnerScope): { pipeline_id: string; destinati
 /**
  * Reads and parses the `.distributor.json` at the root of a destination. A missing file fails
  * with `state_not_found` (there is nothing managed to maintain), unparseable text with
- * `state_invalid`; the file itself is never touched.
+ * `state_invalid`, a file larger than the destination's `max_state_size` with
+ * `storage_limit_exceeded`; the file itself is never touched.
  */
 export async function readRootState(
   backend: StorageBackend,
   signal: AbortSignal | undefined,
+  limits: DestinationLimits,
 ): Promise<{ document: StateDocument; version: string }> {
   try {
-    const { document, version } = await readStateFile(backend, STATE_FILE_NAME, signal);
+    const { document, version } = await readStateFile(
+      backend,
+      STATE_FILE_NAME,
+      signal,
+      limits.stateBytes,
+    );
     return { document, version };
   } catch (error) {
     if (isStorageError(error, "not_found")) {
-      const below = await statesBelowRoot(backend, signal);
+      const below = await statesBelowRoot(backend, signal, limits);
       const detail =
         below.length === 0
           ? "so nothing is managed there"
@@ -70,13 +77,10 @@ export async function readRootState(
 async function statesBelowRoot(
   backend: StorageBackend,
   signal: AbortSignal | undefined,
+  limits: DestinationLimits,
 ): Promise<string[]> {
   try {
-    const entries = await backend.walk("", {
-      recursive: true,
-      limit: DEFAULT_LISTING_LIMIT,
-      signal,
-    });
+    const entries = await walkWithin(backend, "", limits.entries, { recursive: true, signal });
     return entries
       .filter(
         (entry) =>
@@ -101,8 +105,9 @@ export async function writeRootState(
   document: StateDocument,
   version: string,
   signal: AbortSignal | undefined,
+  limits: DestinationLimits,
 ): Promise<void> {
-  const state = encodeStateFile(backend, STATE_FILE_NAME, document);
+  const state = encodeStateFile(backend, STATE_FILE_NAME, document, limits.stateBytes);
   try {
     await compareAndSwapState(backend, STATE_FILE_NAME, state, version, signal);
   } catch (error) {
@@ -121,16 +126,22 @@ export interface MaintenanceLeaseOptions {
   signal?: AbortSignal;
   /** Lease lifetime and renewal (tests shorten it). */
   lease?: { ttlMs?: number; renew?: boolean; now?: () => Date };
+  /** The destination's `max_state_size` and `max_entries`, for the recovery taking the lease may run. */
+  limits: DestinationLimits;
 }
 
-/** The lease options of a maintenance command's own options. */
-export function maintenanceLease(options: {
-  lockTimeoutMs?: number | undefined;
-  signal?: AbortSignal | undefined;
-  now?: (() => Date) | undefined;
-  lease?: { ttlMs?: number; renew?: boolean } | undefined;
-}): MaintenanceLeaseOptions {
+/** The lease options of a maintenance command's own options, at a destination with `limits`. */
+export function maintenanceLease(
+  options: {
+    lockTimeoutMs?: number | undefined;
+    signal?: AbortSignal | undefined;
+    now?: (() => Date) | undefined;
+    lease?: { ttlMs?: number; renew?: boolean } | undefined;
+  },
+  limits: DestinationLimits,
+): MaintenanceLeaseOptions {
   return {
+    limits,
     ...(options.lockTimeoutMs === undefined ? {} : { lockTimeoutMs: options.lockTimeoutMs }),
     ...(options.signal === undefined ? {} : { signal: options.signal }),
     lease: { ...options.lease, ...(options.now === undefined ? {} : { now: options.now }) },
@@ -176,6 +187,7 @@ export async function withBundleLease<Result>(
   const lease = await holdLease(backend, bundlePath, owner, {
     lockTimeoutMs: options.lockTimeoutMs,
     signal: options.signal,
+    limits: options.limits,
     ...options.lease,
   });
   const release: LeaseRelease = { emptied: false };

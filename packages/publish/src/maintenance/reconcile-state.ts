@@ -1,3 +1,4 @@
+import { type DestinationLimit, walkWithin } from "@distributor/engine";
 import {
   allManagedOutputPaths,
   assertSingleOwnerScope,
@@ -24,6 +25,7 @@ import {
 import { openConfiguredDestination } from "../backends/configured-location.js";
 import { withBackend } from "../backends/registry.js";
 import type { Config } from "../config/types.js";
+import { destinationLimits } from "../shared/destination-limits.js";
 import type { WorkflowOptions } from "../shared/workflow-options.js";
 import {
   destinationRootPath,
@@ -34,7 +36,7 @@ import {
   writeRootState,
 } from "./destination-root.js";
 import { refuseReleaseLayout } from "./release-scope.js";
-import { RECONCILE_STATE_WALK_LIMIT, type ReconcileStateEntry } from "./unmanaged-entry.js";
+import type { ReconcileStateEntry } from "./unmanaged-entry.js";
 
 /** Parallel `stat` calls while checking managed outputs. */
 const STAT_CONCURRENCY = 8;
@@ -52,7 +54,7 @@ export interface ReconcileStateOptions extends WorkflowOptions {
   lockTimeoutMs?: number;
   /** Lease lifetime and renewal (tests shorten it). */
   lease?: { ttlMs?: number; renew?: boolean };
-  /** Most entries listed below the root (default `RECONCILE_STATE_WALK_LIMIT`, 10 million). */
+  /** Most entries listed below the root; default the destination's `max_entries`. */
   listingLimit?: number;
 }
 
@@ -115,17 +117,15 @@ export async function reconcileState(
   const { pipeline, destination, backend } = await openConfiguredDestination(options, dryRun);
   const { signal } = options;
   const owner = ownerScope(pipeline.id, destination.id);
+  const limits = destinationLimits(pipeline.id, destination);
+  const listing =
+    options.listingLimit === undefined ? limits.entries : { value: options.listingLimit };
   return withBackend(backend, () =>
-    withRootLease(backend, owner, dryRun, maintenanceLease(options), async (lease) => {
-      const { document, version } = await readRootState(backend, signal);
+    withRootLease(backend, owner, dryRun, maintenanceLease(options, limits), async (lease) => {
+      const { document, version } = await readRootState(backend, signal, limits);
       const scope = repairScope(document, ownerScope(pipeline.id, destination.id), options);
       const missing = await missingOutputs(backend, scope.checked, signal);
-      const unmanaged = await unmanagedEntries(
-        backend,
-        scope.managed,
-        options.listingLimit ?? RECONCILE_STATE_WALK_LIMIT,
-        signal,
-      );
+      const unmanaged = await unmanagedEntries(backend, scope.managed, listing, signal);
       let changed = false;
       if (!dryRun && missing.length > 0) {
         const removal = scope.remove(missing.map((item) => item.path));
@@ -133,7 +133,13 @@ export async function reconcileState(
           const now = truncateToSecond(options.now?.() ?? new Date());
           // Only record removals, no deletes: confirm the lease, then the compare-and-swap.
           await lease?.confirm();
-          await writeRootState(backend, { ...removal.state, updatedAt: now }, version, signal);
+          await writeRootState(
+            backend,
+            { ...removal.state, updatedAt: now },
+            version,
+            signal,
+            limits,
+          );
           changed = true;
         }
       }
@@ -222,14 +228,14 @@ async function missingOutputs(
 async function unmanagedEntries(
   backend: StorageBackend,
   managedPaths: readonly string[],
-  limit: number,
+  limit: DestinationLimit,
   signal: AbortSignal | undefined,
 ): Promise<ReconcileStateEntry[]> {
   const managed = new Set(managedPaths);
   managed.add(STATE_FILE_NAME);
   // The lease of a run holding the state (ours, unless this is a dry run) is not content.
   managed.add(LEASE_FILE_NAME);
-  const entries = await backend.walk("", { recursive: true, limit, signal });
+  const entries = await walkWithin(backend, "", limit, { recursive: true, signal });
   return entries
     .filter((entry) => {
       if (entry.nameProblem !== undefined) return true;

@@ -1,4 +1,4 @@
-import { ReleaseView } from "@distributor/engine";
+import { type DestinationLimit, ReleaseView, walkWithin } from "@distributor/engine";
 import { isWithinPrefix, type StorageBackend, type StorageEntry } from "@distributor/storage";
 import { findDestination, findPipeline } from "../backends/configured-location.js";
 import type { Config, DestinationConfig } from "../config/types.js";
@@ -23,7 +23,7 @@ export async function bundleScope(
   destination: DestinationConfig,
   bundlePath: string,
   entries: readonly StorageEntry[],
-  options: { limit: number; signal?: AbortSignal | undefined },
+  options: { limit: DestinationLimit; signal?: AbortSignal | undefined },
 ): Promise<{
   backend: StorageBackend;
   entries: readonly StorageEntry[];
@@ -32,7 +32,7 @@ export async function bundleScope(
   if (destination.layout.mode !== "releases") return { backend, entries, release: null };
   const view = new ReleaseView(backend, bundlePath);
   const [listed, recorded, current] = await Promise.all([
-    view.walk(bundlePath, { recursive: true, limit: options.limit, signal: options.signal }),
+    walkWithin(view, bundlePath, options.limit, { recursive: true, signal: options.signal }),
     view.stateRelease(options.signal),
     view.live(options.signal),
   ]);

@@ -6,6 +6,7 @@ import type { BackendRegistry } from "../backends/registry.js";
 import { withBackend } from "../backends/registry.js";
 import type { Config } from "../config/types.js";
 import { WorkflowError } from "../errors.js";
+import { destinationLimits } from "../shared/destination-limits.js";
 import { maintenanceLease } from "./destination-root.js";
 
 export interface RollbackOptions {
@@ -53,7 +54,7 @@ export async function rollback(options: RollbackOptions): Promise<RollbackReport
       );
     }
     const bundlePath = bundlePrefix(options.bundlePath ?? ".");
-    const lease = maintenanceLease(options);
+    const lease = maintenanceLease(options, destinationLimits(pipeline.id, destination));
     const result = await rollbackRelease({
       destination: backend,
       bundlePath,
@@ -62,6 +63,7 @@ export async function rollback(options: RollbackOptions): Promise<RollbackReport
       dryRun,
       lease: { ...lease.lease, lockTimeoutMs: lease.lockTimeoutMs },
       signal: options.signal,
+      limits: lease.limits,
     });
     return {
       pipeline_id: pipeline.id,

@@ -1,5 +1,4 @@
 import {
-  DEFAULT_LISTING_LIMIT,
   isTempFileName,
   LEASE_FILE_NAME,
   relativeTo,
@@ -29,9 +28,6 @@ export function isUnmanagedEntry(
 export function unmanagedEntryReport(entry: StorageEntry): ReconcileStateEntry {
   return { path: entry.path, type: entry.kind, ...(entry.size === 0 ? {} : { size: entry.size }) };
 }
-
-/** Most entries listed under a destination root while looking for unmanaged files. */
-export const RECONCILE_STATE_WALK_LIMIT = DEFAULT_LISTING_LIMIT;
 
 /** A file under the destination root that no state record manages. */
 export interface ReconcileStateEntry {

@@ -16,6 +16,7 @@ import { displayPath, type StorageBackend } from "@distributor/storage";
 import { openBackend } from "../backends/registry.js";
 import type { DestinationConfig, PipelineConfig } from "../config/types.js";
 import { actionError, errorMessage } from "../errors.js";
+import { destinationLimits } from "../shared/destination-limits.js";
 import { destinationSelection } from "../shared/selection.js";
 import { recordedSigner, type SourceBundle } from "./source-bundles.js";
 import type { RunActionReport, RunHooks, RunOptions, RunOutputReport, RunReport } from "./types.js";
@@ -159,6 +160,7 @@ export async function runTarget(
         },
         selection,
         selectFor: (recorded) => destinationSelection(destination, recorded, target.bundlePath),
+        limits: destinationLimits(pipeline.id, destination),
         links: destination.links,
         distributorVersion: options.distributorVersion,
         cache,

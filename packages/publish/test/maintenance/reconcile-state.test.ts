@@ -11,11 +11,11 @@ import {
   serializeDocument,
 } from "@distributor/state";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { CONFIG_DEFAULTS } from "../../src/config/defaults.js";
 import {
   type ReconcileStateOptions,
   reconcileState,
 } from "../../src/maintenance/reconcile-state.js";
-import { RECONCILE_STATE_WALK_LIMIT } from "../../src/maintenance/unmanaged-entry.js";
 import {
   ARCHIVE_OWNER,
   DestinationFixture,
@@ -444,8 +444,8 @@ describe("reconcileState", () => {
       kind: "limit_exceeded",
     });
     expect(await destination.stateText()).toBe(original);
-    // The default bound is far above any publication.
-    expect(RECONCILE_STATE_WALK_LIMIT).toBe(10_000_000);
+    // The default bound (`max_entries`) is far above any publication.
+    expect(CONFIG_DEFAULTS.maxEntries).toBe(10_000_000);
   });
 
   it("fails when the destination root has no state file", async () => {

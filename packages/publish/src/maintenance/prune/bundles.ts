@@ -1,12 +1,14 @@
 import { discoverBundles } from "@distributor/bundle";
 import {
   compareAndSwapState,
+  type DestinationLimits,
   encodeStateFile,
   type Lease,
   LeaseHeldError,
   PendingDeletesError,
   readLease,
   UncommittedError,
+  walkWithin,
 } from "@distributor/engine";
 import {
   isSharedRootState,
@@ -17,7 +19,6 @@ import {
 } from "@distributor/state";
 import {
   compareLogicalPaths,
-  DEFAULT_LISTING_LIMIT,
   displayPath,
   isStorageError,
   joinPrefix,
@@ -44,9 +45,6 @@ import {
 import { deleteFencedOutputs, storedVersions } from "./fenced-delete.js";
 import type { PruneOptions, PruneReport, PruneWarning } from "./types.js";
 
-/** Most entries listed under a destination root while looking for bundle states. */
-export const PRUNE_WALK_LIMIT = DEFAULT_LISTING_LIMIT;
-
 /**
  * `prune` of a `preserve_relative` destination without a root state: every bundle state below
  * the root that records the owner is a candidate, and a pruned bundle loses all of the owner's
@@ -64,12 +62,13 @@ export async function pruneBundles(
   owner: OwnerScope,
   policy: PrunePolicy,
   now: Date,
-  options: PruneOptions & { dryRun: boolean },
+  options: PruneOptions & { dryRun: boolean; limits: DestinationLimits },
 ): Promise<PruneReport> {
-  const { signal } = options;
+  const { signal, limits } = options;
   // A disabled policy plans nothing and checks nothing, as at a root state.
   if (!policy.enabled) return report;
-  const entries = await backend.walk("", { recursive: true, limit: PRUNE_WALK_LIMIT, signal });
+  // The whole root is listed, within the destination's `max_entries`.
+  const entries = await walkWithin(backend, "", limits.entries, { recursive: true, signal });
   const states = namedFiles(entries, STATE_FILE_NAME);
   if (states.length === 0) {
     throw new WorkflowError(
@@ -84,7 +83,7 @@ export async function pruneBundles(
   }
   const candidates: BundleCandidate[] = [];
   for (const bundlePath of states) {
-    const candidate = await readCandidate(backend, bundlePath, owner, signal);
+    const candidate = await readCandidate(backend, bundlePath, owner, signal, limits);
     if (candidate !== undefined) candidates.push(candidate);
   }
   const plan = planBundlePrune(candidates, policy, now);
@@ -106,9 +105,9 @@ export async function pruneBundles(
         backend,
         candidate.bundlePath,
         owner,
-        maintenanceLease(options),
+        maintenanceLease(options, limits),
         (lease, release) =>
-          pruneBundle(backend, lease, candidate, owner, report, now, signal, release),
+          pruneBundle(backend, lease, candidate, owner, report, now, signal, release, limits),
       );
     } catch (error) {
       if (!signal?.aborted) report.failed_bundle = record;
@@ -146,12 +145,13 @@ async function pruneBundle(
   now: Date,
   signal: AbortSignal | undefined,
   release: { emptied: boolean },
+  limits: DestinationLimits,
 ): Promise<BundleCandidate | "changed"> {
   const { bundlePath } = candidate;
   const stateFile = statePath(bundlePath);
   // Read again under the lease (taking it may have recovered a dead run's journal, which
   // rewrites the state): pruned only while it is still the publication that was planned.
-  const current = await readCandidate(backend, bundlePath, owner, signal);
+  const current = await readCandidate(backend, bundlePath, owner, signal, limits);
   if (current === undefined || !samePublication(current, candidate)) return "changed";
   const paths = current.outputs.map((output) => output.path);
   let { document, version } = current;
@@ -165,7 +165,7 @@ async function pruneBundle(
       version = await compareAndSwapState(
         backend,
         stateFile,
-        encodeStateFile(backend, stateFile, document),
+        encodeStateFile(backend, stateFile, document, limits.stateBytes),
         version,
         signal,
       );
@@ -214,7 +214,7 @@ async function pruneBundle(
       await compareAndSwapState(
         backend,
         stateFile,
-        encodeStateFile(backend, stateFile, next),
+        encodeStateFile(backend, stateFile, next, limits.stateBytes),
         version,
         signal,
       );
@@ -244,7 +244,7 @@ async function recoverOrphanLease(
   backend: StorageBackend,
   bundlePath: string,
   owner: OwnerScope,
-  options: PruneOptions,
+  options: PruneOptions & { limits: DestinationLimits },
 ): Promise<void> {
   const found = await readLease(backend, bundlePath, options.signal);
   if (found === undefined) return;
@@ -258,7 +258,7 @@ async function recoverOrphanLease(
       backend,
       bundlePath,
       owner,
-      maintenanceLease(options),
+      maintenanceLease(options, options.limits),
       async (_, release) => {
         try {
           await backend.stat(statePath(bundlePath), { signal: options.signal });

@@ -1,5 +1,5 @@
 // The bundle states a prune across bundle paths considers, and the retention ranking over them.
-import { readStateFile } from "@distributor/engine";
+import { type DestinationLimits, readStateFile } from "@distributor/engine";
 import {
   findOwner,
   formatStateTimestamp,
@@ -103,14 +103,21 @@ export async function readCandidate(
   bundlePath: string,
   owner: OwnerScope,
   signal: AbortSignal | undefined,
+  limits: DestinationLimits,
 ): Promise<BundleCandidate | undefined> {
   let read: { document: StateDocument; version: string };
   try {
-    read = await readStateFile(backend, statePath(bundlePath), signal);
+    read = await readStateFile(backend, statePath(bundlePath), signal, limits.stateBytes);
   } catch (error) {
     if (isStorageError(error, "not_found")) return undefined;
     const code = errorCode(error);
-    if (code !== "state_invalid" && code !== "storage_limit_exceeded") throw error;
+    if (code === "storage_limit_exceeded") {
+      // Larger than `max_state_size`: the message says which setting to raise.
+      throw new WorkflowError("state_invalid", `${errorMessage(error)}; nothing was pruned`, {
+        cause: error,
+      });
+    }
+    if (code !== "state_invalid") throw error;
     throw new WorkflowError(
       "state_invalid",
       `${locatePath(backend.location, statePath(bundlePath))} cannot be read as state (${errorMessage(error)}); nothing was pruned (reconcile-state --rebuild replaces it while its source still publishes there)`,

@@ -1,4 +1,4 @@
-import type { Lease } from "@distributor/engine";
+import type { DestinationLimits, Lease } from "@distributor/engine";
 import { PendingDeletesError, UncommittedError } from "@distributor/engine";
 import {
   formatStateTimestamp,
@@ -18,6 +18,7 @@ import { openConfiguredDestination } from "../../backends/configured-location.js
 import { withBackend } from "../../backends/registry.js";
 import type { PrunePolicy } from "../../config/types.js";
 import { errorMessage, PruneError } from "../../errors.js";
+import { destinationLimits } from "../../shared/destination-limits.js";
 import { livePaths } from "../../shared/selection.js";
 import {
   destinationRootPath,
@@ -100,6 +101,7 @@ export async function prune(options: PruneOptions): Promise<PruneReport> {
   );
   const { pipeline, destination, backend } = await openConfiguredDestination(options, dryRun);
   const owner = ownerScope(pipeline.id, destination.id);
+  const limits = destinationLimits(pipeline.id, destination);
   const policy = destination.retention.prune;
   const now = options.now?.() ?? new Date();
   const base = (plan: PrunePlanReport, unit: PruneReport["unit"]): PruneReport => ({
@@ -140,10 +142,12 @@ export async function prune(options: PruneOptions): Promise<PruneReport> {
       return pruneBundles(backend, report, owner, policy, truncateToSecond(now), {
         ...options,
         dryRun,
+        limits,
       });
     }
-    return withRootLease(backend, owner, dryRun, maintenanceLease(options), async (lease) => {
-      const { document, version } = await readRootState(backend, options.signal);
+    const leaseOptions = maintenanceLease(options, limits);
+    return withRootLease(backend, owner, dryRun, leaseOptions, async (lease) => {
+      const { document, version } = await readRootState(backend, options.signal, limits);
       const plan = planDestinationPrune(document, policy, {
         pipelineId: pipeline.id,
         destinationId: destination.id,
@@ -155,7 +159,10 @@ export async function prune(options: PruneOptions): Promise<PruneReport> {
       const report = base(plan, "outputs");
       if (lease === undefined || report.planned_outputs.length === 0) return report;
       const state = { document, version };
-      await applyPrune(backend, lease, state, report, truncateToSecond(now), options);
+      await applyPrune(backend, lease, state, report, truncateToSecond(now), {
+        ...options,
+        limits,
+      });
       return report;
     });
   });
@@ -188,9 +195,9 @@ async function applyPrune(
   state: { document: StateDocument; version: string },
   report: PruneReport,
   now: Date,
-  options: PruneOptions,
+  options: PruneOptions & { limits: DestinationLimits },
 ): Promise<void> {
-  const { signal } = options;
+  const { signal, limits } = options;
   const scope = ownerScope(report.pipeline_id, report.destination_id);
   const paths = report.planned_outputs.map((output) => output.path);
   const versions = await storedVersions(backend, "", paths, signal);
@@ -198,7 +205,10 @@ async function applyPrune(
   try {
     signal?.throwIfAborted();
     await lease.confirm();
-    report.state_changed = await removePrunedRecords(backend, state, scope, paths, now, signal);
+    report.state_changed = await removePrunedRecords(backend, state, scope, paths, now, {
+      signal,
+      limits,
+    });
   } catch (error) {
     // Not known to be written: nothing was deleted; the journal decides at the next run.
     throw new PruneError(
@@ -254,13 +264,13 @@ async function removePrunedRecords(
   scope: OwnerScope,
   paths: readonly string[],
   now: Date,
-  signal: AbortSignal | undefined,
+  { signal, limits }: { signal: AbortSignal | undefined; limits: DestinationLimits },
 ): Promise<boolean> {
   const removal = isSharedRootState(document)
     ? removeMissingOwnerOutputs(document, scope, paths)
     : removeMissingOutputs(document, paths);
   if (!removal.changed) return false;
-  await writeRootState(backend, { ...removal.state, updatedAt: now }, version, signal);
+  await writeRootState(backend, { ...removal.state, updatedAt: now }, version, signal, limits);
   return true;
 }
 
