@@ -15,7 +15,7 @@ export type {
   WriteResult,
 } from "./backend.js";
 export { fanOutSignal, mapBounded } from "./concurrency.js";
-export { runInSlices, runSteps, type Steps } from "./steps.js";
+export { runInSlices, runSteps, SliceClock, type Steps } from "./steps.js";
 export {
   isStorageError,
   StorageError,
