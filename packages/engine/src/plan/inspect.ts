@@ -5,6 +5,7 @@ import {
   isStorageError,
   joinPrefix,
   mapBounded,
+  runInSlices,
   type StorageBackend,
   type StorageEntry,
 } from "@distributor/storage";
@@ -15,7 +16,6 @@ import {
   type DestinationLimits,
 } from "../protocol/limits.js";
 import { readDestinationStatus } from "../protocol/state-file.js";
-import { runInSlices } from "../run-in-slices.js";
 import type { ActionDecision } from "./action.js";
 import { isWriteAction } from "./action.js";
 import { decideSteps, needsBundleListing } from "./decide.js";

@@ -1,7 +1,7 @@
 import { setImmediate as nextTurn } from "node:timers/promises";
 import type { Manifest } from "@distributor/bundle";
 import { isSharedRootState } from "@distributor/state";
-import { locatePath, type StorageBackend, statePath } from "@distributor/storage";
+import { locatePath, runInSlices, type StorageBackend, statePath } from "@distributor/storage";
 import type { RenderCache } from "../execute/render-cache.js";
 import type { DestinationLimits } from "../protocol/limits.js";
 import { isWriteAction } from "./action.js";
@@ -13,7 +13,7 @@ import {
   type OutputSelection,
   type PlannedOutput,
 } from "./outputs.js";
-import { planPublish } from "./plan.js";
+import { planPublishSteps } from "./plan.js";
 import type { DestinationInspection, PublishPlan, PublishTarget } from "./plan-types.js";
 import { prepareOutputs } from "./prepare.js";
 
@@ -100,15 +100,16 @@ export async function planTarget(options: PlanTargetOptions): Promise<PublishPla
   // A repair (stored outputs looked at) needs the outputs' bytes to compare and write.
   const repairing = decision.action === "skip_same" && inspection.stored !== undefined;
   if (!isWriteAction(decision.action) && !repairing) {
-    return planPublish(request, inspection, decision);
+    return runInSlices(planPublishSteps(request, inspection, decision));
   }
   // attachUrls copies each output, so a plan never shares output objects with another attempt's.
   const prepared = await (options.prepare ?? prepareOnce(options))();
   const { outputs, primaryUrl } = attachUrls(prepared, target.bundlePath, options.links);
-  return inRelease(
-    planPublish({ ...request, outputs, primaryUrl }, inspection, decision),
-    target.release,
+  await nextTurn();
+  const plan = await runInSlices(
+    planPublishSteps({ ...request, outputs, primaryUrl }, inspection, decision),
   );
+  return inRelease(plan, target.release);
 }
 
 /** A write plan's next state records the release it builds (single-owner states only). */

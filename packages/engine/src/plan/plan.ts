@@ -1,5 +1,12 @@
 import type { StateDocument } from "@distributor/state";
-import { displayPath, joinPrefix, LEASE_FILE_NAME, STATE_FILE_NAME } from "@distributor/storage";
+import {
+  displayPath,
+  joinPrefix,
+  LEASE_FILE_NAME,
+  runSteps,
+  STATE_FILE_NAME,
+  type Steps,
+} from "@distributor/storage";
 import { storedStatus } from "../execute/stored-digest.js";
 import { completedStateDocument, nextStateDocument } from "../protocol/next-state.js";
 import { type ActionDecision, applyForce, isWriteAction } from "./action.js";
@@ -31,7 +38,23 @@ export function planPublish(
   // about half a second at 10⁵, not to be done twice).
   decided: ActionDecision = decideAction(request, inspection.status),
 ): PublishPlan {
+  return runSteps(planPublishSteps(request, inspection, decided));
+}
+
+/** Outputs looked at between two pauses of `planPublishSteps`. */
+const STEP_OUTPUTS = 2000;
+
+/**
+ * `planPublish` as steps that pause between its phases and every few thousand outputs: planning
+ * a million outputs is seconds of work, done under a lease when a run plans again.
+ */
+export function* planPublishSteps(
+  request: PublishRequest,
+  inspection: DestinationInspection,
+  decided: ActionDecision,
+): Steps<PublishPlan> {
   const tooLong = pathsTooLong(request, inspection);
+  yield;
   if (tooLong !== undefined && (isWriteAction(decided.action) || request.outputs.length > 0)) {
     // Refused before the lease is taken, whatever --force says: the store cannot hold them.
     return emptyPlan(request, inspection, tooLong, request.outputs, request.primaryUrl);
@@ -67,33 +90,45 @@ export function planPublish(
   const storedAsRecorded = (output: PlannedOutput, record: RecordedOutput) =>
     inspection.existingOutputs.get(output.path) === "file" &&
     inspection.existingSizes?.get(output.path) === record.size;
-  const toWrite =
-    recorded === undefined
-      ? request.outputs
-      : request.outputs.filter((output) => {
-          const record = recorded.get(output.path);
-          if (record === undefined || !recordMatches(record, output)) return true;
-          return (replacing && !storedAsRecorded(output, record)) || drifted(output, record);
-        });
+  let toWrite = request.outputs;
+  if (recorded !== undefined) {
+    toWrite = [];
+    for (const [index, output] of request.outputs.entries()) {
+      if (index % STEP_OUTPUTS === STEP_OUTPUTS - 1) yield;
+      const record = recorded.get(output.path);
+      const write =
+        record === undefined ||
+        !recordMatches(record, output) ||
+        (replacing && !storedAsRecorded(output, record)) ||
+        drifted(output, record);
+      if (write) toWrite.push(output);
+    }
+  }
   if (replacing) {
     // Checked again just before the commit: a kept output must still be what planning saw.
     const writing = new Set(toWrite.map((output) => output.path));
-    plan.keptVersions = Object.fromEntries(
-      request.outputs.flatMap((output) => {
-        const version = versions.get(output.path);
-        return writing.has(output.path) || version === undefined ? [] : [[output.path, version]];
-      }),
-    );
+    const kept: [string, string][] = [];
+    for (const [index, output] of request.outputs.entries()) {
+      if (index % STEP_OUTPUTS === STEP_OUTPUTS - 1) yield;
+      const version = versions.get(output.path);
+      if (!writing.has(output.path) && version !== undefined) kept.push([output.path, version]);
+    }
+    plan.keptVersions = Object.fromEntries(kept);
   }
-  plan.writes = toWrite.map((output) => {
+  plan.writes = [];
+  for (const [index, output] of toWrite.entries()) {
+    if (index % STEP_OUTPUTS === STEP_OUTPUTS - 1) yield;
     // A forced replacement claims whatever is there; otherwise only this owner's own outputs are
     // replaced in place. Every path where nothing is stored is a no-clobber create (and so is
     // journaled as one this attempt may create).
     const overwrite =
       inspection.existingOutputs.has(output.path) && (forced || current.has(output.path));
     const ifMatch = overwrite ? versions.get(output.path) : undefined;
-    return ifMatch === undefined ? { output, overwrite } : { output, overwrite, ifMatch };
-  });
+    plan.writes.push(
+      ifMatch === undefined ? { output, overwrite } : { output, overwrite, ifMatch },
+    );
+  }
+  yield;
   const merging =
     (plan.action === "replace_older" || completing) && request.reconciliation === "merge";
   if (!forced && !merging) {
@@ -113,7 +148,9 @@ export function planPublish(
   if (guard !== undefined) {
     return emptyPlan(request, inspection, guard, request.outputs, request.primaryUrl);
   }
+  yield;
   plan.journal = journalOf(plan);
+  yield;
   if (forced) {
     plan.keep = [...request.outputs.map((output) => output.path), STATE_FILE_NAME, LEASE_FILE_NAME];
     // The clear after the commit removes this owner's old outputs too: journaled, so that a
@@ -136,6 +173,7 @@ export function planPublish(
     );
     return plan;
   }
+  yield;
   plan.nextState = nextStateDocument(request, inspection.status.state, plan.action);
   return plan;
 }

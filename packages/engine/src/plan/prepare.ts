@@ -1,6 +1,6 @@
-import { FileHasher, type Manifest } from "@distributor/bundle";
+import { FileHasher, type Manifest, type ManifestFile } from "@distributor/bundle";
 import type { DecodedDigest } from "@distributor/state";
-import { joinPrefix, type StorageBackend } from "@distributor/storage";
+import { joinPrefix, SliceClock, type StorageBackend } from "@distributor/storage";
 import { encodeBytes, encodedDigest } from "../execute/encode.js";
 import { RenderCache } from "../execute/render-cache.js";
 import { verifiedChunks } from "../execute/verify-source.js";
@@ -25,10 +25,17 @@ export async function prepareOutputs(
   selection: readonly OutputSelection[],
   options: PrepareOutputsOptions,
 ): Promise<Omit<PlannedOutput, "url">[]> {
-  const files = new Map(options.manifest.files.map((file) => [file.path, file]));
+  const clock = new SliceClock();
+  const files = new Map<string, ManifestFile>();
+  for (const file of options.manifest.files) {
+    files.set(file.path, file);
+    if (files.size % 1024 === 0 && clock.due()) await clock.turn();
+  }
   const cache = options.cache ?? new RenderCache();
   const prepared: Omit<PlannedOutput, "url">[] = [];
   for (const output of selection) {
+    // Copies take their digest from the manifest, without IO: a million of them is seconds.
+    if (clock.due()) await clock.turn();
     const file = files.get(output.sourcePath);
     if (file === undefined) {
       throw new PublishPlanError(

@@ -12,13 +12,13 @@ import {
   LEASE_FILE_NAME,
   locatePath,
   relativeTo,
+  runInSlices,
   STATE_FILE_NAME,
   type StorageBackend,
   type StorageEntry,
   StorageError,
   statePath,
 } from "@distributor/storage";
-import { runInSlices } from "../run-in-slices.js";
 import {
   DEFAULT_DESTINATION_LIMITS,
   type DestinationLimit,
