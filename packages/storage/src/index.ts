@@ -15,7 +15,6 @@ export type {
   WriteResult,
 } from "./backend.js";
 export { fanOutSignal, mapBounded } from "./concurrency.js";
-export { runInSlices, runSteps, SliceClock, type Steps } from "./steps.js";
 export {
   isStorageError,
   StorageError,
@@ -65,3 +64,4 @@ export {
   SECRET_NAME_PATTERN,
   SecretError,
 } from "./secrets.js";
+export { runInSlices, runSteps, SliceClock, type Steps } from "./steps.js";
