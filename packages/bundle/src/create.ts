@@ -4,6 +4,8 @@ import {
   joinPrefix,
   mapBounded,
   relativeTo,
+  runInSlices,
+  SliceClock,
   type StorageBackend,
   type StorageEntry,
 } from "@distributor/storage";
@@ -12,11 +14,11 @@ import { digestFileAtMost } from "./digest.js";
 import { type BundleIssue, BundleValidationError, ManifestError } from "./errors.js";
 import { fileIssue } from "./file-problem.js";
 import {
-  buildManifest,
+  buildManifestSteps,
   bundleIdProblem,
   MANIFEST_FILE_NAME,
   SIGNATURE_FILE_NAME,
-  serializeManifest,
+  serializeManifestSteps,
 } from "./manifest.js";
 import type { Manifest, ManifestFile } from "./manifest-types.js";
 import { manifestByteLimit } from "./read-manifest.js";
@@ -86,10 +88,11 @@ export async function createManifest(
   if (issues.length > 0) throw new BundleValidationError(issues, { bundlePath });
   const files = digests.filter((result): result is ManifestFile => !("code" in result));
 
-  const manifest = buildManifest({ id: options.id, created, files });
+  // Checking and writing a million entries takes seconds: in slices, the event loop turning.
+  const manifest = await runInSlices(buildManifestSteps({ id: options.id, created, files }));
   // A manifest larger than readers accept could never be validated or published: refuse it
   // (in a dry run too) rather than write it, or replace a readable one with it under `force`.
-  const text = serializeManifest(manifest);
+  const text = await runInSlices(serializeManifestSteps(manifest));
   const bytes = Buffer.byteLength(text, "utf8");
   const maxBytes = manifestByteLimit(maxFiles);
   if (bytes > maxBytes) {
@@ -154,7 +157,9 @@ async function listBundleFiles(
   const listing = await walkBundle(backend, bundlePath, walkLimit(maxFiles), { signal });
   const issues: BundleIssue[] = [...listing.issues];
   const files: StorageEntry[] = [];
+  const clock = new SliceClock();
   for (const entry of listing.entries) {
+    if (clock.due()) await clock.turn();
     if (entry.kind !== "file") continue;
     const path = relativeTo(bundlePath, entry.path);
     // A signature of an earlier manifest stays beside it unlisted; it no longer verifies.

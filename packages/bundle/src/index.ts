@@ -52,6 +52,7 @@ export { JSON_SLICE_CHARS, parseJsonSteps, parseStrictJsonSteps } from "./json-s
 export {
   BUNDLE_ID_PATTERN,
   buildManifest,
+  buildManifestSteps,
   bundleIdProblem,
   frozenManifestFromJsonSteps,
   isFrozenManifest,
@@ -64,6 +65,7 @@ export {
   parseManifest,
   SIGNATURE_FILE_NAME,
   serializeManifest,
+  serializeManifestSteps,
   verifiedManifestText,
 } from "./manifest.js";
 export type { Manifest, ManifestFile } from "./manifest-types.js";

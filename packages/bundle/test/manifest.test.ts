@@ -12,6 +12,7 @@ import {
   verifiedManifestText,
 } from "../src/manifest.js";
 import type { Manifest } from "../src/manifest-types.js";
+import { formatTimestamp } from "../src/timestamp.js";
 
 const REPORT = fileDigest("# Report\nSunny.\n");
 const NOTES = fileDigest("notes\n");
@@ -362,6 +363,42 @@ describe("serializeManifest", () => {
     const doc = { ...validDoc(), created: "2026-06-04T11:55:00.25Z" };
     expect(serializeManifest(parseManifest(JSON.stringify(doc)))).toContain(
       '"created": "2026-06-04T11:55:00.250Z"',
+    );
+  });
+
+  it("writes what JSON.stringify gives the canonical document, for any files in any order", () => {
+    const canonical = (manifest: Manifest) =>
+      `${JSON.stringify(
+        {
+          schema_version: manifest.schemaVersion,
+          id: manifest.id,
+          created: formatTimestamp(manifest.created),
+          digest: manifest.digest,
+          files: [...manifest.files]
+            .sort((a, b) => Buffer.compare(Buffer.from(a.path), Buffer.from(b.path)))
+            .map((file) => ({ path: file.path, sha256: file.sha256, size: file.size })),
+        },
+        null,
+        2,
+      )}\n`;
+    const value = fc.oneof(fc.string(), fc.integer(), fc.constant(undefined), fc.constant(null));
+    const file = fc.record({
+      path: fc.string(),
+      sha256: fc.oneof(fc.string(), value),
+      size: value,
+    });
+    fc.assert(
+      fc.property(fc.array(file, { maxLength: 2100, size: "max" }), fc.string(), (files, id) => {
+        const manifest = {
+          schemaVersion: 1,
+          id,
+          created: new Date("2026-06-04T11:55:00Z"),
+          digest: "sha256:00",
+          files,
+        } as unknown as Manifest;
+        expect(serializeManifest(manifest)).toBe(canonical(manifest));
+      }),
+      { numRuns: 60 },
     );
   });
 
