@@ -14,8 +14,9 @@ import {
   DEFAULT_LEASE_TTL_MS,
   defaultProcessAlive,
   isStale,
-  LEASE_BYTES_LIMIT,
+  journalBytesLimit,
   LEASE_FORMAT,
+  LEASE_READ_LIMIT,
   type LeaseDocument,
   LeaseHeldError,
   type LeaseOptions,
@@ -23,7 +24,6 @@ import {
   leaseReport,
   parseLease,
   serializeLease,
-  TAKEOVER_HEADROOM_BYTES,
   WAIT_INTERVAL_MS,
 } from "./lease-file.js";
 
@@ -70,7 +70,7 @@ export async function acquireLease(
       overwrites: [...new Set(initial.overwrites)],
     };
     const size = Buffer.byteLength(serializeLease(document), "utf8");
-    return size > LEASE_BYTES_LIMIT - TAKEOVER_HEADROOM_BYTES ? fresh([], []) : document;
+    return size > journalBytesLimit(options.limits).bytes ? fresh([], []) : document;
   };
   for (;;) {
     options.signal?.throwIfAborted();
@@ -96,7 +96,7 @@ export async function acquireLease(
     let found: { bytes: Uint8Array; version: string };
     try {
       found = await backend.readVersioned(path, {
-        maxBytes: LEASE_BYTES_LIMIT,
+        maxBytes: LEASE_READ_LIMIT,
         signal: options.signal,
       });
     } catch (error) {

@@ -3,7 +3,6 @@ import type { StorageBackend, StorageEntry } from "@distributor/storage";
 import { acquireLease } from "./acquire-lease.js";
 import type { Lease } from "./lease.js";
 import type { LeaseOptions } from "./lease-file.js";
-import type { DestinationLimits } from "./limits.js";
 import { type RecoveryReport, recoverJournal } from "./recovery.js";
 import { deleteEach, listDirectory, tempFiles } from "./recovery-cleanup.js";
 
@@ -28,8 +27,6 @@ export async function holdLease(
      * makes; its failure fails the taking, and the lease is released.
      */
     alongside?: ((entries: Promise<readonly StorageEntry[]>) => Promise<void>) | undefined;
-    /** The destination's bounds on state bytes and listings; default `DEFAULT_DESTINATION_LIMITS`. */
-    limits?: DestinationLimits | undefined;
   } = {},
 ): Promise<Lease> {
   const lease = await acquireLease(backend, bundlePath, owner, options);

@@ -7,6 +7,8 @@ import {
   type StorageBackend,
 } from "@distributor/storage";
 
+import { type DestinationLimits, MAX_READABLE_STATE_BYTES, stateLimitText } from "./limits.js";
+
 // The lease file: its format, what a reader reports of it, and when it is stale.
 
 /** How long a lease lives unless renewed; renewals happen every third of it. */
@@ -15,7 +17,40 @@ export const DEFAULT_LEASE_TTL_MS = 60_000;
 /** Pause between looks at a live lease while waiting for it. */
 export const WAIT_INTERVAL_MS = 200;
 
+/**
+ * The largest lease a journal may make when no bound is set: 16 MiB, about 200 000 journaled
+ * paths. A destination raises it with its `max_state_size` (`journalBytesLimit`).
+ */
 export const LEASE_BYTES_LIMIT = 16 * 1024 * 1024;
+
+/**
+ * How much of a lease file is read back: as much as any writer's bound allows, that is the
+ * longest text Node.js holds (a journaled lease never exceeds its writer's `max_state_size`, which
+ * never exceeds this). A reader that does not know the writer's setting must still read its lease,
+ * or a big publication's journal could never be recovered.
+ */
+export const LEASE_READ_LIMIT = MAX_READABLE_STATE_BYTES;
+
+/**
+ * The largest lease a journal may make at a destination: its state's bound (the journal lists at
+ * most the outputs a publication writes and the ones it deletes, which its states record), never
+ * below `LEASE_BYTES_LIMIT`; room is left for a takeover's rewrite.
+ */
+export function journalBytesLimit(limits: DestinationLimits | undefined): {
+  bytes: number;
+  /** Where the bound comes from, when a setting raises it: for the refusal's message. */
+  setting: string | undefined;
+} {
+  const state = limits?.stateBytes;
+  const bound = Math.max(LEASE_BYTES_LIMIT, Math.min(state?.value ?? 0, LEASE_READ_LIMIT));
+  return {
+    bytes: bound - TAKEOVER_HEADROOM_BYTES,
+    setting:
+      state?.setting === undefined
+        ? undefined
+        : `the larger of 16 MiB and ${stateLimitText(state)}`,
+  };
+}
 
 export const LEASE_FORMAT = "distributor-lease/1";
 
@@ -95,6 +130,11 @@ export interface LeaseOptions {
    * journal instead; a journal too large for a lease is left for `journal`, which refuses it.
    */
   initialJournal?: { paths: string[]; directories: string[]; overwrites: string[] } | undefined;
+  /**
+   * The destination's bounds on state bytes and listings (default `DEFAULT_DESTINATION_LIMITS`):
+   * its state's bound is also its journal's (`journalBytesLimit`).
+   */
+  limits?: DestinationLimits | undefined;
 }
 
 /** Parses a lease file; anything unreadable is undefined (then only its age can make it stale). */
@@ -214,7 +254,7 @@ export async function readLeaseHolder(
   let bytes: Uint8Array;
   try {
     bytes = await backend.readFile(joinPrefix(bundlePath, LEASE_FILE_NAME), {
-      maxBytes: LEASE_BYTES_LIMIT,
+      maxBytes: LEASE_READ_LIMIT,
       signal: options.signal,
     });
   } catch (error) {
@@ -245,7 +285,7 @@ export async function readLease(
 ): Promise<LeaseReport | undefined> {
   try {
     const bytes = await backend.readFile(joinPrefix(bundlePath, LEASE_FILE_NAME), {
-      maxBytes: LEASE_BYTES_LIMIT,
+      maxBytes: LEASE_READ_LIMIT,
       signal,
     });
     const lease = parseLease(Buffer.from(bytes).toString("utf8"));

@@ -10,14 +10,14 @@ import { readBack, UNREADABLE } from "./commit-state.js";
 import {
   type BrokenLease,
   DEFAULT_LEASE_TTL_MS,
-  LEASE_BYTES_LIMIT,
+  journalBytesLimit,
+  LEASE_READ_LIMIT,
   type LeaseDocument,
   LeaseLostError,
   type LeaseOptions,
   LeaseTooLargeError,
   parseLease,
   serializeLease,
-  TAKEOVER_HEADROOM_BYTES,
 } from "./lease-file.js";
 
 /** A held lease: renewed on a timer, journaled before writes, released at the end. */
@@ -187,10 +187,14 @@ export class Lease {
     // The journal is the only part of a lease that grows; renewals, confirmations and
     // abandoning rewrite it unchanged or smaller.
     const bytes = Buffer.byteLength(serializeLease({ ...this.#document, ...changes }), "utf8");
-    const limit = LEASE_BYTES_LIMIT - TAKEOVER_HEADROOM_BYTES;
-    if (bytes > limit) {
+    const limit = journalBytesLimit(this.#options.limits);
+    if (bytes > limit.bytes) {
+      const bound =
+        limit.setting === undefined
+          ? `the ${limit.bytes} a journaled lease may have`
+          : `the ${limit.bytes} a journaled lease may have (${limit.setting}; raise it to journal more)`;
       throw new LeaseTooLargeError(
-        `lease ${locatePath(this.#backend.location, this.#path)} would be ${bytes} bytes, more than the ${limit} a journaled lease may have (a lease is read back up to ${LEASE_BYTES_LIMIT}): the attempt journals ${changes.journal.length} paths; nothing was written`,
+        `lease ${locatePath(this.#backend.location, this.#path)} would be ${bytes} bytes, more than ${bound}: the attempt journals ${changes.journal.length} paths; nothing was written`,
       );
     }
     await this.#update(changes);
@@ -247,7 +251,7 @@ export class Lease {
       if (!isStorageError(error, "conflict")) return;
       try {
         const found = await this.#backend.readVersioned(this.#path, {
-          maxBytes: LEASE_BYTES_LIMIT,
+          maxBytes: LEASE_READ_LIMIT,
         });
         const lease = parseLease(Buffer.from(found.bytes).toString("utf8"));
         if (lease?.run_id === this.runId) {

@@ -1,18 +1,18 @@
 import { buildManifest, type Manifest } from "@distributor/bundle";
-import { serializeDocument } from "@distributor/state";
+import { ownerScope, serializeDocument } from "@distributor/state";
 import type { StorageBackend } from "@distributor/storage";
 import { afterAll, describe, expect, it } from "vitest";
 import {
+  DEFAULT_DESTINATION_LIMITS,
   LeaseTooLargeError,
   MAX_STATE_BYTES,
   publishTarget,
   StateTooLargeError,
 } from "../../src/index.js";
+import { acquireLease } from "../../src/protocol/acquire-lease.js";
 import { leaseStatus } from "../../src/protocol/lease-file.js";
 import {
-  executeCase,
   newBackend,
-  planCase,
   publishTargetOptions,
   readText,
   removeTempBackends,
@@ -42,7 +42,7 @@ function longPathManifest(count: number, tag: string, created: Date): Manifest {
 
 /** Every file below the root, in order. */
 async function everyFile(backend: StorageBackend): Promise<string[]> {
-  const entries = await backend.walk("", { recursive: true, limit: 1_000 });
+  const entries = await backend.walk("", { recursive: true, limit: 100_000 });
   return entries.filter((entry) => entry.kind === "file").map((entry) => entry.path);
 }
 
@@ -82,34 +82,51 @@ describe("a next state too large to read back", () => {
   });
 });
 
-describe("a journal too large for the lease to be read back", () => {
-  it("is refused before any output is written, and the lease is released", {
-    timeout: 60_000,
+describe("a journal too large for the lease", () => {
+  it("is refused before it is written, naming the bound and the setting that raises it", async () => {
+    useBackendKind("local");
+    const destination = newBackend();
+    const paths = longPathManifest(17_000, "a", new Date("2026-06-05T09:00:00Z")).files.map(
+      (file) => file.path,
+    );
+    // Without a destination's setting: the 16 MiB every lease may have.
+    const plain = await acquireLease(destination, "reports", ownerScope("reports", "archive"));
+    const refused = await plain.journal(paths, [""]).catch((error) => error);
+    expect(refused).toBeInstanceOf(LeaseTooLargeError);
+    expect(refused.code).toBe("lease_too_large");
+    expect(refused.message).toMatch(
+      /^lease local:.+\/reports\/\.distributor\.lease\.json would be \d+ bytes, more than the 16773120 a journaled lease may have: the attempt journals 17000 paths; nothing was written$/,
+    );
+    expect(plain.journaled).toEqual([]);
+    await plain.release();
+    expect(await leaseStatus(destination, "reports")).toBe("absent");
+    // Under a destination's max_state_size: the larger of the two, the setting named.
+    const setting = { key: "destinations[].max_state_size", owner: 'destination "archive"' };
+    const limits = { ...DEFAULT_DESTINATION_LIMITS, stateBytes: { value: 4096, setting } };
+    const named = await acquireLease(destination, "reports", ownerScope("reports", "archive"), {
+      limits,
+    });
+    const again = await named.journal(paths, [""]).catch((error) => error);
+    expect(again.message).toContain(
+      'more than the 16773120 a journaled lease may have (the larger of 16 MiB and destinations[].max_state_size (4 KiB) of destination "archive"; raise it to journal more)',
+    );
+    await named.release();
+  });
+
+  it("of a publication whose state fits is written and read back: 17 000 long paths land", {
+    timeout: 180_000,
   }, async () => {
     useBackendKind("local");
     const source = newBackend();
     const destination = newBackend();
-    const small = await writeSourceBundle(source, "reports", { "report.md": "# v1\n" });
-    const base = { source, sourceBundlePath: "reports", destination };
-    await executeCase({ ...base, manifest: small }, await planCase({ ...base, manifest: small }));
-    const state = await readText(destination, "reports/.distributor.json");
-
-    // 17 000 long paths to create: a journal of about 17.4 MB.
-    const huge = longPathManifest(17_000, "a", new Date("2026-06-05T09:00:00Z"));
-    const failure = await publishTarget(publishTargetOptions(source, destination, huge)).catch(
-      (error) => error,
-    );
-    expect(failure).toBeInstanceOf(LeaseTooLargeError);
-    expect(failure.code).toBe("lease_too_large");
-    expect(failure.message).toMatch(
-      /^lease local:.+\/reports\/\.distributor\.lease\.json would be \d+ bytes, more than the 16773120 a journaled lease may have \(a lease is read back up to 16777216\): the attempt journals 17001 paths; nothing was written$/,
-    );
-    // The next run finds no lease to wait for, and the old publication as it was.
+    // A lease of about 17.4 MB, over the 16 MiB a lease had before its bound followed the
+    // state's; the state (about 55 MB) is within the default 64 MiB.
+    const long = longPathManifest(17_000, "a", new Date("2026-06-05T09:00:00Z"));
+    const files = Object.fromEntries(long.files.map((file, index) => [file.path, `${index}\n`]));
+    const manifest = await writeSourceBundle(source, "reports", files);
+    const result = await publishTarget(publishTargetOptions(source, destination, manifest));
+    expect(result.action).toBe("publish_new");
     expect(await leaseStatus(destination, "reports")).toBe("absent");
-    expect(await everyFile(destination)).toEqual([
-      "reports/.distributor.json",
-      "reports/report.md",
-    ]);
-    expect(await readText(destination, "reports/.distributor.json")).toBe(state);
+    expect(await everyFile(destination)).toHaveLength(17_001);
   });
 });
