@@ -1,5 +1,6 @@
 import type { Manifest, ManifestFile } from "@distributor/bundle";
 import type { DecodedDigest, OutputKind, OutputMetadata } from "@distributor/state";
+import { runSteps, type Steps } from "@distributor/storage";
 import type { OutputSelection } from "./outputs.js";
 
 /** What completeness compares of one record: what the output is made of and what it holds. */
@@ -51,13 +52,33 @@ export function completenessGaps(
   records: readonly CompletenessRecord[],
   reconciliation: "replace" | "merge",
 ): CompletenessGaps {
+  return runSteps(completenessGapsSteps(planned, manifest, records, reconciliation));
+}
+
+/** Files, records or outputs looked at between two pauses of `completenessGapsSteps`. */
+const STEP_ITEMS = 2000;
+
+/** `completenessGaps` as steps that pause every few thousand items (seconds at 10⁶ outputs). */
+export function* completenessGapsSteps(
+  planned: readonly OutputSelection[],
+  manifest: Manifest,
+  records: readonly CompletenessRecord[],
+  reconciliation: "replace" | "merge",
+): Steps<CompletenessGaps> {
   const gaps: CompletenessGaps = { missing: [], changed: [], retired: [] };
   const files = new Map<string, ManifestFile>();
-  for (const file of manifest.files) files.set(file.path, file);
+  for (const file of manifest.files) {
+    files.set(file.path, file);
+    if (files.size % STEP_ITEMS === 0) yield;
+  }
   const recorded = new Map<string, CompletenessRecord>();
-  for (const record of records) recorded.set(record.path, record);
+  for (const record of records) {
+    recorded.set(record.path, record);
+    if (recorded.size % STEP_ITEMS === 0) yield;
+  }
   const plannedPaths = new Set<string>();
   for (const output of planned) {
+    if (plannedPaths.size % STEP_ITEMS === STEP_ITEMS - 1) yield;
     plannedPaths.add(output.path);
     const record = recorded.get(output.path);
     if (record === undefined) gaps.missing.push(output.path);
@@ -66,7 +87,8 @@ export function completenessGaps(
     }
   }
   if (reconciliation === "replace") {
-    for (const record of records) {
+    for (const [index, record] of records.entries()) {
+      if (index % STEP_ITEMS === STEP_ITEMS - 1) yield;
       if (!plannedPaths.has(record.path)) gaps.retired.push(record.path);
     }
   }

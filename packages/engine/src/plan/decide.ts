@@ -12,10 +12,15 @@ import {
   singleOwnerScope,
 } from "@distributor/state";
 import { type ActionDecision, actionForComparison, applyForce, isWriteAction } from "./action.js";
-import { completenessGaps, describeGaps, isComplete } from "./completeness.js";
+import {
+  type CompletenessGaps,
+  completenessGapsSteps,
+  describeGaps,
+  isComplete,
+} from "./completeness.js";
 import type { OutputSelection } from "./outputs.js";
 import type { PublishTarget } from "./plan-types.js";
-import { listPaths, metadataChanges, ownedOutputRecords } from "./records.js";
+import { listPaths, metadataChangesSteps, ownedOutputRecords } from "./records.js";
 
 // The action a state comparison and the transfer policy choose, and what completeness adds to it.
 
@@ -45,7 +50,7 @@ export function* decideSteps(
   const keepsRecorded =
     decision.action === "skip_destination_newer" || decision.action === "skip_destination_older";
   if (keepsRecorded && status.state !== undefined) {
-    const incomplete = recordedPublicationGaps(target, status.state);
+    const incomplete = yield* recordedPublicationGapsSteps(target, status.state);
     if (incomplete !== undefined) {
       // The run cannot complete a publication of a source it does not hold; saying "skipped"
       // would report as whole a destination that is not.
@@ -57,7 +62,7 @@ export function* decideSteps(
     }
   }
   if (decision.action === "skip_same" && status.state !== undefined) {
-    const gaps = recordGaps(target, status.state);
+    const gaps = yield* recordGapsSteps(target, status.state);
     if (gaps !== undefined && !isComplete(gaps)) {
       return {
         action: "complete",
@@ -65,7 +70,7 @@ export function* decideSteps(
       };
     }
     yield;
-    const changed = metadataChanges(target, status.state);
+    const changed = yield* metadataChangesSteps(target, status.state);
     if (changed.length > 0) {
       return {
         action: "update_metadata",
@@ -102,9 +107,17 @@ export function* decideSteps(
  * shared-root target migrates with the next new source, not here). Pure; reads the state only.
  */
 export function recordGaps(target: PublishTarget, document: StateDocument) {
+  return runSteps(recordGapsSteps(target, document));
+}
+
+/** `recordGaps` as steps (see `completenessGapsSteps`). */
+export function* recordGapsSteps(
+  target: PublishTarget,
+  document: StateDocument,
+): Steps<CompletenessGaps | undefined> {
   if (target.planned === undefined) return undefined;
   if (isSharedRootState(document) !== (target.stateMode === "shared_root")) return undefined;
-  return completenessGaps(
+  return yield* completenessGapsSteps(
     target.planned,
     target.manifest,
     ownedOutputRecords(document, target.owner),
@@ -116,7 +129,10 @@ export function recordGaps(target: PublishTarget, document: StateDocument) {
  * The gaps of the publication the state records for the target's owner (its recorded source
  * under the configuration in force), when there are any and the target can select outputs.
  */
-function recordedPublicationGaps(target: PublishTarget, document: StateDocument) {
+function* recordedPublicationGapsSteps(
+  target: PublishTarget,
+  document: StateDocument,
+): Steps<CompletenessGaps | undefined> {
   if (target.selectFor === undefined) return undefined;
   if (isSharedRootState(document) !== (target.stateMode === "shared_root")) return undefined;
   const manifest = isSharedRootState(document)
@@ -132,7 +148,7 @@ function recordedPublicationGaps(target: PublishTarget, document: StateDocument)
     // The configuration cannot select from the recorded source: planning a write says why.
     return undefined;
   }
-  const gaps = completenessGaps(
+  const gaps = yield* completenessGapsSteps(
     selection,
     manifest,
     ownedOutputRecords(document, target.owner),

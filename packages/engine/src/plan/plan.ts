@@ -21,7 +21,7 @@ import {
   recordMatches,
   recordsByPath,
 } from "./records.js";
-import { ancestorsOf, currentOwnerPaths, refuse } from "./refuse.js";
+import { ancestorsOf, currentOwnerPathsSteps, refuse } from "./refuse.js";
 import { planMetadataUpdate, planRepair } from "./repair.js";
 
 // planPublish: the plan of one publication, from the target and what inspection saw.
@@ -63,7 +63,7 @@ export function* planPublishSteps(
     return planRepair(request, inspection, decided);
   }
   if (decided.action === "update_metadata") return planMetadataUpdate(request, inspection, decided);
-  const current = currentOwnerPaths(request.owner, inspection.status.state);
+  const current = yield* currentOwnerPathsSteps(request.owner, inspection.status.state);
   let decision = decided;
   if (isWriteAction(decided.action) && decided.action !== "force_replace") {
     const refusal = refuse(request, decided, inspection, current);

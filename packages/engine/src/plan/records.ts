@@ -9,9 +9,10 @@ import {
   sameOwnerScope,
   singleOwnerScope,
 } from "@distributor/state";
+import { runSteps, type Steps } from "@distributor/storage";
 import type { ActionDecision } from "./action.js";
 import { sameMetadata } from "./metadata.js";
-import type { PlannedOutput } from "./outputs.js";
+import type { OutputSelection, PlannedOutput } from "./outputs.js";
 import type {
   DestinationInspection,
   PublishPlan,
@@ -111,10 +112,23 @@ export function recordedPrimaryUrl(document: StateDocument, owner: OwnerScope): 
  * what the destination's rules give them now. Pure; reads the state only.
  */
 export function metadataChanges(target: PublishTarget, document: StateDocument): string[] {
+  return runSteps(metadataChangesSteps(target, document));
+}
+
+/** `metadataChanges` as steps that pause every few thousand outputs. */
+export function* metadataChangesSteps(
+  target: PublishTarget,
+  document: StateDocument,
+): Steps<string[]> {
   if (target.planned === undefined) return [];
-  const planned = new Map(target.planned.map((output) => [output.path, output.metadata]));
+  const planned = new Map<string, OutputSelection["metadata"]>();
+  for (const output of target.planned) {
+    planned.set(output.path, output.metadata);
+    if (planned.size % 2000 === 0) yield;
+  }
   const changed: string[] = [];
-  for (const record of ownedOutputRecords(document, target.owner)) {
+  for (const [index, record] of ownedOutputRecords(document, target.owner).entries()) {
+    if (index % 2000 === 1999) yield;
     if (!planned.has(record.path)) continue;
     if (!sameMetadata(record.metadata, planned.get(record.path))) changed.push(record.path);
   }

@@ -2,7 +2,6 @@ import {
   formatOwnerScope,
   isSharedRootState,
   type OwnerScope,
-  outputsByPath,
   ownerOutputs,
   pathOwnershipConflict,
   type StateDocument,
@@ -15,7 +14,9 @@ import {
   isWithinPrefix,
   LEASE_FILE_NAME,
   relativeTo,
+  runSteps,
   STATE_FILE_NAME,
+  type Steps,
 } from "@distributor/storage";
 import { entriesLimitText } from "../protocol/limits.js";
 import type { ActionDecision } from "./action.js";
@@ -152,10 +153,23 @@ export function currentOwnerPaths(
   owner: OwnerScope,
   document: StateDocument | undefined,
 ): ReadonlySet<string> {
-  if (document === undefined) return new Set();
-  if (isSharedRootState(document)) {
-    return new Set(ownerOutputs(document, owner).map((output) => output.path));
+  return runSteps(currentOwnerPathsSteps(owner, document));
+}
+
+/** `currentOwnerPaths` as steps that pause every few thousand outputs. */
+export function* currentOwnerPathsSteps(
+  owner: OwnerScope,
+  document: StateDocument | undefined,
+): Steps<ReadonlySet<string>> {
+  const paths = new Set<string>();
+  if (document === undefined) return paths;
+  let outputs: readonly { path: string }[];
+  if (isSharedRootState(document)) outputs = ownerOutputs(document, owner);
+  else if (sameOwnerScope(singleOwnerScope(document), owner)) outputs = document.outputs;
+  else return paths;
+  for (const output of outputs) {
+    paths.add(output.path);
+    if (paths.size % 2000 === 0) yield;
   }
-  if (!sameOwnerScope(singleOwnerScope(document), owner)) return new Set();
-  return new Set(outputsByPath(document.outputs).keys());
+  return paths;
 }
