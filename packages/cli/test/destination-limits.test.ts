@@ -116,6 +116,12 @@ describe("destinations[].max_state_size", () => {
         error: expect.stringContaining(`state file is larger than ${setting}`),
       }),
     ]);
+    // The text report says why too, and how to mend it.
+    const auditText = await runCli(["audit", "--config", lowered]);
+    expect(auditText.stdout).toMatch(
+      /^State: .* error=".*state file is larger than .*max_state_size/m,
+    );
+    expect(`${auditText.stdout}${auditText.stderr}`).toContain("then raise the setting");
   });
 });
 

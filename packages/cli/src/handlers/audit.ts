@@ -104,7 +104,9 @@ function driftMessage(report: {
     );
   }
   if (report.invalid_states > 0) {
-    fixes.push("`distributor reconcile-state --rebuild` writes a new state from the source");
+    fixes.push(
+      "`distributor reconcile-state --rebuild` writes a new state from the source, unless the state is only larger than the destination's max_state_size (its State line says so): then raise the setting",
+    );
   }
   if (report.reupload_needed) {
     fixes.push(

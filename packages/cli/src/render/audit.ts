@@ -66,6 +66,12 @@ export function formatAuditText(report: AuditReport): string[] {
               ] as const)),
         ]),
       );
+      if (bundle.state === "invalid" && bundle.error !== null) {
+        // Why the state could not be read: invalid text, or larger than max_state_size.
+        lines.push(
+          summaryLine("State", [...where, ["bundle", bundle.bundle_path], ["error", bundle.error]]),
+        );
+      }
       for (const gap of bundle.incomplete) {
         lines.push(
           summaryLine("Incomplete", [
