@@ -18,8 +18,8 @@ import {
   bundleIdProblem,
   MANIFEST_FILE_NAME,
   SIGNATURE_FILE_NAME,
-  serializeManifestSteps,
 } from "./manifest.js";
+import { serializeManifestSteps } from "./manifest-text.js";
 import type { Manifest, ManifestFile } from "./manifest-types.js";
 import { manifestByteLimit } from "./read-manifest.js";
 import { isRepresentableDate, truncateToSeconds } from "./timestamp.js";

@@ -64,10 +64,9 @@ export {
   parseFrozenManifestSteps,
   parseManifest,
   SIGNATURE_FILE_NAME,
-  serializeManifest,
-  serializeManifestSteps,
   verifiedManifestText,
 } from "./manifest.js";
+export { serializeManifest, serializeManifestSteps } from "./manifest-text.js";
 export type { Manifest, ManifestFile } from "./manifest-types.js";
 export {
   describeNameCollision,

@@ -9,9 +9,11 @@ import {
 import { digestLinesInOrder, isSha256Digest } from "./digest.js";
 import { ManifestError } from "./errors.js";
 import { parseStrictJsonSteps } from "./json-slices.js";
+import { isSortedSteps, STEP_FILES } from "./manifest-order.js";
+import { serializeManifest } from "./manifest-text.js";
 import type { Manifest, ManifestFile } from "./manifest-types.js";
 import { JsonNumber, type JsonObject, JsonSyntaxError, type JsonValue } from "./strict-json.js";
-import { formatTimestamp, isRepresentableDate, parseTimestamp } from "./timestamp.js";
+import { isRepresentableDate, parseTimestamp } from "./timestamp.js";
 
 /** Name of the manifest file at the root of every bundle. */
 export const MANIFEST_FILE_NAME = "manifest.json";
@@ -79,9 +81,6 @@ export function* frozenManifestFromJsonSteps(value: unknown, source?: string): S
   }
   return freeze(yield* readManifestDocumentSteps(context, document, fromDecodedJson));
 }
-
-/** Files handled between two pauses of the manifest's steps. */
-export const STEP_FILES = 1000;
 
 /**
  * Whether `manifest` came from `parseFrozenManifest` or `frozenManifestFromJsonSteps` and is
@@ -255,54 +254,6 @@ function textDigest(text: string): string {
   return createHash("sha256").update(text, "utf8").digest("hex");
 }
 
-/**
- * Serialises a manifest as the canonical `manifest.json`: 2-space indent, trailing newline, files
- * in byte order, `created` in UTC (see `formatTimestamp`).
- */
-export function serializeManifest(manifest: Manifest): string {
-  return runSteps(serializeManifestSteps(manifest));
-}
-
-/**
- * `serializeManifest` in steps of `STEP_FILES` files: the text `JSON.stringify` gives the
- * canonical document with a 2-space indent, written file by file (a million-file manifest is over
- * 100 MB of text).
- */
-export function* serializeManifestSteps(manifest: Manifest): Steps<string> {
-  const files = (yield* isSortedSteps(manifest.files))
-    ? manifest.files
-    : [...manifest.files].sort((a, b) => compareLogicalPaths(a.path, b.path));
-  const head = JSON.stringify(
-    {
-      schema_version: manifest.schemaVersion,
-      id: manifest.id,
-      created: formatTimestamp(manifest.created),
-      digest: manifest.digest,
-    },
-    null,
-    2,
-  );
-  // The head without its closing brace, then the files as `JSON.stringify` indents them there.
-  const chunks = [`${head.slice(0, -2)},\n  "files": [`];
-  for (let start = 0; start < files.length; start += STEP_FILES) {
-    const entries = files.slice(start, start + STEP_FILES).map(indentedFile);
-    chunks.push(`${start === 0 ? "" : ","}${entries.join(",")}`);
-    yield;
-  }
-  chunks.push(files.length === 0 ? "]\n}\n" : "\n  ]\n}\n");
-  return chunks.join("");
-}
-
-/** One element of the canonical `files` array, with the line break and indent before it. */
-function indentedFile(file: ManifestFile): string {
-  const { path, sha256, size } = file;
-  if (typeof path === "string" && typeof sha256 === "string" && typeof size === "number") {
-    return `\n    {\n      "path": ${JSON.stringify(path)},\n      "sha256": ${JSON.stringify(sha256)},\n      "size": ${JSON.stringify(size)}\n    }`;
-  }
-  // An in-memory manifest of other types (never a valid one): exactly as JSON.stringify nests it.
-  return `\n    ${JSON.stringify({ path, sha256, size }, null, 2).replaceAll("\n", "\n    ")}`;
-}
-
 /** Why `id` is not a valid bundle id, or undefined. */
 export function bundleIdProblem(id: string): string | undefined {
   // `RegExp.test` would turn a number or an array into a string that matches.
@@ -428,16 +379,6 @@ function checkFile(context: Context, file: ManifestFile, index: number): void {
       `${at}.size must be a non-negative integer no larger than ${Number.MAX_SAFE_INTEGER}, got ${show(file.size)}`,
     );
   }
-}
-
-function* isSortedSteps(files: readonly ManifestFile[]): Steps<boolean> {
-  for (let index = 1; index < files.length; index++) {
-    if (compareLogicalPaths(files[index - 1]?.path ?? "", files[index]?.path ?? "") > 0) {
-      return false;
-    }
-    if (index % STEP_FILES === 0) yield;
-  }
-  return true;
 }
 
 /** `bundleDigest` of files already in canonical order, hashed in steps. */

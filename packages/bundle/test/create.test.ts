@@ -6,7 +6,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import { createManifest } from "../src/create.js";
 import { fileDigest } from "../src/digest.js";
 import { BundleValidationError, ManifestError } from "../src/errors.js";
-import { parseManifest, serializeManifest } from "../src/manifest.js";
+import { parseManifest } from "../src/manifest.js";
+import { serializeManifest } from "../src/manifest-text.js";
 import { validateBundle } from "../src/validate.js";
 import { endlessStream, rejectionOf, TempDirs, withOverrides, writeTree } from "./helpers.js";
 

@@ -4,7 +4,8 @@ import { dirname, join } from "node:path";
 import { Readable } from "node:stream";
 import type { StorageBackend } from "@distributor/storage";
 import { fileDigest } from "../src/digest.js";
-import { buildManifest, serializeManifest } from "../src/manifest.js";
+import { buildManifest } from "../src/manifest.js";
+import { serializeManifest } from "../src/manifest-text.js";
 import type { Manifest } from "../src/manifest-types.js";
 
 /** Temporary directories created by a test file; `cleanup` removes them (call it in afterEach). */

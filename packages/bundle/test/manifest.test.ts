@@ -8,9 +8,9 @@ import {
   isFrozenManifest,
   parseFrozenManifest,
   parseManifest,
-  serializeManifest,
   verifiedManifestText,
 } from "../src/manifest.js";
+import { serializeManifest } from "../src/manifest-text.js";
 import type { Manifest } from "../src/manifest-types.js";
 import { formatTimestamp } from "../src/timestamp.js";
 

@@ -11,7 +11,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { fileDigest } from "../src/digest.js";
 import { discoverBundles } from "../src/discover.js";
 import { BundleValidationError, ManifestError } from "../src/errors.js";
-import { serializeManifest } from "../src/manifest.js";
+import { serializeManifest } from "../src/manifest-text.js";
 import {
   MANIFEST_BYTES_PER_FILE,
   MAX_MANIFEST_BYTES,
