@@ -63,7 +63,7 @@ export {
   selectOutputs,
   withMetadata,
 } from "./plan/outputs.js";
-export { planPublish } from "./plan/plan.js";
+export { planPublish, planPublishSteps } from "./plan/plan.js";
 export { type PlanTargetOptions, planTarget } from "./plan/plan-target.js";
 export type {
   DestinationInspection,
