@@ -120,6 +120,8 @@ export interface AuditCommandOptions {
   destinationId?: string;
   /** `--quiet`: no progress on stderr, even on a terminal. */
   quiet: boolean;
+  /** `--release`: under layout: releases, check every committed release or the current one. */
+  releases: "all" | "current";
 }
 
 export interface ReconcileStateCommandOptions {
@@ -151,6 +153,10 @@ export interface RollbackCommandOptions {
   /** `--to <release>`; absent with `--previous`. */
   to?: string;
   dryRun: boolean;
+  /** `--verify`: compare every file's digest with the target's snapshot. */
+  verify: boolean;
+  /** `--force`: switch to a target that changed since it was committed. */
+  force: boolean;
   lockTimeout?: string;
 }
 

@@ -113,6 +113,14 @@ export {
   StateTooLargeError,
 } from "./protocol/state-file.js";
 export {
+  type CheckReleaseOptions,
+  checkRelease,
+  describeDrift,
+  type ReleaseCheck,
+  releaseIntact,
+} from "./release/identities.js";
+export { checkKeptReleases } from "./release/kept-releases.js";
+export {
   CURRENT_LINK,
   DEFAULT_RELEASES_KEPT,
   liveRelease,
@@ -121,6 +129,7 @@ export {
 export { publishRelease, type ReleaseLayout } from "./release/publish-release.js";
 export {
   listReleases,
+  ReleaseRefusedError,
   type ReleaseSummary,
   type RollbackOptions,
   type RollbackResult,

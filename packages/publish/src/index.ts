@@ -82,7 +82,14 @@ export {
 // run, and run --plan-out
 export { type PlanRunOptions, type PlanRunResult, planRun } from "./run/plan-run.js";
 export { run, runSucceeded } from "./run/run.js";
-export type { RunActionReport, RunEvent, RunOptions, RunReport, RunStatus } from "./run/types.js";
+export type {
+  RunActionReport,
+  RunActionWarning,
+  RunEvent,
+  RunOptions,
+  RunReport,
+  RunStatus,
+} from "./run/types.js";
 // Options every workflow accepts
 export type { WorkflowOptions } from "./shared/workflow-options.js";
 // validate, manifest create, signatures

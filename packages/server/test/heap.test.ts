@@ -104,6 +104,7 @@ function report(index: number, failed: boolean): RunReport {
       failed && destination === "archive"
         ? { code: "destination_failed", message: `write failed: ${"EIO ".repeat(100)}` }
         : null,
+    warnings: [],
   });
   return {
     dry_run: false,

@@ -15,7 +15,7 @@ export const audit = defineCommand<AuditCommandOptions>({
   name: "audit",
   describe: "Compare the size and SHA-256 of every managed output with its destination state",
   usage:
-    "Usage:\n  distributor audit [--config <path>] [--pipeline <id>]... [--destination <id>] [--quiet] [--format text|json]",
+    "Usage:\n  distributor audit [--config <path>] [--pipeline <id>]... [--destination <id>] [--release all|current] [--quiet] [--format text|json]",
   flags: {
     config: defaultConfigFlag,
     pipeline: {
@@ -27,6 +27,12 @@ export const audit = defineCommand<AuditCommandOptions>({
       type: "string",
       describe: "Audit only the destination with this id (of each selected pipeline)",
     },
+    release: {
+      type: "string",
+      choices: ["all", "current"],
+      describe:
+        "Under layout: releases, which committed releases are checked against what identified their files when committed (default: all)",
+    },
     // Audit draws no summary line, unlike run and apply.
     quiet: {
       type: "boolean",
@@ -37,7 +43,9 @@ export const audit = defineCommand<AuditCommandOptions>({
   epilog:
     "Reads only: takes no lease and writes nothing. Exit status 1 when a managed output is\n" +
     "missing or changed, or a state file is invalid; unmanaged entries are reported only.\n" +
-    "Restore what drifted with `distributor run --repair`.",
+    "Under layout: releases every kept release is checked too (an edit in place reaches every\n" +
+    "release sharing the file), so that a rollback target that changed is found before it is\n" +
+    "needed. Restore what drifted with `distributor run --repair`.",
   parse(flags) {
     rejectPositionals(flags, "audit", 1);
     const format = outputFormat(flags);
@@ -53,5 +61,6 @@ function auditOptions(flags: RawFlags): AuditCommandOptions {
     pipelineIds: stringList(flags, "pipeline"),
     ...(destinationId === undefined ? {} : { destinationId }),
     quiet: booleanFlag(flags, "quiet"),
+    releases: optionalString(flags, "release") === "current" ? "current" : "all",
   };
 }

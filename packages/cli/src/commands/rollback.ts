@@ -16,7 +16,7 @@ export const rollback = defineCommand<RollbackCommandOptions>({
   name: "rollback",
   describe: "Switch a layout: releases destination back to an earlier release",
   usage:
-    "Usage:\n  distributor rollback --config <path> --pipeline <id> --destination <id> (--to <release>|--previous) [--bundle-path <path>] [--dry-run] [--lock-timeout <duration>] [--format text|json]",
+    "Usage:\n  distributor rollback --config <path> --pipeline <id> --destination <id> (--to <release>|--previous) [--bundle-path <path>] [--verify] [--force] [--dry-run] [--lock-timeout <duration>] [--format text|json]",
   flags: {
     config: requiredConfigFlag,
     pipeline: { type: "string", describe: "Pipeline that publishes to the destination (required)" },
@@ -37,9 +37,19 @@ export const rollback = defineCommand<RollbackCommandOptions>({
       describe:
         "Destination bundle path (default: the destination root, as path_mapping fixed uses)",
     },
+    verify: {
+      type: "boolean",
+      describe:
+        "Check every file of the target against its committed digest (default: the identity each file had when the release was committed)",
+    },
+    force: {
+      type: "boolean",
+      describe:
+        "Switch to the target even if its files changed since it was committed (the report lists them)",
+    },
     "dry-run": {
       type: "boolean",
-      describe: "Report the release it would switch to; change nothing",
+      describe: "Check the target and report the release it would switch to; change nothing",
     },
     "lock-timeout": lockTimeoutFlag,
     format: formatFlag,
@@ -47,7 +57,9 @@ export const rollback = defineCommand<RollbackCommandOptions>({
   epilog:
     "Exactly one of --to or --previous is required. The state becomes the chosen release's\n" +
     "committed state and the `current` link is switched to it; no output is written or copied.\n" +
-    "The next run of the source that release published skips.",
+    "The target is checked first: a release whose files changed since it was committed (an\n" +
+    "edit in place reaches every release sharing a hard link) is refused with release_drift,\n" +
+    "naming the files, unless --force. The next run of the source that release published skips.",
   parse(flags) {
     rejectPositionals(flags, "rollback", 1);
     const format = outputFormat(flags);
@@ -71,6 +83,8 @@ function rollbackOptions(flags: RawFlags): RollbackCommandOptions {
     pipelineId,
     destinationId,
     dryRun: booleanFlag(flags, "dry-run"),
+    verify: booleanFlag(flags, "verify"),
+    force: booleanFlag(flags, "force"),
     ...(to === undefined ? {} : { to }),
     ...(bundlePath === undefined ? {} : { bundlePath }),
     ...lockTimeout(flags),

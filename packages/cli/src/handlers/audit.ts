@@ -16,6 +16,7 @@ export const auditCommand: CommandHandler<AuditCommandOptions> = async (options,
       config,
       pipelineIds: options.pipelineIds,
       ...(options.destinationId === undefined ? {} : { destinationId: options.destinationId }),
+      releases: options.releases,
       backends: context.backends,
       signal: context.signal,
       ...(progress === undefined ? {} : { onEvent: progress.onEvent }),
@@ -26,11 +27,18 @@ export const auditCommand: CommandHandler<AuditCommandOptions> = async (options,
   const text = formatAuditText(report);
   if (!report.drift && !report.failed) return { ok: true, result: report, text };
   const failed = report.destinations.filter((d) => d.error !== null);
-  const unswitched = report.destinations
-    .flatMap((d) => d.bundles)
-    .filter((b) => b.release !== null && b.release.recorded !== b.release.current).length;
+  const bundles = report.destinations.flatMap((d) => d.bundles);
+  // An invalid state records no release: that is its own finding, not a switch left to make.
+  const unswitched = bundles.filter(
+    (b) => b.state === "valid" && b.release !== null && b.release.recorded !== b.release.current,
+  ).length;
+  const driftedReleases = bundles.flatMap((b) =>
+    (b.release?.releases ?? [])
+      .filter((release) => release.status === "drift")
+      .map((release) => ({ ...release, live: release.current })),
+  );
   const message = report.drift
-    ? driftMessage({ ...report, unswitched })
+    ? driftMessage({ ...report, unswitched, driftedReleases })
     : `${failed.length} destination(s) could not be audited`;
   return {
     ok: false,
@@ -81,6 +89,8 @@ function driftMessage(report: {
   reupload_needed: boolean;
   /** Bundle paths under `layout: releases` whose `current` is not the release the state records. */
   unswitched: number;
+  /** Committed releases whose files changed since they were committed. */
+  driftedReleases: readonly { id: string; live: boolean }[];
 }): string {
   const leases =
     report.leases_without_state === 0
@@ -90,7 +100,11 @@ function driftMessage(report: {
     report.unswitched === 0
       ? ""
       : `, ${report.unswitched} bundle path(s) whose current link is not the release their state records`;
-  const found = `audit found ${report.missing_count} missing and ${report.changed_count} changed managed output(s), ${report.incomplete_count} output(s) where the records are not the publication of the recorded source, and ${report.invalid_states} invalid state file(s)${leases}${unswitched}`;
+  const releases =
+    report.driftedReleases.length === 0
+      ? ""
+      : `, ${report.driftedReleases.length} release(s) changed since they were committed (${report.driftedReleases.map((r) => r.id).join(", ")})`;
+  const found = `audit found ${report.missing_count} missing and ${report.changed_count} changed managed output(s), ${report.incomplete_count} output(s) where the records are not the publication of the recorded source, and ${report.invalid_states} invalid state file(s)${leases}${unswitched}${releases}`;
   const fixes: string[] = [];
   if (report.incomplete_count > 0) {
     fixes.push("a plain `distributor run` of the same source completes the publication");
@@ -103,9 +117,22 @@ function driftMessage(report: {
       "the next `distributor run` switches current to the recorded release (a run died between its commit and its switch)",
     );
   }
+  if (
+    report.missing_count + report.changed_count === 0 &&
+    report.driftedReleases.some((release) => release.live)
+  ) {
+    fixes.push(
+      "`distributor run --repair` publishes a new release holding the committed bytes of the files that changed in the live one",
+    );
+  }
+  if (report.driftedReleases.some((release) => !release.live)) {
+    fixes.push(
+      "a changed earlier release is refused by `distributor rollback` (release_drift) unless --force, and goes when releases.keep retires it",
+    );
+  }
   if (report.invalid_states > 0) {
     fixes.push(
-      "`distributor reconcile-state --rebuild` writes a new state from the source, unless the state is only larger than the destination's max_state_size (its State line says so): then raise the setting",
+      "`distributor reconcile-state --rebuild` writes a new state (from the source; under layout: releases, from the committed snapshot of the release current links to), unless the state is only larger than the destination's max_state_size (its State line says so): then raise the setting",
     );
   }
   if (report.reupload_needed) {

@@ -12,6 +12,8 @@ export const rollbackCommand: CommandHandler<RollbackCommandOptions> = async (op
     bundlePath: options.bundlePath,
     to: options.to,
     dryRun: options.dryRun,
+    verify: options.verify,
+    force: options.force,
     lockTimeoutMs: lockTimeoutMs(publish.parseDuration, options.lockTimeout),
     backends: context.backends,
     signal: context.signal,

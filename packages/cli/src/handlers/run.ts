@@ -97,9 +97,17 @@ export function runOutcome(report: RunReport, ok: boolean): CommandOutcome {
     ok,
     result: report,
     text: report.actions.map(actionLine),
-    warnings: report.warnings.map(
-      (w) => `pipeline ${w.pipeline_id} bundle ${w.bundle_path}: ${w.message}`,
-    ),
+    warnings: [
+      ...report.warnings.map(
+        (w) => `pipeline ${w.pipeline_id} bundle ${w.bundle_path}: ${w.message}`,
+      ),
+      ...report.actions.flatMap((a) =>
+        a.warnings.map(
+          (w) =>
+            `pipeline ${a.pipeline_id} destination ${a.destination_id} bundle ${a.bundle_path || "."}: ${w.code}: ${w.message}`,
+        ),
+      ),
+    ],
   };
   if (!ok) {
     const diagnostics = [

@@ -4,8 +4,9 @@ import { summaryLine } from "./text.js";
 /**
  * The text of an `audit` report: one `Audit:` line per audited bundle path, one `Incomplete:`
  * line per output the publication in force and the records disagree on, one `Drift:` line per
- * missing or changed output, one `Unmanaged:` line per unmanaged entry, and one `Audit failed:`
- * line per destination that could not be audited.
+ * missing or changed output, one `Unmanaged:` line per unmanaged entry, under `layout: releases`
+ * one `Release:` line per checked release and a `Drift:` line per file of one that changed since
+ * it was committed, and one `Audit failed:` line per destination that could not be audited.
  */
 export function formatAuditText(report: AuditReport): string[] {
   const lines: string[] = [];
@@ -38,7 +39,9 @@ export function formatAuditText(report: AuditReport): string[] {
               ? "incomplete"
               : bundle.release !== null && bundle.release.recorded !== bundle.release.current
                 ? "not_current"
-                : "ok";
+                : bundle.release?.releases.some((release) => release.status === "drift")
+                  ? "release_drift"
+                  : "ok";
       lines.push(
         summaryLine("Audit", [
           ...where,
@@ -92,6 +95,29 @@ export function formatAuditText(report: AuditReport): string[] {
             ["status", output.status],
           ]),
         );
+      }
+      for (const release of bundle.release?.releases ?? []) {
+        const at = [...where, ["bundle", bundle.bundle_path], ["release", release.id]] as const;
+        lines.push(
+          summaryLine("Release", [
+            ...at,
+            ["current", release.current],
+            ["status", release.status],
+            ["checked", release.method],
+            ["changed", release.changed.length],
+            ["missing", release.missing.length],
+            ["added", release.added.length],
+            ...(release.directory_missing ? ([["directory", "missing"]] as const) : []),
+          ]),
+        );
+        const files = [
+          ...release.changed.map((path) => [path, "changed"] as const),
+          ...release.missing.map((path) => [path, "missing"] as const),
+          ...release.added.map((path) => [path, "added"] as const),
+        ];
+        for (const [path, status] of files) {
+          lines.push(summaryLine("Drift", [...at, ["path", path], ["status", status]]));
+        }
       }
       for (const entry of bundle.unmanaged_entries) {
         lines.push(

@@ -113,9 +113,21 @@ function maintenanceStatus(changed: boolean, wouldChange: boolean): MaintenanceS
 /** The one summary line of a `rollback` report (no trailing newline). */
 export function formatRollbackText(report: RollbackReport): string {
   const status = report.switched ? "switched" : report.dry_run ? "would_switch" : "unchanged";
-  return (
+  const { check } = report;
+  const line =
     `Rollback: pipeline=${report.pipeline_id} destination=${report.destination_id}` +
     ` bundle=${report.bundle_path} from=${report.from ?? "-"} to=${report.to} status=${status}` +
-    ` switch_ms=${report.switch_ms} dry_run=${report.dry_run}`
-  );
+    ` checked=${check.method} switch_ms=${report.switch_ms} dry_run=${report.dry_run}` +
+    (report.forced ? " forced=true" : "");
+  if (!report.forced) return line;
+  const changed = [
+    ...check.changed.map((path) => `  changed ${path}`),
+    ...check.missing.map((path) => `  missing ${path}`),
+    ...check.added.map((path) => `  added ${path}`),
+  ];
+  return [
+    line,
+    `release ${report.to} had changed since it was committed; --force switched to it as it is:`,
+    ...changed,
+  ].join("\n");
 }

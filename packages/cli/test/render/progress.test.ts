@@ -68,6 +68,7 @@ function action(overrides: Partial<RunActionReport> = {}): RunActionReport {
     primary_url: null,
     outputs: [],
     error: null,
+    warnings: [],
     ...overrides,
   };
 }

@@ -10,6 +10,7 @@ import {
 // Where the release layout keeps things below a destination bundle path (docs/design/releases.md):
 //   releases/<id>/        one release: every output of one publication
 //   releases/<id>.json    the state as committed for that release (what a rollback restores)
+//   releases/<id>.files.json  what identified each file of the release when it was committed
 //   current               a symlink to `releases/<id>`, the release readers see
 // The state and lease files stay where every layout keeps them, directly in the bundle path.
 
@@ -29,6 +30,14 @@ export function releaseDirectory(bundlePath: string, id: string): string {
 
 export function snapshotPath(bundlePath: string, id: string): string {
   return joinPrefix(bundlePath, `${RELEASES_DIRECTORY}/${id}.json`);
+}
+
+/**
+ * `releases/<id>.files.json`: what identified each of the release's files when it was committed
+ * (see identities.ts). Its name is not a release id, so listings of releases pass over it.
+ */
+export function identitiesPath(bundlePath: string, id: string): string {
+  return joinPrefix(bundlePath, `${RELEASES_DIRECTORY}/${id}.files.json`);
 }
 
 export function currentLinkPath(bundlePath: string): string {

@@ -1,6 +1,7 @@
 import { newReleaseId, parseDocument, replacementMarkers } from "@distributor/state";
 import { isStorageError, statePath } from "@distributor/storage";
 import { type PublishTargetOptions, publishTarget } from "../execute/commit.js";
+import { isWriteAction } from "../plan/action.js";
 import type { PublishPlan } from "../plan/plan-types.js";
 import { holdLease } from "../protocol/hold-lease.js";
 import { LeaseHeldError } from "../protocol/lease-file.js";
@@ -17,6 +18,17 @@ export interface ReleaseLayout {
    * its next state names, so that the state it writes is the one reviewed.
    */
   id?: string | undefined;
+  /**
+   * Called, once the publication is committed, with the files of the previous release that had
+   * changed since it was committed (edited in place): the new release holds them written again
+   * from the source instead of linked.
+   */
+  onRewritten?: ((paths: readonly string[]) => void) | undefined;
+  /**
+   * Called when retention fails after the new release went live; without it, such a failure
+   * fails the publication (which stands: committed and switched).
+   */
+  onRetentionFailed?: ((error: unknown) => void) | undefined;
 }
 
 /**
@@ -35,8 +47,9 @@ export async function publishRelease(
   linksOf(destination, bundlePath);
   if (!options.dryRun) await settlePendingSwitch(options);
   const next = layout.id ?? newReleaseId(options.now());
-  const view = new ReleaseView(destination, bundlePath, next);
-  return publishTarget({
+  const limits = options.plan.limits ?? DEFAULT_DESTINATION_LIMITS;
+  const view = new ReleaseView(destination, bundlePath, next, limits);
+  const published = await publishTarget({
     ...options,
     plan: { ...options.plan, destination: view, target: { ...target, release: next } },
     beforeExecute: async (plan, lease) => {
@@ -54,10 +67,22 @@ export async function publishRelease(
     },
     afterCommit: async (plan, lease) => {
       await finishRelease(view, next, lease, signal);
-      await retainReleases(view, layout.keep, lease, signal);
+      try {
+        await retainReleases(view, layout.keep, lease, signal);
+      } catch (error) {
+        // The new release is committed and live: a retention that fails does not undo that. The
+        // caller reports it; the next publication's retention removes what this one left.
+        if (layout.onRetentionFailed === undefined || signal?.aborted) throw error;
+        layout.onRetentionFailed(error);
+      }
       await options.afterCommit?.(plan, lease);
     },
   });
+  if (isWriteAction(published.action)) {
+    const rewritten = await view.changedSoFar();
+    if (rewritten.length > 0) layout.onRewritten?.(rewritten);
+  }
+  return published;
 }
 
 /**
@@ -86,7 +111,7 @@ async function settlePendingSwitch(options: PublishTargetOptions): Promise<void>
     throw error;
   }
   try {
-    const view = new ReleaseView(destination, bundlePath);
+    const view = new ReleaseView(destination, bundlePath, undefined, options.plan.limits);
     const id = await view.stateRelease(signal);
     if (id === undefined || id === (await view.live(signal))) return;
     if (await stillMarked(view, bundlePath, signal)) return;

@@ -9,8 +9,10 @@ import {
 } from "@distributor/storage";
 import type { LeaseGuard } from "../execute/context.js";
 import { type DestinationLimit, walkWithin } from "../protocol/limits.js";
+import { recordIdentities } from "./identities.js";
 import {
   currentLinkPath,
+  identitiesPath,
   linksOf,
   linkText,
   releaseDirectory,
@@ -98,6 +100,10 @@ export async function prepareRelease(view: ReleaseView, options: PrepareOptions)
   const abandoned = stored.filter((release) => !release.snapshot && !keep.has(release.id));
   for (const release of abandoned) {
     lease.assertHeld();
+    await inner.deletePaths("", [identitiesPath(bundlePath, release.id)], {
+      ignoreMissing: true,
+      signal,
+    });
     await inner.deletePrefix(releaseDirectory(bundlePath, release.id), {
       ignoreMissing: true,
       signal,
@@ -107,7 +113,10 @@ export async function prepareRelease(view: ReleaseView, options: PrepareOptions)
   view.markPrepared();
 }
 
-/** Every file of release `from` under the same path in the view's new release. */
+/**
+ * Every file of release `from` under the same path in the view's new release — but those changed
+ * since `from` was committed: they are the view's hidden files, which the plan writes again.
+ */
 async function copyRelease(view: ReleaseView, from: string, next: string, options: PrepareOptions) {
   const { inner, bundlePath } = view;
   const links = linksOf(inner, bundlePath);
@@ -129,11 +138,14 @@ async function copyRelease(view: ReleaseView, from: string, next: string, option
     throw error;
   }
   const concurrency = options.concurrency ?? inner.writeConcurrency ?? 8;
+  const changed = await view.changedFiles(from, options.signal);
   // A temp file in the release (a commit never leaves one; something else may have) is not
   // carried over into the next one.
   const carried = files.filter(
     (entry) =>
-      entry.kind === "file" && !isTempFileName(entry.path.slice(entry.path.lastIndexOf("/") + 1)),
+      entry.kind === "file" &&
+      !isTempFileName(entry.path.slice(entry.path.lastIndexOf("/") + 1)) &&
+      !changed.has(relativeTo(source, entry.path)),
   );
   await mapBounded(carried, concurrency, async (entry) => {
     options.lease.assertHeld();
@@ -165,8 +177,11 @@ export async function finishRelease(
     );
   }
   // A snapshot once written is the release's committed state (a release is never changed):
-  // only a run that died before writing it leaves it to write (rollbacks write none).
+  // only a run that died before writing it leaves it to write (rollbacks write none). The
+  // identity record goes first, so that every release with a snapshot has one.
   if ((await kindAt(inner, snapshotPath(bundlePath, id), signal)) === undefined) {
+    lease.assertHeld();
+    await recordIdentities(inner, bundlePath, id, view.limits, signal);
     lease.assertHeld();
     await inner.writeFile(snapshotPath(bundlePath, id), bytes, {
       overwrite: true,
@@ -223,6 +238,10 @@ export async function retainReleases(
     if (newest.has(release.id) || protect.has(release.id)) continue;
     lease.assertHeld();
     await inner.deletePaths("", [snapshotPath(bundlePath, release.id)], {
+      ignoreMissing: true,
+      signal,
+    });
+    await inner.deletePaths("", [identitiesPath(bundlePath, release.id)], {
       ignoreMissing: true,
       signal,
     });

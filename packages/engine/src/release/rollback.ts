@@ -1,5 +1,6 @@
 import type { Manifest } from "@distributor/bundle";
 import {
+  isReleaseId,
   isSharedRootState,
   type OwnerScope,
   parseDocument,
@@ -12,7 +13,8 @@ import { isStorageError, locatePath, type StorageBackend, statePath } from "@dis
 import { compareAndSwapState } from "../protocol/commit-state.js";
 import { holdLease } from "../protocol/hold-lease.js";
 import type { LeaseOptions } from "../protocol/lease-file.js";
-import type { DestinationLimits } from "../protocol/limits.js";
+import { DEFAULT_DESTINATION_LIMITS, type DestinationLimits } from "../protocol/limits.js";
+import { checkRelease, describeDrift, type ReleaseCheck, releaseIntact } from "./identities.js";
 import { linksOf, snapshotPath } from "./layout.js";
 import { finishRelease, type StoredRelease, storedReleases } from "./releases.js";
 import { ReleaseView } from "./view.js";
@@ -104,6 +106,27 @@ export interface RollbackOptions {
   signal?: AbortSignal | undefined;
   /** The destination's bounds, for the recovery taking the lease may run; default `DEFAULT_DESTINATION_LIMITS`. */
   limits?: DestinationLimits | undefined;
+  /** Compare every file's digest with the target's snapshot, not only the recorded identities. */
+  verify?: boolean | undefined;
+  /** Switch to a target that changed since it was committed (the result says it did). */
+  force?: boolean | undefined;
+}
+
+/**
+ * A rollback (or promotion) refused before anything changed: `code` says why —
+ * `release_not_found`, `no_previous_release`, `invalid_release_id`, `state_invalid`,
+ * `release_drift` (the target changed since it was committed), `not_owner`.
+ */
+export class ReleaseRefusedError extends Error {
+  override readonly name = "ReleaseRefusedError";
+  constructor(
+    readonly code: string,
+    message: string,
+    /** For `release_drift`: what the check of the target found. */
+    readonly check?: ReleaseCheck,
+  ) {
+    super(message);
+  }
 }
 
 export interface RollbackResult {
@@ -114,6 +137,10 @@ export interface RollbackResult {
   switched: boolean;
   /** Milliseconds from holding the lease to `current` switched: the state and the link. */
   switchMs: number;
+  /** What the check of the target found before the switch (`verify`: digests compared too). */
+  check: ReleaseCheck;
+  /** True when the target had changed since it was committed and `force` switched anyway. */
+  forced: boolean;
 }
 
 /**
@@ -130,7 +157,10 @@ export async function rollbackRelease(options: RollbackOptions): Promise<Rollbac
     look.live(signal),
   ]);
   const planned = chooseTarget(options, committedIds(stored), live);
-  if (options.dryRun) return { from: live, to: planned, switched: false, switchMs: 0 };
+  if (options.dryRun) {
+    const check = await checkTarget(options, planned);
+    return { from: live, to: planned, switched: false, switchMs: 0, ...check };
+  }
   const lease = await holdLease(look, bundlePath, options.owner, {
     ...options.lease,
     signal,
@@ -154,13 +184,21 @@ export async function rollbackRelease(options: RollbackOptions): Promise<Rollbac
       if (!isStorageError(error, "not_found")) throw error;
     }
     const holder = current === undefined ? undefined : peekSingleOwner(current.bytes);
+    if (current !== undefined && holder === undefined) {
+      // Not a state this version can read the owner of: corrupt, or not a single-owner state.
+      throw new ReleaseRefusedError(
+        "state_invalid",
+        `${locatePath(destination.location, path)} cannot be read as a state; nothing was changed — restore it from the committed snapshot of the release current links to with \`distributor reconcile-state --rebuild\``,
+      );
+    }
     if (
       current !== undefined &&
       (holder?.pipelineId !== options.owner.pipelineId ||
         holder?.destinationId !== options.owner.destinationId)
     ) {
-      throw new Error(
-        `${locatePath(destination.location, path)} is not this pipeline and destination's state; nothing was changed`,
+      throw new ReleaseRefusedError(
+        "not_owner",
+        `${locatePath(destination.location, path)} is the state of pipeline ${holder?.pipelineId} destination ${holder?.destinationId}, not of this pipeline and destination; nothing was changed`,
       );
     }
     if (current !== undefined && peekReplacementMarker(current.bytes)) {
@@ -178,27 +216,67 @@ export async function rollbackRelease(options: RollbackOptions): Promise<Rollbac
       owner.pipelineId !== options.owner.pipelineId ||
       owner.destinationId !== options.owner.destinationId
     ) {
-      throw new Error(
+      throw new ReleaseRefusedError(
+        "not_owner",
         `${where} was not published by this pipeline and destination; nothing was changed`,
       );
     }
     const recorded = peekStateRelease(snapshot.bytes);
     if (recorded !== to) {
-      throw new Error(
+      throw new ReleaseRefusedError(
+        "release_drift",
         `${where} records release ${recorded ?? "(none)"}, not ${to}; nothing was changed`,
       );
     }
+    // The bytes about to go live are the ones committed (or the caller said to switch anyway).
+    const checked = await checkTarget(options, to);
     if (from === to && (await view.stateRelease(signal)) === to) {
-      return { from, to, switched: false, switchMs: 0 };
+      return { from, to, switched: false, switchMs: 0, ...checked };
     }
     lease.assertHeld();
     await lease.confirm();
     await compareAndSwapState(destination, path, snapshot.bytes, current?.version, signal);
     await finishRelease(view, to, lease, signal, snapshot.bytes);
-    return { from, to, switched: true, switchMs: Math.round(performance.now() - started) };
+    return {
+      from,
+      to,
+      switched: true,
+      switchMs: Math.round(performance.now() - started),
+      ...checked,
+    };
   } finally {
     await lease.release();
   }
+}
+
+/**
+ * Checks the target against what was committed; a target that changed is refused with
+ * `release_drift` naming the files, unless `force` is set.
+ */
+async function checkTarget(
+  options: RollbackOptions,
+  to: string,
+): Promise<{ check: ReleaseCheck; forced: boolean }> {
+  const check = await checkRelease(options.destination, options.bundlePath, to, {
+    limits: options.limits ?? DEFAULT_DESTINATION_LIMITS,
+    verify: options.verify,
+    signal: options.signal,
+  });
+  if (releaseIntact(check)) return { check, forced: false };
+  if (check.directoryMissing) {
+    throw new ReleaseRefusedError(
+      "release_not_found",
+      `release ${describeDrift(check)}; nothing was changed — choose a release that exists (distributor inspect --destination lists them)`,
+      check,
+    );
+  }
+  if (options.force) return { check, forced: true };
+  const where = locatePath(options.destination.location, options.bundlePath);
+  throw new ReleaseRefusedError(
+    "release_drift",
+    `${where}: release ${describeDrift(check)} since it was committed; current was left as it was — choose another release, or pass --force to switch to it as it is now`,
+    check,
+  );
 }
 
 function chooseTarget(
@@ -209,16 +287,33 @@ function chooseTarget(
   const where = locatePath(options.destination.location, options.bundlePath);
   const listed = available.length === 0 ? "none" : available.join(", ");
   if (options.to !== undefined) {
+    if (!isReleaseId(options.to)) {
+      throw new ReleaseRefusedError(
+        "invalid_release_id",
+        `"${options.to}" is not a release id (like 20261204T093819.123Z-ab12); ${where} has these committed releases: ${listed}`,
+      );
+    }
     if (!available.includes(options.to)) {
-      throw new Error(`${where} has no committed release ${options.to} (releases: ${listed})`);
+      throw new ReleaseRefusedError(
+        "release_not_found",
+        `${where} has no committed release ${options.to} (releases: ${listed})`,
+      );
     }
     return options.to;
   }
-  if (live === undefined) throw new Error(`${where} has no current release to roll back from`);
+  if (live === undefined) {
+    throw new ReleaseRefusedError(
+      "no_previous_release",
+      `${where} has no current release to roll back from (releases: ${listed})`,
+    );
+  }
   const before = available.filter((id) => id < live);
   const previous = before[before.length - 1];
   if (previous === undefined) {
-    throw new Error(`${where}: no committed release before ${live} (releases: ${listed})`);
+    throw new ReleaseRefusedError(
+      "no_previous_release",
+      `${where}: no committed release before ${live} (releases: ${listed})`,
+    );
   }
   return previous;
 }

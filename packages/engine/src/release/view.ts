@@ -22,6 +22,8 @@ import {
   type WriteOptions,
   type WriteResult,
 } from "@distributor/storage";
+import { DEFAULT_DESTINATION_LIMITS, type DestinationLimits } from "../protocol/limits.js";
+import { listReleaseFiles, readIdentities } from "./identities.js";
 import { liveRelease, releaseDirectory } from "./layout.js";
 
 /** Entries directly in a bundle path besides its releases: the state, lease and temp files. */
@@ -43,6 +45,10 @@ const BUNDLE_LEVEL_LIMIT = 10_000;
  *   nothing, a rewrite that fences a late write (`ifMatch`) leaves the file as it is, and other
  *   writes are refused.
  * The release `current` links to is never written.
+ *
+ * A view that builds a release trusts a file of the state's release only while it is still the
+ * one committed (its identity record, see identities.ts): a file edited in place since is seen
+ * as missing — planning writes it again from the source, and the new release does not link it.
  */
 export class ReleaseView implements StorageBackend {
   readonly name: string;
@@ -57,12 +63,17 @@ export class ReleaseView implements StorageBackend {
   /** What `current` links to, once read; kept up to date by `switched`. */
   #live: string | undefined | null = null;
   #prepared = false;
+  /** Files of the state's release that changed since it was committed (building views only). */
+  #changed: Promise<ReadonlySet<string>> | undefined;
+  #changedFor: string | undefined;
 
   constructor(
     readonly inner: StorageBackend,
     readonly bundlePath: string,
     /** The release this view's publication builds; absent for a view that only reads. */
     readonly next?: string,
+    /** The destination's bounds, for the listings the view makes of a release. */
+    readonly limits: DestinationLimits = DEFAULT_DESTINATION_LIMITS,
   ) {
     this.name = inner.name;
     this.location = inner.location;
@@ -100,6 +111,49 @@ export class ReleaseView implements StorageBackend {
   /** Called once `current` links to `id`. */
   switched(id: string): void {
     this.#live = id;
+  }
+
+  /**
+   * Files of release `id` (the state's) whose identity is no longer the one committed: what a
+   * building view hides, and what the new release writes again. Empty for a view that only reads,
+   * and for a release committed before identity records were kept.
+   */
+  async changedFiles(id: string, signal?: AbortSignal): Promise<ReadonlySet<string>> {
+    if (this.next === undefined) return new Set();
+    if (this.#changed === undefined || this.#changedFor !== id) {
+      this.#changedFor = id;
+      this.#changed = this.#findChanged(id, signal);
+      // A failed look is tried again by the next caller rather than remembered.
+      this.#changed.catch(() => {
+        this.#changed = undefined;
+      });
+    }
+    return this.#changed;
+  }
+
+  /** The changed files found so far (by planning or preparing), sorted; none when none were looked for. */
+  async changedSoFar(): Promise<string[]> {
+    if (this.#changed === undefined) return [];
+    return [...(await this.#changed)].sort();
+  }
+
+  async #findChanged(id: string, signal?: AbortSignal): Promise<ReadonlySet<string>> {
+    const identities = await readIdentities(this.inner, this.bundlePath, id, this.limits, signal);
+    if (identities === undefined) return new Set();
+    const files = await listReleaseFiles(this.inner, this.bundlePath, id, this.limits, signal);
+    const changed = new Set<string>();
+    for (const [path, version] of files ?? []) {
+      const recorded = identities.get(path);
+      if (recorded !== undefined && recorded !== version) changed.add(path);
+    }
+    return changed;
+  }
+
+  /** True when `path` (logical, below the bundle path) is a changed file of release `id`. */
+  async #hidden(id: string, path: string, signal?: AbortSignal): Promise<boolean> {
+    if (this.#prepared || this.next === undefined) return false;
+    const changed = await this.changedFiles(id, signal);
+    return changed.size > 0 && changed.has(relativeTo(this.bundlePath, path));
   }
 
   get prepared(): boolean {
@@ -164,14 +218,18 @@ export class ReleaseView implements StorageBackend {
       return read;
     }
     const release = await this.#readRelease(options.signal);
-    if (release === undefined) throw this.#notFound("read file", path);
+    if (release === undefined || (await this.#hidden(release, path, options.signal))) {
+      throw this.#notFound("read file", path);
+    }
     return this.inner.readVersioned(this.#inRelease(release, path), options);
   }
 
   async openRead(path: string, options: OperationOptions = {}): Promise<Readable> {
     if (this.#passes(path)) return this.inner.openRead(path, options);
     const release = await this.#readRelease(options.signal);
-    if (release === undefined) throw this.#notFound("read file", path);
+    if (release === undefined || (await this.#hidden(release, path, options.signal))) {
+      throw this.#notFound("read file", path);
+    }
     return this.inner.openRead(this.#inRelease(release, path), options);
   }
 
@@ -183,7 +241,9 @@ export class ReleaseView implements StorageBackend {
     return async (path, options = {}) => {
       if (this.#passes(path)) return open(path, options);
       const release = await this.#readRelease(options.signal);
-      if (release === undefined) throw this.#notFound("open reader", path);
+      if (release === undefined || (await this.#hidden(release, path, options.signal))) {
+        throw this.#notFound("open reader", path);
+      }
       return open(this.#inRelease(release, path), options);
     };
   }
@@ -191,7 +251,9 @@ export class ReleaseView implements StorageBackend {
   async stat(path: string, options: OperationOptions = {}): Promise<StorageEntry> {
     if (this.#passes(path)) return this.inner.stat(path, options);
     const release = await this.#readRelease(options.signal);
-    if (release === undefined) throw this.#notFound("stat", path);
+    if (release === undefined || (await this.#hidden(release, path, options.signal))) {
+      throw this.#notFound("stat", path);
+    }
     const entry = await this.inner.stat(this.#inRelease(release, path), options);
     return { ...entry, path };
   }
@@ -204,7 +266,9 @@ export class ReleaseView implements StorageBackend {
     if (release !== undefined) {
       const physical = this.#inRelease(release, prefix);
       for (const entry of await this.#walkOrNothing(physical, options)) {
-        entries.push({ ...entry, path: joinPrefix(prefix, relativeTo(physical, entry.path)) });
+        const path = joinPrefix(prefix, relativeTo(physical, entry.path));
+        if (entry.kind === "file" && (await this.#hidden(release, path, options.signal))) continue;
+        entries.push({ ...entry, path });
       }
     }
     if (entries.length > options.limit) {

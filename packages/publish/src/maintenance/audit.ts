@@ -36,7 +36,7 @@ import { type LeaseWithoutState, leasesWithoutState } from "../shared/leases-wit
 import { destinationSelection, ownedRecords, recordedManifest } from "../shared/selection.js";
 import type { WorkflowOptions } from "../shared/workflow-options.js";
 import { destinationRootPath } from "./destination-root.js";
-import { bundleScope, type ReleaseReport } from "./release-scope.js";
+import { bundleScope, type ReleaseReport, type ReleaseSelection } from "./release-scope.js";
 import type { ReconcileStateEntry } from "./unmanaged-entry.js";
 import { isUnmanagedEntry, unmanagedEntryReport } from "./unmanaged-entry.js";
 
@@ -175,6 +175,11 @@ export interface AuditOptions extends WorkflowOptions<AuditEvent> {
   destinationId?: string;
   /** Files hashed at once (default 4). */
   concurrency?: number;
+  /**
+   * Under `layout: releases`, which committed releases are checked against what identified
+   * their files at commit time: every one (the default) or the one `current` links to.
+   */
+  releases?: ReleaseSelection;
 }
 
 /**
@@ -277,7 +282,8 @@ async function auditDestination(
     const bundlePaths = stateBundlePaths(entries, destination);
     for (const bundlePath of bundlePaths) {
       const scope = await bundleScope(backend, destination, bundlePath, entries, {
-        limit: limits.entries,
+        limits,
+        releases: options.releases,
         signal: options.signal,
       });
       const bundle = await auditBundle(options, scope.backend, report, owner, bundlePath, {
@@ -304,7 +310,9 @@ async function auditDestination(
         b.missing_count > 0 ||
         b.changed_count > 0 ||
         b.incomplete_count > 0 ||
-        (b.release !== null && b.release.recorded !== b.release.current),
+        (b.release !== null &&
+          (b.release.recorded !== b.release.current ||
+            b.release.releases.some((release) => release.status === "drift"))),
     );
   return report;
 }

@@ -1,4 +1,9 @@
-import { type DestinationLimit, ReleaseView, walkWithin } from "@distributor/engine";
+import {
+  checkKeptReleases,
+  type DestinationLimits,
+  ReleaseView,
+  walkWithin,
+} from "@distributor/engine";
 import { isWithinPrefix, type StorageBackend, type StorageEntry } from "@distributor/storage";
 import { findDestination, findPipeline } from "../backends/configured-location.js";
 import type { Config, DestinationConfig } from "../config/types.js";
@@ -10,7 +15,36 @@ export interface ReleaseReport {
   recorded: string | null;
   /** The release `current` links to; null when there is no link. */
   current: string | null;
+  /**
+   * Every committed release checked against what was committed (`audit --release all`, the
+   * default), or only the one `current` links to (`--release current`), oldest first.
+   */
+  releases: KeptReleaseReport[];
 }
+
+/** One committed release compared with what identified its files when it was committed. */
+export interface KeptReleaseReport {
+  id: string;
+  /** `current` links to it. */
+  current: boolean;
+  /** The state records it. */
+  recorded: boolean;
+  /** `ok`, or `drift` when a file changed, went missing or was added since the commit. */
+  status: "ok" | "drift";
+  /**
+   * `identities`: each file's recorded identity (inode, size, modification time); `sizes`: a
+   * release committed before identities were recorded, compared by its snapshot's sizes.
+   */
+  method: "identities" | "sizes";
+  changed: string[];
+  missing: string[];
+  added: string[];
+  /** The release directory is gone although its snapshot is there. */
+  directory_missing: boolean;
+}
+
+/** Which releases `audit` checks: every committed one, or the one `current` links to. */
+export type ReleaseSelection = "all" | "current";
 
 /**
  * What maintenance reads of one bundle path: the destination itself under the default layout;
@@ -23,7 +57,11 @@ export async function bundleScope(
   destination: DestinationConfig,
   bundlePath: string,
   entries: readonly StorageEntry[],
-  options: { limit: DestinationLimit; signal?: AbortSignal | undefined },
+  options: {
+    limits: DestinationLimits;
+    releases?: ReleaseSelection | undefined;
+    signal?: AbortSignal | undefined;
+  },
 ): Promise<{
   backend: StorageBackend;
   entries: readonly StorageEntry[];
@@ -32,16 +70,40 @@ export async function bundleScope(
   if (destination.layout.mode !== "releases") return { backend, entries, release: null };
   const view = new ReleaseView(backend, bundlePath);
   const [listed, recorded, current] = await Promise.all([
-    walkWithin(view, bundlePath, options.limit, { recursive: true, signal: options.signal }),
+    walkWithin(view, bundlePath, options.limits.entries, {
+      recursive: true,
+      signal: options.signal,
+    }),
     view.stateRelease(options.signal),
     view.live(options.signal),
   ]);
+  const only =
+    options.releases === "current" ? (current === undefined ? [] : [current]) : undefined;
+  const checks = await checkKeptReleases(backend, bundlePath, {
+    limits: options.limits,
+    only,
+    signal: options.signal,
+  });
+  const releases: KeptReleaseReport[] = checks.map((check) => ({
+    id: check.id,
+    current: check.id === current,
+    recorded: check.id === recorded,
+    status:
+      check.directoryMissing || check.changed.length + check.missing.length + check.added.length > 0
+        ? "drift"
+        : "ok",
+    method: check.identities ? "identities" : "sizes",
+    changed: check.changed,
+    missing: check.missing,
+    added: check.added,
+    directory_missing: check.directoryMissing,
+  }));
   // Entries outside the bundle path stay as they are (a nested bundle path's, say).
   const outside = entries.filter((entry) => !isWithinPrefix(bundlePath, entry.path));
   return {
     backend: view,
     entries: [...outside, ...listed],
-    release: { recorded: recorded ?? null, current: current ?? null },
+    release: { recorded: recorded ?? null, current: current ?? null, releases },
   };
 }
 

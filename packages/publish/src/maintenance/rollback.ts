@@ -18,6 +18,10 @@ export interface RollbackOptions {
   /** The release to return to; absent: the newest committed release before `current`. */
   to?: string | undefined;
   dryRun?: boolean | undefined;
+  /** Compare every file's digest with the target's snapshot, not only the recorded identities. */
+  verify?: boolean | undefined;
+  /** Switch to a target that changed since it was committed; the report says it did. */
+  force?: boolean | undefined;
   lockTimeoutMs?: number | undefined;
   backends?: BackendRegistry | undefined;
   signal?: AbortSignal | undefined;
@@ -37,6 +41,16 @@ export interface RollbackReport {
   dry_run: boolean;
   /** How long the switch took, state and link, once the lease was held (0 for a dry run). */
   switch_ms: number;
+  /** The check of the target before the switch. */
+  check: {
+    /** `identities` (the recorded identity of each file) or `digests` (`--verify`). */
+    method: "identities" | "digests" | "sizes";
+    changed: string[];
+    missing: string[];
+    added: string[];
+  };
+  /** True when the target had changed since it was committed and `--force` switched anyway. */
+  forced: boolean;
 }
 
 /**
@@ -61,6 +75,8 @@ export async function rollback(options: RollbackOptions): Promise<RollbackReport
       owner: ownerScope(pipeline.id, destination.id),
       to: options.to,
       dryRun,
+      verify: options.verify,
+      force: options.force,
       lease: { ...lease.lease, lockTimeoutMs: lease.lockTimeoutMs },
       signal: options.signal,
       limits: lease.limits,
@@ -74,6 +90,17 @@ export async function rollback(options: RollbackOptions): Promise<RollbackReport
       switched: result.switched,
       dry_run: dryRun,
       switch_ms: result.switchMs,
+      check: {
+        method: result.check.verified
+          ? "digests"
+          : result.check.identities
+            ? "identities"
+            : "sizes",
+        changed: result.check.changed,
+        missing: result.check.missing,
+        added: result.check.added,
+      },
+      forced: result.forced,
     };
   });
 }

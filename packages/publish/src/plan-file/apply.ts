@@ -185,6 +185,7 @@ function failedEntry(apply: Applying, entry: SavedPlanEntry, error: unknown): Ru
     primary_url: entry.primary_url,
     outputs: entry.outputs,
     error: null,
+    warnings: [],
   };
   fail(action, error);
   record(apply, action);

@@ -19,7 +19,14 @@ import { actionError, errorMessage } from "../errors.js";
 import { destinationLimits } from "../shared/destination-limits.js";
 import { destinationSelection } from "../shared/selection.js";
 import { recordedSigner, type SourceBundle } from "./source-bundles.js";
-import type { RunActionReport, RunHooks, RunOptions, RunOutputReport, RunReport } from "./types.js";
+import type {
+  RunActionReport,
+  RunActionWarning,
+  RunHooks,
+  RunOptions,
+  RunOutputReport,
+  RunReport,
+} from "./types.js";
 
 /** What every destination of one pipeline shares while it runs. */
 export interface DestinationContext {
@@ -115,6 +122,7 @@ function baseAction(
     primary_url: null,
     outputs: [],
     error: null,
+    warnings: [],
   };
 }
 
@@ -135,9 +143,20 @@ export async function runTarget(
   const signal = options.signal;
   try {
     const selection = destinationSelection(destination, manifest, target.bundlePath);
+    const layout = destination.layout;
     const publish = (publishOptions: PublishTargetOptions) =>
-      destination.layout.mode === "releases"
-        ? publishRelease(publishOptions, { keep: destination.layout.keep, id: context.releaseId })
+      layout.mode === "releases"
+        ? publishRelease(publishOptions, {
+            keep: layout.keep,
+            id: context.releaseId,
+            onRewritten: (paths) => action.warnings.push(rewrittenWarning(paths)),
+            onRetentionFailed: (error) =>
+              action.warnings.push({
+                code: "retention_failed",
+                message: `the new release is live, but removing releases beyond releases.keep (${layout.keep}) failed: ${errorMessage(error)}; the next publication tries again`,
+                paths: [],
+              }),
+          })
         : publishTarget(publishOptions);
     await publish({
       plan: {
@@ -258,6 +277,16 @@ export async function runTarget(
     fail(action, error);
   }
   return action;
+}
+
+function rewrittenWarning(paths: readonly string[]): RunActionWarning {
+  const shown = paths.slice(0, 5).join(", ");
+  const more = paths.length > 5 ? ` (and ${paths.length - 5} more)` : "";
+  return {
+    code: "release_files_rewritten",
+    message: `${paths.length} file(s) of the previous release changed after it was committed (edited in place): ${shown}${more}; the new release holds them written again from the source, and the release they changed in still serves the edited bytes until it is rolled back from or retired`,
+    paths: [...paths],
+  };
 }
 
 function outputReport(output: PlannedOutput): RunOutputReport {

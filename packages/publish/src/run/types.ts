@@ -39,6 +39,20 @@ export interface RunActionReport {
   outputs: RunOutputReport[];
   /** Why the action failed: a documented code (docs/cli.md) and the message; null otherwise. */
   error: ActionError | null;
+  /**
+   * What the operator should know about an action that did not fail (docs/cli.md): files of the
+   * previous release rewritten because they changed in place (`release_files_rewritten`), a
+   * retention that failed once the new release was live (`retention_failed`). Empty otherwise.
+   */
+  warnings: RunActionWarning[];
+}
+
+/** One warning about a destination action. */
+export interface RunActionWarning {
+  code: string;
+  message: string;
+  /** Bundle-relative paths the warning is about; empty when it is about none in particular. */
+  paths: string[];
 }
 
 /** A pipeline that stopped before planning any destination (source unreadable or invalid). */
