@@ -37,7 +37,7 @@ export {
 } from "./plan/action.js";
 export { completenessGaps } from "./plan/completeness.js";
 export { decideAction, needsBundleListing } from "./plan/decide.js";
-export { PublishPlanError } from "./plan/errors.js";
+export { LayoutMismatchError, PublishPlanError } from "./plan/errors.js";
 export { compileGlob, type Glob, GlobError, globProblem } from "./plan/glob.js";
 export {
   DEFAULT_DESTINATION_WALK_LIMIT,
@@ -121,10 +121,12 @@ export {
 } from "./release/identities.js";
 export { checkKeptReleases } from "./release/kept-releases.js";
 export {
+  assertLayout,
   CURRENT_LINK,
   DEFAULT_RELEASES_KEPT,
   liveRelease,
   RELEASES_DIRECTORY,
+  storedLayout,
 } from "./release/layout.js";
 export { publishRelease, type ReleaseLayout } from "./release/publish-release.js";
 export {

@@ -134,7 +134,7 @@ function decide(comparison: Comparison, transfer: TransferPolicy): ActionDecisio
     case "invalid_state":
       return {
         action: "fail_conflict",
-        reason: `${reason}; \`distributor reconcile-state --rebuild\` replaces it with a state written from the source (try --dry-run first)`,
+        reason: `${reason}; \`distributor reconcile-state --rebuild\` replaces it — with a state written from the source, or under layout: releases with the committed snapshot of the release current links to (try --dry-run first)`,
         code: "state_invalid",
       };
     case "identity_mismatch":

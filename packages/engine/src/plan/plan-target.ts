@@ -5,7 +5,7 @@ import { locatePath, runInSlices, type StorageBackend, statePath } from "@distri
 import type { RenderCache } from "../execute/render-cache.js";
 import type { DestinationLimits } from "../protocol/limits.js";
 import { isWriteAction } from "./action.js";
-import { PublishPlanError } from "./errors.js";
+import { LayoutMismatchError } from "./errors.js";
 import { inspectDestination } from "./inspect.js";
 import {
   attachUrls,
@@ -130,12 +130,12 @@ function checkLayout(
   if (state === undefined || isSharedRootState(state)) return;
   const where = locatePath(destination.location, statePath(target.bundlePath));
   if (target.release === undefined && state.release !== undefined) {
-    throw new PublishPlanError(
+    throw new LayoutMismatchError(
       `${where} records release ${state.release.id}: this bundle path was published with layout: releases, and the destination's configuration now has the default layout; set layout: releases again (or publish to another bundle path)`,
     );
   }
   if (target.release !== undefined && state.release === undefined) {
-    throw new PublishPlanError(
+    throw new LayoutMismatchError(
       `${where} was written with the default layout, and the destination's configuration now has layout: releases; a release layout does not take over files published in place — publish to a new bundle path (or destination) with layout: releases`,
     );
   }

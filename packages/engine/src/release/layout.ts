@@ -1,11 +1,14 @@
-import { isReleaseId } from "@distributor/state";
+import { isReleaseId, peekSingleOwner, peekStateRelease } from "@distributor/state";
 import {
+  isStorageError,
   joinPrefix,
   type LinkOperations,
   locatePath,
   type StorageBackend,
   StorageError,
+  statePath,
 } from "@distributor/storage";
+import { LayoutMismatchError } from "../plan/errors.js";
 
 // Where the release layout keeps things below a destination bundle path (docs/design/releases.md):
 //   releases/<id>/        one release: every output of one publication
@@ -88,4 +91,64 @@ export async function liveRelease(
     });
   }
   return id;
+}
+
+/**
+ * The layout a bundle path was published with, from what is stored there: `releases` when its
+ * state records a release (or, with no readable state, a `current` link stands); `in_place` when
+ * a readable state records none; undefined when nothing tells (no state and no link).
+ */
+export async function storedLayout(
+  backend: StorageBackend,
+  bundlePath: string,
+  options: { maxStateBytes?: number | undefined; signal?: AbortSignal | undefined } = {},
+): Promise<"in_place" | "releases" | undefined> {
+  const { signal } = options;
+  let text: Uint8Array | undefined;
+  try {
+    text = await backend.readFile(statePath(bundlePath), {
+      signal,
+      ...(options.maxStateBytes === undefined ? {} : { maxBytes: options.maxStateBytes }),
+    });
+  } catch (error) {
+    if (!isStorageError(error, "not_found") && !isStorageError(error, "limit_exceeded")) {
+      throw error;
+    }
+  }
+  if (text !== undefined && peekStateRelease(text) !== undefined) return "releases";
+  if (text !== undefined && readableOwners(text)) return "in_place";
+  if (backend.links === undefined) return text === undefined ? undefined : "in_place";
+  try {
+    const link = await backend.links.readLink(currentLinkPath(bundlePath), { signal });
+    return link === undefined ? undefined : "releases";
+  } catch (error) {
+    // Something other than a link stands at `current`: an output published in place.
+    if (isStorageError(error, "conflict")) return text === undefined ? undefined : "in_place";
+    throw error;
+  }
+}
+
+/** True when a state's text names its owner(s): it was written by a state writer, not garbled. */
+function readableOwners(text: Uint8Array): boolean {
+  return peekSingleOwner(text) !== undefined || Buffer.from(text).includes('"owners":');
+}
+
+/**
+ * Refuses a bundle path stored in the other layout than the one configured, with
+ * `unsupported_layout` and the way forward — the same verdict from every command.
+ */
+export async function assertLayout(
+  backend: StorageBackend,
+  bundlePath: string,
+  configured: "in_place" | "releases",
+  options: { maxStateBytes?: number | undefined; signal?: AbortSignal | undefined } = {},
+): Promise<void> {
+  const stored = await storedLayout(backend, bundlePath, options);
+  if (stored === undefined || stored === configured) return;
+  const where = locatePath(backend.location, bundlePath === "" ? "." : bundlePath);
+  throw new LayoutMismatchError(
+    stored === "releases"
+      ? `${where} was published with layout: releases, and the destination's configuration now has the default layout; set layout: releases again (or publish to another bundle path)`
+      : `${where} was published in place (the default layout), and the destination's configuration now has layout: releases; a release layout does not take over files published in place — remove layout: releases again, or publish to a new bundle path (or destination) with it`,
+  );
 }

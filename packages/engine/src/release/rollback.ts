@@ -15,7 +15,7 @@ import { holdLease } from "../protocol/hold-lease.js";
 import type { LeaseOptions } from "../protocol/lease-file.js";
 import { DEFAULT_DESTINATION_LIMITS, type DestinationLimits } from "../protocol/limits.js";
 import { checkRelease, describeDrift, type ReleaseCheck, releaseIntact } from "./identities.js";
-import { linksOf, snapshotPath } from "./layout.js";
+import { assertLayout, linksOf, snapshotPath } from "./layout.js";
 import { finishRelease, type StoredRelease, storedReleases } from "./releases.js";
 import { ReleaseView } from "./view.js";
 
@@ -110,6 +110,13 @@ export interface RollbackOptions {
   verify?: boolean | undefined;
   /** Switch to a target that changed since it was committed (the result says it did). */
   force?: boolean | undefined;
+  /**
+   * Restore a state that cannot be read from a committed snapshot (`reconcile-state --rebuild`
+   * under the release layout): the current state must be invalid — a valid one is refused with
+   * `state_valid` — and without `to` the target is the release `current` links to (the newest
+   * committed one when `current` is missing or dangling).
+   */
+  restoreInvalidState?: boolean | undefined;
 }
 
 /**
@@ -151,6 +158,10 @@ export interface RollbackResult {
 export async function rollbackRelease(options: RollbackOptions): Promise<RollbackResult> {
   const { destination, bundlePath, signal } = options;
   linksOf(destination, bundlePath);
+  await assertLayout(destination, bundlePath, "releases", {
+    maxStateBytes: options.limits?.stateBytes.value,
+    signal,
+  });
   const look = new ReleaseView(destination, bundlePath);
   const [stored, live] = await Promise.all([
     storedReleases(destination, bundlePath, signal),
@@ -183,8 +194,19 @@ export async function rollbackRelease(options: RollbackOptions): Promise<Rollbac
     } catch (error) {
       if (!isStorageError(error, "not_found")) throw error;
     }
-    const holder = current === undefined ? undefined : peekSingleOwner(current.bytes);
-    if (current !== undefined && holder === undefined) {
+    if (options.restoreInvalidState) {
+      if (current !== undefined && readable(current.bytes)) {
+        throw new ReleaseRefusedError(
+          "state_valid",
+          `${locatePath(destination.location, path)} holds a valid state, so there is nothing to rebuild; nothing was changed — \`distributor rollback\` switches to another committed release`,
+        );
+      }
+    }
+    const holder =
+      current === undefined || options.restoreInvalidState
+        ? undefined
+        : peekSingleOwner(current.bytes);
+    if (current !== undefined && holder === undefined && !options.restoreInvalidState) {
       // Not a state this version can read the owner of: corrupt, or not a single-owner state.
       throw new ReleaseRefusedError(
         "state_invalid",
@@ -193,6 +215,7 @@ export async function rollbackRelease(options: RollbackOptions): Promise<Rollbac
     }
     if (
       current !== undefined &&
+      !options.restoreInvalidState &&
       (holder?.pipelineId !== options.owner.pipelineId ||
         holder?.destinationId !== options.owner.destinationId)
     ) {
@@ -201,7 +224,11 @@ export async function rollbackRelease(options: RollbackOptions): Promise<Rollbac
         `${locatePath(destination.location, path)} is the state of pipeline ${holder?.pipelineId} destination ${holder?.destinationId}, not of this pipeline and destination; nothing was changed`,
       );
     }
-    if (current !== undefined && peekReplacementMarker(current.bytes)) {
+    if (
+      current !== undefined &&
+      !options.restoreInvalidState &&
+      peekReplacementMarker(current.bytes)
+    ) {
       throw new Error(
         `${locatePath(destination.location, path)} says a publication is under way; run the pipeline again to finish it, then roll back`,
       );
@@ -230,7 +257,7 @@ export async function rollbackRelease(options: RollbackOptions): Promise<Rollbac
     }
     // The bytes about to go live are the ones committed (or the caller said to switch anyway).
     const checked = await checkTarget(options, to);
-    if (from === to && (await view.stateRelease(signal)) === to) {
+    if (!options.restoreInvalidState && from === to && (await view.stateRelease(signal)) === to) {
       return { from, to, switched: false, switchMs: 0, ...checked };
     }
     lease.assertHeld();
@@ -246,6 +273,16 @@ export async function rollbackRelease(options: RollbackOptions): Promise<Rollbac
     };
   } finally {
     await lease.release();
+  }
+}
+
+/** True when a state file's text parses as a state document. */
+function readable(bytes: Uint8Array): boolean {
+  try {
+    parseDocument(Buffer.from(bytes).toString("utf8"));
+    return true;
+  } catch {
+    return false;
   }
 }
 
@@ -286,6 +323,18 @@ function chooseTarget(
 ): string {
   const where = locatePath(options.destination.location, options.bundlePath);
   const listed = available.length === 0 ? "none" : available.join(", ");
+  if (options.restoreInvalidState && options.to === undefined) {
+    // The release readers see; failing that, the newest committed one.
+    const chosen =
+      live !== undefined && available.includes(live) ? live : available[available.length - 1];
+    if (chosen === undefined) {
+      throw new ReleaseRefusedError(
+        "release_not_found",
+        `${where} has no committed release to restore the state from; move the state away and publish again with \`distributor run\``,
+      );
+    }
+    return chosen;
+  }
   if (options.to !== undefined) {
     if (!isReleaseId(options.to)) {
       throw new ReleaseRefusedError(

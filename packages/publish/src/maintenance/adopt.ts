@@ -5,14 +5,17 @@ import {
   selectNewestBundle,
   validateBundle,
 } from "@distributor/bundle";
-import type { DestinationLimits, Lease, PublishRequest } from "@distributor/engine";
 import {
   adoptedStateDocument,
+  assertLayout,
   attachUrls,
   compareAndSwapState,
+  type DestinationLimits,
   encodeStateFile,
   holdLease,
+  type Lease,
   type PlannedOutput,
+  type PublishRequest,
   prepareOutputs,
   readDestinationStatus,
   storedFile,
@@ -42,7 +45,12 @@ import {
   type StorageEntry,
   statePath,
 } from "@distributor/storage";
-import { openConfiguredDestination, sourceLocation } from "../backends/configured-location.js";
+import {
+  findDestination,
+  findPipeline,
+  openConfiguredDestination,
+  sourceLocation,
+} from "../backends/configured-location.js";
 import { openBackend, withBackend } from "../backends/registry.js";
 import type { DestinationConfig, PipelineConfig } from "../config/types.js";
 import { errorCode, errorMessage, WorkflowError } from "../errors.js";
@@ -51,6 +59,7 @@ import { destinationSelection } from "../shared/selection.js";
 import { destinationRootPath, scopeReport } from "./destination-root.js";
 import type { ReconcileStateOptions } from "./reconcile-state.js";
 import { refuseReleaseLayout } from "./release-scope.js";
+import { restoreReleaseState } from "./restore-release-state.js";
 import {
   isUnmanagedEntry,
   type ReconcileStateEntry,
@@ -98,6 +107,11 @@ export interface AdoptBundleReport {
   would_change: boolean;
   /** Why this bundle path was refused; null when it was not. */
   error: { code: string; message: string } | null;
+  /**
+   * Under `layout: releases`, `--rebuild` restores the state from a committed release's
+   * snapshot: that release's id. Absent otherwise.
+   */
+  restored_release?: string;
 }
 
 /** What `reconcile-state --adopt|--rebuild` found and did; the CLI prints it as the JSON `result`. */
@@ -129,6 +143,9 @@ export interface AdoptReport {
  */
 export async function adoptOutputs(options: AdoptOptions): Promise<AdoptReport> {
   const dryRun = options.dryRun ?? false;
+  if (options.mode === "rebuild" && layoutOf(options) === "releases") {
+    return restoreReleaseState(options);
+  }
   refuseReleaseLayout(
     options.config,
     options,
@@ -257,6 +274,11 @@ async function adoptBundle(
     signal,
   });
   const { outputs, primaryUrl } = attachUrls(prepared, target.bundlePath, destination.links);
+  // A bundle path published as releases is not adopted in place: the verdict every command gives.
+  await assertLayout(backend, target.bundlePath, "in_place", {
+    maxStateBytes: limits.stateBytes.value,
+    signal,
+  });
 
   let lease: Lease | undefined;
   if (!dryRun) {
@@ -493,4 +515,10 @@ function unmanagedEntries(
     })
     .sort((a, b) => compareLogicalPaths(a.path, b.path))
     .map(unmanagedEntryReport);
+}
+
+/** The configured layout of the selected destination. */
+function layoutOf(options: AdoptOptions): "in_place" | "releases" {
+  return findDestination(findPipeline(options.config, options.pipelineId), options.destinationId)
+    .layout.mode;
 }

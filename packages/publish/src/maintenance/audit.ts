@@ -1,4 +1,5 @@
 import {
+  assertLayout,
   completenessGaps,
   type DestinationLimits,
   isStateFile,
@@ -281,6 +282,11 @@ async function auditDestination(
     report.leases_without_state = await leasesWithoutState(backend, entries, options.signal);
     const bundlePaths = stateBundlePaths(entries, destination);
     for (const bundlePath of bundlePaths) {
+      // A bundle path stored in the other layout is refused as every command refuses it.
+      await assertLayout(backend, bundlePath, destination.layout.mode, {
+        maxStateBytes: limits.stateBytes.value,
+        signal: options.signal,
+      });
       const scope = await bundleScope(backend, destination, bundlePath, entries, {
         limits,
         releases: options.releases,

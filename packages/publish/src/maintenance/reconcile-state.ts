@@ -1,4 +1,4 @@
-import { type DestinationLimit, walkWithin } from "@distributor/engine";
+import { assertLayout, type DestinationLimit, walkWithin } from "@distributor/engine";
 import {
   allManagedOutputPaths,
   assertSingleOwnerScope,
@@ -122,6 +122,10 @@ export async function reconcileState(
     options.listingLimit === undefined ? limits.entries : { value: options.listingLimit };
   return withBackend(backend, () =>
     withRootLease(backend, owner, dryRun, maintenanceLease(options, limits), async (lease) => {
+      await assertLayout(backend, "", "in_place", {
+        maxStateBytes: limits.stateBytes.value,
+        signal,
+      });
       const { document, version } = await readRootState(backend, signal, limits);
       const scope = repairScope(document, ownerScope(pipeline.id, destination.id), options);
       const missing = await missingOutputs(backend, scope.checked, signal);
