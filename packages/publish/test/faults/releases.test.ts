@@ -156,8 +156,13 @@ function sortedFiles(files: Record<string, string>): Record<string, string> {
 /** After a clean finish: nothing half-made is in force, and no temp file is in a committed release. */
 async function expectTidy(c: Case, label: string) {
   const releases = join(c.dest, "releases");
-  for (const name of await readdir(releases)) {
-    if (name.endsWith(".json")) {
+  const names = await readdir(releases);
+  for (const name of names) {
+    if (name.endsWith(".files.json")) {
+      // An identity record belongs to a committed release: its snapshot is beside it.
+      const snapshot = `${name.slice(0, -".files.json".length)}.json`;
+      expect(names, `${label}: ${name} without ${snapshot}`).toContain(snapshot);
+    } else if (name.endsWith(".json")) {
       await expect(
         stat(join(releases, name.slice(0, -5))),
         `${label}: ${name}`,
