@@ -26,7 +26,9 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
     return reportUnexpected(io, error);
   }
   if (invocation.kind === "help") {
-    io.stdout.write(invocation.text.endsWith("\n") ? invocation.text : `${invocation.text}\n`);
+    // An empty answer to a completion request stays empty: the shell then completes file names.
+    const { text } = invocation;
+    io.stdout.write(text === "" || text.endsWith("\n") ? text : `${text}\n`);
     return EXIT_OK;
   }
 

@@ -1,10 +1,6 @@
-import { COMMANDS, commandSwitches, commandWord } from "./commands/index.js";
-import {
-  buildParser,
-  type Invocation,
-  type ParserOptions,
-  type Selection,
-} from "./commands/parser.js";
+import { completionsFor } from "./commands/completion.js";
+import { COMMAND_NAMES, COMMANDS, commandSwitches, commandWord } from "./commands/index.js";
+import { buildParser, type Invocation, type Selection } from "./commands/parser.js";
 import { UsageError } from "./errors.js";
 import { checkBooleanAssignments, joinDashValues } from "./flags.js";
 
@@ -18,12 +14,6 @@ const BOOLEAN_FLAGS: ReadonlySet<string> = new Set([
   ...commandSwitches(),
 ]);
 
-const COMMAND_NAMES: ReadonlySet<string> = new Set([
-  "help",
-  "completion",
-  ...COMMANDS.map(commandWord),
-]);
-
 /** The flag the printed completion script calls distributor with, followed by the words typed. */
 const COMPLETION_REQUEST = "--get-yargs-completions";
 
@@ -32,14 +22,19 @@ const COMPLETION_REQUEST = "--get-yargs-completions";
  * gets wrong; never runs a workflow (the returned invocation does, when executed).
  */
 export async function parseCommandLine(words: readonly string[]): Promise<Invocation> {
+  const request = words.indexOf(COMPLETION_REQUEST);
+  if (request !== -1) {
+    const offered = completionsFor(words.slice(request + 1));
+    if (offered !== undefined) {
+      return { kind: "help", text: offered.map((word) => `${word}\n`).join("") };
+    }
+  }
   const argv = joinDashValues(words, BOOLEAN_FLAGS);
   // Help wins over every other flag on the line, malformed ones included.
   if (!argv.includes("--help")) checkBooleanAssignments(argv, BOOLEAN_FLAGS);
   if (argv.find((token) => !token.startsWith("-")) === "completion") return completion(argv);
   const selection: Selection = {};
-  const output = await runParser(argv, selection, {
-    completing: argv.includes(COMPLETION_REQUEST),
-  });
+  const output = await runParser(argv, selection);
   if (selection.helpFor !== undefined) {
     return { kind: "help", text: await helpText(selection.helpFor) };
   }
@@ -81,20 +76,16 @@ async function helpText(words: readonly string[]): Promise<string> {
   if (name !== undefined) {
     const subcommands = COMMANDS.find((spec) => commandWord(spec) === name)?.subcommands ?? [];
     const known =
-      COMMAND_NAMES.has(name) &&
+      COMMAND_NAMES.includes(name) &&
       (words.length === 1 || (subcommands.includes(sub ?? "") && words.length === 2));
     if (!known) throw new UsageError(`unknown command ${JSON.stringify(words.join(" "))}`);
   }
   return runParser([...words, "--help"], {});
 }
 
-async function runParser(
-  argv: readonly string[],
-  selection: Selection,
-  options: ParserOptions = {},
-): Promise<string> {
+async function runParser(argv: readonly string[], selection: Selection): Promise<string> {
   let output = "";
-  await buildParser(selection, options).parseAsync([...argv], {}, (_error, _argv, text) => {
+  await buildParser(selection).parseAsync([...argv], {}, (_error, _argv, text) => {
     output = text;
   });
   return output;

@@ -20,13 +20,45 @@ async function completeInBash(script: string, directory: string, words: string[]
     `COMP_WORDS=(${words.map((word) => `'${word}'`).join(" ")})`,
     `COMP_CWORD=${words.length - 1}`,
     "_distributor_yargs_completions",
-    // biome-ignore lint/suspicious/noTemplateCurlyInString: a bash array expansion, not a template.
-    'printf "%s\\n" "${COMPREPLY[@]}"',
+    // The count first: an empty COMPREPLY (bash then completes file names) differs from one
+    // holding an empty word (it does not).
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: bash array expansions, not templates.
+    'printf "%s\\n" "${#COMPREPLY[@]}" "${COMPREPLY[@]}"',
   ].join("\n");
   const { stdout } = await promisify(execFile)("bash", ["-c", program], {
     env: { ...process.env, PATH: `${directory}:${process.env.PATH ?? ""}` },
   });
-  return stdout.trim().split("\n");
+  const [count, ...lines] = stdout.split("\n");
+  return lines.slice(0, Number(count));
+}
+
+/** What `distributor --get-yargs-completions distributor ...words` prints, as the scripts ask. */
+async function requested(words: string[]): Promise<string> {
+  const result = await runCli(["--get-yargs-completions", "distributor", ...words]);
+  expect(result.code, result.stderr).toBe(0);
+  return result.stdout;
+}
+
+/** The command names of the `Commands:` section of `distributor --help`. */
+async function listedCommands(): Promise<string[]> {
+  const { stdout } = await runCli(["--help"]);
+  const section = stdout.split("Commands:\n")[1]?.split("\n\n")[0] ?? "";
+  return [...section.matchAll(/^ {2}distributor (\S+)/gm)].map((match) => match[1] as string);
+}
+
+/** The commands `distributor --help` lists, and the value-taking flags each one's help lists. */
+async function valueFlagsByCommand(): Promise<Map<string, string[]>> {
+  const names = (await listedCommands()).filter((name) => name !== "completion" && name !== "help");
+  const flags = new Map<string, string[]>();
+  for (const name of names) {
+    const words = name === "manifest" ? ["manifest", "create"] : [name];
+    const help = await runCli([...words, "--help"]);
+    const taking = [...help.stdout.matchAll(/^ {2}--(\S+) .*\[(?:string|array)\]$/gm)].map(
+      (match) => match[1] as string,
+    );
+    flags.set(words.join(" "), taking);
+  }
+  return flags;
 }
 
 describe("completion", () => {
@@ -51,9 +83,10 @@ describe("completion", () => {
   it("completes the manifest subcommand and the values of --format", async () => {
     const { stdout: script } = await runCli(["completion"], { env: { SHELL: "/bin/bash" } });
 
-    expect(await completeInBash(script, dir(), ["distributor", "manifest", ""])).toContain(
+    // The subcommand alone: its flags only after it.
+    expect(await completeInBash(script, dir(), ["distributor", "manifest", ""])).toEqual([
       "create",
-    );
+    ]);
     expect(await completeInBash(script, dir(), ["distributor", "manifest", "c"])).toEqual([
       "create",
     ]);
@@ -68,6 +101,70 @@ describe("completion", () => {
     expect(
       await completeInBash(script, dir(), ["distributor", "run", "--format", "json", "--q"]),
     ).toEqual(["--quiet"]);
+  });
+
+  it("offers nothing after a flag that takes a path or a value, so bash completes file names", async () => {
+    const { stdout: script } = await runCli(["completion"], { env: { SHELL: "/bin/bash" } });
+
+    for (const words of [
+      ["run", "--config", ""],
+      ["run", "--plan-out", "pl"],
+      ["validate", "--bundle", ""],
+      ["validate", "--allowed-signers", ""],
+      ["serve", "--listen", ""],
+      ["manifest", "create", "--max-files", ""],
+      ["--no-color", "run", "--lock-timeout", ""],
+    ]) {
+      expect(
+        await completeInBash(script, dir(), ["distributor", ...words]),
+        words.join(" "),
+      ).toEqual([]);
+    }
+    // After the value, flags again.
+    expect(
+      await completeInBash(script, dir(), ["distributor", "run", "--config", "d.yml", "--q"]),
+    ).toEqual(["--quiet"]);
+  });
+
+  it("answers every value-taking flag of every command with nothing, or --format with its values", async () => {
+    const flags = await valueFlagsByCommand();
+    expect(flags.get("run")).toEqual([
+      "config",
+      "pipeline",
+      "allow-deletes",
+      "plan-out",
+      "lock-timeout",
+      "format",
+    ]);
+    expect(flags.get("serve")).toEqual(["config", "listen"]);
+
+    for (const [command, names] of flags) {
+      const answers = await Promise.all(
+        names.map((name) => requested([...command.split(" "), `--${name}`, ""])),
+      );
+      const offered = Object.fromEntries(names.map((name, index) => [name, answers[index]]));
+      const expected = Object.fromEntries(
+        names.map((name) => [name, name === "format" ? "text\njson\n" : ""]),
+      );
+      expect(offered, command).toEqual(expected);
+    }
+  }, 60_000);
+
+  it("offers the commands after help, and a command's subcommands after its name", async () => {
+    const { stdout: script } = await runCli(["completion"], { env: { SHELL: "/bin/bash" } });
+    const commands = await listedCommands();
+    expect(commands).toContain("manifest");
+
+    expect((await completeInBash(script, dir(), ["distributor", "help", ""])).sort()).toEqual(
+      commands.sort(),
+    );
+    expect(await completeInBash(script, dir(), ["distributor", "help", "re"])).toEqual([
+      "reconcile-state",
+    ]);
+    expect(await completeInBash(script, dir(), ["distributor", "help", "manifest", ""])).toEqual([
+      "create",
+    ]);
+    expect(await completeInBash(script, dir(), ["distributor", "help", "run", ""])).toEqual([]);
   });
 
   it("keeps its own messages for a wrong --format or subcommand", async () => {

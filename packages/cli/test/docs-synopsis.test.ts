@@ -119,4 +119,36 @@ describe("docs/cli.md synopsis", () => {
       }),
     );
   });
+
+  it("shows every flag of a command's --help in the synopsis of the command's own section", async () => {
+    const sections = await sectionSynopses();
+    expect([...sections.keys()]).toEqual(
+      expect.arrayContaining(["run", "manifest create", "upload", "serve"]),
+    );
+    await Promise.all(
+      [...sections].map(async ([name, shown]) => {
+        for (const flag of helpFlags(await helpOf(name))) {
+          if (GLOBAL_FLAGS.has(flag)) continue;
+          expect(shown, `docs/cli.md section ${name} lacks ${flag}`).toContain(flag);
+        }
+      }),
+    );
+  });
 });
+
+/**
+ * The flags the first `sh` block of each command's section (`## \`manifest create\``) shows on
+ * its lines that run that command.
+ */
+async function sectionSynopses(): Promise<Map<string, Set<string>>> {
+  const text = await readFile(CLI_MD, "utf8");
+  const sections = new Map<string, Set<string>>();
+  for (const [, name = "", body = ""] of text.matchAll(
+    /^## `([a-z][a-z -]*)`\n([\s\S]*?)(?=^## |$(?![\s\S]))/gm,
+  )) {
+    const block = /^```sh\n([\s\S]*?)^```$/m.exec(body)?.[1] ?? "";
+    const lines = block.split("\n").filter((line) => line.includes(`distributor ${name}`));
+    sections.set(name, flagsIn(lines.join("\n")));
+  }
+  return sections;
+}

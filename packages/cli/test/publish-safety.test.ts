@@ -508,4 +508,29 @@ describe("max_deletes", () => {
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain("--allow-deletes must be a whole number of outputs");
   });
+
+  it("calls a percentage above 100 out of range, naming the key and the value, and runs nothing", async () => {
+    const source = join(tmp(), "src");
+    const dest = join(tmp(), "dest");
+    await bundle(source, "reports", "2026-06-04T10:00:00Z", { "f0.txt": "0\n" });
+    const configPath = await config(
+      `${singleDestination(source, dest)}        max_deletes: "150%"\n`,
+    );
+
+    const [text, json] = await Promise.all([
+      runCli(["run", "--config", configPath]),
+      runJson(configPath),
+    ]);
+
+    const problem =
+      'pipelines[0].destinations[0].max_deletes must be a percentage from 0% to 100% of the managed outputs; "150%" is out of range';
+    expect(text.code).toBe(1);
+    expect(text.stderr).toBe(`distributor: ${configPath}: ${problem}\n`);
+    expect(json.code).toBe(1);
+    expect(envelopeOf(json).error).toEqual({
+      code: "config_invalid",
+      message: `${configPath}: ${problem}`,
+    });
+    await expect(readdir(dest)).rejects.toMatchObject({ code: "ENOENT" });
+  });
 });

@@ -1,4 +1,5 @@
 // Workflow-level errors and the codes by which every failure is reported (the CLI's `error.code`).
+import type { BundleIssueCode } from "@distributor/bundle";
 import type { PruneReport } from "./maintenance/prune/types.js";
 
 // Error classes are recognised by name: errors can cross package copies (a library user may
@@ -17,6 +18,35 @@ const CODES_BY_NAME: Readonly<Record<string, string>> = {
 
 const CODE_PATTERN = /^[a-z][a-z0-9_]*$/;
 
+/** The codes a refused signature carries (docs/integrations/signed-bundles.md). */
+export const SIGNATURE_CODES: ReadonlySet<BundleIssueCode | "bundle_invalid"> = new Set([
+  "signature_missing",
+  "signature_invalid",
+  "signer_not_allowed",
+]);
+
+/**
+ * Issue codes a refused bundle is reported by wherever it is refused (validate, run, serve,
+ * upload, manifest create), not folded into `bundle_invalid` or `manifest_invalid`: a refused
+ * signature, so that scripts tell an untrusted producer from a bad bundle, and a bundle with no
+ * files, however that was found (an empty directory, a manifest listing nothing).
+ */
+const OWN_BUNDLE_CODES: ReadonlySet<string> = new Set([...SIGNATURE_CODES, "empty_bundle"]);
+
+const BUNDLE_ERROR_NAMES: ReadonlySet<string> = new Set(["BundleValidationError", "ManifestError"]);
+
+/** The code of a refused bundle that keeps its own (`empty_bundle`, a signature's), else undefined. */
+export function ownBundleCode(error: unknown): string | undefined {
+  if (!(error instanceof Error) || !BUNDLE_ERROR_NAMES.has(error.name)) return undefined;
+  const code = (error as { code?: unknown }).code;
+  return typeof code === "string" && OWN_BUNDLE_CODES.has(code) ? code : undefined;
+}
+
+/** The code of a refused bundle: its own where it keeps one, else `bundle_invalid`. */
+export function bundleRefusalCode(error: unknown): string {
+  return ownBundleCode(error) ?? "bundle_invalid";
+}
+
 /** The machine-readable code of a failure (`storage_not_found`, `bundle_invalid`, ...). */
 export function errorCode(error: unknown): string {
   if (!(error instanceof Error)) return "failed";
@@ -26,6 +56,8 @@ export function errorCode(error: unknown): string {
   }
   // A failure before the commit is reported by what caused it (a timeout, a lost lease, ...).
   if (error.name === "UncommittedError" && error.cause !== undefined) return errorCode(error.cause);
+  const ownCode = ownBundleCode(error);
+  if (ownCode !== undefined) return ownCode;
   const byName = CODES_BY_NAME[error.name];
   if (byName !== undefined) return byName;
   // Workflow errors carry their own snake_case code; Node system codes (ENOENT) do not match.

@@ -32,6 +32,7 @@ export type {
 // Errors shared by every workflow
 export {
   actionErrorCode,
+  bundleRefusalCode,
   errorCode,
   errorMessage,
   isPruneError,

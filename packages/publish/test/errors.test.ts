@@ -1,3 +1,4 @@
+import { BundleValidationError, ManifestError } from "@distributor/bundle";
 import {
   AmbiguousCommitError,
   LeaseLostError,
@@ -7,7 +8,7 @@ import {
 } from "@distributor/engine";
 import { StorageError, type StorageErrorKind } from "@distributor/storage";
 import { describe, expect, it } from "vitest";
-import { actionError, actionErrorCode, errorCode } from "../src/errors.js";
+import { actionError, actionErrorCode, bundleRefusalCode, errorCode } from "../src/errors.js";
 
 const errno = (code: string) => Object.assign(new Error(`${code}: failed`), { code });
 
@@ -88,5 +89,53 @@ describe("actionErrorCode", () => {
       code: "no_space",
       message: "write file local:a/b.txt: no space left",
     });
+  });
+});
+
+describe("the code of a refused bundle", () => {
+  const issue = (code: "empty_bundle" | "missing_file" | "signer_not_allowed") => ({
+    code,
+    path: "",
+    message: `${code} happened`,
+  });
+
+  it("is empty_bundle however the emptiness was found", () => {
+    const listing = new BundleValidationError([issue("empty_bundle")]);
+    const manifest = new ManifestError("files must not be empty", { code: "empty_bundle" });
+
+    expect([errorCode(listing), bundleRefusalCode(listing)]).toEqual([
+      "empty_bundle",
+      "empty_bundle",
+    ]);
+    expect([errorCode(manifest), bundleRefusalCode(manifest)]).toEqual([
+      "empty_bundle",
+      "empty_bundle",
+    ]);
+  });
+
+  it("keeps a refused signature's code", () => {
+    const refused = new BundleValidationError([issue("signer_not_allowed")]);
+
+    expect(errorCode(refused)).toBe("signer_not_allowed");
+    expect(bundleRefusalCode(refused)).toBe("signer_not_allowed");
+  });
+
+  it("folds anything else into bundle_invalid, or manifest_invalid for a manifest", () => {
+    const missing = new BundleValidationError([issue("missing_file")]);
+    const several = new BundleValidationError([issue("empty_bundle"), issue("missing_file")]);
+    const manifest = new ManifestError("id must be a string");
+
+    expect([errorCode(missing), bundleRefusalCode(missing)]).toEqual([
+      "bundle_invalid",
+      "bundle_invalid",
+    ]);
+    expect([errorCode(several), bundleRefusalCode(several)]).toEqual([
+      "bundle_invalid",
+      "bundle_invalid",
+    ]);
+    expect([errorCode(manifest), bundleRefusalCode(manifest)]).toEqual([
+      "manifest_invalid",
+      "bundle_invalid",
+    ]);
   });
 });

@@ -36,6 +36,13 @@ export function commandWord(command: CommandModule): string {
   return command.command.split(" ")[0] ?? command.command;
 }
 
+/** Every word `distributor <word>` accepts: the parser's own `help` and `completion`, then the commands'. */
+export const COMMAND_NAMES: readonly string[] = [
+  "help",
+  "completion",
+  ...COMMANDS.map(commandWord),
+];
+
 /** Flags that take no value, of any command. */
 export function commandSwitches(): string[] {
   return COMMANDS.flatMap((command) =>

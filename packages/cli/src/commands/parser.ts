@@ -3,7 +3,7 @@ import type { CommandContext, CommandOutcome, OutputFormat } from "../command.js
 import { UsageError } from "../errors.js";
 import { booleanFlag, extraPositionals, type RawFlags } from "../flags.js";
 import { COMMANDS } from "./index.js";
-import type { CommandModule, FlagSpec, PositionalSpec } from "./spec.js";
+import type { CommandModule } from "./spec.js";
 import { printVersion } from "./version.js";
 
 /** A parsed command line: help text to print, or a command ready to run. */
@@ -29,16 +29,9 @@ export interface Selection {
 export interface ParserOptions {
   /** Declare `$0`, the command that prints help or the version; default true. */
   defaultCommand?: boolean;
-  /**
-   * The parser answers a completion request: `--format` values and `manifest` subcommands are
-   * declared as yargs `choices`, which completion offers. Only then: yargs also checks `choices`,
-   * with messages of its own, before the handlers could say what is wrong in distributor's words.
-   */
-  completing?: boolean;
 }
 
 export function buildParser(selection: Selection, options: ParserOptions = {}): Argv {
-  const completing = options.completing ?? false;
   let parser: Argv = yargs()
     .scriptName("distributor")
     .locale("en")
@@ -82,7 +75,7 @@ export function buildParser(selection: Selection, options: ParserOptions = {}): 
         selection.helpFor = Array.isArray(words) ? words.map(String) : [];
       },
     );
-  for (const spec of COMMANDS) parser = declare(parser, spec, selection, completing);
+  for (const spec of COMMANDS) parser = declare(parser, spec, selection);
   if (options.defaultCommand === false) return parser;
   return parser.command(
     "$0",
@@ -113,14 +106,7 @@ export function buildParser(selection: Selection, options: ParserOptions = {}): 
 }
 
 /** Declares one command: its help, positionals and flags, and what running it selects. */
-function declare(
-  parser: Argv,
-  spec: CommandModule,
-  selection: Selection,
-  completing: boolean,
-): Argv {
-  const choices = (declared: FlagSpec | PositionalSpec) =>
-    completing && declared.choices !== undefined ? { choices: declared.choices } : {};
+function declare(parser: Argv, spec: CommandModule, selection: Selection): Argv {
   return parser.command(
     spec.command,
     spec.describe,
@@ -128,12 +114,12 @@ function declare(
       let builder: Argv = y.usage(spec.usage);
       for (const [name, positional] of Object.entries(spec.positionals ?? {})) {
         const { type, describe } = positional;
-        builder = builder.positional(name, { type, describe, ...choices(positional) });
+        builder = builder.positional(name, { type, describe });
       }
       for (const [name, flag] of Object.entries(spec.flags)) {
         const { type, describe } = flag;
         const array = flag.array ? { array: true } : {};
-        builder = builder.option(name, { type, describe, ...array, ...choices(flag) });
+        builder = builder.option(name, { type, describe, ...array });
       }
       return spec.epilog === undefined ? builder : builder.epilog(spec.epilog);
     },

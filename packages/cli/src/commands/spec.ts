@@ -8,8 +8,8 @@ export interface FlagSpec {
   /** Repeatable: the values arrive as an array, in command-line order. */
   array?: true;
   /**
-   * The values completion offers. Declared to yargs (as `choices`) only for a completion request:
-   * yargs also checks `choices`, in its own words, before the command could in distributor's.
+   * The values completion offers (completion.ts). Not declared to yargs, which would check them
+   * in its own words before the command could in distributor's.
    */
   choices?: readonly string[];
 }

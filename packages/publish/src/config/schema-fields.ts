@@ -109,19 +109,39 @@ export function integer(minimum: number, belowMinimum: string, maximum = Number.
   );
 }
 
-export const MAX_DELETES_HINT =
+const MAX_DELETES_HINT =
   'must be a whole number of outputs (such as 100) or a percentage of the managed outputs (such as "20%")';
 
+/**
+ * `max_deletes`: a count, or a percentage of the owner's managed outputs. valibot reports a string
+ * no percentage could be made of as matching neither; the percentage's own reason (out of
+ * range) is the one that tells the operator what to change.
+ */
+export function deleteLimit() {
+  return v.union(
+    [integer(0, "must be zero or more"), deletePercentage()],
+    (issue) =>
+      issue.issues?.find((option) => option.kind === "transformation")?.message ?? MAX_DELETES_HINT,
+  );
+}
+
 /** `max_deletes: "20%"`: a percentage from 0 to 100 of the owner's managed outputs. */
-export function deletePercentage() {
+function deletePercentage() {
   return v.pipe(
     v.string(MAX_DELETES_HINT),
     jsonSchema({ pattern: "^\\d+(?:\\.\\d+)?%$" }),
     v.rawTransform(({ dataset, addIssue, NEVER }) => {
-      const match = /^(\d+(?:\.\d+)?)%$/.exec(dataset.value);
-      const percent = match === null ? Number.NaN : Number(match[1]);
-      if (!(percent >= 0 && percent <= 100)) {
+      // A signed percentage is read too, so that "-5%" is called out of range like "150%".
+      const match = /^(-?)(\d+(?:\.\d+)?)%$/.exec(dataset.value);
+      if (match === null) {
         addIssue({ message: MAX_DELETES_HINT });
+        return NEVER;
+      }
+      const percent = Number(match[2]);
+      if (match[1] === "-" || percent > 100) {
+        addIssue({
+          message: `must be a percentage from 0% to 100% of the managed outputs; ${JSON.stringify(dataset.value)} is out of range`,
+        });
         return NEVER;
       }
       return { percent };

@@ -1,7 +1,7 @@
 import * as v from "valibot";
 import {
   choice,
-  deletePercentage,
+  deleteLimit,
   duration,
   flag,
   glob,
@@ -13,7 +13,6 @@ import {
   list,
   listenAddress,
   literalSecret,
-  MAX_DELETES_HINT,
   MAX_PART_CONCURRENCY,
   MAX_PART_SIZE,
   MAX_RELEASES_KEPT,
@@ -164,9 +163,7 @@ export const destinationSchema = mapping({
   releases: v.optional(
     mapping({ keep: v.optional(integer(1, "must be at least 1", MAX_RELEASES_KEPT)) }),
   ),
-  max_deletes: v.optional(
-    v.union([integer(0, "must be zero or more"), deletePercentage()], MAX_DELETES_HINT),
-  ),
+  max_deletes: v.optional(deleteLimit()),
   /** The largest state file a run writes or reads back at this destination. */
   max_state_size: v.optional(stateSize()),
   /** The most entries any listing of this destination may return. */

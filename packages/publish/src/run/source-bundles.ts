@@ -25,8 +25,8 @@ import {
   type StorageEntry,
 } from "@distributor/storage";
 import type { PipelineConfig } from "../config/types.js";
-import { WorkflowError } from "../errors.js";
-import { signatureCode, signaturePolicy } from "../validate/signatures.js";
+import { bundleRefusalCode, WorkflowError } from "../errors.js";
+import { signaturePolicy } from "../validate/signatures.js";
 import type { RunOptions, RunReport } from "./types.js";
 
 /**
@@ -243,8 +243,7 @@ function bundleInvalid(error: unknown, path: string): unknown {
   const message = error.message.startsWith("bundle ")
     ? error.message
     : `bundle ${displayPath(path)}: ${error.message}`;
-  // A refused signature keeps its own code: scripts tell an untrusted producer from a bad bundle.
-  return new WorkflowError(signatureCode(error) ?? "bundle_invalid", message, { cause: error });
+  return new WorkflowError(bundleRefusalCode(error), message, { cause: error });
 }
 
 /** A discovered bundle and its manifest, read but not yet validated. */

@@ -1,24 +1,16 @@
 import { readFile } from "node:fs/promises";
 import {
   AllowedSignersError,
-  type BundleIssueCode,
   BundleValidationError,
   DEFAULT_SIGNATURE_NAMESPACE,
   parseAllowedSigners,
   type SignaturePolicy,
 } from "@distributor/bundle";
 import type { PipelineConfig } from "../config/types.js";
-import { WorkflowError } from "../errors.js";
+import { SIGNATURE_CODES, WorkflowError } from "../errors.js";
 
 /** Larger than any allowed_signers file a team keeps; a bound on what is read into memory. */
 const MAX_ALLOWED_SIGNERS_BYTES = 4 * 1024 * 1024;
-
-/** The codes a refused signature carries (docs/integrations/signed-bundles.md), kept as they are wherever it is reported. */
-export const SIGNATURE_CODES: ReadonlySet<BundleIssueCode | "bundle_invalid"> = new Set([
-  "signature_missing",
-  "signature_invalid",
-  "signer_not_allowed",
-]);
 
 /** The signature code of a bundle refused for its signature alone, else undefined. */
 export function signatureCode(error: unknown): string | undefined {

@@ -68,3 +68,35 @@ describe("max_entries", () => {
     expect(onlyProblem(configText({ max_entries: value }))).toBe(`${D}.${message}`);
   });
 });
+
+describe("max_deletes", () => {
+  const HINT =
+    'max_deletes must be a whole number of outputs (such as 100) or a percentage of the managed outputs (such as "20%")';
+
+  it.each([
+    [100, 100],
+    [0, 0],
+    ["20%", { percent: 20 }],
+    ["0%", { percent: 0 }],
+    ["100%", { percent: 100 }],
+    ["12.5%", { percent: 12.5 }],
+  ])("reads %j", (value, limit) => {
+    expect(destinationOf({ max_deletes: value }).maxDeletes).toEqual(limit);
+  });
+
+  it.each(["150%", "100.5%", "-5%"])("calls the percentage %j out of range, naming it", (value) => {
+    expect(onlyProblem(configText({ max_deletes: value }))).toBe(
+      `${D}.max_deletes must be a percentage from 0% to 100% of the managed outputs; "${value}" is out of range`,
+    );
+  });
+
+  it.each([
+    ["20", HINT],
+    ["twenty%", HINT],
+    [true, HINT],
+    [-1, "max_deletes must be zero or more"],
+    [2.5, "max_deletes must be a whole number"],
+  ])("rejects %j naming the key", (value, message) => {
+    expect(onlyProblem(configText({ max_deletes: value }))).toBe(`${D}.${message}`);
+  });
+});

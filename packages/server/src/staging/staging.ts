@@ -14,7 +14,7 @@ import {
   validateBundle,
 } from "@distributor/bundle";
 import type { PipelineConfig } from "@distributor/publish";
-import { signatureCode, signaturePolicy } from "@distributor/publish";
+import { bundleRefusalCode, signaturePolicy } from "@distributor/publish";
 import { createLocalBackend } from "@distributor/storage";
 import { HttpError } from "../http-error.js";
 import type { ManifestIdentity } from "../store/store.js";
@@ -309,9 +309,7 @@ function identity(manifest: Manifest): ManifestIdentity {
 
 function invalidBundle(error: unknown): unknown {
   if (!(error instanceof BundleValidationError)) return error;
-  // A refused signature keeps its own code (docs/integrations/signed-bundles.md); other problems stay bundle_invalid.
-  const code = signatureCode(error) ?? "bundle_invalid";
-  return new HttpError(422, code, error.message, { cause: error });
+  return new HttpError(422, bundleRefusalCode(error), error.message, { cause: error });
 }
 
 function message(error: unknown): string {
