@@ -1,4 +1,13 @@
-import { copyFile, readdir, readFile, readlink, rm, writeFile } from "node:fs/promises";
+import {
+  copyFile,
+  mkdtemp,
+  readdir,
+  readFile,
+  readlink,
+  rm,
+  stat,
+  writeFile,
+} from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { envelopeOf, resultOf, runCli, useTempDir, writeBundle } from "./helpers.js";
@@ -18,9 +27,13 @@ const FILES_A = {
 };
 const FILES_B = { ...FILES_A, "index.html": "<h1>B</h1>\n" };
 
-async function setUp(layout = "layout: releases, releases: {keep: 5}", name = "a") {
+async function setUp(
+  layout = "layout: releases, releases: {keep: 5}",
+  name = "a",
+  destRoot: string = tmp(),
+) {
   const source = join(tmp(), name, "src");
-  const dest = join(tmp(), name, "www");
+  const dest = join(destRoot, name, "www");
   const config = join(tmp(), `${name}.yml`);
   await writeFile(
     config,
@@ -126,6 +139,79 @@ describe("release history after an edit in place", () => {
     expect(rolled.code, rolled.stderr).toBe(0);
     expect(await readFile(join(dest, "current/assets/f1.txt"), "utf8")).toBe("file 1\n");
   }, 60_000);
+});
+
+/**
+ * A directory on a filesystem that clones files (XFS made with reflink=1, or btrfs), which
+ * `.ci/run` mounts from a loop image; unset where the machine cannot mount one.
+ */
+const REFLINK_DIR = process.env.DISTRIBUTOR_REFLINK_DIR;
+
+describe("how a release gets the files it keeps", () => {
+  it("falls back to hard links where the filesystem has no clones, and says which in the identity record", async () => {
+    const { source, dest, config } = await setUp();
+    await writeBundle(source, "site.a", "2026-06-01T00:00:00Z", FILES_A);
+    expect((await runCli(["run", "--config", config])).code).toBe(0);
+    await writeBundle(source, "site.b", "2026-06-02T00:00:00Z", FILES_B);
+    expect((await runCli(["run", "--config", config])).code).toBe(0);
+    const [first, second] = await releaseIds(dest);
+    const record = JSON.parse(
+      await readFile(join(dest, "releases", `${second}.files.json`), "utf8"),
+    ) as { carried?: string };
+    const { ino: a } = await stat(join(dest, "releases", first as string, "assets/f1.txt"));
+    const { ino: b } = await stat(join(dest, "releases", second as string, "assets/f1.txt"));
+    if (record.carried === "hard_link") expect(a).toBe(b);
+    else {
+      // This temp directory's filesystem clones: each release has its own inode.
+      expect(record.carried).toBe("clone");
+      expect(a).not.toBe(b);
+    }
+  }, 60_000);
+
+  it.skipIf(REFLINK_DIR === undefined && process.env.CI !== "true")(
+    "clones on a filesystem that has them: an edit in place stays in the release it was made in",
+    async () => {
+      if (REFLINK_DIR === undefined) {
+        throw new Error("DISTRIBUTOR_REFLINK_DIR is not set: .ci/run mounts an XFS image for it");
+      }
+      const root = await mkdtemp(join(REFLINK_DIR, "release-trust-"));
+      try {
+        const { source, dest, config } = await setUp(undefined, "clones", root);
+        await writeBundle(source, "site.a", "2026-06-01T00:00:00Z", FILES_A);
+        expect((await runCli(["run", "--config", config])).code).toBe(0);
+        await writeBundle(source, "site.b", "2026-06-02T00:00:00Z", FILES_B);
+        const published = await runCli(["run", "--config", config, "--format", "json"]);
+        expect(published.code, published.stderr).toBe(0);
+        const [first, second] = await releaseIds(dest);
+        const record = JSON.parse(
+          await readFile(join(dest, "releases", `${second}.files.json`), "utf8"),
+        ) as { carried?: string };
+        expect(record.carried).toBe("clone");
+        // Kept files are their own inodes, and only the changed index was written.
+        const outputs = (resultOf(published).actions as Array<{ outputs: unknown[] }>)[0]?.outputs;
+        expect(outputs).toHaveLength(1);
+        const inode = async (id: string) =>
+          (await stat(join(dest, "releases", id, "assets/f2.txt"))).ino;
+        expect(await inode(first as string)).not.toBe(await inode(second as string));
+
+        // An edit in place of the live release does not reach the earlier one.
+        await writeFile(join(dest, "current/assets/f2.txt"), "file 2Z");
+        expect(await readFile(join(dest, `releases/${first}/assets/f2.txt`), "utf8")).toBe(
+          "file 2\n",
+        );
+        const audited = await runCli(["audit", "--config", config]);
+        expect(audited.code).toBe(1);
+        expect(audited.stdout).toContain(`release=${first} current=false status=ok`);
+        expect(audited.stdout).toContain(`release=${second} current=true status=drift`);
+        const rolled = await runCli(["rollback", ...owner(config), "--previous", "--verify"]);
+        expect(rolled.code, rolled.stderr).toBe(0);
+        expect(await readFile(join(dest, "current/assets/f2.txt"), "utf8")).toBe("file 2\n");
+      } finally {
+        await rm(root, { recursive: true, force: true });
+      }
+    },
+    60_000,
+  );
 });
 
 describe("one verdict per broken destination", () => {

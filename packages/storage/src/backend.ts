@@ -176,6 +176,14 @@ export interface LinkOperations {
    * existing `to` fails `already_exists`; a store without hard links fails `unsupported`.
    */
   hardLink(from: string, to: string, options?: OperationOptions): Promise<void>;
+  /**
+   * Optional: makes `to` a clone of the file at `from` — its own file (its own inode and version)
+   * sharing the data blocks until either is written, so that writing into one never changes the
+   * other (a reflink: local directories on XFS or btrfs). Making missing parents and refusing an
+   * existing `to` as `hardLink` does; a store or filesystem without clones fails `unsupported`,
+   * which a caller takes as the answer for the whole store.
+   */
+  cloneFile?(from: string, to: string, options?: OperationOptions): Promise<void>;
 }
 
 /**

@@ -27,6 +27,7 @@ export type StorageOperation =
   | "read link"
   | "switch link"
   | "hard link"
+  | "clone file"
   | "register backend"
   | "open backend"
   | "close";

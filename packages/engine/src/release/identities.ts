@@ -66,6 +66,8 @@ export async function recordIdentities(
   id: string,
   limits: DestinationLimits = DEFAULT_DESTINATION_LIMITS,
   signal?: AbortSignal,
+  /** How the files kept from the previous release were carried over, when this run built it. */
+  carried?: "clone" | "hard_link" | undefined,
 ): Promise<void> {
   const files = (await listReleaseFiles(backend, bundlePath, id, limits, signal)) ?? new Map();
   const record: Record<string, string> = {};
@@ -73,7 +75,12 @@ export async function recordIdentities(
     // A store that gives no version token identifies nothing: such a file is never trusted.
     if (version !== undefined) record[path] = version;
   }
-  const text = JSON.stringify({ format: IDENTITIES_FORMAT, release: id, files: record });
+  const text = JSON.stringify({
+    format: IDENTITIES_FORMAT,
+    release: id,
+    ...(carried === undefined ? {} : { carried }),
+    files: record,
+  });
   await backend.writeFile(identitiesPath(bundlePath, id), text, {
     overwrite: true,
     commit: true,

@@ -19,7 +19,7 @@ import {
   releasesPrefix,
   snapshotPath,
 } from "./layout.js";
-import type { ReleaseView } from "./view.js";
+import type { CarryMethod, ReleaseView } from "./view.js";
 
 /** What lies in `releases/`: each release directory and whether its snapshot is there. */
 export interface StoredRelease {
@@ -147,12 +147,42 @@ async function copyRelease(view: ReleaseView, from: string, next: string, option
       !isTempFileName(entry.path.slice(entry.path.lastIndexOf("/") + 1)) &&
       !changed.has(relativeTo(source, entry.path)),
   );
-  await mapBounded(carried, concurrency, async (entry) => {
+  // Clones where the filesystem makes them (an edit in place of one release then never reaches
+  // another), hard links otherwise: the first file tells which.
+  let method: CarryMethod = links.cloneFile === undefined ? "hard_link" : "clone";
+  const carry = async (entry: (typeof carried)[number]) => {
     options.lease.assertHeld();
-    const to = `${target}/${relativeTo(source, entry.path)}`;
+    const path = relativeTo(source, entry.path);
+    const to = `${target}/${path}`;
+    if (method === "clone" && links.cloneFile !== undefined) {
+      try {
+        await links.cloneFile(entry.path, to, { signal: options.signal });
+        // A clone is a file of its own, with its own version: the view answers with the version
+        // it was cloned from while it is unchanged, which is what the plan's kept outputs were
+        // checked at — unless the original changed meanwhile (then which bytes were cloned is
+        // not known, and the kept output's check fails the attempt).
+        const [origin, made] = await Promise.all([
+          inner.stat(entry.path, { signal: options.signal }),
+          inner.stat(to, { signal: options.signal }),
+        ]);
+        view.noteClone(
+          path,
+          made.version,
+          origin.version === entry.version ? entry.version : undefined,
+        );
+        return;
+      } catch (error) {
+        if (!isStorageError(error, "unsupported")) throw error;
+        method = "hard_link";
+      }
+    }
     // A hard link keeps the file's version, which the plan's kept outputs were checked at.
     await links.hardLink(entry.path, to, { signal: options.signal });
-  });
+  };
+  const [first, ...rest] = carried;
+  if (first !== undefined) await carry(first);
+  await mapBounded(rest, concurrency, carry);
+  view.carriedBy(method);
 }
 
 /**
@@ -181,7 +211,7 @@ export async function finishRelease(
   // identity record goes first, so that every release with a snapshot has one.
   if ((await kindAt(inner, snapshotPath(bundlePath, id), signal)) === undefined) {
     lease.assertHeld();
-    await recordIdentities(inner, bundlePath, id, view.limits, signal);
+    await recordIdentities(inner, bundlePath, id, view.limits, signal, view.carried);
     lease.assertHeld();
     await inner.writeFile(snapshotPath(bundlePath, id), bytes, {
       overwrite: true,

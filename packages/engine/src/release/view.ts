@@ -26,6 +26,12 @@ import { DEFAULT_DESTINATION_LIMITS, type DestinationLimits } from "../protocol/
 import { listReleaseFiles, readIdentities } from "./identities.js";
 import { liveRelease, releaseDirectory } from "./layout.js";
 
+/**
+ * How a new release got the files it keeps from the previous one: clones (their own inodes,
+ * sharing data blocks) or hard links (the same inodes).
+ */
+export type CarryMethod = "clone" | "hard_link";
+
 /** Entries directly in a bundle path besides its releases: the state, lease and temp files. */
 const BUNDLE_LEVEL_LIMIT = 10_000;
 
@@ -66,6 +72,9 @@ export class ReleaseView implements StorageBackend {
   /** Files of the state's release that changed since it was committed (building views only). */
   #changed: Promise<ReadonlySet<string>> | undefined;
   #changedFor: string | undefined;
+  /** Files of the new release cloned from the previous one: their own version, and the original's. */
+  readonly #clones = new Map<string, { clone: string | undefined; origin: string | undefined }>();
+  #carried: CarryMethod | undefined;
 
   constructor(
     readonly inner: StorageBackend,
@@ -156,6 +165,40 @@ export class ReleaseView implements StorageBackend {
     return changed.size > 0 && changed.has(relativeTo(this.bundlePath, path));
   }
 
+  /** Records that `path` (relative to the bundle path) of the new release is a clone. */
+  noteClone(path: string, clone: string | undefined, origin: string | undefined): void {
+    this.#clones.set(path, { clone, origin });
+  }
+
+  /** Records how the new release got the files it keeps. */
+  carriedBy(method: CarryMethod): void {
+    this.#carried = method;
+  }
+
+  /** How this view's new release got the files it keeps; undefined before it was prepared. */
+  get carried(): CarryMethod | undefined {
+    return this.#carried;
+  }
+
+  /**
+   * The version a reader of the view sees for a file of the new release: a clone still as it was
+   * made answers with the version of the file it was cloned from, as a hard link would.
+   */
+  #logical(path: string, version: string | undefined): string | undefined {
+    if (!this.#prepared || this.#clones.size === 0 || version === undefined) return version;
+    const clone = this.#clones.get(relativeTo(this.bundlePath, path));
+    return clone !== undefined && clone.clone === version && clone.origin !== undefined
+      ? clone.origin
+      : version;
+  }
+
+  /** The stored version behind a version the view answered with (see `#logical`). */
+  #physical(path: string, version: string): string {
+    if (!this.#prepared || this.#clones.size === 0) return version;
+    const clone = this.#clones.get(relativeTo(this.bundlePath, path));
+    return clone?.origin === version && clone.clone !== undefined ? clone.clone : version;
+  }
+
   get prepared(): boolean {
     return this.#prepared;
   }
@@ -221,7 +264,8 @@ export class ReleaseView implements StorageBackend {
     if (release === undefined || (await this.#hidden(release, path, options.signal))) {
       throw this.#notFound("read file", path);
     }
-    return this.inner.readVersioned(this.#inRelease(release, path), options);
+    const read = await this.inner.readVersioned(this.#inRelease(release, path), options);
+    return { ...read, version: this.#logical(path, read.version) as string };
   }
 
   async openRead(path: string, options: OperationOptions = {}): Promise<Readable> {
@@ -255,7 +299,8 @@ export class ReleaseView implements StorageBackend {
       throw this.#notFound("stat", path);
     }
     const entry = await this.inner.stat(this.#inRelease(release, path), options);
-    return { ...entry, path };
+    const version = this.#logical(path, entry.version);
+    return { ...entry, path, ...(version === undefined ? {} : { version }) };
   }
 
   async walk(prefix: string, options: WalkOptions): Promise<StorageEntry[]> {
@@ -268,7 +313,8 @@ export class ReleaseView implements StorageBackend {
       for (const entry of await this.#walkOrNothing(physical, options)) {
         const path = joinPrefix(prefix, relativeTo(physical, entry.path));
         if (entry.kind === "file" && (await this.#hidden(release, path, options.signal))) continue;
-        entries.push({ ...entry, path });
+        const version = this.#logical(path, entry.version);
+        entries.push({ ...entry, path, ...(version === undefined ? {} : { version }) });
       }
     }
     if (entries.length > options.limit) {
@@ -339,7 +385,11 @@ export class ReleaseView implements StorageBackend {
         detail: "no release is being built to write into (the release view is not prepared)",
       });
     }
-    return this.inner.writeFile(this.#inRelease(release, path), data, options);
+    const fenced =
+      options.ifMatch === undefined
+        ? options
+        : { ...options, ifMatch: this.#physical(path, options.ifMatch) };
+    return this.inner.writeFile(this.#inRelease(release, path), data, fenced);
   }
 
   async #fenced(path: string, ifMatch: string, signal?: AbortSignal): Promise<WriteResult> {
@@ -374,7 +424,16 @@ export class ReleaseView implements StorageBackend {
       // Nothing of ours lies in a release that is kept and not being built: nothing to delete.
       if (release !== undefined) {
         const physical = this.#inRelease(release, prefix);
-        await this.inner.deletePaths(physical, outputs, this.#ifMatchFor(options, outputs));
+        const ifMatch = this.#ifMatchFor(options, outputs);
+        if (ifMatch.ifMatch !== undefined) {
+          ifMatch.ifMatch = new Map(
+            [...ifMatch.ifMatch].map(([path, version]) => [
+              path,
+              this.#physical(joinPrefix(prefix, path), version),
+            ]),
+          );
+        }
+        await this.inner.deletePaths(physical, outputs, ifMatch);
       } else if (!options.ignoreMissing) {
         throw this.#notFound("delete managed outputs", joinPrefix(prefix, outputs[0] as string));
       }

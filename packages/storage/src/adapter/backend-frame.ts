@@ -300,6 +300,18 @@ class FramedBackend implements StorageBackend {
         this.#valid(to, "hard link");
         return this.#run("hard link", to, options.signal, () => links.hardLink(from, to, options));
       },
+      ...(links.cloneFile === undefined
+        ? {}
+        : {
+            cloneFile: async (from: string, to: string, options: OperationOptions = {}) => {
+              this.#valid(from, "clone file");
+              this.#valid(to, "clone file");
+              const clone = links.cloneFile?.bind(links);
+              return this.#run("clone file", to, options.signal, async () =>
+                clone?.(from, to, options),
+              );
+            },
+          }),
     };
   }
 

@@ -174,6 +174,12 @@ export interface FsDriver<Handle = unknown> {
   renameNoReplace(from: string, to: string): Promise<void>;
   /** Gives the file at `from` the second name `to`, failing when `to` exists. */
   link(from: string, to: string): Promise<void>;
+  /**
+   * Optional: makes `to` a clone of the file at `from` — a new file sharing its data blocks
+   * until either is written (a reflink: FICLONE on XFS and btrfs) — failing when `to` exists,
+   * and failing `unsupported` (see `classify`) where the filesystem cannot clone.
+   */
+  clone?(from: string, to: string): Promise<void>;
   /** Makes a symbolic link at `path` whose text is `target`; fails when the name exists. */
   symlink(target: string, path: string): Promise<void>;
   /** The text of the symbolic link at `path`. */

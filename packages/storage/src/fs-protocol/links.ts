@@ -119,34 +119,63 @@ export async function hardLinkFile<Handle>(
   }
 }
 
+/**
+ * Makes `to` a clone of the file at `from` (see `LinkOperations.cloneFile`), making `to`'s missing
+ * parents; an existing `to` fails `already_exists`, a filesystem without clones `unsupported`.
+ */
+export async function cloneFileInStore<Handle>(
+  store: FsStore<Handle>,
+  from: string,
+  to: string,
+  options: OperationOptions,
+): Promise<void> {
+  const io = store.driver.scope(options.signal);
+  if (io.clone === undefined) {
+    throw store.error("unsupported", "clone file", to, "the store cannot clone files");
+  }
+  const directories = store.enterDirectories(to);
+  try {
+    await store.removals();
+    await linkInPlace(store, io, from, to, options, "clone file");
+    store.keepDirectories(directories);
+  } finally {
+    await io.tidy(() => store.leaveDirectories(directories));
+  }
+}
+
 async function linkInPlace<Handle>(
   store: FsStore<Handle>,
   io: FsDriver<Handle>,
   from: string,
   to: string,
   options: OperationOptions,
+  operation: "hard link" | "clone file" = "hard link",
 ): Promise<void> {
   const [source, target] = await Promise.all([
-    store.inspect(io, from, "hard link"),
-    store.inspect(io, to, "hard link"),
+    store.inspect(io, from, operation),
+    store.inspect(io, to, operation),
   ]);
   if (source.kind !== "file") {
     if (source.kind === "missing" || source.kind === "blocked") {
-      throw store.error("not_found", "hard link", from);
+      throw store.error("not_found", operation, from);
     }
-    throw store.error("unsupported", "hard link", from, "is not a regular file");
+    throw store.error("unsupported", operation, from, "is not a regular file");
   }
   if (target.kind === "blocked") {
-    throw store.error("conflict", "hard link", to, `"${target.at}" is a file, not a directory`);
+    throw store.error("conflict", operation, to, `"${target.at}" is a file, not a directory`);
   }
-  if (target.kind !== "missing") throw store.error("already_exists", "hard link", to);
+  if (target.kind !== "missing") throw store.error("already_exists", operation, to);
   throwIfAborted(options.signal);
-  const created = await createParents(store, io, to, target.existing, "hard link");
+  const created = await createParents(store, io, to, target.existing, operation);
   try {
-    await io.link(from, to);
+    if (operation === "clone file" && io.clone !== undefined) await io.clone(from, to);
+    else await io.link(from, to);
   } catch (error) {
     if (io.classify(error) === "exists") {
-      throw store.error("already_exists", "hard link", to, undefined, error);
+      throw store.error("already_exists", operation, to, undefined, error);
+    }
+    if (operation === "clone file" && io.classify(error) === "unsupported") {
+      throw store.error("unsupported", operation, to, "the filesystem cannot clone files", error);
     }
     throw error;
   }

@@ -16,7 +16,7 @@ import type {
 } from "../backend.js";
 import { mapBounded } from "../concurrency.js";
 import { isStorageError, type StorageError, type StorageOperation } from "../errors.js";
-import { hardLinkFile, readSymlink, switchSymlink } from "./links.js";
+import { cloneFileInStore, hardLinkFile, readSymlink, switchSymlink } from "./links.js";
 import { openReadStream, readWholeFile } from "./read.js";
 import { emptyDirectory, pruneEmptyParents, removeTree, unlinkIfMatch } from "./remove.js";
 import type { FsStore } from "./store.js";
@@ -60,6 +60,12 @@ class FsOperations<Handle> implements BackendOperations {
         readLink: (path, options = {}) => readSymlink(store, path, options),
         switchLink: (path, target, options = {}) => switchSymlink(store, path, target, options),
         hardLink: (from, to, options = {}) => hardLinkFile(store, from, to, options),
+        ...(store.driver.clone === undefined
+          ? {}
+          : {
+              cloneFile: (from: string, to: string, options: OperationOptions = {}) =>
+                cloneFileInStore(store, from, to, options),
+            }),
       };
     }
   }

@@ -1,5 +1,5 @@
 import { constants, type Dir, fsync as fsyncCallback, type Stats, statSync } from "node:fs";
-import { type FileHandle, mkdir, open, readlink, symlink } from "node:fs/promises";
+import { copyFile, type FileHandle, mkdir, open, readlink, symlink } from "node:fs/promises";
 import { setImmediate as nextTurn } from "node:timers/promises";
 import { CHUNK_BYTES } from "../adapter/chunk-buffers.js";
 import type { StorageError, StorageOperation } from "../errors.js";
@@ -86,6 +86,9 @@ export class LocalDriver implements FsDriver<number> {
       case "EPERM":
       case "ENOTSUP":
       case "EOPNOTSUPP":
+      // What a clone across filesystems, or on one without clones, fails with.
+      case "EXDEV":
+      case "ENOSYS":
         return "unsupported";
       default:
         return "other";
@@ -228,6 +231,13 @@ export class LocalDriver implements FsDriver<number> {
 
   link(from: string, to: string): Promise<void> {
     return this.calls.link(this.#native(from), this.#native(to));
+  }
+
+  async clone(from: string, to: string): Promise<void> {
+    // FICLONE_FORCE fails where the filesystem has no clones instead of copying the bytes;
+    // EXCL keeps an existing `to` as it is.
+    const flags = constants.COPYFILE_FICLONE_FORCE | constants.COPYFILE_EXCL;
+    await copyFile(this.#native(from), this.#native(to), flags);
   }
 
   symlink(target: string, path: string): Promise<void> {
