@@ -1,11 +1,15 @@
 import { UploadStoreError } from "@distributor/server/store";
 import pg from "pg";
+import { isUnavailable } from "./errors.js";
 import type { PostgresUploadStoreOptions } from "./store.js";
 
 /** The pool and the bounded, error-mapped ways the store talks through it. */
 export interface Database {
   readonly pool: pg.Pool;
-  /** Throws the failure as the store's error: `store_unavailable`, naming the operation. */
+  /**
+   * Throws the failure as the store's error, naming the operation: `store_unavailable` when the
+   * database cannot be reached or is blocked for now, `store_failed` for any other fault.
+   */
   fail(operation: string, error: unknown): never;
   query<R extends pg.QueryResultRow>(
     operation: string,
@@ -31,7 +35,7 @@ export function openDatabase(options: PostgresUploadStoreOptions, schema: string
   const fail = (operation: string, error: unknown): never => {
     if (error instanceof UploadStoreError) throw error;
     throw new UploadStoreError(
-      "store_unavailable",
+      isUnavailable(error) ? "store_unavailable" : "store_failed",
       `upload store (postgres, schema ${schema}): ${operation}: ${(error as Error).message}`,
       { cause: error },
     );

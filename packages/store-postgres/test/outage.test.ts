@@ -1,4 +1,5 @@
 import { sampleRun } from "@distributor/server/testing";
+import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
 import { openPostgresUploadStore } from "../src/index.js";
 import { startPostgres, type TestPostgres } from "../src/testing/index.js";
@@ -48,6 +49,31 @@ describe.skipIf(server === null)("postgres store when the database goes away", (
       expect(await store.getRun(sample.runId)).toEqual(sample.run);
       expect(await store.takeNext(new Set())).toEqual(sample.job);
     } finally {
+      await store.close();
+    }
+  });
+
+  it("answers store_failed, not store_unavailable, for a fault that no wait mends", async () => {
+    const postgres = server as TestPostgres;
+    const url = await postgres.createDatabase("broken_store");
+    const store = await openPostgresUploadStore({
+      url,
+      queueSize: 4,
+      retentionMs: 60_000,
+      maxRuns: 10,
+    });
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      // The database answers, but the store's table is gone: a retry would meet the same.
+      await client.query("DROP TABLE distributor.upload_runs CASCADE");
+      const failure = store.getRun("run-1");
+      await expect(failure).rejects.toMatchObject({
+        code: "store_failed",
+        message: expect.stringContaining('reading a run: relation "distributor.upload_runs"'),
+      });
+    } finally {
+      await client.end();
       await store.close();
     }
   });
