@@ -87,12 +87,6 @@ export async function openPostgresUploadStore(
     fail("preparing the schema", error);
   }
 
-  const beat = await startHeartbeat(
-    db,
-    s,
-    me,
-    options.heartbeatIntervalMs ?? Math.max(25, Math.floor(claimTimeoutMs / 4)),
-  );
   let closed = false;
   const ctx: StoreContext = {
     options,
@@ -105,6 +99,13 @@ export async function openPostgresUploadStore(
   };
   const watch = createRunWatch(ctx);
   const keys = createKeyClaims(ctx);
+  const beat = await startHeartbeat(
+    db,
+    s,
+    me,
+    options.heartbeatIntervalMs ?? Math.max(25, Math.floor(claimTimeoutMs / 4)),
+    () => keys.releaseLeftovers(),
+  );
   const runs = createRunQueries(ctx, watch, keys);
 
   const store: UploadStore = {

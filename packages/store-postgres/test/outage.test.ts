@@ -53,6 +53,50 @@ describe.skipIf(server === null)("postgres store when the database goes away", (
     }
   });
 
+  it("releases again, once the database is back, a key whose release failed while it was away", async () => {
+    const postgres = server as TestPostgres;
+    const url = await postgres.createDatabase("unreleased_keys");
+    const open = (instanceId: string) =>
+      openPostgresUploadStore({
+        url,
+        instanceId,
+        queueSize: 4,
+        retentionMs: 60_000,
+        maxRuns: 10,
+        connectTimeoutMs: 2_000,
+        queryTimeoutMs: 2_000,
+        heartbeatIntervalMs: 100,
+      });
+    const a = await open("a");
+    const b = await open("b");
+    try {
+      const scope = { tokenId: "producer", pipelineId: "reports", key: "build-7" };
+      expect(await a.claimKey(scope)).toEqual({ kind: "claimed" });
+      // The upload is refused, and the database goes away before the key is released.
+      await postgres.halt();
+      await expect(a.releaseKey(scope)).rejects.toMatchObject({ code: "store_unavailable" });
+      await postgres.resume();
+      // Another instance's request with the key waits for A, which is alive, at most until A's
+      // next heartbeat after the database came back releases it.
+      let onB = await b.claimKey(scope);
+      if (onB.kind === "pending") {
+        const waited = await Promise.race([
+          onB.settled.then(() => "settled"),
+          new Promise((resolve) => setTimeout(resolve, 5_000, "still waiting")),
+        ]);
+        expect(waited).toBe("settled");
+        onB = await b.claimKey(scope);
+      }
+      expect(onB).toEqual({ kind: "claimed" });
+      await b.releaseKey(scope);
+      // A's own next request with the key is not left waiting for the release that failed.
+      expect(await a.claimKey(scope)).toEqual({ kind: "claimed" });
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
   it("answers store_failed, not store_unavailable, for a fault that no wait mends", async () => {
     const postgres = server as TestPostgres;
     const url = await postgres.createDatabase("broken_store");
