@@ -9,6 +9,7 @@ import { list } from "./routes/list.js";
 import { healthz, metricsText, readyz } from "./routes/operations.js";
 import { status } from "./routes/status.js";
 import { upload } from "./routes/upload.js";
+import { storeUnavailable } from "./store/errors.js";
 
 /** Handles one request: refusals become error bodies, and every request is logged and counted. */
 export async function handle(
@@ -37,10 +38,7 @@ export async function handle(
     }
     await route(ctx, request, response, log);
   } catch (error) {
-    const refusal =
-      error instanceof HttpError
-        ? error
-        : new HttpError(500, "internal_error", `internal error: ${errorMessage(error)}`);
+    const refusal = refusalOf(error);
     log.error_code = refusal.code;
     if (!response.headersSent) {
       const body = errorBody(refusal.code, refusal.message);
@@ -67,6 +65,25 @@ export async function handle(
       if (accepted && !log.replayed) metrics.received(log.pipeline_id, log.received_bytes);
     }
   }
+}
+
+/**
+ * The answer to a request that failed: its own refusal; `503 store_unavailable` with
+ * `Retry-After` when the store cannot be reached or is blocked for now (a producer's retry with
+ * the same key succeeds once it is back); `500` for anything else, a fault no retry mends.
+ */
+function refusalOf(error: unknown): HttpError {
+  if (error instanceof HttpError) return error;
+  const unavailable = storeUnavailable(error);
+  if (unavailable !== undefined) {
+    return new HttpError(
+      503,
+      "store_unavailable",
+      `the upload store is unavailable; retry later: ${unavailable.message}`,
+      { headers: { "Retry-After": RETRY_AFTER_SECONDS }, cause: error },
+    );
+  }
+  return new HttpError(500, "internal_error", `internal error: ${errorMessage(error)}`);
 }
 
 async function route(
