@@ -4,7 +4,15 @@ import { hostname } from "node:os";
 import { join, relative } from "node:path";
 import { liveClaims, startPostgres, type TestPostgres } from "@distributor/store-postgres/testing";
 import { afterAll, describe, expect, it } from "vitest";
-import { runCli, type Serving, sha256Of, startServe, useTempDir, writeBundle } from "./helpers.js";
+import {
+  runCli,
+  type Serving,
+  sha256Of,
+  spawnCli,
+  startServe,
+  useTempDir,
+  writeBundle,
+} from "./helpers.js";
 import {
   createdOf,
   pack,
@@ -434,14 +442,14 @@ describe.skipIf(postgres === null)("two distributor serve instances on one Postg
 
       await own.halt();
       const refused = await post(serving.url, second);
-      expect(refused.status).toBe(500);
+      expect(refused).toEqual({ status: 503, code: "store_unavailable", retryAfter: "5" });
       expect(serving.child.exitCode).toBeNull();
 
       await own.resume();
       // The pool's connections broke with the server: the first requests after it is back may
       // still fail while they are replaced, as a producer's retry would find.
       let retried = await post(serving.url, second);
-      for (let i = 0; i < 40 && retried.status === 500; i++) {
+      for (let i = 0; i < 40 && retried.status === 503; i++) {
         await new Promise((resolve) => setTimeout(resolve, 250));
         retried = await post(serving.url, second);
       }
@@ -458,5 +466,60 @@ describe.skipIf(postgres === null)("two distributor serve instances on one Postg
       await own.stop();
     }
     await expectDestinationsAgree(dir, ["alpha"], uploads);
+  });
+
+  it("hold a producer's upload --wait through a database restart: 503 with Retry-After while it is down, published exactly once", async () => {
+    const own = await startPostgres();
+    const dir = tempDir();
+    await writeFile(join(dir, "distributor.yml"), configText(dir));
+    const bundle = join(dir, "bundles", "outage");
+    await writeBundle(bundle, "alpha.reports", createdOf(0), { "docs/report.md": "# Report\n" });
+    const serving = await startServe(join(dir, "distributor.yml"), {
+      cwd: dir,
+      env: { REPORTER_TOKEN: TOKEN, DISTRIBUTOR_DATABASE_URL: own.url },
+    });
+    try {
+      await own.halt();
+      const producer = spawnCli(
+        ["upload", "--server", serving.url, "--pipeline", "alpha", "--wait", bundle],
+        { cwd: dir, env: { DISTRIBUTOR_UPLOAD_TOKEN: TOKEN } },
+      );
+      // The producer was told to come back, and will.
+      for (let i = 0; i < 200 && !producer.stderr().includes("retrying in"); i++) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      expect(producer.stderr()).toMatch(
+        /server answered 503 store_unavailable: the upload store is unavailable; retry later: .*ECONNREFUSED.* \(retry after 5s\); retrying in 5\.0s \(attempt 2\)/,
+      );
+      await own.resume();
+
+      const result = await producer.done;
+      expect(result.code, result.stderr).toBe(0);
+      const runId = /^Upload: run_id=(\S+) pipeline=alpha status=succeeded /m.exec(
+        result.stdout,
+      )?.[1];
+      expect(runId, result.stdout).toBeDefined();
+      // One run: the retries carried the same idempotency key, and the store holds one record.
+      const listed = await fetch(`${serving.url}/runs?pipeline=alpha`, {
+        headers: { Authorization: `Bearer ${TOKEN}` },
+      });
+      expect(((await listed.json()) as { runs: { run_id: string }[] }).runs).toEqual([
+        expect.objectContaining({ run_id: runId, status: "succeeded" }),
+      ]);
+      await expectStagingEmpties(dir);
+    } finally {
+      serving.child.kill("SIGTERM");
+      expect(await serving.exited, serving.stderr().slice(-3000)).toBe(0);
+      await own.stop();
+    }
+    expect(runEvents(serving.stderr())).toEqual([
+      expect.objectContaining({ pipeline_id: "alpha", status: "succeeded" }),
+    ]);
+    // The destination holds that bundle, its state describing exactly its bytes.
+    await expectDestinationsAgree(
+      dir,
+      ["alpha"],
+      [{ index: 0, pipeline: "alpha", key: "", archive: Buffer.alloc(0) }],
+    );
   });
 });
