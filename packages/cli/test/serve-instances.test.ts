@@ -422,7 +422,7 @@ describe.skipIf(postgres === null)("two distributor serve instances on one Postg
     expect(result.stderr).toContain("DISTRIBUTOR_DATABASE_URL");
   });
 
-  it("keep serving through a database outage: requests fail while it is away, work resumes after", async () => {
+  it("keep serving through a database outage: 503 while it is away, alive but not ready, work resumes after", async () => {
     // A server of this test's own, since it is stopped mid-test.
     const own = await startPostgres();
     const dir = tempDir();
@@ -444,6 +444,25 @@ describe.skipIf(postgres === null)("two distributor serve instances on one Postg
       const refused = await post(serving.url, second);
       expect(refused).toEqual({ status: 503, code: "store_unavailable", retryAfter: "5" });
       expect(serving.child.exitCode).toBeNull();
+      // Liveness stays: a restart would not bring the database back. Readiness names the store.
+      const health = await fetch(`${serving.url}/healthz`);
+      expect({ status: health.status, body: await health.json() }).toEqual({
+        status: 200,
+        body: { ok: true },
+      });
+      const notReady = await fetch(`${serving.url}/readyz`);
+      expect({ status: notReady.status, body: await notReady.json() }).toEqual({
+        status: 503,
+        body: {
+          ready: false,
+          checks: {
+            store: expect.stringMatching(
+              /^the store does not answer: upload store \(postgres, schema distributor\): counting the queue: .*ECONNREFUSED/,
+            ),
+            staging: "ok",
+          },
+        },
+      });
 
       await own.resume();
       // The pool's connections broke with the server: the first requests after it is back may
@@ -454,6 +473,11 @@ describe.skipIf(postgres === null)("two distributor serve instances on one Postg
         retried = await post(serving.url, second);
       }
       expect(retried.status).toBe(202);
+      const ready = await fetch(`${serving.url}/readyz`);
+      expect({ status: ready.status, body: await ready.json() }).toEqual({
+        status: 200,
+        body: { ready: true, checks: { store: "ok", staging: "ok" } },
+      });
       expect(await finalStatus(serving.url, retried.runId ?? "")).toMatchObject({
         status: "succeeded",
       });

@@ -17,7 +17,7 @@ export async function handle(
   request: IncomingMessage,
   response: ServerResponse,
 ): Promise<void> {
-  const { store, metrics, now, emit } = ctx;
+  const { metrics, emit } = ctx;
   const started = Date.now();
   const log = {
     method: request.method ?? "GET",
@@ -30,12 +30,6 @@ export async function handle(
     received_bytes: 0,
   };
   try {
-    await store.expire(now());
-    if (ctx.closing !== undefined) {
-      throw new HttpError(503, "shutting_down", "the server is shutting down", {
-        headers: { "Retry-After": RETRY_AFTER_SECONDS },
-      });
-    }
     await route(ctx, request, response, log);
   } catch (error) {
     const refusal = refusalOf(error);
@@ -109,6 +103,14 @@ async function route(
     await metricsText(ctx, request, response, log);
     return;
   }
+  // The probes and the metrics answered above need no store call (a store that is away is what
+  // they must report, not fail on); what follows reads or writes runs.
+  if (ctx.closing !== undefined) {
+    throw new HttpError(503, "shutting_down", "the server is shutting down", {
+      headers: { "Retry-After": RETRY_AFTER_SECONDS },
+    });
+  }
+  await ctx.store.expire(ctx.now());
   if (segments.length === 3 && segments[0] === "pipelines" && segments[2] === "uploads") {
     allow(method, "POST");
     await upload(ctx, request, response, decodeSegment(segments[1] ?? ""), log);

@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { READINESS_TIMEOUT_MS } from "../src/readiness.js";
 import { UploadStoreError } from "../src/store/errors.js";
 import { createMemoryUploadStore } from "../src/store/memory-store.js";
 import type { UploadStore } from "../src/store/store.js";
@@ -7,6 +8,7 @@ import {
   getJson,
   type Running,
   startServer,
+  TOKEN,
   tree,
   upload,
   uploadConfig,
@@ -37,7 +39,7 @@ afterEach(async () => {
   await removeWorkspace();
 });
 
-type Fault = "none" | "unavailable" | "failed";
+type Fault = "none" | "unavailable" | "failed" | "hanging";
 
 /**
  * A memory store whose every call throws, while `fault` says so, what a broken store throws;
@@ -64,6 +66,8 @@ function faultyStore(): {
             ),
           );
         }
+        // A database that accepts the connection and never answers.
+        if (fault === "hanging") return new Promise(() => undefined);
         if (fault === "failed") {
           return Promise.reject(
             new UploadStoreError(
@@ -153,5 +157,51 @@ describe("a store that fails under serve", () => {
         message: expect.stringContaining('relation "upload_runs" does not exist'),
       },
     });
+  });
+});
+
+describe("health and readiness while the store fails", () => {
+  it("keeps /healthz and /metrics at 200 and says in /readyz what is wrong with the store", async () => {
+    const { store, set } = faultyStore();
+    running = await startServer(uploadConfig(root), { store });
+    const { url } = running;
+
+    set("unavailable");
+    const health = await getJson(url, "/healthz", null);
+    expect(health).toMatchObject({ status: 200, json: { ok: true } });
+    expect(
+      (await fetch(`${url}/metrics`, { headers: { Authorization: `Bearer ${TOKEN}` } })).status,
+    ).toBe(200);
+    const notReady = await fetch(`${url}/readyz`);
+    expect(notReady.status).toBe(503);
+    expect(await notReady.json()).toEqual({
+      ready: false,
+      checks: {
+        store: expect.stringMatching(
+          /^the store does not answer: .*ECONNREFUSED 127\.0\.0\.1:5432$/,
+        ),
+        staging: "ok",
+      },
+    });
+
+    set("none");
+    const ready = await fetch(`${url}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toEqual({ ready: true, checks: { store: "ok", staging: "ok" } });
+  });
+
+  it("answers /readyz within its time limit when the store does not answer at all", async () => {
+    const { store, set } = faultyStore();
+    running = await startServer(uploadConfig(root), { store });
+    set("hanging");
+    const started = Date.now();
+    const notReady = await fetch(`${running.url}/readyz`);
+    expect(Date.now() - started).toBeLessThan(READINESS_TIMEOUT_MS + 1_000);
+    expect(notReady.status).toBe(503);
+    expect(await notReady.json()).toEqual({
+      ready: false,
+      checks: { store: "the store did not answer within 2s", staging: "ok" },
+    });
+    expect((await getJson(running.url, "/healthz", null)).status).toBe(200);
   });
 });
