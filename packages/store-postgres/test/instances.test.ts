@@ -4,6 +4,7 @@ import { sampleRun } from "@distributor/server/testing";
 import pg from "pg";
 import { afterEach, describe, expect, inject, it } from "vitest";
 import { openPostgresUploadStore } from "../src/index.js";
+import { stallWhileTaking } from "../src/testing/index.js";
 
 // docs/integrations/http-upload.md, several instances, on one real PostgreSQL: two stores of one schema stand for two
 // `serve` processes. A "dead" instance is one whose heartbeats stopped: its row is aged by hand,
@@ -97,6 +98,43 @@ describe.skipIf(url === null)("postgres store shared by several instances", () =
     expect(await b.takeNext(new Set())).toBeUndefined();
     await a.updateRun(first.runId, { status: "succeeded", finished_at: new Date().toISOString() });
     expect(await b.takeNext(new Set())).toEqual(second.job);
+  });
+
+  it("goes on taking other pipelines' runs while a stalled instance holds one's take, until PostgreSQL ends its session", async () => {
+    const schema = `instances_${randomUUID().replaceAll("-", "").slice(0, 16)}`;
+    schemas.push(schema);
+    // Heartbeats at their usual rate: the instances stay alive through the test.
+    const claimTimeoutMs = 2_000;
+    const b = await openPostgresUploadStore({
+      ...LIMITS,
+      url: url ?? "",
+      schema,
+      instanceId: "instance-b",
+      claimTimeoutMs,
+      poolSize: 2,
+    });
+    opened.push(b);
+    const alpha = await accept(b, "alpha");
+    const beta = await accept(b, "beta");
+    // Another instance stopped while taking alpha's run: its transaction holds alpha's lock.
+    const stalled = await stallWhileTaking(url ?? "", {
+      schema,
+      pipelineId: "alpha",
+      claimTimeoutMs,
+    });
+    try {
+      const started = Date.now();
+      expect(await b.takeNext(new Set())).toEqual(beta.job);
+      expect(await b.takeNext(new Set())).toBeUndefined();
+      expect(Date.now() - started, "no take waited for the stalled one").toBeLessThan(500);
+      // The stalled session idles in its transaction until the server ends it.
+      const reason = await stalled.ended;
+      expect(reason).toMatch(/idle-in-transaction timeout/);
+      expect(Date.now() - started).toBeLessThan(claimTimeoutMs);
+      expect(await b.takeNext(new Set())).toEqual(alpha.job);
+    } finally {
+      await stalled.release();
+    }
   });
 
   it("hands a dead instance's running run to another, and ignores the dead one's late changes", async () => {
