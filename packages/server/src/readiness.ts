@@ -18,8 +18,8 @@ export interface ReadinessChecks {
 export const READINESS_TIMEOUT_MS = 2_000;
 
 /**
- * Whether the server can accept an upload now: its store answers (a read of the queue) and its
- * staging directory is there and writable, each within `READINESS_TIMEOUT_MS`. `/healthz` only
+ * Whether the server can accept an upload now: its store answers and is not blocked (its own
+ * `readiness`, else a read of the queue) and its staging directory is there and writable, each within `READINESS_TIMEOUT_MS`. `/healthz` only
  * says the process answers; a load balancer should route by this one.
  */
 export async function readiness(
@@ -30,8 +30,8 @@ export async function readiness(
   const [storeCheck, stagingCheck] = await Promise.all([
     within(
       timeoutMs,
-      store.queueLength().then(
-        () => "ok",
+      (store.readiness?.() ?? store.queueLength().then(() => "ok")).then(
+        (check) => check,
         (error: unknown) => `the store does not answer: ${(error as Error)?.message ?? error}`,
       ),
       `the store did not answer within ${timeoutMs / 1000}s`,
