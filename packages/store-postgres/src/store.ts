@@ -6,6 +6,7 @@ import type { StoreContext } from "./context.js";
 import { openDatabase } from "./database.js";
 import { aliveSql, startHeartbeat } from "./heartbeat.js";
 import { createKeyClaims } from "./keys.js";
+import { createReadiness } from "./readiness.js";
 import { createRunQueries } from "./runs.js";
 import { checkSchemaName, migrate, quoted, ServiceMismatch } from "./schema.js";
 import { sessionSettings } from "./session.js";
@@ -131,6 +132,7 @@ export async function openPostgresUploadStore(
     listRuns: runs.listRuns,
     expire: runs.expire,
     size: runs.size,
+    readiness: createReadiness(ctx),
 
     async close() {
       if (closed) return;
