@@ -2,7 +2,12 @@ import { randomUUID } from "node:crypto";
 import { mkdir, readdir, readFile, rm, utimes, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { join, relative } from "node:path";
-import { liveClaims, startPostgres, type TestPostgres } from "@distributor/store-postgres/testing";
+import {
+  liveClaims,
+  stallWhileTaking,
+  startPostgres,
+  type TestPostgres,
+} from "@distributor/store-postgres/testing";
 import { afterAll, describe, expect, it } from "vitest";
 import {
   runCli,
@@ -46,7 +51,7 @@ afterAll(async () => {
 
 // The queue holds every upload of these tests: acceptance outruns two workers' publishing, and a
 // 503 for a full queue is not what they are about.
-function configText(dir: string): string {
+function configText(dir: string, claimTimeout = "2s"): string {
   return `server:
   http:
     listen: 127.0.0.1:0
@@ -55,7 +60,7 @@ function configText(dir: string): string {
   store:
     backend: postgres
     url_env: DISTRIBUTOR_DATABASE_URL
-    claim_timeout: 2s
+    claim_timeout: ${claimTimeout}
   staging:
     backend: local
     path: ${join(dir, "staging")}
@@ -545,5 +550,105 @@ describe.skipIf(postgres === null)("two distributor serve instances on one Postg
       ["alpha"],
       [{ index: 0, pipeline: "alpha", key: "", archive: Buffer.alloc(0) }],
     );
+  });
+
+  it("keep taking and publishing other pipelines' runs while an instance stalled taking one's run, and say so in /readyz", async () => {
+    const dir = tempDir();
+    const config = join(dir, "distributor.yml");
+    // A stalled session of the store is ended after half the claim timeout: 2 s.
+    const claimTimeoutMs = 4_000;
+    await writeFile(config, configText(dir, "4s"));
+    const database = await (postgres as TestPostgres).createDatabase(
+      `stall_${randomUUID().replaceAll("-", "").slice(0, 12)}`,
+    );
+    const uploads = await makeUploads(dir, 3, ["alpha", "beta"], 2);
+    const [alpha, beta, laterAlpha] = uploads as [Upload, Upload, Upload];
+    const serving = await startServe(config, {
+      cwd: dir,
+      env: { REPORTER_TOKEN: TOKEN, DISTRIBUTOR_DATABASE_URL: database },
+    });
+    try {
+      const readyz = async () => {
+        const response = await fetch(`${serving.url}/readyz`);
+        return {
+          status: response.status,
+          body: (await response.json()) as { ready: boolean; checks: Record<string, string> },
+        };
+      };
+      expect((await readyz()).status).toBe(200);
+      // Another instance stopped (SIGSTOP) in the middle of taking alpha's run: its session,
+      // open and idle in its transaction, holds alpha's take lock.
+      const stalled = await stallWhileTaking(database, { pipelineId: "alpha", claimTimeoutMs });
+      let ended = false;
+      void stalled.ended.then(() => {
+        ended = true;
+      });
+      try {
+        const started = Date.now();
+        const accepted = await Promise.all(
+          [alpha, beta].map((upload) => post(serving.url, upload)),
+        );
+        for (const [i, answer] of accepted.entries()) {
+          expect(answer.status).toBe(202);
+          (uploads[i] as Upload).runId = answer.runId;
+        }
+        // beta is taken and published as ever, well within the claim timeout.
+        expect(await finalStatus(serving.url, beta.runId ?? "")).toMatchObject({
+          status: "succeeded",
+        });
+        expect(Date.now() - started).toBeLessThan(claimTimeoutMs);
+        // Meanwhile the stall is what /readyz reports, naming the session and the pipeline.
+        let report = await readyz();
+        while (report.status === 200 && !ended) {
+          await new Promise((resolve) => setTimeout(resolve, 100));
+          report = await readyz();
+        }
+        expect(report).toEqual({
+          status: 503,
+          body: {
+            ready: false,
+            checks: {
+              store: expect.stringMatching(
+                new RegExp(
+                  `^blocked: PostgreSQL session ${stalled.pid} \\(distributor distributor stalled-while-taking, idle in transaction\\) has held the lock for taking runs of pipeline alpha for [0-9.]+s`,
+                ),
+              ),
+              staging: "ok",
+            },
+          },
+        });
+        expect(ended, "the stalled session outlived the report").toBe(false);
+        expect((await runStatus(serving.url, alpha.runId ?? "", "0s")).status).toBe("queued");
+
+        // PostgreSQL ends the stalled session, and alpha's run goes on.
+        expect(await stalled.ended).toMatch(/idle-in-transaction timeout/);
+        expect(Date.now() - started).toBeLessThan(claimTimeoutMs);
+        expect(await finalStatus(serving.url, alpha.runId ?? "")).toMatchObject({
+          status: "succeeded",
+        });
+        const later = await post(serving.url, laterAlpha);
+        expect(later.status).toBe(202);
+        laterAlpha.runId = later.runId;
+        expect(await finalStatus(serving.url, laterAlpha.runId ?? "")).toMatchObject({
+          status: "succeeded",
+        });
+        expect(await readyz()).toEqual({
+          status: 200,
+          body: { ready: true, checks: { store: "ok", staging: "ok" } },
+        });
+      } finally {
+        await stalled.release();
+      }
+    } finally {
+      serving.child.kill("SIGTERM");
+      expect(await serving.exited, serving.stderr().slice(-3000)).toBe(0);
+    }
+    // Each run executed once.
+    expect(
+      runEvents(serving.stderr())
+        .map((event) => event.run_id)
+        .sort(),
+    ).toEqual(uploads.map((upload) => upload.runId).sort());
+    await expectDestinationsAgree(dir, ["alpha", "beta"], uploads);
   });
 });
