@@ -462,7 +462,7 @@ describe.skipIf(postgres === null)("two distributor serve instances on one Postg
           ready: false,
           checks: {
             store: expect.stringMatching(
-              /^the store does not answer: upload store \(postgres, schema distributor\): counting the queue: .*ECONNREFUSED/,
+              /^the store does not answer: upload store \(postgres, schema distributor\): checking for stalled sessions: .*ECONNREFUSED/,
             ),
             staging: "ok",
           },
