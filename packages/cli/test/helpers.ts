@@ -37,7 +37,12 @@ export function runCli(
 export function spawnCli(
   args: readonly string[],
   options: { cwd?: string; env?: NodeJS.ProcessEnv } = {},
-): { done: Promise<CliResult>; kill: (signal: NodeJS.Signals) => void } {
+): {
+  done: Promise<CliResult>;
+  kill: (signal: NodeJS.Signals) => void;
+  /** What it printed on stderr so far. */
+  stderr: () => string;
+} {
   const child = spawn(process.execPath, [BIN, ...args], {
     cwd: options.cwd ?? process.cwd(),
     env: { ...process.env, NO_COLOR: "1", ...options.env },
@@ -55,7 +60,7 @@ export function spawnCli(
     child.on("error", reject);
     child.on("close", (code) => resolve({ code, stdout, stderr }));
   });
-  return { done, kill: (signal) => child.kill(signal) };
+  return { done, kill: (signal) => child.kill(signal), stderr: () => stderr };
 }
 
 /** Parses stdout as the single JSON envelope `--format json` prints. */

@@ -2,9 +2,22 @@ import { randomUUID } from "node:crypto";
 import { mkdir, readdir, readFile, rm, utimes, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { join, relative } from "node:path";
-import { liveClaims, startPostgres, type TestPostgres } from "@distributor/store-postgres/testing";
+import {
+  liveClaims,
+  stallWhileTaking,
+  startPostgres,
+  type TestPostgres,
+} from "@distributor/store-postgres/testing";
 import { afterAll, describe, expect, it } from "vitest";
-import { runCli, type Serving, sha256Of, startServe, useTempDir, writeBundle } from "./helpers.js";
+import {
+  runCli,
+  type Serving,
+  sha256Of,
+  spawnCli,
+  startServe,
+  useTempDir,
+  writeBundle,
+} from "./helpers.js";
 import {
   createdOf,
   pack,
@@ -38,7 +51,7 @@ afterAll(async () => {
 
 // The queue holds every upload of these tests: acceptance outruns two workers' publishing, and a
 // 503 for a full queue is not what they are about.
-function configText(dir: string): string {
+function configText(dir: string, claimTimeout = "2s"): string {
   return `server:
   http:
     listen: 127.0.0.1:0
@@ -47,7 +60,7 @@ function configText(dir: string): string {
   store:
     backend: postgres
     url_env: DISTRIBUTOR_DATABASE_URL
-    claim_timeout: 2s
+    claim_timeout: ${claimTimeout}
   staging:
     backend: local
     path: ${join(dir, "staging")}
@@ -414,7 +427,7 @@ describe.skipIf(postgres === null)("two distributor serve instances on one Postg
     expect(result.stderr).toContain("DISTRIBUTOR_DATABASE_URL");
   });
 
-  it("keep serving through a database outage: requests fail while it is away, work resumes after", async () => {
+  it("keep serving through a database outage: 503 while it is away, alive but not ready, work resumes after", async () => {
     // A server of this test's own, since it is stopped mid-test.
     const own = await startPostgres();
     const dir = tempDir();
@@ -434,18 +447,42 @@ describe.skipIf(postgres === null)("two distributor serve instances on one Postg
 
       await own.halt();
       const refused = await post(serving.url, second);
-      expect(refused.status).toBe(500);
+      expect(refused).toEqual({ status: 503, code: "store_unavailable", retryAfter: "5" });
       expect(serving.child.exitCode).toBeNull();
+      // Liveness stays: a restart would not bring the database back. Readiness names the store.
+      const health = await fetch(`${serving.url}/healthz`);
+      expect({ status: health.status, body: await health.json() }).toEqual({
+        status: 200,
+        body: { ok: true },
+      });
+      const notReady = await fetch(`${serving.url}/readyz`);
+      expect({ status: notReady.status, body: await notReady.json() }).toEqual({
+        status: 503,
+        body: {
+          ready: false,
+          checks: {
+            store: expect.stringMatching(
+              /^the store does not answer: upload store \(postgres, schema distributor\): checking for stalled sessions: .*ECONNREFUSED/,
+            ),
+            staging: "ok",
+          },
+        },
+      });
 
       await own.resume();
       // The pool's connections broke with the server: the first requests after it is back may
       // still fail while they are replaced, as a producer's retry would find.
       let retried = await post(serving.url, second);
-      for (let i = 0; i < 40 && retried.status === 500; i++) {
+      for (let i = 0; i < 40 && retried.status === 503; i++) {
         await new Promise((resolve) => setTimeout(resolve, 250));
         retried = await post(serving.url, second);
       }
       expect(retried.status).toBe(202);
+      const ready = await fetch(`${serving.url}/readyz`);
+      expect({ status: ready.status, body: await ready.json() }).toEqual({
+        status: 200,
+        body: { ready: true, checks: { store: "ok", staging: "ok" } },
+      });
       expect(await finalStatus(serving.url, retried.runId ?? "")).toMatchObject({
         status: "succeeded",
       });
@@ -458,5 +495,160 @@ describe.skipIf(postgres === null)("two distributor serve instances on one Postg
       await own.stop();
     }
     await expectDestinationsAgree(dir, ["alpha"], uploads);
+  });
+
+  it("hold a producer's upload --wait through a database restart: 503 with Retry-After while it is down, published exactly once", async () => {
+    const own = await startPostgres();
+    const dir = tempDir();
+    await writeFile(join(dir, "distributor.yml"), configText(dir));
+    const bundle = join(dir, "bundles", "outage");
+    await writeBundle(bundle, "alpha.reports", createdOf(0), { "docs/report.md": "# Report\n" });
+    const serving = await startServe(join(dir, "distributor.yml"), {
+      cwd: dir,
+      env: { REPORTER_TOKEN: TOKEN, DISTRIBUTOR_DATABASE_URL: own.url },
+    });
+    try {
+      await own.halt();
+      const producer = spawnCli(
+        ["upload", "--server", serving.url, "--pipeline", "alpha", "--wait", bundle],
+        { cwd: dir, env: { DISTRIBUTOR_UPLOAD_TOKEN: TOKEN } },
+      );
+      // The producer was told to come back, and will.
+      for (let i = 0; i < 200 && !producer.stderr().includes("retrying in"); i++) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      expect(producer.stderr()).toMatch(
+        /server answered 503 store_unavailable: the upload store is unavailable; retry later: .*ECONNREFUSED.* \(retry after 5s\); retrying in 5\.0s \(attempt 2\)/,
+      );
+      await own.resume();
+
+      const result = await producer.done;
+      expect(result.code, result.stderr).toBe(0);
+      const runId = /^Upload: run_id=(\S+) pipeline=alpha status=succeeded /m.exec(
+        result.stdout,
+      )?.[1];
+      expect(runId, result.stdout).toBeDefined();
+      // One run: the retries carried the same idempotency key, and the store holds one record.
+      const listed = await fetch(`${serving.url}/runs?pipeline=alpha`, {
+        headers: { Authorization: `Bearer ${TOKEN}` },
+      });
+      expect(((await listed.json()) as { runs: { run_id: string }[] }).runs).toEqual([
+        expect.objectContaining({ run_id: runId, status: "succeeded" }),
+      ]);
+      await expectStagingEmpties(dir);
+    } finally {
+      serving.child.kill("SIGTERM");
+      expect(await serving.exited, serving.stderr().slice(-3000)).toBe(0);
+      await own.stop();
+    }
+    expect(runEvents(serving.stderr())).toEqual([
+      expect.objectContaining({ pipeline_id: "alpha", status: "succeeded" }),
+    ]);
+    // The destination holds that bundle, its state describing exactly its bytes.
+    await expectDestinationsAgree(
+      dir,
+      ["alpha"],
+      [{ index: 0, pipeline: "alpha", key: "", archive: Buffer.alloc(0) }],
+    );
+  });
+
+  it("keep taking and publishing other pipelines' runs while an instance stalled taking one's run, and say so in /readyz", async () => {
+    const dir = tempDir();
+    const config = join(dir, "distributor.yml");
+    // A stalled session of the store is ended after half the claim timeout: 2 s.
+    const claimTimeoutMs = 4_000;
+    await writeFile(config, configText(dir, "4s"));
+    const database = await (postgres as TestPostgres).createDatabase(
+      `stall_${randomUUID().replaceAll("-", "").slice(0, 12)}`,
+    );
+    const uploads = await makeUploads(dir, 3, ["alpha", "beta"], 2);
+    const [alpha, beta, laterAlpha] = uploads as [Upload, Upload, Upload];
+    const serving = await startServe(config, {
+      cwd: dir,
+      env: { REPORTER_TOKEN: TOKEN, DISTRIBUTOR_DATABASE_URL: database },
+    });
+    try {
+      const readyz = async () => {
+        const response = await fetch(`${serving.url}/readyz`);
+        return {
+          status: response.status,
+          body: (await response.json()) as { ready: boolean; checks: Record<string, string> },
+        };
+      };
+      expect((await readyz()).status).toBe(200);
+      // Another instance stopped (SIGSTOP) in the middle of taking alpha's run: its session,
+      // open and idle in its transaction, holds alpha's take lock.
+      const stalled = await stallWhileTaking(database, { pipelineId: "alpha", claimTimeoutMs });
+      let ended = false;
+      void stalled.ended.then(() => {
+        ended = true;
+      });
+      try {
+        const started = Date.now();
+        const accepted = await Promise.all(
+          [alpha, beta].map((upload) => post(serving.url, upload)),
+        );
+        for (const [i, answer] of accepted.entries()) {
+          expect(answer.status).toBe(202);
+          (uploads[i] as Upload).runId = answer.runId;
+        }
+        // beta is taken and published as ever, well within the claim timeout.
+        expect(await finalStatus(serving.url, beta.runId ?? "")).toMatchObject({
+          status: "succeeded",
+        });
+        expect(Date.now() - started).toBeLessThan(claimTimeoutMs);
+        // Meanwhile the stall is what /readyz reports, naming the session and the pipeline.
+        let report = await readyz();
+        while (report.status === 200 && !ended) {
+          await new Promise((resolve) => setTimeout(resolve, 100));
+          report = await readyz();
+        }
+        expect(report).toEqual({
+          status: 503,
+          body: {
+            ready: false,
+            checks: {
+              store: expect.stringMatching(
+                new RegExp(
+                  `^blocked: PostgreSQL session ${stalled.pid} \\(distributor distributor stalled-while-taking, idle in transaction\\) has held the lock for taking runs of pipeline alpha for [0-9.]+s`,
+                ),
+              ),
+              staging: "ok",
+            },
+          },
+        });
+        expect(ended, "the stalled session outlived the report").toBe(false);
+        expect((await runStatus(serving.url, alpha.runId ?? "", "0s")).status).toBe("queued");
+
+        // PostgreSQL ends the stalled session, and alpha's run goes on.
+        expect(await stalled.ended).toMatch(/idle-in-transaction timeout/);
+        expect(Date.now() - started).toBeLessThan(claimTimeoutMs);
+        expect(await finalStatus(serving.url, alpha.runId ?? "")).toMatchObject({
+          status: "succeeded",
+        });
+        const later = await post(serving.url, laterAlpha);
+        expect(later.status).toBe(202);
+        laterAlpha.runId = later.runId;
+        expect(await finalStatus(serving.url, laterAlpha.runId ?? "")).toMatchObject({
+          status: "succeeded",
+        });
+        expect(await readyz()).toEqual({
+          status: 200,
+          body: { ready: true, checks: { store: "ok", staging: "ok" } },
+        });
+      } finally {
+        await stalled.release();
+      }
+    } finally {
+      serving.child.kill("SIGTERM");
+      expect(await serving.exited, serving.stderr().slice(-3000)).toBe(0);
+    }
+    // Each run executed once.
+    expect(
+      runEvents(serving.stderr())
+        .map((event) => event.run_id)
+        .sort(),
+    ).toEqual(uploads.map((upload) => upload.runId).sort());
+    await expectDestinationsAgree(dir, ["alpha", "beta"], uploads);
   });
 });

@@ -28,7 +28,7 @@ export async function postUpload(
   url: string,
   token: string,
   upload: Upload,
-): Promise<{ status: number; runId?: string }> {
+): Promise<{ status: number; runId?: string; code?: string; retryAfter?: string }> {
   const response = await fetch(`${url}/pipelines/${upload.pipeline}/uploads`, {
     method: "POST",
     headers: {
@@ -39,8 +39,14 @@ export async function postUpload(
     body: new Uint8Array(upload.archive),
     signal: AbortSignal.timeout(20_000),
   });
-  const body = (await response.json()) as { run_id?: string };
-  return { status: response.status, ...(body.run_id ? { runId: body.run_id } : {}) };
+  const body = (await response.json()) as { run_id?: string; error?: { code: string } };
+  const retryAfter = response.headers.get("retry-after");
+  return {
+    status: response.status,
+    ...(body.run_id ? { runId: body.run_id } : {}),
+    ...(body.error ? { code: body.error.code } : {}),
+    ...(retryAfter === null ? {} : { retryAfter }),
+  };
 }
 
 /** The `created` of the `index`-th bundle: one minute apart, so every upload is newer. */

@@ -42,5 +42,5 @@ export type RequestLog = {
   received_bytes: number;
 };
 
-/** `Retry-After` of the refusals a producer should retry (full queue, shutdown). */
+/** `Retry-After` of the refusals a producer should retry (full queue, shutdown, store away). */
 export const RETRY_AFTER_SECONDS = "5";

@@ -9,6 +9,7 @@ import { list } from "./routes/list.js";
 import { healthz, metricsText, readyz } from "./routes/operations.js";
 import { status } from "./routes/status.js";
 import { upload } from "./routes/upload.js";
+import { storeUnavailable } from "./store/errors.js";
 
 /** Handles one request: refusals become error bodies, and every request is logged and counted. */
 export async function handle(
@@ -16,7 +17,7 @@ export async function handle(
   request: IncomingMessage,
   response: ServerResponse,
 ): Promise<void> {
-  const { store, metrics, now, emit } = ctx;
+  const { metrics, emit } = ctx;
   const started = Date.now();
   const log = {
     method: request.method ?? "GET",
@@ -29,18 +30,9 @@ export async function handle(
     received_bytes: 0,
   };
   try {
-    await store.expire(now());
-    if (ctx.closing !== undefined) {
-      throw new HttpError(503, "shutting_down", "the server is shutting down", {
-        headers: { "Retry-After": RETRY_AFTER_SECONDS },
-      });
-    }
     await route(ctx, request, response, log);
   } catch (error) {
-    const refusal =
-      error instanceof HttpError
-        ? error
-        : new HttpError(500, "internal_error", `internal error: ${errorMessage(error)}`);
+    const refusal = refusalOf(error);
     log.error_code = refusal.code;
     if (!response.headersSent) {
       const body = errorBody(refusal.code, refusal.message);
@@ -69,6 +61,25 @@ export async function handle(
   }
 }
 
+/**
+ * The answer to a request that failed: its own refusal; `503 store_unavailable` with
+ * `Retry-After` when the store cannot be reached or is blocked for now (a producer's retry with
+ * the same key succeeds once it is back); `500` for anything else, a fault no retry mends.
+ */
+function refusalOf(error: unknown): HttpError {
+  if (error instanceof HttpError) return error;
+  const unavailable = storeUnavailable(error);
+  if (unavailable !== undefined) {
+    return new HttpError(
+      503,
+      "store_unavailable",
+      `the upload store is unavailable; retry later: ${unavailable.message}`,
+      { headers: { "Retry-After": RETRY_AFTER_SECONDS }, cause: error },
+    );
+  }
+  return new HttpError(500, "internal_error", `internal error: ${errorMessage(error)}`);
+}
+
 async function route(
   ctx: ServerContext,
   request: IncomingMessage,
@@ -92,6 +103,14 @@ async function route(
     await metricsText(ctx, request, response, log);
     return;
   }
+  // The probes and the metrics answered above need no store call (a store that is away is what
+  // they must report, not fail on); what follows reads or writes runs.
+  if (ctx.closing !== undefined) {
+    throw new HttpError(503, "shutting_down", "the server is shutting down", {
+      headers: { "Retry-After": RETRY_AFTER_SECONDS },
+    });
+  }
+  await ctx.store.expire(ctx.now());
   if (segments.length === 3 && segments[0] === "pipelines" && segments[2] === "uploads") {
     allow(method, "POST");
     await upload(ctx, request, response, decodeSegment(segments[1] ?? ""), log);

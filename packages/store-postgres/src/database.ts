@@ -1,11 +1,16 @@
 import { UploadStoreError } from "@distributor/server/store";
 import pg from "pg";
+import { isUnavailable } from "./errors.js";
+import type { sessionSettings } from "./session.js";
 import type { PostgresUploadStoreOptions } from "./store.js";
 
 /** The pool and the bounded, error-mapped ways the store talks through it. */
 export interface Database {
   readonly pool: pg.Pool;
-  /** Throws the failure as the store's error: `store_unavailable`, naming the operation. */
+  /**
+   * Throws the failure as the store's error, naming the operation: `store_unavailable` when the
+   * database cannot be reached or is blocked for now, `store_failed` for any other fault.
+   */
   fail(operation: string, error: unknown): never;
   query<R extends pg.QueryResultRow>(
     operation: string,
@@ -16,14 +21,20 @@ export interface Database {
   transaction<T>(operation: string, work: (client: pg.PoolClient) => Promise<T>): Promise<T>;
 }
 
-export function openDatabase(options: PostgresUploadStoreOptions, schema: string): Database {
-  // Bounded waits: a database that does not answer fails the call instead of holding it.
+export function openDatabase(
+  options: PostgresUploadStoreOptions,
+  schema: string,
+  session: ReturnType<typeof sessionSettings>,
+): Database {
+  // Bounded waits: a database that does not answer fails the call instead of holding it, and the
+  // server ends a session of this store that stalls inside a transaction (session.ts).
   const pool = new pg.Pool({
     connectionString: options.url,
     max: options.poolSize ?? 4,
     connectionTimeoutMillis: options.connectTimeoutMs ?? 10_000,
     query_timeout: options.queryTimeoutMs ?? 30_000,
     keepAlive: true,
+    ...session,
   });
   // An idle connection that breaks is replaced by the pool; without a listener it would crash.
   pool.on("error", () => undefined);
@@ -31,7 +42,7 @@ export function openDatabase(options: PostgresUploadStoreOptions, schema: string
   const fail = (operation: string, error: unknown): never => {
     if (error instanceof UploadStoreError) throw error;
     throw new UploadStoreError(
-      "store_unavailable",
+      isUnavailable(error) ? "store_unavailable" : "store_failed",
       `upload store (postgres, schema ${schema}): ${operation}: ${(error as Error).message}`,
       { cause: error },
     );

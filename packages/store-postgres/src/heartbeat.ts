@@ -8,13 +8,15 @@ export function aliveSql(s: string, claimTimeoutMs: number): (column: string) =>
 
 /**
  * Records this instance as alive, failing (and ending the pool) when it cannot, then renews the
- * heartbeat every `intervalMs`; the timer is the caller's to clear.
+ * heartbeat every `intervalMs`, calling `afterBeat` after each renewal that succeeded; the timer
+ * is the caller's to clear.
  */
 export async function startHeartbeat(
   db: Database,
   s: string,
   me: string,
   intervalMs: number,
+  afterBeat: () => Promise<void>,
 ): Promise<NodeJS.Timeout> {
   const { pool, query } = db;
   const heartbeat = () =>
@@ -33,6 +35,7 @@ export async function startHeartbeat(
     if (beating) return;
     beating = true;
     void heartbeat()
+      .then(afterBeat)
       .catch(() => undefined)
       .finally(() => {
         beating = false;

@@ -11,6 +11,8 @@ export interface KeyClaims extends Pick<UploadStore, "claimKey" | "releaseKey"> 
   settleLocal(scope: IdempotencyScope): void;
   /** Wakes every waiter (the store closes). */
   settleAll(): void;
+  /** Releases again the keys whose release failed; stops at the first that fails again. */
+  releaseLeftovers(): Promise<void>;
 }
 
 /** Idempotency keys: rows of `upload_keys`, claimed by an instance while it stages. */
@@ -20,6 +22,11 @@ export function createKeyClaims(ctx: StoreContext): KeyClaims {
   /** Keys this process claimed and is staging with, with what settles their waiters. */
   const pending = new Map<string, () => void>();
   const pendingSettled = new Map<string, Promise<void>>();
+  /**
+   * Keys whose release failed (the database was away): until they are released, a request with
+   * the key on another instance waits for this one, which is alive.
+   */
+  const unreleased = new Map<string, IdempotencyScope>();
 
   const keyOf = (scope: IdempotencyScope) =>
     JSON.stringify([scope.tokenId, scope.pipelineId, scope.key]);
@@ -45,6 +52,14 @@ export function createKeyClaims(ctx: StoreContext): KeyClaims {
       if (row === undefined || row.run_id !== null || !row.alive || ctx.isClosed()) return;
     }
   }
+
+  const release = (scope: IdempotencyScope) =>
+    query(
+      "releasing an idempotency key",
+      `DELETE FROM ${s}.upload_keys
+       WHERE token_id = $1 AND pipeline_id = $2 AND key = $3 AND run_id IS NULL AND claimed_by = $4`,
+      [scope.tokenId, scope.pipelineId, scope.key, me],
+    );
 
   return {
     settleLocal,
@@ -105,13 +120,22 @@ export function createKeyClaims(ctx: StoreContext): KeyClaims {
     },
 
     async releaseKey(scope) {
-      await query(
-        "releasing an idempotency key",
-        `DELETE FROM ${s}.upload_keys
-         WHERE token_id = $1 AND pipeline_id = $2 AND key = $3 AND run_id IS NULL AND claimed_by = $4`,
-        [scope.tokenId, scope.pipelineId, scope.key, me],
-      );
-      settleLocal(scope);
+      try {
+        await release(scope);
+      } catch (error) {
+        unreleased.set(keyOf(scope), scope);
+        throw error;
+      } finally {
+        // This process's waiters go on at once; its own next claim of the key takes it over.
+        settleLocal(scope);
+      }
+    },
+
+    async releaseLeftovers() {
+      for (const [key, scope] of [...unreleased]) {
+        await release(scope);
+        unreleased.delete(key);
+      }
     },
   };
 }

@@ -8,9 +8,12 @@ import type {
 import { UploadStoreError } from "@distributor/server/store";
 import type { StoreContext } from "./context.js";
 import type { KeyClaims } from "./keys.js";
+import { takeLockKeys } from "./session.js";
 import type { RunWatch } from "./watch.js";
 
 const LIVE: readonly UploadRunStatus[] = ["accepted", "queued", "running"];
+/** Pipelines one take looks at, at most: enough to pass those that other instances are taking. */
+const TAKE_CANDIDATES = 16;
 const isLive = (status: UploadRunStatus) => LIVE.includes(status);
 
 export type RunQueries = Omit<
@@ -127,12 +130,13 @@ export function createRunQueries(
     },
 
     async takeNext(busyPipelines) {
-      for (;;) {
-        const taken = await transaction("taking a queued run", async (client) => {
-          // One taker at a time across instances: a pipeline's live claim is seen by the next.
-          await client.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`${schema}:take`]);
-          const found = await client.query<{ run_id: string; job: unknown; lapsed: boolean }>(
-            `SELECT r.run_id, r.job, r.claimed_by IS NOT NULL AS lapsed FROM ${s}.upload_runs r
+      const taken = await transaction("taking a queued run", async (client) => {
+        // Each pipeline's oldest live run that no live instance holds, while no live instance
+        // holds another of its runs: the candidates, oldest first.
+        const candidates = await client.query<{ run_id: string; pipeline_id: string }>(
+          `SELECT run_id, pipeline_id FROM (
+             SELECT DISTINCT ON (r.pipeline_id) r.run_id, r.pipeline_id, r.seq
+             FROM ${s}.upload_runs r
              WHERE r.job IS NOT NULL
                AND NOT ${alive("r.claimed_by")}
                AND NOT (r.pipeline_id = ANY($1::text[]))
@@ -140,27 +144,48 @@ export function createRunQueries(
                  SELECT 1 FROM ${s}.upload_runs o
                  WHERE o.pipeline_id = r.pipeline_id AND o.job IS NOT NULL
                    AND o.run_id <> r.run_id AND ${alive("o.claimed_by")})
-             ORDER BY r.seq LIMIT 1`,
-            [[...busyPipelines]],
+             ORDER BY r.pipeline_id, r.seq) oldest
+           ORDER BY seq LIMIT $2`,
+          [[...busyPipelines], TAKE_CANDIDATES],
+        );
+        for (const candidate of candidates.rows) {
+          // One taker per pipeline at a time, and no waiting: a pipeline another instance is
+          // taking from now (or stalled while it did) is skipped, every other one goes on.
+          const [first, second] = takeLockKeys(schema, candidate.pipeline_id);
+          const locked = await client.query<{ locked: boolean }>(
+            "SELECT pg_try_advisory_xact_lock(hashtext($1), hashtext($2)) AS locked",
+            [first, second],
           );
-          const row = found.rows[0];
-          if (row === undefined) return null;
+          if (locked.rows[0]?.locked !== true) continue;
+          // Under the pipeline's lock the check is current: a claim of another taker of this
+          // pipeline was committed before its lock was released.
           const token = randomUUID();
-          const claimed = await client.query(
-            `UPDATE ${s}.upload_runs SET claimed_by = $2, claim_token = $3, version = version + 1
-             WHERE run_id = $1 AND job IS NOT NULL AND NOT ${alive("claimed_by")}`,
-            [row.run_id, me, token],
+          const claimed = await client.query<{ job: unknown; lapsed: boolean }>(
+            `UPDATE ${s}.upload_runs r SET claimed_by = $2, claim_token = $3, version = r.version + 1
+             FROM (SELECT run_id, claimed_by FROM ${s}.upload_runs WHERE run_id = $1 FOR UPDATE) before
+             WHERE r.run_id = before.run_id AND r.job IS NOT NULL AND NOT ${alive("r.claimed_by")}
+               AND NOT EXISTS (
+                 SELECT 1 FROM ${s}.upload_runs o
+                 WHERE o.pipeline_id = r.pipeline_id AND o.job IS NOT NULL
+                   AND o.run_id <> r.run_id AND ${alive("o.claimed_by")})
+             RETURNING r.job, before.claimed_by IS NOT NULL AS lapsed`,
+            [candidate.run_id, me, token],
           );
-          if (claimed.rowCount !== 1) return "again" as const;
+          const row = claimed.rows[0];
+          if (row === undefined) continue;
           // A claim that is no longer alive is another instance's that lapsed: a takeover.
           const job = jobOf(row.job);
-          return { runId: row.run_id, token, job: row.lapsed ? { ...job, takenOver: true } : job };
-        });
-        if (taken === "again") continue;
-        if (taken === null) return undefined;
-        claims.set(taken.runId, taken.token);
-        return taken.job;
-      }
+          return {
+            runId: candidate.run_id,
+            token,
+            job: row.lapsed ? { ...job, takenOver: true } : job,
+          };
+        }
+        return undefined;
+      });
+      if (taken === undefined) return undefined;
+      claims.set(taken.runId, taken.token);
+      return taken.job;
     },
 
     async dequeue(runId) {

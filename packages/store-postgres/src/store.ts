@@ -6,8 +6,10 @@ import type { StoreContext } from "./context.js";
 import { openDatabase } from "./database.js";
 import { aliveSql, startHeartbeat } from "./heartbeat.js";
 import { createKeyClaims } from "./keys.js";
+import { createReadiness } from "./readiness.js";
 import { createRunQueries } from "./runs.js";
 import { checkSchemaName, migrate, quoted, ServiceMismatch } from "./schema.js";
+import { sessionSettings } from "./session.js";
 import { createRunWatch } from "./watch.js";
 
 export interface PostgresUploadStoreOptions extends StoreLimits {
@@ -49,8 +51,10 @@ const DEFAULT_SCHEMA = "distributor";
 /**
  * The upload store that several `serve` instances share (docs/integrations/http-upload.md, several instances): run
  * records, idempotency keys and the queue are rows in PostgreSQL. A worker claims a job with a
- * row update under a transaction-scoped advisory lock, so each run executes on one instance at a
- * time and a pipeline with a live claim is skipped by every instance. Claims belong to an
+ * row update under its pipeline's transaction-scoped advisory lock, taken without waiting, so
+ * each run executes on one instance at a time, a pipeline with a live claim is skipped by every
+ * instance, and an instance that stalls while taking holds up that pipeline alone, until
+ * PostgreSQL ends its session (session.ts). Claims belong to an
  * instance, and an instance is alive while its heartbeat is younger than the claim timeout: the
  * runs of one that died are taken over by the next `takeNext` anywhere. A change to a run by an
  * instance whose claim was taken over is ignored (its claim token no longer matches), and a
@@ -66,7 +70,7 @@ export async function openPostgresUploadStore(
   const claimTimeoutMs = options.claimTimeoutMs ?? DEFAULT_CLAIM_TIMEOUT_MS;
   const me = options.instanceId ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   const s = quoted(schema);
-  const db = openDatabase(options, schema);
+  const db = openDatabase(options, schema, sessionSettings(schema, me, claimTimeoutMs));
   const { pool, fail, checkout } = db;
 
   /** SQL: true when the instance named by `column` holds a claim that is still good. */
@@ -87,12 +91,6 @@ export async function openPostgresUploadStore(
     fail("preparing the schema", error);
   }
 
-  const beat = await startHeartbeat(
-    db,
-    s,
-    me,
-    options.heartbeatIntervalMs ?? Math.max(25, Math.floor(claimTimeoutMs / 4)),
-  );
   let closed = false;
   const ctx: StoreContext = {
     options,
@@ -105,6 +103,13 @@ export async function openPostgresUploadStore(
   };
   const watch = createRunWatch(ctx);
   const keys = createKeyClaims(ctx);
+  const beat = await startHeartbeat(
+    db,
+    s,
+    me,
+    options.heartbeatIntervalMs ?? Math.max(25, Math.floor(claimTimeoutMs / 4)),
+    () => keys.releaseLeftovers(),
+  );
   const runs = createRunQueries(ctx, watch, keys);
 
   const store: UploadStore = {
@@ -127,6 +132,7 @@ export async function openPostgresUploadStore(
     listRuns: runs.listRuns,
     expire: runs.expire,
     size: runs.size,
+    readiness: createReadiness(ctx),
 
     async close() {
       if (closed) return;

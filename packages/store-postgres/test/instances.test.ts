@@ -4,6 +4,7 @@ import { sampleRun } from "@distributor/server/testing";
 import pg from "pg";
 import { afterEach, describe, expect, inject, it } from "vitest";
 import { openPostgresUploadStore } from "../src/index.js";
+import { stallWhileTaking } from "../src/testing/index.js";
 
 // docs/integrations/http-upload.md, several instances, on one real PostgreSQL: two stores of one schema stand for two
 // `serve` processes. A "dead" instance is one whose heartbeats stopped: its row is aged by hand,
@@ -97,6 +98,60 @@ describe.skipIf(url === null)("postgres store shared by several instances", () =
     expect(await b.takeNext(new Set())).toBeUndefined();
     await a.updateRun(first.runId, { status: "succeeded", finished_at: new Date().toISOString() });
     expect(await b.takeNext(new Set())).toEqual(second.job);
+  });
+
+  it("goes on taking other pipelines' runs while a stalled instance holds one's take, reports it, until PostgreSQL ends its session", async () => {
+    const schema = `instances_${randomUUID().replaceAll("-", "").slice(0, 16)}`;
+    schemas.push(schema);
+    // Heartbeats at their usual rate: the instances stay alive through the test. A stalled
+    // session is ended after half the claim timeout, 2 s.
+    const claimTimeoutMs = 4_000;
+    const b = await openPostgresUploadStore({
+      ...LIMITS,
+      url: url ?? "",
+      schema,
+      instanceId: "instance-b",
+      claimTimeoutMs,
+      poolSize: 2,
+    });
+    opened.push(b);
+    const alpha = await accept(b, "alpha");
+    const beta = await accept(b, "beta");
+    expect(await b.readiness?.()).toBe("ok");
+    // Another instance stopped while taking alpha's run: its transaction holds alpha's lock.
+    const stalled = await stallWhileTaking(url ?? "", {
+      schema,
+      pipelineId: "alpha",
+      claimTimeoutMs,
+    });
+    try {
+      const started = Date.now();
+      expect(await b.takeNext(new Set())).toEqual(beta.job);
+      expect(await b.takeNext(new Set())).toBeUndefined();
+      expect(Date.now() - started, "no take waited for the stalled one").toBeLessThan(500);
+      // Past a second the store reports the stall, naming the session and the pipeline.
+      let report = await b.readiness?.();
+      let ended = false;
+      void stalled.ended.then(() => {
+        ended = true;
+      });
+      while (report === "ok" && !ended) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        report = await b.readiness?.();
+      }
+      expect(report).toMatch(
+        new RegExp(
+          `^blocked: PostgreSQL session ${stalled.pid} \\(distributor ${schema} stalled-while-taking, idle in transaction\\) has held the lock for taking runs of pipeline alpha for [0-9.]+s; no instance takes its runs until the session ends$`,
+        ),
+      );
+      // The stalled session idles in its transaction until the server ends it.
+      expect(await stalled.ended).toMatch(/idle-in-transaction timeout/);
+      expect(Date.now() - started).toBeLessThan(claimTimeoutMs);
+      expect(await b.takeNext(new Set())).toEqual(alpha.job);
+      expect(await b.readiness?.()).toBe("ok");
+    } finally {
+      await stalled.release();
+    }
   });
 
   it("hands a dead instance's running run to another, and ignores the dead one's late changes", async () => {

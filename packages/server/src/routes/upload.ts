@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { errorMessage } from "@distributor/publish";
 import { authorize } from "../auth.js";
 import type { RequestLog, ServerContext } from "../context.js";
 import { RETRY_AFTER_SECONDS } from "../context.js";
@@ -14,6 +15,7 @@ import {
   syncTree,
   validateStaged,
 } from "../staging/staging.js";
+import { storeUnavailable } from "../store/errors.js";
 import type { IdempotencyScope, UploadJob } from "../store/store.js";
 
 const ACCEPTED_CONTENT_TYPES: ReadonlySet<string> = new Set([
@@ -103,19 +105,58 @@ export async function upload(
     // A durable 202 promises the staged bytes too (a remote staging copy is durable once written).
     if (store.durable && !stagingArea.remote) await syncTree(staged.directory);
     placed = await stagingArea.place(staged);
-    const accepted = await enqueue(ctx, token, pipeline, manifest, placed, scope);
-    enqueued = true;
-    ctx.metrics.staged(placed.stagingDirectory, staged.extractedBytes ?? 0);
-    log.run_id = accepted.run_id;
-    sendJson(response, 202, accepted, { Location: accepted.status_url });
-  } finally {
-    if (!enqueued) {
-      if (staged !== undefined) await removeUploadDirectory(staged.directory);
-      if (placed !== undefined) await stagingArea.remove(placed);
-      if (slot) await store.releaseQueueSlot();
-      if (scope !== undefined && earlier === undefined) await store.releaseKey(scope);
+    try {
+      const accepted = await enqueue(ctx, token, pipeline, manifest, placed, scope);
+      enqueued = true;
+      ctx.metrics.staged(placed.stagingDirectory, staged.extractedBytes ?? 0);
+      log.run_id = accepted.run_id;
+      sendJson(response, 202, accepted, { Location: accepted.status_url });
+    } catch (error) {
+      // A store that went away may have committed the run before its answer was lost: the
+      // placed bundle stays for that run (a retry with the key replays it); if nothing was
+      // committed, it is staged data of no live run, removed at the next start.
+      if (storeUnavailable(error) !== undefined) {
+        if (staged.directory === placed.stagingDirectory) staged = undefined;
+        placed = undefined;
+      }
+      throw error;
     }
+  } finally {
+    if (!enqueued)
+      await giveBack(ctx, { staged, placed, slot, scope: earlier ? undefined : scope });
     workers.pump();
+  }
+}
+
+/**
+ * What a refused upload held goes back: its staged files, its queue place and its key. A step
+ * that fails (the store is away) is logged and the others still run, so the refusal itself is
+ * what the producer gets.
+ */
+async function giveBack(
+  ctx: ServerContext,
+  held: {
+    staged: StagedUpload | undefined;
+    placed: Pick<UploadJob, "stagingDirectory" | "bundleDirectory"> | undefined;
+    slot: boolean;
+    scope: IdempotencyScope | undefined;
+  },
+) {
+  const { store, stagingArea } = ctx;
+  const { staged, placed, slot, scope } = held;
+  const steps: [string, (() => Promise<void>) | undefined][] = [
+    ["removing the received upload", staged && (() => removeUploadDirectory(staged.directory))],
+    ["removing the staged upload", placed && (() => stagingArea.remove(placed))],
+    ["giving the queue place back", slot ? () => store.releaseQueueSlot() : undefined],
+    ["releasing the idempotency key", scope && (() => store.releaseKey(scope))],
+  ];
+  for (const [what, step] of steps) {
+    if (step === undefined) continue;
+    try {
+      await step();
+    } catch (error) {
+      ctx.emit({ type: "warning", message: `refused upload: ${what}: ${errorMessage(error)}` });
+    }
   }
 }
 

@@ -157,5 +157,11 @@ export interface UploadStore {
   expire(now: Date): Promise<void>;
   /** Number of run records held, live and finished. */
   size(): Promise<number>;
+  /**
+   * What `GET /readyz` reports of the store: `ok`, or what keeps it from doing its work now (a
+   * session of the database that holds a lock the store needs, say); it throws when the store
+   * cannot be reached. A store without it is ready when it can read its queue's length.
+   */
+  readiness?(): Promise<string>;
   close(): Promise<void>;
 }
