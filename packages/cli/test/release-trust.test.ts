@@ -123,6 +123,30 @@ describe("release history after an edit in place", () => {
     expect(back.stdout).toContain("checked=digests");
   }, 60_000);
 
+  it("a repair writes a release of its own, which neither retention nor --previous takes for the previous publication", async () => {
+    const { source, dest, config } = await setUp("layout: releases, releases: {keep: 2}");
+    await writeBundle(source, "site.a", "2026-06-01T00:00:00Z", FILES_A);
+    expect((await runCli(["run", "--config", config])).code).toBe(0);
+    await writeBundle(source, "site.b", "2026-06-02T00:00:00Z", FILES_B);
+    expect((await runCli(["run", "--config", config])).code).toBe(0);
+    const [a, b] = await releaseIds(dest);
+    // index.html is B's own file (A has another): the edit reaches B alone.
+    await writeFile(join(dest, "current/index.html"), "<h1>X</h1>\n");
+    const repaired = await runCli(["run", "--config", config, "--repair", "--format", "json"]);
+    expect(repaired.code, repaired.stderr).toBe(0);
+    const [action] = resultOf(repaired).actions as Array<{ warnings: Array<{ paths: string[] }> }>;
+    expect(action?.warnings[0]?.paths).toEqual(["index.html"]);
+    expect(await readFile(join(dest, "current/index.html"), "utf8")).toBe("<h1>B</h1>\n");
+    // keep: 2 holds the repaired release and the edited one; A stays as the previous publication.
+    const kept = await releaseIds(dest);
+    expect(kept).toHaveLength(3);
+    expect(kept.slice(0, 2)).toEqual([a, b]);
+    const back = await runCli(["rollback", ...owner(config), "--previous", "--format", "json"]);
+    expect(back.code, back.stderr).toBe(0);
+    expect(resultOf(back)).toMatchObject({ to: a, switched: true, forced: false });
+    expect(await readFile(join(dest, "current/index.html"), "utf8")).toBe("<h1>A</h1>\n");
+  }, 60_000);
+
   it("a rewritten copy (a rename over the name) changes no other release", async () => {
     const { source, dest, config } = await setUp();
     await writeBundle(source, "site.a", "2026-06-01T00:00:00Z", FILES_A);

@@ -44,6 +44,7 @@ export {
   newReleaseId,
   peekReplacementMarker,
   peekSingleOwner,
+  peekSourceDigest,
   peekStateRelease,
   RELEASE_ID_PATTERN,
   type ReleaseState,

@@ -87,3 +87,19 @@ export function peekSingleOwner(
   if (match === null) return undefined;
   return { pipelineId: match[1] as string, destinationId: match[2] as string };
 }
+
+// The embedded manifest's `digest` follows its `schema_version`, `id` and `created` (this package
+// writes them in that order), and no member before it is named `digest`.
+const SOURCE_DIGEST = /"digest":\s*"(sha256:[0-9a-f]{64})"/;
+
+/**
+ * The digest of the source a single-owner state's text records (its embedded manifest's
+ * `digest`), from the beginning of the text, without parsing the document: what tells two
+ * releases of one source apart from releases of two. Undefined when the text does not show one
+ * within its first few kilobytes.
+ */
+export function peekSourceDigest(text: StateText): string | undefined {
+  const window = windowAt(text, '"source":', 8192);
+  const match = window === undefined ? null : SOURCE_DIGEST.exec(window);
+  return match === null ? undefined : (match[1] as string);
+}

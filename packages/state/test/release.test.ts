@@ -4,6 +4,7 @@ import {
   parseSingleOwnerState,
   peekReplacementMarker,
   peekSingleOwner,
+  peekSourceDigest,
   peekStateRelease,
   serializeSingleOwnerState,
 } from "@distributor/state";
@@ -68,6 +69,18 @@ describe("peekStateRelease", () => {
     expect(peekStateRelease(JSON.stringify(JSON.parse(serializeSingleOwnerState(tricky))))).toBe(
       undefined,
     );
+  });
+});
+
+describe("peekSourceDigest", () => {
+  it("finds the recorded source's digest, behind the longest id", () => {
+    const state = validSingleOwnerState();
+    const digest = state.source.manifest.digest;
+    expect(peekSourceDigest(serializeSingleOwnerState(state))).toBe(digest);
+    expect(peekSourceDigest(Buffer.from(serializeSingleOwnerState(state)))).toBe(digest);
+    state.source.manifest.id = `a${"b".repeat(127)}`;
+    expect(peekSourceDigest(serializeSingleOwnerState(state))).toBe(digest);
+    expect(peekSourceDigest("{}")).toBeUndefined();
   });
 });
 

@@ -19,6 +19,7 @@ import {
   releasesPrefix,
   snapshotPath,
 } from "./layout.js";
+import { previousPublication } from "./sources.js";
 import type { CarryMethod, ReleaseView } from "./view.js";
 
 /** What lies in `releases/`: each release directory and whether its snapshot is there. */
@@ -249,8 +250,8 @@ export async function finishRelease(
 
 /**
  * Retention: the newest `keep` committed releases stay (the one in force among them, as
- * Capistrano's `keep_releases` counts), and always the one `current` links to and the one the
- * state records; the others go, snapshot first (a directory without one is
+ * Capistrano's `keep_releases` counts), and always the one `current` links to, the one the
+ * state records and the newest release of the publication before the one in force; the others go, snapshot first (a directory without one is
  * never restored, and the next release's preparation removes it should this stop half-way).
  */
 export async function retainReleases(
@@ -261,7 +262,15 @@ export async function retainReleases(
 ): Promise<string[]> {
   const { inner, bundlePath } = view;
   const committed = (await storedReleases(inner, bundlePath, signal)).filter((r) => r.snapshot);
-  const protect = new Set([await view.stateRelease(signal), await view.live(signal)]);
+  const live = await view.live(signal);
+  const protect = new Set([await view.stateRelease(signal), live]);
+  // Repairs and re-publications of the source in force make releases of their own: the newest
+  // release of the publication before it stays whatever `keep` says, so that a rollback to the
+  // previous publication is always possible.
+  if (live !== undefined && committed.length > keep) {
+    const ids = committed.map((release) => release.id);
+    protect.add(await previousPublication(inner, bundlePath, ids, live, signal));
+  }
   const newest = new Set(committed.slice(-keep).map((release) => release.id));
   const removed: string[] = [];
   for (const release of committed) {

@@ -17,6 +17,7 @@ import { DEFAULT_DESTINATION_LIMITS, type DestinationLimits } from "../protocol/
 import { checkRelease, describeDrift, type ReleaseCheck, releaseIntact } from "./identities.js";
 import { assertLayout, linksOf, snapshotPath } from "./layout.js";
 import { finishRelease, type StoredRelease, storedReleases } from "./releases.js";
+import { previousPublication } from "./sources.js";
 import { ReleaseView } from "./view.js";
 
 /** One committed release, as `inspect` and `rollback` show it. */
@@ -99,7 +100,11 @@ export interface RollbackOptions {
   destination: StorageBackend;
   bundlePath: string;
   owner: OwnerScope;
-  /** The release to return to; without it, the newest committed release before `current`. */
+  /**
+   * The release to return to; without it, the previous publication: the newest committed release
+   * before `current` that published another source (releases of the same source, which repairs
+   * make, are passed over).
+   */
   to?: string | undefined;
   dryRun: boolean;
   lease: LeaseOptions;
@@ -167,7 +172,7 @@ export async function rollbackRelease(options: RollbackOptions): Promise<Rollbac
     storedReleases(destination, bundlePath, signal),
     look.live(signal),
   ]);
-  const planned = chooseTarget(options, committedIds(stored), live);
+  const planned = await chooseTarget(options, committedIds(stored), live);
   if (options.dryRun) {
     const check = await checkTarget(options, planned);
     return { from: live, to: planned, switched: false, switchMs: 0, ...check };
@@ -182,7 +187,7 @@ export async function rollbackRelease(options: RollbackOptions): Promise<Rollbac
     // Chosen again under the lease: a publication or a retention may have come in between.
     const view = new ReleaseView(destination, bundlePath);
     const from = await view.live(signal);
-    const to = chooseTarget(
+    const to = await chooseTarget(
       options,
       committedIds(await storedReleases(destination, bundlePath, signal)),
       from,
@@ -316,11 +321,11 @@ async function checkTarget(
   );
 }
 
-function chooseTarget(
+async function chooseTarget(
   options: RollbackOptions,
   available: readonly string[],
   live: string | undefined,
-): string {
+): Promise<string> {
   const where = locatePath(options.destination.location, options.bundlePath);
   const listed = available.length === 0 ? "none" : available.join(", ");
   if (options.restoreInvalidState && options.to === undefined) {
@@ -356,12 +361,20 @@ function chooseTarget(
       `${where} has no current release to roll back from (releases: ${listed})`,
     );
   }
-  const before = available.filter((id) => id < live);
-  const previous = before[before.length - 1];
+  const previous = await previousPublication(
+    options.destination,
+    options.bundlePath,
+    available,
+    live,
+    options.signal,
+  );
   if (previous === undefined) {
+    const before = available.some((id) => id < live);
     throw new ReleaseRefusedError(
       "no_previous_release",
-      `${where}: no committed release before ${live} (releases: ${listed})`,
+      before
+        ? `${where}: every committed release before ${live} published the same source (a repair or a re-publication); choose one with --to (releases: ${listed})`
+        : `${where}: no committed release before ${live} (releases: ${listed})`,
     );
   }
   return previous;
