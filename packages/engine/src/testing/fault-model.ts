@@ -39,6 +39,7 @@ const MUTATIONS = new Set([
   "deletePrefix",
   "abortUploads",
   "hardLink",
+  "cloneFile",
   "switchLink",
 ]);
 
@@ -73,7 +74,7 @@ function injected(method: string, path: string, detail: string): StorageError {
 
 /**
  * Wraps `inner` so that the `plan.at`-th mutation meets `plan.kind`. The link operations of
- * `inner.links` (a hard link, a switch of a symlink) count as mutations too.
+ * `inner.links` (a hard link, a clone, a switch of a symlink) count as mutations too.
  */
 export function faultyBackend(inner: StorageBackend, plan: FaultPlan): StorageBackend {
   const run = { crashed: false, dark: false };
@@ -160,7 +161,7 @@ function faultyObject(
 }
 
 function signalOf(method: string, args: unknown[]): AbortSignal | undefined {
-  const third = ["writeFile", "deletePaths", "hardLink", "switchLink"].includes(method);
+  const third = ["writeFile", "deletePaths", "hardLink", "cloneFile", "switchLink"].includes(method);
   const options = (third ? args[2] : args[1]) as { signal?: AbortSignal } | undefined;
   return options?.signal;
 }
