@@ -1,9 +1,11 @@
 import {
   copyFile,
+  cp,
   mkdtemp,
   readdir,
   readFile,
   readlink,
+  rename,
   rm,
   stat,
   writeFile,
@@ -145,6 +147,28 @@ describe("release history after an edit in place", () => {
     expect(back.code, back.stderr).toBe(0);
     expect(resultOf(back)).toMatchObject({ to: a, switched: true, forced: false });
     expect(await readFile(join(dest, "current/index.html"), "utf8")).toBe("<h1>A</h1>\n");
+  }, 60_000);
+
+  it("a destination copied elsewhere (new inodes, same bytes) is intact: identities are confirmed by digests", async () => {
+    const { source, dest, config } = await setUp();
+    await writeBundle(source, "site.a", "2026-06-01T00:00:00Z", FILES_A);
+    expect((await runCli(["run", "--config", config])).code).toBe(0);
+    await writeBundle(source, "site.b", "2026-06-02T00:00:00Z", FILES_B);
+    expect((await runCli(["run", "--config", config])).code).toBe(0);
+    // As a restore from a backup would: every file a new inode and modification time.
+    const moved = `${dest}.old`;
+    await rename(dest, moved);
+    await cp(moved, dest, { recursive: true, verbatimSymlinks: true });
+    await rm(moved, { recursive: true });
+    const audited = await runCli(["audit", "--config", config]);
+    expect(audited.code, audited.stdout).toBe(0);
+    const back = await runCli(["rollback", ...owner(config), "--previous"]);
+    expect(back.code, back.stderr).toBe(0);
+    expect(back.stdout).not.toContain("forced");
+    const forward = await runCli(["run", "--config", config, "--format", "json"]);
+    expect(forward.code, forward.stderr).toBe(0);
+    const [action] = resultOf(forward).actions as Array<{ action: string; warnings: unknown[] }>;
+    expect(action?.warnings).toEqual([]);
   }, 60_000);
 
   it("a rewritten copy (a rename over the name) changes no other release", async () => {

@@ -25,14 +25,20 @@ const IDENTITIES_FORMAT = 1;
 /** Path (relative to the release directory) → version token, as committed. */
 export type ReleaseIdentities = ReadonlyMap<string, string>;
 
-/** Every file of release `id` with its version token now, from one listing. */
+/** One stored file of a release: its version token now, and its size. */
+export interface ReleaseFile {
+  version: string | undefined;
+  size: number;
+}
+
+/** Every file of release `id` with its version token and size now, from one listing. */
 export async function listReleaseFiles(
   backend: StorageBackend,
   bundlePath: string,
   id: string,
   limits: DestinationLimits = DEFAULT_DESTINATION_LIMITS,
   signal?: AbortSignal,
-): Promise<Map<string, string | undefined> | undefined> {
+): Promise<Map<string, ReleaseFile> | undefined> {
   const directory = releaseDirectory(bundlePath, id);
   let entries: Awaited<ReturnType<StorageBackend["walk"]>>;
   try {
@@ -45,12 +51,12 @@ export async function listReleaseFiles(
     if (isStorageError(error, "not_found")) return undefined;
     throw error;
   }
-  const files = new Map<string, string | undefined>();
+  const files = new Map<string, ReleaseFile>();
   for (const entry of entries) {
     if (entry.kind !== "file") continue;
     const name = entry.path.slice(entry.path.lastIndexOf("/") + 1);
     if (isTempFileName(name)) continue;
-    files.set(relativeTo(directory, entry.path), entry.version);
+    files.set(relativeTo(directory, entry.path), { version: entry.version, size: entry.size });
   }
   return files;
 }
@@ -71,7 +77,7 @@ export async function recordIdentities(
 ): Promise<void> {
   const files = (await listReleaseFiles(backend, bundlePath, id, limits, signal)) ?? new Map();
   const record: Record<string, string> = {};
-  for (const [path, version] of files) {
+  for (const [path, { version }] of files) {
     // A store that gives no version token identifies nothing: such a file is never trusted.
     if (version !== undefined) record[path] = version;
   }
@@ -170,10 +176,11 @@ export interface CheckReleaseOptions {
 }
 
 /**
- * Compares release `id` with what was committed: every file against its identity record (one
- * listing), and with `verify` every recorded output against the snapshot's digest and size.
- * A release without an identity record (committed by an earlier version) is compared by the
- * snapshot's sizes alone unless `verify` is set.
+ * Compares release `id` with what was committed. Each file's identity is compared with its record
+ * (one listing); a file whose identity changed is then hashed and compared with the snapshot's
+ * digest, so that a release copied or restored elsewhere (new inodes, same bytes) is intact and
+ * an edit is not — with `verify`, every recorded output is hashed. A release without an identity
+ * record (committed by an earlier version) is compared by the snapshot's sizes unless `verify`.
  */
 export async function checkRelease(
   backend: StorageBackend,
@@ -200,34 +207,43 @@ export async function checkRelease(
   const identities = await readIdentities(backend, bundlePath, id, limits, signal);
   const changed = new Set<string>();
   const missing = new Set<string>();
+  /** Files whose identity is not the recorded one: their bytes decide. */
+  const suspects = new Set<string>();
   if (identities !== undefined) {
     check.identities = true;
     for (const [path, version] of identities) {
-      if (!files.has(path)) missing.add(path);
-      else if (files.get(path) !== version) changed.add(path);
+      const found = files.get(path);
+      if (found === undefined) missing.add(path);
+      else if (found.version !== version) suspects.add(path);
     }
     for (const path of files.keys()) if (!identities.has(path)) check.added.push(path);
   }
-  if (options.verify || identities === undefined) {
+  if (options.verify || identities === undefined || suspects.size > 0) {
     const records = await snapshotRecords(backend, bundlePath, id, limits, signal);
+    const recorded = new Set(records.map((record) => record.path));
+    // A suspect the snapshot records nothing of cannot be shown intact.
+    for (const path of suspects) if (!recorded.has(path)) changed.add(path);
+    const hashing = records.filter(
+      (record) => files.has(record.path) && (options.verify || suspects.has(record.path)),
+    );
     const directory = releaseDirectory(bundlePath, id);
-    const hashed = options.verify
-      ? await mapBounded(records, options.concurrency ?? 8, (record) =>
-          storedFile(backend, `${directory}/${record.path}`, signal),
-        )
-      : undefined;
-    records.forEach((record, index) => {
-      if (!files.has(record.path)) {
-        missing.add(record.path);
-        return;
-      }
-      const stored = hashed?.[index];
-      if (stored === undefined) return;
-      if (stored.kind !== "file") missing.add(record.path);
+    const hashed = await mapBounded(hashing, options.concurrency ?? 8, (record) =>
+      storedFile(backend, `${directory}/${record.path}`, signal),
+    );
+    hashing.forEach((record, index) => {
+      const stored = hashed[index];
+      if (stored === undefined || stored.kind !== "file") missing.add(record.path);
       else if (stored.sha256 !== record.sha256 || stored.size !== record.size) {
         changed.add(record.path);
       }
     });
+    for (const record of records) {
+      const found = files.get(record.path);
+      if (found === undefined) missing.add(record.path);
+      else if (identities === undefined && !options.verify && found.size !== record.size) {
+        changed.add(record.path);
+      }
+    }
   }
   check.changed = [...changed].sort();
   check.missing = [...missing].sort();

@@ -23,7 +23,7 @@ import {
   type WriteResult,
 } from "@distributor/storage";
 import { DEFAULT_DESTINATION_LIMITS, type DestinationLimits } from "../protocol/limits.js";
-import { listReleaseFiles, readIdentities } from "./identities.js";
+import { checkRelease, readIdentities } from "./identities.js";
 import { liveRelease, releaseDirectory } from "./layout.js";
 
 /**
@@ -147,15 +147,18 @@ export class ReleaseView implements StorageBackend {
   }
 
   async #findChanged(id: string, signal?: AbortSignal): Promise<ReadonlySet<string>> {
-    const identities = await readIdentities(this.inner, this.bundlePath, id, this.limits, signal);
-    if (identities === undefined) return new Set();
-    const files = await listReleaseFiles(this.inner, this.bundlePath, id, this.limits, signal);
-    const changed = new Set<string>();
-    for (const [path, version] of files ?? []) {
-      const recorded = identities.get(path);
-      if (recorded !== undefined && recorded !== version) changed.add(path);
+    // Only a release with identities is looked at: an earlier version's releases are trusted as
+    // they were before identities were recorded (their sizes are checked by planning anyway).
+    if (
+      (await readIdentities(this.inner, this.bundlePath, id, this.limits, signal)) === undefined
+    ) {
+      return new Set();
     }
-    return changed;
+    const check = await checkRelease(this.inner, this.bundlePath, id, {
+      limits: this.limits,
+      signal,
+    });
+    return new Set(check.changed);
   }
 
   /** True when `path` (logical, below the bundle path) is a changed file of release `id`. */

@@ -161,7 +161,9 @@ function faultyObject(
 }
 
 function signalOf(method: string, args: unknown[]): AbortSignal | undefined {
-  const third = ["writeFile", "deletePaths", "hardLink", "cloneFile", "switchLink"].includes(method);
+  const third = ["writeFile", "deletePaths", "hardLink", "cloneFile", "switchLink"].includes(
+    method,
+  );
   const options = (third ? args[2] : args[1]) as { signal?: AbortSignal } | undefined;
   return options?.signal;
 }
