@@ -259,7 +259,7 @@ describe("layout: releases on a local destination", () => {
       await configAt("b", inPlace, ", layout: releases"),
     ]);
     expect(refused.code).toBe(1);
-    expect(refused.stderr).toContain("was written with the default layout");
+    expect(refused.stderr).toContain("was published in place (the default layout)");
     expect(
       (await runCli(["run", "--config", await configAt("c", released, ", layout: releases")])).code,
     ).toBe(0);

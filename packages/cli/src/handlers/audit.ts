@@ -37,8 +37,19 @@ export const auditCommand: CommandHandler<AuditCommandOptions> = async (options,
       .filter((release) => release.status === "drift")
       .map((release) => ({ ...release, live: release.current })),
   );
+  const unsnapshotted = driftedReleases.filter((release) => release.snapshot_missing);
+  // Differences in a bundle path a run was part-way through are that run's, not drift to repair.
+  const interrupted = bundles.filter((b) => b.interrupted);
+  const settled = bundles.filter((b) => !b.interrupted);
   const message = report.drift
-    ? driftMessage({ ...report, unswitched, driftedReleases })
+    ? driftMessage({
+        ...report,
+        unswitched,
+        driftedReleases: driftedReleases.filter((release) => !release.snapshot_missing),
+        unsnapshotted: unsnapshotted.length,
+        interrupted: interrupted.length,
+        repairable: settled.reduce((sum, b) => sum + b.missing_count + b.changed_count, 0),
+      })
     : `${failed.length} destination(s) could not be audited`;
   return {
     ok: false,
@@ -91,6 +102,12 @@ function driftMessage(report: {
   unswitched: number;
   /** Committed releases whose files changed since they were committed. */
   driftedReleases: readonly { id: string; live: boolean }[];
+  /** Bundle paths whose state carries the audited owner's replacement marker. */
+  interrupted: number;
+  /** Releases the state records that have no snapshot. */
+  unsnapshotted: number;
+  /** Missing and changed outputs outside those bundle paths: what `run --repair` restores. */
+  repairable: number;
 }): string {
   const leases =
     report.leases_without_state === 0
@@ -104,12 +121,30 @@ function driftMessage(report: {
     report.driftedReleases.length === 0
       ? ""
       : `, ${report.driftedReleases.length} release(s) changed since they were committed (${report.driftedReleases.map((r) => r.id).join(", ")})`;
-  const found = `audit found ${report.missing_count} missing and ${report.changed_count} changed managed output(s), ${report.incomplete_count} output(s) where the records are not the publication of the recorded source, and ${report.invalid_states} invalid state file(s)${leases}${unswitched}${releases}`;
+  const unsnapshotted =
+    report.unsnapshotted === 0
+      ? ""
+      : `, ${report.unsnapshotted} release(s) in force without their snapshot`;
+  const interrupted =
+    report.interrupted === 0
+      ? ""
+      : `, ${report.interrupted} bundle path(s) where a publication was interrupted`;
+  const found = `audit found ${report.missing_count} missing and ${report.changed_count} changed managed output(s), ${report.incomplete_count} output(s) where the records are not the publication of the recorded source, and ${report.invalid_states} invalid state file(s)${leases}${unswitched}${releases}${unsnapshotted}${interrupted}`;
   const fixes: string[] = [];
   if (report.incomplete_count > 0) {
     fixes.push("a plain `distributor run` of the same source completes the publication");
   }
-  if (report.missing_count + report.changed_count > 0) {
+  if (report.unsnapshotted > 0) {
+    fixes.push(
+      "the next `distributor run` writes the missing snapshot of the release the state records (from the state, which is that release's committed state)",
+    );
+  }
+  if (report.interrupted > 0) {
+    fixes.push(
+      "a publication was interrupted part-way (the state still carries its marker, and its outputs may differ from the records until it is done): the next `distributor run` of the pipeline completes it",
+    );
+  }
+  if (report.repairable > 0) {
     fixes.push("`distributor run --repair` restores outputs whose bytes drifted");
   }
   if (report.unswitched > 0) {
@@ -117,10 +152,7 @@ function driftMessage(report: {
       "the next `distributor run` switches current to the recorded release (a run died between its commit and its switch)",
     );
   }
-  if (
-    report.missing_count + report.changed_count === 0 &&
-    report.driftedReleases.some((release) => release.live)
-  ) {
+  if (report.repairable === 0 && report.driftedReleases.some((release) => release.live)) {
     fixes.push(
       "`distributor run --repair` publishes a new release holding the committed bytes of the files that changed in the live one",
     );

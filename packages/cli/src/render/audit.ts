@@ -33,15 +33,17 @@ export function formatAuditText(report: AuditReport): string[] {
       const status =
         bundle.state === "invalid"
           ? "invalid_state"
-          : bundle.missing_count + bundle.changed_count > 0
-            ? "drift"
-            : bundle.incomplete_count > 0
-              ? "incomplete"
-              : bundle.release !== null && bundle.release.recorded !== bundle.release.current
-                ? "not_current"
-                : bundle.release?.releases.some((release) => release.status === "drift")
-                  ? "release_drift"
-                  : "ok";
+          : bundle.interrupted
+            ? "interrupted"
+            : bundle.missing_count + bundle.changed_count > 0
+              ? "drift"
+              : bundle.incomplete_count > 0
+                ? "incomplete"
+                : bundle.release !== null && bundle.release.recorded !== bundle.release.current
+                  ? "not_current"
+                  : bundle.release?.releases.some((release) => release.status === "drift")
+                    ? "release_drift"
+                    : "ok";
       lines.push(
         summaryLine("Audit", [
           ...where,
@@ -108,6 +110,7 @@ export function formatAuditText(report: AuditReport): string[] {
             ["missing", release.missing.length],
             ["added", release.added.length],
             ...(release.directory_missing ? ([["directory", "missing"]] as const) : []),
+            ...(release.snapshot_missing ? ([["snapshot", "missing"]] as const) : []),
           ]),
         );
         const files = [

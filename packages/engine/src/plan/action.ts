@@ -138,6 +138,13 @@ function decide(comparison: Comparison, transfer: TransferPolicy): ActionDecisio
         code: "state_invalid",
       };
     case "identity_mismatch":
+      // Another pipeline's or destination's state (or another state mode) at this bundle path:
+      // the code every command gives for a state that is not this owner's.
+      return {
+        action: "fail_conflict",
+        reason: `${reason}: the state at this bundle path is not this pipeline and destination's`,
+        code: "not_owner",
+      };
     case "same_created_conflict":
     case "different_source_conflict":
       return { action: "fail_conflict", reason };

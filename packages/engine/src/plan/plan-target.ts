@@ -1,11 +1,11 @@
 import { setImmediate as nextTurn } from "node:timers/promises";
 import type { Manifest } from "@distributor/bundle";
 import { isSharedRootState } from "@distributor/state";
-import { locatePath, runInSlices, type StorageBackend, statePath } from "@distributor/storage";
+import { locatePath, runInSlices, type StorageBackend } from "@distributor/storage";
 import type { RenderCache } from "../execute/render-cache.js";
 import type { DestinationLimits } from "../protocol/limits.js";
 import { isWriteAction } from "./action.js";
-import { LayoutMismatchError } from "./errors.js";
+import { layoutMismatch } from "./errors.js";
 import { inspectDestination } from "./inspect.js";
 import {
   attachUrls,
@@ -128,15 +128,14 @@ function checkLayout(
 ): void {
   const state = inspection.status.state;
   if (state === undefined || isSharedRootState(state)) return;
-  const where = locatePath(destination.location, statePath(target.bundlePath));
+  const where = locatePath(
+    destination.location,
+    target.bundlePath === "" ? "." : target.bundlePath,
+  );
   if (target.release === undefined && state.release !== undefined) {
-    throw new LayoutMismatchError(
-      `${where} records release ${state.release.id}: this bundle path was published with layout: releases, and the destination's configuration now has the default layout; set layout: releases again (or publish to another bundle path)`,
-    );
+    throw layoutMismatch(where, "releases");
   }
   if (target.release !== undefined && state.release === undefined) {
-    throw new LayoutMismatchError(
-      `${where} was written with the default layout, and the destination's configuration now has layout: releases; a release layout does not take over files published in place — publish to a new bundle path (or destination) with layout: releases`,
-    );
+    throw layoutMismatch(where, "in_place");
   }
 }

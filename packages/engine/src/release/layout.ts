@@ -8,7 +8,7 @@ import {
   StorageError,
   statePath,
 } from "@distributor/storage";
-import { LayoutMismatchError } from "../plan/errors.js";
+import { layoutMismatch } from "../plan/errors.js";
 
 // Where the release layout keeps things below a destination bundle path (docs/design/releases.md):
 //   releases/<id>/        one release: every output of one publication
@@ -146,9 +146,5 @@ export async function assertLayout(
   const stored = await storedLayout(backend, bundlePath, options);
   if (stored === undefined || stored === configured) return;
   const where = locatePath(backend.location, bundlePath === "" ? "." : bundlePath);
-  throw new LayoutMismatchError(
-    stored === "releases"
-      ? `${where} was published with layout: releases, and the destination's configuration now has the default layout; set layout: releases again (or publish to another bundle path)`
-      : `${where} was published in place (the default layout), and the destination's configuration now has layout: releases; a release layout does not take over files published in place — remove layout: releases again, or publish to a new bundle path (or destination) with it`,
-  );
+  throw layoutMismatch(where, stored);
 }

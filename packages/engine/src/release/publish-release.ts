@@ -7,7 +7,13 @@ import { holdLease } from "../protocol/hold-lease.js";
 import { LeaseHeldError } from "../protocol/lease-file.js";
 import { DEFAULT_DESTINATION_LIMITS } from "../protocol/limits.js";
 import { linksOf } from "./layout.js";
-import { finishRelease, prepareRelease, retainReleases } from "./releases.js";
+import {
+  finishRelease,
+  prepareRelease,
+  releaseDirectoryExists,
+  retainReleases,
+  snapshotExists,
+} from "./releases.js";
 import { ReleaseView } from "./view.js";
 
 export interface ReleaseLayout {
@@ -29,6 +35,11 @@ export interface ReleaseLayout {
    * fails the publication (which stands: committed and switched).
    */
   onRetentionFailed?: ((error: unknown) => void) | undefined;
+  /**
+   * Called when the release the state recorded had lost its directory: the run published its
+   * files again as release `next` (or, in a dry run, would).
+   */
+  onRecordedMissing?: ((recorded: string, next: string) => void) | undefined;
 }
 
 /**
@@ -45,13 +56,24 @@ export async function publishRelease(
   const { destination, target, signal } = options.plan;
   const bundlePath = target.bundlePath;
   linksOf(destination, bundlePath);
-  if (!options.dryRun) await settlePendingSwitch(options);
+  // A state recording a release whose directory is gone promises files that are not there: the
+  // run publishes them again (as a repair of the records' source, or with the new source), into a
+  // release of its own, rather than skipping — or switching `current` to nothing.
+  const recorded = await new ReleaseView(destination, bundlePath).stateRelease(signal);
+  const gone =
+    recorded !== undefined &&
+    !(await releaseDirectoryExists(destination, bundlePath, recorded, signal));
+  if (!options.dryRun && !gone) await settlePendingSwitch(options);
   const next = layout.id ?? newReleaseId(options.now());
   const limits = options.plan.limits ?? DEFAULT_DESTINATION_LIMITS;
   const view = new ReleaseView(destination, bundlePath, next, limits);
   const published = await publishTarget({
     ...options,
-    plan: { ...options.plan, destination: view, target: { ...target, release: next } },
+    plan: {
+      ...options.plan,
+      destination: view,
+      target: { ...target, release: next, ...(gone ? { repair: true } : {}) },
+    },
     beforeExecute: async (plan, lease) => {
       await options.beforeExecute?.(plan, lease);
       await prepareRelease(view, {
@@ -82,12 +104,13 @@ export async function publishRelease(
     const rewritten = await view.changedSoFar();
     if (rewritten.length > 0) layout.onRewritten?.(rewritten);
   }
+  if (gone && recorded !== undefined) layout.onRecordedMissing?.(recorded, next);
   return published;
 }
 
 /**
  * A state that records a release `current` does not link to was committed by a run that died
- * before switching: under the lease (recovering that run's journal first, in that release), the
+ * before switching (or one whose snapshot went missing since): under the lease (recovering that run's journal first, in that release), the
  * switch is made, unless the state still says a replacement is under way there — then the
  * publication's own preparation finishes it once the marker is recovered.
  */
@@ -96,7 +119,7 @@ async function settlePendingSwitch(options: PublishTargetOptions): Promise<void>
   const bundlePath = target.bundlePath;
   const look = new ReleaseView(destination, bundlePath);
   const recorded = await look.stateRelease(signal);
-  if (recorded === undefined || recorded === (await look.live(signal))) return;
+  if (recorded === undefined || (await settled(look, recorded, signal))) return;
   let lease: Awaited<ReturnType<typeof holdLease>>;
   try {
     lease = await holdLease(look, bundlePath, target.owner, {
@@ -113,12 +136,18 @@ async function settlePendingSwitch(options: PublishTargetOptions): Promise<void>
   try {
     const view = new ReleaseView(destination, bundlePath, undefined, options.plan.limits);
     const id = await view.stateRelease(signal);
-    if (id === undefined || id === (await view.live(signal))) return;
+    if (id === undefined || (await settled(view, id, signal))) return;
     if (await stillMarked(view, bundlePath, signal)) return;
     await finishRelease(view, id, lease, signal);
   } finally {
     await lease.release();
   }
+}
+
+/** The recorded release is live and has its snapshot: nothing is left to finish. */
+async function settled(view: ReleaseView, id: string, signal?: AbortSignal): Promise<boolean> {
+  if (id !== (await view.live(signal))) return false;
+  return snapshotExists(view.inner, view.bundlePath, id, signal);
 }
 
 async function stillMarked(view: ReleaseView, bundlePath: string, signal?: AbortSignal) {

@@ -88,7 +88,13 @@ export async function prepareRelease(view: ReleaseView, options: PrepareOptions)
     );
   }
   const recorded = await view.stateRelease(signal);
-  if (recorded !== undefined && recorded !== (await view.live(signal))) {
+  // A recorded release whose directory is gone is not finished (never a link to nothing): the
+  // plan, made against it, writes every file into the new release instead.
+  if (
+    recorded !== undefined &&
+    recorded !== (await view.live(signal)) &&
+    (await releaseDirectoryExists(inner, bundlePath, recorded, signal))
+  ) {
     await finishRelease(view, recorded, lease, signal);
   }
   const stored = await storedReleases(inner, bundlePath, signal);
@@ -130,12 +136,8 @@ async function copyRelease(view: ReleaseView, from: string, next: string, option
       signal: options.signal,
     });
   } catch (error) {
-    if (isStorageError(error, "not_found")) {
-      throw new Error(
-        `${statePath(bundlePath)} records release ${from}, but ${source} is missing; restore it, or roll back to a release that exists (distributor rollback)`,
-        { cause: error },
-      );
-    }
+    // Gone: planning saw every file of it missing, and the plan writes them all.
+    if (isStorageError(error, "not_found")) return;
     throw error;
   }
   const concurrency = options.concurrency ?? inner.writeConcurrency ?? 8;
@@ -212,7 +214,11 @@ export async function finishRelease(
   // identity record goes first, so that every release with a snapshot has one.
   if ((await kindAt(inner, snapshotPath(bundlePath, id), signal)) === undefined) {
     lease.assertHeld();
-    await recordIdentities(inner, bundlePath, id, view.limits, signal, view.carried);
+    // Recorded once: identities written by the run that built the release are never replaced
+    // (a snapshot lost since must not bless edits made since).
+    if ((await kindAt(inner, identitiesPath(bundlePath, id), signal)) === undefined) {
+      await recordIdentities(inner, bundlePath, id, view.limits, signal, view.carried);
+    }
     lease.assertHeld();
     await inner.writeFile(snapshotPath(bundlePath, id), bytes, {
       overwrite: true,
@@ -251,7 +257,8 @@ export async function finishRelease(
 /**
  * Retention: the newest `keep` committed releases stay (the one in force among them, as
  * Capistrano's `keep_releases` counts), and always the one `current` links to, the one the
- * state records and the newest release of the publication before the one in force; the others go, snapshot first (a directory without one is
+ * state records and the newest release of the publication before the one in force; the others go
+ * (and every release whose directory is gone), snapshot first (a directory without one is
  * never restored, and the next release's preparation removes it should this stop half-way).
  */
 export async function retainReleases(
@@ -271,7 +278,9 @@ export async function retainReleases(
     const ids = committed.map((release) => release.id);
     protect.add(await previousPublication(inner, bundlePath, ids, live, signal));
   }
-  const newest = new Set(committed.slice(-keep).map((release) => release.id));
+  // A release whose directory is gone can never be gone back to: its snapshot goes too.
+  const whole = committed.filter((release) => release.directory);
+  const newest = new Set(whole.slice(-keep).map((release) => release.id));
   const removed: string[] = [];
   for (const release of committed) {
     if (newest.has(release.id) || protect.has(release.id)) continue;
@@ -291,6 +300,26 @@ export async function retainReleases(
     removed.push(release.id);
   }
   return removed;
+}
+
+/** `releases/<id>/` is there. */
+export async function releaseDirectoryExists(
+  backend: StorageBackend,
+  bundlePath: string,
+  id: string,
+  signal?: AbortSignal,
+): Promise<boolean> {
+  return (await kindAt(backend, releaseDirectory(bundlePath, id), signal)) === "directory";
+}
+
+/** `releases/<id>.json` is there. */
+export async function snapshotExists(
+  backend: StorageBackend,
+  bundlePath: string,
+  id: string,
+  signal?: AbortSignal,
+): Promise<boolean> {
+  return (await kindAt(backend, snapshotPath(bundlePath, id), signal)) === "file";
 }
 
 /** What kind of entry stands at `path`; undefined when nothing does. */

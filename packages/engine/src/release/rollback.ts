@@ -127,7 +127,8 @@ export interface RollbackOptions {
 /**
  * A rollback (or promotion) refused before anything changed: `code` says why —
  * `release_not_found`, `no_previous_release`, `invalid_release_id`, `state_invalid`,
- * `release_drift` (the target changed since it was committed), `not_owner`.
+ * `release_drift` (the target changed since it was committed), `not_owner`,
+ * `publication_interrupted` (the state carries a run's replacement marker), `state_valid`.
  */
 export class ReleaseRefusedError extends Error {
   override readonly name = "ReleaseRefusedError";
@@ -168,11 +169,12 @@ export async function rollbackRelease(options: RollbackOptions): Promise<Rollbac
     signal,
   });
   const look = new ReleaseView(destination, bundlePath);
-  const [stored, live] = await Promise.all([
+  const [stored, live, recordedNow] = await Promise.all([
     storedReleases(destination, bundlePath, signal),
     look.live(signal),
+    look.stateRelease(signal),
   ]);
-  const planned = await chooseTarget(options, committedIds(stored), live);
+  const planned = await chooseTarget(options, committedIds(stored), live, recordedNow);
   if (options.dryRun) {
     const check = await checkTarget(options, planned);
     return { from: live, to: planned, switched: false, switchMs: 0, ...check };
@@ -191,6 +193,7 @@ export async function rollbackRelease(options: RollbackOptions): Promise<Rollbac
       options,
       committedIds(await storedReleases(destination, bundlePath, signal)),
       from,
+      await view.stateRelease(signal),
     );
     const path = statePath(bundlePath);
     let current: { bytes: Uint8Array; version: string } | undefined;
@@ -203,7 +206,7 @@ export async function rollbackRelease(options: RollbackOptions): Promise<Rollbac
       if (current !== undefined && readable(current.bytes)) {
         throw new ReleaseRefusedError(
           "state_valid",
-          `${locatePath(destination.location, path)} holds a valid state, so there is nothing to rebuild; nothing was changed — \`distributor rollback\` switches to another committed release`,
+          `${locatePath(destination.location, path)} holds a valid state, so there is nothing to rebuild; nothing was changed`,
         );
       }
     }
@@ -234,8 +237,9 @@ export async function rollbackRelease(options: RollbackOptions): Promise<Rollbac
       !options.restoreInvalidState &&
       peekReplacementMarker(current.bytes)
     ) {
-      throw new Error(
-        `${locatePath(destination.location, path)} says a publication is under way; run the pipeline again to finish it, then roll back`,
+      throw new ReleaseRefusedError(
+        "publication_interrupted",
+        `${locatePath(destination.location, path)} says a publication is under way (or was interrupted); nothing was changed — run the pipeline again (\`distributor run\`) to finish it, then roll back`,
       );
     }
     // The snapshot is the state as committed for that release (never changed since): what is
@@ -325,6 +329,8 @@ async function chooseTarget(
   options: RollbackOptions,
   available: readonly string[],
   live: string | undefined,
+  /** The release the state records: what `--previous` goes back from when `current` is missing. */
+  recorded: string | undefined,
 ): Promise<string> {
   const where = locatePath(options.destination.location, options.bundlePath);
   const listed = available.length === 0 ? "none" : available.join(", ");
@@ -355,7 +361,8 @@ async function chooseTarget(
     }
     return options.to;
   }
-  if (live === undefined) {
+  const from = live ?? recorded;
+  if (from === undefined) {
     throw new ReleaseRefusedError(
       "no_previous_release",
       `${where} has no current release to roll back from (releases: ${listed})`,
@@ -365,16 +372,16 @@ async function chooseTarget(
     options.destination,
     options.bundlePath,
     available,
-    live,
+    from,
     options.signal,
   );
   if (previous === undefined) {
-    const before = available.some((id) => id < live);
+    const before = available.some((id) => id < from);
     throw new ReleaseRefusedError(
       "no_previous_release",
       before
-        ? `${where}: every committed release before ${live} published the same source (a repair or a re-publication); choose one with --to (releases: ${listed})`
-        : `${where}: no committed release before ${live} (releases: ${listed})`,
+        ? `${where}: every committed release before ${from} published the same source (a repair or a re-publication); choose one with --to (releases: ${listed})`
+        : `${where}: no committed release before ${from} (releases: ${listed})`,
     );
   }
   return previous;

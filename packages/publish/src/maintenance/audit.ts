@@ -14,6 +14,7 @@ import {
   type OutputMetadata,
   type OwnerScope,
   ownerScope,
+  replacementMarker,
   type StateDocument,
   sameOwnerScope,
 } from "@distributor/state";
@@ -31,7 +32,7 @@ import {
 import { findDestination, findPipeline } from "../backends/configured-location.js";
 import { openBackend } from "../backends/registry.js";
 import type { Config, DestinationConfig, PipelineConfig } from "../config/types.js";
-import { errorCode, errorMessage } from "../errors.js";
+import { errorCode, errorMessage, WorkflowError } from "../errors.js";
 import { destinationLimits } from "../shared/destination-limits.js";
 import { type LeaseWithoutState, leasesWithoutState } from "../shared/leases-without-state.js";
 import { destinationSelection, ownedRecords, recordedManifest } from "../shared/selection.js";
@@ -88,6 +89,12 @@ export interface AuditBundleReport {
    * signatures (`source.signatures`); null otherwise, and for an invalid state.
    */
   signer: { principal: string; fingerprint: string } | null;
+  /**
+   * The state carries a replacement marker of the audited owner: a run was part-way through a
+   * publication here (interrupted, or still running). Its records may not describe the files yet:
+   * differences are expected, and the next `run` completes the publication. Counted as drift.
+   */
+  interrupted: boolean;
   /**
    * Under `layout: releases`: the release the state records and the one `current` links to; when
    * they differ (a run died before switching) it counts as drift, and the next run switches.
@@ -313,6 +320,7 @@ async function auditDestination(
     report.bundles.some(
       (b) =>
         b.state === "invalid" ||
+        b.interrupted ||
         b.missing_count > 0 ||
         b.changed_count > 0 ||
         b.incomplete_count > 0 ||
@@ -367,6 +375,7 @@ async function auditBundle(
     incomplete: [],
     incomplete_count: 0,
     signer: null,
+    interrupted: false,
     release: null,
   };
   let document: StateDocument;
@@ -387,7 +396,18 @@ async function auditBundle(
     return report;
   }
   const records = ownedRecords(document, owner);
-  if (records === undefined) return undefined;
+  if (records === undefined) {
+    // Under `path_mapping: fixed` the root state is this owner's or nothing is: another
+    // pipeline's there means this destination publishes nowhere of its own.
+    if (listing.destination.pathMapping.mode === "fixed" && !isSharedRootState(document)) {
+      throw new WorkflowError(
+        "not_owner",
+        `${stateFile} is the state of pipeline ${document.pipelineId} destination ${document.destinationId}, not of this pipeline and destination: the two share one path; give one of them another path`,
+      );
+    }
+    return undefined;
+  }
+  report.interrupted = replacementMarker(document, owner) !== undefined;
   const source = isSharedRootState(document)
     ? document.owners.find((candidate) => sameOwnerScope(candidate.scope, owner))?.source
     : document.source;

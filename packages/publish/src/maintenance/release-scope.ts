@@ -41,6 +41,11 @@ export interface KeptReleaseReport {
   added: string[];
   /** The release directory is gone although its snapshot is there. */
   directory_missing: boolean;
+  /**
+   * The release the state records has no snapshot (`releases/<id>.json`): nothing to roll back
+   * to until the next `run` writes it from the state.
+   */
+  snapshot_missing: boolean;
 }
 
 /** Which releases `audit` checks: every committed one, or the one `current` links to. */
@@ -97,7 +102,27 @@ export async function bundleScope(
     missing: check.missing,
     added: check.added,
     directory_missing: check.directoryMissing,
+    snapshot_missing: false,
   }));
+  if (
+    recorded !== undefined &&
+    (only === undefined || only.includes(recorded)) &&
+    !checks.some((check) => check.id === recorded)
+  ) {
+    releases.push({
+      id: recorded,
+      current: recorded === current,
+      recorded: true,
+      status: "drift",
+      method: "identities",
+      changed: [],
+      missing: [],
+      added: [],
+      directory_missing: false,
+      snapshot_missing: true,
+    });
+    releases.sort((left, right) => (left.id < right.id ? -1 : 1));
+  }
   // Entries outside the bundle path stay as they are (a nested bundle path's, say).
   const outside = entries.filter((entry) => !isWithinPrefix(bundlePath, entry.path));
   return {

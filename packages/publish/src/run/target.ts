@@ -150,6 +150,12 @@ export async function runTarget(
             keep: layout.keep,
             id: context.releaseId,
             onRewritten: (paths) => action.warnings.push(rewrittenWarning(paths)),
+            onRecordedMissing: (recorded, next) =>
+              action.warnings.push({
+                code: "release_missing",
+                message: `release ${recorded}, which the state recorded, had lost its directory; its files were published again from the source as release ${next}`,
+                paths: [],
+              }),
             onRetentionFailed: (error) =>
               action.warnings.push({
                 code: "retention_failed",

@@ -57,17 +57,20 @@ describe("layout: releases refuses", () => {
     expect((await publish(config))?.status).toBe("published");
     const where = { config, pipelineId: "site", destinationId: "www" };
     await expect(reconcileState(where)).rejects.toMatchObject({ code: "unsupported_layout" });
-    for (const mode of ["adopt", "rebuild"] as const) {
-      await expect(adoptOutputs({ ...where, mode })).rejects.toMatchObject({
-        code: "unsupported_layout",
-      });
-    }
-    await expect(rollback({ ...where, to: undefined })).rejects.toThrow(
-      /no committed release before/,
-    );
+    await expect(adoptOutputs({ ...where, mode: "adopt" })).rejects.toMatchObject({
+      code: "unsupported_layout",
+    });
+    // --rebuild restores an unreadable state from a snapshot: a valid one is left alone.
+    await expect(adoptOutputs({ ...where, mode: "rebuild" })).rejects.toMatchObject({
+      code: "state_valid",
+    });
+    await expect(rollback({ ...where, to: undefined })).rejects.toMatchObject({
+      code: "no_previous_release",
+      message: expect.stringMatching(/no committed release before/),
+    });
   });
 
-  it("to make live a release whose directory is gone, and says how to get out", async () => {
+  it("to make live a release whose directory is gone: the run publishes it again instead", async () => {
     expect((await publish(await configFor(1)))?.status).toBe("published");
     const first = await readlink(join(dest(), "current"));
     expect((await publish(await configFor(2)))?.status).toBe("published");
@@ -77,21 +80,19 @@ describe("layout: releases refuses", () => {
     await symlink(first, join(dest(), "current"));
     await rm(join(dest(), second), { recursive: true });
     const action = await publish(await configFor(2));
-    expect(action?.status).toBe("failed");
-    expect(action?.error?.message).toMatch(/is missing; current was left as it was — roll back/);
-    expect(await readlink(join(dest(), "current"))).toBe(first);
-    // The way out it names works: back to the committed release that is still there.
-    const back = await rollback({
-      config: await configFor(2),
-      pipelineId: "site",
-      destinationId: "www",
-      to: first.slice("releases/".length),
-    });
-    expect(back.switched).toBe(true);
-    const again = await publish(await configFor(2));
-    expect(again?.status).toBe("published");
+    expect(action?.status, action?.error?.message).toBe("published");
+    expect(action?.warnings).toEqual([
+      expect.objectContaining({
+        code: "release_missing",
+        message: expect.stringContaining(second.slice("releases/".length)),
+      }),
+    ]);
     const live = await readlink(join(dest(), "current"));
     expect(live).not.toBe(first);
+    expect(live).not.toBe(second);
     expect(await readdir(join(dest(), live))).toEqual(["index.html"]);
+    // The state records the new release, and the next run of that source skips.
+    const again = await publish(await configFor(2));
+    expect(again?.action).toBe("skip_same");
   });
 });
