@@ -463,7 +463,7 @@ async function quiesce(c: Case) {
     for (const action of report.actions) {
       if (action.status === "failed") {
         expect(
-          ["conflict", "incomplete_publication", "unmanaged"],
+          ["conflict", "not_owner", "incomplete_publication", "unmanaged"],
           `rollback run of ${pipeline} at ${action.destination_id}: ${action.reason}`,
         ).toContain(action.error?.code);
       } else {
