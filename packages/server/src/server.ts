@@ -221,6 +221,7 @@ async function openConfiguredStore(config: Config): Promise<UploadStore> {
     ...limits,
     path: config.server.store.path,
     service: config.server.service,
+    configFile: config.server.configFile,
   });
 }
 
