@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { errorMessage } from "@distributor/publish";
+import { errorMessage, pipelineConfigDigest } from "@distributor/publish";
 import { authorize } from "../auth.js";
 import type { RequestLog, ServerContext } from "../context.js";
 import { RETRY_AFTER_SECONDS } from "../context.js";
@@ -69,7 +69,8 @@ export async function upload(
 
   const scope: IdempotencyScope | undefined =
     key === undefined ? undefined : { tokenId: token.id, pipelineId: pipeline.id, key };
-  const earlier = scope === undefined ? undefined : await claim(store, scope);
+  const earlier =
+    scope === undefined ? undefined : await claim(store, scope, pipelineConfigDigest(pipeline));
   let slot = false;
   let staged: StagedUpload | undefined;
   let placed: Pick<UploadJob, "stagingDirectory" | "bundleDirectory"> | undefined;

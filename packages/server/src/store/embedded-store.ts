@@ -355,17 +355,22 @@ function parseRun(body: Record<string, unknown>): PersistedRun | string {
 
 /** An idempotency record file; its accepted body is checked once its run is known to exist. */
 function parseKey(body: Record<string, unknown>): PersistedKey | string {
-  const { token_id, pipeline_id, key, run_id, accepted } = body;
+  const { token_id, pipeline_id, key, run_id, accepted, config_digest } = body;
   for (const [name, value] of Object.entries({ token_id, pipeline_id, key, run_id })) {
     if (typeof value !== "string") return `${name} must be a string`;
   }
   if (typeof accepted !== "object" || accepted === null) return "accepted must be an object";
+  // Absent in keys an earlier version bound.
+  if (config_digest !== undefined && typeof config_digest !== "string") {
+    return "config_digest must be a string";
+  }
   return {
     token_id: token_id as string,
     pipeline_id: pipeline_id as string,
     key: key as string,
     run_id: run_id as string,
     accepted: accepted as PersistedKey["accepted"],
+    ...(config_digest === undefined ? {} : { config_digest }),
   };
 }
 

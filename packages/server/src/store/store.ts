@@ -40,12 +40,14 @@ export interface IdempotencyScope {
 
 /**
  * The result of claiming an idempotency key: the caller now holds it; another request holds it
- * while it stages (wait for `settled`, then claim again); or it belongs to an accepted upload.
+ * while it stages (wait for `settled`, then claim again); or it belongs to an accepted upload,
+ * with the digest of the pipeline configuration that accepted it (the job's `configDigest`;
+ * absent for keys bound by an earlier version).
  */
 export type KeyClaim =
   | { kind: "claimed" }
   | { kind: "pending"; settled: Promise<void> }
-  | { kind: "accepted"; accepted: AcceptedUpload };
+  | { kind: "accepted"; accepted: AcceptedUpload; configDigest?: string };
 
 /** A queued run: the staged bundle waiting for a worker. */
 export interface UploadJob {
@@ -113,7 +115,8 @@ export interface UploadStore {
   releaseQueueSlot(): Promise<void>;
   /**
    * Stores the run's record, queues its job in the reserved place and, when `scope` is given,
-   * binds the claimed key to `accepted` (it then expires with the record). Once it resolves the
+   * binds the claimed key to `accepted` and the job's `configDigest` (it then expires with the
+   * record). Once it resolves the
    * upload is accepted: a durable store has it on disk.
    */
   enqueue(
