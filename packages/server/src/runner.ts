@@ -32,7 +32,7 @@ export async function enqueue(
   token: ResolvedToken,
   pipeline: PipelineConfig,
   manifest: ManifestIdentity,
-  staged: Pick<UploadJob, "stagingDirectory" | "bundleDirectory">,
+  staged: Pick<UploadJob, "stagingDirectory" | "bundleDirectory" | "stagedBytes">,
   scope: IdempotencyScope | undefined,
 ): Promise<AcceptedUpload> {
   const { store, now, emit } = ctx;
@@ -61,6 +61,7 @@ export async function enqueue(
     stagingDirectory: staged.stagingDirectory,
     bundleDirectory: staged.bundleDirectory,
     configDigest: pipelineConfigDigest(pipeline),
+    ...(staged.stagedBytes === undefined ? {} : { stagedBytes: staged.stagedBytes }),
   };
   await store.enqueue({ record, tokenId: token.id }, job, accepted, scope);
   emit({ type: "run_state", run_id: runId, pipeline_id: pipeline.id, state: "queued" });
@@ -98,8 +99,6 @@ export async function executeRun(ctx: ServerContext, job: UploadJob): Promise<vo
         type: "warning",
         message: `run ${job.runId}: taken over by another instance before it started here; left to it`,
       });
-      // The run and its staged bundle are the other instance's now (it counts the takeover).
-      metrics.unstaged(job.stagingDirectory);
       emit({
         type: "run_state",
         run_id: job.runId,
@@ -169,7 +168,6 @@ export async function executeRun(ctx: ServerContext, job: UploadJob): Promise<vo
       type: "warning",
       message: `run ${job.runId}: taken over by another instance while it ran here; its record and staged bundle are left to it`,
     });
-    metrics.unstaged(job.stagingDirectory);
     emit({
       type: "run_state",
       run_id: job.runId,
@@ -179,7 +177,6 @@ export async function executeRun(ctx: ServerContext, job: UploadJob): Promise<vo
     return;
   }
   await stagingArea.remove(job);
-  metrics.unstaged(job.stagingDirectory);
 }
 
 /**

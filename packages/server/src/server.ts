@@ -108,6 +108,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     pipelines: config.pipelines.filter((p) => p.source.backend === "http_upload").map((p) => p.id),
     // Read from the store itself: a failed read is counted once, by the gauge.
     queueDepth: () => rawStore.queueLength(),
+    stagingBytes: () => rawStore.stagedBytes(),
   });
   const store = countingStoreErrors(rawStore, metrics);
   const ctx: ServerContext = {

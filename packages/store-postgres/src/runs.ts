@@ -220,6 +220,15 @@ export function createRunQueries(
       return Number(result.rows[0]?.count ?? 0) + reserved;
     },
 
+    async stagedBytes() {
+      const result = await query<{ total: string | null }>(
+        "summing staged bytes",
+        `SELECT sum((job->>'stagedBytes')::bigint) AS total FROM ${s}.upload_runs
+         WHERE job IS NOT NULL`,
+      );
+      return Number(result.rows[0]?.total ?? 0);
+    },
+
     async getRun(runId) {
       const result = await query<{ record: UploadRunRecord; token_id: string; version: string }>(
         "reading a run",

@@ -107,9 +107,15 @@ export async function upload(
     if (store.durable && !stagingArea.remote) await syncTree(staged.directory);
     placed = await stagingArea.place(staged);
     try {
-      const accepted = await enqueue(ctx, token, pipeline, manifest, placed, scope);
+      const accepted = await enqueue(
+        ctx,
+        token,
+        pipeline,
+        manifest,
+        { ...placed, stagedBytes: staged.extractedBytes ?? 0 },
+        scope,
+      );
       enqueued = true;
-      ctx.metrics.staged(placed.stagingDirectory, staged.extractedBytes ?? 0);
       log.run_id = accepted.run_id;
       sendJson(response, 202, accepted, { Location: accepted.status_url });
     } catch (error) {

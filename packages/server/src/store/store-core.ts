@@ -266,6 +266,14 @@ export function createUploadStoreCore(
       return queue.length + reserved;
     },
 
+    async stagedBytes() {
+      let total = 0;
+      for (const run of runs.values()) {
+        if (run.job !== null && isLive(run.record.status)) total += run.job.stagedBytes ?? 0;
+      }
+      return total;
+    },
+
     async getRun(runId) {
       const run = runs.get(runId);
       return run === undefined ? undefined : copy(run);

@@ -65,6 +65,11 @@ export interface UploadJob {
    */
   configDigest?: string;
   /**
+   * Bytes of the accepted upload's files in staging (`distributor_staging_bytes` is their sum
+   * over live jobs). Absent in jobs accepted by an earlier version: those count as none.
+   */
+  stagedBytes?: number;
+  /**
    * Set by a shared store's `takeNext` when the run was claimed by an instance whose claim had
    * lapsed: this instance takes it over. Never stored.
    */
@@ -134,6 +139,11 @@ export interface UploadStore {
   dequeue(runId: string): Promise<UploadJob | undefined>;
   /** Number of queued jobs plus reserved places. */
   queueLength(): Promise<number>;
+  /**
+   * The `stagedBytes` of every live run's job (accepted, queued or running), summed: what waits
+   * in staging, whichever instance accepted or runs it. A finished run's job no longer counts.
+   */
+  stagedBytes(): Promise<number>;
   getRun(runId: string): Promise<StoredRun | undefined>;
   /**
    * Changes a run's record; a finished status also drops its job (the run is no longer live).

@@ -158,6 +158,28 @@ export function describeUploadStoreContract(name: string, factory: UploadStoreFa
       expect(await store.takeNext(new Set())).toBeUndefined();
     });
 
+    it("sums the staged bytes of live runs' jobs, whichever of them finished", async () => {
+      const { store } = await open();
+      expect(await store.stagedBytes()).toBe(0);
+      const sized = (bytes: number) => {
+        const sample = sampleRun();
+        return { ...sample, job: { ...sample.job, stagedBytes: bytes } };
+      };
+      const first = await accept(store, sized(1000));
+      const second = await accept(store, sized(234));
+      // A job accepted by an earlier version carries no size: it counts as none.
+      await accept(store, sampleRun("other"));
+      expect(await store.stagedBytes()).toBe(1234);
+      expect(await store.takeNext(new Set())).toEqual(first.job);
+      await store.updateRun(first.runId, { status: "running", started_at: at(1) });
+      expect(await store.stagedBytes()).toBe(1234);
+      await finish(store, first.runId, 2);
+      expect(await store.stagedBytes()).toBe(234);
+      await store.dequeue(second.runId);
+      await store.updateRun(second.runId, { status: "failed", finished_at: at(3) });
+      expect(await store.stagedBytes()).toBe(0);
+    });
+
     it("keeps run records and their changes", async () => {
       const { store } = await open();
       const sample = await accept(store);
