@@ -13,7 +13,10 @@ export interface ServerMetrics {
   upload(pipeline: string, outcome: string, seconds: number): void;
   /** Body bytes an accepted upload carried. */
   received(pipeline: string, bytes: number): void;
-  /** A run ended with `status` (`succeeded`, `failed`, `cancelled`). */
+  /**
+   * A run ended here with `status`: `succeeded`, `failed`, `cancelled`, or `taken_over` when
+   * another instance took it over from this one (whatever this instance's attempt came to).
+   */
   runFinished(pipeline: string, status: string, seconds: number): void;
   /** A run another instance's lapsed claim left, taken over here. */
   takeover(): void;
@@ -112,6 +115,7 @@ export function createServerMetrics(read: {
     // Present from the start, at zero, so that rates work from the first scrape.
     runs.labels(pipeline, "succeeded").inc(0);
     runs.labels(pipeline, "failed").inc(0);
+    runs.labels(pipeline, "taken_over").inc(0);
     uploads.labels(pipeline, "accepted").inc(0);
   }
   return {

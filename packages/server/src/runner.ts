@@ -99,6 +99,7 @@ export async function executeRun(ctx: ServerContext, job: UploadJob): Promise<vo
         type: "warning",
         message: `run ${job.runId}: taken over by another instance before it started here; left to it`,
       });
+      metrics.runFinished(job.pipelineId, "taken_over", 0);
       emit({
         type: "run_state",
         run_id: job.runId,
@@ -145,6 +146,26 @@ export async function executeRun(ctx: ServerContext, job: UploadJob): Promise<vo
     result: report === null ? null : summarizeRun(report),
     error,
   });
+  if (!recorded) {
+    // Taken over while it ran (this instance's claim lapsed): the record is the new holder's,
+    // and so is the staged bundle it is reading; the commit protocol's lease kept the two runs
+    // from writing one destination at once. What this attempt came to is not the run's outcome
+    // (it fails once the new holder removed the staged bundle): it is counted and logged as
+    // taken over, never as a failed run, which the holder may well have published.
+    const ended = error === null ? "succeeded" : `${error.code}: ${error.message}`;
+    emit({
+      type: "warning",
+      message: `run ${job.runId}: taken over by another instance while it ran here (this attempt ended ${ended}); its record and staged bundle are left to it`,
+    });
+    metrics.runFinished(job.pipelineId, "taken_over", (Date.now() - started) / 1000);
+    emit({
+      type: "run_state",
+      run_id: job.runId,
+      pipeline_id: job.pipelineId,
+      state: "taken_over",
+    });
+    return;
+  }
   metrics.runFinished(
     job.pipelineId,
     error?.code === "cancelled" ? "cancelled" : status,
@@ -160,22 +181,6 @@ export async function executeRun(ctx: ServerContext, job: UploadJob): Promise<vo
     duration_ms: Date.now() - started,
     error,
   });
-  if (!recorded) {
-    // Taken over while it ran (this instance's claim lapsed): the record is the new holder's,
-    // and so is the staged bundle it is reading; the commit protocol's lease kept the two runs
-    // from writing one destination at once.
-    emit({
-      type: "warning",
-      message: `run ${job.runId}: taken over by another instance while it ran here; its record and staged bundle are left to it`,
-    });
-    emit({
-      type: "run_state",
-      run_id: job.runId,
-      pipeline_id: job.pipelineId,
-      state: "taken_over",
-    });
-    return;
-  }
   await stagingArea.remove(job);
 }
 
