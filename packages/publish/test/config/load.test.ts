@@ -116,6 +116,17 @@ describe("parseConfig defaults", () => {
     expect(one.server.http.stagingDirectory).toBe(`${own("/work/one/distributor.yml")}/staging`);
     expect(two.server.http.stagingDirectory).toBe(`${own("/work/two/distributor.yml")}/staging`);
     expect(one.server.store.path).not.toBe(two.server.store.path);
+    // Where earlier versions kept the store of every file naming the service, for a warning.
+    const earlier = `/home/ops/.local/state/distributor/serve/publisher-${createHash("sha256").update("publisher").digest("hex").slice(0, 12)}`;
+    expect([one.server.earlierDirectory, two.server.earlierDirectory]).toEqual([earlier, earlier]);
+    const placed = parseConfig(
+      `server:\n  name: publisher\n  store:\n    path: /srv/store\n${MINIMAL}`,
+      {
+        ...options,
+        sourceName: "one/distributor.yml",
+      },
+    );
+    expect(placed.server.earlierDirectory).toBeUndefined();
   });
 
   it("fills in backend defaults for ssh, s3 and http_upload", () => {
