@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import { createHash } from "node:crypto";
 import { mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { join } from "node:path";
@@ -383,6 +384,79 @@ describe("two configuration files in two directories that name one server.name",
     } finally {
       await stop(a);
     }
+  }, 60_000);
+});
+
+describe("a named service whose store earlier versions kept in the directory keyed by its name", () => {
+  it("is warned of at start, with settings that drain it, and those settings run what was queued there", async () => {
+    const dir = tempDir();
+    const env = envOf(dir);
+    const site = join(dir, "site");
+    const earlier = join(
+      serviceRoot(dir),
+      `publisher-${createHash("sha256").update("publisher").digest("hex").slice(0, 12)}`,
+    );
+    const draining = await writeConfig(
+      dir,
+      "drain",
+      configText(
+        site,
+        `  name: publisher\n  store:\n    path: ${join(earlier, "store")}\n`,
+      ).replace("http:\n", `http:\n    staging_directory: ${join(earlier, "staging")}\n`),
+    );
+    // What an earlier version left: an upload queued in that store, its run held up by a live
+    // lease at the destination when the process was killed.
+    const lease = join(site, ".distributor.lease.json");
+    await mkdir(site, { recursive: true });
+    await writeFile(
+      lease,
+      JSON.stringify({
+        format: "distributor-lease/1",
+        owner: { pipeline_id: "elsewhere", destination_id: "site" },
+        run_id: "held-by-test",
+        host: hostname(),
+        pid: process.pid,
+        acquired_at: new Date().toISOString(),
+        expires_at: new Date(Date.now() + 600_000).toISOString(),
+        journal: [],
+        directories: [],
+      }),
+    );
+    const killed = await startServe(draining, { cwd: dir, env });
+    let runId: string;
+    try {
+      const accepted = await upload(killed.url, await archive(dir, 0), "K");
+      expect(accepted.status).toBe(202);
+      runId = accepted.runId;
+    } finally {
+      killed.child.kill("SIGKILL");
+      await killed.exited;
+    }
+    await rm(lease);
+
+    const config = await writeConfig(dir, "one", configText(site, "  name: publisher\n"));
+    const serving = await startServe(config, { cwd: dir, env });
+    await stop(serving);
+    const own = [...(await recordedServices(dir)).keys()].find((path) => path !== earlier);
+    const warnings = serving
+      .stderr()
+      .split("\n")
+      .filter((line) => line.includes('"type":"warning"'))
+      .map((line) => (JSON.parse(line) as { message: string }).message);
+    expect(warnings).toContain(
+      `server.name "publisher": the default staging area and store are now this configuration file's own, in ${own}; ${earlier} holds the store that earlier versions shared between every configuration naming this service, and uploads still queued there run only where a serve opens it: to drain it, serve once with server.store.path: ${join(earlier, "store")} and server.http.staging_directory: ${join(earlier, "staging")}, then remove ${earlier}`,
+    );
+    expect(await entries(site)).toEqual([]);
+
+    // The settings it names run the queued upload.
+    const drained = await startServe(draining, { cwd: dir, env });
+    try {
+      expect(await finalRecord(drained.url, runId)).toMatchObject({ status: "succeeded" });
+    } finally {
+      await stop(drained);
+    }
+    expect(drained.stderr()).not.toContain("the default staging area and store are now");
+    expect(await readFile(join(site, "report.md"), "utf8")).toBe("# Report 0\n");
   }, 60_000);
 });
 
