@@ -118,6 +118,7 @@ export {
   DEFAULT_MAX_TOTAL_SIZE,
   DEFAULT_VALIDATION_CONCURRENCY,
   type FileCheckProgress,
+  type MaxFilesSetting,
   nameCollisionIssues,
   type UnlistedFilesPolicy,
   type ValidateBundleOptions,

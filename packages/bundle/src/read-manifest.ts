@@ -43,6 +43,8 @@ export interface ReadManifestOptions {
   maxFiles?: number | undefined;
   /** Overrides the bound `maxFiles` gives (default `MAX_MANIFEST_BYTES`). */
   maxBytes?: number | undefined;
+  /** What messages call `maxFiles` (default `validation.max_files`, the pipeline's setting). */
+  maxFilesName?: string | undefined;
 }
 
 /**
@@ -104,9 +106,10 @@ export async function readManifestBytes(
       );
     }
     if (isStorageError(error, "limit_exceeded")) {
+      const name = options.maxFilesName ?? "validation.max_files";
       const why =
         options.maxBytes === undefined && options.maxFiles !== undefined
-          ? ` (${MANIFEST_BYTES_PER_FILE} per file of validation.max_files ${options.maxFiles}, at least ${MAX_MANIFEST_BYTES}); raise validation.max_files to accept a bigger manifest`
+          ? ` (${MANIFEST_BYTES_PER_FILE} per file of ${name} ${options.maxFiles}, at least ${MAX_MANIFEST_BYTES}); raise ${name} to accept a bigger manifest`
           : "";
       throw new ManifestError(`manifest is larger than ${maxBytes} bytes${why}`, {
         source,

@@ -50,6 +50,12 @@ export interface ValidateBundleOptions {
   portableNames?: "warn" | "refuse";
   /** `validation.max_files`; default 10000. */
   maxFiles?: number;
+  /**
+   * How messages name `maxFiles` and say how to raise it. Default: the pipeline's
+   * `validation.max_files`, raised in its configuration. A producer's client names its own
+   * setting instead: the pipeline's configuration is not the producer's to see.
+   */
+  maxFilesSetting?: MaxFilesSetting;
   /** `validation.max_total_size` in bytes; default 10 GB. */
   maxTotalSize?: number;
   /** Files hashed concurrently; default 4. */
@@ -74,6 +80,19 @@ export interface ValidateBundleOptions {
   /** Called after each listed file has been checked, for progress displays. */
   onFile?: (progress: FileCheckProgress) => void;
 }
+
+/** A name for the file limit in messages, and the advice that raises it. */
+export interface MaxFilesSetting {
+  /** E.g. `validation.max_files` or `--max-files`. */
+  name: string;
+  /** What to do to accept more files, e.g. `set validation.max_files in the pipeline's configuration to accept more`. */
+  raise: string;
+}
+
+const PIPELINE_MAX_FILES: MaxFilesSetting = {
+  name: "validation.max_files",
+  raise: "set validation.max_files in the pipeline's configuration to accept more",
+};
 
 export interface FileCheckProgress {
   /** Bundle-relative path. */
@@ -124,6 +143,7 @@ export async function validateBundle(
   );
   const unlistedPolicy = options.unlistedFiles ?? "reject";
   const signal = options.signal;
+  const setting = options.maxFilesSetting ?? PIPELINE_MAX_FILES;
 
   if (options.manifest !== undefined && options.signatures !== undefined) {
     throw new TypeError(
@@ -134,20 +154,25 @@ export async function validateBundle(
   let manifest: Manifest;
   if (options.manifest !== undefined) manifest = options.manifest;
   else if (options.signatures === undefined) {
-    manifest = await readManifest(backend, bundlePath, { signal, maxFiles });
+    manifest = await readManifest(backend, bundlePath, {
+      signal,
+      maxFiles,
+      maxFilesName: setting.name,
+    });
   } else {
     ({ manifest, signer } = await readSignedManifest(backend, bundlePath, options.signatures, {
       signal,
       maxFiles,
+      maxFilesName: setting.name,
     }));
   }
-  const totalSize = checkDeclaredLimits(manifest, bundlePath, maxFiles, maxTotalSize);
+  const totalSize = checkDeclaredLimits(manifest, bundlePath, { maxFiles, setting }, maxTotalSize);
 
   // The loops over every file below run in slices: at a million files each is seconds of work.
   const walkBound = await runInSlices(bundleWalkLimitSteps(manifest, maxFiles));
   const listing = await walkBundle(backend, bundlePath, walkBound, {
     signal,
-    limitNote: `validation.max_files is ${maxFiles}`,
+    limitNote: `${setting.name} is ${maxFiles}`,
     listed: options.listed,
   });
   const { files, directories } = await runInSlices(indexListingSteps(listing, bundlePath));
@@ -238,7 +263,7 @@ export function checkLimit(name: string, value: number, minimum: number): number
 function checkDeclaredLimits(
   manifest: Manifest,
   bundlePath: string,
-  maxFiles: number,
+  { maxFiles, setting }: { maxFiles: number; setting: MaxFilesSetting },
   maxTotalSize: number,
 ): number {
   const issues: BundleIssue[] = [];
@@ -247,7 +272,7 @@ function checkDeclaredLimits(
     issues.push({
       code: "too_many_files",
       path: MANIFEST_FILE_NAME,
-      message: `${MANIFEST_FILE_NAME}: lists ${count} files, more than validation.max_files ${maxFiles}; set validation.max_files in the pipeline's configuration to accept more`,
+      message: `${MANIFEST_FILE_NAME}: lists ${count} files, more than ${setting.name} ${maxFiles}; ${setting.raise}`,
       expected: maxFiles,
       actual: count,
     });

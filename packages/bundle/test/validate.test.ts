@@ -337,6 +337,14 @@ describe("validateBundle", () => {
         actual: 3,
       },
     ]);
+    // A producer's client names its own setting, not the pipeline's.
+    const named = await validationError(backend, "", {
+      maxFiles: 2,
+      maxFilesSetting: { name: "--max-files", raise: "pass a larger --max-files" },
+    });
+    expect(named.issues[0]?.message).toBe(
+      "manifest.json: lists 3 files, more than --max-files 2; pass a larger --max-files",
+    );
     const missing = await validationError(backend, "", { maxFiles: 3 });
     expect(missing.issues.map((issue) => issue.code)).toEqual([
       "missing_file",

@@ -182,4 +182,6 @@ export interface UploadCommandOptions {
   sign?: string;
   /** `--signature-namespace` (default `distributor`). */
   signatureNamespace?: string;
+  /** `--max-files`: most files the bundle may list (default 10000, the pipelines' default). */
+  maxFiles?: number;
 }

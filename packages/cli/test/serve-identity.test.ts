@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import { createHash } from "node:crypto";
 import { mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { join } from "node:path";
@@ -271,11 +272,191 @@ describe("two serve processes of different configurations", () => {
     expect(b.stderr()).not.toContain("store_in_use");
     const recorded = JSON.parse(await readFile(join(dir, "shared-store", "service.json"), "utf8"));
     expect(recorded.service).toBe("reports-service");
-    // The default staging area is the service's own, named after server.name.
+    // The default staging area is each configuration file's own, named after server.name.
     expect(await entries(serviceRoot(dir))).toEqual([
+      expect.stringMatching(/^reports-service-[0-9a-f]{12}$/),
       expect.stringMatching(/^reports-service-[0-9a-f]{12}$/),
     ]);
     expect(await readFile(join(dir, "site", "report.md"), "utf8")).toBe("# Report 0\n");
+  }, 60_000);
+});
+
+describe("two configuration files in two directories that name one server.name", () => {
+  it("keep a default store each: the same bundle and key are accepted by each and published to each destination", async () => {
+    const dir = tempDir();
+    const env = envOf(dir);
+    const server = "  name: publisher\n";
+    const configs = [
+      await writeConfig(dir, "one", configText(join(dir, "site-one"), server)),
+      await writeConfig(dir, "two", configText(join(dir, "site-two"), server)),
+    ];
+    const body = await archive(dir, 0);
+    const runIds: string[] = [];
+    for (const [index, config] of configs.entries()) {
+      const serving = await startServe(config, { cwd: dir, env });
+      try {
+        const accepted = await upload(serving.url, body, "K");
+        expect(accepted, `configuration ${index}`).toMatchObject({ status: 202, replayed: null });
+        expect(await finalRecord(serving.url, accepted.runId)).toMatchObject({
+          status: "succeeded",
+          error: null,
+        });
+        runIds.push(accepted.runId);
+      } finally {
+        await stop(serving);
+      }
+    }
+    expect(runIds[0]).not.toBe(runIds[1]);
+    for (const site of ["site-one", "site-two"]) {
+      expect(await readFile(join(dir, site, "report.md"), "utf8"), site).toBe("# Report 0\n");
+    }
+    // Two service directories, both recording the service's name.
+    const services = await recordedServices(dir);
+    expect([...services.values()]).toEqual(["publisher", "publisher"]);
+    expect([...services.keys()].map((directory) => directory.split("/").at(-1))).toEqual([
+      expect.stringMatching(/^publisher-[0-9a-f]{12}$/),
+      expect.stringMatching(/^publisher-[0-9a-f]{12}$/),
+    ]);
+  }, 60_000);
+
+  it("sharing one store by server.store.path: a replay of the other's key is refused with idempotency_key_other_config, and nothing is published", async () => {
+    const dir = tempDir();
+    const env = envOf(dir);
+    const server = `  name: publisher\n  store:\n    path: ${join(dir, "shared-store")}\n`;
+    const first = await writeConfig(dir, "one", configText(join(dir, "site-one"), server));
+    const second = await writeConfig(dir, "two", configText(join(dir, "site-two"), server));
+    const body = await archive(dir, 0);
+
+    const a = await startServe(first, { cwd: dir, env });
+    let accepted: Awaited<ReturnType<typeof upload>>;
+    try {
+      accepted = await upload(a.url, body, "K");
+      expect(accepted).toMatchObject({ status: 202, replayed: null });
+      expect(await finalRecord(a.url, accepted.runId)).toMatchObject({ status: "succeeded" });
+    } finally {
+      await stop(a);
+    }
+
+    const b = await startServe(second, { cwd: dir, env });
+    try {
+      const response = await fetch(`${b.url}/pipelines/reports/uploads`, {
+        method: "POST",
+        headers: {
+          Authorization: `Bearer ${TOKEN}`,
+          "Content-Type": "application/gzip",
+          "Idempotency-Key": "K",
+        },
+        body: new Uint8Array(body),
+        signal: AbortSignal.timeout(20_000),
+      });
+      expect(response.status).toBe(409);
+      expect(response.headers.get("Idempotency-Replayed")).toBeNull();
+      const refusal = (await response.json()) as { error: { code: string; message: string } };
+      expect(refusal.error.code).toBe("idempotency_key_other_config");
+      expect(refusal.error.message).toContain(
+        `Idempotency-Key was already used for run ${accepted.runId}, accepted under another configuration of pipeline reports`,
+      );
+      // A new key is a new upload, published where this configuration says.
+      const again = await upload(b.url, body, "K2");
+      expect(again).toMatchObject({ status: 202, replayed: null });
+      expect(await finalRecord(b.url, again.runId)).toMatchObject({ status: "succeeded" });
+    } finally {
+      await stop(b);
+    }
+    expect(await readFile(join(dir, "site-two", "report.md"), "utf8")).toBe("# Report 0\n");
+  }, 60_000);
+
+  it("sharing one store by server.store.path side by side: the second is refused with store_in_use naming both files", async () => {
+    const dir = tempDir();
+    const env = envOf(dir);
+    const store = join(dir, "shared-store");
+    const server = `  name: publisher\n  store:\n    path: ${store}\n`;
+    const first = await writeConfig(dir, "one", configText(join(dir, "site-one"), server));
+    const second = await writeConfig(dir, "two", configText(join(dir, "site-two"), server));
+    const a = await startServe(first, { cwd: dir, env });
+    try {
+      const refused = await serveRefused(second, { cwd: dir, env });
+      expect(refused.started, refused.stderr).toBe(false);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain(
+        `upload store ${store} is in use by process ${a.child.pid} on this host, serving ${first} (this process serves ${second})`,
+      );
+    } finally {
+      await stop(a);
+    }
+  }, 60_000);
+});
+
+describe("a named service whose store earlier versions kept in the directory keyed by its name", () => {
+  it("is warned of at start, with settings that drain it, and those settings run what was queued there", async () => {
+    const dir = tempDir();
+    const env = envOf(dir);
+    const site = join(dir, "site");
+    const earlier = join(
+      serviceRoot(dir),
+      `publisher-${createHash("sha256").update("publisher").digest("hex").slice(0, 12)}`,
+    );
+    const draining = await writeConfig(
+      dir,
+      "drain",
+      configText(
+        site,
+        `  name: publisher\n  store:\n    path: ${join(earlier, "store")}\n`,
+      ).replace("http:\n", `http:\n    staging_directory: ${join(earlier, "staging")}\n`),
+    );
+    // What an earlier version left: an upload queued in that store, its run held up by a live
+    // lease at the destination when the process was killed.
+    const lease = join(site, ".distributor.lease.json");
+    await mkdir(site, { recursive: true });
+    await writeFile(
+      lease,
+      JSON.stringify({
+        format: "distributor-lease/1",
+        owner: { pipeline_id: "elsewhere", destination_id: "site" },
+        run_id: "held-by-test",
+        host: hostname(),
+        pid: process.pid,
+        acquired_at: new Date().toISOString(),
+        expires_at: new Date(Date.now() + 600_000).toISOString(),
+        journal: [],
+        directories: [],
+      }),
+    );
+    const killed = await startServe(draining, { cwd: dir, env });
+    let runId: string;
+    try {
+      const accepted = await upload(killed.url, await archive(dir, 0), "K");
+      expect(accepted.status).toBe(202);
+      runId = accepted.runId;
+    } finally {
+      killed.child.kill("SIGKILL");
+      await killed.exited;
+    }
+    await rm(lease);
+
+    const config = await writeConfig(dir, "one", configText(site, "  name: publisher\n"));
+    const serving = await startServe(config, { cwd: dir, env });
+    await stop(serving);
+    const own = [...(await recordedServices(dir)).keys()].find((path) => path !== earlier);
+    const warnings = serving
+      .stderr()
+      .split("\n")
+      .filter((line) => line.includes('"type":"warning"'))
+      .map((line) => (JSON.parse(line) as { message: string }).message);
+    expect(warnings).toContain(
+      `server.name "publisher": the default staging area and store are now this configuration file's own, in ${own}; ${earlier} holds the store that earlier versions shared between every configuration naming this service, and uploads still queued there run only where a serve opens it: to drain it, serve once with server.store.path: ${join(earlier, "store")} and server.http.staging_directory: ${join(earlier, "staging")}, then remove ${earlier}`,
+    );
+    expect(await entries(site)).toEqual([]);
+
+    // The settings it names run the queued upload.
+    const drained = await startServe(draining, { cwd: dir, env });
+    try {
+      expect(await finalRecord(drained.url, runId)).toMatchObject({ status: "succeeded" });
+    } finally {
+      await stop(drained);
+    }
+    expect(drained.stderr()).not.toContain("the default staging area and store are now");
+    expect(await readFile(join(site, "report.md"), "utf8")).toBe("# Report 0\n");
   }, 60_000);
 });
 

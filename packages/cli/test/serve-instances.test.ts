@@ -335,6 +335,94 @@ describe.skipIf(postgres === null)("two distributor serve instances on one Postg
     await expectDestinationsAgree(dir, ["alpha", "beta"], uploads);
   });
 
+  it("count a run taken over from an instance stopped inside it once, as taken_over and never failed, and both staging gauges return to zero", async () => {
+    const { dir, start } = await setup();
+    // Enough files that checking the staged bundle keeps A's run busy for a while: A is stopped
+    // inside it. The second upload, accepted by A too, waits behind it (one pipeline).
+    const [big] = (await makeUploads(dir, 1, ["alpha"], 4000)) as [Upload];
+    const [, small] = (await makeUploads(join(dir, "small"), 2, ["alpha"], 5)) as [Upload, Upload];
+    const scrape = async (serving: Serving) =>
+      (
+        await fetch(`${serving.url}/metrics`, { headers: { Authorization: `Bearer ${TOKEN}` } })
+      ).text();
+    const sample = (text: string, name: string) => {
+      const match = new RegExp(`^${name.replace(/[{}]/g, "\\$&")} (\\S+)$`, "m").exec(text);
+      return match === null ? undefined : Number(match[1]);
+    };
+    const runs = (text: string, status: string) =>
+      sample(text, `distributor_runs_total{pipeline="alpha",status="${status}"}`);
+
+    const a = await start();
+    let b: Serving | undefined;
+    try {
+      const taken = await post(a.url, big);
+      expect(taken.status).toBe(202);
+      const waiting = await post(a.url, small);
+      expect(waiting.status).toBe(202);
+      const [bigRun, smallRun] = [taken.runId ?? "", waiting.runId ?? ""];
+      big.runId = bigRun;
+      small.runId = smallRun;
+      for (
+        let i = 0;
+        i < 4000 && (await runStatus(a.url, bigRun, "0s")).status !== "running";
+        i++
+      ) {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      // A stops inside the run, past its claim timeout; B takes the run over and publishes it,
+      // and then the upload A accepted behind it.
+      a.child.kill("SIGSTOP");
+      b = await start();
+      expect((await runStatus(b.url, bigRun, "0s")).status).toBe("running");
+      expect(sample(await scrape(b), "distributor_staging_bytes")).toBeGreaterThan(4000 * 4000);
+      for (const runId of [bigRun, smallRun]) {
+        expect(await finalStatus(b.url, runId)).toMatchObject({ status: "succeeded", error: null });
+      }
+      a.child.kill("SIGCONT");
+      // A wakes, its attempt ends, and it finds its claim lost.
+      for (let i = 0; i < 400 && !a.stderr().includes('"state":"taken_over"'); i++) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      expect(a.stderr()).toContain('"state":"taken_over"');
+
+      const [onA, onB] = [await scrape(a), await scrape(b)];
+      expect(
+        { taken_over: runs(onA, "taken_over"), failed: runs(onA, "failed") },
+        "A's runs",
+      ).toEqual({ taken_over: 1, failed: 0 });
+      expect(runs(onA, "succeeded")).toBe(0);
+      expect(
+        { succeeded: runs(onB, "succeeded"), failed: runs(onB, "failed") },
+        "B's runs",
+      ).toEqual({ succeeded: 2, failed: 0 });
+      expect(runs(onB, "taken_over")).toBe(0);
+      expect(sample(onB, "distributor_run_takeovers_total")).toBe(1);
+      expect(sample(onA, "distributor_run_takeovers_total")).toBe(0);
+      // Nothing waits in staging, whichever instance accepted what.
+      expect(sample(onA, "distributor_staging_bytes")).toBe(0);
+      expect(sample(onB, "distributor_staging_bytes")).toBe(0);
+      // A logs no finished run: each run's only end is B's.
+      expect(runEvents(a.stderr())).toEqual([]);
+      expect(
+        runEvents(b.stderr())
+          .map((event) => [event.run_id, event.status])
+          .sort(),
+      ).toEqual(
+        [
+          [bigRun, "succeeded"],
+          [smallRun, "succeeded"],
+        ].sort(),
+      );
+    } finally {
+      a.child.kill("SIGCONT");
+      a.child.kill("SIGTERM");
+      b?.child.kill("SIGTERM");
+      await Promise.all([a.exited, b?.exited]);
+    }
+    await expectStagingEmpties(dir);
+    await expectDestinationsAgree(dir, ["alpha"], [big, small]);
+  });
+
   it("cancel a run running on one instance when asked through the other", async () => {
     const { dir, start, database } = await setup();
     const [upload] = await makeUploads(dir, 1, ["alpha"], 2);

@@ -24,15 +24,31 @@ export function idempotencyKey(request: IncomingMessage): string | undefined {
   return value;
 }
 
-/** Claims the key, waiting while another request stages with it; the accepted upload if any. */
+/**
+ * Claims the key, waiting while another request stages with it; the accepted upload if any. An
+ * upload accepted under another configuration of the pipeline (`configDigest`: another file
+ * naming the same service opened the store, or the pipeline changed since) is refused rather than
+ * replayed: its run published where that configuration said, not where this one does.
+ */
 export async function claim(
   store: UploadStore,
   scope: IdempotencyScope,
+  configDigest: string,
 ): Promise<AcceptedUpload | undefined> {
   for (;;) {
     const claimed = await store.claimKey(scope);
     if (claimed.kind === "claimed") return undefined;
-    if (claimed.kind === "accepted") return claimed.accepted;
+    if (claimed.kind === "accepted") {
+      // Keys bound by an earlier version carry no digest: answered as before.
+      if (claimed.configDigest !== undefined && claimed.configDigest !== configDigest) {
+        throw new HttpError(
+          409,
+          "idempotency_key_other_config",
+          `Idempotency-Key was already used for run ${claimed.accepted.run_id}, accepted under another configuration of pipeline ${scope.pipelineId} (another configuration file, or its source, validation or destinations changed since); that run's outcome says nothing about this configuration's destinations: upload with a new key`,
+        );
+      }
+      return claimed.accepted;
+    }
     await claimed.settled;
   }
 }

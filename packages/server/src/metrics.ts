@@ -13,16 +13,15 @@ export interface ServerMetrics {
   upload(pipeline: string, outcome: string, seconds: number): void;
   /** Body bytes an accepted upload carried. */
   received(pipeline: string, bytes: number): void;
-  /** A run ended with `status` (`succeeded`, `failed`, `cancelled`). */
+  /**
+   * A run ended here with `status`: `succeeded`, `failed`, `cancelled`, or `taken_over` when
+   * another instance took it over from this one (whatever this instance's attempt came to).
+   */
   runFinished(pipeline: string, status: string, seconds: number): void;
   /** A run another instance's lapsed claim left, taken over here. */
   takeover(): void;
   /** A store call failed. */
   storeError(): void;
-  /** An accepted upload's files (`bytes`) now wait in the staging area at `location`. */
-  staged(location: string, bytes: number): void;
-  /** The staged data at `location` was removed. */
-  unstaged(location: string): void;
 }
 
 /** Buckets for acceptance (upload received and staged) and run durations, in seconds. */
@@ -30,12 +29,14 @@ const ACCEPT_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 const RUN_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900];
 
 /**
- * Creates the registry and its metrics. `queueDepth` is read when scraped (a failed read leaves
- * the gauge unset for that scrape and counts a store error, rather than failing the scrape).
+ * Creates the registry and its metrics. `queueDepth` and `stagingBytes` are read when scraped (a
+ * failed read leaves the gauge unset for that scrape and counts a store error, rather than
+ * failing the scrape).
  */
 export function createServerMetrics(read: {
   pipelines: readonly string[];
   queueDepth: () => Promise<number>;
+  stagingBytes: () => Promise<number>;
 }): ServerMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: "distributor_serve_" });
@@ -96,21 +97,25 @@ export function createServerMetrics(read: {
       }
     },
   });
-  /** Staged bytes by staging location: the gauge is their sum. */
-  const staging = new Map<string, number>();
-  let stagingTotal = 0;
+  // What the store's live runs hold in staging, not what this instance added and removed: a run
+  // accepted here and run (or taken over) elsewhere leaves nothing behind in the gauge.
   new Gauge({
     name: "distributor_staging_bytes",
     help: "Bytes of accepted uploads' files waiting in the staging area for their run.",
     registers: [registry],
-    collect() {
-      this.set(stagingTotal);
+    async collect() {
+      try {
+        this.set(await read.stagingBytes());
+      } catch {
+        storeErrors.inc();
+      }
     },
   });
   for (const pipeline of known) {
     // Present from the start, at zero, so that rates work from the first scrape.
     runs.labels(pipeline, "succeeded").inc(0);
     runs.labels(pipeline, "failed").inc(0);
+    runs.labels(pipeline, "taken_over").inc(0);
     uploads.labels(pipeline, "accepted").inc(0);
   }
   return {
@@ -131,14 +136,6 @@ export function createServerMetrics(read: {
     },
     storeError() {
       storeErrors.inc();
-    },
-    staged(location, count) {
-      stagingTotal += count - (staging.get(location) ?? 0);
-      staging.set(location, count);
-    },
-    unstaged(location) {
-      stagingTotal -= staging.get(location) ?? 0;
-      staging.delete(location);
     },
   };
 }

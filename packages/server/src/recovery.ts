@@ -1,5 +1,4 @@
 import type { ServerContext } from "./context.js";
-import { treeBytes } from "./staging/staging.js";
 
 /**
  * docs/integrations/http-upload.md, durability: resumes every live run the store holds (a run that was running is queued
@@ -9,16 +8,13 @@ import { treeBytes } from "./staging/staging.js";
  * receiving right now, before its run exists.
  */
 export async function recover(ctx: ServerContext) {
-  const { store, stagingArea, workers, metrics, now, emit } = ctx;
+  const { store, stagingArea, workers, now, emit } = ctx;
   const jobs = await store.recover();
   const live = new Set<string>();
   let lost = 0;
   for (const job of jobs) {
     if (await stagingArea.exists(job)) {
       live.add(job.stagingDirectory);
-      // A local staged upload is measured once; a remote one is not counted (the gauge says so).
-      if (!stagingArea.remote)
-        metrics.staged(job.stagingDirectory, await treeBytes(job.stagingDirectory));
       continue;
     }
     // Another instance holds the run (it may just have finished and removed its bundle).

@@ -32,7 +32,7 @@ export async function enqueue(
   token: ResolvedToken,
   pipeline: PipelineConfig,
   manifest: ManifestIdentity,
-  staged: Pick<UploadJob, "stagingDirectory" | "bundleDirectory">,
+  staged: Pick<UploadJob, "stagingDirectory" | "bundleDirectory" | "stagedBytes">,
   scope: IdempotencyScope | undefined,
 ): Promise<AcceptedUpload> {
   const { store, now, emit } = ctx;
@@ -61,6 +61,7 @@ export async function enqueue(
     stagingDirectory: staged.stagingDirectory,
     bundleDirectory: staged.bundleDirectory,
     configDigest: pipelineConfigDigest(pipeline),
+    ...(staged.stagedBytes === undefined ? {} : { stagedBytes: staged.stagedBytes }),
   };
   await store.enqueue({ record, tokenId: token.id }, job, accepted, scope);
   emit({ type: "run_state", run_id: runId, pipeline_id: pipeline.id, state: "queued" });
@@ -98,8 +99,7 @@ export async function executeRun(ctx: ServerContext, job: UploadJob): Promise<vo
         type: "warning",
         message: `run ${job.runId}: taken over by another instance before it started here; left to it`,
       });
-      // The run and its staged bundle are the other instance's now (it counts the takeover).
-      metrics.unstaged(job.stagingDirectory);
+      metrics.runFinished(job.pipelineId, "taken_over", 0);
       emit({
         type: "run_state",
         run_id: job.runId,
@@ -146,6 +146,26 @@ export async function executeRun(ctx: ServerContext, job: UploadJob): Promise<vo
     result: report === null ? null : summarizeRun(report),
     error,
   });
+  if (!recorded) {
+    // Taken over while it ran (this instance's claim lapsed): the record is the new holder's,
+    // and so is the staged bundle it is reading; the commit protocol's lease kept the two runs
+    // from writing one destination at once. What this attempt came to is not the run's outcome
+    // (it fails once the new holder removed the staged bundle): it is counted and logged as
+    // taken over, never as a failed run, which the holder may well have published.
+    const ended = error === null ? "succeeded" : `${error.code}: ${error.message}`;
+    emit({
+      type: "warning",
+      message: `run ${job.runId}: taken over by another instance while it ran here (this attempt ended ${ended}); its record and staged bundle are left to it`,
+    });
+    metrics.runFinished(job.pipelineId, "taken_over", (Date.now() - started) / 1000);
+    emit({
+      type: "run_state",
+      run_id: job.runId,
+      pipeline_id: job.pipelineId,
+      state: "taken_over",
+    });
+    return;
+  }
   metrics.runFinished(
     job.pipelineId,
     error?.code === "cancelled" ? "cancelled" : status,
@@ -161,25 +181,7 @@ export async function executeRun(ctx: ServerContext, job: UploadJob): Promise<vo
     duration_ms: Date.now() - started,
     error,
   });
-  if (!recorded) {
-    // Taken over while it ran (this instance's claim lapsed): the record is the new holder's,
-    // and so is the staged bundle it is reading; the commit protocol's lease kept the two runs
-    // from writing one destination at once.
-    emit({
-      type: "warning",
-      message: `run ${job.runId}: taken over by another instance while it ran here; its record and staged bundle are left to it`,
-    });
-    metrics.unstaged(job.stagingDirectory);
-    emit({
-      type: "run_state",
-      run_id: job.runId,
-      pipeline_id: job.pipelineId,
-      state: "taken_over",
-    });
-    return;
-  }
   await stagingArea.remove(job);
-  metrics.unstaged(job.stagingDirectory);
 }
 
 /**

@@ -1,6 +1,8 @@
+import { stat } from "node:fs/promises";
 import type { Server } from "node:http";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
+import { dirname, join } from "node:path";
 import type { Config } from "@distributor/publish";
 import {
   errorMessage,
@@ -108,6 +110,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     pipelines: config.pipelines.filter((p) => p.source.backend === "http_upload").map((p) => p.id),
     // Read from the store itself: a failed read is counted once, by the gauge.
     queueDepth: () => rawStore.queueLength(),
+    stagingBytes: () => rawStore.stagedBytes(),
   });
   const store = countingStoreErrors(rawStore, metrics);
   const ctx: ServerContext = {
@@ -136,6 +139,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
   const inFlight = new Set<Promise<void>>();
   let bound: UploadServerAddress | undefined;
 
+  if (ownStore) await warnOfEarlierStore(config, emit);
   try {
     await recover(ctx);
   } catch (error) {
@@ -203,6 +207,31 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
   return self;
 }
 
+/**
+ * Before the default store followed the configuration file, a named service's was shared by
+ * every file naming it: while one is left there, the uploads still queued in it run only where a
+ * `serve` opens it, so the operator is told where it is and how to drain it.
+ */
+async function warnOfEarlierStore(
+  config: Config,
+  emit: (event: UploadServerEvent) => void,
+): Promise<void> {
+  const earlier = config.server.earlierDirectory;
+  if (earlier === undefined || config.server.store.backend !== "embedded") return;
+  const store = join(earlier, "store");
+  if (
+    !(await stat(store).then(
+      (found) => found.isDirectory(),
+      () => false,
+    ))
+  )
+    return;
+  emit({
+    type: "warning",
+    message: `server.name ${JSON.stringify(config.server.service)}: the default staging area and store are now this configuration file's own, in ${dirname(config.server.store.path)}; ${earlier} holds the store that earlier versions shared between every configuration naming this service, and uploads still queued there run only where a serve opens it: to drain it, serve once with server.store.path: ${store} and server.http.staging_directory: ${join(earlier, "staging")}, then remove ${earlier}`,
+  });
+}
+
 /** The store `server.store` configures. */
 async function openConfiguredStore(config: Config): Promise<UploadStore> {
   const limits = {
@@ -221,6 +250,7 @@ async function openConfiguredStore(config: Config): Promise<UploadStore> {
     ...limits,
     path: config.server.store.path,
     service: config.server.service,
+    configFile: config.server.configFile,
   });
 }
 

@@ -227,6 +227,54 @@ pipelines:
     expect(await tree(join(root, "site"))).toEqual([]);
   });
 
+  it("sends as many files as validation.maxFiles says the pipeline accepts, and names that setting when it refuses", async () => {
+    const config = parseConfig(
+      `server:
+  http:
+    listen: 127.0.0.1:0
+    staging_directory: ${join(root, "staging")}
+upload_tokens:
+  - id: reporter
+    token_env: REPORTER_TOKEN
+    allow_pipelines: [reports]
+pipelines:
+  - id: reports
+    source: {backend: http_upload}
+    validation: {max_files: 4}
+    destinations:
+      - id: site
+        backend: local
+        path: ${join(root, "site")}
+`,
+      { sourceName: "test.yml" },
+    );
+    const { url } = await serve(config);
+    const client = clientOf(url);
+    const files = { "a.md": "a\n", "b.md": "b\n", "c.md": "c\n" };
+    const three = await bundle("reports.three", files);
+
+    // The producer's own limit refuses before a byte is sent, naming the producer's setting.
+    const local = await client
+      .upload(three, { pipeline: "reports", validation: { maxFiles: 2 } })
+      .then(
+        () => undefined,
+        (error: unknown) => error as Error,
+      );
+    expect(local?.message).toContain(
+      "manifest.json: lists 3 files, more than the upload's validation.maxFiles 2; raise validation.maxFiles of the upload up to as many files as the server's pipeline accepts",
+    );
+    expect(local?.message).not.toContain("pipeline's configuration");
+    expect(await tree(join(root, "site"))).toEqual([]);
+
+    // Raised to what the pipeline accepts, the bundle is sent and published.
+    const accepted = await client.upload(three, {
+      pipeline: "reports",
+      validation: { maxFiles: 4 },
+    });
+    expect((await client.waitForRun(accepted.run_id)).status).toBe("succeeded");
+    expect(await tree(join(root, "site"))).toEqual([".distributor.json", "a.md", "b.md", "c.md"]);
+  });
+
   it("cancels a queued run and a running one, and lists the token's runs", async () => {
     const { closed, open } = gate();
     const { url } = await serve(uploadConfig(root), {

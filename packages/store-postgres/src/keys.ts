@@ -80,17 +80,23 @@ export function createKeyClaims(ctx: StoreContext): KeyClaims {
           if (inserted.rowCount === 1) return { kind: "claimed" as const };
           const found = await client.query<{
             accepted: AcceptedUpload | null;
+            config_digest: string | null;
             claimed_by: string | null;
             alive: boolean;
           }>(
-            `SELECT accepted, claimed_by, ${alive("k.claimed_by")} AS alive
+            `SELECT accepted, config_digest, claimed_by, ${alive("k.claimed_by")} AS alive
              FROM ${s}.upload_keys k
              WHERE token_id = $1 AND pipeline_id = $2 AND key = $3 FOR UPDATE`,
             params,
           );
           const row = found.rows[0];
           if (row === undefined) return { kind: "again" as const };
-          if (row.accepted !== null) return { kind: "accepted" as const, accepted: row.accepted };
+          if (row.accepted !== null) {
+            const accepted = row.accepted;
+            return row.config_digest === null
+              ? { kind: "accepted" as const, accepted }
+              : { kind: "accepted" as const, accepted, configDigest: row.config_digest };
+          }
           // Held by an instance that died, or by this one's previous life: take it.
           const ours = row.claimed_by === me && pending.has(key);
           if (!row.alive || (row.claimed_by === me && !ours)) {

@@ -105,18 +105,26 @@ export function createRunQueries(
           ],
         );
         if (scope === undefined) return;
-        const params = [scope.tokenId, scope.pipelineId, scope.key, record.run_id];
+        const params = [
+          scope.tokenId,
+          scope.pipelineId,
+          scope.key,
+          record.run_id,
+          JSON.stringify(accepted),
+          job.configDigest ?? null,
+        ];
         const bound = await client.query(
-          `UPDATE ${s}.upload_keys SET run_id = $4, accepted = $5, claimed_by = NULL
+          `UPDATE ${s}.upload_keys SET run_id = $4, accepted = $5, config_digest = $6,
+             claimed_by = NULL
            WHERE token_id = $1 AND pipeline_id = $2 AND key = $3 AND run_id IS NULL
-             AND (claimed_by = $6 OR claimed_by IS NULL)`,
-          [...params, JSON.stringify(accepted), me],
+             AND (claimed_by = $7 OR claimed_by IS NULL)`,
+          [...params, me],
         );
         if (bound.rowCount === 1) return;
         const inserted = await client.query(
-          `INSERT INTO ${s}.upload_keys (token_id, pipeline_id, key, run_id, accepted)
-           VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,
-          [...params, JSON.stringify(accepted)],
+          `INSERT INTO ${s}.upload_keys (token_id, pipeline_id, key, run_id, accepted, config_digest)
+           VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`,
+          params,
         );
         if (inserted.rowCount !== 1) {
           throw new UploadStoreError(
@@ -210,6 +218,15 @@ export function createRunQueries(
          WHERE job IS NOT NULL AND NOT ${alive("claimed_by")}`,
       );
       return Number(result.rows[0]?.count ?? 0) + reserved;
+    },
+
+    async stagedBytes() {
+      const result = await query<{ total: string | null }>(
+        "summing staged bytes",
+        `SELECT sum((job->>'stagedBytes')::bigint) AS total FROM ${s}.upload_runs
+         WHERE job IS NOT NULL`,
+      );
+      return Number(result.rows[0]?.total ?? 0);
     },
 
     async getRun(runId) {

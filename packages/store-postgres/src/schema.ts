@@ -21,7 +21,8 @@ export function checkSchemaName(name: string): string | undefined {
  *   whose heartbeat is older than the claim timeout is void.
  * - `upload_runs`: one row per run; `job` is set exactly while the run is live (accepted, queued,
  *   running); `claimed_by`/`claim_token` name the instance executing it and fence its changes.
- * - `upload_keys`: idempotency keys; `run_id` null while a request stages with the key.
+ * - `upload_keys`: idempotency keys; `run_id` null while a request stages with the key;
+ *   `config_digest` the pipeline configuration that accepted the upload.
  * - `upload_store_meta.service`: the service the store belongs to (see `ServiceMismatch`).
  */
 export async function migrate(
@@ -86,6 +87,9 @@ export async function migrate(
       PRIMARY KEY (token_id, pipeline_id, key)
     )`);
     await client.query(`CREATE INDEX IF NOT EXISTS upload_keys_run ON ${s}.upload_keys (run_id)`);
+    // The pipeline configuration that accepted a key's upload (same schema version: null in keys
+    // bound before the column existed).
+    await client.query(`ALTER TABLE ${s}.upload_keys ADD COLUMN IF NOT EXISTS config_digest text`);
     if (version === undefined) {
       await client.query(`INSERT INTO ${s}.upload_store_meta (format, version) VALUES ($1, $2)`, [
         FORMAT,

@@ -124,6 +124,7 @@ export async function openPostgresUploadStore(
     takeNext: runs.takeNext,
     dequeue: runs.dequeue,
     queueLength: runs.queueLength,
+    stagedBytes: runs.stagedBytes,
     getRun: runs.getRun,
     updateRun: runs.updateRun,
     requestCancel: runs.requestCancel,

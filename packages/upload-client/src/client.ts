@@ -31,6 +31,13 @@ import {
   RunRecordSchema,
 } from "./wire.js";
 
+/** How a local refusal names the upload's file limit. */
+const UPLOAD_MAX_FILES = {
+  name: "the upload's validation.maxFiles",
+  raise:
+    "raise validation.maxFiles of the upload up to as many files as the server's pipeline accepts",
+} as const;
+
 export function createUploadClient(options: UploadClientOptions): UploadClient {
   const server = baseUrl(options.server);
   if (typeof options.token !== "string" || options.token === "") {
@@ -57,11 +64,14 @@ export function createUploadClient(options: UploadClientOptions): UploadClient {
         await signBundleManifest(bundleDirectory, { ...uploadOptions.sign, signal });
       }
 
-      // A broken bundle is the producer's to fix: say so before sending a byte.
+      // A broken bundle is the producer's to fix: say so before sending a byte. Its limits are
+      // the producer's own settings, so a refusal names those, never the pipeline's.
       const validated = await validateBundleDirectory(bundleDirectory, {
+        maxFilesSetting: UPLOAD_MAX_FILES,
         ...uploadOptions.validation,
         ...(signal === undefined ? {} : { signal }),
       });
+      const maxFiles = uploadOptions.validation?.maxFiles;
       const url = new URL(`pipelines/${encodeURIComponent(pipeline)}/uploads`, server).href;
       const operation = `upload of ${validated.manifest.id} to ${url}`;
 
@@ -69,6 +79,7 @@ export function createUploadClient(options: UploadClientOptions): UploadClient {
         // A consumed body cannot be sent again, so every attempt packs afresh.
         const packed = await packBundle(bundleDirectory, {
           mtime: validated.manifest.created,
+          ...(maxFiles === undefined ? {} : { maxFiles }),
           ...(signal === undefined ? {} : { signal }),
         });
         let bodyError: unknown;

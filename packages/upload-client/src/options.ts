@@ -37,10 +37,15 @@ export const DEFAULT_TIMEOUTS: Readonly<ClientTimeouts> = Object.freeze({
 /** The long-poll `waitForRun` asks the server for (`GET /runs/{id}?wait=`), at most. */
 export const LONG_POLL_MS = 30_000;
 
-/** What an upload validates locally: the pipeline's `validation` block, where it is not the default. */
+/**
+ * What an upload validates locally: the pipeline's `validation` block, where it is not the
+ * default. `maxFiles` (default 10000) is the most files this client sends: set it to what the
+ * server's pipeline accepts (its `validation.max_files`) to send more. `maxFilesSetting` says how
+ * a refusal names it (default `validation.maxFiles` of the upload).
+ */
 export type UploadValidationOptions = Pick<
   ValidateBundleOptions,
-  "unlistedFiles" | "maxFiles" | "maxTotalSize"
+  "unlistedFiles" | "maxFiles" | "maxTotalSize" | "maxFilesSetting"
 >;
 
 export interface UploadOptions {

@@ -21,8 +21,10 @@ const BLOCK = 512;
 const READ_CHUNK = 64 * 1024;
 
 export interface PackBundleOptions {
-  /** Most files and directories to pack; default enough for `validation.max_files` 10000. */
+  /** Most files and directories to pack; default enough for `maxFiles` files. */
   maxEntries?: number;
+  /** The most files the bundle may list (as validated): sizes the default `maxEntries`; default 10000. */
+  maxFiles?: number;
   /** Modification time written for every entry; default the Unix epoch, for reproducible archives. */
   mtime?: Date;
   signal?: AbortSignal;
@@ -49,7 +51,7 @@ export async function packBundle(
   directory: string,
   options: PackBundleOptions = {},
 ): Promise<PackedBundle> {
-  const limit = options.maxEntries ?? walkLimit(DEFAULT_MAX_FILES);
+  const limit = options.maxEntries ?? walkLimit(options.maxFiles ?? DEFAULT_MAX_FILES);
   const backend = createLocalBackend({ root: directory });
   const listing = await walkBundle(backend, "", limit, {
     signal: options.signal,

@@ -9,7 +9,11 @@ import { type BundleIssue, BundleValidationError } from "../errors.js";
 import { storageDetail } from "../file-problem.js";
 import { MANIFEST_FILE_NAME, SIGNATURE_FILE_NAME } from "../manifest.js";
 import type { Manifest } from "../manifest-types.js";
-import { parseManifestBytesSteps, readManifestBytes } from "../read-manifest.js";
+import {
+  parseManifestBytesSteps,
+  type ReadManifestOptions,
+  readManifestBytes,
+} from "../read-manifest.js";
 import { type AllowedSigner, findAllowedSigner } from "./allowed-signers.js";
 import { SshWireError } from "./ssh-wire.js";
 import { parseSshSignature, type SshSignature, sshsigProblem } from "./sshsig.js";
@@ -126,7 +130,7 @@ export async function readSignedManifest(
   backend: StorageBackend,
   bundlePath: string,
   policy: SignaturePolicy,
-  options: { signal?: AbortSignal | undefined; maxFiles?: number | undefined } = {},
+  options: Pick<ReadManifestOptions, "signal" | "maxFiles" | "maxFilesName"> = {},
 ): Promise<SignedManifest> {
   const bytes = await readManifestBytes(backend, bundlePath, options);
   const signature = await readSignature(backend, bundlePath, options.signal);

@@ -10,6 +10,7 @@ import {
 } from "../flags.js";
 import {
   formatFlag,
+  maxFilesFlag,
   positionalPath,
   signatureNamespaceFlag,
   signFlag,
@@ -73,21 +74,13 @@ function manifestCreateOptions(flags: RawFlags): ManifestCreateCommandOptions {
   if (path === undefined) throw new UsageError("manifest create requires a bundle path");
   const created = optionalString(flags, "created");
   const force = booleanFlag(flags, "force");
-  const maxFiles = optionalString(flags, "max-files");
-  if (
-    maxFiles !== undefined &&
-    (!/^[1-9]\d*$/.test(maxFiles) || !Number.isSafeInteger(Number(maxFiles)))
-  ) {
-    throw new UsageError(
-      `manifest create --max-files must be a whole number of files greater than zero (such as 200000), got ${JSON.stringify(maxFiles)}`,
-    );
-  }
+  const maxFiles = maxFilesFlag(flags, "manifest create");
   return {
     path,
     id,
     force,
     ...(created === undefined ? {} : { created }),
-    ...(maxFiles === undefined ? {} : { maxFiles: Number(maxFiles) }),
+    ...(maxFiles === undefined ? {} : { maxFiles }),
     ...signingOptions(flags, "manifest create"),
   };
 }

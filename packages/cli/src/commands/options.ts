@@ -87,6 +87,18 @@ export function signingOptions(
 }
 
 /** The `[path]` positional, or undefined when it was not given. */
+/** `--max-files <n>`: a whole number greater than zero, or absent. */
+export function maxFilesFlag(flags: RawFlags, command: string): number | undefined {
+  const value = optionalString(flags, "max-files");
+  if (value === undefined) return undefined;
+  if (!/^[1-9]\d*$/.test(value) || !Number.isSafeInteger(Number(value))) {
+    throw new UsageError(
+      `${command} --max-files must be a whole number of files greater than zero (such as 200000), got ${JSON.stringify(value)}`,
+    );
+  }
+  return Number(value);
+}
+
 export function positionalPath(flags: RawFlags): string | undefined {
   const path = flags.path;
   if (path === undefined) return undefined;

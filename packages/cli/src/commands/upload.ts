@@ -10,6 +10,7 @@ import {
 } from "../flags.js";
 import {
   formatFlag,
+  maxFilesFlag,
   positionalPath,
   signatureNamespaceFlag,
   signFlag,
@@ -25,7 +26,7 @@ export const upload = defineCommand<UploadCommandOptions>({
   name: "upload",
   describe: "Send a bundle to a distributor serve endpoint for a pipeline to publish",
   usage:
-    "Usage:\n  distributor upload --server <url> --pipeline <id> [--token-env <NAME>] [--idempotency-key <key>] [--wait] [--sign <key-file>] [--signature-namespace <ns>] [--format text|json] <bundle-path>",
+    "Usage:\n  distributor upload --server <url> --pipeline <id> [--token-env <NAME>] [--idempotency-key <key>] [--wait] [--max-files <n>] [--sign <key-file>] [--signature-namespace <ns>] [--format text|json] <bundle-path>",
   positionals: {
     path: { type: "string", describe: "Bundle directory (holding manifest.json) to upload" },
   },
@@ -50,6 +51,11 @@ export const upload = defineCommand<UploadCommandOptions>({
     wait: {
       type: "boolean",
       describe: "Wait for the run to finish; the exit status is then 1 when it failed",
+    },
+    "max-files": {
+      type: "string",
+      describe:
+        "Most files the bundle may list, checked before sending: as many as the server's pipeline accepts (default 10000)",
     },
     sign: signFlag,
     "signature-namespace": signatureNamespaceFlag,
@@ -95,6 +101,7 @@ function uploadOptions(flags: RawFlags): UploadCommandOptions {
     );
   }
   const idempotencyKey = optionalString(flags, "idempotency-key");
+  const maxFiles = maxFilesFlag(flags, "upload");
   return {
     server,
     pipelineId,
@@ -102,6 +109,7 @@ function uploadOptions(flags: RawFlags): UploadCommandOptions {
     wait: booleanFlag(flags, "wait"),
     path,
     ...(idempotencyKey === undefined ? {} : { idempotencyKey }),
+    ...(maxFiles === undefined ? {} : { maxFiles }),
     ...signingOptions(flags, "upload"),
   };
 }

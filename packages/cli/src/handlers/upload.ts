@@ -39,6 +39,15 @@ export const uploadCommand: CommandHandler<UploadCommandOptions> = async (option
     ...(options.sign === undefined
       ? {}
       : { sign: { keyFile: options.sign, namespace: options.signatureNamespace } }),
+    // A refusal names this command's flag: the pipeline's configuration is not the producer's.
+    validation: {
+      ...(options.maxFiles === undefined ? {} : { maxFiles: options.maxFiles }),
+      maxFilesSetting: {
+        name: "--max-files",
+        raise:
+          "pass --max-files with as many files as the server's pipeline accepts (ask its operator)",
+      },
+    },
   });
   if (options.wait) {
     const run = await uploader.waitForRun(accepted.run_id, { signal: context.signal });

@@ -81,15 +81,22 @@ export function applyDefaults(raw: RawConfig, options: DefaultsOptions): Config 
   const http = raw.server?.http;
   const store = raw.server?.store;
   const secretsDirectory = raw.secrets?.directory;
-  const service = raw.server?.name ?? `config:${resolve(options.cwd, options.sourceName)}`;
-  // The default staging area and store are the service's own, in a state directory that
-  // survives a reboot (docs/integrations/http-upload.md, "Where uploads wait").
-  const serviceDirectory = join(
-    stateHome(options.env, files),
-    "distributor",
-    "serve",
-    serviceDirectoryName(service),
-  );
+  const configFile = resolve(options.cwd, options.sourceName);
+  const service = raw.server?.name ?? `config:${configFile}`;
+  // The default staging area and store are the configuration file's own, in a state directory
+  // that survives a reboot (docs/integrations/http-upload.md, "Where uploads wait"): two files
+  // that name one service still keep apart what each accepted.
+  const serveRoot = join(stateHome(options.env, files), "distributor", "serve");
+  const serviceDirectory = join(serveRoot, serviceDirectoryName(service, `config:${configFile}`));
+  // Earlier versions keyed a named service's directory by its name alone, shared by every file
+  // that named it: `serve` warns while one is left there, since its queued uploads run only
+  // where a `serve` opens that store.
+  const earlierDirectory =
+    raw.server?.name !== undefined &&
+    http?.staging_directory === undefined &&
+    store?.path === undefined
+      ? join(serveRoot, serviceDirectoryName(service, service))
+      : undefined;
   const stagingDirectory = files.resolve(
     http?.staging_directory ?? join(serviceDirectory, CONFIG_DEFAULTS.stagingDirectoryName),
   );
@@ -97,6 +104,8 @@ export function applyDefaults(raw: RawConfig, options: DefaultsOptions): Config 
     sourceName: options.sourceName,
     server: {
       service,
+      configFile,
+      ...(earlierDirectory === undefined ? {} : { earlierDirectory }),
       metrics: { public: raw.server?.metrics?.public ?? false },
       log: { level: raw.server?.log?.level ?? "info" },
       http: {
@@ -367,15 +376,17 @@ function stateHome(env: NodeJS.ProcessEnv, files: LocalPaths): string {
 }
 
 /**
- * A directory name for a service: a readable slug of its name and 12 hex digits of its digest,
- * so two services never share one and an operator can tell which is whose.
+ * A directory name for a configuration file's service: a readable slug of the service's name and
+ * 12 hex digits of the digest of `identity` (`config:<file>`), so two files never share one
+ * (whatever service they name) and an operator can tell which is whose. A file without
+ * `server.name` keeps the name earlier versions gave it.
  */
-function serviceDirectoryName(service: string): string {
+function serviceDirectoryName(service: string, identity: string): string {
   const slug = service
     .replace(/^config:/, "")
     .replace(/[^A-Za-z0-9._-]+/g, "-")
     .replace(/^[-.]+|-+$/g, "")
     .slice(-48);
-  const digest = createHash("sha256").update(service).digest("hex").slice(0, 12);
+  const digest = createHash("sha256").update(identity).digest("hex").slice(0, 12);
   return `${slug === "" ? "service" : slug}-${digest}`;
 }

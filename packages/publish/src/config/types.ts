@@ -35,6 +35,17 @@ export interface ServerConfig {
    * the configuration file>`): a store recorded for another service is refused.
    */
   service: string;
+  /**
+   * The absolute path of the configuration file (`sourceName` resolved): the default staging
+   * area and store are this file's own, and a store in use names the file its holder serves.
+   */
+  configFile: string;
+  /**
+   * With `server.name` and default locations: the directory earlier versions used for this
+   * service's staging area and store, shared by every file naming it (`serve` warns while a store
+   * is left there).
+   */
+  earlierDirectory?: string;
   /** `server.metrics`: whether `GET /metrics` needs no token (default: any upload token). */
   metrics: { public: boolean };
   /** `server.log`: the least level of the JSON lines `serve` writes (default `info`). */

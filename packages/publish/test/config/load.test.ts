@@ -42,6 +42,7 @@ describe("parseConfig defaults", () => {
       sourceName: "minimal.yml",
       server: {
         service,
+        configFile: "/work/minimal.yml",
         metrics: { public: false },
         log: { level: "info" },
         http: {
@@ -96,6 +97,36 @@ describe("parseConfig defaults", () => {
       ],
     });
     expect(config.pipelines[0]?.destinations[0]).not.toHaveProperty("links");
+  });
+
+  it("gives two configuration files that name one server.name a default staging area and store each", () => {
+    const named = `server:\n  name: publisher\n${MINIMAL}`;
+    const options = { cwd: "/work", env: { HOME: "/home/ops" } };
+    const one = parseConfig(named, { ...options, sourceName: "one/distributor.yml" });
+    const two = parseConfig(named, { ...options, sourceName: "two/distributor.yml" });
+    expect([one.server.service, two.server.service]).toEqual(["publisher", "publisher"]);
+    expect(one.server.configFile).toBe("/work/one/distributor.yml");
+    expect(two.server.configFile).toBe("/work/two/distributor.yml");
+    const digest = (file: string) =>
+      createHash("sha256").update(`config:${file}`).digest("hex").slice(0, 12);
+    const own = (file: string) =>
+      `/home/ops/.local/state/distributor/serve/publisher-${digest(file)}`;
+    expect(one.server.store.path).toBe(`${own("/work/one/distributor.yml")}/store`);
+    expect(two.server.store.path).toBe(`${own("/work/two/distributor.yml")}/store`);
+    expect(one.server.http.stagingDirectory).toBe(`${own("/work/one/distributor.yml")}/staging`);
+    expect(two.server.http.stagingDirectory).toBe(`${own("/work/two/distributor.yml")}/staging`);
+    expect(one.server.store.path).not.toBe(two.server.store.path);
+    // Where earlier versions kept the store of every file naming the service, for a warning.
+    const earlier = `/home/ops/.local/state/distributor/serve/publisher-${createHash("sha256").update("publisher").digest("hex").slice(0, 12)}`;
+    expect([one.server.earlierDirectory, two.server.earlierDirectory]).toEqual([earlier, earlier]);
+    const placed = parseConfig(
+      `server:\n  name: publisher\n  store:\n    path: /srv/store\n${MINIMAL}`,
+      {
+        ...options,
+        sourceName: "one/distributor.yml",
+      },
+    );
+    expect(placed.server.earlierDirectory).toBeUndefined();
   });
 
   it("fills in backend defaults for ssh, s3 and http_upload", () => {

@@ -31,7 +31,6 @@ export async function cancel(
     });
     const stored = await store.getRun(runId);
     await stagingArea.remove(queued);
-    metrics.unstaged(queued.stagingDirectory);
     workers.pump();
     metrics.runFinished(record.pipeline_id, "cancelled", 0);
     emit({

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { errorMessage } from "@distributor/publish";
+import { errorMessage, pipelineConfigDigest } from "@distributor/publish";
 import { authorize } from "../auth.js";
 import type { RequestLog, ServerContext } from "../context.js";
 import { RETRY_AFTER_SECONDS } from "../context.js";
@@ -69,7 +69,8 @@ export async function upload(
 
   const scope: IdempotencyScope | undefined =
     key === undefined ? undefined : { tokenId: token.id, pipelineId: pipeline.id, key };
-  const earlier = scope === undefined ? undefined : await claim(store, scope);
+  const earlier =
+    scope === undefined ? undefined : await claim(store, scope, pipelineConfigDigest(pipeline));
   let slot = false;
   let staged: StagedUpload | undefined;
   let placed: Pick<UploadJob, "stagingDirectory" | "bundleDirectory"> | undefined;
@@ -106,9 +107,15 @@ export async function upload(
     if (store.durable && !stagingArea.remote) await syncTree(staged.directory);
     placed = await stagingArea.place(staged);
     try {
-      const accepted = await enqueue(ctx, token, pipeline, manifest, placed, scope);
+      const accepted = await enqueue(
+        ctx,
+        token,
+        pipeline,
+        manifest,
+        { ...placed, stagedBytes: staged.extractedBytes ?? 0 },
+        scope,
+      );
       enqueued = true;
-      ctx.metrics.staged(placed.stagingDirectory, staged.extractedBytes ?? 0);
       log.run_id = accepted.run_id;
       sendJson(response, 202, accepted, { Location: accepted.status_url });
     } catch (error) {

@@ -1,5 +1,4 @@
-import type { Dirent } from "node:fs";
-import { lstat, mkdtemp, open, readdir, rm } from "node:fs/promises";
+import { mkdtemp, open, readdir, rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { Readable } from "node:stream";
 import {
@@ -117,22 +116,6 @@ export function sharedFlush(directory: string): Promise<void> {
   if (entry === undefined) return start();
   entry.next ??= entry.running.catch(() => undefined).then(start);
   return entry.next;
-}
-
-/** The bytes of the regular files below `directory` (0 when it is gone). */
-export async function treeBytes(directory: string): Promise<number> {
-  let entries: Dirent[];
-  try {
-    entries = await readdir(directory, { withFileTypes: true, recursive: true });
-  } catch {
-    return 0;
-  }
-  let total = 0;
-  for (const entry of entries) {
-    if (!entry.isFile()) continue;
-    total += (await lstat(join(entry.parentPath, entry.name)).catch(() => undefined))?.size ?? 0;
-  }
-  return total;
 }
 
 /** Every upload's own directory below the staging root starts so; nothing else there is ours. */

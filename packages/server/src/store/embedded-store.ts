@@ -23,6 +23,11 @@ export interface EmbeddedUploadStoreOptions extends StoreLimits {
    * file): recorded when the store is made, and a store of another service is refused.
    */
   service?: string | undefined;
+  /**
+   * The configuration file of the `serve` opening it: recorded in the store's lock, so that a
+   * second process refused the store is told which file the holder serves.
+   */
+  configFile?: string | undefined;
 }
 
 const RUN_FORMAT = "distributor-upload-run/1";
@@ -44,7 +49,7 @@ export async function openEmbeddedUploadStore(
   options: EmbeddedUploadStoreOptions,
 ): Promise<UploadStore> {
   await preparePrivateDirectory(options.path);
-  const releaseLock = await lockStore(options.path);
+  const releaseLock = await lockStore(options.path, options.configFile);
   try {
     if (options.service !== undefined) await claimService(options.path, options.service);
     return await openLoggedStore(options, releaseLock);
@@ -192,11 +197,19 @@ async function readEarlierLayout(path: string): Promise<{
 /**
  * One process per store: a second `serve` on the same store (or the same default staging
  * directory) would run every job twice and remove the other's staged uploads at start. The lock
- * file names the holder; a holder that no longer runs on this host is replaced.
+ * file names the holder and the configuration file it serves; a holder that no longer runs on
+ * this host is replaced.
  */
-async function lockStore(directory: string): Promise<() => Promise<void>> {
+async function lockStore(
+  directory: string,
+  configFile: string | undefined,
+): Promise<() => Promise<void>> {
   const file = join(directory, "lock");
-  const mine = JSON.stringify({ pid: process.pid, host: hostname() });
+  const mine = JSON.stringify({
+    pid: process.pid,
+    host: hostname(),
+    ...(configFile === undefined ? {} : { config: configFile }),
+  });
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       const handle = await open(file, "wx", 0o600);
@@ -208,7 +221,7 @@ async function lockStore(directory: string): Promise<() => Promise<void>> {
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
     }
-    let holder: { pid?: unknown; host?: unknown } = {};
+    let holder: { pid?: unknown; host?: unknown; config?: unknown } = {};
     try {
       holder = JSON.parse(await readFile(file, "utf8"));
     } catch {
@@ -221,7 +234,7 @@ async function lockStore(directory: string): Promise<() => Promise<void>> {
     ) {
       throw new UploadStoreError(
         "store_in_use",
-        `upload store ${directory} is in use by process ${holder.pid} on this host; one serve per store: stop that process, or give this configuration a store of its own (server.store.path)`,
+        `upload store ${directory} is in use by process ${holder.pid} on this host${clash(holder.config, configFile)}; one serve per store: stop that process, or give this configuration a store of its own (server.store.path)`,
       );
     }
     if (holder.host !== undefined && holder.host !== hostname()) {
@@ -233,6 +246,13 @@ async function lockStore(directory: string): Promise<() => Promise<void>> {
     await unlink(file).catch(() => undefined);
   }
   throw new UploadStoreError("store_in_use", `upload store ${directory}: cannot take ${file}`);
+}
+
+/** What the lock's holder serves, against what this process would: the clash, in words. */
+function clash(held: unknown, configFile: string | undefined): string {
+  if (typeof held !== "string") return "";
+  if (configFile === undefined || held === configFile) return `, serving ${held}`;
+  return `, serving ${held} (this process serves ${configFile})`;
 }
 
 const SERVICE_FORMAT = "distributor-upload-service/1";
@@ -335,17 +355,22 @@ function parseRun(body: Record<string, unknown>): PersistedRun | string {
 
 /** An idempotency record file; its accepted body is checked once its run is known to exist. */
 function parseKey(body: Record<string, unknown>): PersistedKey | string {
-  const { token_id, pipeline_id, key, run_id, accepted } = body;
+  const { token_id, pipeline_id, key, run_id, accepted, config_digest } = body;
   for (const [name, value] of Object.entries({ token_id, pipeline_id, key, run_id })) {
     if (typeof value !== "string") return `${name} must be a string`;
   }
   if (typeof accepted !== "object" || accepted === null) return "accepted must be an object";
+  // Absent in keys an earlier version bound.
+  if (config_digest !== undefined && typeof config_digest !== "string") {
+    return "config_digest must be a string";
+  }
   return {
     token_id: token_id as string,
     pipeline_id: pipeline_id as string,
     key: key as string,
     run_id: run_id as string,
     accepted: accepted as PersistedKey["accepted"],
+    ...(config_digest === undefined ? {} : { config_digest }),
   };
 }
 

@@ -35,6 +35,8 @@ export interface PersistedKey {
   key: string;
   run_id: string;
   accepted: AcceptedUpload;
+  /** The job's `configDigest`: a replay answers only under the configuration that accepted it. */
+  config_digest?: string;
 }
 
 /**
@@ -175,7 +177,10 @@ export function createUploadStoreCore(
       const key = keyOf(scope);
       const entry = keys.get(key);
       if (entry?.kind === "accepted") {
-        return { kind: "accepted", accepted: entry.persisted.accepted };
+        const { accepted, config_digest } = entry.persisted;
+        return config_digest === undefined
+          ? { kind: "accepted", accepted }
+          : { kind: "accepted", accepted, configDigest: config_digest };
       }
       if (entry?.kind === "pending") return { kind: "pending", settled: entry.settled };
       let settle: () => void = () => undefined;
@@ -222,6 +227,7 @@ export function createUploadStoreCore(
           key: scope.key,
           run_id: runId,
           accepted,
+          ...(job.configDigest === undefined ? {} : { config_digest: job.configDigest }),
         };
         try {
           // In an ordered store the key's line follows the run's, and both share one flush.
@@ -258,6 +264,14 @@ export function createUploadStoreCore(
 
     async queueLength() {
       return queue.length + reserved;
+    },
+
+    async stagedBytes() {
+      let total = 0;
+      for (const run of runs.values()) {
+        if (run.job !== null && isLive(run.record.status)) total += run.job.stagedBytes ?? 0;
+      }
+      return total;
     },
 
     async getRun(runId) {

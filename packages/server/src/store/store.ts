@@ -40,12 +40,14 @@ export interface IdempotencyScope {
 
 /**
  * The result of claiming an idempotency key: the caller now holds it; another request holds it
- * while it stages (wait for `settled`, then claim again); or it belongs to an accepted upload.
+ * while it stages (wait for `settled`, then claim again); or it belongs to an accepted upload,
+ * with the digest of the pipeline configuration that accepted it (the job's `configDigest`;
+ * absent for keys bound by an earlier version).
  */
 export type KeyClaim =
   | { kind: "claimed" }
   | { kind: "pending"; settled: Promise<void> }
-  | { kind: "accepted"; accepted: AcceptedUpload };
+  | { kind: "accepted"; accepted: AcceptedUpload; configDigest?: string };
 
 /** A queued run: the staged bundle waiting for a worker. */
 export interface UploadJob {
@@ -62,6 +64,11 @@ export interface UploadJob {
    * accepted by an earlier version: those run under the configuration in force.
    */
   configDigest?: string;
+  /**
+   * Bytes of the accepted upload's files in staging (`distributor_staging_bytes` is their sum
+   * over live jobs). Absent in jobs accepted by an earlier version: those count as none.
+   */
+  stagedBytes?: number;
   /**
    * Set by a shared store's `takeNext` when the run was claimed by an instance whose claim had
    * lapsed: this instance takes it over. Never stored.
@@ -113,7 +120,8 @@ export interface UploadStore {
   releaseQueueSlot(): Promise<void>;
   /**
    * Stores the run's record, queues its job in the reserved place and, when `scope` is given,
-   * binds the claimed key to `accepted` (it then expires with the record). Once it resolves the
+   * binds the claimed key to `accepted` and the job's `configDigest` (it then expires with the
+   * record). Once it resolves the
    * upload is accepted: a durable store has it on disk.
    */
   enqueue(
@@ -131,6 +139,11 @@ export interface UploadStore {
   dequeue(runId: string): Promise<UploadJob | undefined>;
   /** Number of queued jobs plus reserved places. */
   queueLength(): Promise<number>;
+  /**
+   * The `stagedBytes` of every live run's job (accepted, queued or running), summed: what waits
+   * in staging, whichever instance accepted or runs it. A finished run's job no longer counts.
+   */
+  stagedBytes(): Promise<number>;
   getRun(runId: string): Promise<StoredRun | undefined>;
   /**
    * Changes a run's record; a finished status also drops its job (the run is no longer live).

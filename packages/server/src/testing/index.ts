@@ -53,6 +53,7 @@ export function sampleRun(pipeline = "reports", token = "reporter") {
     pipelineId: pipeline,
     stagingDirectory: `/staging/upload-${counter}`,
     bundleDirectory: `/staging/upload-${counter}/bundle`,
+    configDigest: `sha256:config-of-${pipeline}`,
   };
   const accepted: AcceptedUpload = {
     run_id: runId,
@@ -105,7 +106,23 @@ export function describeUploadStoreContract(name: string, factory: UploadStoreFa
       const waiting = await store.claimKey(scope);
       const sample = await accept(store, sampleRun(), scope);
       if (waiting.kind === "pending") await waiting.settled;
-      expect(await store.claimKey(scope)).toEqual({ kind: "accepted", accepted: sample.accepted });
+      // With the digest of the configuration that accepted it, so that a replay is answered only
+      // under that configuration.
+      expect(await store.claimKey(scope)).toEqual({
+        kind: "accepted",
+        accepted: sample.accepted,
+        configDigest: "sha256:config-of-reports",
+      });
+      // A job without a digest (accepted by an earlier version) binds a key without one.
+      const earlierScope = { ...scope, key: "earlier" };
+      expect(await store.claimKey(earlierScope)).toEqual({ kind: "claimed" });
+      const earlier = sampleRun();
+      const { configDigest: _, ...earlierJob } = earlier.job;
+      await accept(store, { ...earlier, job: earlierJob }, earlierScope);
+      expect(await store.claimKey(earlierScope)).toEqual({
+        kind: "accepted",
+        accepted: earlier.accepted,
+      });
       // Another token's or pipeline's same key is another key.
       expect(await store.claimKey({ ...scope, tokenId: "other" })).toEqual({ kind: "claimed" });
       expect(await store.claimKey({ ...scope, pipelineId: "other" })).toEqual({
@@ -139,6 +156,28 @@ export function describeUploadStoreContract(name: string, factory: UploadStoreFa
       expect(await store.dequeue(b.runId)).toEqual(b.job);
       expect(await store.dequeue(b.runId)).toBeUndefined();
       expect(await store.takeNext(new Set())).toBeUndefined();
+    });
+
+    it("sums the staged bytes of live runs' jobs, whichever of them finished", async () => {
+      const { store } = await open();
+      expect(await store.stagedBytes()).toBe(0);
+      const sized = (bytes: number) => {
+        const sample = sampleRun();
+        return { ...sample, job: { ...sample.job, stagedBytes: bytes } };
+      };
+      const first = await accept(store, sized(1000));
+      const second = await accept(store, sized(234));
+      // A job accepted by an earlier version carries no size: it counts as none.
+      await accept(store, sampleRun("other"));
+      expect(await store.stagedBytes()).toBe(1234);
+      expect(await store.takeNext(new Set())).toEqual(first.job);
+      await store.updateRun(first.runId, { status: "running", started_at: at(1) });
+      expect(await store.stagedBytes()).toBe(1234);
+      await finish(store, first.runId, 2);
+      expect(await store.stagedBytes()).toBe(234);
+      await store.dequeue(second.runId);
+      await store.updateRun(second.runId, { status: "failed", finished_at: at(3) });
+      expect(await store.stagedBytes()).toBe(0);
     });
 
     it("keeps run records and their changes", async () => {
@@ -253,6 +292,7 @@ export function describeUploadStoreContract(name: string, factory: UploadStoreFa
       expect(await again.claimKey(scope)).toEqual({
         kind: "accepted",
         accepted: running.accepted,
+        configDigest: running.job.configDigest,
       });
       expect(await again.takeNext(new Set())).toEqual(running.job);
       expect(await again.takeNext(new Set(["reports"]))).toBeUndefined();
