@@ -126,7 +126,7 @@ describe("completion", () => {
     ).toEqual(["--quiet"]);
   });
 
-  it("answers every value-taking flag of every command with nothing, or --format with its values", async () => {
+  it("answers every value-taking flag of every command with nothing, or with its values where it has some", async () => {
     const flags = await valueFlagsByCommand();
     expect(flags.get("run")).toEqual([
       "config",
@@ -143,9 +143,10 @@ describe("completion", () => {
         names.map((name) => requested([...command.split(" "), `--${name}`, ""])),
       );
       const offered = Object.fromEntries(names.map((name, index) => [name, answers[index]]));
-      const expected = Object.fromEntries(
-        names.map((name) => [name, name === "format" ? "text\njson\n" : ""]),
-      );
+      // Flags with known values offer them: --format everywhere, and audit's --release.
+      const choices: Record<string, string> = { format: "text\njson\n" };
+      if (command === "audit") choices.release = "all\ncurrent\n";
+      const expected = Object.fromEntries(names.map((name) => [name, choices[name] ?? ""]));
       expect(offered, command).toEqual(expected);
     }
   }, 60_000);
