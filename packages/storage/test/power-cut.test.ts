@@ -6,6 +6,7 @@ import {
   createMemoryDiskBackend,
   type FsImageEntry,
   MemoryFsDriver,
+  memoryDisk,
   readDirectoryImage,
   writeDirectoryImage,
 } from "../src/testing/index.js";
@@ -84,7 +85,8 @@ describe("a power cut of the in-memory driver", () => {
 
   it("keeps what the write protocol flushed before a commit, in both orders", async () => {
     for (const order of ["flushed_only", "names_first"] as const) {
-      const { backend, driver } = createMemoryDiskBackend([]);
+      const driver = memoryDisk([]);
+      const backend = createMemoryDiskBackend(driver);
       await backend.writeFile("site/docs/c.txt", "c");
       await backend.writeFile("site/.distributor.json", "state", { commit: true });
       expect(text(driver.powerCut(order)), order).toEqual({

@@ -6,16 +6,24 @@ import { LOCAL_CAPABILITIES } from "../local/driver.js";
 import { type FsImageEntry, MemoryFsDriver } from "./memory-fs-driver.js";
 
 /**
- * A local destination's write protocol (`FsStore` with the local driver's capabilities and
- * transfers) over an in-memory disk that starts as `image`: what fault suites run a command on
- * when they cut its power, since a real disk cannot be made to forget what was not flushed.
+ * An in-memory disk holding `image`, with the local driver's capabilities: what fault suites
+ * run a local destination on when they cut its power, since a real disk cannot be made to forget
+ * what was not flushed.
+ */
+export function memoryDisk(image: readonly FsImageEntry[]): MemoryFsDriver {
+  return new MemoryFsDriver({ capabilities: LOCAL_CAPABILITIES, image });
+}
+
+/**
+ * A local destination's backend over `driver`: the write protocol (`FsStore`) and transfers of
+ * `createLocalBackend`. Like it, each call opens a store of its own, which knows nothing of
+ * what other backends over the same disk left unflushed.
  */
 export function createMemoryDiskBackend(
-  image: readonly FsImageEntry[],
+  driver: MemoryFsDriver,
   options: { fsync?: boolean } = {},
-): { backend: StorageBackend; driver: MemoryFsDriver } {
-  const driver = new MemoryFsDriver({ capabilities: LOCAL_CAPABILITIES, image });
-  const backend = frameBackend(
+): StorageBackend {
+  return frameBackend(
     {
       name: driver.name,
       location: `${driver.name}:disk`,
@@ -24,5 +32,4 @@ export function createMemoryDiskBackend(
     },
     fsOperations(new FsStore(driver, { fsync: options.fsync ?? true })),
   );
-  return { backend, driver };
 }
