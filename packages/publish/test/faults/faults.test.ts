@@ -2,10 +2,12 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
+  cutPowerAfter,
   expectAgreement,
-  FAULT_KINDS,
   type FaultKind,
   type FaultPlan,
+  faultKinds,
+  isPowerCut,
   memoryStores,
   writeSourceBundle,
 } from "@distributor/engine/testing";
@@ -22,7 +24,8 @@ import { planRun } from "../../src/run/plan-run.js";
 import { run, runSucceeded } from "../../src/run/run.js";
 import { type EngineBackend, registryFor } from "../support/registries.js";
 
-// Every fault of the model (fail, crash, lost answer, hang, stall past the lease) at every
+// Every fault of the model (fail, crash, lost answer, hang, stall past the lease, blackout, and
+// the power cuts, on the local engine also after the command returned) at every
 // mutation of a first publication, a replacement, a merge, a shared-root publication, a prune (of
 // a root state's outputs, and of whole bundle paths with one state each), a reconcile-state, a
 // repair, an adoption, a rebuild and the apply of a saved plan, on memory and on the real
@@ -473,18 +476,22 @@ async function faultCase(
   } catch {
     succeeded = false;
   }
+  // A power cut past the command's last mutation comes after it returned.
+  await cutPowerAfter(plan);
   // The competing run may fail too (a write of the stalled run that was in flight lands in the
   // middle of it, and its fencing refuses); what must hold is the invariant below.
   const competitor = competitorFailure === undefined ? "" : ` (competitor: ${competitorFailure})`;
   const where = `${label} [${seen.join(" ")}]${competitor}`;
   if (succeeded) {
     // A run that reports success has left state and bytes in agreement, right then.
-    await expectAgreement(await destinationOf(c), {
+    const recorded = await expectAgreement(await destinationOf(c), {
       unmanaged,
       debris: true,
       label: where,
       partial: scenario.dropsRecords,
     });
+    // Nor does a power cut after the report lose any of it.
+    if (plan.cut) expect(recorded, `${where}: what the report promised`).toEqual(expected.recorded);
   }
   // Later: a crashed run's lease has expired by now.
   c.clock.offset += 10 * 60_000;
@@ -532,8 +539,10 @@ describe.each(["memory", "local"] as const)("every fault at every mutation, on %
       const expected = await snapshot(clean, scenario);
       // A lease create and its journal, the writes, the state, the deletes, the release.
       expect(counter.n).toBeGreaterThanOrEqual(3);
-      for (const kind of FAULT_KINDS) {
-        for (let at = 1; at <= counter.n; at++) {
+      for (const kind of faultKinds()) {
+        // On a disk that can forget, the power may also fail after the command returned.
+        const last = isPowerCut(kind) && engine === "local" ? counter.n + 1 : counter.n;
+        for (let at = 1; at <= last; at++) {
           await faultCase(scenario, engine, kind, at, expected);
         }
       }

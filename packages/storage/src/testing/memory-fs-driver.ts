@@ -133,6 +133,8 @@ export class MemoryFsDriver implements FsDriver<number> {
       kind: KIND_BY_CODE[nativeCode(error, "string") ?? ""] ?? "unavailable",
       detail: error instanceof Error ? error.message : String(error),
     }));
+    // A disk loaded from a real directory goes on from now, as the real one would.
+    if (options.image !== undefined) this.#clock = Math.max(this.#clock, Date.now());
     const inodes = new Map<number, Inode>();
     for (const entry of options.image ?? []) {
       if (entry.path === "") continue;
@@ -140,8 +142,9 @@ export class MemoryFsDriver implements FsDriver<number> {
         let inode = inodes.get(entry.inode);
         if (inode === undefined) {
           const bytes = Buffer.from(entry.bytes);
+          // The inode number is kept, as a disk keeps it, and with it every version token.
           inode = {
-            ino: this.#nextIno++,
+            ino: entry.inode,
             bytes,
             mtimeMs: entry.mtimeMs,
             durable: bytes,
@@ -156,6 +159,7 @@ export class MemoryFsDriver implements FsDriver<number> {
         this.#nodes.set(entry.path, { kind: "symlink", target: entry.target });
       }
     }
+    this.#nextIno = Math.max(0, ...inodes.keys()) + 1;
     for (const [path, node] of this.#nodes) {
       if (node.kind === "directory") this.#durable.set(node, this.#children(path));
     }
@@ -534,13 +538,16 @@ export class MemoryFsDriver implements FsDriver<number> {
       return { kind: node.kind, size: 0, mtimeMs, version: "", identity: node.kind };
     }
     const { inode } = node;
-    const version = `${inode.ino.toString(16)}-${inode.bytes.length.toString(16)}-${inode.mtimeMs.toString(16)}`;
+    // The local driver's format (mtime in microseconds), so a tree loaded from a real directory
+    // keeps the version tokens it had there.
+    const mtime = Math.round(inode.mtimeMs * 1000).toString(16);
+    const version = `${inode.ino.toString(16)}-${inode.bytes.length.toString(16)}-${mtime}`;
     return {
       kind: "file",
       size: inode.bytes.length,
       mtimeMs: inode.mtimeMs,
       version: this.capabilities.coarseMtime
-        ? `${inode.bytes.length.toString(16)}-${inode.mtimeMs.toString(16)}`
+        ? `${inode.bytes.length.toString(16)}-${mtime}`
         : version,
       identity: version,
     };
