@@ -153,6 +153,13 @@ export interface DeleteOptions extends OperationOptions {
    * `conflict` naming it. A missing path counts as deleted under `ignoreMissing`.
    */
   ifMatch?: ReadonlyMap<string, string>;
+  /**
+   * `deletePaths` only: the delete commits what earlier writes and deletes did (a lease's
+   * release, a state's removal). Local and SFTP flush first the directories those changed names
+   * in (with `fsync`), then, in both modes, the directories of the deleted names. Other backends
+   * keep nothing unflushed.
+   */
+  commit?: boolean;
 }
 
 /**

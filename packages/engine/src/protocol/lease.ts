@@ -264,8 +264,10 @@ export class Lease {
   }
 
   #deleteIfOurs(version: string, pruneEmptyDirs = false): Promise<void> {
+    // A commit: what the journal covers is durable before the lease that journals it goes.
     return this.#backend.deletePaths(this.bundlePath, [LEASE_FILE_NAME], {
       ignoreMissing: true,
+      commit: true,
       pruneEmptyDirs,
       ifMatch: new Map([[LEASE_FILE_NAME, version]]),
     });

@@ -13,6 +13,7 @@ import {
   type StorageBackend,
   StorageError,
 } from "@distributor/storage";
+import type { PowerCutOrder } from "@distributor/storage/testing";
 import { expect } from "vitest";
 
 /**
@@ -28,9 +29,53 @@ import { expect } from "vitest";
  * - `blackout`: a lost answer after which the store stays unreachable for reads until the next
  *   mutation, so reading back cannot resolve it either (a network partition right after the
  *   request landed).
+ * - `power_cut`: the mutation is done, then the power fails: the process is gone, and the disk
+ *   keeps only what was flushed (file data as of its last fsync, each directory's names as of
+ *   its last fsync) — docs/design/power-loss.md.
+ * - `power_cut_names_first`: the same, but every name operation reached the disk and only file
+ *   data that was not flushed is lost: a name may point to bytes that never landed.
+ * A power cut needs a disk that can forget (`FaultPlan.powerCut`); a store without one (S3, which
+ * acknowledges only what it keeps) loses nothing but the process: the mutation landed, then the
+ * process died before hearing so.
  */
-export const FAULT_KINDS = ["fail", "crash", "lost_answer", "hang", "stall", "blackout"] as const;
+export const FAULT_KINDS = [
+  "fail",
+  "crash",
+  "lost_answer",
+  "hang",
+  "stall",
+  "blackout",
+  "power_cut",
+  "power_cut_names_first",
+] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
+
+const POWER_CUT_ORDERS = {
+  power_cut: "flushed_only",
+  power_cut_names_first: "names_first",
+} as const satisfies Partial<Record<FaultKind, PowerCutOrder>>;
+
+/**
+ * The fault kinds a suite iterates: every one, or those `DISTRIBUTOR_FAULT_KINDS` names
+ * (comma-separated), to run one kind's cases alone while working on it.
+ */
+export function faultKinds(): readonly FaultKind[] {
+  const raw = process.env.DISTRIBUTOR_FAULT_KINDS;
+  if (raw === undefined || raw === "") return FAULT_KINDS;
+  const names = raw.split(",").map((name) => name.trim());
+  const unknown = names.filter((name) => !(FAULT_KINDS as readonly string[]).includes(name));
+  if (unknown.length > 0) {
+    throw new RangeError(
+      `DISTRIBUTOR_FAULT_KINDS names unknown kinds ${unknown.join(", ")}; known: ${FAULT_KINDS.join(", ")}`,
+    );
+  }
+  return FAULT_KINDS.filter((kind) => names.includes(kind));
+}
+
+/** Whether `kind` cuts the power. */
+export function isPowerCut(kind: FaultKind | "count"): kind is keyof typeof POWER_CUT_ORDERS {
+  return kind in POWER_CUT_ORDERS;
+}
 
 /** Every method that changes what a backend stores (with those of its `links`). */
 const MUTATIONS = new Set([
@@ -60,6 +105,27 @@ export interface FaultPlan {
   hangMs?: number;
   /** Receives the mutation and its position, e.g. to name a failing case. */
   seen?: (position: number, method: string, path: string) => void;
+  /**
+   * For the power cuts: makes the disk under the backend forget what was not flushed, in
+   * `order`, as the machine finds it when it comes back. Set by whoever built that backend.
+   */
+  powerCut?: (order: PowerCutOrder) => Promise<void>;
+  /** Set once the power failed. */
+  cut?: boolean;
+}
+
+async function cutPower(plan: FaultPlan): Promise<void> {
+  if (!isPowerCut(plan.kind) || plan.cut) return;
+  plan.cut = true;
+  await plan.powerCut?.(POWER_CUT_ORDERS[plan.kind]);
+}
+
+/**
+ * Cuts the power of a power-cut plan whose position the command never reached: the command
+ * returned (and reported), then the power failed. Does nothing for other plans, or once cut.
+ */
+export function cutPowerAfter(plan: FaultPlan): Promise<void> {
+  return cutPower(plan);
 }
 
 function injected(method: string, path: string, detail: string): StorageError {
@@ -154,6 +220,14 @@ function faultyObject(
           case "stall":
             await plan.onStall?.();
             return call();
+          case "power_cut":
+          case "power_cut_names_first": {
+            run.crashed = true;
+            // Whatever the mutation answered, the process is gone before it hears.
+            await call().catch(() => undefined);
+            await cutPower(plan);
+            throw new Crash("the power failed");
+          }
         }
       };
     },

@@ -1,11 +1,14 @@
 export {
   Crash,
+  cutPowerAfter,
   expectAgreement,
   expectWholePublication,
   FAULT_KINDS,
   type FaultKind,
   type FaultPlan,
+  faultKinds,
   faultyBackend,
+  isPowerCut,
   memoryStores,
 } from "./fault-model.js";
 export {

@@ -3,28 +3,31 @@ import { mkdtemp, readdir, readFile, readlink, rm, stat, writeFile } from "node:
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import {
-  FAULT_KINDS,
+  cutPowerAfter,
   type FaultKind,
   type FaultPlan,
+  faultKinds,
+  isPowerCut,
   memoryStores,
   writeSourceBundle,
 } from "@distributor/engine/testing";
 import { parseSingleOwnerState } from "@distributor/state";
 import { createLocalBackend, isTempFileName } from "@distributor/storage";
+import { writeDirectoryImage } from "@distributor/storage/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { BackendRegistry } from "../../src/backends/registry.js";
 import { type Config, parseConfig } from "../../src/config/index.js";
 import { adoptOutputs } from "../../src/maintenance/adopt.js";
 import { rollback } from "../../src/maintenance/rollback.js";
 import { run, runSucceeded } from "../../src/run/run.js";
-import { registryFor } from "../support/registries.js";
+import { type MemoryDiskHolder, registryFor } from "../support/registries.js";
 
 // The release layout under every fault of the model (fail, crash, lost answer, hang, stall past
-// the lease, blackout) at every mutation — writes, deletes, hard links and the switch of
-// `current` — of a replacement, and of a rollback. After each: `current` links to a release that
-// is exactly one publication's files (readers never see a mix), the state describes the release
-// it records, and the next plain run (or rollback) finishes with state, `current` and bytes in
-// agreement.
+// the lease, blackout, power cuts) at every mutation — writes, deletes, hard links and the switch
+// of `current` — of a replacement, a rollback and a restore, and power cuts after the command
+// returned. After each: `current` links to a release that is exactly one publication's files
+// (readers never see a mix), the state describes the release it records, and the next plain run
+// (or rollback) finishes with state, `current` and bytes in agreement.
 
 const V1 = { "index.html": "<p>one</p>\n", "a.css": "a one\n", "docs/c.txt": "c one\n" };
 const V2 = { "index.html": "<p>two</p>\n", "a.css": "a one\n", "d.js": "d two\n" };
@@ -266,14 +269,28 @@ async function faultCase(scenario: Scenario, kind: FaultKind, at: number) {
     },
   };
   const where = () => `${scenario.name}, ${kind} at mutation ${at} [${seen.join(" ")}]`;
+  // A power cut runs the command on a disk that can forget, and the next one on what survived
+  // there (a rewritten directory would give every file another inode, which a release notices).
+  const disk: MemoryDiskHolder = {};
   const succeeded = await scenario
-    .act(c, registryFor("local", memoryStores(), c.dest, plan))
+    .act(c, registryFor("local", memoryStores(), c.dest, plan, disk))
     .catch(() => false);
+  // A power cut past the command's last mutation comes after it returned.
+  await cutPowerAfter(plan);
   const during = stalled ? [...scenario.during, "v3" as const] : scenario.during;
-  // Whatever happened, readers see one whole publication; a success also switched.
-  await expectReleases(c, where(), during, !succeeded);
+  // Whatever happened, readers see one whole publication; a success also switched, and a power
+  // cut after it does not undo the switch.
+  const live = await expectReleases(c, where(), during, !succeeded);
+  if (succeeded && plan.cut)
+    expect(live, `${where()}: what the report promised`).toBe(scenario.after);
   c.clock.offset += 10 * 60_000;
-  expect(await scenario.act(c), `${where()}: the next plain run failed: ${lastFailure}`).toBe(true);
+  const next = isPowerCut(kind)
+    ? registryFor("local", memoryStores(), c.dest, undefined, disk)
+    : undefined;
+  expect(await scenario.act(c, next), `${where()}: the next plain run failed: ${lastFailure}`).toBe(
+    true,
+  );
+  if (disk.driver !== undefined) await writeDirectoryImage(c.dest, disk.driver.image());
   const final = await expectReleases(c, `${where()}, then again`, [scenario.after, "v3"]);
   if (!stalled) expect(final, `${where()}: the release in force`).toBe(scenario.after);
   await expectTidy(c, where());
@@ -291,8 +308,10 @@ describe("the release layout under every fault at every mutation", () => {
       ).toBe(true);
       await expectReleases(clean, `${scenario.name}, clean`, [scenario.after]);
       expect(counter.n).toBeGreaterThan(2);
-      for (const kind of FAULT_KINDS) {
-        for (let at = 1; at <= counter.n; at++) await faultCase(scenario, kind, at);
+      for (const kind of faultKinds()) {
+        // The power may also fail after the command returned.
+        const last = isPowerCut(kind) ? counter.n + 1 : counter.n;
+        for (let at = 1; at <= last; at++) await faultCase(scenario, kind, at);
       }
     }, 600_000);
   }

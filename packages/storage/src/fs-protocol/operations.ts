@@ -19,9 +19,9 @@ import { isStorageError, type StorageError, type StorageOperation } from "../err
 import { cloneFileInStore, hardLinkFile, readSymlink, switchSymlink } from "./links.js";
 import { openReadStream, readWholeFile } from "./read.js";
 import { emptyDirectory, pruneEmptyParents, removeTree, unlinkIfMatch } from "./remove.js";
-import type { FsStore } from "./store.js";
+import { type FsStore, splitPath } from "./store.js";
 import { walkTree } from "./walk.js";
-import { writeAtomically } from "./write.js";
+import { flushDirectories, writeAtomically } from "./write.js";
 
 /**
  * Reads a driver serves faster itself (the local one reads synchronously into the caller's
@@ -145,6 +145,8 @@ class FsOperations<Handle> implements BackendOperations {
     const { store } = this;
     const io = store.driver.scope(signal);
     const parallelism = io.capabilities.parallelism;
+    // A commit lands after what it commits: the names earlier writes and deletes changed.
+    if (options.commit) await flushDirectories(store, io, []);
     // Checked in parallel, but the refusal reported is that of the first target in order (a
     // result must not depend on which answer arrived first).
     const checked = await mapBounded(targets, parallelism, async (target) => {
@@ -191,10 +193,11 @@ class FsOperations<Handle> implements BackendOperations {
         }
       },
     );
-    if (options.pruneEmptyDirs) {
-      const deleted = present.filter((_, index) => conflicts[index] === undefined);
-      await pruneEmptyParents(store, io, deleted);
-    }
+    const deleted = present.filter((_, index) => conflicts[index] === undefined);
+    const removed = options.pruneEmptyDirs ? await pruneEmptyParents(store, io, deleted) : [];
+    const changed = [...deleted, ...removed].map((path) => splitPath(path).parent);
+    if (options.commit) await flushDirectories(store, io, changed);
+    else store.changedNames(changed);
     const conflict = conflicts.find((error) => error !== undefined);
     if (conflict !== undefined) throw conflict;
   }
@@ -222,10 +225,12 @@ class FsOperations<Handle> implements BackendOperations {
     store.forget(prefix);
     if (keep !== undefined && state.kind === "directory") {
       await emptyDirectory(io, prefix, keep, signal);
+      store.changedNames([prefix]);
       return;
     }
     await removeTree(io, prefix, state.kind === "directory", signal);
-    if (options.pruneEmptyDirs) await pruneEmptyParents(store, io, [prefix]);
+    const removed = options.pruneEmptyDirs ? await pruneEmptyParents(store, io, [prefix]) : [];
+    store.changedNames([prefix, ...removed].map((path) => splitPath(path).parent));
   }
 
   async close(): Promise<void> {

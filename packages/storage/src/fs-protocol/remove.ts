@@ -121,15 +121,15 @@ export async function emptyDirectory<Handle>(
 }
 
 /**
- * Removes the now-empty directories above deleted logical paths, deepest first, never the root.
- * Best effort: a directory that is not empty (or cannot be removed) stays, because the delete
- * itself already succeeded.
+ * Removes the now-empty directories above deleted logical paths, deepest first, never the root,
+ * and returns those it removed. Best effort: a directory that is not empty (or cannot be
+ * removed) stays, because the delete itself already succeeded.
  */
 export async function pruneEmptyParents<Handle>(
   store: FsStore<Handle>,
   io: FsDriver<Handle>,
   deletedPaths: readonly string[],
-): Promise<void> {
+): Promise<string[]> {
   const parents = new Set<string>();
   for (const path of deletedPaths) {
     for (let index = path.lastIndexOf("/"); index > 0; index = path.lastIndexOf("/", index - 1)) {
@@ -139,6 +139,7 @@ export async function pruneEmptyParents<Handle>(
   const depth = (path: string) => path.split("/").length;
   const byDepth = [...parents].sort((left, right) => depth(right) - depth(left));
   const failed = new Set<string>();
+  const removed: string[] = [];
   for (const directory of byDepth) {
     // A directory whose child could not be removed is not empty either.
     if ([...failed].some((path) => path.startsWith(`${directory}/`))) {
@@ -148,8 +149,10 @@ export async function pruneEmptyParents<Handle>(
     try {
       await io.rmdir(directory);
       store.forget(directory);
+      removed.push(directory);
     } catch {
       failed.add(directory);
     }
   }
+  return removed;
 }

@@ -46,6 +46,15 @@ export class FsStore<Handle = unknown> {
    */
   readonly unflushed = new Set<string>();
 
+  /**
+   * Names changed in these directories (entries removed) that no flush covers yet: in fsync
+   * mode the next commit flushes them first, so it never lands before what it commits.
+   */
+  changedNames(directories: readonly string[]): void {
+    if (!this.fsync || !this.driver.capabilities.directorySync) return;
+    for (const directory of directories) this.unflushed.add(directory);
+  }
+
   constructor(
     readonly driver: FsDriver<Handle>,
     options: FsStoreOptions = {},

@@ -290,13 +290,28 @@ function checkVersion<Handle>(
  * Everything a commit file will describe must be durable before it is: the directories this
  * write made, and (in fsync mode) every directory other writes moved names into.
  */
-async function flushBeforeCommit<Handle>(
+function flushBeforeCommit<Handle>(
   store: FsStore<Handle>,
   io: FsDriver<Handle>,
   created: readonly string[],
 ): Promise<void> {
+  return flushDirectories(
+    store,
+    io,
+    created.map((made) => splitPath(made).parent),
+  );
+}
+
+/**
+ * Flushes `own` and (in fsync mode) every directory other writes and deletes changed names in,
+ * where the store can: what a commit, a write or a delete, needs durable before it.
+ */
+export async function flushDirectories<Handle>(
+  store: FsStore<Handle>,
+  io: FsDriver<Handle>,
+  own: readonly string[],
+): Promise<void> {
   if (!store.driver.capabilities.directorySync) return;
-  const own = created.map((made) => splitPath(made).parent);
   const directories = store.fsync ? [...store.unflushed, ...own] : own;
   await mapBounded([...new Set(directories)], FLUSH_CONCURRENCY, async (directory) => {
     // Forgotten before the flush, not after: a name moved in while it runs marks it again.

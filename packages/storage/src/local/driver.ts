@@ -23,7 +23,7 @@ export const READ_FLAGS =
 /** Entries described between two turns of the event loop while a directory is read. */
 const ENTRIES_PER_TURN = 512;
 
-const CAPABILITIES: FsCapabilities = {
+export const LOCAL_CAPABILITIES: FsCapabilities = {
   atomicReplace: true,
   hardLink: true,
   atomicMoveNoClobber: false,
@@ -66,7 +66,7 @@ export class LocalDriver implements FsDriver<number> {
     readonly root: string,
     readonly calls: LocalCalls = blockingCalls,
   ) {
-    this.capabilities = CAPABILITIES;
+    this.capabilities = LOCAL_CAPABILITIES;
   }
 
   lacks(capability: "atomicReplace" | "hardLink"): string {

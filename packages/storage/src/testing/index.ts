@@ -88,7 +88,14 @@ export { describeListing } from "./contract/listing.js";
 export { describeInvalidPaths } from "./contract/paths.js";
 export { describeReadWrite } from "./contract/read-write.js";
 export { describeVersions } from "./contract/versions.js";
-export { MemoryFsDriver, type MemoryFsDriverOptions } from "./memory-fs-driver.js";
+export { readDirectoryImage, writeDirectoryImage } from "./disk-image.js";
+export { createMemoryDiskBackend, memoryDisk } from "./memory-fs-backend.js";
+export {
+  type FsImageEntry,
+  MemoryFsDriver,
+  type MemoryFsDriverOptions,
+  type PowerCutOrder,
+} from "./memory-fs-driver.js";
 export {
   type ProxiedRequest,
   type ProxiedRequestHead,

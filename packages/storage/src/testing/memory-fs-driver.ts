@@ -10,11 +10,16 @@ import type {
   FsStats,
 } from "../fs-protocol/driver.js";
 
-/** A file's bytes and times, shared by every name linked to it and every open handle. */
+/**
+ * A file's bytes and times, shared by every name linked to it and every open handle, and what of
+ * them is on the disk: the bytes and mtime as of its last fsync (empty if never flushed).
+ */
 interface Inode {
   ino: number;
   bytes: Buffer;
   mtimeMs: number;
+  durable: Buffer;
+  durableMtimeMs: number;
 }
 
 type Node =
@@ -27,6 +32,24 @@ interface OpenFile {
   writable: boolean;
 }
 
+/** One name of a tree, as `image()` gives it and the `image` option takes it. */
+export type FsImageEntry =
+  | { path: string; kind: "directory" }
+  /** Names sharing `inode` are hard links of one file. */
+  | { path: string; kind: "file"; inode: number; bytes: Uint8Array; mtimeMs: number }
+  | { path: string; kind: "symlink"; target: string };
+
+/**
+ * What survives a power cut, of the orders POSIX (and ext4 and XFS in their default modes) allow
+ * for what was not flushed (docs/design/power-loss.md):
+ * - `flushed_only`: nothing that was not flushed: each directory holds the names it held at its
+ *   last fsync, each file the bytes it held at its last fsync.
+ * - `names_first`: every name operation (create, link, rename, unlink, mkdir, rmdir) reached the
+ *   disk, but no file data that was not flushed: a name can point to a file whose bytes never
+ *   landed.
+ */
+export type PowerCutOrder = "flushed_only" | "names_first";
+
 export interface MemoryFsDriverOptions {
   /** Capabilities to declare instead of the defaults (all present, requests not ordered). */
   capabilities?: Partial<FsCapabilities>;
@@ -35,6 +58,8 @@ export interface MemoryFsDriverOptions {
    * deterministic generator from this seed, so concurrent operations overlap differently per seed.
    */
   seed?: number;
+  /** The tree to start with, all of it on the disk (as `image()` of another driver gives it). */
+  image?: readonly FsImageEntry[];
 }
 
 const DEFAULTS: FsCapabilities = {
@@ -88,6 +113,10 @@ export class MemoryFsDriver implements FsDriver<number> {
   readonly name = "memory-fs";
   readonly capabilities: FsCapabilities;
   readonly #nodes = new Map<string, Node>([["", { kind: "directory", mtimeMs: 0 }]]);
+  /** Per directory node: its names as of its last fsync (what a power cut leaves of it). */
+  readonly #durable = new Map<Node, Map<string, Node>>();
+  /** Set by a power cut: every request of this driver fails from then on. */
+  #dead = false;
   readonly #handles = new Map<number, OpenFile>();
   #nextHandle = 1;
   #nextIno = 1;
@@ -104,6 +133,89 @@ export class MemoryFsDriver implements FsDriver<number> {
       kind: KIND_BY_CODE[nativeCode(error, "string") ?? ""] ?? "unavailable",
       detail: error instanceof Error ? error.message : String(error),
     }));
+    // A disk loaded from a real directory goes on from now, as the real one would.
+    if (options.image !== undefined) this.#clock = Math.max(this.#clock, Date.now());
+    const inodes = new Map<number, Inode>();
+    for (const entry of options.image ?? []) {
+      if (entry.path === "") continue;
+      if (entry.kind === "file") {
+        let inode = inodes.get(entry.inode);
+        if (inode === undefined) {
+          const bytes = Buffer.from(entry.bytes);
+          // The inode number is kept, as a disk keeps it, and with it every version token.
+          inode = {
+            ino: entry.inode,
+            bytes,
+            mtimeMs: entry.mtimeMs,
+            durable: bytes,
+            durableMtimeMs: entry.mtimeMs,
+          };
+          inodes.set(entry.inode, inode);
+        }
+        this.#nodes.set(entry.path, { kind: "file", inode });
+      } else if (entry.kind === "directory") {
+        this.#nodes.set(entry.path, { kind: "directory", mtimeMs: this.#tick() });
+      } else {
+        this.#nodes.set(entry.path, { kind: "symlink", target: entry.target });
+      }
+    }
+    this.#nextIno = Math.max(0, ...inodes.keys()) + 1;
+    for (const [path, node] of this.#nodes) {
+      if (node.kind === "directory") this.#durable.set(node, this.#children(path));
+    }
+  }
+
+  /** The tree as it is now, directories before what they hold. */
+  image(): FsImageEntry[] {
+    return [...this.#nodes.entries()]
+      .filter(([path]) => path !== "")
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([path, node]): FsImageEntry => {
+        if (node.kind === "directory") return { path, kind: "directory" };
+        if (node.kind === "symlink") return { path, kind: "symlink", target: node.target ?? "" };
+        const { inode } = node;
+        return {
+          path,
+          kind: "file",
+          inode: inode.ino,
+          bytes: Buffer.from(inode.bytes),
+          mtimeMs: inode.mtimeMs,
+        };
+      });
+  }
+
+  /**
+   * The power fails: this driver (the process that used it) is gone, and every request it still
+   * makes fails. Returns a driver over what the disk holds when the machine comes back, in the
+   * given order of what reached it (see `PowerCutOrder`), with the same capabilities.
+   */
+  powerCut(order: PowerCutOrder): MemoryFsDriver {
+    this.#dead = true;
+    for (const handle of this.#handles.keys()) this.#handles.delete(handle);
+    const image: FsImageEntry[] = [];
+    const visit = (path: string, directory: Node) => {
+      const names = order === "flushed_only" ? this.#durable.get(directory) : this.#children(path);
+      for (const [name, node] of names ?? []) {
+        const child = path === "" ? name : `${path}/${name}`;
+        if (node.kind === "directory") {
+          image.push({ path: child, kind: "directory" });
+          visit(child, node);
+        } else if (node.kind === "symlink") {
+          image.push({ path: child, kind: "symlink", target: node.target ?? "" });
+        } else {
+          const { inode } = node;
+          image.push({
+            path: child,
+            kind: "file",
+            inode: inode.ino,
+            bytes: inode.durable,
+            mtimeMs: inode.durableMtimeMs,
+          });
+        }
+      }
+    };
+    visit("", this.#nodes.get("") as Node);
+    return new MemoryFsDriver({ capabilities: this.capabilities, seed: this.#random, image });
   }
 
   /** Every name in the tree with its kind, for tests to compare with what a backend reports. */
@@ -175,7 +287,9 @@ export class MemoryFsDriver implements FsDriver<number> {
     return this.#request(() => {
       this.#parentDirectory(path);
       if (this.#nodes.has(path)) throw fail("EEXIST", path);
-      this.#nodes.set(path, { kind: "directory", mtimeMs: this.#tick() });
+      const directory: Node = { kind: "directory", mtimeMs: this.#tick() };
+      this.#nodes.set(path, directory);
+      this.#durable.set(directory, new Map());
     });
   }
 
@@ -205,7 +319,15 @@ export class MemoryFsDriver implements FsDriver<number> {
     return this.#request(() => {
       this.#parentDirectory(path);
       if (this.#nodes.has(path)) throw fail("EEXIST", path);
-      const inode: Inode = { ino: this.#nextIno++, bytes: Buffer.alloc(0), mtimeMs: this.#tick() };
+      const mtimeMs = this.#tick();
+      const empty = Buffer.alloc(0);
+      const inode: Inode = {
+        ino: this.#nextIno++,
+        bytes: empty,
+        mtimeMs,
+        durable: empty,
+        durableMtimeMs: mtimeMs,
+      };
       this.#nodes.set(path, { kind: "file", inode });
       return this.#open(inode, true);
     });
@@ -254,7 +376,9 @@ export class MemoryFsDriver implements FsDriver<number> {
 
   fsync(handle: number): Promise<void> {
     return this.#request(() => {
-      this.#handle(handle);
+      const { inode } = this.#handle(handle);
+      inode.durable = Buffer.from(inode.bytes);
+      inode.durableMtimeMs = inode.mtimeMs;
     });
   }
 
@@ -313,8 +437,11 @@ export class MemoryFsDriver implements FsDriver<number> {
     });
   }
 
-  syncDirectory(): Promise<void> {
-    return this.#request(() => undefined);
+  syncDirectory(path: string): Promise<void> {
+    return this.#request(() => {
+      const node = this.#find(path);
+      if (node?.kind === "directory") this.#durable.set(node, this.#children(path));
+    });
   }
 
   #move(from: string, to: string, replace: boolean): void {
@@ -329,11 +456,24 @@ export class MemoryFsDriver implements FsDriver<number> {
     this.#nodes.set(to, node);
   }
 
+  /** The names directly in the directory at `path`, and what each links to. */
+  #children(path: string): Map<string, Node> {
+    const prefix = path === "" ? "" : `${path}/`;
+    const children = new Map<string, Node>();
+    for (const [child, node] of this.#nodes) {
+      if (child === "" || !child.startsWith(prefix)) continue;
+      const name = child.slice(prefix.length);
+      if (!name.includes("/")) children.set(name, node);
+    }
+    return children;
+  }
+
   /** Runs one request after a few turns of the event loop (in order, with `orderedRequests`). */
   #request<T>(body: () => T): Promise<T> {
     const turns = this.#nextRandom() % 4;
     const run = async () => {
       for (let turn = 0; turn < turns; turn++) await nextTurn();
+      if (this.#dead) throw fail("EIO", "the power failed");
       return body();
     };
     if (!this.capabilities.orderedRequests) return run();
@@ -398,13 +538,16 @@ export class MemoryFsDriver implements FsDriver<number> {
       return { kind: node.kind, size: 0, mtimeMs, version: "", identity: node.kind };
     }
     const { inode } = node;
-    const version = `${inode.ino.toString(16)}-${inode.bytes.length.toString(16)}-${inode.mtimeMs.toString(16)}`;
+    // The local driver's format (mtime in microseconds), so a tree loaded from a real directory
+    // keeps the version tokens it had there.
+    const mtime = Math.round(inode.mtimeMs * 1000).toString(16);
+    const version = `${inode.ino.toString(16)}-${inode.bytes.length.toString(16)}-${mtime}`;
     return {
       kind: "file",
       size: inode.bytes.length,
       mtimeMs: inode.mtimeMs,
       version: this.capabilities.coarseMtime
-        ? `${inode.bytes.length.toString(16)}-${inode.mtimeMs.toString(16)}`
+        ? `${inode.bytes.length.toString(16)}-${mtime}`
         : version,
       identity: version,
     };
