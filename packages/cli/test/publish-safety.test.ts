@@ -340,11 +340,13 @@ describe("destination problems caught while planning", () => {
           "signer",
           "source_id",
           "status",
+          "warnings",
         ].sort(),
       );
       expect(action?.primary_url).toBeNull();
       expect(action?.error).toBeNull();
       expect(action?.signer).toBeNull();
+      expect(action?.warnings).toEqual([]);
     }
     expect(published?.outputs).toEqual([
       {

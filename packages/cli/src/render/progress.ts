@@ -129,7 +129,7 @@ export function createRunProgress(options: ProgressOptions): RunProgress {
         case "plan": {
           const { action } = event;
           // Only a write (not a dry run's planned one) is followed by output_written events.
-          if (action.status !== "published") return;
+          if (action.status !== "publishing") return;
           let bytes = 0;
           for (const output of action.outputs) bytes += output.size;
           start(

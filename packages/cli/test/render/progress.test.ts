@@ -159,7 +159,10 @@ describe("run progress renderer", () => {
     const { progress, advance, lines } = setup();
     const small = Array.from({ length: 1000 }, () => 1024);
     const big = 1024 * 1024 * 1024;
-    progress.onEvent({ type: "plan", action: action({ outputs: outputs([...small, big]) }) });
+    progress.onEvent({
+      type: "plan",
+      action: action({ status: "publishing", outputs: outputs([...small, big]) }),
+    });
     const etas: number[] = [];
     const written = (index: number, size: number) =>
       progress.onEvent({
@@ -198,7 +201,11 @@ describe("run progress renderer", () => {
     const { progress, advance, lines, writes } = setup();
     progress.onEvent({
       type: "plan",
-      action: action({ bundle_path: "2026/06", outputs: outputs([3000, 1000]) }),
+      action: action({
+        bundle_path: "2026/06",
+        status: "publishing",
+        outputs: outputs([3000, 1000]),
+      }),
     });
     expect(lines().at(-1)).toBe("publishing reports/archive 2026/06: 0/2 files, 0 B/3.9 KiB, 0%");
     advance(500);
@@ -264,7 +271,7 @@ describe("run progress renderer", () => {
     const { progress, advance, writes, pending } = setup();
     progress.onEvent({
       type: "plan",
-      action: action({ outputs: outputs([1024 * 1024, 1024 * 1024]) }),
+      action: action({ status: "publishing", outputs: outputs([1024 * 1024, 1024 * 1024]) }),
     });
     progress.onEvent({
       type: "output_written",

@@ -164,7 +164,7 @@ export async function runTarget(
               }),
           })
         : publishTarget(publishOptions);
-    await publish({
+    const published = publish({
       plan: {
         source,
         sourceBundlePath: target.bundle.path,
@@ -262,11 +262,14 @@ export async function runTarget(
         } else if (!isWriteAction(plan.action)) {
           action.status = "skipped";
         } else {
-          action.status = options.dryRun ? "planned" : "published";
+          // Published only once it is committed (below): the plan event comes before any write.
+          action.status = options.dryRun ? "planned" : "publishing";
         }
         options.onEvent?.({ type: "plan", action: { ...action } });
       },
     });
+    await published;
+    if (action.status === "publishing") action.status = "published";
   } catch (error) {
     if (signal?.aborted) {
       // Reported, not thrown: an interrupted run prints its whole result (docs/design/commit-protocol.md, docs/cli.md).

@@ -6,7 +6,11 @@ import type { Config, DestinationConfig, PipelineConfig } from "../config/types.
 import type { ActionError } from "../errors.js";
 import type { WorkflowOptions } from "../shared/workflow-options.js";
 
-export type RunStatus = "published" | "planned" | "skipped" | "failed";
+/**
+ * What came of a destination action. `publishing` is seen only in the `plan` event of a write
+ * about to be carried out: the report says `published` once it is committed, or `failed`.
+ */
+export type RunStatus = "published" | "publishing" | "planned" | "skipped" | "failed";
 
 /** One output of an action; every field is present, `null` where it has no value (docs/cli.md). */
 export interface RunOutputReport {
