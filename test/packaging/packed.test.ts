@@ -10,6 +10,7 @@ import { publint } from "publint";
 import { formatMessage } from "publint/utils";
 import semver from "semver";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describeLibraryErrors } from "./library-errors.js";
 
 /*
  * The packages as users receive them: every public package under packages/ (found by listing the
@@ -284,6 +285,11 @@ describe("the installed distributor binary", () => {
     });
   });
 });
+
+describeLibraryErrors(
+  () => project,
+  async (script) => (await exec(process.execPath, [script], project)).stdout,
+);
 
 /** `./dist/...` paths named by `exports` (every condition) and `bin`. */
 function entryTargets(manifest: Manifest): string[] {

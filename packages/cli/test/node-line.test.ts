@@ -41,12 +41,18 @@ async function s3Config(): Promise<string> {
 }
 
 describe("what the CLI says about the Node.js line", () => {
-  it("names Node 20 as past its end of life, in one line, and nothing else", () => {
+  it("names Node 20 as past its end of life, when, and the lines that work, in one line", () => {
     expect(nodeLineNotice("20.20.2")).toBe(
-      "note: Node.js 20.20.2 is past its end of life (April 2026); releases after January 2027 need Node.js 22 or later, as the AWS SDK does",
+      "note: Node.js 20.20.2 is past its end of life (April 2026); distributor supports Node.js 22, 24 and 26 (the active LTS), and releases after January 2027 need one of them, as the AWS SDK does",
     );
-    expect(nodeLineNotice("v20.19.0")).toContain("Node.js 20.19.0 is past its end of life");
-    for (const version of ["22.12.0", "24.1.0", "25.0.0"]) {
+    expect(nodeLineNotice("v20.19.0")).toContain(
+      "Node.js 20.19.0 is past its end of life (April 2026); distributor supports Node.js 22, 24 and 26",
+    );
+    expect(nodeLineNotice("21.7.3")).toContain(
+      "Node.js 21.7.3 is past its end of life (June 2024)",
+    );
+    expect(nodeLineNotice("17.9.1")).toContain("Node.js 17.9.1 is past its end of life; ");
+    for (const version of ["22.12.0", "24.1.0", "25.0.0", "26.10.0", "v26.0.0"]) {
       expect(nodeLineNotice(version)).toBeUndefined();
     }
   });
@@ -110,5 +116,6 @@ describe("what the CLI says about the Node.js line", () => {
     process.env.TEST_S3_SECRET = "secret";
     expect(await run("20.19.0")).toBe(`distributor: ${nodeLineNotice("20.19.0")}\n`);
     expect(await run("22.12.0")).toBe("");
+    expect(await run("26.10.0")).toBe("");
   });
 });

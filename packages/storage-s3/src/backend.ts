@@ -6,6 +6,7 @@ import {
   type S3Client,
 } from "@aws-sdk/client-s3";
 import {
+  ConfigError,
   type DeleteOptions,
   mapBounded,
   type OperationOptions,
@@ -23,6 +24,7 @@ import {
 import {
   type BackendOperations,
   frameBackend,
+  shown,
   type WriteOperation,
 } from "@distributor/storage/adapter";
 import {
@@ -88,20 +90,32 @@ const MIB = 1024 * 1024;
 const UPLOAD_MEMORY_BYTES = 48 * MIB;
 /** Outputs written at once by default (a destination's `transfers` overrides it). */
 const S3_WRITE_CONCURRENCY = 16;
-const MIN_PART_SIZE = 5 * MIB;
+/** The smallest part S3 accepts (the last part of an upload excepted). */
+export const MIN_PART_SIZE = 5 * MIB;
+
+/**
+ * What a bucket name must be here. Looser than AWS's rules for new buckets (3–63 lowercase
+ * letters, digits, dots and hyphens): older AWS buckets and S3-compatible services allow more,
+ * and the service itself refuses what it does not hold; a name that could never address a
+ * bucket is refused before any request.
+ */
+export const BUCKET_RULE = "1 to 255 characters, without / or whitespace";
+
+/** Why `bucket` cannot be a bucket name, or undefined. */
+export function bucketProblem(bucket: unknown): string | undefined {
+  if (typeof bucket !== "string") return `must be a string, not ${shown(bucket)}`;
+  if (!/^[^\s/]{1,255}$/.test(bucket)) {
+    return `${JSON.stringify(bucket)} is not a bucket name (${BUCKET_RULE})`;
+  }
+  return undefined;
+}
 
 /** A backend over a bucket (and optional prefix) of S3 or an S3-compatible service. */
 export function createS3Backend(options: S3BackendOptions): StorageBackend {
   const prefix = options.prefix ?? "";
   validatePrefix(prefix, "open backend", BACKEND_NAME);
-  if (!/^[^\s/]+$/.test(options.bucket)) {
-    throw s3Error(
-      "unavailable",
-      "open backend",
-      "",
-      `invalid bucket name ${JSON.stringify(options.bucket)}`,
-    );
-  }
+  const problem = bucketProblem(options.bucket);
+  if (problem !== undefined) throw new ConfigError("s3 backend", [`bucket ${problem}`]);
   const partSize = options.partSize ?? 8 * MIB;
   if (partSize < MIN_PART_SIZE) throw new RangeError(`partSize must be at least ${MIN_PART_SIZE}`);
   const connectTimeoutMs = timeoutOption(

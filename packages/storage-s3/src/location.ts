@@ -1,5 +1,6 @@
-import { resolveSecret, type StorageBackend } from "@distributor/storage";
-import { createS3Backend } from "./backend.js";
+import { ConfigError, pathProblem, resolveSecret, type StorageBackend } from "@distributor/storage";
+import { isRecord, OptionChecks, shown } from "@distributor/storage/adapter";
+import { bucketProblem, createS3Backend, MIN_PART_SIZE } from "./backend.js";
 
 /**
  * An `s3` location as `@distributor/publish` parses it from configuration (its `S3Location`),
@@ -37,13 +38,15 @@ export interface OpenS3LocationOptions {
 
 /**
  * Opens the backend of a configured `s3` location. Credentials come from the two secret
- * references it names (both or neither, as configuration validation enforces); neither leaves
- * the SDK's default chain (instance roles, profiles) in charge.
+ * references it names (both or neither); neither leaves the SDK's default chain (instance roles,
+ * profiles) in charge. The location is checked first: a missing or malformed key fails with one
+ * `ConfigError` naming every such key, before any secret is read or request made.
  */
 export async function openS3Location(
   location: S3LocationConfig,
   options: OpenS3LocationOptions = {},
 ): Promise<StorageBackend> {
+  checkS3Location(location);
   let credentials: { accessKeyId: string; secretAccessKey: string } | undefined;
   if (location.credentials !== undefined) {
     const lookup = {
@@ -76,4 +79,54 @@ export async function openS3Location(
       ? {}
       : { partConcurrency: location.multipart.concurrency }),
   });
+}
+
+/** The largest part S3 accepts. */
+const MAX_PART_SIZE = 5 * 1024 ** 3;
+
+/** Throws one `ConfigError` naming every missing or malformed key of `location`. */
+function checkS3Location(location: unknown): asserts location is S3LocationConfig {
+  if (!isRecord(location)) {
+    throw new ConfigError("s3 location", [
+      `the location must be an object, not ${shown(location)}`,
+    ]);
+  }
+  const checks = new OptionChecks(location);
+  checks.oneOf("backend", ["s3"]);
+  const bucket = checks.text("bucket", true);
+  const bucketIssue = bucket === undefined ? undefined : bucketProblem(bucket);
+  if (bucketIssue !== undefined) checks.problem("bucket", bucketIssue);
+  const prefix = checks.string("prefix", false);
+  if (prefix !== undefined && prefix !== "") {
+    const problem = pathProblem(prefix);
+    if (problem !== undefined) {
+      checks.problem(
+        "prefix",
+        `${JSON.stringify(prefix)} is not a relative path below the bucket: ${problem}`,
+      );
+    }
+  }
+  checks.text("region", false);
+  const endpoint = checks.text("endpoint", false);
+  if (endpoint !== undefined && !/^https?:\/\/[^/]/.test(endpoint)) {
+    checks.problem(
+      "endpoint",
+      `must be an absolute http:// or https:// URL, not ${shown(endpoint)}`,
+    );
+  }
+  checks.boolean("forcePathStyle");
+  const credentials = checks.nested("credentials");
+  credentials?.secretName("accessKeyIdEnv", true);
+  credentials?.secretName("secretAccessKeyEnv", true);
+  const timeouts = checks.nested("timeouts");
+  timeouts?.integer("connectMs", 1);
+  timeouts?.integer("requestMs", 1);
+  const multipart = checks.nested("multipart");
+  multipart?.integer("partSize", MIN_PART_SIZE, MAX_PART_SIZE);
+  multipart?.integer("concurrency", 1);
+  if (checks.issues.length > 0) {
+    const named = bucket !== undefined && bucketIssue === undefined;
+    const where = named ? `s3 location s3://${bucket}${prefix ? `/${prefix}` : ""}` : "s3 location";
+    throw new ConfigError(where, checks.issues);
+  }
 }

@@ -1,9 +1,9 @@
 import { MAX_FILESYSTEM_PATH_BYTES, type StorageBackend } from "@distributor/storage";
 import { FsStore, frameBackend, fsOperations } from "@distributor/storage/adapter";
-import { describeServer, openSession } from "./connect.js";
+import { openSession } from "./connect.js";
 import { SftpDriver } from "./driver.js";
 import { BACKEND_NAME } from "./errors.js";
-import type { SshBackendOptions } from "./options.js";
+import { describeLocation, normaliseRoot, type SshBackendOptions } from "./options.js";
 
 /**
  * Connects to the server and returns a backend over the directory `root` there: the write
@@ -13,7 +13,7 @@ import type { SshBackendOptions } from "./options.js";
 export async function createSshBackend(options: SshBackendOptions): Promise<StorageBackend> {
   const session = await openSession(options);
   const root = normaliseRoot(options.root);
-  const location = `${BACKEND_NAME}:${describeServer(options)}${root.startsWith("/") ? "" : "/"}${root}`;
+  const location = describeLocation(options);
   const driver = new SftpDriver(session, root);
   return frameBackend(
     {
@@ -30,10 +30,4 @@ export async function createSshBackend(options: SshBackendOptions): Promise<Stor
     },
     fsOperations(new FsStore(driver, { fsync: options.fsync ?? true })),
   );
-}
-
-function normaliseRoot(root: string): string {
-  if (root === "" || root === ".") return ".";
-  const trimmed = root.replace(/\/+$/, "");
-  return trimmed === "" ? "/" : trimmed;
 }

@@ -1,13 +1,15 @@
 import type { Socket } from "node:net";
+import { StorageError } from "@distributor/storage";
 import type { Client, ConnectConfig } from "ssh2";
 import SftpClient from "ssh2-sftp-client";
-import { sshError } from "./errors.js";
+import { BACKEND_NAME } from "./errors.js";
 import { checkHostKey, decideHostKey, recordedKeyTypes } from "./known-hosts/check.js";
 import { appendKnownHost, readKnownHosts } from "./known-hosts/file.js";
 import { knownHostsLine } from "./known-hosts/parse.js";
 import {
   DEFAULT_CONNECT_TIMEOUT_MS,
   DEFAULT_OPERATION_TIMEOUT_MS,
+  describeLocation,
   type SshAuthentication,
   type SshBackendOptions,
 } from "./options.js";
@@ -43,9 +45,17 @@ export async function openSession(options: SshBackendOptions): Promise<Session> 
   const port = options.port ?? 22;
   const connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
   const policy = options.hostKeyPolicy ?? "strict";
-  const label = describeServer(options);
+  const location = describeLocation(options);
   const fail = (kind: "permission" | "unavailable", detail: string, cause?: unknown) =>
-    sshError(kind, "open backend", "", `${label}: ${detail}`, cause);
+    new StorageError({
+      kind,
+      operation: "open backend",
+      backend: BACKEND_NAME,
+      path: "",
+      location,
+      detail,
+      cause,
+    });
 
   let entries: Awaited<ReturnType<typeof readKnownHosts>>;
   try {
@@ -140,7 +150,7 @@ export async function openSession(options: SshBackendOptions): Promise<Session> 
     options.signal.throwIfAborted();
   }
   const session = new Session(client, [sftp], {
-    label,
+    label: describeServer(options),
     maxRequests: options.maxRequests ?? DEFAULT_MAX_REQUESTS,
     timeoutMs: options.operationTimeoutMs ?? DEFAULT_OPERATION_TIMEOUT_MS,
     socket,

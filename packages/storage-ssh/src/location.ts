@@ -1,9 +1,10 @@
 import { homedir } from "node:os";
 import { join } from "node:path";
-import { resolveSecret, type StorageBackend } from "@distributor/storage";
+import { ConfigError, resolveSecret, type StorageBackend } from "@distributor/storage";
+import { isRecord, OptionChecks, shown } from "@distributor/storage/adapter";
 import { createSshBackend } from "./backend.js";
 import type { HostKeyPolicy } from "./known-hosts/check.js";
-import type { SshAuthentication } from "./options.js";
+import { describeLocation, type SshAuthentication } from "./options.js";
 import { readPrivateKeyFile } from "./private-key.js";
 
 /**
@@ -52,12 +53,16 @@ export interface OpenSshLocationOptions {
  * Opens the backend of a configured `ssh` location: resolves its secret references, picks the
  * authentication the location names (private key file, private key secret with optional
  * passphrase, password secret, else the SSH agent) and passes the dry-run promise on, so a dry
- * run never writes `known_hosts`.
+ * run never writes `known_hosts`. The location is checked first: a missing or malformed key, or
+ * a private key file that does not exist, fails with one `ConfigError` naming the key, before
+ * any connection is made.
  */
 export async function openSshLocation(
   location: SshLocationConfig,
   options: OpenSshLocationOptions = {},
 ): Promise<StorageBackend> {
+  checkSshLocation(location);
+  const where = describeLocation({ ...location, root: location.path });
   const secret = (name: string) =>
     resolveSecret(name, {
       secretsDirectory: options.secrets?.directory,
@@ -67,7 +72,7 @@ export async function openSshLocation(
   let authentication: SshAuthentication;
   if (location.privateKeyFile !== undefined) {
     authentication = await privateKeyAuthentication(
-      await readPrivateKeyFile(location.privateKeyFile),
+      await readPrivateKeyFile(location.privateKeyFile, where),
       location.passphraseEnv,
       secret,
     );
@@ -112,4 +117,38 @@ async function privateKeyAuthentication(
     privateKey,
     ...(passphraseEnv === undefined ? {} : { passphrase: await secret(passphraseEnv) }),
   };
+}
+
+const HOST_KEY_POLICIES: readonly HostKeyPolicy[] = ["strict", "accept_new"];
+
+/** Throws one `ConfigError` naming every missing or malformed key of `location`. */
+function checkSshLocation(location: unknown): asserts location is SshLocationConfig {
+  if (!isRecord(location)) {
+    throw new ConfigError("ssh location", [
+      `the location must be an object, not ${shown(location)}`,
+    ]);
+  }
+  const checks = new OptionChecks(location);
+  checks.oneOf("backend", ["ssh"]);
+  const host = checks.text("host", true);
+  if (host !== undefined && /[\s@/]/.test(host)) {
+    checks.problem("host", `must be a host name or address, not ${shown(host)}`);
+  }
+  checks.integer("port", 1, 65_535);
+  const user = checks.text("user", true);
+  if (user !== undefined && /[\s@]/.test(user)) {
+    checks.problem("user", `must be a user name, not ${shown(user)}`);
+  }
+  checks.string("path", true);
+  checks.text("privateKeyFile", false);
+  checks.secretName("privateKeyEnv", false);
+  checks.secretName("passphraseEnv", false);
+  checks.secretName("passwordEnv", false);
+  checks.text("knownHostsFile", false);
+  checks.oneOf("hostKeyPolicy", HOST_KEY_POLICIES);
+  checks.boolean("fsync");
+  const timeouts = checks.nested("timeouts");
+  timeouts?.integer("connectMs", 1);
+  timeouts?.integer("requestMs", 1);
+  if (checks.issues.length > 0) throw new ConfigError("ssh location", checks.issues);
 }

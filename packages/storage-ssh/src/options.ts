@@ -56,3 +56,18 @@ export interface SshBackendOptions {
   /** Cancels the connect (not the backend's later operations, which take their own signals). */
   signal?: AbortSignal;
 }
+
+/** The backend's root as a path on the server: `.` for the login directory, no trailing slash. */
+export function normaliseRoot(root: string): string {
+  if (root === "" || root === ".") return ".";
+  const trimmed = root.replace(/\/+$/, "");
+  return trimmed === "" ? "/" : trimmed;
+}
+
+/** The whole location, as errors and `backend.location` name it: `ssh:user@host:port/path`. */
+export function describeLocation(
+  options: Pick<SshBackendOptions, "user" | "host" | "port" | "root">,
+): string {
+  const root = normaliseRoot(options.root);
+  return `ssh:${options.user}@${options.host}:${options.port ?? 22}${root.startsWith("/") ? "" : "/"}${root}`;
+}

@@ -29,6 +29,7 @@ export {
   takeChunkBuffer,
 } from "./adapter/chunk-buffers.js";
 export { checkCount } from "./adapter/limits.js";
+export { isRecord, OptionChecks, shown } from "./adapter/option-checks.js";
 export { isByteReader, type WriteSource, writeSource } from "./adapter/write-source.js";
 export { inferContentType } from "./content-type.js";
 export {

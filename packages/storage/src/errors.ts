@@ -39,6 +39,12 @@ export interface StorageErrorOptions {
   path: string;
   detail?: string;
   cause?: unknown;
+  /**
+   * The backend's whole location (`ssh:deploy@host:22/srv/reports`, `s3://bucket/prefix`), for a
+   * failure that concerns no path inside it, such as opening it: the message names it instead of
+   * `<backend>:.`.
+   */
+  location?: string | undefined;
 }
 
 export class StorageError extends Error {
@@ -51,7 +57,8 @@ export class StorageError extends Error {
   constructor(options: StorageErrorOptions) {
     const shown = options.path === "" ? "." : options.path;
     const detail = options.detail ?? defaultDetail(options.kind);
-    super(`${options.operation} ${options.backend}:${shown}: ${detail}`, { cause: options.cause });
+    const where = options.location ?? `${options.backend}:${shown}`;
+    super(`${options.operation} ${where}: ${detail}`, { cause: options.cause });
     this.kind = options.kind;
     this.operation = options.operation;
     this.backend = options.backend;

@@ -15,6 +15,7 @@ export type {
   WriteResult,
 } from "./backend.js";
 export { fanOutSignal, mapBounded } from "./concurrency.js";
+export { ConfigError, type ConfigErrorOptions, isConfigError } from "./config-error.js";
 export {
   isStorageError,
   StorageError,

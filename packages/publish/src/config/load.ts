@@ -1,6 +1,7 @@
 import { constants } from "node:fs";
 import { open } from "node:fs/promises";
 import { resolve } from "node:path";
+import { shown } from "@distributor/storage/adapter";
 import { applyDefaults } from "./defaults.js";
 import { ConfigError } from "./errors.js";
 import { checkStructure } from "./structure.js";
@@ -31,7 +32,18 @@ export interface LoadConfigOptions {
  * ConfigError lists them all. Secrets are not resolved (see `resolveSecret`).
  */
 export function parseConfig(text: string, options: ParseConfigOptions = {}): Config {
-  const sourceName = options.sourceName ?? "config";
+  const sourceName = options?.sourceName ?? "config";
+  // Plain-JavaScript callers can pass anything; the YAML parser would throw a TypeError.
+  if (typeof text !== "string") {
+    throw new ConfigError(sourceName, [
+      `the configuration must be YAML text (a string), not ${shown(text)}`,
+    ]);
+  }
+  if (options === null || typeof options !== "object") {
+    throw new ConfigError(sourceName, [
+      `parseConfig options must be an object or undefined, not ${shown(options)}`,
+    ]);
+  }
   const document = withoutExtensionKeys(parseYaml(text, sourceName));
   const { raw, issues, broken } = checkStructure(document);
   const problems = raw === undefined ? issues : [...issues, ...validateConfig(raw, broken)];

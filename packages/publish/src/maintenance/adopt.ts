@@ -53,8 +53,9 @@ import {
 } from "../backends/configured-location.js";
 import { openBackend, withBackend } from "../backends/registry.js";
 import type { DestinationConfig, PipelineConfig } from "../config/types.js";
-import { errorCode, errorMessage, WorkflowError } from "../errors.js";
+import { errorCode, errorMessage } from "../errors.js";
 import { destinationLimits } from "../shared/destination-limits.js";
+import { noBundlesError } from "../shared/no-bundles.js";
 import { destinationSelection } from "../shared/selection.js";
 import { destinationRootPath, scopeReport } from "./destination-root.js";
 import type { ReconcileStateOptions } from "./reconcile-state.js";
@@ -204,9 +205,7 @@ async function sourceTargets(
   signal: AbortSignal | undefined,
 ): Promise<SourceTarget[]> {
   const discovered = await discoverBundles(source, "", { signal });
-  if (discovered.length === 0) {
-    throw new WorkflowError("no_bundles", `no bundles found in source ${source.location}`);
-  }
+  if (discovered.length === 0) throw await noBundlesError(pipeline, source);
   const bundles: { path: string; manifest: Manifest }[] = [];
   for (const found of discovered) {
     const manifest = await readManifest(source, found.bundlePath, {

@@ -1,5 +1,6 @@
 import type { PublishPlan } from "@distributor/engine";
 import { displayPath, statePath } from "@distributor/storage";
+import { checkGivenConfig } from "../config/given.js";
 import type { DestinationConfig, StorageLocation } from "../config/types.js";
 import { PlanFileError } from "../errors.js";
 import {
@@ -36,6 +37,7 @@ export interface PlanRunResult {
  * planned against, so applying it would always refuse them: plan one pipeline at a time).
  */
 export async function planRun(options: PlanRunOptions): Promise<PlanRunResult> {
+  checkGivenConfig(options, "planRun");
   if (options.force) {
     throw new PlanFileError(
       "plan_force_unsupported",

@@ -1,3 +1,4 @@
+import { checkGivenConfig } from "../config/given.js";
 import { runWith } from "./pipelines.js";
 import type { RunOptions, RunReport } from "./types.js";
 
@@ -16,5 +17,6 @@ export function runSucceeded(report: RunReport): boolean {
  * destination never stops the others; the report says what happened everywhere.
  */
 export async function run(options: RunOptions): Promise<RunReport> {
+  checkGivenConfig(options, "run");
   return runWith(options, {});
 }

@@ -26,6 +26,7 @@ import {
 } from "@distributor/storage";
 import type { PipelineConfig } from "../config/types.js";
 import { bundleRefusalCode, WorkflowError } from "../errors.js";
+import { noBundlesError } from "../shared/no-bundles.js";
 import { signaturePolicy } from "../validate/signatures.js";
 import type { RunOptions, RunReport } from "./types.js";
 
@@ -137,9 +138,7 @@ export async function readPipelineManifests(
   source: StorageBackend,
 ): Promise<SourceBundle[]> {
   const discovered = await discoverBundles(source, "", { signal: options.signal });
-  if (discovered.length === 0) {
-    throw new WorkflowError("no_bundles", `no bundles found in source ${source.location}`);
-  }
+  if (discovered.length === 0) throw await noBundlesError(pipeline, source);
   const signatures = await signaturePolicy(pipeline, options);
   const reading = { signal: options.signal, maxFiles: pipeline.validation.maxFiles };
   const bundles: SourceBundle[] = [];

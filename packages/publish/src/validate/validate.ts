@@ -9,7 +9,8 @@ import { displayPath, type StorageBackend } from "@distributor/storage";
 import { openConfiguredSource } from "../backends/configured-location.js";
 import { openLocalDirectory } from "../backends/local-directory.js";
 import { withBackend } from "../backends/registry.js";
-import type { Config } from "../config/types.js";
+import type { Config, PipelineConfig } from "../config/types.js";
+import { noBundlesError } from "../shared/no-bundles.js";
 import type { WorkflowOptions } from "../shared/workflow-options.js";
 import {
   type CheckedBundles,
@@ -132,10 +133,22 @@ export async function validateConfiguredSource(
       ok: checked.ok,
       location: backend.location,
       pipeline_id: pipeline.id,
-      issues: checked.issues,
+      issues: await sourceIssues(pipeline, backend, checked.issues),
       bundles: checked.bundles,
     };
   });
+}
+
+/** The tree issues of a pipeline's source, where no bundle was found because it does not exist. */
+async function sourceIssues(
+  pipeline: PipelineConfig,
+  backend: StorageBackend,
+  issues: IssueReport[],
+): Promise<IssueReport[]> {
+  if (!issues.some((issue) => issue.code === "no_bundles")) return issues;
+  const error = await noBundlesError(pipeline, backend);
+  if (error.code !== "source_not_found") return issues;
+  return [{ code: error.code, path: "", message: error.message }];
 }
 
 /** Validates the bundle at `bundlePath`, or every bundle discovered in the backend. */
