@@ -38,6 +38,7 @@ interface Action {
   error: { code: string; message: string } | null;
   outputs: Array<Record<string, unknown>>;
   signer: { principal: string; fingerprint: string } | null;
+  warnings: Array<{ code: string; message: string; paths: string[] }>;
 }
 
 function actionsOf(result: CliResult): Action[] {
