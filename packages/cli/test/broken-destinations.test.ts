@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type CliResult, envelopeOf, runCli, useTempDir, writeBundle } from "./helpers.js";
+import { ownerFlags } from "./release-helpers.js";
 
 // One verdict per broken destination: each broken `layout: releases` bundle path below is given
 // to `run`, `audit`, `rollback --previous` and `reconcile-state --rebuild`, each on a fresh copy,
@@ -70,15 +71,6 @@ async function place(which: "releases" | "in-place", layout: string): Promise<Pl
       : [];
   return { dir, dest, source, config, original, releases };
 }
-
-const owner = (config: string) => [
-  "--config",
-  config,
-  "--pipeline",
-  "site",
-  "--destination",
-  "www",
-];
 
 /** The code a command answered with: null when it succeeded. */
 function codeOf(command: string, result: CliResult): string | null {
@@ -155,7 +147,7 @@ const CASES: BrokenCase[] = [
       rollback: "state_invalid",
       rebuild: null,
     },
-    advice: (at) => [["reconcile-state", ...owner(at.config), "--rebuild"]],
+    advice: (at) => [["reconcile-state", ...ownerFlags(at.config), "--rebuild"]],
     says: {
       run: "reconcile-state --rebuild",
       audit: "reconcile-state --rebuild",
@@ -220,7 +212,7 @@ const CASES: BrokenCase[] = [
     },
     advice: (at) => [
       ["run", "--config", at.config],
-      ["rollback", ...owner(at.config), "--previous"],
+      ["rollback", ...ownerFlags(at.config), "--previous"],
     ],
     says: { audit: "the next `distributor run`", rollback: "distributor run" },
   },
@@ -270,8 +262,8 @@ describe("one verdict per broken destination", () => {
       const commands = {
         run: (at: Place) => ["run", "--config", at.config],
         audit: (at: Place) => ["audit", "--config", at.config],
-        rollback: (at: Place) => ["rollback", ...owner(at.config), "--previous"],
-        rebuild: (at: Place) => ["reconcile-state", ...owner(at.config), "--rebuild"],
+        rollback: (at: Place) => ["rollback", ...ownerFlags(at.config), "--previous"],
+        rebuild: (at: Place) => ["reconcile-state", ...ownerFlags(at.config), "--rebuild"],
       } as const;
       const codes: Record<string, string | null> = {};
       for (const [name, args] of Object.entries(commands)) {

@@ -77,3 +77,26 @@ export async function startReader(
     },
   };
 }
+
+/** `--config … --pipeline site --destination www`: the owner the release suites publish as. */
+export const ownerFlags = (config: string): string[] => [
+  "--config",
+  config,
+  "--pipeline",
+  "site",
+  "--destination",
+  "www",
+];
+
+/** The release ids below `root` (a bundle path under `layout: releases`), oldest first. */
+export async function releaseIds(root: string): Promise<string[]> {
+  return (await readdir(join(root, "releases"))).filter((name) => !name.endsWith(".json")).sort();
+}
+
+/** A bundle path's pieces, as the release-trust suites publish them: A, then B. */
+export const TRUST_FILES_A = {
+  "index.html": "<h1>A</h1>\n",
+  "assets/f1.txt": "file 1\n",
+  "assets/f2.txt": "file 2\n",
+};
+export const TRUST_FILES_B = { ...TRUST_FILES_A, "index.html": "<h1>B</h1>\n" };

@@ -2,7 +2,6 @@ import {
   copyFile,
   cp,
   mkdtemp,
-  readdir,
   readFile,
   readlink,
   rename,
@@ -13,6 +12,7 @@ import {
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { envelopeOf, resultOf, runCli, useTempDir, writeBundle } from "./helpers.js";
+import { ownerFlags, releaseIds, TRUST_FILES_A, TRUST_FILES_B } from "./release-helpers.js";
 
 // Release history an operator can trust, through the real CLI on the local filesystem: an edit
 // in place (which reaches every release sharing the file's inode) is never linked into the next
@@ -22,12 +22,8 @@ import { envelopeOf, resultOf, runCli, useTempDir, writeBundle } from "./helpers
 
 const tmp = useTempDir();
 
-const FILES_A = {
-  "index.html": "<h1>A</h1>\n",
-  "assets/f1.txt": "file 1\n",
-  "assets/f2.txt": "file 2\n",
-};
-const FILES_B = { ...FILES_A, "index.html": "<h1>B</h1>\n" };
+const FILES_A = TRUST_FILES_A;
+const FILES_B = TRUST_FILES_B;
 
 async function setUp(
   layout = "layout: releases, releases: {keep: 5}",
@@ -42,19 +38,6 @@ async function setUp(
     `pipelines:\n  - id: site\n    source: {backend: local, path: ${source}}\n    destinations:\n      - {id: www, backend: local, path: ${dest}, path_mapping: {mode: fixed}, ${layout}}\n`,
   );
   return { source, dest, config };
-}
-
-const owner = (config: string) => [
-  "--config",
-  config,
-  "--pipeline",
-  "site",
-  "--destination",
-  "www",
-];
-
-async function releaseIds(dest: string): Promise<string[]> {
-  return (await readdir(join(dest, "releases"))).filter((name) => !name.endsWith(".json")).sort();
 }
 
 describe("release history after an edit in place", () => {
@@ -100,7 +83,7 @@ describe("release history after an edit in place", () => {
     for (const extra of [[], ["--verify"]]) {
       const refused = await runCli([
         "rollback",
-        ...owner(config),
+        ...ownerFlags(config),
         "--previous",
         ...extra,
         "--format",
@@ -112,7 +95,7 @@ describe("release history after an edit in place", () => {
       expect(await readlink(join(dest, "current"))).toBe(`releases/${second}`);
     }
     // The advice in the message, as written: --force switches, and says so.
-    const forced = await runCli(["rollback", ...owner(config), "--previous", "--force"]);
+    const forced = await runCli(["rollback", ...ownerFlags(config), "--previous", "--force"]);
     expect(forced.code, forced.stderr).toBe(0);
     expect(forced.stdout).toContain("status=switched");
     expect(forced.stdout).toContain("forced=true");
@@ -120,7 +103,7 @@ describe("release history after an edit in place", () => {
     expect(await readlink(join(dest, "current"))).toBe(`releases/${first}`);
 
     // Back to the intact release: checked and switched without force.
-    const back = await runCli(["rollback", ...owner(config), "--to", second, "--verify"]);
+    const back = await runCli(["rollback", ...ownerFlags(config), "--to", second, "--verify"]);
     expect(back.code, back.stderr).toBe(0);
     expect(back.stdout).toContain("checked=digests");
   }, 60_000);
@@ -143,7 +126,13 @@ describe("release history after an edit in place", () => {
     const kept = await releaseIds(dest);
     expect(kept).toHaveLength(3);
     expect(kept.slice(0, 2)).toEqual([a, b]);
-    const back = await runCli(["rollback", ...owner(config), "--previous", "--format", "json"]);
+    const back = await runCli([
+      "rollback",
+      ...ownerFlags(config),
+      "--previous",
+      "--format",
+      "json",
+    ]);
     expect(back.code, back.stderr).toBe(0);
     expect(resultOf(back)).toMatchObject({ to: a, switched: true, forced: false });
     expect(await readFile(join(dest, "current/index.html"), "utf8")).toBe("<h1>A</h1>\n");
@@ -162,7 +151,7 @@ describe("release history after an edit in place", () => {
     await rm(moved, { recursive: true });
     const audited = await runCli(["audit", "--config", config]);
     expect(audited.code, audited.stdout).toBe(0);
-    const back = await runCli(["rollback", ...owner(config), "--previous"]);
+    const back = await runCli(["rollback", ...ownerFlags(config), "--previous"]);
     expect(back.code, back.stderr).toBe(0);
     expect(back.stdout).not.toContain("forced");
     const forward = await runCli(["run", "--config", config, "--format", "json"]);
@@ -183,7 +172,7 @@ describe("release history after an edit in place", () => {
     await rm(live);
     await copyFile(`${live}.new`, live);
     await rm(`${live}.new`);
-    const rolled = await runCli(["rollback", ...owner(config), "--previous"]);
+    const rolled = await runCli(["rollback", ...ownerFlags(config), "--previous"]);
     expect(rolled.code, rolled.stderr).toBe(0);
     expect(await readFile(join(dest, "current/assets/f1.txt"), "utf8")).toBe("file 1\n");
   }, 60_000);
@@ -251,7 +240,7 @@ describe("how a release gets the files it keeps", () => {
         expect(audited.code).toBe(1);
         expect(audited.stdout).toContain(`release=${first} current=false status=ok`);
         expect(audited.stdout).toContain(`release=${second} current=true status=drift`);
-        const rolled = await runCli(["rollback", ...owner(config), "--previous", "--verify"]);
+        const rolled = await runCli(["rollback", ...ownerFlags(config), "--previous", "--verify"]);
         expect(rolled.code, rolled.stderr).toBe(0);
         expect(await readFile(join(dest, "current/assets/f2.txt"), "utf8")).toBe("file 2\n");
       } finally {
@@ -279,12 +268,12 @@ describe("one verdict per broken destination", () => {
     expect(audited.code).toBe(1);
     expect(envelopeOf(audited).error?.message).toContain("distributor reconcile-state --rebuild");
     expect(envelopeOf(audited).error?.message).not.toContain("switches current");
-    const rolled = await runCli(["rollback", ...owner(config), "--to", only as string]);
+    const rolled = await runCli(["rollback", ...ownerFlags(config), "--to", only as string]);
     expect(rolled.code).toBe(1);
     expect(rolled.stderr).toContain("reconcile-state --rebuild");
     const rolledJson = await runCli([
       "rollback",
-      ...owner(config),
+      ...ownerFlags(config),
       "--to",
       only as string,
       "--format",
@@ -295,7 +284,7 @@ describe("one verdict per broken destination", () => {
     // What every message names, as written (with the destination chosen).
     const rebuilt = await runCli([
       "reconcile-state",
-      ...owner(config),
+      ...ownerFlags(config),
       "--rebuild",
       "--format",
       "json",
@@ -314,7 +303,7 @@ describe("one verdict per broken destination", () => {
     // A valid state is not rebuilt.
     const valid = await runCli([
       "reconcile-state",
-      ...owner(config),
+      ...ownerFlags(config),
       "--rebuild",
       "--format",
       "json",
@@ -332,7 +321,7 @@ describe("one verdict per broken destination", () => {
     const newest = (await releaseIds(dest)).at(-1) as string;
     await writeFile(join(dest, ".distributor.json"), "");
     await rm(join(dest, "current"));
-    const rebuilt = await runCli(["reconcile-state", ...owner(config), "--rebuild"]);
+    const rebuilt = await runCli(["reconcile-state", ...ownerFlags(config), "--rebuild"]);
     expect(rebuilt.code, rebuilt.stderr).toBe(0);
     expect(await readlink(join(dest, "current"))).toBe(`releases/${newest}`);
     expect((await runCli(["audit", "--config", config])).code).toBe(0);
@@ -391,9 +380,9 @@ async function everyCommand(config: string): Promise<Record<string, string | und
   const json = ["--format", "json"];
   const run = await runCli(["run", "--config", config, ...json]);
   const audit = await runCli(["audit", "--config", config, ...json]);
-  const rollback = await runCli(["rollback", ...owner(config), "--previous", ...json]);
-  const reconcile = await runCli(["reconcile-state", ...owner(config), ...json]);
-  const rebuild = await runCli(["reconcile-state", ...owner(config), "--rebuild", ...json]);
+  const rollback = await runCli(["rollback", ...ownerFlags(config), "--previous", ...json]);
+  const reconcile = await runCli(["reconcile-state", ...ownerFlags(config), ...json]);
+  const rebuild = await runCli(["reconcile-state", ...ownerFlags(config), "--rebuild", ...json]);
   const auditResult = envelopeOf(audit).result as {
     destinations: Array<{ error: { code: string } | null }>;
   } | null;

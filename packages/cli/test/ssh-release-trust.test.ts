@@ -1,8 +1,9 @@
-import { mkdtemp, readdir, readFile, readlink, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, readlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { startSshd, type TestSshd } from "@distributor/storage-ssh/testing";
 import { afterAll, describe, expect, it } from "vitest";
 import { envelopeOf, resultOf, runCli, useTempDir, writeBundle } from "./helpers.js";
+import { ownerFlags, releaseIds, TRUST_FILES_A, TRUST_FILES_B } from "./release-helpers.js";
 
 // The release-trust cases of release-trust.test.ts over SFTP (a real OpenSSH server on loopback,
 // whose files the test edits directly, as an operator logged in there would): an edit in place
@@ -31,12 +32,8 @@ function server(): TestSshd {
   return sshd;
 }
 
-const FILES_A = {
-  "index.html": "<h1>A</h1>\n",
-  "assets/f1.txt": "file 1\n",
-  "assets/f2.txt": "file 2\n",
-};
-const FILES_B = { ...FILES_A, "index.html": "<h1>B</h1>\n" };
+const FILES_A = TRUST_FILES_A;
+const FILES_B = TRUST_FILES_B;
 
 async function sshConfig(
   source: string,
@@ -52,19 +49,6 @@ async function sshConfig(
     `pipelines:\n  - id: site\n    source: {backend: local, path: ${source}}\n    destinations:\n      - id: www\n        backend: ssh\n        host: ${s.host}\n        port: ${s.port}\n        user: ${s.user}\n        path: ${root}\n        private_key_file: ${s.clientKeyFile}\n        known_hosts_file: ${knownHosts}\n        host_key_policy: strict\n        path_mapping: {mode: fixed}\n        ${layout}\n`,
   );
   return path;
-}
-
-const owner = (config: string) => [
-  "--config",
-  config,
-  "--pipeline",
-  "site",
-  "--destination",
-  "www",
-];
-
-async function releaseIds(root: string): Promise<string[]> {
-  return (await readdir(join(root, "releases"))).filter((name) => !name.endsWith(".json")).sort();
 }
 
 describe.skipIf(sshd === undefined)("release history over SFTP", () => {
@@ -95,11 +79,17 @@ describe.skipIf(sshd === undefined)("release history over SFTP", () => {
     expect(audited.stdout).toContain(
       `Drift: pipeline=site destination=www bundle=. release=${first} path=assets/f2.txt status=changed`,
     );
-    const refused = await runCli(["rollback", ...owner(config), "--previous", "--format", "json"]);
+    const refused = await runCli([
+      "rollback",
+      ...ownerFlags(config),
+      "--previous",
+      "--format",
+      "json",
+    ]);
     expect(refused.code).toBe(1);
     expect(envelopeOf(refused).error?.code).toBe("release_drift");
     expect(await readlink(join(root, "current"))).toBe(`releases/${second}`);
-    const forced = await runCli(["rollback", ...owner(config), "--previous", "--force"]);
+    const forced = await runCli(["rollback", ...ownerFlags(config), "--previous", "--force"]);
     expect(forced.code, forced.stderr).toBe(0);
     expect(forced.stdout).toContain("forced=true");
     expect(await readlink(join(root, "current"))).toBe(`releases/${first}`);
@@ -116,7 +106,7 @@ describe.skipIf(sshd === undefined)("release history over SFTP", () => {
     const run = await runCli(["run", "--config", config, "--format", "json"]);
     const [action] = resultOf(run).actions as Array<{ error: { code: string } }>;
     expect(action?.error.code).toBe("state_invalid");
-    const rebuilt = await runCli(["reconcile-state", ...owner(config), "--rebuild"]);
+    const rebuilt = await runCli(["reconcile-state", ...ownerFlags(config), "--rebuild"]);
     expect(rebuilt.code, rebuilt.stderr).toBe(0);
     expect(await readFile(join(root, ".distributor.json"))).toEqual(
       await readFile(join(root, "releases", `${only}.json`)),
@@ -140,7 +130,7 @@ describe.skipIf(sshd === undefined)("release history over SFTP", () => {
     expect(destinations[0]?.error.code).toBe("unsupported_layout");
     const rollback = await runCli([
       "rollback",
-      ...owner(releases),
+      ...ownerFlags(releases),
       "--previous",
       "--format",
       "json",

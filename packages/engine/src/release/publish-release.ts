@@ -110,9 +110,10 @@ export async function publishRelease(
 
 /**
  * A state that records a release `current` does not link to was committed by a run that died
- * before switching (or one whose snapshot went missing since): under the lease (recovering that run's journal first, in that release), the
- * switch is made, unless the state still says a replacement is under way there — then the
- * publication's own preparation finishes it once the marker is recovered.
+ * before switching (or the release's snapshot went missing since): under the lease (recovering
+ * that run's journal first, in that release), the snapshot is written and the switch made,
+ * unless the state still says a replacement is under way there — then the publication's own
+ * preparation finishes it once the marker is recovered.
  */
 async function settlePendingSwitch(options: PublishTargetOptions): Promise<void> {
   const { destination, target, signal } = options.plan;

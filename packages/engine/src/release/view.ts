@@ -313,9 +313,14 @@ export class ReleaseView implements StorageBackend {
     const release = await this.#readRelease(options.signal);
     if (release !== undefined) {
       const physical = this.#inRelease(release, prefix);
+      // Looked up once for the whole listing: a release may hold a million files.
+      const hidden =
+        this.#prepared || this.next === undefined
+          ? undefined
+          : await this.changedFiles(release, options.signal);
       for (const entry of await this.#walkOrNothing(physical, options)) {
         const path = joinPrefix(prefix, relativeTo(physical, entry.path));
-        if (entry.kind === "file" && (await this.#hidden(release, path, options.signal))) continue;
+        if (entry.kind === "file" && hidden?.has(relativeTo(this.bundlePath, path))) continue;
         const version = this.#logical(path, entry.version);
         entries.push({ ...entry, path, ...(version === undefined ? {} : { version }) });
       }
