@@ -8,9 +8,7 @@ export {
 export {
   type ExecuteContext,
   type LeaseGuard,
-  PendingDeletesError,
   PublishExecutionError,
-  UncommittedError,
 } from "./execute/context.js";
 export { AmbiguousCommitError, executePublish, StateChangedError } from "./execute/execute.js";
 export { DEFAULT_RENDER_CACHE_BYTES, RenderCache } from "./execute/render-cache.js";
@@ -101,6 +99,7 @@ export {
   walkWithin,
 } from "./protocol/limits.js";
 export { adoptedStateDocument, nextStateDocument } from "./protocol/next-state.js";
+export { PendingDeletesError, UncommittedError } from "./protocol/pending.js";
 export type { RecoveryReport } from "./protocol/recovery.js";
 export {
   type DestinationStateRead,
