@@ -112,6 +112,14 @@ export {
   StateTooLargeError,
 } from "./protocol/state-file.js";
 export {
+  type DeleteAfterOptions,
+  type PreparedState,
+  type StateTransaction,
+  type StateTransactionOptions,
+  type TransactionJournal,
+  withStateTransaction,
+} from "./protocol/transaction.js";
+export {
   type CheckReleaseOptions,
   checkRelease,
   describeDrift,
