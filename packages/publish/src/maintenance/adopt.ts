@@ -18,16 +18,7 @@ import {
   walkWithin,
   withStateTransaction,
 } from "@distributor/engine";
-import {
-  formatOwnerScope,
-  isSharedRootState,
-  manifestsEqual,
-  type OwnerScope,
-  ownerScope,
-  type StateDocument,
-  sameOwnerScope,
-  singleOwnerScope,
-} from "@distributor/state";
+import { type OwnerScope, ownerScope, sameOwnerScope } from "@distributor/state";
 import {
   compareLogicalPaths,
   displayPath,
@@ -50,6 +41,7 @@ import type { DestinationConfig, PipelineConfig } from "../config/types.js";
 import { errorCode, errorMessage, WorkflowError } from "../errors.js";
 import { destinationLimits } from "../shared/destination-limits.js";
 import { destinationSelection } from "../shared/selection.js";
+import { AdoptRefusal, checkPrecondition, recordedOwners } from "./adopt-precondition.js";
 import { destinationRootPath, maintenanceTransaction, scopeReport } from "./destination-root.js";
 import type { ReconcileStateOptions } from "./reconcile-state.js";
 import { refuseReleaseLayout } from "./release-scope.js";
@@ -227,16 +219,6 @@ async function sourceTargets(
   return bundles.map((b) => ({ sourcePath: b.path, manifest: b.manifest, bundlePath: b.path }));
 }
 
-/** A refusal of one bundle path: reported, nothing written there. */
-class AdoptRefusal extends Error {
-  constructor(
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
 async function adoptBundle(
   options: AdoptOptions,
   backend: StorageBackend,
@@ -404,81 +386,6 @@ async function adoptable(
     }
   }
   return adopted;
-}
-
-/** Every recorded output path with the owner that records it. */
-function recordedOwners(document: StateDocument | undefined): Map<string, OwnerScope> {
-  if (document === undefined) return new Map();
-  if (isSharedRootState(document)) {
-    return new Map(document.outputs.map((output) => [output.path, output.owner]));
-  }
-  const scope = singleOwnerScope(document);
-  return new Map(document.outputs.map((output) => [output.path, scope]));
-}
-
-/**
- * Whether `mode` may go ahead at a bundle path with this state, and the state it builds on
- * (undefined when it starts from scratch). Refusals name what to run instead.
- */
-function checkPrecondition(
-  mode: AdoptionMode,
-  status: { state?: StateDocument | undefined; stateError?: unknown },
-  owner: OwnerScope,
-  target: SourceTarget,
-  destination: DestinationConfig,
-): StateDocument | undefined {
-  const where = `destination bundle path ${displayPath(target.bundlePath)}`;
-  if (mode === "rebuild") {
-    if (status.stateError === undefined) {
-      throw new AdoptRefusal(
-        "state_valid",
-        `${where}: ${status.state === undefined ? "holds no state" : "holds valid state"}, so there is nothing to rebuild; use --adopt to record unmanaged outputs`,
-      );
-    }
-    return undefined;
-  }
-  if (status.stateError !== undefined) {
-    throw new AdoptRefusal(
-      "state_invalid",
-      `${where}: the state is not valid (${errorMessage(status.stateError)}); use --rebuild to replace it`,
-    );
-  }
-  const state = status.state;
-  if (state === undefined) return undefined;
-  const wantsShared = destination.state.mode === "shared_root";
-  if (isSharedRootState(state) !== wantsShared) {
-    throw new AdoptRefusal(
-      "state_mode_mismatch",
-      `${where}: the state is ${isSharedRootState(state) ? "shared_root" : "single_owner"} but the destination is configured ${destination.state.mode}; publish to migrate it first`,
-    );
-  }
-  if (!isSharedRootState(state)) {
-    const recorded = singleOwnerScope(state);
-    if (!sameOwnerScope(recorded, owner)) {
-      throw new AdoptRefusal(
-        "state_owner_mismatch",
-        `${where}: state owner is ${formatOwnerScope(recorded)}, not ${formatOwnerScope(owner)}`,
-      );
-    }
-    if (!manifestsEqual(state.source.manifest, target.manifest)) {
-      throw new AdoptRefusal(
-        "source_mismatch",
-        `${where}: the state records source ${state.source.manifest.id} (${state.source.manifest.digest}), not the current ${target.manifest.id} (${target.manifest.digest}); adopt records outputs of the source the state records`,
-      );
-    }
-    return state;
-  }
-  const recordedOwner = state.owners.find((o) => sameOwnerScope(o.scope, owner));
-  if (
-    recordedOwner !== undefined &&
-    !manifestsEqual(recordedOwner.source.manifest, target.manifest)
-  ) {
-    throw new AdoptRefusal(
-      "source_mismatch",
-      `${where}: the state records source ${recordedOwner.source.manifest.id} for ${formatOwnerScope(owner)}, not the current ${target.manifest.id}; adopt records outputs of the source the state records`,
-    );
-  }
-  return state;
 }
 
 /** Everything below a bundle path, bounded; a missing path lists nothing. */
