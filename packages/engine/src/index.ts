@@ -74,9 +74,6 @@ export type {
 export { type PrepareOutputsOptions, prepareOutputs } from "./plan/prepare.js";
 export { metadataChanges } from "./plan/records.js";
 export { planMetadataUpdate } from "./plan/repair.js";
-export { compareAndSwapState } from "./protocol/commit-state.js";
-export { holdLease } from "./protocol/hold-lease.js";
-export type { Lease } from "./protocol/lease.js";
 // The lease is the commit protocol's own: its records, journal and recovery stay internal. What
 // a caller may meet are its errors and its report (`inspect` shows a lease found at a path).
 export {
@@ -99,11 +96,9 @@ export {
   walkWithin,
 } from "./protocol/limits.js";
 export { adoptedStateDocument, nextStateDocument } from "./protocol/next-state.js";
-export { PendingDeletesError, UncommittedError } from "./protocol/pending.js";
 export type { RecoveryReport } from "./protocol/recovery.js";
 export {
   type DestinationStateRead,
-  encodeStateFile,
   isStateFile,
   MAX_STATE_BYTES,
   readDestinationStatus,
