@@ -8,9 +8,7 @@ export {
 export {
   type ExecuteContext,
   type LeaseGuard,
-  PendingDeletesError,
   PublishExecutionError,
-  UncommittedError,
 } from "./execute/context.js";
 export { AmbiguousCommitError, executePublish, StateChangedError } from "./execute/execute.js";
 export { DEFAULT_RENDER_CACHE_BYTES, RenderCache } from "./execute/render-cache.js";
@@ -76,9 +74,6 @@ export type {
 export { type PrepareOutputsOptions, prepareOutputs } from "./plan/prepare.js";
 export { metadataChanges } from "./plan/records.js";
 export { planMetadataUpdate } from "./plan/repair.js";
-export { compareAndSwapState } from "./protocol/commit-state.js";
-export { holdLease } from "./protocol/hold-lease.js";
-export type { Lease } from "./protocol/lease.js";
 // The lease is the commit protocol's own: its records, journal and recovery stay internal. What
 // a caller may meet are its errors and its report (`inspect` shows a lease found at a path).
 export {
@@ -104,7 +99,6 @@ export { adoptedStateDocument, nextStateDocument } from "./protocol/next-state.j
 export type { RecoveryReport } from "./protocol/recovery.js";
 export {
   type DestinationStateRead,
-  encodeStateFile,
   isStateFile,
   MAX_STATE_BYTES,
   readDestinationStatus,
@@ -112,6 +106,14 @@ export {
   type StateFile,
   StateTooLargeError,
 } from "./protocol/state-file.js";
+export {
+  type DeleteAfterOptions,
+  type PreparedState,
+  type StateTransaction,
+  type StateTransactionOptions,
+  type TransactionJournal,
+  withStateTransaction,
+} from "./protocol/transaction.js";
 export {
   type CheckReleaseOptions,
   checkRelease,

@@ -4,8 +4,8 @@ import {
   LeaseLostError,
   SourceChangedError,
   StateChangedError,
-  UncommittedError,
 } from "@distributor/engine";
+import { UncommittedError } from "@distributor/engine/testing";
 import { StorageError, type StorageErrorKind } from "@distributor/storage";
 import { describe, expect, it } from "vitest";
 import { actionError, actionErrorCode, bundleRefusalCode, errorCode } from "../src/errors.js";

@@ -21,14 +21,10 @@ import { holdLease } from "../protocol/hold-lease.js";
 import type { Lease } from "../protocol/lease.js";
 import { LeaseLostError, type LeaseOptions, readLeaseHolder } from "../protocol/lease-file.js";
 import { DEFAULT_DESTINATION_LIMITS, type DestinationLimit } from "../protocol/limits.js";
+import { PendingDeletesError, UncommittedError } from "../protocol/pending.js";
 import { type RecoveryReport, recoverJournal } from "../protocol/recovery.js";
 import { encodeStateFile, encodeStateFileInSlices, isStateFile } from "../protocol/state-file.js";
-import {
-  type ExecuteContext,
-  type LeaseGuard,
-  PendingDeletesError,
-  UncommittedError,
-} from "./context.js";
+import type { ExecuteContext, LeaseGuard } from "./context.js";
 import { type Committed, executeEncodedPublish, StateChangedError } from "./execute.js";
 
 /** How often a publication is planned again after another writer changed the state first. */

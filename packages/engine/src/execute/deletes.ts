@@ -1,12 +1,8 @@
 import type { StateDocument } from "@distributor/state";
 import { isStorageError, joinPrefix } from "@distributor/storage";
 import type { PublishPlan } from "../plan/plan-types.js";
-import {
-  type ExecuteContext,
-  PendingDeletesError,
-  PublishExecutionError,
-  type WriteOutcome,
-} from "./context.js";
+import { PendingDeletesError } from "../protocol/pending.js";
+import { type ExecuteContext, PublishExecutionError, type WriteOutcome } from "./context.js";
 
 // The executor's deletes: replaced outputs before or after the writes, and what a failed attempt created.
 

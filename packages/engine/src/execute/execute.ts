@@ -21,14 +21,9 @@ import {
   compareAndSwapState,
   StateChangedError,
 } from "../protocol/commit-state.js";
+import { PendingDeletesError, UncommittedError } from "../protocol/pending.js";
 import { encodeStateFile } from "../protocol/state-file.js";
-import {
-  type ExecuteContext,
-  PendingDeletesError,
-  PublishExecutionError,
-  UncommittedError,
-  type WriteOutcome,
-} from "./context.js";
+import { type ExecuteContext, PublishExecutionError, type WriteOutcome } from "./context.js";
 import { deleteAfter, deleteFirst, undoCreated } from "./deletes.js";
 import { confirmKept } from "./kept.js";
 

@@ -1,3 +1,6 @@
+// The errors that leave work pending, for tests of how they are reported: callers of the engine
+// change a state through `withStateTransaction`, which abandons its lease itself.
+export { PendingDeletesError, UncommittedError } from "../protocol/pending.js";
 export {
   Crash,
   cutPowerAfter,

@@ -9,30 +9,16 @@ import {
   adoptedStateDocument,
   assertLayout,
   attachUrls,
-  compareAndSwapState,
   type DestinationLimits,
-  encodeStateFile,
-  holdLease,
-  type Lease,
   type PlannedOutput,
   type PublishRequest,
   prepareOutputs,
-  readDestinationStatus,
   storedFile,
   storedMetadataMatches,
-  UncommittedError,
   walkWithin,
+  withStateTransaction,
 } from "@distributor/engine";
-import {
-  formatOwnerScope,
-  isSharedRootState,
-  manifestsEqual,
-  type OwnerScope,
-  ownerScope,
-  type StateDocument,
-  sameOwnerScope,
-  singleOwnerScope,
-} from "@distributor/state";
+import { type OwnerScope, ownerScope, sameOwnerScope } from "@distributor/state";
 import {
   compareLogicalPaths,
   displayPath,
@@ -43,7 +29,6 @@ import {
   STATE_FILE_NAME,
   type StorageBackend,
   type StorageEntry,
-  statePath,
 } from "@distributor/storage";
 import {
   findDestination,
@@ -57,7 +42,8 @@ import { errorCode, errorMessage } from "../errors.js";
 import { destinationLimits } from "../shared/destination-limits.js";
 import { noBundlesError } from "../shared/no-bundles.js";
 import { destinationSelection } from "../shared/selection.js";
-import { destinationRootPath, scopeReport } from "./destination-root.js";
+import { AdoptRefusal, checkPrecondition, recordedOwners } from "./adopt-precondition.js";
+import { destinationRootPath, maintenanceTransaction, scopeReport } from "./destination-root.js";
 import type { ReconcileStateOptions } from "./reconcile-state.js";
 import { refuseReleaseLayout } from "./release-scope.js";
 import { restoreReleaseState } from "./restore-release-state.js";
@@ -232,16 +218,6 @@ async function sourceTargets(
   return bundles.map((b) => ({ sourcePath: b.path, manifest: b.manifest, bundlePath: b.path }));
 }
 
-/** A refusal of one bundle path: reported, nothing written there. */
-class AdoptRefusal extends Error {
-  constructor(
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
 async function adoptBundle(
   options: AdoptOptions,
   backend: StorageBackend,
@@ -279,199 +255,136 @@ async function adoptBundle(
     signal,
   });
 
-  let lease: Lease | undefined;
-  if (!dryRun) {
-    lease = await holdLease(backend, target.bundlePath, owner, {
-      lockTimeoutMs: options.lockTimeoutMs,
-      signal,
-      ...options.lease,
-      ...(options.now === undefined ? {} : { now: options.now }),
-      limits,
-    });
-  }
-  let pending: readonly string[] | undefined;
+  // Set once the state is journaled: a failure from there on is this bundle path's, reported.
+  let committing = false;
   try {
-    // Read under the lease: nobody else changes this state until it is released.
-    const { status, version } = await readDestinationStatus(
+    return await withStateTransaction(
       backend,
       target.bundlePath,
-      signal,
-      limits.stateBytes,
-    );
-    report.state_before =
-      status.stateError !== undefined ? "invalid" : status.state === undefined ? "absent" : "valid";
-    const previous = checkPrecondition(options.mode, status, owner, target, destination);
-    const entries = await listBundlePath(backend, target.bundlePath, signal, limits);
-    const recorded = recordedOwners(previous);
-    const stored = new Set(
-      entries
-        .filter((e) => e.nameProblem === undefined)
-        .map((e) => relativeTo(target.bundlePath, e.path)),
-    );
-    const adopted: PlannedOutput[] = [];
-    for (const output of outputs) {
-      const by = recorded.get(output.path);
-      if (by !== undefined) {
-        if (sameOwnerScope(by, owner)) report.managed_count += 1;
-        else report.unmatched_outputs.push({ path: output.path, reason: "other_owner" });
-        continue;
-      }
-      if (!stored.has(output.path)) {
-        report.unmatched_outputs.push({ path: output.path, reason: "missing" });
-        continue;
-      }
-      const found = await storedFile(backend, joinPrefix(target.bundlePath, output.path), signal);
-      // Adopted only as stored the way the rules would store it: bytes and headers alike, so
-      // the record never claims metadata the object lacks.
-      if (
-        found.kind === "file" &&
-        found.sha256 === output.sha256 &&
-        found.size === output.size &&
-        storedMetadataMatches(found.metadata, output.metadata)
-      ) {
-        adopted.push(output);
-        report.adopted_outputs.push({
-          path: output.path,
-          sha256: output.sha256,
-          size: output.size,
-        });
-      } else {
-        report.unmatched_outputs.push({
-          path: output.path,
-          reason: found.kind === "missing" ? "missing" : "different",
-        });
-      }
-    }
-    const managed = new Set([...recorded.keys(), ...adopted.map((output) => output.path)]);
-    report.unmanaged_entries = unmanagedEntries(target.bundlePath, entries, managed);
-
-    const writes = options.mode === "rebuild" || adopted.length > 0;
-    if (!writes) return report;
-    if (dryRun || lease === undefined) {
-      report.would_change = true;
-      return report;
-    }
-    const request: PublishRequest = {
       owner,
-      manifest: target.manifest,
-      bundlePath: target.bundlePath,
-      stateMode: destination.state.mode,
-      reconciliation: destination.reconciliation.mode,
-      pathMapping: destination.pathMapping.mode,
-      transfer: destination.transfer,
-      force: false,
-      outputs: adopted,
-      primaryUrl,
-      now: options.now?.() ?? new Date(),
-      distributorVersion: options.distributorVersion,
-    };
-    const next = adoptedStateDocument(request, previous);
-    const path = statePath(target.bundlePath);
-    // Encoded (validated, size-checked) before the journal: a state that cannot be written
-    // costs the destination nothing.
-    const bytes = encodeStateFile(backend, path, next, limits.stateBytes);
-    // Step journal: no output is written; only the state's temp file may appear.
-    await lease.journal([], [""]);
-    pending = [];
-    signal?.throwIfAborted();
-    // Steps confirm → compare-and-swap state: the only write of an adoption.
-    await lease.confirm();
-    await compareAndSwapState(backend, path, bytes, version, signal);
-    pending = undefined;
-    report.changed = true;
-    return report;
+      maintenanceTransaction(options, limits, dryRun),
+      async (tx) => {
+        // Read under the lease: nobody else changes this state until it is released.
+        const { status } = tx.read;
+        report.state_before =
+          status.stateError !== undefined
+            ? "invalid"
+            : status.state === undefined
+              ? "absent"
+              : "valid";
+        const previous = checkPrecondition(options.mode, status, owner, target, destination);
+        const entries = await listBundlePath(backend, target.bundlePath, signal, limits);
+        const recorded = recordedOwners(previous);
+        const adopted = await adoptable(
+          backend,
+          target,
+          outputs,
+          entries,
+          recorded,
+          owner,
+          report,
+          signal,
+        );
+        const managed = new Set([...recorded.keys(), ...adopted.map((output) => output.path)]);
+        report.unmanaged_entries = unmanagedEntries(target.bundlePath, entries, managed);
+
+        const writes = options.mode === "rebuild" || adopted.length > 0;
+        if (!writes) return report;
+        if (tx.dryRun) {
+          report.would_change = true;
+          return report;
+        }
+        const request: PublishRequest = {
+          owner,
+          manifest: target.manifest,
+          bundlePath: target.bundlePath,
+          stateMode: destination.state.mode,
+          reconciliation: destination.reconciliation.mode,
+          pathMapping: destination.pathMapping.mode,
+          transfer: destination.transfer,
+          force: false,
+          outputs: adopted,
+          primaryUrl,
+          now: options.now?.() ?? new Date(),
+          distributorVersion: options.distributorVersion,
+        };
+        // Encoded (validated, size-checked) before the journal: a state that cannot be written
+        // costs the destination nothing.
+        const next = tx.prepare(adoptedStateDocument(request, previous));
+        // Step journal: no output is written; only the state's temp file may appear.
+        await tx.journal({ directories: [""] });
+        committing = true;
+        // The only write of an adoption: the state's compare-and-swap.
+        await tx.commit(next);
+        report.changed = true;
+        return report;
+      },
+    );
   } catch (error) {
     if (error instanceof AdoptRefusal) {
       report.error = { code: error.code, message: error.message };
       return report;
     }
-    if (pending !== undefined) {
-      // Not known to be committed: the lease is abandoned so the next run recovers first.
-      const uncommitted = new UncommittedError(errorMessage(error), pending, { cause: error });
-      await lease?.abandon(pending);
-      lease = undefined;
-      report.error = { code: errorCode(uncommitted), message: uncommitted.message };
+    // Not known to be committed: the transaction abandoned its lease for the next run.
+    if (committing) {
+      report.error = { code: errorCode(error), message: errorMessage(error) };
       return report;
     }
     throw error;
-  } finally {
-    await lease?.release();
   }
-}
-
-/** Every recorded output path with the owner that records it. */
-function recordedOwners(document: StateDocument | undefined): Map<string, OwnerScope> {
-  if (document === undefined) return new Map();
-  if (isSharedRootState(document)) {
-    return new Map(document.outputs.map((output) => [output.path, output.owner]));
-  }
-  const scope = singleOwnerScope(document);
-  return new Map(document.outputs.map((output) => [output.path, scope]));
 }
 
 /**
- * Whether `mode` may go ahead at a bundle path with this state, and the state it builds on
- * (undefined when it starts from scratch). Refusals name what to run instead.
+ * The outputs of the source that may be recorded as adopted: stored, not recorded by any owner,
+ * and holding exactly what the rules would store. Every other output is reported as unmatched
+ * (or, recorded for this owner, counted as managed).
  */
-function checkPrecondition(
-  mode: AdoptionMode,
-  status: { state?: StateDocument | undefined; stateError?: unknown },
-  owner: OwnerScope,
+async function adoptable(
+  backend: StorageBackend,
   target: SourceTarget,
-  destination: DestinationConfig,
-): StateDocument | undefined {
-  const where = `destination bundle path ${displayPath(target.bundlePath)}`;
-  if (mode === "rebuild") {
-    if (status.stateError === undefined) {
-      throw new AdoptRefusal(
-        "state_valid",
-        `${where}: ${status.state === undefined ? "holds no state" : "holds valid state"}, so there is nothing to rebuild; use --adopt to record unmanaged outputs`,
-      );
+  outputs: readonly PlannedOutput[],
+  entries: readonly StorageEntry[],
+  recorded: ReadonlyMap<string, OwnerScope>,
+  owner: OwnerScope,
+  report: AdoptBundleReport,
+  signal: AbortSignal | undefined,
+): Promise<PlannedOutput[]> {
+  const stored = new Set(
+    entries
+      .filter((e) => e.nameProblem === undefined)
+      .map((e) => relativeTo(target.bundlePath, e.path)),
+  );
+  const adopted: PlannedOutput[] = [];
+  for (const output of outputs) {
+    const by = recorded.get(output.path);
+    if (by !== undefined) {
+      if (sameOwnerScope(by, owner)) report.managed_count += 1;
+      else report.unmatched_outputs.push({ path: output.path, reason: "other_owner" });
+      continue;
     }
-    return undefined;
-  }
-  if (status.stateError !== undefined) {
-    throw new AdoptRefusal(
-      "state_invalid",
-      `${where}: the state is not valid (${errorMessage(status.stateError)}); use --rebuild to replace it`,
-    );
-  }
-  const state = status.state;
-  if (state === undefined) return undefined;
-  const wantsShared = destination.state.mode === "shared_root";
-  if (isSharedRootState(state) !== wantsShared) {
-    throw new AdoptRefusal(
-      "state_mode_mismatch",
-      `${where}: the state is ${isSharedRootState(state) ? "shared_root" : "single_owner"} but the destination is configured ${destination.state.mode}; publish to migrate it first`,
-    );
-  }
-  if (!isSharedRootState(state)) {
-    const recorded = singleOwnerScope(state);
-    if (!sameOwnerScope(recorded, owner)) {
-      throw new AdoptRefusal(
-        "state_owner_mismatch",
-        `${where}: state owner is ${formatOwnerScope(recorded)}, not ${formatOwnerScope(owner)}`,
-      );
+    if (!stored.has(output.path)) {
+      report.unmatched_outputs.push({ path: output.path, reason: "missing" });
+      continue;
     }
-    if (!manifestsEqual(state.source.manifest, target.manifest)) {
-      throw new AdoptRefusal(
-        "source_mismatch",
-        `${where}: the state records source ${state.source.manifest.id} (${state.source.manifest.digest}), not the current ${target.manifest.id} (${target.manifest.digest}); adopt records outputs of the source the state records`,
-      );
+    const found = await storedFile(backend, joinPrefix(target.bundlePath, output.path), signal);
+    // Adopted only as stored the way the rules would store it: bytes and headers alike, so
+    // the record never claims metadata the object lacks.
+    if (
+      found.kind === "file" &&
+      found.sha256 === output.sha256 &&
+      found.size === output.size &&
+      storedMetadataMatches(found.metadata, output.metadata)
+    ) {
+      adopted.push(output);
+      report.adopted_outputs.push({ path: output.path, sha256: output.sha256, size: output.size });
+    } else {
+      report.unmatched_outputs.push({
+        path: output.path,
+        reason: found.kind === "missing" ? "missing" : "different",
+      });
     }
-    return state;
   }
-  const recordedOwner = state.owners.find((o) => sameOwnerScope(o.scope, owner));
-  if (
-    recordedOwner !== undefined &&
-    !manifestsEqual(recordedOwner.source.manifest, target.manifest)
-  ) {
-    throw new AdoptRefusal(
-      "source_mismatch",
-      `${where}: the state records source ${recordedOwner.source.manifest.id} for ${formatOwnerScope(owner)}, not the current ${target.manifest.id}; adopt records outputs of the source the state records`,
-    );
-  }
-  return state;
+  return adopted;
 }
 
 /** Everything below a bundle path, bounded; a missing path lists nothing. */

@@ -1,4 +1,9 @@
-import { assertLayout, type DestinationLimit, walkWithin } from "@distributor/engine";
+import {
+  assertLayout,
+  type DestinationLimit,
+  walkWithin,
+  withStateTransaction,
+} from "@distributor/engine";
 import {
   allManagedOutputPaths,
   assertSingleOwnerScope,
@@ -28,12 +33,11 @@ import type { Config } from "../config/types.js";
 import { destinationLimits } from "../shared/destination-limits.js";
 import type { WorkflowOptions } from "../shared/workflow-options.js";
 import {
+  commitRootState,
   destinationRootPath,
-  maintenanceLease,
-  readRootState,
+  maintenanceTransaction,
+  rootStateOf,
   scopeReport,
-  withRootLease,
-  writeRootState,
 } from "./destination-root.js";
 import { refuseReleaseLayout } from "./release-scope.js";
 import type { ReconcileStateEntry } from "./unmanaged-entry.js";
@@ -120,30 +124,24 @@ export async function reconcileState(
   const limits = destinationLimits(pipeline.id, destination);
   const listing =
     options.listingLimit === undefined ? limits.entries : { value: options.listingLimit };
+  const transaction = maintenanceTransaction(options, limits, dryRun);
   return withBackend(backend, () =>
-    withRootLease(backend, owner, dryRun, maintenanceLease(options, limits), async (lease) => {
+    withStateTransaction(backend, "", owner, transaction, async (tx) => {
       await assertLayout(backend, "", "in_place", {
         maxStateBytes: limits.stateBytes.value,
         signal,
       });
-      const { document, version } = await readRootState(backend, signal, limits);
-      const scope = repairScope(document, ownerScope(pipeline.id, destination.id), options);
+      const document = await rootStateOf(backend, tx.read, signal, limits);
+      const scope = repairScope(document, owner, options);
       const missing = await missingOutputs(backend, scope.checked, signal);
       const unmanaged = await unmanagedEntries(backend, scope.managed, listing, signal);
       let changed = false;
-      if (!dryRun && missing.length > 0) {
+      if (!tx.dryRun && missing.length > 0) {
         const removal = scope.remove(missing.map((item) => item.path));
         if (removal.changed) {
           const now = truncateToSecond(options.now?.() ?? new Date());
-          // Only record removals, no deletes: confirm the lease, then the compare-and-swap.
-          await lease?.confirm();
-          await writeRootState(
-            backend,
-            { ...removal.state, updatedAt: now },
-            version,
-            signal,
-            limits,
-          );
+          // Only records go, no file: nothing to journal, the commit is the whole change.
+          await commitRootState(backend, tx, { ...removal.state, updatedAt: now });
           changed = true;
         }
       }

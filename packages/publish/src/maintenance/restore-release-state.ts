@@ -5,7 +5,7 @@ import { bundlePrefix, openConfiguredDestination } from "../backends/configured-
 import { withBackend } from "../backends/registry.js";
 import { destinationLimits } from "../shared/destination-limits.js";
 import type { AdoptOptions, AdoptReport } from "./adopt.js";
-import { destinationRootPath, maintenanceLease, scopeReport } from "./destination-root.js";
+import { destinationRootPath, maintenanceTransaction, scopeReport } from "./destination-root.js";
 
 /**
  * `reconcile-state --rebuild` under `layout: releases`: a state that cannot be read is replaced
@@ -22,7 +22,10 @@ export async function restoreReleaseState(
   const { pipeline, destination, backend } = await openConfiguredDestination(options, dryRun);
   const owner = ownerScope(pipeline.id, destination.id);
   const bundlePath = bundlePrefix(options.bundlePath ?? ".");
-  const lease = maintenanceLease(options, destinationLimits(pipeline.id, destination));
+  const { lease, limits } = maintenanceTransaction(
+    options,
+    destinationLimits(pipeline.id, destination),
+  );
   return withBackend(backend, async () => {
     const result = await rollbackRelease({
       destination: backend,
@@ -30,9 +33,9 @@ export async function restoreReleaseState(
       owner,
       dryRun,
       restoreInvalidState: true,
-      lease: { ...lease.lease, lockTimeoutMs: lease.lockTimeoutMs },
+      lease,
       signal: options.signal,
-      limits: lease.limits,
+      limits,
     });
     return {
       pipeline_id: pipeline.id,

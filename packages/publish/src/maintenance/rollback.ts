@@ -7,7 +7,7 @@ import { withBackend } from "../backends/registry.js";
 import type { Config } from "../config/types.js";
 import { WorkflowError } from "../errors.js";
 import { destinationLimits } from "../shared/destination-limits.js";
-import { maintenanceLease } from "./destination-root.js";
+import { maintenanceTransaction } from "./destination-root.js";
 
 export interface RollbackOptions {
   config: Config;
@@ -68,7 +68,10 @@ export async function rollback(options: RollbackOptions): Promise<RollbackReport
       );
     }
     const bundlePath = bundlePrefix(options.bundlePath ?? ".");
-    const lease = maintenanceLease(options, destinationLimits(pipeline.id, destination));
+    const { lease, limits } = maintenanceTransaction(
+      options,
+      destinationLimits(pipeline.id, destination),
+    );
     const result = await rollbackRelease({
       destination: backend,
       bundlePath,
@@ -77,9 +80,9 @@ export async function rollback(options: RollbackOptions): Promise<RollbackReport
       dryRun,
       verify: options.verify,
       force: options.force,
-      lease: { ...lease.lease, lockTimeoutMs: lease.lockTimeoutMs },
+      lease,
       signal: options.signal,
-      limits: lease.limits,
+      limits,
     });
     return {
       pipeline_id: pipeline.id,

@@ -1,14 +1,11 @@
 import { discoverBundles } from "@distributor/bundle";
 import {
-  compareAndSwapState,
   type DestinationLimits,
-  encodeStateFile,
-  type Lease,
   LeaseHeldError,
-  PendingDeletesError,
   readLease,
-  UncommittedError,
+  type StateTransaction,
   walkWithin,
+  withStateTransaction,
 } from "@distributor/engine";
 import {
   isSharedRootState,
@@ -20,29 +17,27 @@ import {
 import {
   compareLogicalPaths,
   displayPath,
-  isStorageError,
   joinPrefix,
   LEASE_FILE_NAME,
   parentPath,
   STATE_FILE_NAME,
   type StorageBackend,
   type StorageEntry,
-  statePath,
 } from "@distributor/storage";
 import { findPipeline, openConfiguredSource } from "../../backends/configured-location.js";
 import { withBackend } from "../../backends/registry.js";
 import type { PrunePolicy } from "../../config/types.js";
 import { errorCode, errorMessage, PruneError, WorkflowError } from "../../errors.js";
-import { maintenanceLease, withBundleLease } from "../destination-root.js";
+import { maintenanceTransaction } from "../destination-root.js";
 import {
   type BundleCandidate,
   bundleRecord,
+  candidateOf,
   outputRecords,
   planBundlePrune,
   readCandidate,
   samePublication,
 } from "./candidates.js";
-import { deleteFencedOutputs, storedVersions } from "./fenced-delete.js";
 import type { PruneOptions, PruneReport, PruneWarning } from "./types.js";
 
 /**
@@ -101,13 +96,12 @@ export async function pruneBundles(
     const record = bundleRecord(candidate);
     let outcome: BundleCandidate | "changed";
     try {
-      outcome = await withBundleLease(
+      outcome = await withStateTransaction(
         backend,
         candidate.bundlePath,
         owner,
-        maintenanceLease(options, limits),
-        (lease, release) =>
-          pruneBundle(backend, lease, candidate, owner, report, now, signal, release, limits),
+        maintenanceTransaction(options, limits),
+        (tx) => pruneBundle(backend, tx, candidate, owner, report, now, signal),
       );
     } catch (error) {
       if (!signal?.aborted) report.failed_bundle = record;
@@ -138,97 +132,53 @@ export async function pruneBundles(
 
 async function pruneBundle(
   backend: StorageBackend,
-  lease: Lease,
+  tx: StateTransaction,
   candidate: BundleCandidate,
   owner: OwnerScope,
   report: PruneReport,
   now: Date,
   signal: AbortSignal | undefined,
-  release: { emptied: boolean },
-  limits: DestinationLimits,
 ): Promise<BundleCandidate | "changed"> {
   const { bundlePath } = candidate;
-  const stateFile = statePath(bundlePath);
   // Read again under the lease (taking it may have recovered a dead run's journal, which
   // rewrites the state): pruned only while it is still the publication that was planned.
-  const current = await readCandidate(backend, bundlePath, owner, signal, limits);
+  const current = candidateOf(backend, bundlePath, tx.read, owner);
   if (current === undefined || !samePublication(current, candidate)) return "changed";
   const paths = current.outputs.map((output) => output.path);
-  let { document, version } = current;
+  let { document } = current;
   if (paths.length > 0) {
-    const versions = await storedVersions(backend, bundlePath, paths, signal);
-    await lease.journal(paths, [...new Set(paths.map(parentPath))]);
+    await tx.journal({ deletes: paths, directories: [...new Set(paths.map(parentPath))] });
     try {
-      signal?.throwIfAborted();
-      await lease.confirm();
       document = withoutOwnerOutputs(document, owner, paths, now);
-      version = await compareAndSwapState(
-        backend,
-        stateFile,
-        encodeStateFile(backend, stateFile, document, limits.stateBytes),
-        version,
-        signal,
-      );
+      await tx.commit(document);
     } catch (error) {
       // Not known to be written: nothing was deleted; the journal decides at the next run.
-      throw new PruneError(
-        report,
-        new UncommittedError(errorMessage(error), paths, { cause: error }),
-      );
+      throw new PruneError(report, error);
     }
     report.state_changed = true;
-    await deleteFencedOutputs(
-      backend,
-      lease,
-      bundlePath,
-      paths,
-      versions,
-      signal,
-      (path, error) => {
-        const what = signal?.aborted ? "the prune was interrupted" : `deleting ${path} failed`;
-        return new PruneError(
-          report,
-          new PendingDeletesError(
-            `the state of ${displayPath(bundlePath)} no longer records the pruned outputs, but ${what}: ${errorMessage(error)}; the next prune at this destination removes the rest`,
-            paths,
-            { cause: error },
-          ),
-        );
-      },
-    );
+    try {
+      await tx.deleteAfter({
+        failureMessage: (path, error) => {
+          const what = signal?.aborted ? "the prune was interrupted" : `deleting ${path} failed`;
+          return `the state of ${displayPath(bundlePath)} no longer records the pruned outputs, but ${what}: ${errorMessage(error)}; the next prune at this destination removes the rest`;
+        },
+      });
+    } catch (error) {
+      throw new PruneError(report, error);
+    }
   }
 
   try {
     signal?.throwIfAborted();
-    await lease.confirm();
-    if (current.removesState) {
-      await backend.deletePaths(bundlePath, [STATE_FILE_NAME], {
-        ignoreMissing: true,
-        pruneEmptyDirs: true,
-        ifMatch: new Map([[STATE_FILE_NAME, version]]),
-        signal,
-      });
-      release.emptied = true;
-    } else {
-      const next = withoutOwner(document, owner, now);
-      await compareAndSwapState(
-        backend,
-        stateFile,
-        encodeStateFile(backend, stateFile, next, limits.stateBytes),
-        version,
-        signal,
-      );
-    }
+    if (current.removesState) await tx.removeState();
+    else await tx.commit(withoutOwner(document, owner, now));
   } catch (error) {
     // The outputs are gone (or journaled); a state left recording nothing of this owner is
     // pruned by the next prune, which also completes the journal.
     throw new PruneError(
       report,
-      new PendingDeletesError(
-        `the pruned outputs of ${displayPath(bundlePath)} are gone, but removing its state failed: ${errorMessage(error)}; the next prune at this destination finishes it`,
-        paths,
-        { cause: error },
-      ),
+      error,
+      `the pruned outputs of ${displayPath(bundlePath)} are gone, but removing its state failed: ${errorMessage(error)}; the next prune at this destination finishes it`,
     );
   }
   report.state_changed = true;
@@ -254,18 +204,14 @@ async function recoverOrphanLease(
   };
   if (!sameOwnerScope(leaseOwner, owner)) return;
   try {
-    await withBundleLease(
+    await withStateTransaction(
       backend,
       bundlePath,
       owner,
-      maintenanceLease(options, options.limits),
-      async (_, release) => {
-        try {
-          await backend.stat(statePath(bundlePath), { signal: options.signal });
-        } catch (error) {
-          if (!isStorageError(error, "not_found")) throw error;
-          release.emptied = true;
-        }
+      maintenanceTransaction(options, options.limits),
+      async (tx) => {
+        // Still no state once recovered: the lease goes with the directories it leaves empty.
+        if (tx.read.version === undefined) await tx.removeState();
       },
     );
   } catch (error) {

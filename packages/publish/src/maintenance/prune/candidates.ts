@@ -1,5 +1,9 @@
 // The bundle states a prune across bundle paths considers, and the retention ranking over them.
-import { type DestinationLimits, readStateFile } from "@distributor/engine";
+import {
+  type DestinationLimits,
+  type DestinationStateRead,
+  readStateFile,
+} from "@distributor/engine";
 import {
   findOwner,
   formatStateTimestamp,
@@ -26,7 +30,6 @@ import type { PruneBundleRecord, PruneOutputRecord } from "./types.js";
 export interface BundleCandidate {
   bundlePath: string;
   document: StateDocument;
-  version: string;
   /** The owner's output records (bundle-relative paths). */
   outputs: readonly { path: string; updatedAt: Date }[];
   publishedAt: Date | undefined;
@@ -105,26 +108,52 @@ export async function readCandidate(
   signal: AbortSignal | undefined,
   limits: DestinationLimits,
 ): Promise<BundleCandidate | undefined> {
-  let read: { document: StateDocument; version: string };
+  let document: StateDocument;
   try {
-    read = await readStateFile(backend, statePath(bundlePath), signal, limits.stateBytes);
+    ({ document } = await readStateFile(backend, statePath(bundlePath), signal, limits.stateBytes));
   } catch (error) {
     if (isStorageError(error, "not_found")) return undefined;
-    const code = errorCode(error);
-    if (code === "storage_limit_exceeded") {
-      // Larger than `max_state_size`: the message says which setting to raise.
-      throw new WorkflowError("state_invalid", `${errorMessage(error)}; nothing was pruned`, {
-        cause: error,
-      });
-    }
-    if (code !== "state_invalid") throw error;
-    throw new WorkflowError(
-      "state_invalid",
-      `${locatePath(backend.location, statePath(bundlePath))} cannot be read as state (${errorMessage(error)}); nothing was pruned (reconcile-state --rebuild replaces it while its source still publishes there)`,
-      { cause: error },
-    );
+    throw unreadableState(backend, bundlePath, error);
   }
-  const { document, version } = read;
+  return ownedCandidate(bundlePath, document, owner);
+}
+
+/** `readCandidate` of the state a transaction read under the bundle path's lease (`tx.read`). */
+export function candidateOf(
+  backend: StorageBackend,
+  bundlePath: string,
+  read: DestinationStateRead,
+  owner: OwnerScope,
+): BundleCandidate | undefined {
+  const { status } = read;
+  if (status.stateError !== undefined)
+    throw unreadableState(backend, bundlePath, status.stateError);
+  return status.state === undefined ? undefined : ownedCandidate(bundlePath, status.state, owner);
+}
+
+/** What a state that cannot be read fails the prune with. */
+function unreadableState(backend: StorageBackend, bundlePath: string, error: unknown): unknown {
+  const code = errorCode(error);
+  if (code === "storage_limit_exceeded") {
+    // Larger than `max_state_size`: the message says which setting to raise.
+    return new WorkflowError("state_invalid", `${errorMessage(error)}; nothing was pruned`, {
+      cause: error,
+    });
+  }
+  if (code !== "state_invalid") return error;
+  return new WorkflowError(
+    "state_invalid",
+    `${locatePath(backend.location, statePath(bundlePath))} cannot be read as state (${errorMessage(error)}); nothing was pruned (reconcile-state --rebuild replaces it while its source still publishes there)`,
+    { cause: error },
+  );
+}
+
+/** The candidate a bundle state is for `owner`; undefined when it records others only. */
+function ownedCandidate(
+  bundlePath: string,
+  document: StateDocument,
+  owner: OwnerScope,
+): BundleCandidate | undefined {
   const records = ownedRecords(document, owner);
   if (records === undefined) return undefined;
   const outputs = (document.outputs as readonly { path: string; updatedAt: Date }[]).filter(
@@ -144,7 +173,6 @@ export async function readCandidate(
     return {
       bundlePath,
       document,
-      version,
       outputs,
       publishedAt: newest,
       sourceId: findOwner(document, owner)?.source.manifest.id ?? "",
@@ -155,7 +183,6 @@ export async function readCandidate(
   return {
     bundlePath,
     document,
-    version,
     outputs,
     publishedAt: document.publishedAt,
     sourceId: document.source.manifest.id,

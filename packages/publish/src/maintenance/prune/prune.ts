@@ -1,9 +1,7 @@
-import type { DestinationLimits, Lease } from "@distributor/engine";
-import { PendingDeletesError, UncommittedError } from "@distributor/engine";
+import { type StateTransaction, withStateTransaction } from "@distributor/engine";
 import {
   formatStateTimestamp,
   isSharedRootState,
-  type OwnerScope,
   ownerScope,
   type PruneCandidate,
   planPrune,
@@ -21,16 +19,14 @@ import { errorMessage, PruneError } from "../../errors.js";
 import { destinationLimits } from "../../shared/destination-limits.js";
 import { livePaths } from "../../shared/selection.js";
 import {
+  commitRootState,
   destinationRootPath,
-  maintenanceLease,
-  readRootState,
+  maintenanceTransaction,
+  rootStateOf,
   scopeReport,
-  withRootLease,
-  writeRootState,
 } from "../destination-root.js";
 import { refuseReleaseLayout } from "../release-scope.js";
 import { pruneBundles } from "./bundles.js";
-import { deleteFencedOutputs, storedVersions } from "./fenced-delete.js";
 import type { PruneOptions, PruneOutputRecord, PrunePlanReport, PruneReport } from "./types.js";
 
 export interface DestinationPrunePlanOptions {
@@ -145,9 +141,9 @@ export async function prune(options: PruneOptions): Promise<PruneReport> {
         limits,
       });
     }
-    const leaseOptions = maintenanceLease(options, limits);
-    return withRootLease(backend, owner, dryRun, leaseOptions, async (lease) => {
-      const { document, version } = await readRootState(backend, options.signal, limits);
+    const transaction = maintenanceTransaction(options, limits, dryRun);
+    return withStateTransaction(backend, "", owner, transaction, async (tx) => {
+      const document = await rootStateOf(backend, tx.read, options.signal, limits);
       const plan = planDestinationPrune(document, policy, {
         pipelineId: pipeline.id,
         destinationId: destination.id,
@@ -157,12 +153,8 @@ export async function prune(options: PruneOptions): Promise<PruneReport> {
         live: livePaths(destination, document, owner, ""),
       });
       const report = base(plan, "outputs");
-      if (lease === undefined || report.planned_outputs.length === 0) return report;
-      const state = { document, version };
-      await applyPrune(backend, lease, state, report, truncateToSecond(now), {
-        ...options,
-        limits,
-      });
+      if (tx.dryRun || report.planned_outputs.length === 0) return report;
+      await applyPrune(backend, tx, document, report, truncateToSecond(now), options);
       return report;
     });
   });
@@ -183,95 +175,64 @@ async function rootStatePresent(
 }
 
 /**
- * Carries out a prune in the commit protocol's order (docs/design/commit-protocol.md): journal the outputs to delete,
- * confirm the lease, write the state without their records (a compare-and-swap), then delete
- * them, each fenced on the version seen before the journal. A crash at any point leaves a
- * journal from which the next run completes or undoes the prune; nothing is deleted that a
- * written state still records.
+ * Carries out a prune as one state transaction (docs/design/commit-protocol.md): journal the
+ * outputs to delete, commit the state without their records, then delete them, each fenced on the
+ * version seen before the journal. A crash at any point leaves a journal from which the next run
+ * completes or undoes the prune; nothing is deleted that a written state still records.
  */
 async function applyPrune(
   backend: StorageBackend,
-  lease: Lease,
-  state: { document: StateDocument; version: string },
+  tx: StateTransaction,
+  document: StateDocument,
   report: PruneReport,
   now: Date,
-  options: PruneOptions & { limits: DestinationLimits },
+  options: PruneOptions,
 ): Promise<void> {
-  const { signal, limits } = options;
+  const { signal } = options;
   const scope = ownerScope(report.pipeline_id, report.destination_id);
   const paths = report.planned_outputs.map((output) => output.path);
-  const versions = await storedVersions(backend, "", paths, signal);
-  await lease.journal(paths, [...new Set(paths.map(parentOf))]);
+  const removal = isSharedRootState(document)
+    ? removeMissingOwnerOutputs(document, scope, paths)
+    : removeMissingOutputs(document, paths);
+  // Planned from the owner's records, so always a change; were it none, nothing is this prune's.
+  if (!removal.changed) return;
+  await tx.journal({ deletes: paths, directories: [...new Set(paths.map(parentOf))] });
   try {
-    signal?.throwIfAborted();
-    await lease.confirm();
-    report.state_changed = await removePrunedRecords(backend, state, scope, paths, now, {
-      signal,
-      limits,
-    });
+    await commitRootState(backend, tx, { ...removal.state, updatedAt: now });
   } catch (error) {
     // Not known to be written: nothing was deleted; the journal decides at the next run.
-    throw new PruneError(
-      report,
-      new UncommittedError(errorMessage(error), paths, { cause: error }),
-    );
+    throw new PruneError(report, error);
   }
+  report.state_changed = true;
 
   const planned = new Map(report.planned_outputs.map((output) => [output.path, output]));
-  const kept = await deleteFencedOutputs(
-    backend,
-    lease,
-    "",
-    paths,
-    versions,
-    signal,
-    (path, error) => {
-      // An abort is not this output's fault.
-      if (!signal?.aborted) report.failed_output = planned.get(path);
-      const done = new Set(report.deleted_outputs.map((deleted) => deleted.path));
-      const pending = paths.filter((p) => !done.has(p));
-      const what = signal?.aborted ? "the prune was interrupted" : `deleting ${path} failed`;
-      return new PruneError(
-        report,
-        new PendingDeletesError(
-          `the state no longer records the pruned outputs, but ${what}: ${errorMessage(error)}; the next run at this destination removes the rest`,
-          pending,
-          { cause: error },
-        ),
-      );
-    },
-    (path) => {
-      const output = planned.get(path);
-      if (output !== undefined) report.deleted_outputs.push(output);
-      options.onEvent?.({
-        type: "output_deleted",
-        pipeline_id: report.pipeline_id,
-        destination_id: report.destination_id,
-        path,
-      });
-    },
-  );
+  let kept: string[];
+  try {
+    kept = await tx.deleteAfter({
+      failureMessage: (path, error) => {
+        // An abort is not this output's fault.
+        if (!signal?.aborted) report.failed_output = planned.get(path);
+        const what = signal?.aborted ? "the prune was interrupted" : `deleting ${path} failed`;
+        return `the state no longer records the pruned outputs, but ${what}: ${errorMessage(error)}; the next run at this destination removes the rest`;
+      },
+      onDeleted: (path) => {
+        const output = planned.get(path);
+        if (output !== undefined) report.deleted_outputs.push(output);
+        options.onEvent?.({
+          type: "output_deleted",
+          pipeline_id: report.pipeline_id,
+          destination_id: report.destination_id,
+          path,
+        });
+      },
+    });
+  } catch (error) {
+    throw new PruneError(report, error);
+  }
   for (const path of kept) {
     const output = planned.get(path);
     if (output !== undefined) report.preserved_outputs.push(output);
   }
-}
-
-/** Removes the records of pruned outputs of `scope` and rewrites the state (compare-and-swap). */
-async function removePrunedRecords(
-  backend: StorageBackend,
-  { document, version }: { document: StateDocument; version: string },
-  scope: OwnerScope,
-  paths: readonly string[],
-  now: Date,
-  { signal, limits }: { signal: AbortSignal | undefined; limits: DestinationLimits },
-): Promise<boolean> {
-  const removal = isSharedRootState(document)
-    ? removeMissingOwnerOutputs(document, scope, paths)
-    : removeMissingOutputs(document, paths);
-  if (!removal.changed) return false;
-  await writeRootState(backend, { ...removal.state, updatedAt: now }, version, signal, limits);
-  return true;
 }
 
 function outputRecord(candidate: PruneCandidate): PruneOutputRecord {
