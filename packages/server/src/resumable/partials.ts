@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
 import { mkdir, open, readdir, readFile, rename, rm, stat, unlink, utimes } from "node:fs/promises";
+import { hostname } from "node:os";
 import { join } from "node:path";
 import { sharedFlush } from "../staging/staging.js";
 import type { AcceptedUpload, IdempotencyScope } from "../store/store.js";
@@ -226,10 +227,30 @@ export async function lockPartial(
       if (code !== "EEXIST") throw error;
     }
     const found = await stat(path).catch(() => undefined);
-    if (found !== undefined && found.mtimeMs > Date.now() - LOCK_STALE_MS) return "busy";
+    const fresh = found !== undefined && found.mtimeMs > Date.now() - LOCK_STALE_MS;
+    if (fresh && !(await heldByDeadProcess(path))) return "busy";
     await unlink(path).catch(() => undefined);
   }
   return "busy";
+}
+
+/**
+ * The name a lock records: host and process first, so that a process on the same host can tell
+ * a lock left by one that died (kill -9, then a restart) without waiting for it to go stale.
+ */
+export function lockOwner(instanceId: string): string {
+  return `${hostname()} ${process.pid} ${instanceId} ${randomBytes(6).toString("hex")}`;
+}
+
+async function heldByDeadProcess(path: string): Promise<boolean> {
+  const [host, pid] = (await readFile(path, "utf8").catch(() => "")).split(" ");
+  if (host !== hostname() || !/^\d+$/.test(pid ?? "")) return false;
+  try {
+    process.kill(Number(pid), 0);
+    return false;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "ESRCH";
+  }
 }
 
 function heldLock(path: string, owner: string): PartialLock {

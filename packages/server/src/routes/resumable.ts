@@ -9,6 +9,7 @@ import {
   dataPath,
   dropBytes,
   LOCK_REFRESH_MS,
+  lockOwner,
   lockPartial,
   markAccepted,
   openData,
@@ -461,7 +462,7 @@ async function takeLock(
     earlier.request.destroy();
     await earlier.released;
   }
-  const lock = await lockPartial(partial, `${instanceId} ${Math.random()}`);
+  const lock = await lockPartial(partial, lockOwner(instanceId));
   if (lock === "gone") {
     throw new HttpError(404, "upload_not_found", `upload ${id} was terminated meanwhile`, {
       headers: tusHeaders(),
