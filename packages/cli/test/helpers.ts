@@ -280,11 +280,11 @@ export interface Serving {
  */
 export async function startServe(
   config: string,
-  options: { cwd: string; env?: NodeJS.ProcessEnv },
+  options: { cwd: string; env?: NodeJS.ProcessEnv; listen?: string },
 ): Promise<Serving> {
   const child = spawn(
     process.execPath,
-    [BIN, "serve", "--config", config, "--listen", "127.0.0.1:0"],
+    [BIN, "serve", "--config", config, "--listen", options.listen ?? "127.0.0.1:0"],
     {
       cwd: options.cwd,
       env: { ...process.env, ...options.env },

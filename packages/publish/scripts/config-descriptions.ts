@@ -43,6 +43,11 @@ export const CONFIG_DESCRIPTIONS: Readonly<Record<string, string>> = {
     "How long the status record of a finished upload run (and its idempotency key) is kept (a duration such as 24h, the default).",
   "server.http.queue_size":
     "Uploads accepted but not started; beyond it the server answers 503. Default 16.",
+  "server.uploads": "Resumable (tus) uploads: partial uploads a producer may resume.",
+  "server.uploads.partial_ttl":
+    "How long a partial upload is kept after its last bytes arrived; then its bytes are removed and a resume starts over (a duration, default 24h).",
+  "server.uploads.max_partials_per_token":
+    "Partial uploads one token may hold at once; a further creation is refused with 429. Default 4.",
   "server.http.workers":
     "Runs executed concurrently (runs of one pipeline never overlap). Default 2.",
   "server.name":

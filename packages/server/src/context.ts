@@ -1,3 +1,4 @@
+import type { IncomingMessage } from "node:http";
 import type { Config, PipelineConfig } from "@distributor/publish";
 import type { ResolvedToken } from "./auth.js";
 import type { UploadServerEvent } from "./events.js";
@@ -25,6 +26,14 @@ export interface ServerContext {
   readonly runControls: Map<string, AbortController>;
   /** Cancels asked for while a run was between the queue and its start. */
   readonly cancelRequests: Set<string>;
+  /**
+   * Resumable uploads: this process's name in partial locks, and the requests of this process
+   * writing a partial now (a resume of the same upload stops the one whose producer went away).
+   */
+  readonly resumable: {
+    readonly instanceId: string;
+    readonly holders: Map<string, { request: IncomingMessage; released: Promise<void> }>;
+  };
   /** Ends long-polls when the server shuts down. */
   readonly stopping: AbortController;
   /** Set once `close` was called: new requests are refused from then on. */
@@ -40,6 +49,8 @@ export type RequestLog = {
   run_id: string | null;
   replayed: boolean;
   received_bytes: number;
+  /** The request is an upload's answer (single request, or the PATCH completing a resumable one). */
+  counts_upload: boolean;
 };
 
 /** `Retry-After` of the refusals a producer should retry (full queue, shutdown, store away). */

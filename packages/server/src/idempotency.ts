@@ -1,6 +1,6 @@
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { IncomingMessage } from "node:http";
 import type { RequestLog } from "./context.js";
-import { HttpError, sendJson } from "./http-error.js";
+import { HttpError } from "./http-error.js";
 import type {
   AcceptedUpload,
   IdempotencyScope,
@@ -53,13 +53,11 @@ export async function claim(
   }
 }
 
-/** Answers with the upload accepted earlier under the key, if this one holds the same manifest. */
-export function replay(
-  response: ServerResponse,
-  accepted: AcceptedUpload,
-  manifest: ManifestIdentity,
-  log: RequestLog,
-) {
+/**
+ * Checks that a retry holds the manifest of the upload accepted earlier under its key (409
+ * otherwise); the caller then answers with that upload.
+ */
+export function replay(accepted: AcceptedUpload, manifest: ManifestIdentity, log: RequestLog) {
   log.run_id = accepted.run_id;
   const same =
     manifest.id === accepted.manifest.id &&
@@ -73,8 +71,4 @@ export function replay(
     );
   }
   log.replayed = true;
-  sendJson(response, 200, accepted, {
-    Location: accepted.status_url,
-    "Idempotency-Replayed": "true",
-  });
 }

@@ -22,6 +22,10 @@ export interface ServerMetrics {
   takeover(): void;
   /** A store call failed. */
   storeError(): void;
+  /** A resumable upload's PATCH continued from an offset above zero. */
+  resumed(pipeline: string): void;
+  /** A partial upload's bytes were removed because it expired. */
+  partialExpired(count?: number): void;
 }
 
 /** Buckets for acceptance (upload received and staged) and run durations, in seconds. */
@@ -37,6 +41,8 @@ export function createServerMetrics(read: {
   pipelines: readonly string[];
   queueDepth: () => Promise<number>;
   stagingBytes: () => Promise<number>;
+  /** The partial uploads the staging directory holds now. */
+  partials: () => Promise<{ count: number; bytes: number }>;
 }): ServerMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: "distributor_serve_" });
@@ -111,7 +117,43 @@ export function createServerMetrics(read: {
       }
     },
   });
+  const resumes = new Counter({
+    name: "distributor_upload_resumes_total",
+    help: "PATCH requests of resumable uploads that continued from an offset above zero, by pipeline.",
+    labelNames: ["pipeline"],
+    registers: [registry],
+  });
+  const expirations = new Counter({
+    name: "distributor_partial_upload_expirations_total",
+    help: "Partial uploads whose bytes were removed because server.uploads.partial_ttl passed.",
+    registers: [registry],
+  });
+  // Read from the staging directory, which instances sharing it see alike.
+  let partials: Promise<{ count: number; bytes: number }> | undefined;
+  const readPartials = () => {
+    partials ??= read.partials().finally(() => {
+      partials = undefined;
+    });
+    return partials;
+  };
+  new Gauge({
+    name: "distributor_partial_uploads",
+    help: "Partial (resumable) uploads held in the staging directory, not expired.",
+    registers: [registry],
+    async collect() {
+      this.set((await readPartials().catch(() => undefined))?.count ?? 0);
+    },
+  });
+  new Gauge({
+    name: "distributor_partial_upload_bytes",
+    help: "Bytes partial (resumable) uploads hold in the staging directory.",
+    registers: [registry],
+    async collect() {
+      this.set((await readPartials().catch(() => undefined))?.bytes ?? 0);
+    },
+  });
   for (const pipeline of known) {
+    resumes.labels(pipeline).inc(0);
     // Present from the start, at zero, so that rates work from the first scrape.
     runs.labels(pipeline, "succeeded").inc(0);
     runs.labels(pipeline, "failed").inc(0);
@@ -136,6 +178,12 @@ export function createServerMetrics(read: {
     },
     storeError() {
       storeErrors.inc();
+    },
+    resumed(pipeline) {
+      resumes.labels(label(pipeline)).inc();
+    },
+    partialExpired(count = 1) {
+      expirations.inc(count);
     },
   };
 }

@@ -1,4 +1,5 @@
 import type { ServerContext } from "./context.js";
+import { expirePartials } from "./resumable/expiry.js";
 
 /**
  * docs/integrations/http-upload.md, durability: resumes every live run the store holds (a run that was running is queued
@@ -39,13 +40,23 @@ export async function recover(ctx: ServerContext) {
   workers.pump();
 }
 
-/** Finished records leave with the retention even when nobody asks for them. */
+/**
+ * Finished records leave with the retention, and partial uploads with `partial_ttl`, even when
+ * nobody asks for them.
+ */
 export function startSweeper(ctx: ServerContext): NodeJS.Timeout {
-  const { config, store, now } = ctx;
+  const { config, store, now, metrics, stagingArea } = ctx;
   const http = config.server.http;
+  const ttl = config.server.uploads.partialTtlMs;
   const sweeper = setInterval(
-    () => void store.expire(now()).catch(() => undefined),
-    Math.max(1000, Math.min(http.retentionMs, 60_000)),
+    () => {
+      void store.expire(now()).catch(() => undefined);
+      void expirePartials(stagingArea.receiveRoot, ttl).then(
+        (expired) => metrics.partialExpired(expired),
+        () => undefined,
+      );
+    },
+    Math.max(1000, Math.min(http.retentionMs, ttl, 60_000)),
   );
   sweeper.unref();
   return sweeper;

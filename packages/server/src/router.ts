@@ -4,9 +4,17 @@ import type { RequestLog, ServerContext } from "./context.js";
 import { RETRY_AFTER_SECONDS } from "./context.js";
 import { errorBody, HttpError, sendBeforeBody, sendJson } from "./http-error.js";
 import { allow, decodeSegment, pathOf } from "./request.js";
+import { speaksTus } from "./resumable/tus.js";
 import { cancel } from "./routes/cancel.js";
 import { list } from "./routes/list.js";
 import { healthz, metricsText, readyz } from "./routes/operations.js";
+import {
+  createUpload,
+  headUpload,
+  patchUpload,
+  terminateUpload,
+  tusOptions,
+} from "./routes/resumable.js";
 import { status } from "./routes/status.js";
 import { upload } from "./routes/upload.js";
 import { storeUnavailable } from "./store/errors.js";
@@ -28,6 +36,7 @@ export async function handle(
     error_code: null as string | null,
     replayed: false,
     received_bytes: 0,
+    counts_upload: false,
   };
   try {
     await route(ctx, request, response, log);
@@ -48,7 +57,7 @@ export async function handle(
       status: response.statusCode,
       duration_ms: Date.now() - started,
     });
-    if (log.path.endsWith("/uploads") && log.pipeline_id !== null) {
+    if (log.counts_upload && log.pipeline_id !== null) {
       const accepted = response.statusCode === 202 || response.statusCode === 200;
       const outcome = log.replayed
         ? "replayed"
@@ -112,8 +121,24 @@ async function route(
   }
   await ctx.store.expire(ctx.now());
   if (segments.length === 3 && segments[0] === "pipelines" && segments[2] === "uploads") {
+    const pipelineId = decodeSegment(segments[1] ?? "");
+    if (method === "OPTIONS") return tusOptions(response);
     allow(method, "POST");
-    await upload(ctx, request, response, decodeSegment(segments[1] ?? ""), log);
+    if (speaksTus(request)) await createUpload(ctx, request, response, pipelineId, log);
+    else {
+      log.counts_upload = true;
+      await upload(ctx, request, response, pipelineId, log);
+    }
+    return;
+  }
+  if (segments.length === 4 && segments[0] === "pipelines" && segments[2] === "uploads") {
+    const pipelineId = decodeSegment(segments[1] ?? "");
+    const id = decodeSegment(segments[3] ?? "");
+    if (method === "OPTIONS") return tusOptions(response);
+    if (method === "HEAD") return headUpload(ctx, request, response, pipelineId, id, log);
+    if (method === "DELETE") return terminateUpload(ctx, request, response, pipelineId, id, log);
+    allow(method, "PATCH");
+    await patchUpload(ctx, request, response, pipelineId, id, log);
     return;
   }
   if (segments.length === 1 && segments[0] === "runs") {

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { stat } from "node:fs/promises";
 import type { Server } from "node:http";
 import { createServer } from "node:http";
@@ -15,6 +16,7 @@ import type { ServerContext } from "./context.js";
 import type { UploadServerEvent } from "./events.js";
 import { countingStoreErrors, createServerMetrics } from "./metrics.js";
 import { recover, startSweeper } from "./recovery.js";
+import { partialsHeld } from "./resumable/expiry.js";
 import { handle } from "./router.js";
 import { executeRun, startPoller } from "./runner.js";
 import { openStagingArea } from "./staging/staging-area.js";
@@ -111,6 +113,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     // Read from the store itself: a failed read is counted once, by the gauge.
     queueDepth: () => rawStore.queueLength(),
     stagingBytes: () => rawStore.stagedBytes(),
+    partials: () => partialsHeld(stagingArea.receiveRoot, config.server.uploads.partialTtlMs),
   });
   const store = countingStoreErrors(rawStore, metrics);
   const ctx: ServerContext = {
@@ -128,6 +131,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
         emit({ type: "warning", message: `upload queue: ${errorMessage(error)}` }),
     }),
     runControls: new Map(),
+    resumable: { instanceId: randomUUID(), holders: new Map() },
     cancelRequests: new Set(),
     stopping: new AbortController(),
     closing: undefined,

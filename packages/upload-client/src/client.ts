@@ -1,3 +1,4 @@
+import { createReadStream } from "node:fs";
 import {
   BUNDLE_ARCHIVE_CONTENT_TYPE,
   packBundle,
@@ -12,6 +13,8 @@ import {
   type UploadClient,
   type UploadClientOptions,
 } from "./options.js";
+import type { AcceptedUpload } from "./records.js";
+import { packToFile, type ResumableUpload, resumableAttempt } from "./resumable.js";
 import { retryPolicy, withRetries } from "./retry.js";
 import {
   createDeadline,
@@ -23,6 +26,7 @@ import {
   refusal,
 } from "./transport.js";
 import {
+  type AcceptedBody,
   AcceptedBodySchema,
   type CancelAnswer,
   CancelAnswerSchema,
@@ -46,6 +50,52 @@ export function createUploadClient(options: UploadClientOptions): UploadClient {
   const clientPolicy = retryPolicy(options.retry);
   const timeouts: ClientTimeouts = { ...DEFAULT_TIMEOUTS, ...options.timeouts };
   const { send, headers } = createTransport(options, timeouts);
+
+  const singleRequest: SingleRequest = async (target, stream, answered) => {
+    const { url, operation, idempotencyKey, signal } = target;
+    let bodyError: unknown;
+    stream.on("error", (error) => {
+      bodyError ??= error;
+    });
+    const deadline = createDeadline(timeouts.connectMs);
+    const body = pacedBody(stream, deadline, timeouts.requestMs);
+    try {
+      let response: Response;
+      try {
+        response = await send(
+          url,
+          {
+            method: "POST",
+            headers: headers({
+              "content-type": BUNDLE_ARCHIVE_CONTENT_TYPE,
+              "idempotency-key": idempotencyKey,
+            }),
+            body,
+            duplex: "half",
+            ...(signal === undefined ? {} : { signal }),
+          } as RequestInit,
+          operation,
+          deadline,
+        );
+      } catch (error) {
+        // The bundle changed while it was packed: not the connection's fault, not retried.
+        if (bodyError !== undefined && !isAbort(bodyError)) throw bodyError;
+        throw error;
+      }
+      if (response.status !== 200 && response.status !== 201 && response.status !== 202) {
+        throw await refusal(response, operation);
+      }
+      const answer = await readBody(response, operation);
+      deadline.clear();
+      const accepted = parseWire(AcceptedBodySchema, answer);
+      if (!accepted.ok) throw invalidResponse(operation, response, accepted.problem);
+      return answered(response, accepted.value);
+    } finally {
+      deadline.clear();
+      // An early answer (a refusal before the body was read) leaves files open otherwise.
+      (stream as unknown as { destroy?: () => void }).destroy?.();
+    }
+  };
 
   const client: UploadClient = {
     server,
@@ -75,61 +125,60 @@ export function createUploadClient(options: UploadClientOptions): UploadClient {
       const url = new URL(`pipelines/${encodeURIComponent(pipeline)}/uploads`, server).href;
       const operation = `upload of ${validated.manifest.id} to ${url}`;
 
-      return withRetries(policy, signal, uploadOptions.onRetry, async () => {
-        // A consumed body cannot be sent again, so every attempt packs afresh.
-        const packed = await packBundle(bundleDirectory, {
+      const pack = () =>
+        packBundle(bundleDirectory, {
           mtime: validated.manifest.created,
           ...(maxFiles === undefined ? {} : { maxFiles }),
           ...(signal === undefined ? {} : { signal }),
         });
-        let bodyError: unknown;
-        packed.stream.on("error", (error) => {
-          bodyError ??= error;
-        });
-        const deadline = createDeadline(timeouts.connectMs);
-        const body = pacedBody(packed.stream, deadline, timeouts.requestMs);
-        try {
-          let response: Response;
-          try {
-            response = await send(
-              url,
-              {
-                method: "POST",
-                headers: headers({
-                  "content-type": BUNDLE_ARCHIVE_CONTENT_TYPE,
-                  "idempotency-key": idempotencyKey,
-                }),
-                body,
-                duplex: "half",
-                ...(signal === undefined ? {} : { signal }),
-              },
-              operation,
-              deadline,
-            );
-          } catch (error) {
-            // The bundle changed while it was packed: not the connection's fault, not retried.
-            if (bodyError !== undefined && !isAbort(bodyError)) throw bodyError;
-            throw error;
-          }
-          if (response.status !== 200 && response.status !== 201 && response.status !== 202) {
-            throw await refusal(response, operation);
-          }
-          const answer = await readBody(response, operation);
-          deadline.clear();
-          const accepted = parseWire(AcceptedBodySchema, answer);
-          if (!accepted.ok) throw invalidResponse(operation, response, accepted.problem);
-          return {
-            ...accepted.value,
-            status_url: new URL(accepted.value.status_url, server).href,
-            replayed: response.headers.get("idempotency-replayed")?.toLowerCase() === "true",
-            idempotency_key: idempotencyKey,
-          };
-        } finally {
-          deadline.clear();
-          // An early answer (a refusal before the body was read) leaves files open otherwise.
-          packed.stream.destroy();
-        }
+      const answered = (response: Response, body: AcceptedBody): AcceptedUpload => ({
+        ...body,
+        status_url: new URL(body.status_url, server).href,
+        replayed: response.headers.get("idempotency-replayed")?.toLowerCase() === "true",
+        idempotency_key: idempotencyKey,
       });
+      const target = { url, operation, idempotencyKey, signal };
+      const resumable = uploadOptions.resumable ?? "auto";
+      if (resumable === false) {
+        return withRetries(policy, signal, uploadOptions.onRetry, async () => {
+          // A consumed body cannot be sent again, so every attempt packs afresh.
+          const packed = await pack();
+          return singleRequest(target, packed.stream, answered);
+        });
+      }
+      // Packed once, into a file: a resumed attempt sends its bytes from the offset the server
+      // holds, and the size and digest are declared at creation.
+      const archive = await packToFile((await pack()).stream);
+      try {
+        if (resumable === "auto" && archive.size < RESUMABLE_THRESHOLD_BYTES) {
+          return await withRetries(policy, signal, uploadOptions.onRetry, () =>
+            singleRequest(target, createReadStream(archive.path), answered),
+          );
+        }
+        const state: ResumableUpload = {
+          transport: { send, headers },
+          timeouts,
+          createUrl: url,
+          server,
+          archive,
+          idempotencyKey,
+          operation,
+          signal,
+          onProgress: uploadOptions.onProgress,
+        };
+        const done = await withRetries(policy, signal, uploadOptions.onRetry, async () => {
+          const result = await resumableAttempt(state);
+          if (result !== "unsupported") return answered(result.response, result.accepted);
+          return undefined;
+        });
+        if (done !== undefined) return done;
+        // A server that does not speak tus takes the archive in one request.
+        return await withRetries(policy, signal, uploadOptions.onRetry, () =>
+          singleRequest(target, createReadStream(archive.path), answered),
+        );
+      } finally {
+        await archive.remove();
+      }
     },
 
     async getRun(runId, getOptions = {}) {
@@ -217,6 +266,21 @@ export function createUploadClient(options: UploadClientOptions): UploadClient {
   };
   return client;
 }
+
+/** Archives this large or larger are sent resumably by default (`resumable: "auto"`). */
+export const RESUMABLE_THRESHOLD_BYTES = 4 * 1024 * 1024;
+
+/** The single-request upload: the whole archive as the body of one POST. */
+type SingleRequest = (
+  target: {
+    url: string;
+    operation: string;
+    idempotencyKey: string;
+    signal: AbortSignal | undefined;
+  },
+  stream: NodeJS.ReadableStream & AsyncIterable<Uint8Array>,
+  answered: (response: Response, body: AcceptedBody) => AcceptedUpload,
+) => Promise<AcceptedUpload>;
 
 /** The server URL as a base for relative references: http(s), ending in `/`. */
 function baseUrl(server: string | URL): URL {

@@ -1,5 +1,5 @@
 export { SigningError, type SignOptions } from "@distributor/bundle";
-export { createUploadClient } from "./client.js";
+export { createUploadClient, RESUMABLE_THRESHOLD_BYTES } from "./client.js";
 export {
   type ClientErrorCode,
   isUploadError,
@@ -23,6 +23,7 @@ export {
   type UploadClient,
   type UploadClientOptions,
   type UploadOptions,
+  type UploadProgress,
   type UploadValidationOptions,
   type WaitForRunOptions,
 } from "./options.js";

@@ -66,6 +66,25 @@ export interface UploadOptions {
    * there is sent as it is.
    */
   sign?: Omit<SignOptions, "signal">;
+  /**
+   * Send the archive resumably (tus 1.0): a broken connection, a restart of the server or of
+   * this producer (with the same `idempotencyKey`) resumes from what the server holds. `"auto"`
+   * (default) does so for archives of `RESUMABLE_THRESHOLD_BYTES` (4 MiB) or more, and sends
+   * smaller ones in one request; `false` always sends one request, packing afresh per attempt.
+   */
+  resumable?: boolean | "auto";
+  /** Called as the archive is sent: at each (re)start with the offset the server holds, then as bytes go. */
+  onProgress?: (progress: UploadProgress) => void;
+}
+
+/** How far a resumable upload got. */
+export interface UploadProgress {
+  /** Bytes of the archive the server holds or that were handed to the connection. */
+  offset: number;
+  /** The archive's size. */
+  total: number;
+  /** True when an attempt starts from an offset the server already held (a resume). */
+  resumed: boolean;
 }
 
 export interface RetryNotice {

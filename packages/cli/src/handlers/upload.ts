@@ -1,5 +1,5 @@
 import { resolve } from "node:path";
-import type { RetryNotice, RunRecord } from "@distributor/upload-client";
+import type { RetryNotice, RunRecord, UploadProgress } from "@distributor/upload-client";
 import type { CommandHandler, UploadCommandOptions } from "../command.js";
 import { UsageError } from "../errors.js";
 import { uploadOutcome } from "../render/upload.js";
@@ -31,10 +31,27 @@ export const uploadCommand: CommandHandler<UploadCommandOptions> = async (option
       `distributor: ${error.message}; retrying in ${(delayMs / 1000).toFixed(1)}s (attempt ${attempt + 1})\n`,
     );
   };
+  // A resumed attempt says where it starts; a terminal also sees each tenth sent.
+  let shownTenth = -1;
+  const onProgress = ({ offset, total, resumed }: UploadProgress) => {
+    if (!tellRetries) return;
+    const percent = total === 0 ? 100 : (100 * offset) / total;
+    if (resumed) {
+      context.io.stderr.write(
+        `distributor: resuming the upload at ${mebibytes(offset)} of ${mebibytes(total)} (${percent.toFixed(1)}%), held by the server\n`,
+      );
+      return;
+    }
+    const tenth = Math.floor(percent / 10);
+    if (context.io.stderrIsTTY !== true || tenth === shownTenth) return;
+    shownTenth = tenth;
+    context.io.stderr.write(`distributor: sent ${mebibytes(offset)} of ${mebibytes(total)}\n`);
+  };
   const accepted = await uploader.upload(resolve(options.path), {
     pipeline: options.pipelineId,
     signal: context.signal,
     onRetry,
+    onProgress,
     ...(options.idempotencyKey === undefined ? {} : { idempotencyKey: options.idempotencyKey }),
     ...(options.sign === undefined
       ? {}
@@ -70,3 +87,7 @@ export const uploadCommand: CommandHandler<UploadCommandOptions> = async (option
   }
   return uploadOutcome(accepted, { record: current, final: false });
 };
+
+function mebibytes(bytes: number): string {
+  return `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
+}

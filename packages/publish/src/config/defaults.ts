@@ -30,6 +30,12 @@ export const CONFIG_DEFAULTS = Object.freeze({
   storeDirectoryName: "store",
   maxRuns: 10_000,
   claimTimeoutMs: 60_000,
+  /**
+   * A partial upload is kept a day after its last bytes arrived: long enough for a producer's CI
+   * job to be re-run the next morning, short enough that abandoned ones do not fill the disk.
+   */
+  partialTtlMs: 24 * 60 * 60 * 1000,
+  maxPartialsPerToken: 4,
   fsync: true,
   maxUploadSize: 64 * 1024 ** 2,
   signaturesRequired: true,
@@ -114,6 +120,11 @@ export function applyDefaults(raw: RawConfig, options: DefaultsOptions): Config 
         queueSize: http?.queue_size ?? CONFIG_DEFAULTS.queueSize,
         workers: http?.workers ?? CONFIG_DEFAULTS.workers,
         stagingDirectory,
+      },
+      uploads: {
+        partialTtlMs: raw.server?.uploads?.partial_ttl ?? CONFIG_DEFAULTS.partialTtlMs,
+        maxPartialsPerToken:
+          raw.server?.uploads?.max_partials_per_token ?? CONFIG_DEFAULTS.maxPartialsPerToken,
       },
       store: {
         backend: store?.backend ?? CONFIG_DEFAULTS.storeBackend,

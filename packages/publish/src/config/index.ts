@@ -39,6 +39,7 @@ export type {
   ReconciliationMode,
   ReconciliationPolicy,
   RemoteTimeouts,
+  ResumableUploadsConfig,
   RetentionPolicy,
   S3Credentials,
   S3Location,

@@ -238,6 +238,12 @@ export const configSchema = mapping({
           staging_directory: v.optional(text()),
         }),
       ),
+      uploads: v.optional(
+        mapping({
+          partial_ttl: v.optional(duration()),
+          max_partials_per_token: v.optional(integer(1, "must be greater than zero")),
+        }),
+      ),
       store: v.optional(
         mapping({
           backend: v.optional(choice(STORE_BACKENDS)),

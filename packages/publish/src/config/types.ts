@@ -51,6 +51,7 @@ export interface ServerConfig {
   /** `server.log`: the least level of the JSON lines `serve` writes (default `info`). */
   log: { level: "debug" | "info" | "warn" | "error" };
   http: HttpServerConfig;
+  uploads: ResumableUploadsConfig;
   store: StoreConfig;
   /** `server.staging`: absent when uploads stage in `http.stagingDirectory`, this instance's own. */
   staging?: StagingConfig;
@@ -82,6 +83,14 @@ export interface StoreConfig {
  * shared, its start-up clean-up removes only data older than a grace period that no live run owns.
  */
 export type StagingConfig = LocalLocation | S3Location;
+
+/** `server.uploads`: resumable (tus) uploads, docs/integrations/http-upload.md. */
+export interface ResumableUploadsConfig {
+  /** How long a partial upload is kept after its last bytes arrived (default 24 h). */
+  partialTtlMs: number;
+  /** Partial uploads one token may hold at once (default 4). */
+  maxPartialsPerToken: number;
+}
 
 export interface HttpServerConfig {
   /** `host:port` (`[v6]:port` for IPv6); port 0 asks the system for a free port. */

@@ -1,6 +1,8 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Readable } from "node:stream";
+import type { PipelineConfig } from "@distributor/publish";
 import { errorMessage, pipelineConfigDigest } from "@distributor/publish";
-import { authorize } from "../auth.js";
+import { authorize, type ResolvedToken } from "../auth.js";
 import type { RequestLog, ServerContext } from "../context.js";
 import { RETRY_AFTER_SECONDS } from "../context.js";
 import { HttpError, sendJson } from "../http-error.js";
@@ -16,18 +18,22 @@ import {
   validateStaged,
 } from "../staging/staging.js";
 import { storeUnavailable } from "../store/errors.js";
-import type { IdempotencyScope, UploadJob } from "../store/store.js";
+import type { AcceptedUpload, IdempotencyScope, UploadJob } from "../store/store.js";
 
-const ACCEPTED_CONTENT_TYPES: ReadonlySet<string> = new Set([
+/** A pipeline whose source takes uploads. */
+export type UploadPipeline = PipelineConfig & {
+  source: Extract<PipelineConfig["source"], { backend: "http_upload" }>;
+};
+
+export const ACCEPTED_CONTENT_TYPES: ReadonlySet<string> = new Set([
   "application/x-tar",
   "application/gzip",
   "application/x-gzip",
 ]);
 
 /**
- * `POST /pipelines/{id}/uploads`: stages and validates the archive, and answers 202 once the run
- * is queued durably (200 for a replay of an idempotency key). The order of the steps is what makes
- * the 202 survive a crash: docs/design/upload-service.md.
+ * `POST /pipelines/{id}/uploads` in one request: stages and validates the archive, and answers
+ * 202 once the run is queued durably (200 for a replay of an idempotency key).
  */
 export async function upload(
   ctx: ServerContext,
@@ -36,10 +42,39 @@ export async function upload(
   pipelineId: string,
   log: RequestLog,
 ) {
+  const { token, pipeline } = uploadTarget(ctx, request, pipelineId, log);
+  const key = idempotencyKey(request);
+  checkContentType(request);
+  const maxUploadSize = pipeline.source.maxUploadSize;
+  const declared = request.headers["content-length"];
+  if (declared !== undefined && Number(declared) > maxUploadSize) {
+    throw new HttpError(
+      413,
+      "upload_too_large",
+      `upload body of ${declared} bytes is larger than the pipeline's max_upload_size of ${maxUploadSize} bytes`,
+    );
+  }
+
+  const { accepted, replayed } = await acceptArchive(ctx, {
+    token,
+    pipeline,
+    key,
+    body: request,
+    contentType: contentTypeOf(request),
+    log,
+  });
+  sendAccepted(response, accepted, replayed);
+}
+
+/** The request's token and the upload pipeline it names: 401, 404 or 403 otherwise. */
+export function uploadTarget(
+  ctx: ServerContext,
+  request: IncomingMessage,
+  pipelineId: string,
+  log: RequestLog,
+): { token: ResolvedToken; pipeline: UploadPipeline } {
   const token = authorize(ctx.tokens, request, log);
-  const { config, uploadPipelines, store, stagingArea, workers, now } = ctx;
-  const http = config.server.http;
-  const pipeline = uploadPipelines.find((candidate) => candidate.id === pipelineId);
+  const pipeline = ctx.uploadPipelines.find((candidate) => candidate.id === pipelineId);
   if (pipeline === undefined || pipeline.source.backend !== "http_upload") {
     throw new HttpError(
       404,
@@ -55,18 +90,50 @@ export async function upload(
       `token ${token.id} may not upload to pipeline ${pipeline.id}`,
     );
   }
-  const key = idempotencyKey(request);
-  checkContentType(request);
-  const maxUploadSize = pipeline.source.maxUploadSize;
-  const declared = request.headers["content-length"];
-  if (declared !== undefined && Number(declared) > maxUploadSize) {
-    throw new HttpError(
-      413,
-      "upload_too_large",
-      `upload body of ${declared} bytes is larger than the pipeline's max_upload_size of ${maxUploadSize} bytes`,
-    );
-  }
+  return { token, pipeline: pipeline as UploadPipeline };
+}
 
+/** The answer to an accepted upload: `202`, or `200` with `Idempotency-Replayed` for a replay. */
+export function sendAccepted(
+  response: ServerResponse,
+  accepted: AcceptedUpload,
+  replayed: boolean,
+  headers: Record<string, string> = {},
+) {
+  if (replayed) {
+    sendJson(response, 200, accepted, {
+      ...headers,
+      Location: accepted.status_url,
+      "Idempotency-Replayed": "true",
+    });
+  } else sendJson(response, 202, accepted, { ...headers, Location: accepted.status_url });
+}
+
+/** What `acceptArchive` stages: a whole archive, from a request body or a completed partial. */
+export interface ArchiveToAccept {
+  token: ResolvedToken;
+  pipeline: PipelineConfig;
+  key: string | undefined;
+  body: Readable;
+  contentType: string;
+  log: RequestLog;
+}
+
+/**
+ * Stages and validates an archive and queues its run durably; the accepted upload, or the one
+ * accepted earlier under the same key (`replayed`). The order of the steps is what makes the
+ * 202 survive a crash: docs/design/upload-service.md. A single-request upload and a completed
+ * resumable one both come through here, so both promise the same.
+ */
+export async function acceptArchive(
+  ctx: ServerContext,
+  archive: ArchiveToAccept,
+): Promise<{ accepted: AcceptedUpload; replayed: boolean }> {
+  const { token, pipeline, key, log } = archive;
+  const { config, store, stagingArea, workers, now } = ctx;
+  const http = config.server.http;
+  const maxUploadSize =
+    pipeline.source.backend === "http_upload" ? pipeline.source.maxUploadSize : 0;
   const scope: IdempotencyScope | undefined =
     key === undefined ? undefined : { tokenId: token.id, pipelineId: pipeline.id, key };
   const earlier =
@@ -90,17 +157,17 @@ export async function upload(
     const directory = await createUploadDirectory(stagingArea.receiveRoot);
     staged = { directory, bundleDirectory: directory };
     staged = await extractUpload(
-      request,
+      archive.body,
       directory,
       pipeline,
       maxUploadSize,
-      contentTypeOf(request),
+      archive.contentType,
     );
     log.received_bytes = staged.receivedBytes ?? 0;
 
     if (earlier !== undefined) {
-      replay(response, earlier, await stagedManifest(staged, pipeline), log);
-      return;
+      replay(earlier, await stagedManifest(staged, pipeline), log);
+      return { accepted: earlier, replayed: true };
     }
     const manifest = await validateStaged(staged, pipeline, { now });
     // A durable 202 promises the staged bytes too (a remote staging copy is durable once written).
@@ -117,7 +184,7 @@ export async function upload(
       );
       enqueued = true;
       log.run_id = accepted.run_id;
-      sendJson(response, 202, accepted, { Location: accepted.status_url });
+      return { accepted, replayed: false };
     } catch (error) {
       // A store that went away may have committed the run before its answer was lost: the
       // placed bundle stays for that run (a retry with the key replays it); if nothing was

@@ -54,6 +54,8 @@ export interface TcpProxy {
   /** The same requests with the time each arrived, for a benchmark's timeline. */
   timeline(): TimedRequest[];
   resetCounts(): void;
+  /** Bytes every client sent towards the server since the start (those a cut lost included). */
+  clientBytes(): number;
   /**
    * HTTP mode: the next request matching `match` is forwarded; the server's answer is received in
    * full, then dropped and the client connection reset instead. Models "done, but the answer was
@@ -129,6 +131,7 @@ export async function startTcpProxy(options: TcpProxyOptions): Promise<TcpProxy>
     resetCounts: () => {
       proxy.seen.length = 0;
     },
+    clientBytes: () => proxy.clientBytes,
     loseAnswer: (match) => {
       needsHttp("loseAnswer");
       return proxy.addRule("lose", match);
@@ -185,6 +188,7 @@ class Rule {
 
 class ProxyState {
   readonly seen: TimedRequest[] = [];
+  clientBytes = 0;
   readonly started = performance.now();
   readonly connections = new Set<ProxiedConnection>();
   private readonly rules: Rule[] = [];
@@ -351,6 +355,7 @@ class ProxiedConnection {
     server.on("error", () => undefined);
     server.on("close", (hadError) => this.serverGone(hadError));
     client.on("data", (chunk: Buffer) => {
+      proxy.clientBytes += chunk.length;
       if (this.frozen || this.refused) return;
       if (this.requestFramer) this.requestFramer.feed(chunk);
       else this.toServer?.carry(chunk);

@@ -1,0 +1,556 @@
+import { createHash } from "node:crypto";
+import { createReadStream } from "node:fs";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { RequestLog, ServerContext } from "../context.js";
+import { HttpError } from "../http-error.js";
+import { idempotencyKey } from "../idempotency.js";
+import {
+  createPartial,
+  dataPath,
+  dropBytes,
+  LOCK_REFRESH_MS,
+  lockOwner,
+  lockPartial,
+  markAccepted,
+  openData,
+  type Partial,
+  type PartialLock,
+  partialId,
+  partialIds,
+  readPartial,
+  removePartial,
+} from "../resumable/partials.js";
+import {
+  byteCountHeader,
+  CHECKSUM_ALGORITHMS,
+  checkTusVersion,
+  httpDate,
+  OFFSET_CONTENT_TYPE,
+  parseUploadMetadata,
+  TUS_EXTENSIONS,
+  TUS_VERSION,
+  tusHeaders,
+  uploadChecksum,
+} from "../resumable/tus.js";
+import {
+  ACCEPTED_CONTENT_TYPES,
+  acceptArchive,
+  sendAccepted,
+  type UploadPipeline,
+  uploadTarget,
+} from "./upload.js";
+
+// Resumable uploads, tus 1.0 (docs/integrations/http-upload.md, "Resumable uploads"): creation
+// with POST, HEAD for the offset the server durably holds, PATCH to append, DELETE to terminate.
+// The PATCH that completes the archive hands it to `acceptArchive`, the single-request upload's
+// own path, and answers as that does (202 with the accepted upload).
+
+/** `OPTIONS /pipelines/{id}/uploads[/{upload}]`: what this server speaks. */
+export function tusOptions(response: ServerResponse) {
+  sendEmpty(response, 204, {
+    "Tus-Version": TUS_VERSION,
+    "Tus-Extension": TUS_EXTENSIONS,
+    "Tus-Checksum-Algorithm": [...CHECKSUM_ALGORITHMS].join(","),
+  });
+}
+
+/**
+ * `POST /pipelines/{id}/uploads` with `Tus-Resumable`: creates a partial upload, or finds the one
+ * the same token created with the same `Idempotency-Key` (its offset tells the producer what to
+ * send; an accepted one answers as a replay).
+ */
+export async function createUpload(
+  ctx: ServerContext,
+  request: IncomingMessage,
+  response: ServerResponse,
+  pipelineId: string,
+  log: RequestLog,
+) {
+  checkTusVersion(request);
+  const { token, pipeline } = uploadTarget(ctx, request, pipelineId, log);
+  const key = idempotencyKey(request);
+  if (request.headers["upload-defer-length"] !== undefined) {
+    throw new HttpError(
+      400,
+      "bad_request",
+      "Upload-Defer-Length is not supported: send Upload-Length",
+      {
+        headers: tusHeaders(),
+      },
+    );
+  }
+  const length = byteCountHeader(request, "Upload-Length");
+  const max = pipeline.source.maxUploadSize;
+  if (length > max) {
+    throw new HttpError(
+      413,
+      "upload_too_large",
+      `Upload-Length ${length} is larger than the pipeline's max_upload_size of ${max} bytes`,
+      { headers: tusHeaders({ "Tus-Max-Size": String(max) }) },
+    );
+  }
+  const metadata = parseUploadMetadata(headerText(request, "upload-metadata"));
+  const contentType = metadata.get("filetype") ?? "application/x-tar";
+  if (!ACCEPTED_CONTENT_TYPES.has(contentType)) {
+    throw new HttpError(
+      415,
+      "unsupported_media_type",
+      `Upload-Metadata filetype must be application/x-tar, application/gzip or application/x-gzip, got ${JSON.stringify(contentType)}`,
+      { headers: tusHeaders() },
+    );
+  }
+  const sha256 = metadata.get("sha256") ?? null;
+  if (sha256 !== null && !/^[0-9a-f]{64}$/.test(sha256)) {
+    throw new HttpError(
+      400,
+      "bad_request",
+      "Upload-Metadata sha256 must be 64 lowercase hex digits",
+      {
+        headers: tusHeaders(),
+      },
+    );
+  }
+  const root = ctx.stagingArea.receiveRoot;
+  const ttl = ctx.config.server.uploads.partialTtlMs;
+  const scope = key === undefined ? undefined : { tokenId: token.id, pipelineId: pipeline.id, key };
+  const id = partialId(scope);
+  const location = `/pipelines/${encodeURIComponent(pipeline.id)}/uploads/${id}`;
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const existing = await readPartial(root, id, ttl);
+    if (existing !== undefined) {
+      const same = existing.info.length === length && existing.info.sha256 === sha256;
+      if (!same) {
+        throw new HttpError(
+          409,
+          "idempotency_conflict",
+          `Idempotency-Key was already used for a resumable upload of ${existing.info.length} bytes (sha256 ${existing.info.sha256 ?? "not declared"}); this one declares ${length} bytes (sha256 ${sha256 ?? "not declared"}): terminate it (DELETE ${location}) or upload with a new key`,
+          { headers: tusHeaders() },
+        );
+      }
+      if (existing.accepted !== undefined) {
+        log.replayed = true;
+        log.run_id = existing.accepted.run_id;
+        sendAccepted(response, existing.accepted, true, uploadHeaders(existing, location));
+        return;
+      }
+      if (!existing.expired && existing.expiresAt > Date.now()) {
+        sendEmpty(response, 201, { Location: location, ...uploadHeaders(existing, location) });
+        return;
+      }
+      // Expired: what it held is gone; the producer starts over under the same key.
+      await removePartial(existing.directory);
+    }
+    if ((await heldBy(ctx, token.id)) >= ctx.config.server.uploads.maxPartialsPerToken) {
+      throw new HttpError(
+        429,
+        "too_many_partial_uploads",
+        `token ${token.id} holds server.uploads.max_partials_per_token (${ctx.config.server.uploads.maxPartialsPerToken}) partial uploads already; complete or terminate one first, or wait until one expires`,
+        { headers: tusHeaders() },
+      );
+    }
+    const info = {
+      id,
+      tokenId: token.id,
+      pipelineId: pipeline.id,
+      key: key ?? null,
+      length,
+      contentType,
+      sha256,
+      createdAt: Date.now(),
+    };
+    if (await createPartial(root, info)) {
+      const created = await readPartial(root, id, ttl);
+      if (created === undefined) break;
+      sendEmpty(response, 201, { Location: location, ...uploadHeaders(created, location) });
+      return;
+    }
+  }
+  throw busy(`upload ${location} is being created by another request`);
+}
+
+/** `HEAD` of an upload: the offset it durably holds, its length and when it expires. */
+export async function headUpload(
+  ctx: ServerContext,
+  request: IncomingMessage,
+  response: ServerResponse,
+  pipelineId: string,
+  id: string,
+  log: RequestLog,
+) {
+  checkTusVersion(request);
+  const { partial, location } = await ownPartial(ctx, request, pipelineId, id, log);
+  sendEmpty(response, 200, uploadHeaders(partial, location));
+}
+
+/**
+ * `PATCH` of an upload: appends the body at `Upload-Offset`, which must be the offset held. The
+ * bytes that arrived are kept when the connection breaks (flushed before any answer or later
+ * HEAD reports them); a body that fails its `Upload-Checksum`, or runs past `Upload-Length`, is
+ * taken back whole. The PATCH that completes the archive answers with its acceptance.
+ */
+export async function patchUpload(
+  ctx: ServerContext,
+  request: IncomingMessage,
+  response: ServerResponse,
+  pipelineId: string,
+  id: string,
+  log: RequestLog,
+) {
+  checkTusVersion(request);
+  const contentType = headerText(request, "content-type")?.split(";")[0]?.trim().toLowerCase();
+  if (contentType !== OFFSET_CONTENT_TYPE) {
+    throw new HttpError(
+      415,
+      "unsupported_media_type",
+      `a PATCH must have Content-Type ${OFFSET_CONTENT_TYPE}, got ${JSON.stringify(contentType ?? null)}`,
+      { headers: tusHeaders() },
+    );
+  }
+  const offset = byteCountHeader(request, "Upload-Offset");
+  const checksum = uploadChecksum(request);
+  const { token, pipeline, partial, location } = await ownPartial(
+    ctx,
+    request,
+    pipelineId,
+    id,
+    log,
+  );
+  const declared = headerText(request, "content-length");
+  if (declared !== undefined && offset + Number(declared) > partial.info.length) {
+    throw new HttpError(
+      413,
+      "upload_past_length",
+      `a body of ${declared} bytes at offset ${offset} runs past Upload-Length ${partial.info.length}`,
+      { headers: uploadHeaders(partial, location) },
+    );
+  }
+  const lock = await takeLock(ctx, partial, request);
+  try {
+    // Read again under the lock: the request that held it may have added bytes.
+    const current = (await readPartial(ctx.stagingArea.receiveRoot, id, ttlOf(ctx))) ?? partial;
+    if (current.accepted !== undefined) {
+      if (offset !== current.info.length) throw offsetConflict(current, offset, location);
+      log.replayed = true;
+      log.run_id = current.accepted.run_id;
+      sendAccepted(response, current.accepted, true, uploadHeaders(current, location));
+      return;
+    }
+    if (current.expired) throw expired(location);
+    if (offset !== current.offset) throw offsetConflict(current, offset, location);
+    if (offset > 0) ctx.metrics.resumed(pipeline.id);
+    const written = await appendBody(request, current, offset, checksum, lock);
+    const held = offset + written;
+    if (held < current.info.length) {
+      sendEmpty(response, 204, uploadHeaders({ ...current, offset: held }, location));
+      return;
+    }
+    log.counts_upload = true;
+    await complete(ctx, response, { token, pipeline, partial: current, location, log });
+  } finally {
+    await lock.release();
+  }
+}
+
+/** `DELETE` of an upload: terminates it; its bytes are removed and it is unknown from then on. */
+export async function terminateUpload(
+  ctx: ServerContext,
+  request: IncomingMessage,
+  response: ServerResponse,
+  pipelineId: string,
+  id: string,
+  log: RequestLog,
+) {
+  checkTusVersion(request);
+  const { partial } = await ownPartial(ctx, request, pipelineId, id, log, { expiredToo: true });
+  const lock = await takeLock(ctx, partial, request);
+  try {
+    await removePartial(partial.directory);
+  } finally {
+    await lock.release();
+  }
+  sendEmpty(response, 204);
+}
+
+/**
+ * Hands the completed archive to the single-request upload's path. A refusal that sending again
+ * cannot mend (an invalid bundle, a digest that differs) removes the partial; one a retry mends
+ * (a full queue, a store that is away) keeps it for the producer's next PATCH.
+ */
+async function complete(
+  ctx: ServerContext,
+  response: ServerResponse,
+  upload: {
+    token: Parameters<typeof acceptArchive>[1]["token"];
+    pipeline: UploadPipeline;
+    partial: Partial;
+    location: string;
+    log: RequestLog;
+  },
+) {
+  const { partial, location } = upload;
+  try {
+    if (partial.info.sha256 !== null) {
+      const digest = await fileSha256(dataPath(partial));
+      if (digest !== partial.info.sha256) {
+        throw new HttpError(
+          460,
+          "checksum_mismatch",
+          `the ${partial.info.length} bytes received have sha256 ${digest}, not the ${partial.info.sha256} declared at creation; the upload was removed: start over`,
+          { headers: tusHeaders() },
+        );
+      }
+    }
+    const { accepted, replayed } = await acceptArchive(ctx, {
+      token: upload.token,
+      pipeline: upload.pipeline,
+      key: partial.info.key ?? undefined,
+      body: createReadStream(dataPath(partial)),
+      contentType: partial.info.contentType,
+      log: upload.log,
+    });
+    await markAccepted(partial, accepted);
+    sendAccepted(
+      response,
+      accepted,
+      replayed,
+      uploadHeaders({ ...partial, offset: partial.info.length, accepted }, location),
+    );
+  } catch (error) {
+    if (error instanceof HttpError && error.status >= 400 && error.status < 500) {
+      await removePartial(partial.directory);
+    }
+    throw error;
+  }
+}
+
+/**
+ * Appends the request body at `offset`; the bytes written, flushed. A body cut short keeps what
+ * arrived, unless it carried a checksum (unverifiable now); one past the length or failing its
+ * checksum is taken back whole.
+ */
+async function appendBody(
+  request: IncomingMessage,
+  partial: Partial,
+  offset: number,
+  checksum: { algorithm: string; digest: string } | undefined,
+  lock: PartialLock,
+): Promise<number> {
+  const room = partial.info.length - offset;
+  const hash = checksum === undefined ? undefined : createHash(checksum.algorithm);
+  const file = await openData(partial);
+  let written = 0;
+  let progressed = false;
+  let lost = false;
+  const refresh = setInterval(() => {
+    if (!progressed) return;
+    progressed = false;
+    void lock.refresh().then((mine) => {
+      // Another request took the lock over (this one stalled past LOCK_STALE_MS): stop writing.
+      if (!mine) {
+        lost = true;
+        request.destroy();
+      }
+    });
+  }, LOCK_REFRESH_MS);
+  let refusal: HttpError | undefined;
+  try {
+    try {
+      for await (const chunk of request.iterator({
+        destroyOnReturn: false,
+      }) as AsyncIterable<Buffer>) {
+        if (lost) break;
+        if (written + chunk.length > room) {
+          refusal = new HttpError(
+            413,
+            "upload_past_length",
+            `the body runs past Upload-Length ${partial.info.length} (offset ${offset}, more than ${room} bytes); nothing of it was kept`,
+            { headers: tusHeaders({ "Upload-Offset": String(offset) }) },
+          );
+          break;
+        }
+        await file.write(chunk, 0, chunk.length, offset + written);
+        hash?.update(chunk);
+        written += chunk.length;
+        progressed = true;
+      }
+    } catch {
+      // The connection broke: what arrived is kept (without a checksum to check it against).
+      if (checksum !== undefined) await file.truncate(offset);
+      await file.sync();
+      return checksum === undefined ? written : 0;
+    }
+    if (refusal === undefined && hash !== undefined && checksum !== undefined) {
+      const digest = hash.digest("base64");
+      if (digest !== checksum.digest) {
+        refusal = new HttpError(
+          460,
+          "checksum_mismatch",
+          `the body's ${checksum.algorithm} is ${digest}, not the ${checksum.digest} of Upload-Checksum; nothing of it was kept`,
+          { headers: tusHeaders({ "Upload-Offset": String(offset) }) },
+        );
+      }
+    }
+    if (refusal !== undefined) {
+      await file.truncate(offset);
+      await file.sync();
+      throw refusal;
+    }
+    await file.sync();
+    return written;
+  } finally {
+    clearInterval(refresh);
+    await file.close();
+  }
+}
+
+/**
+ * The request's token, the upload's pipeline and the upload itself: 404 when there is none (it
+ * was terminated or never existed), 403 when another token created it, 410 when it expired.
+ */
+async function ownPartial(
+  ctx: ServerContext,
+  request: IncomingMessage,
+  pipelineId: string,
+  id: string,
+  log: RequestLog,
+  options: { expiredToo?: boolean } = {},
+) {
+  const { token, pipeline } = uploadTarget(ctx, request, pipelineId, log);
+  const location = `/pipelines/${encodeURIComponent(pipeline.id)}/uploads/${id}`;
+  const partial = await readPartial(ctx.stagingArea.receiveRoot, id, ttlOf(ctx));
+  if (partial === undefined || partial.info.pipelineId !== pipeline.id) {
+    throw new HttpError(
+      404,
+      "upload_not_found",
+      `no upload at ${location}: it was terminated, expired long ago or never existed; create a new one`,
+      { headers: tusHeaders() },
+    );
+  }
+  if (partial.info.tokenId !== token.id) {
+    throw new HttpError(
+      403,
+      "upload_not_owned",
+      `upload ${location} was created with another token; token ${token.id} may not use it`,
+      { headers: tusHeaders() },
+    );
+  }
+  if (!options.expiredToo && partial.accepted === undefined) {
+    if (partial.expired) throw expired(location);
+    if (partial.expiresAt <= Date.now()) {
+      await dropBytes(partial);
+      ctx.metrics.partialExpired();
+      throw expired(location);
+    }
+  }
+  return { token, pipeline, partial, location };
+}
+
+/**
+ * The partial's lock for this request. A request of this instance that holds it is stopped
+ * first (its producer's connection broke and it resumes); another instance's holder answers
+ * `423` until its lock goes stale.
+ */
+async function takeLock(
+  ctx: ServerContext,
+  partial: Partial,
+  request: IncomingMessage,
+): Promise<PartialLock> {
+  const { holders, instanceId } = ctx.resumable;
+  const id = partial.info.id;
+  const earlier = holders.get(id);
+  if (earlier !== undefined) {
+    earlier.request.destroy();
+    await earlier.released;
+  }
+  const lock = await lockPartial(partial, lockOwner(instanceId));
+  if (lock === "gone") {
+    throw new HttpError(404, "upload_not_found", `upload ${id} was terminated meanwhile`, {
+      headers: tusHeaders(),
+    });
+  }
+  if (lock === "busy") throw busy(`another request is writing upload ${id}`);
+  let release: () => void = () => undefined;
+  const released = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  holders.set(id, { request, released });
+  return {
+    refresh: () => lock.refresh(),
+    async release() {
+      try {
+        await lock.release();
+      } finally {
+        if (holders.get(id)?.request === request) holders.delete(id);
+        release();
+      }
+    },
+  };
+}
+
+/** Partial uploads `tokenId` holds now (expired and accepted ones no longer count). */
+async function heldBy(ctx: ServerContext, tokenId: string): Promise<number> {
+  const root = ctx.stagingArea.receiveRoot;
+  let count = 0;
+  for (const id of await partialIds(root)) {
+    const partial = await readPartial(root, id, ttlOf(ctx)).catch(() => undefined);
+    if (partial?.info.tokenId !== tokenId) continue;
+    if (partial.accepted === undefined && !partial.expired && partial.expiresAt > Date.now())
+      count += 1;
+  }
+  return count;
+}
+
+function ttlOf(ctx: ServerContext): number {
+  return ctx.config.server.uploads.partialTtlMs;
+}
+
+function uploadHeaders(partial: Partial, location: string): Record<string, string> {
+  return tusHeaders({
+    "Upload-Offset": String(partial.offset),
+    "Upload-Length": String(partial.info.length),
+    ...(partial.accepted === undefined
+      ? { "Upload-Expires": httpDate(partial.expiresAt) }
+      : { "Content-Location": location }),
+    "Cache-Control": "no-store",
+  });
+}
+
+function offsetConflict(partial: Partial, offset: number, location: string): HttpError {
+  return new HttpError(
+    409,
+    "offset_mismatch",
+    `Upload-Offset ${offset} is not the ${partial.offset} bytes upload ${location} holds; HEAD it and send from there`,
+    { headers: uploadHeaders(partial, location) },
+  );
+}
+
+function expired(location: string): HttpError {
+  return new HttpError(
+    410,
+    "upload_expired",
+    `upload ${location} expired (server.uploads.partial_ttl) and its bytes were removed; create a new one`,
+    { headers: tusHeaders() },
+  );
+}
+
+function busy(message: string): HttpError {
+  return new HttpError(423, "upload_locked", `${message}; retry shortly`, {
+    headers: tusHeaders({ "Retry-After": "1" }),
+  });
+}
+
+function headerText(request: IncomingMessage, name: string): string | undefined {
+  const value = request.headers[name];
+  return typeof value === "string" ? value : undefined;
+}
+
+function sendEmpty(response: ServerResponse, status: number, headers: Record<string, string> = {}) {
+  response.writeHead(status, { ...tusHeaders(), ...headers });
+  response.end();
+}
+
+async function fileSha256(path: string): Promise<string> {
+  const hash = createHash("sha256");
+  for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
+  return hash.digest("hex");
+}
