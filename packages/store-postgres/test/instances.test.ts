@@ -205,7 +205,11 @@ describe.skipIf(url === null)("postgres store shared by several instances", () =
     expect(await a.reserveQueueSlot()).toBe(true);
     await a.enqueue(sample.run, sample.job, sample.accepted, scope);
     if (waiting.kind === "pending") await waiting.settled;
-    expect(await b.claimKey(scope)).toEqual({ kind: "accepted", accepted: sample.accepted });
+    expect(await b.claimKey(scope)).toEqual({
+      kind: "accepted",
+      accepted: sample.accepted,
+      configDigest: sample.job.configDigest,
+    });
 
     const other = { ...scope, key: "abandoned" };
     expect(await a.claimKey(other)).toEqual({ kind: "claimed" });
