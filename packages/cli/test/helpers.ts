@@ -87,7 +87,10 @@ export function useTempDir(): () => string {
     directory = await mkdtemp(join(tmpdir(), "distributor-cli-"));
   });
   afterEach(async () => {
-    if (directory !== undefined) await rm(directory, { recursive: true, force: true });
+    // Retried: a process a test stopped may still be closing files below it for a moment.
+    if (directory !== undefined) {
+      await rm(directory, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
+    }
     directory = undefined;
   });
   return () => {
