@@ -133,6 +133,8 @@ export interface ReconcileStateCommandOptions {
   mode?: "adopt" | "rebuild";
   dryRun: boolean;
   lockTimeout?: string;
+  /** `--bundle-path`; absent: the destination root. */
+  bundlePath?: string;
 }
 
 export interface PruneCommandOptions {

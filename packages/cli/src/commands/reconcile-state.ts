@@ -2,6 +2,7 @@ import type { ReconcileStateCommandOptions } from "../command.js";
 import { UsageError } from "../errors.js";
 import {
   booleanFlag,
+  optionalString,
   outputFormat,
   type RawFlags,
   rejectPositionals,
@@ -15,7 +16,7 @@ export const reconcileState = defineCommand<ReconcileStateCommandOptions>({
   name: "reconcile-state",
   describe: "Drop state records of managed outputs that no longer exist at a destination",
   usage:
-    "Usage:\n  distributor reconcile-state --config <path> --pipeline <id> --destination <id> [--all-owners | --adopt | --rebuild] [--dry-run] [--lock-timeout <duration>] [--format text|json]",
+    "Usage:\n  distributor reconcile-state --config <path> --pipeline <id> --destination <id> [--all-owners | --adopt | --rebuild] [--bundle-path <path>] [--dry-run] [--lock-timeout <duration>] [--format text|json]",
   flags: {
     config: requiredConfigFlag,
     pipeline: {
@@ -36,6 +37,11 @@ export const reconcileState = defineCommand<ReconcileStateCommandOptions>({
       type: "boolean",
       describe:
         "Replace an unreadable or invalid state with one rebuilt from the current source and the bytes present (never deletes)",
+    },
+    "bundle-path": {
+      type: "string",
+      describe:
+        "Destination bundle path whose state is maintained (default: the destination root; a preserve_relative destination keeps one state per bundle path)",
     },
     "dry-run": {
       type: "boolean",
@@ -61,9 +67,15 @@ function reconcileStateOptions(flags: RawFlags): ReconcileStateCommandOptions {
     destinationId: requiredString(flags, "destination", "reconcile-state"),
     allOwners: booleanFlag(flags, "all-owners"),
     ...adoptionMode(flags),
+    ...bundlePathOf(flags),
     dryRun: booleanFlag(flags, "dry-run"),
     ...lockTimeout(flags),
   };
+}
+
+function bundlePathOf(flags: RawFlags): { bundlePath?: string } {
+  const bundlePath = optionalString(flags, "bundle-path");
+  return bundlePath === undefined ? {} : { bundlePath };
 }
 
 /** `--adopt` or `--rebuild`: at most one, and not with `--all-owners`. */

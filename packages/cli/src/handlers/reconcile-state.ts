@@ -14,6 +14,7 @@ export const reconcileStateCommand: CommandHandler<ReconcileStateCommandOptions>
     pipelineId: options.pipelineId,
     destinationId: options.destinationId,
     dryRun: options.dryRun,
+    ...(options.bundlePath === undefined ? {} : { bundlePath: options.bundlePath }),
     lockTimeoutMs: lockTimeoutMs(publish.parseDuration, options.lockTimeout),
     backends: context.backends,
     signal: context.signal,

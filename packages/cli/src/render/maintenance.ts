@@ -34,7 +34,9 @@ export function formatReconcileStateText(report: ReconcileStateReport): string {
     `Reconcile state: pipeline=${report.pipeline_id} destination=${report.destination_id}` +
     ` backend=${report.backend} root=${report.root_path} status=${reconcileStateStatus(report)}` +
     ` checked=${report.checked_count} missing=${report.missing_managed_outputs.length}` +
-    ` unmanaged=${report.unmanaged_entries.length} dry_run=${report.dry_run}`
+    ` unmanaged=${report.unmanaged_entries.length} dry_run=${report.dry_run}` +
+    // The reference's line, and the bundle path after it when it is not the root.
+    (report.bundle_path === "." ? "" : ` bundle=${report.bundle_path}`)
   );
 }
 

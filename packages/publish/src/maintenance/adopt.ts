@@ -31,6 +31,7 @@ import {
   type StorageEntry,
 } from "@distributor/storage";
 import {
+  bundlePrefix,
   findDestination,
   findPipeline,
   openConfiguredDestination,
@@ -38,7 +39,7 @@ import {
 } from "../backends/configured-location.js";
 import { openBackend, withBackend } from "../backends/registry.js";
 import type { DestinationConfig, PipelineConfig } from "../config/types.js";
-import { errorCode, errorMessage } from "../errors.js";
+import { errorCode, errorMessage, WorkflowError } from "../errors.js";
 import { destinationLimits } from "../shared/destination-limits.js";
 import { noBundlesError } from "../shared/no-bundles.js";
 import { destinationSelection } from "../shared/selection.js";
@@ -162,7 +163,10 @@ export async function adoptOutputs(options: AdoptOptions): Promise<AdoptReport> 
       ...(options.signal ? { signal: options.signal } : {}),
     });
     await withBackend(source, async () => {
-      const targets = await sourceTargets(source, pipeline, destination, options.signal);
+      const targets = only(
+        await sourceTargets(source, pipeline, destination, options.signal),
+        options.bundlePath,
+      );
       for (const target of targets) {
         options.signal?.throwIfAborted();
         const bundle = await adoptBundle(options, backend, source, destination, owner, target);
@@ -174,6 +178,19 @@ export async function adoptOutputs(options: AdoptOptions): Promise<AdoptReport> 
     });
     return report;
   });
+}
+
+/** The target at `bundlePath` alone, when one is asked for (`--bundle-path`). */
+function only(targets: SourceTarget[], bundlePath: string | undefined): SourceTarget[] {
+  if (bundlePath === undefined) return targets;
+  const wanted = bundlePrefix(bundlePath);
+  const found = targets.filter((target) => target.bundlePath === wanted);
+  if (found.length > 0) return found;
+  const published = targets.map((target) => displayPath(target.bundlePath)).join(", ");
+  throw new WorkflowError(
+    "bundle_path_not_published",
+    `no bundle of the current source publishes to bundle path ${displayPath(wanted)} at this destination (it publishes to: ${published || "none"})`,
+  );
 }
 
 interface SourceTarget {

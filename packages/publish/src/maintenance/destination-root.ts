@@ -11,6 +11,7 @@ import {
 import type { OwnerScope, StateDocument } from "@distributor/state";
 import {
   compareLogicalPaths,
+  joinPrefix,
   locatePath,
   parentPath,
   STATE_FILE_NAME,
@@ -45,6 +46,9 @@ export async function rootStateOf(
   read: DestinationStateRead,
   signal: AbortSignal | undefined,
   limits: DestinationLimits,
+  /** What to do instead when bundle paths below keep states of their own; `first` names one. */
+  instead: (first: string) => string = () =>
+    "this command maintains a root state only; `audit` checks every bundle path's outputs, `run --repair` restores them, and `prune` removes whole bundle paths",
 ): Promise<StateDocument> {
   const { status } = read;
   if (status.stateError !== undefined) throw status.stateError;
@@ -53,7 +57,7 @@ export async function rootStateOf(
   const detail =
     below.length === 0
       ? "so nothing is managed there"
-      : `but ${below.length} bundle path(s) below it keep their own (${below.slice(0, 3).join(", ")}${below.length > 3 ? ", …" : ""}), as a preserve_relative destination does: this command maintains a root state only; \`audit\` checks every bundle path's outputs, \`run --repair\` restores them, and \`prune\` removes whole bundle paths`;
+      : `but ${below.length} bundle path(s) below it keep their own (${below.slice(0, 3).join(", ")}${below.length > 3 ? ", …" : ""}), as a preserve_relative destination does: ${instead(below[0] as string)}`;
   throw new WorkflowError(
     "state_not_found",
     `${backend.location}: no ${STATE_FILE_NAME} at the destination root, ${detail}`,
@@ -90,13 +94,15 @@ export async function commitRootState(
   backend: StorageBackend,
   tx: StateTransaction,
   document: StateDocument,
+  /** The bundle path whose state it is; default the destination root. */
+  bundlePath = "",
 ): Promise<void> {
   try {
     await tx.commit(document);
   } catch (error) {
     if (!(error instanceof StateChangedError)) throw error;
     throw new StateChangedError(
-      `${locatePath(backend.location, STATE_FILE_NAME)} changed while it was being maintained; nothing was written`,
+      `${locatePath(backend.location, joinPrefix(bundlePath, STATE_FILE_NAME))} changed while it was being maintained; nothing was written`,
       { cause: error },
     );
   }

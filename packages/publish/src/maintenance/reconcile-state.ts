@@ -1,6 +1,7 @@
 import {
   assertLayout,
   type DestinationLimit,
+  type DestinationLimits,
   walkWithin,
   withStateTransaction,
 } from "@distributor/engine";
@@ -21,15 +22,20 @@ import {
 } from "@distributor/state";
 import {
   compareLogicalPaths,
+  displayPath,
   isStorageError,
+  joinPrefix,
   LEASE_FILE_NAME,
+  locatePath,
   mapBounded,
+  relativeTo,
   STATE_FILE_NAME,
   type StorageBackend,
 } from "@distributor/storage";
-import { openConfiguredDestination } from "../backends/configured-location.js";
+import { bundlePrefix, openConfiguredDestination } from "../backends/configured-location.js";
 import { withBackend } from "../backends/registry.js";
 import type { Config } from "../config/types.js";
+import { WorkflowError } from "../errors.js";
 import { destinationLimits } from "../shared/destination-limits.js";
 import type { WorkflowOptions } from "../shared/workflow-options.js";
 import {
@@ -60,6 +66,11 @@ export interface ReconcileStateOptions extends WorkflowOptions {
   lease?: { ttlMs?: number; renew?: boolean };
   /** Most entries listed below the root; default the destination's `max_entries`. */
   listingLimit?: number;
+  /**
+   * The destination bundle path whose state is maintained (`.` or absent: the destination root).
+   * A `preserve_relative` destination keeps a state per bundle path.
+   */
+  bundlePath?: string | undefined;
 }
 
 /** The owner a repair is scoped to. */
@@ -86,6 +97,8 @@ export interface ReconcileStateReport {
   backend: string;
   /** The destination's configured root (see `destinationRootPath`). */
   root_path: string;
+  /** The bundle path whose state was maintained (`.` for the destination root). */
+  bundle_path: string;
   /** Schema of the parsed state: 2 (single-owner, also for a schema 1 file) or 3 (shared-root). */
   state_schema: number;
   owner_scope: ReconcileStateOwnerScope;
@@ -125,23 +138,24 @@ export async function reconcileState(
   const listing =
     options.listingLimit === undefined ? limits.entries : { value: options.listingLimit };
   const transaction = maintenanceTransaction(options, limits, dryRun);
+  const bundle = bundlePrefix(options.bundlePath ?? ".");
   return withBackend(backend, () =>
-    withStateTransaction(backend, "", owner, transaction, async (tx) => {
-      await assertLayout(backend, "", "in_place", {
+    withStateTransaction(backend, bundle, owner, transaction, async (tx) => {
+      await assertLayout(backend, bundle, "in_place", {
         maxStateBytes: limits.stateBytes.value,
         signal,
       });
-      const document = await rootStateOf(backend, tx.read, signal, limits);
+      const document = await bundleStateOf(backend, bundle, tx.read, signal, limits);
       const scope = repairScope(document, owner, options);
-      const missing = await missingOutputs(backend, scope.checked, signal);
-      const unmanaged = await unmanagedEntries(backend, scope.managed, listing, signal);
+      const missing = await missingOutputs(backend, bundle, scope.checked, signal);
+      const unmanaged = await unmanagedEntries(backend, bundle, scope.managed, listing, signal);
       let changed = false;
       if (!tx.dryRun && missing.length > 0) {
         const removal = scope.remove(missing.map((item) => item.path));
         if (removal.changed) {
           const now = truncateToSecond(options.now?.() ?? new Date());
           // Only records go, no file: nothing to journal, the commit is the whole change.
-          await commitRootState(backend, tx, { ...removal.state, updatedAt: now });
+          await commitRootState(backend, tx, { ...removal.state, updatedAt: now }, bundle);
           changed = true;
         }
       }
@@ -150,6 +164,7 @@ export async function reconcileState(
         destination_id: destination.id,
         backend: destination.location.backend,
         root_path: destinationRootPath(destination),
+        bundle_path: displayPath(bundle),
         state_schema: document.schemaVersion,
         owner_scope: scope.ownerScope,
         checked_count: scope.checked.length,
@@ -199,15 +214,42 @@ function repairScope(
   };
 }
 
+/** The state of `bundle` as the transaction read it; `state_not_found` when there is none. */
+async function bundleStateOf(
+  backend: StorageBackend,
+  bundle: string,
+  read: Parameters<typeof rootStateOf>[1],
+  signal: AbortSignal | undefined,
+  limits: DestinationLimits,
+): Promise<StateDocument> {
+  if (bundle === "") {
+    return rootStateOf(
+      backend,
+      read,
+      signal,
+      limits,
+      (first) =>
+        `name one with --bundle-path (\`distributor reconcile-state … --bundle-path ${first}\`); \`audit\` checks every bundle path's outputs`,
+    );
+  }
+  if (read.status.stateError !== undefined) throw read.status.stateError;
+  if (read.status.state !== undefined) return read.status.state;
+  throw new WorkflowError(
+    "state_not_found",
+    `${locatePath(backend.location, joinPrefix(bundle, STATE_FILE_NAME))} does not exist, so nothing is managed at bundle path ${bundle}; \`distributor audit\` lists the bundle paths that keep a state`,
+  );
+}
+
 /** Records whose path `stat` reports as not found, in record order. Other failures abort. */
 async function missingOutputs(
   backend: StorageBackend,
+  bundle: string,
   outputs: RepairScope["checked"],
   signal: AbortSignal | undefined,
 ): Promise<ReconcileStatePath[]> {
   const present = await mapBounded(outputs, STAT_CONCURRENCY, async (output) => {
     try {
-      await backend.stat(output.path, { signal });
+      await backend.stat(joinPrefix(bundle, output.path), { signal });
       return true;
     } catch (error) {
       if (isStorageError(error, "not_found")) return false;
@@ -224,11 +266,13 @@ async function missingOutputs(
 }
 
 /**
- * Entries under the root that are neither the state file nor any recorded output (bounded walk):
- * files, symlinks, special files, and anything whose name is not a logical path.
+ * Entries under the bundle path that are neither the state file nor any recorded output (bounded
+ * walk): files, symlinks, special files, and anything whose name is not a logical path. Paths
+ * are relative to the bundle path; a nested bundle path with a state of its own is not looked in.
  */
 async function unmanagedEntries(
   backend: StorageBackend,
+  bundle: string,
   managedPaths: readonly string[],
   limit: DestinationLimit,
   signal: AbortSignal | undefined,
@@ -237,9 +281,18 @@ async function unmanagedEntries(
   managed.add(STATE_FILE_NAME);
   // The lease of a run holding the state (ours, unless this is a dry run) is not content.
   managed.add(LEASE_FILE_NAME);
-  const entries = await walkWithin(backend, "", limit, { recursive: true, signal });
+  const entries = (await walkWithin(backend, bundle, limit, { recursive: true, signal })).map(
+    (entry) => ({ ...entry, path: bundle === "" ? entry.path : relativeTo(bundle, entry.path) }),
+  );
+  const nested =
+    bundle === ""
+      ? []
+      : entries
+          .filter((entry) => entry.kind === "file" && entry.path.endsWith(`/${STATE_FILE_NAME}`))
+          .map((entry) => entry.path.slice(0, -STATE_FILE_NAME.length));
   return entries
     .filter((entry) => {
+      if (nested.some((prefix) => entry.path.startsWith(prefix))) return false;
       if (entry.nameProblem !== undefined) return true;
       return entry.kind !== "directory" && !managed.has(entry.path);
     })
