@@ -36,7 +36,7 @@ export function formatReconcileStateText(report: ReconcileStateReport): string {
     ` checked=${report.checked_count} missing=${report.missing_managed_outputs.length}` +
     ` unmanaged=${report.unmanaged_entries.length} dry_run=${report.dry_run}` +
     // The reference's line, and the bundle path after it when it is not the root.
-    (report.bundle_path === "." ? "" : ` bundle=${report.bundle_path}`)
+    (report.bundle_path === undefined ? "" : ` bundle=${report.bundle_path}`)
   );
 }
 

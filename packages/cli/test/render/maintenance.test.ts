@@ -11,7 +11,6 @@ const reconcile: ReconcileStateReport = {
   destination_id: "archive",
   backend: "local",
   root_path: "/srv/reports/archive",
-  bundle_path: ".",
   state_schema: 2,
   owner_scope: { pipeline_id: "reports", destination_id: "archive" },
   checked_count: 2,

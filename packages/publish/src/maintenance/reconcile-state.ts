@@ -97,8 +97,11 @@ export interface ReconcileStateReport {
   backend: string;
   /** The destination's configured root (see `destinationRootPath`). */
   root_path: string;
-  /** The bundle path whose state was maintained (`.` for the destination root). */
-  bundle_path: string;
+  /**
+   * The bundle path whose state was maintained (`--bundle-path`); absent for the destination
+   * root, so that the report of a root is the reference's.
+   */
+  bundle_path?: string;
   /** Schema of the parsed state: 2 (single-owner, also for a schema 1 file) or 3 (shared-root). */
   state_schema: number;
   owner_scope: ReconcileStateOwnerScope;
@@ -164,7 +167,7 @@ export async function reconcileState(
         destination_id: destination.id,
         backend: destination.location.backend,
         root_path: destinationRootPath(destination),
-        bundle_path: displayPath(bundle),
+        ...(bundle === "" ? {} : { bundle_path: displayPath(bundle) }),
         state_schema: document.schemaVersion,
         owner_scope: scope.ownerScope,
         checked_count: scope.checked.length,
