@@ -58,6 +58,7 @@ describe("parseConfig defaults", () => {
           maxRuns: 10_000,
           claimTimeoutMs: 60_000,
         },
+        uploads: { partialTtlMs: 86_400_000, maxPartialsPerToken: 4 },
       },
       secrets: {},
       uploadTokens: [],
