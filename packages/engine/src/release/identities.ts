@@ -12,7 +12,7 @@ import { DEFAULT_DESTINATION_LIMITS, type DestinationLimits } from "../protocol/
 import { identitiesPath, releaseDirectory, snapshotPath } from "./layout.js";
 
 // What identifies each stored file of a release at the time it was committed
-// (docs/design/releases.md, "Release history you can check"): the store's version token — on a
+// (docs/design/releases.md, "Edits in place"): the store's version token — on a
 // local directory the inode, size and modification time to the microsecond; over SFTP the size
 // and modification time. An edit in place (`>`, `cp` over it, `rsync --inplace`) changes the
 // token of every release sharing the inode; a rename over the name gives the path a new inode.
@@ -146,7 +146,10 @@ export interface ReleaseCheck {
   identities: boolean;
   /** Whether every file's digest was compared with the snapshot's records (`--verify`). */
   verified: boolean;
-  /** Files whose identity (or, verified, digest) is no longer the committed one. */
+  /**
+   * Files whose bytes are no longer the committed ones: their identity differs and so does their
+   * digest (with `verify`, their digest differs whatever their identity).
+   */
   changed: string[];
   /** Files committed in the release and no longer there. */
   missing: string[];
