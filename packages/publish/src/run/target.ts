@@ -164,7 +164,7 @@ export async function runTarget(
               }),
           })
         : publishTarget(publishOptions);
-    const published = publish({
+    await publish({
       plan: {
         source,
         sourceBundlePath: target.bundle.path,
@@ -268,7 +268,6 @@ export async function runTarget(
         options.onEvent?.({ type: "plan", action: { ...action } });
       },
     });
-    await published;
     if (action.status === "publishing") action.status = "published";
   } catch (error) {
     if (signal?.aborted) {
@@ -293,7 +292,7 @@ function rewrittenWarning(paths: readonly string[]): RunActionWarning {
   const more = paths.length > 5 ? ` (and ${paths.length - 5} more)` : "";
   return {
     code: "release_files_rewritten",
-    message: `${paths.length} file(s) of the previous release changed after it was committed (edited in place): ${shown}${more}; the new release holds them written again from the source, and the release they changed in still serves the edited bytes until it is rolled back from or retired`,
+    message: `${paths.length} file(s) of the previous release changed after it was committed (edited in place): ${shown}${more}; the new release holds them written again from the source; the earlier release keeps the edited bytes (audit reports it, rollback refuses it unless --force) until retention removes it`,
     paths: [...paths],
   };
 }
