@@ -133,6 +133,33 @@ interface BrokenCase {
 }
 
 const current = (at: Place) => at.releases[at.releases.length - 1] as string;
+
+/**
+ * A bundle path published in one layout and configured with the other: `unsupported_layout` from
+ * every command, and the way forward the messages give (`says`) is the layout it was published
+ * with, which then works.
+ */
+function layoutMismatch(
+  name: string,
+  which: "releases" | "in-place",
+  layout: string,
+  says: string,
+): BrokenCase {
+  return {
+    name,
+    which,
+    layout,
+    breakIt: async () => undefined,
+    codes: {
+      run: "unsupported_layout",
+      audit: "unsupported_layout",
+      rollback: "unsupported_layout",
+      rebuild: "unsupported_layout",
+    },
+    advice: (at) => [["run", "--config", at.original]],
+    says: { run: says, audit: says },
+  };
+}
 const state = (at: Place) => join(at.dest, ".distributor.json");
 
 const CASES: BrokenCase[] = [
@@ -166,35 +193,18 @@ const CASES: BrokenCase[] = [
     // Nothing of this pipeline's can fix another's publication: the messages name no command.
     advice: () => [],
   },
-  {
-    name: "published in place, configured as releases",
-    which: "in-place",
-    layout: RELEASES,
-    breakIt: async () => undefined,
-    codes: {
-      run: "unsupported_layout",
-      audit: "unsupported_layout",
-      rollback: "unsupported_layout",
-      rebuild: "unsupported_layout",
-    },
-    // The way forward the messages give: the layout it was published with.
-    advice: (at) => [["run", "--config", at.original]],
-    says: { run: "remove layout: releases", audit: "remove layout: releases" },
-  },
-  {
-    name: "published as releases, configured in place",
-    which: "releases",
-    layout: "",
-    breakIt: async () => undefined,
-    codes: {
-      run: "unsupported_layout",
-      audit: "unsupported_layout",
-      rollback: "unsupported_layout",
-      rebuild: "unsupported_layout",
-    },
-    advice: (at) => [["run", "--config", at.original]],
-    says: { run: "set layout: releases again", audit: "set layout: releases again" },
-  },
+  layoutMismatch(
+    "published in place, configured as releases",
+    "in-place",
+    RELEASES,
+    "remove layout: releases",
+  ),
+  layoutMismatch(
+    "published as releases, configured in place",
+    "releases",
+    "",
+    "set layout: releases again",
+  ),
   {
     name: "a state marked by a killed run",
     which: "releases",
