@@ -11,6 +11,7 @@ import {
   finishRelease,
   prepareRelease,
   releaseDirectoryExists,
+  releasesToRetire,
   retainReleases,
   snapshotExists,
 } from "./releases.js";
@@ -63,7 +64,7 @@ export async function publishRelease(
   const gone =
     recorded !== undefined &&
     !(await releaseDirectoryExists(destination, bundlePath, recorded, signal));
-  if (!options.dryRun && !gone) await settlePendingSwitch(options);
+  if (!options.dryRun && !gone) await settlePendingSwitch(options, layout.keep);
   const next = layout.id ?? newReleaseId(options.now());
   const limits = options.plan.limits ?? DEFAULT_DESTINATION_LIMITS;
   const view = new ReleaseView(destination, bundlePath, next, limits);
@@ -113,14 +114,16 @@ export async function publishRelease(
  * before switching (or the release's snapshot went missing since): under the lease (recovering
  * that run's journal first, in that release), the snapshot is written and the switch made,
  * unless the state still says a replacement is under way there — then the publication's own
- * preparation finishes it once the marker is recovered.
+ * preparation finishes it once the marker is recovered. A run that died (or failed) between its
+ * switch and its retention left releases beyond `keep`: they are removed here too, so that the
+ * next run finishes that retention even when it only skips.
  */
-async function settlePendingSwitch(options: PublishTargetOptions): Promise<void> {
+async function settlePendingSwitch(options: PublishTargetOptions, keep: number): Promise<void> {
   const { destination, target, signal } = options.plan;
   const bundlePath = target.bundlePath;
   const look = new ReleaseView(destination, bundlePath);
   const recorded = await look.stateRelease(signal);
-  if (recorded === undefined || (await settled(look, recorded, signal))) return;
+  if (recorded === undefined || (await settled(look, recorded, keep, signal))) return;
   let lease: Awaited<ReturnType<typeof holdLease>>;
   try {
     lease = await holdLease(look, bundlePath, target.owner, {
@@ -137,16 +140,37 @@ async function settlePendingSwitch(options: PublishTargetOptions): Promise<void>
   try {
     const view = new ReleaseView(destination, bundlePath, undefined, options.plan.limits);
     const id = await view.stateRelease(signal);
-    if (id === undefined || (await settled(view, id, signal))) return;
+    if (id === undefined || (await settled(view, id, keep, signal))) return;
     if (await stillMarked(view, bundlePath, signal)) return;
-    await finishRelease(view, id, lease, signal);
+    if (!(await switchedWithSnapshot(view, id, signal)))
+      await finishRelease(view, id, lease, signal);
+    // What a run killed between its switch and its retention left, the next run removes.
+    await retainReleases(view, keep, lease, signal);
   } finally {
     await lease.release();
   }
 }
 
-/** The recorded release is live and has its snapshot: nothing is left to finish. */
-async function settled(view: ReleaseView, id: string, signal?: AbortSignal): Promise<boolean> {
+/**
+ * Nothing is left to finish: the recorded release is live, has its snapshot, and retention has
+ * nothing to remove.
+ */
+async function settled(
+  view: ReleaseView,
+  id: string,
+  keep: number,
+  signal?: AbortSignal,
+): Promise<boolean> {
+  if (!(await switchedWithSnapshot(view, id, signal))) return false;
+  return (await releasesToRetire(view, keep, signal)).length === 0;
+}
+
+/** The recorded release is live and has its snapshot. */
+async function switchedWithSnapshot(
+  view: ReleaseView,
+  id: string,
+  signal?: AbortSignal,
+): Promise<boolean> {
   if (id !== (await view.live(signal))) return false;
   return snapshotExists(view.inner, view.bundlePath, id, signal);
 }

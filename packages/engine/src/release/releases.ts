@@ -268,7 +268,31 @@ export async function retainReleases(
   signal?: AbortSignal,
 ): Promise<string[]> {
   const { inner, bundlePath } = view;
+  const retired = await releasesToRetire(view, keep, signal);
+  for (const id of retired) {
+    lease.assertHeld();
+    await inner.deletePaths("", [snapshotPath(bundlePath, id)], { ignoreMissing: true, signal });
+    await inner.deletePaths("", [identitiesPath(bundlePath, id)], {
+      ignoreMissing: true,
+      signal,
+    });
+    await inner.deletePrefix(releaseDirectory(bundlePath, id), { ignoreMissing: true, signal });
+  }
+  return retired;
+}
+
+/**
+ * The committed releases retention removes (see `retainReleases`), oldest first, read without
+ * changing anything: a run that only skips asks it to finish a retention a killed run left.
+ */
+export async function releasesToRetire(
+  view: ReleaseView,
+  keep: number,
+  signal?: AbortSignal,
+): Promise<string[]> {
+  const { inner, bundlePath } = view;
   const committed = (await storedReleases(inner, bundlePath, signal)).filter((r) => r.snapshot);
+  if (committed.length <= keep && committed.every((release) => release.directory)) return [];
   const live = await view.live(signal);
   const protect = new Set([await view.stateRelease(signal), live]);
   // Repairs and re-publications of the source in force make releases of their own: the newest
@@ -281,25 +305,9 @@ export async function retainReleases(
   // A release whose directory is gone can never be gone back to: its snapshot goes too.
   const whole = committed.filter((release) => release.directory);
   const newest = new Set(whole.slice(-keep).map((release) => release.id));
-  const removed: string[] = [];
-  for (const release of committed) {
-    if (newest.has(release.id) || protect.has(release.id)) continue;
-    lease.assertHeld();
-    await inner.deletePaths("", [snapshotPath(bundlePath, release.id)], {
-      ignoreMissing: true,
-      signal,
-    });
-    await inner.deletePaths("", [identitiesPath(bundlePath, release.id)], {
-      ignoreMissing: true,
-      signal,
-    });
-    await inner.deletePrefix(releaseDirectory(bundlePath, release.id), {
-      ignoreMissing: true,
-      signal,
-    });
-    removed.push(release.id);
-  }
-  return removed;
+  return committed
+    .filter((release) => !newest.has(release.id) && !protect.has(release.id))
+    .map((release) => release.id);
 }
 
 /** `releases/<id>/` is there. */

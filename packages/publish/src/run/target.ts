@@ -159,7 +159,7 @@ export async function runTarget(
             onRetentionFailed: (error) =>
               action.warnings.push({
                 code: "retention_failed",
-                message: `the new release is live, but removing releases beyond releases.keep (${layout.keep}) failed: ${errorMessage(error)}; the next publication tries again`,
+                message: `the new release is live, but removing releases beyond releases.keep (${layout.keep}) failed: ${errorMessage(error)}; the next run tries again`,
                 paths: [],
               }),
           })

@@ -21,7 +21,7 @@ afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-async function configFor(version: number, backend = "local"): Promise<Config> {
+async function configFor(version: number, backend = "local", keep = 5): Promise<Config> {
   const source = join(dir, `v${version}`);
   await writeSourceBundle(
     createLocalBackend({ root: source }),
@@ -34,7 +34,7 @@ async function configFor(version: number, backend = "local"): Promise<Config> {
   );
   const where = backend === "s3" ? "bucket: www" : `path: ${join(dir, "www")}`;
   return parseConfig(
-    `pipelines:\n  - id: site\n    source: {backend: local, path: ${source}}\n    destinations:\n      - id: www\n        backend: local\n        ${where}\n        path_mapping: {mode: fixed}\n        layout: releases\n`,
+    `pipelines:\n  - id: site\n    source: {backend: local, path: ${source}}\n    destinations:\n      - id: www\n        backend: local\n        ${where}\n        path_mapping: {mode: fixed}\n        layout: releases\n        releases: {keep: ${keep}}\n`,
   );
 }
 
@@ -94,5 +94,24 @@ describe("layout: releases refuses", () => {
     // The state records the new release, and the next run of that source skips.
     const again = await publish(await configFor(2));
     expect(again?.action).toBe("skip_same");
+  });
+});
+
+describe("layout: releases finishes", () => {
+  it("a retention left undone, in the next run even when it only skips", async () => {
+    for (const version of [1, 2, 3]) {
+      expect((await publish(await configFor(version)))?.status).toBe("published");
+    }
+    const names = async () => (await readdir(join(dir, "www", "releases"))).sort();
+    const [oldest] = (await names()).filter((name) => !name.endsWith(".json"));
+    // As if the run of v3 had died between its switch and its retention under `keep: 2`.
+    const skipped = await publish(await configFor(3, "local", 2));
+    expect(skipped?.action).toBe("skip_same");
+    const left = await names();
+    expect(left.filter((name) => !name.endsWith(".json"))).toHaveLength(2);
+    expect(left.some((name) => name.startsWith(oldest as string))).toBe(false);
+    // The lease it took to do so is released.
+    expect(await readdir(join(dir, "www"))).not.toContain(".distributor.lease.json");
+    expect((await publish(await configFor(3, "local", 2)))?.action).toBe("skip_same");
   });
 });
