@@ -310,6 +310,16 @@ describe("one verdict per broken destination", () => {
     ]);
     expect(valid.code).toBe(1);
     expect(envelopeOf(valid).error?.code).toBe("state_valid");
+    // Its dry run answers the same, rather than reporting a change it would not make.
+    const dry = await runCli([
+      "reconcile-state",
+      ...ownerFlags(config),
+      "--rebuild",
+      "--dry-run",
+      "--format",
+      "json",
+    ]);
+    expect(envelopeOf(dry).error?.code).toBe("state_valid");
   }, 60_000);
 
   it("restores a corrupt state when current is missing, from the newest committed release", async () => {

@@ -176,6 +176,11 @@ export async function rollbackRelease(options: RollbackOptions): Promise<Rollbac
   ]);
   const planned = await chooseTarget(options, committedIds(stored), live, recordedNow);
   if (options.dryRun) {
+    // A dry run of a restore answers what the restore would: nothing to do over a valid state.
+    if (options.restoreInvalidState) {
+      const path = statePath(bundlePath);
+      refuseValidState(destination, path, await readIfThere(destination, path, signal));
+    }
     const check = await checkTarget(options, planned);
     return { from: live, to: planned, switched: false, switchMs: 0, ...check };
   }
@@ -202,14 +207,7 @@ export async function rollbackRelease(options: RollbackOptions): Promise<Rollbac
     } catch (error) {
       if (!isStorageError(error, "not_found")) throw error;
     }
-    if (options.restoreInvalidState) {
-      if (current !== undefined && readable(current.bytes)) {
-        throw new ReleaseRefusedError(
-          "state_valid",
-          `${locatePath(destination.location, path)} holds a valid state, so there is nothing to rebuild; nothing was changed`,
-        );
-      }
-    }
+    if (options.restoreInvalidState) refuseValidState(destination, path, current?.bytes);
     const holder =
       current === undefined || options.restoreInvalidState
         ? undefined
@@ -282,6 +280,33 @@ export async function rollbackRelease(options: RollbackOptions): Promise<Rollbac
     };
   } finally {
     await lease.release();
+  }
+}
+
+/** A restore is refused over a state that can be read: `state_valid`. */
+function refuseValidState(
+  destination: StorageBackend,
+  path: string,
+  bytes: Uint8Array | undefined,
+): void {
+  if (bytes === undefined || !readable(bytes)) return;
+  throw new ReleaseRefusedError(
+    "state_valid",
+    `${locatePath(destination.location, path)} holds a valid state, so there is nothing to rebuild; nothing was changed`,
+  );
+}
+
+/** The bytes at `path`; undefined where nothing is. */
+async function readIfThere(
+  destination: StorageBackend,
+  path: string,
+  signal: AbortSignal | undefined,
+): Promise<Uint8Array | undefined> {
+  try {
+    return await destination.readFile(path, { signal });
+  } catch (error) {
+    if (isStorageError(error, "not_found")) return undefined;
+    throw error;
   }
 }
 
