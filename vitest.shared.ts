@@ -8,6 +8,7 @@ const packagesDir = fileURLToPath(new URL("./packages/", import.meta.url));
 const SPECIAL_SUBPATHS: Record<string, string> = {
   "storage/adapter": "storage/src/adapter.ts",
   "upload-client/wire": "upload-client/src/wire.ts",
+  "upload-store/wire": "upload-store/src/wire.ts",
 };
 
 /** The workspace packages `name` declares (any kind of dependency), and itself. */

@@ -6,9 +6,9 @@ import type {
   HealthBody,
   RunPage,
   RunRecord,
-} from "@distributor/upload-client/wire";
+} from "@distributor/upload-store/wire";
 
-/** Every answer's body is one of the wire records of `@distributor/upload-client/wire`. */
+/** Every answer's body is one of the wire records of `@distributor/upload-store/wire`. */
 export type WireBody = AcceptedBody | RunRecord | RunPage | CancelAnswer | ErrorBody | HealthBody;
 
 /** A request refused with one of the statuses of docs/integrations/http-upload.md and a JSON `{"error": {code, message}}`. */

@@ -1,12 +1,12 @@
 import type { IncomingMessage } from "node:http";
-import type { RequestLog } from "./context.js";
-import { HttpError } from "./http-error.js";
 import type {
   AcceptedUpload,
   IdempotencyScope,
   ManifestIdentity,
   UploadStore,
-} from "./store/store.js";
+} from "@distributor/upload-store";
+import type { RequestLog } from "./context.js";
+import { HttpError } from "./http-error.js";
 
 /** 1–255 visible ASCII characters (docs/integrations/http-upload.md). */
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;

@@ -1,3 +1,6 @@
+// The store contract and its records are `@distributor/upload-store`'s; the interface a store
+// passed to `createUploadServer` implements is offered here too.
+export type { UploadStore } from "@distributor/upload-store";
 export { authenticate, type ResolvedToken, resolveUploadTokens } from "./auth.js";
 export { HttpError } from "./http-error.js";
 export {
@@ -22,18 +25,4 @@ export {
   DEFAULT_MAX_RUNS,
   type MemoryUploadStoreOptions,
 } from "./store/memory-store.js";
-export type {
-  AcceptedUpload,
-  IdempotencyScope,
-  KeyClaim,
-  ManifestIdentity,
-  RunPage,
-  RunQuery,
-  StoredRun,
-  UploadJob,
-  UploadRunRecord,
-  UploadRunStatus,
-  UploadStore,
-} from "./store/store.js";
-export type { StoreLimits } from "./store/store-core.js";
 export type { RunActionSummary, RunSummary } from "./summary.js";

@@ -1,7 +1,7 @@
 import { constants } from "node:fs";
 import { access } from "node:fs/promises";
+import type { UploadStore } from "@distributor/upload-store";
 import type { StagingArea } from "./staging/staging-area.js";
-import type { UploadStore } from "./store/store.js";
 
 /** What `GET /readyz` checked: `ok`, or why not. */
 export interface ReadinessChecks {

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { errorMessage } from "@distributor/publish";
+import { storeUnavailable } from "@distributor/upload-store";
 import type { RequestLog, ServerContext } from "./context.js";
 import { RETRY_AFTER_SECONDS } from "./context.js";
 import { errorBody, HttpError, sendBeforeBody, sendJson } from "./http-error.js";
@@ -17,7 +18,6 @@ import {
 } from "./routes/resumable.js";
 import { status } from "./routes/status.js";
 import { upload } from "./routes/upload.js";
-import { storeUnavailable } from "./store/errors.js";
 
 /** Handles one request: refusals become error bodies, and every request is logged and counted. */
 export async function handle(

@@ -11,15 +11,15 @@ import {
   WorkflowError,
 } from "@distributor/publish";
 import type { StorageBackend } from "@distributor/storage";
-import type { ResolvedToken } from "./auth.js";
-import type { ServerContext } from "./context.js";
 import type {
   AcceptedUpload,
   IdempotencyScope,
   ManifestIdentity,
   UploadJob,
   UploadRunRecord,
-} from "./store/store.js";
+} from "@distributor/upload-store";
+import type { ResolvedToken } from "./auth.js";
+import type { ServerContext } from "./context.js";
 import { summarizeRun } from "./summary.js";
 
 const DEFAULT_LOCK_TIMEOUT_MS = 10 * 60 * 1000;

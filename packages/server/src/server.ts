@@ -11,6 +11,7 @@ import {
   WorkflowError,
   type WorkflowOptions,
 } from "@distributor/publish";
+import type { UploadStore } from "@distributor/upload-store";
 import { resolveUploadTokens } from "./auth.js";
 import type { ServerContext } from "./context.js";
 import type { UploadServerEvent } from "./events.js";
@@ -22,7 +23,6 @@ import { executeRun, startPoller } from "./runner.js";
 import { openStagingArea } from "./staging/staging-area.js";
 import { openEmbeddedUploadStore, preparePrivateDirectory } from "./store/embedded-store.js";
 import { createMemoryUploadStore } from "./store/memory-store.js";
-import type { UploadStore } from "./store/store.js";
 import { createWorkers } from "./workers.js";
 
 export { eventLevel, type LogLevel, type UploadServerEvent } from "./events.js";

@@ -1,5 +1,5 @@
 import type { RunReport } from "@distributor/publish";
-import type { RunActionSummary, RunSummary } from "@distributor/upload-client/wire";
+import type { RunActionSummary, RunSummary } from "@distributor/upload-store/wire";
 
 /**
  * What a run record keeps of the run workflow's report (the wire record's `result`): its size

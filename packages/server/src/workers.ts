@@ -1,4 +1,4 @@
-import type { UploadJob, UploadStore } from "./store/store.js";
+import type { UploadJob, UploadStore } from "@distributor/upload-store";
 
 /** Runs queued jobs, at most `workers` at a time and never two of one pipeline at once. */
 export interface Workers {

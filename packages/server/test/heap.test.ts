@@ -5,13 +5,12 @@ import { join } from "node:path";
 import v8 from "node:v8";
 import vm from "node:vm";
 import type { RunActionReport, RunReport } from "@distributor/publish";
-import { RunRecordSchema } from "@distributor/upload-client/wire";
+import type { StoreLimits, UploadRunRecord, UploadStore } from "@distributor/upload-store";
+import { RunRecordSchema } from "@distributor/upload-store/wire";
 import * as v from "valibot";
 import { afterEach, describe, expect, it } from "vitest";
 import { openEmbeddedUploadStore } from "../src/store/embedded-store.js";
 import { createMemoryUploadStore, DEFAULT_MAX_RUNS } from "../src/store/memory-store.js";
-import type { UploadRunRecord, UploadStore } from "../src/store/store.js";
-import type { StoreLimits } from "../src/store/store-core.js";
 import { summarizeRun } from "../src/summary.js";
 
 // What 10 000 finished runs cost the server's heap (docs/operations.md states the bound): the

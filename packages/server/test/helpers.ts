@@ -15,7 +15,7 @@ import {
   RunPageSchema,
   RunRecordSchema,
   type WireSchema,
-} from "@distributor/upload-client/wire";
+} from "@distributor/upload-store/wire";
 import { c as createTar } from "tar";
 import { type RawEntry, rawTar } from "../../bundle/test/raw-tar.js";
 import {
@@ -179,7 +179,7 @@ export async function upload(
   return { status: response.status, headers: response.headers, json };
 }
 
-/** The wire schema (`@distributor/upload-client/wire`) of the answer to `method path` with `status`. */
+/** The wire schema (`@distributor/upload-store/wire`) of the answer to `method path` with `status`. */
 export function wireSchemaOf(method: string, path: string, status: number): WireSchema {
   const route = new URL(path, "http://server").pathname;
   if (status >= 400) return ErrorBodySchema;

@@ -1,8 +1,8 @@
+import type { UploadStore } from "@distributor/upload-store";
+import { UploadStoreError } from "@distributor/upload-store";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { READINESS_TIMEOUT_MS } from "../src/readiness.js";
-import { UploadStoreError } from "../src/store/errors.js";
 import { createMemoryUploadStore } from "../src/store/memory-store.js";
-import type { UploadStore } from "../src/store/store.js";
 import {
   bundleArchive,
   getJson,

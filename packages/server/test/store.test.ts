@@ -3,11 +3,11 @@ import { once } from "node:events";
 import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
+import type { UploadStore } from "@distributor/upload-store";
+import { describeUploadStoreContract, sampleRun } from "@distributor/upload-store/testing";
 import { describe, expect, it } from "vitest";
 import { openEmbeddedUploadStore } from "../src/store/embedded-store.js";
 import { createMemoryUploadStore } from "../src/store/memory-store.js";
-import type { UploadStore } from "../src/store/store.js";
-import { describeUploadStoreContract, sampleRun } from "../src/testing/index.js";
 
 describeUploadStoreContract("memory", async (limits) => ({
   store: createMemoryUploadStore(limits),

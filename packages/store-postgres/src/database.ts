@@ -1,4 +1,4 @@
-import { UploadStoreError } from "@distributor/server/store";
+import { UploadStoreError } from "@distributor/upload-store";
 import pg from "pg";
 import { isUnavailable } from "./errors.js";
 import type { sessionSettings } from "./session.js";

@@ -3,7 +3,7 @@ import type {
   IdempotencyScope,
   KeyClaim,
   UploadStore,
-} from "@distributor/server/store";
+} from "@distributor/upload-store";
 import { POLL_MS, type StoreContext } from "./context.js";
 
 export interface KeyClaims extends Pick<UploadStore, "claimKey" | "releaseKey"> {

@@ -4,8 +4,8 @@ import type {
   UploadRunRecord,
   UploadRunStatus,
   UploadStore,
-} from "@distributor/server/store";
-import { UploadStoreError } from "@distributor/server/store";
+} from "@distributor/upload-store";
+import { UploadStoreError } from "@distributor/upload-store";
 import type { StoreContext } from "./context.js";
 import type { KeyClaims } from "./keys.js";
 import { takeLockKeys } from "./session.js";

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
-import type { StoreLimits, UploadStore } from "@distributor/server/store";
-import { UploadStoreError } from "@distributor/server/store";
+import type { StoreLimits, UploadStore } from "@distributor/upload-store";
+import { UploadStoreError } from "@distributor/upload-store";
 import type { StoreContext } from "./context.js";
 import { openDatabase } from "./database.js";
 import { aliveSql, startHeartbeat } from "./heartbeat.js";

@@ -1,4 +1,4 @@
-import type { UploadStore } from "@distributor/server/store";
+import type { UploadStore } from "@distributor/upload-store";
 import { POLL_MS, type StoreContext } from "./context.js";
 
 /** Versions of runs this process last read, so a long-poll starts from what the caller saw. */

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { describeUploadStoreContract } from "@distributor/server/testing";
+import { describeUploadStoreContract } from "@distributor/upload-store/testing";
 import pg from "pg";
 import { describe, inject } from "vitest";
 import { openPostgresUploadStore } from "../src/index.js";

@@ -1,4 +1,4 @@
-import { sampleRun } from "@distributor/server/testing";
+import { sampleRun } from "@distributor/upload-store/testing";
 import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
 import { openPostgresUploadStore } from "../src/index.js";

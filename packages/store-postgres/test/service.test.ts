@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
-import type { UploadStore } from "@distributor/server";
-import { sampleRun } from "@distributor/server/testing";
+import type { UploadStore } from "@distributor/upload-store";
+import { sampleRun } from "@distributor/upload-store/testing";
 import pg from "pg";
 import { afterEach, describe, expect, inject, it } from "vitest";
 import { openPostgresUploadStore } from "../src/index.js";

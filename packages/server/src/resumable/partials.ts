@@ -2,8 +2,8 @@ import { createHash, randomBytes } from "node:crypto";
 import { mkdir, open, readdir, readFile, rename, rm, stat, unlink, utimes } from "node:fs/promises";
 import { hostname } from "node:os";
 import { join } from "node:path";
+import type { AcceptedUpload, IdempotencyScope } from "@distributor/upload-store";
 import { sharedFlush } from "../staging/staging.js";
-import type { AcceptedUpload, IdempotencyScope } from "../store/store.js";
 
 // A partial upload lives in the staging root, so an instance that shares the staging directory
 // can continue it: `partial-<id>/info.json` (what was declared at creation), `data` (the bytes

@@ -1,10 +1,10 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { RUN_STATUSES } from "@distributor/upload-client/wire";
+import type { UploadRunStatus } from "@distributor/upload-store";
+import { RUN_STATUSES } from "@distributor/upload-store/wire";
 import { authorize } from "../auth.js";
 import type { RequestLog, ServerContext } from "../context.js";
 import { HttpError, sendJson } from "../http-error.js";
 import { queryOf } from "../request.js";
-import type { UploadRunStatus } from "../store/store.js";
 
 /** `GET /runs` page size when `limit` is absent, and its largest value. */
 export const DEFAULT_RUN_PAGE = 50;

@@ -2,6 +2,8 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Readable } from "node:stream";
 import type { PipelineConfig } from "@distributor/publish";
 import { errorMessage, pipelineConfigDigest } from "@distributor/publish";
+import type { AcceptedUpload, IdempotencyScope, UploadJob } from "@distributor/upload-store";
+import { storeUnavailable } from "@distributor/upload-store";
 import { authorize, type ResolvedToken } from "../auth.js";
 import type { RequestLog, ServerContext } from "../context.js";
 import { RETRY_AFTER_SECONDS } from "../context.js";
@@ -17,8 +19,6 @@ import {
   syncTree,
   validateStaged,
 } from "../staging/staging.js";
-import { storeUnavailable } from "../store/errors.js";
-import type { AcceptedUpload, IdempotencyScope, UploadJob } from "../store/store.js";
 
 /** A pipeline whose source takes uploads. */
 export type UploadPipeline = PipelineConfig & {

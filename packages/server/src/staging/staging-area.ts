@@ -10,7 +10,7 @@ import {
   isStorageError,
   type StorageBackend,
 } from "@distributor/storage";
-import type { UploadJob } from "../store/store.js";
+import type { UploadJob } from "@distributor/upload-store";
 import { removeUploadDirectory, type StagedUpload, UPLOAD_DIRECTORY_PREFIX } from "./staging.js";
 
 /**

@@ -15,8 +15,8 @@ import {
 import type { PipelineConfig } from "@distributor/publish";
 import { bundleRefusalCode, signaturePolicy } from "@distributor/publish";
 import { createLocalBackend } from "@distributor/storage";
+import type { ManifestIdentity } from "@distributor/upload-store";
 import { HttpError } from "../http-error.js";
-import type { ManifestIdentity } from "../store/store.js";
 
 /** An upload extracted into its own staging directory. */
 export interface StagedUpload {

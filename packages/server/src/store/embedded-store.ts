@@ -3,15 +3,14 @@ import { lstat, mkdir, open, readdir, readFile, rename, rm, unlink } from "node:
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { defaultProcessAlive } from "@distributor/engine";
-import { AcceptedBodySchema, parseWire, RunRecordSchema } from "@distributor/upload-client/wire";
-import { UploadStoreError } from "./errors.js";
+import type { StoreLimits, UploadStore } from "@distributor/upload-store";
+import { UploadStoreError } from "@distributor/upload-store";
+import { AcceptedBodySchema, parseWire, RunRecordSchema } from "@distributor/upload-store/wire";
 import { openRecordLog, readRecordLog, syncDirectory } from "./record-log.js";
-import type { UploadStore } from "./store.js";
 import {
   createUploadStoreCore,
   type PersistedKey,
   type PersistedRun,
-  type StoreLimits,
   type StorePersistence,
 } from "./store-core.js";
 

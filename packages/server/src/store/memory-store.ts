@@ -1,5 +1,5 @@
-import type { UploadStore } from "./store.js";
-import { createUploadStoreCore, type StoreLimits } from "./store-core.js";
+import type { StoreLimits, UploadStore } from "@distributor/upload-store";
+import { createUploadStoreCore } from "./store-core.js";
 
 export interface MemoryUploadStoreOptions extends Partial<Pick<StoreLimits, "maxRuns">> {
   /** `server.http.queue_size`: queued jobs and reserved places together. */

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { type FileHandle, open, readdir, readFile, rename, unlink } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import { setImmediate as nextTurn } from "node:timers/promises";
-import { UploadStoreError } from "./errors.js";
+import { UploadStoreError } from "@distributor/upload-store";
 
 /**
  * An append-only log of JSON lines with group commit (docs/design/upload-service.md, the embedded

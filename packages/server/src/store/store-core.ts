@@ -3,21 +3,12 @@ import type {
   KeyClaim,
   RunPage,
   StoredRun,
+  StoreLimits,
   UploadJob,
   UploadRunRecord,
   UploadRunStatus,
   UploadStore,
-} from "./store.js";
-
-/** Bounds every store applies to the records it holds (docs/integrations/http-upload.md, durability). */
-export interface StoreLimits {
-  /** `server.http.queue_size`: queued jobs and reserved places together. */
-  queueSize: number;
-  /** `server.http.retention` in milliseconds. */
-  retentionMs: number;
-  /** `server.store.max_runs`: finished run records kept at most; the oldest go first. */
-  maxRuns: number;
-}
+} from "@distributor/upload-store";
 
 /** A run as a store persists it: acceptance order, owner, record and, while it is live, its job. */
 export interface PersistedRun {

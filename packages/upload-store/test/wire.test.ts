@@ -9,7 +9,7 @@ import {
 } from "../src/wire.js";
 
 // The wire schemas alone: what they accept and how they name what is wrong. The server's answers
-// are checked against them in packages/publish/test/server.
+// are checked against them in the server's own suites.
 
 const manifest = { id: "reports.x", digest: "sha256:ab", created: "2026-06-04T11:55:00Z" };
 const record = {

@@ -3,11 +3,11 @@ import type {
   AcceptedUpload,
   IdempotencyScope,
   StoredRun,
+  StoreLimits,
   UploadJob,
   UploadRunRecord,
   UploadStore,
-} from "../store/store.js";
-import type { StoreLimits } from "../store/store-core.js";
+} from "../store.js";
 
 export type { StoreLimits };
 

@@ -1,10 +1,4 @@
-import type {
-  AcceptedBody,
-  ManifestIdentity,
-  RunPage,
-  RunRecord,
-  RunStatus,
-} from "@distributor/upload-client/wire";
+import type { AcceptedBody, ManifestIdentity, RunPage, RunRecord, RunStatus } from "./wire.js";
 
 // The records the server answers with are the wire records of `@distributor/upload-client/wire`:
 // one definition for the server and its clients.
@@ -177,4 +171,14 @@ export interface UploadStore {
    */
   readiness?(): Promise<string>;
   close(): Promise<void>;
+}
+
+/** Bounds every store applies to the records it holds (docs/integrations/http-upload.md, durability). */
+export interface StoreLimits {
+  /** `server.http.queue_size`: queued jobs and reserved places together. */
+  queueSize: number;
+  /** `server.http.retention` in milliseconds. */
+  retentionMs: number;
+  /** `server.store.max_runs`: finished run records kept at most; the oldest go first. */
+  maxRuns: number;
 }
