@@ -1,24 +1,35 @@
 // Planning: what a publication of one bundle at one destination bundle path would write.
 
+export { compileGlob, type Glob, GlobError, globProblem } from "./content/glob.js";
 export {
-  MAX_PUBLISH_ATTEMPTS,
-  type PublishTargetOptions,
-  publishTarget,
-} from "./execute/commit.js";
+  htmlOutputPath,
+  isMarkdownPath,
+  MARKDOWN_TO_HTML,
+  MAX_MARKDOWN_BYTES,
+  type MarkdownMode,
+} from "./content/markdown-paths.js";
 export {
-  type ExecuteContext,
-  type LeaseGuard,
-  PublishExecutionError,
-} from "./execute/context.js";
-export { AmbiguousCommitError, executePublish, StateChangedError } from "./execute/execute.js";
-export { DEFAULT_RENDER_CACHE_BYTES, RenderCache } from "./execute/render-cache.js";
+  CONTENT_ENCODINGS,
+  type ContentEncoding,
+  type MetadataRule,
+  MetadataRules,
+  sameMetadata,
+} from "./content/metadata.js";
+export { DEFAULT_RENDER_CACHE_BYTES, RenderCache } from "./content/render-cache.js";
 export {
   type StoredFile,
   storedFile,
   storedMetadataMatches,
   storedStatus,
-} from "./execute/stored-digest.js";
-export { SourceChangedError } from "./execute/verify-source.js";
+} from "./content/stored-digest.js";
+export { SourceChangedError } from "./content/verify-source.js";
+export {
+  MAX_PUBLISH_ATTEMPTS,
+  type PublishTargetOptions,
+  publishTarget,
+} from "./execute/commit.js";
+export { type ExecuteContext, PublishExecutionError } from "./execute/context.js";
+export { AmbiguousCommitError, executePublish, StateChangedError } from "./execute/execute.js";
 export {
   type ActionDecision,
   actionForComparison,
@@ -36,7 +47,6 @@ export {
 export { completenessGaps } from "./plan/completeness.js";
 export { decideAction, needsBundleListing } from "./plan/decide.js";
 export { LayoutMismatchError, PublishPlanError } from "./plan/errors.js";
-export { compileGlob, type Glob, GlobError, globProblem } from "./plan/glob.js";
 export {
   DEFAULT_DESTINATION_WALK_LIMIT,
   type InspectDestinationOptions,
@@ -44,13 +54,7 @@ export {
 } from "./plan/inspect.js";
 export { journalOf } from "./plan/journal.js";
 export { outputUrl, type PrimaryPolicy, selectPrimaryUrl } from "./plan/links.js";
-export {
-  CONTENT_ENCODINGS,
-  type ContentEncoding,
-  type MetadataRule,
-  MetadataRules,
-  sameMetadata,
-} from "./plan/metadata.js";
+export { adoptedStateDocument, nextStateDocument } from "./plan/next-state.js";
 export {
   attachUrls,
   type LinkPolicy,
@@ -86,6 +90,7 @@ export {
   LeaseTooLargeError,
   readLease,
 } from "./protocol/lease-file.js";
+export type { LeaseGuard } from "./protocol/lease-guard.js";
 export {
   DEFAULT_DESTINATION_LIMITS,
   type DestinationLimit,
@@ -95,7 +100,6 @@ export {
   MAX_READABLE_STATE_BYTES,
   walkWithin,
 } from "./protocol/limits.js";
-export { adoptedStateDocument, nextStateDocument } from "./protocol/next-state.js";
 export type { RecoveryReport } from "./protocol/recovery.js";
 export {
   type DestinationStateRead,
@@ -140,10 +144,3 @@ export {
   rollbackRelease,
 } from "./release/rollback.js";
 export { ReleaseView } from "./release/view.js";
-export {
-  htmlOutputPath,
-  isMarkdownPath,
-  MARKDOWN_TO_HTML,
-  MAX_MARKDOWN_BYTES,
-  type MarkdownMode,
-} from "./transform/markdown-paths.js";

@@ -20,11 +20,12 @@ import { compareAndSwapState } from "../protocol/commit-state.js";
 import { holdLease } from "../protocol/hold-lease.js";
 import type { Lease } from "../protocol/lease.js";
 import { LeaseLostError, type LeaseOptions, readLeaseHolder } from "../protocol/lease-file.js";
+import type { LeaseGuard } from "../protocol/lease-guard.js";
 import { DEFAULT_DESTINATION_LIMITS, type DestinationLimit } from "../protocol/limits.js";
 import { PendingDeletesError, UncommittedError } from "../protocol/pending.js";
 import { type RecoveryReport, recoverJournal } from "../protocol/recovery.js";
 import { encodeStateFile, encodeStateFileInSlices, isStateFile } from "../protocol/state-file.js";
-import type { ExecuteContext, LeaseGuard } from "./context.js";
+import type { ExecuteContext } from "./context.js";
 import { type Committed, executeEncodedPublish, StateChangedError } from "./execute.js";
 
 /** How often a publication is planned again after another writer changed the state first. */
@@ -99,17 +100,13 @@ export async function publishTarget(options: PublishTargetOptions): Promise<Publ
   const sweepMarkers = async (planned: PublishPlan): Promise<PublishPlan> => {
     if (lease === undefined || !markedForAnyone(planned)) return planned;
     const signal = options.plan.signal;
-    const report = await recoverJournal(
-      destination,
-      bundlePath,
-      [],
-      [],
+    const report = await recoverJournal(destination, bundlePath, {
+      journal: [],
+      directories: [],
       signal,
       lease,
-      [],
-      undefined,
       limits,
-    );
+    });
     options.onRecovered?.(report);
     const again = await planOnce();
     if (markedForAnyone(again)) {

@@ -29,9 +29,9 @@ import { confirmKept } from "./kept.js";
 
 export { AmbiguousCommitError, StateChangedError };
 
-import { encodingOf, metadataOptions } from "../plan/metadata.js";
-import { encodeStream, verifiedEncoding } from "./encode.js";
-import { verifiedChunks, verifyingReader } from "./verify-source.js";
+import { encodeStream, verifiedEncoding } from "../content/encode.js";
+import { encodingOf, metadataOptions } from "../content/metadata.js";
+import { verifiedChunks, verifyingReader } from "../content/verify-source.js";
 
 /**
  * Carries out a write plan in the commit order of docs/design/commit-protocol.md: outputs first (source copies streamed

@@ -9,7 +9,7 @@ import {
   type StorageBackend,
   type StorageEntry,
 } from "@distributor/storage";
-import { type StoredFile, storedFile } from "../execute/stored-digest.js";
+import { type StoredFile, storedFile } from "../content/stored-digest.js";
 import {
   DEFAULT_DESTINATION_LIMITS,
   type DestinationLimit,

@@ -7,10 +7,10 @@ import {
   isMarkdownPath,
   MARKDOWN_TO_HTML,
   type MarkdownMode,
-} from "../transform/markdown-paths.js";
+} from "../content/markdown-paths.js";
+import type { MetadataRules } from "../content/metadata.js";
 import { PublishPlanError } from "./errors.js";
 import { outputUrl, type PrimaryPolicy, selectPrimaryUrl } from "./links.js";
-import type { MetadataRules } from "./metadata.js";
 
 export type OutputKind = "source" | "generated";
 

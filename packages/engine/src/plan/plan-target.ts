@@ -2,7 +2,7 @@ import { setImmediate as nextTurn } from "node:timers/promises";
 import type { Manifest } from "@distributor/bundle";
 import { isSharedRootState } from "@distributor/state";
 import { locatePath, runInSlices, type StorageBackend } from "@distributor/storage";
-import type { RenderCache } from "../execute/render-cache.js";
+import type { RenderCache } from "../content/render-cache.js";
 import type { DestinationLimits } from "../protocol/limits.js";
 import { isWriteAction } from "./action.js";
 import { layoutMismatch } from "./errors.js";

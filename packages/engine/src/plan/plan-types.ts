@@ -9,7 +9,7 @@ import type {
   StateMode,
 } from "@distributor/state";
 import type { StorageEntry } from "@distributor/storage";
-import type { StoredFile } from "../execute/stored-digest.js";
+import type { StoredFile } from "../content/stored-digest.js";
 import type { LimitSetting } from "../protocol/limits.js";
 import type { PublishAction, TransferPolicy } from "./action.js";
 import type { OutputSelection, PlannedOutput } from "./outputs.js";

@@ -7,11 +7,11 @@ import {
   STATE_FILE_NAME,
   type Steps,
 } from "@distributor/storage";
-import { storedStatus } from "../execute/stored-digest.js";
-import { completedStateDocument, nextStateDocument } from "../protocol/next-state.js";
+import { storedStatus } from "../content/stored-digest.js";
 import { type ActionDecision, applyForce, isWriteAction } from "./action.js";
 import { decideAction } from "./decide.js";
 import { journalOf } from "./journal.js";
+import { completedStateDocument, nextStateDocument } from "./next-state.js";
 import type { PlannedOutput } from "./outputs.js";
 import type { DestinationInspection, PublishPlan, PublishRequest } from "./plan-types.js";
 import {

@@ -1,12 +1,12 @@
 import { FileHasher, type Manifest, type ManifestFile } from "@distributor/bundle";
 import type { DecodedDigest } from "@distributor/state";
 import { joinPrefix, SliceClock, type StorageBackend } from "@distributor/storage";
-import { encodeBytes, encodedDigest } from "../execute/encode.js";
-import { RenderCache } from "../execute/render-cache.js";
-import { verifiedChunks } from "../execute/verify-source.js";
-import { MAX_MARKDOWN_BYTES } from "../transform/markdown-paths.js";
+import { encodeBytes, encodedDigest } from "../content/encode.js";
+import { MAX_MARKDOWN_BYTES } from "../content/markdown-paths.js";
+import { encodingOf } from "../content/metadata.js";
+import { RenderCache } from "../content/render-cache.js";
+import { verifiedChunks } from "../content/verify-source.js";
 import { PublishPlanError } from "./errors.js";
-import { encodingOf } from "./metadata.js";
 import type { OutputSelection, PlannedOutput } from "./outputs.js";
 
 export interface PrepareOutputsOptions {
@@ -113,7 +113,7 @@ async function render(
     );
   }
   // Loaded on first use: runs that render nothing never pay for the unified/remark modules.
-  const { renderMarkdownDocument } = await import("../transform/markdown.js");
+  const { renderMarkdownDocument } = await import("../content/markdown.js");
   const html = renderMarkdownDocument(Buffer.from(bytes).toString("utf8"), sourcePath);
   return Buffer.from(html, "utf8");
 }

@@ -10,8 +10,8 @@ import {
   singleOwnerScope,
 } from "@distributor/state";
 import { runSteps, type Steps } from "@distributor/storage";
+import { sameMetadata } from "../content/metadata.js";
 import type { ActionDecision } from "./action.js";
-import { sameMetadata } from "./metadata.js";
 import type { OutputSelection, PlannedOutput } from "./outputs.js";
 import type {
   DestinationInspection,

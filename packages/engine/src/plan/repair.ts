@@ -1,8 +1,8 @@
 import { type StateDocument, truncateToSecond } from "@distributor/state";
-import { type StoredFile, storedStatus } from "../execute/stored-digest.js";
-import { adoptedStateDocument, updatedRecordsDocument } from "../protocol/next-state.js";
+import { type StoredFile, storedStatus } from "../content/stored-digest.js";
 import type { ActionDecision } from "./action.js";
 import { journalOf } from "./journal.js";
+import { adoptedStateDocument, updatedRecordsDocument } from "./next-state.js";
 import type { PlannedOutput } from "./outputs.js";
 import type { DestinationInspection, PublishPlan, PublishRequest } from "./plan-types.js";
 import {

@@ -36,17 +36,15 @@ export async function holdLease(
     const [entries] = await Promise.all([listing, options.alongside?.(listing)]);
     await deleteEach(backend, bundlePath, tempFiles(bundlePath, entries), options.signal);
     if (lease.broken !== undefined) {
-      const report = await recoverJournal(
-        backend,
-        bundlePath,
-        lease.broken.journal,
-        lease.broken.directories,
-        options.signal,
+      const report = await recoverJournal(backend, bundlePath, {
+        journal: lease.broken.journal,
+        directories: lease.broken.directories,
+        overwrites: lease.broken.overwrites,
+        brokenRunId: lease.broken.lease?.run_id,
+        signal: options.signal,
         lease,
-        lease.broken.overwrites,
-        lease.broken.lease?.run_id,
-        options.limits,
-      );
+        limits: options.limits,
+      });
       await lease.clearJournal();
       options.onRecovered?.(report);
     }

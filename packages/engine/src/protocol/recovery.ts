@@ -23,10 +23,10 @@ import {
   type StorageBackend,
   statePath,
 } from "@distributor/storage";
-import type { LeaseGuard } from "../execute/context.js";
-import { storedFile } from "../execute/stored-digest.js";
-import { metadataOptions } from "../plan/metadata.js";
+import { metadataOptions } from "../content/metadata.js";
+import { storedFile } from "../content/stored-digest.js";
 import { compareAndSwapState, StateChangedError } from "./commit-state.js";
+import type { LeaseGuard } from "./lease-guard.js";
 import { DEFAULT_DESTINATION_LIMITS, type DestinationLimits } from "./limits.js";
 import {
   deleteEach,
@@ -53,6 +53,22 @@ export interface RecoveryReport {
   dropped: string[];
 }
 
+/** What a run that died left to recover, and how the recovery may go about it. */
+export interface BrokenRun {
+  /** Paths it journaled (bundle-relative): created, or about to be. */
+  journal: readonly string[];
+  /** Directories it wrote to, where its temp files may lie. */
+  directories: readonly string[];
+  /** Of the journaled paths, those it was replacing in place. */
+  overwrites?: readonly string[] | undefined;
+  /** Its run id, which a state it marked mid-replacement names. */
+  brokenRunId?: string | undefined;
+  signal?: AbortSignal | undefined;
+  /** The lease the recovery holds; deletes are checked against it. */
+  lease?: RecoveringLease | undefined;
+  limits?: DestinationLimits | undefined;
+}
+
 /**
  * Undoes what a run that died while holding the lease left behind (docs/design/commit-protocol.md): the journaled paths
  * that no state records, its unfinished multipart uploads, reserved-pattern temp files in the
@@ -65,14 +81,11 @@ export interface RecoveryReport {
 export async function recoverJournal(
   backend: StorageBackend,
   bundlePath: string,
-  journal: readonly string[],
-  directories: readonly string[],
-  signal?: AbortSignal,
-  lease?: RecoveringLease,
-  overwrites: readonly string[] = [],
-  brokenRunId?: string,
-  limits: DestinationLimits = DEFAULT_DESTINATION_LIMITS,
+  broken: BrokenRun,
 ): Promise<RecoveryReport> {
+  const { journal, signal, lease, brokenRunId } = broken;
+  let { directories, overwrites = [] } = broken;
+  const limits = broken.limits ?? DEFAULT_DESTINATION_LIMITS;
   // A path longer than the store can hold was never created there (a run that journaled it
   // died on it): nothing to undo, and asking the store about it would fail every recovery.
   const holds = (path: string) => fitsBackend(backend, joinPrefix(bundlePath, path));

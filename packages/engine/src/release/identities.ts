@@ -7,7 +7,7 @@ import {
   relativeTo,
   type StorageBackend,
 } from "@distributor/storage";
-import { storedFile } from "../execute/stored-digest.js";
+import { storedFile } from "../content/stored-digest.js";
 import { DEFAULT_DESTINATION_LIMITS, type DestinationLimits } from "../protocol/limits.js";
 import { identitiesPath, releaseDirectory, snapshotPath } from "./layout.js";
 

@@ -7,7 +7,7 @@ import {
   type StorageBackend,
   statePath,
 } from "@distributor/storage";
-import type { LeaseGuard } from "../execute/context.js";
+import type { LeaseGuard } from "../protocol/lease-guard.js";
 import { type DestinationLimit, walkWithin } from "../protocol/limits.js";
 import { recordIdentities } from "./identities.js";
 import {

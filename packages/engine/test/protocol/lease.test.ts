@@ -305,12 +305,10 @@ describe.each(BACKEND_KINDS)("%s: recovery", (kind) => {
         "elsewhere/.distributor.0123456789abcdef.tmp": "another directory",
       },
     });
-    const report = await recoverJournal(
-      backend,
-      "site",
-      ["kept.txt", "created.txt", "docs/created.md", "never-written.txt"],
-      ["", "docs"],
-    );
+    const report = await recoverJournal(backend, "site", {
+      journal: ["kept.txt", "created.txt", "docs/created.md", "never-written.txt"],
+      directories: ["", "docs"],
+    });
     expect(report.deleted.sort()).toEqual(["created.txt", "docs/created.md", "never-written.txt"]);
     expect(report.kept).toEqual(["kept.txt"]);
     expect(report.tempFiles.sort()).toEqual([
@@ -333,7 +331,10 @@ describe.each(BACKEND_KINDS)("%s: recovery", (kind) => {
     const backend = newBackend({
       files: { "site/.distributor.json": "{ broken", "site/created.txt": "x" },
     });
-    const report = await recoverJournal(backend, "site", ["created.txt"], [""]);
+    const report = await recoverJournal(backend, "site", {
+      journal: ["created.txt"],
+      directories: [""],
+    });
     expect(report.deleted).toEqual([]);
     expect(report.kept).toEqual(["created.txt"]);
     expect(await exists(backend, "site/created.txt")).toBe(true);

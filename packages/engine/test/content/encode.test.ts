@@ -7,7 +7,7 @@ import {
   encodedDigest,
   encodeStream,
   verifiedEncoding,
-} from "../../src/execute/encode.js";
+} from "../../src/content/encode.js";
 
 /** Some compressible bytes: text with random words, a few hundred KiB. */
 const INPUT = Buffer.from(

@@ -2,7 +2,7 @@ import type { Readable } from "node:stream";
 import { pipeline } from "node:stream";
 import { constants, createBrotliCompress, createGzip } from "node:zlib";
 import { FileHasher } from "@distributor/bundle";
-import type { ContentEncoding } from "../plan/metadata.js";
+import type { ContentEncoding } from "./metadata.js";
 
 /**
  * Bytes go into the encoder in blocks of exactly this size (the last one shorter): what the

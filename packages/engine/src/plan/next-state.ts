@@ -22,9 +22,9 @@ import {
   singleOwnerScope,
   truncateToSecond,
 } from "@distributor/state";
-import type { PublishAction } from "../plan/action.js";
-import type { PlannedOutput } from "../plan/outputs.js";
-import type { PublishRequest } from "../plan/plan-types.js";
+import type { PublishAction } from "./action.js";
+import type { PlannedOutput } from "./outputs.js";
+import type { PublishRequest } from "./plan-types.js";
 
 /**
  * The state document a write action leaves behind: the request's outputs recorded for its owner,

@@ -6,7 +6,7 @@ import {
   SourceChangedError,
   verifiedChunks,
   verifyingReader,
-} from "../../src/execute/verify-source.js";
+} from "../../src/content/verify-source.js";
 
 const sha256 = (text: string) => `sha256:${createHash("sha256").update(text).digest("hex")}`;
 

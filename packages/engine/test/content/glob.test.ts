@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { compileGlob, GlobError, globProblem } from "../../src/plan/glob.js";
+import { compileGlob, GlobError, globProblem } from "../../src/content/glob.js";
 
 describe("compileGlob", () => {
   it.each([

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { renderMarkdownDocument } from "../../src/transform/markdown.js";
-import { htmlOutputPath, isMarkdownPath } from "../../src/transform/markdown-paths.js";
+import { renderMarkdownDocument } from "../../src/content/markdown.js";
+import { htmlOutputPath, isMarkdownPath } from "../../src/content/markdown-paths.js";
 
 describe("markdown paths", () => {
   it("recognises .md and .markdown in any case", () => {
