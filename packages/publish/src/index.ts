@@ -52,13 +52,10 @@ export {
 } from "./inspect/inspect.js";
 export type { ReleaseListing, StateReport } from "./inspect/inspect-state.js";
 // Maintenance: audit, adopt, reconcile-state, prune
-export { type AdoptOptions, type AdoptReport, adoptOutputs } from "./maintenance/adopt.js";
-export {
-  type AuditEvent,
-  type AuditOptions,
-  type AuditReport,
-  audit,
-} from "./maintenance/audit.js";
+export { adoptOutputs } from "./maintenance/adopt.js";
+export type { AdoptOptions, AdoptReport } from "./maintenance/adopt-types.js";
+export { audit } from "./maintenance/audit.js";
+export type { AuditEvent, AuditOptions, AuditReport } from "./maintenance/audit-types.js";
 export { prune } from "./maintenance/prune/prune.js";
 export type { PruneOptions, PruneReport } from "./maintenance/prune/types.js";
 export {

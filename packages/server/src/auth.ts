@@ -7,14 +7,7 @@ import { WorkflowError } from "@distributor/publish";
 import { resolveSecret } from "@distributor/storage";
 import type { RequestLog } from "./context.js";
 import { HttpError } from "./http-error.js";
-
-/** An upload token with its secret resolved; the value never leaves this module's callers. */
-export interface ResolvedToken {
-  id: string;
-  allowPipelines: ReadonlySet<string>;
-  /** SHA-256 of the token: equal-length values to compare in constant time. */
-  digest: Buffer;
-}
+import type { ResolvedToken } from "./token.js";
 
 /**
  * Resolves every configured upload token at startup. A missing or empty secret fails with the

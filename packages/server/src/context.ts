@@ -1,11 +1,11 @@
 import type { IncomingMessage } from "node:http";
 import type { Config, PipelineConfig } from "@distributor/publish";
 import type { UploadStore } from "@distributor/upload-store";
-import type { ResolvedToken } from "./auth.js";
 import type { UploadServerEvent } from "./events.js";
 import type { ServerMetrics } from "./metrics.js";
-import type { UploadServerOptions } from "./server.js";
+import type { UploadServerOptions } from "./server-options.js";
 import type { StagingArea } from "./staging/staging-area.js";
+import type { ResolvedToken } from "./token.js";
 import type { Workers } from "./workers.js";
 
 /**

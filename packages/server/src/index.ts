@@ -1,7 +1,7 @@
 // The store contract and its records are `@distributor/upload-store`'s; the interface a store
 // passed to `createUploadServer` implements is offered here too.
 export type { UploadStore } from "@distributor/upload-store";
-export { authenticate, type ResolvedToken, resolveUploadTokens } from "./auth.js";
+export { authenticate, resolveUploadTokens } from "./auth.js";
 export { HttpError } from "./http-error.js";
 export {
   createUploadServer,
@@ -26,3 +26,4 @@ export {
   type MemoryUploadStoreOptions,
 } from "./store/memory-store.js";
 export type { RunActionSummary, RunSummary } from "./summary.js";
+export type { ResolvedToken } from "./token.js";

@@ -18,9 +18,9 @@ import type {
   UploadJob,
   UploadRunRecord,
 } from "@distributor/upload-store";
-import type { ResolvedToken } from "./auth.js";
 import type { ServerContext } from "./context.js";
 import { summarizeRun } from "./summary.js";
+import type { ResolvedToken } from "./token.js";
 
 const DEFAULT_LOCK_TIMEOUT_MS = 10 * 60 * 1000;
 /** How long a local store's failing write of a finished run's record is tried again. */

@@ -20,6 +20,7 @@ import { recover, startSweeper } from "./recovery.js";
 import { partialsHeld } from "./resumable/expiry.js";
 import { handle } from "./router.js";
 import { executeRun, startPoller } from "./runner.js";
+import type { UploadServerOptions } from "./server-options.js";
 import { openStagingArea } from "./staging/staging-area.js";
 import { openEmbeddedUploadStore, preparePrivateDirectory } from "./store/embedded-store.js";
 import { createMemoryUploadStore } from "./store/memory-store.js";
@@ -27,24 +28,7 @@ import { createWorkers } from "./workers.js";
 
 export { eventLevel, type LogLevel, type UploadServerEvent } from "./events.js";
 export { MAX_STATUS_WAIT_MS } from "./routes/status.js";
-
-export interface UploadServerOptions extends WorkflowOptions<UploadServerEvent> {
-  config: Config;
-  /**
-   * Where status, idempotency records and the queue live (default: `server.store`, the embedded
-   * durable store). A store given here is not closed by the server.
-   */
-  store?: UploadStore;
-  /** Where token references resolve (default `process.env`). */
-  env?: NodeJS.ProcessEnv;
-  /**
-   * How long a run waits for another run's lease on a shared destination root (default 10
-   * minutes): runs of different pipelines that share a root queue behind each other.
-   */
-  lockTimeoutMs?: number;
-  /** Recorded as `distributor_version` in written state. */
-  distributorVersion?: string;
-}
+export type { UploadServerOptions } from "./server-options.js";
 
 export interface UploadServerAddress {
   host: string;

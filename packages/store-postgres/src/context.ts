@@ -1,5 +1,5 @@
 import type { Database } from "./database.js";
-import type { PostgresUploadStoreOptions } from "./store.js";
+import type { PostgresUploadStoreOptions } from "./options.js";
 
 /** What the store's modules share: made once by `openPostgresUploadStore`. */
 export interface StoreContext {

@@ -1,8 +1,8 @@
 import { UploadStoreError } from "@distributor/upload-store";
 import pg from "pg";
 import { isUnavailable } from "./errors.js";
+import type { PostgresUploadStoreOptions } from "./options.js";
 import type { sessionSettings } from "./session.js";
-import type { PostgresUploadStoreOptions } from "./store.js";
 
 /** The pool and the bounded, error-mapped ways the store talks through it. */
 export interface Database {

@@ -19,7 +19,6 @@ export {
   type GetRunOptions,
   type ListRunsOptions,
   LONG_POLL_MS,
-  type RetryNotice,
   type UploadClient,
   type UploadClientOptions,
   type UploadOptions,
@@ -31,6 +30,7 @@ export type { AcceptedUpload } from "./records.js";
 export {
   DEFAULT_RETRY_POLICY,
   parseRetryAfter,
+  type RetryNotice,
   type RetryPolicy,
   retryDelay,
 } from "./retry.js";

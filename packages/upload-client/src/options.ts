@@ -1,7 +1,6 @@
 import type { SignOptions, ValidateBundleOptions } from "@distributor/bundle";
-import type { UploadError } from "./errors.js";
 import type { AcceptedUpload } from "./records.js";
-import type { RetryPolicy } from "./retry.js";
+import type { RetryNotice, RetryPolicy } from "./retry.js";
 import type { RunPage, RunRecord, RunStatus } from "./wire.js";
 
 export interface UploadClientOptions {
@@ -85,13 +84,6 @@ export interface UploadProgress {
   total: number;
   /** True when an attempt starts from an offset the server already held (a resume). */
   resumed: boolean;
-}
-
-export interface RetryNotice {
-  /** The attempt that failed (1 for the first request). */
-  attempt: number;
-  delayMs: number;
-  error: UploadError;
 }
 
 export interface GetRunOptions {

@@ -1,5 +1,12 @@
+import type { UploadError } from "./errors.js";
 import { formatMs, isUploadError } from "./errors.js";
-import type { RetryNotice } from "./options.js";
+
+export interface RetryNotice {
+  /** The attempt that failed (1 for the first request). */
+  attempt: number;
+  delayMs: number;
+  error: UploadError;
+}
 
 /** How often and how long a request is retried after a 503 or a broken connection. */
 export interface RetryPolicy {

@@ -1,4 +1,4 @@
-import type { OutputKind } from "./outputs.js";
+export type OutputKind = "source" | "generated";
 
 export type PrimaryPolicy = "auto" | "html" | "source" | "none";
 

@@ -10,9 +10,9 @@ import {
 } from "../content/markdown-paths.js";
 import type { MetadataRules } from "../content/metadata.js";
 import { PublishPlanError } from "./errors.js";
-import { outputUrl, type PrimaryPolicy, selectPrimaryUrl } from "./links.js";
+import { type OutputKind, outputUrl, type PrimaryPolicy, selectPrimaryUrl } from "./links.js";
 
-export type OutputKind = "source" | "generated";
+export type { OutputKind } from "./links.js";
 
 /** What a destination publishes from a bundle. */
 export interface OutputPolicy {

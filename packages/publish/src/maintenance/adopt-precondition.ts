@@ -11,7 +11,7 @@ import {
 import { displayPath } from "@distributor/storage";
 import type { DestinationConfig } from "../config/types.js";
 import { errorMessage } from "../errors.js";
-import type { AdoptionMode } from "./adopt.js";
+import type { AdoptionMode } from "./adopt-types.js";
 
 // What `reconcile-state --adopt|--rebuild` requires of the state it finds, and whose records it keeps.
 

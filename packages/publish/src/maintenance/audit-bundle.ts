@@ -36,7 +36,7 @@ import type {
   AuditIncompleteReport,
   AuditOptions,
   AuditOutputReport,
-} from "./audit.js";
+} from "./audit-types.js";
 import type { ReconcileStateEntry } from "./unmanaged-entry.js";
 import { isUnmanagedEntry, unmanagedEntryReport } from "./unmanaged-entry.js";
 

@@ -4,7 +4,7 @@ import { displayPath } from "@distributor/storage";
 import { bundlePrefix, openConfiguredDestination } from "../backends/configured-location.js";
 import { withBackend } from "../backends/registry.js";
 import { destinationLimits } from "../shared/destination-limits.js";
-import type { AdoptOptions, AdoptReport } from "./adopt.js";
+import type { AdoptOptions, AdoptReport } from "./adopt-types.js";
 import { destinationRootPath, maintenanceTransaction, scopeReport } from "./destination-root.js";
 
 /**

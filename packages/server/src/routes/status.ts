@@ -1,10 +1,11 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { parseDuration } from "@distributor/publish";
 import type { UploadRunStatus } from "@distributor/upload-store";
-import { authorize, type ResolvedToken } from "../auth.js";
+import { authorize } from "../auth.js";
 import type { RequestLog, ServerContext } from "../context.js";
 import { HttpError, sendJson } from "../http-error.js";
 import { queryOf } from "../request.js";
+import type { ResolvedToken } from "../token.js";
 
 /** Longest `?wait=` a status request may hold the connection. */
 export const MAX_STATUS_WAIT_MS = 60_000;

@@ -4,7 +4,7 @@ import type { PipelineConfig } from "@distributor/publish";
 import { errorMessage, pipelineConfigDigest } from "@distributor/publish";
 import type { AcceptedUpload, IdempotencyScope, UploadJob } from "@distributor/upload-store";
 import { storeUnavailable } from "@distributor/upload-store";
-import { authorize, type ResolvedToken } from "../auth.js";
+import { authorize } from "../auth.js";
 import type { RequestLog, ServerContext } from "../context.js";
 import { RETRY_AFTER_SECONDS } from "../context.js";
 import { HttpError, sendJson } from "../http-error.js";
@@ -19,6 +19,7 @@ import {
   syncTree,
   validateStaged,
 } from "../staging/staging.js";
+import type { ResolvedToken } from "../token.js";
 
 /** A pipeline whose source takes uploads. */
 export type UploadPipeline = PipelineConfig & {

@@ -1,4 +1,13 @@
-import type { ProxiedRequestHead } from "./tcp-proxy.js";
+/** A request the proxy saw: its method and request target as sent (query included). */
+export interface ProxiedRequest {
+  method: string;
+  path: string;
+}
+
+export interface ProxiedRequestHead extends ProxiedRequest {
+  /** Header names in lower case; repeated fields joined with ", ". */
+  headers: Record<string, string>;
+}
 
 /** How a message's body is delimited; `raw`: the rest of the stream, never parsed again. */
 export type Framing =

@@ -89,6 +89,7 @@ export { describeInvalidPaths } from "./contract/paths.js";
 export { describeReadWrite } from "./contract/read-write.js";
 export { describeVersions } from "./contract/versions.js";
 export { readDirectoryImage, writeDirectoryImage } from "./disk-image.js";
+export type { ProxiedRequest, ProxiedRequestHead } from "./http-framing.js";
 export { createMemoryDiskBackend, memoryDisk } from "./memory-fs-backend.js";
 export {
   type FsImageEntry,
@@ -97,8 +98,6 @@ export {
   type PowerCutOrder,
 } from "./memory-fs-driver.js";
 export {
-  type ProxiedRequest,
-  type ProxiedRequestHead,
   type RequestMatch,
   startTcpProxy,
   type TcpProxy,

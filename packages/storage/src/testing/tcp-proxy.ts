@@ -3,6 +3,8 @@ import { performance } from "node:perf_hooks";
 import {
   type Framing,
   HttpFramer,
+  type ProxiedRequest,
+  type ProxiedRequestHead,
   parseRequestHead,
   parseResponseHead,
   requestFraming,
@@ -28,20 +30,9 @@ export interface TcpProxyOptions {
   http?: boolean;
 }
 
-/** A request the proxy saw: its method and request target as sent (query included). */
-export interface ProxiedRequest {
-  method: string;
-  path: string;
-}
-
 /** A request the proxy saw, with when its head arrived, in milliseconds since the proxy started. */
 export interface TimedRequest extends ProxiedRequest {
   at: number;
-}
-
-export interface ProxiedRequestHead extends ProxiedRequest {
-  /** Header names in lower case; repeated fields joined with ", ". */
-  headers: Record<string, string>;
 }
 
 export type RequestMatch = (request: ProxiedRequestHead) => boolean;
