@@ -1,8 +1,8 @@
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
 // The protocol test server of the client's own suite: the real server is tested end to end elsewhere.
-import { WireServer } from "../../upload-client/test/wire-server.js";
+import { WireServer } from "@distributor/upload-client/testing";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
   type CliResult,
   EXAMPLE_BUNDLE_DIGEST,

@@ -3,6 +3,7 @@ import { request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { buildManifest, fileDigest, serializeManifest } from "@distributor/bundle";
+import { type RawEntry, rawTar } from "@distributor/bundle/testing";
 import type { BackendRegistry, Config } from "@distributor/publish";
 import { parseConfig } from "@distributor/publish";
 import { createLocalBackend, type StorageBackend } from "@distributor/storage";
@@ -17,7 +18,6 @@ import {
   type WireSchema,
 } from "@distributor/upload-store/wire";
 import { c as createTar } from "tar";
-import { type RawEntry, rawTar } from "../../bundle/test/raw-tar.js";
 import {
   createUploadServer,
   type UploadServer,

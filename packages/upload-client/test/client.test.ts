@@ -15,8 +15,8 @@ import {
   type UploadClient,
   UploadError,
 } from "../src/index.js";
+import { WireServer } from "../src/testing/index.js";
 import { sha256Of, TempDirs, writeBundle } from "./bundles.js";
-import { WireServer } from "./wire-server.js";
 
 const execFileAsync = promisify(execFile);
 const TOKEN = "test-token";

@@ -7,7 +7,7 @@ import { gzipSync } from "node:zlib";
 import { c as createTar } from "tar";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ArchiveError, extractArchive } from "../../src/archive/extract.js";
-import { rawTar } from "../raw-tar.js";
+import { rawTar } from "../../src/testing/index.js";
 
 let workspace: string;
 let staging: string;

@@ -11,7 +11,7 @@ import { Transform, type TransformCallback, type Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { createGunzip } from "node:zlib";
 import { Parser, type ReadEntry } from "tar";
-import type { RunRecord, RunStatus } from "../src/wire.js";
+import type { RunRecord, RunStatus } from "../wire.js";
 
 /*
  * A small HTTP server speaking the upload protocol of docs/integrations/http-upload.md, for injecting faults the real
