@@ -40,17 +40,44 @@ export async function storedReleases(
   bundlePath: string,
   signal?: AbortSignal,
 ): Promise<StoredRelease[]> {
+  return (await readReleases(backend, bundlePath, signal)).releases;
+}
+
+/** Temp files beside the releases are debris: under the lease nobody else writes there. */
+async function removeTemps(
+  inner: StorageBackend,
+  temps: readonly string[],
+  lease: LeaseGuard,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  if (temps.length === 0) return;
+  lease.assertHeld();
+  await inner.deletePaths("", temps, { ignoreMissing: true, signal });
+}
+
+/**
+ * What lies in `releases/`: the releases, oldest first, and the temp files directly in it (paths
+ * from the destination root) that writes of snapshots or identity records killed before their
+ * rename left.
+ */
+async function readReleases(
+  backend: StorageBackend,
+  bundlePath: string,
+  signal?: AbortSignal,
+): Promise<{ releases: StoredRelease[]; temps: string[] }> {
   const prefix = releasesPrefix(bundlePath);
   let entries: Awaited<ReturnType<StorageBackend["walk"]>>;
   try {
     entries = await backend.walk(prefix, { limit: RELEASES_LISTING_LIMIT, signal });
   } catch (error) {
-    if (isStorageError(error, "not_found")) return [];
+    if (isStorageError(error, "not_found")) return { releases: [], temps: [] };
     throw error;
   }
   const found = new Map<string, StoredRelease>();
+  const temps: string[] = [];
   for (const entry of entries) {
     const name = relativeTo(prefix, entry.path);
+    if (entry.kind === "file" && isTempFileName(name)) temps.push(entry.path);
     const snapshot = entry.kind === "file" && name.endsWith(".json");
     const id = snapshot ? name.slice(0, -".json".length) : name;
     if (!isReleaseId(id) || (!snapshot && entry.kind !== "directory")) continue;
@@ -59,7 +86,8 @@ export async function storedReleases(
     else release.directory = true;
     found.set(id, release);
   }
-  return [...found.values()].sort((left, right) => (left.id < right.id ? -1 : 1));
+  const releases = [...found.values()].sort((left, right) => (left.id < right.id ? -1 : 1));
+  return { releases, temps };
 }
 
 export interface PrepareOptions {
@@ -97,7 +125,7 @@ export async function prepareRelease(view: ReleaseView, options: PrepareOptions)
   ) {
     await finishRelease(view, recorded, lease, signal);
   }
-  const stored = await storedReleases(inner, bundlePath, signal);
+  const { releases: stored, temps } = await readReleases(inner, bundlePath, signal);
   if (stored.some((release) => release.id === next && release.snapshot)) {
     throw new Error(`release ${next} was committed already below ${releasesPrefix(bundlePath)}`);
   }
@@ -105,6 +133,7 @@ export async function prepareRelease(view: ReleaseView, options: PrepareOptions)
   // plan's apply is tried again).
   const keep = new Set([recorded, await view.live(signal)]);
   const abandoned = stored.filter((release) => !release.snapshot && !keep.has(release.id));
+  await removeTemps(inner, temps, lease, signal);
   for (const release of abandoned) {
     lease.assertHeld();
     await inner.deletePaths("", [identitiesPath(bundlePath, release.id)], {
@@ -213,6 +242,9 @@ export async function finishRelease(
   // only a run that died before writing it leaves it to write (rollbacks write none). The
   // identity record goes first, so that every release with a snapshot has one.
   if ((await kindAt(inner, snapshotPath(bundlePath, id), signal)) === undefined) {
+    // The run that died before may have left the temp file of either write beside the releases.
+    const { temps } = await readReleases(inner, bundlePath, signal);
+    await removeTemps(inner, temps, lease, signal);
     lease.assertHeld();
     // Recorded once: identities written by the run that built the release are never replaced
     // (a snapshot lost since must not bless edits made since).

@@ -589,9 +589,10 @@ describe.each(["memory", "local"] as const)("every fault at every mutation, on %
 
 /**
  * Without fsync only the commit files are flushed (docs/config.md, "Durability"): after a power
- * cut the state is whole and one the command wrote or found, but outputs it records may have lost
- * their bytes — only outputs the cut command wrote, never older ones or unmanaged files. A
- * `run --repair` then restores them.
+ * cut every state is whole and one the command wrote or found, but outputs it records may have
+ * lost their bytes — only outputs the cut command wrote, never older ones or unmanaged files. A
+ * publication's `run --repair` then restores them; a command that writes no output (a prune, a
+ * reconcile-state, an adoption, a rebuild) loses nothing, and its next plain run converges.
  */
 async function unflushedPowerCut(
   scenario: Scenario,
@@ -611,43 +612,90 @@ async function unflushedPowerCut(
       if (method === "writeFile") written.add(path);
     },
   };
-  await publishWith("v2")(c, registryFor("local", c.memory, c.dest, plan)).catch(() => false);
+  const writesOutputs = !maintenance.includes(scenario.name);
+  // What a drifted destination lacked before the command is drift, not loss.
+  const drift = new Set(await unheldRecords(await destinationOf(c), "before", true));
+  await scenario.act(c, registryFor("local", c.memory, c.dest, plan)).catch(() => false);
   await cutPowerAfter(plan);
   const where = `${scenario.name} with fsync: false, ${kind} at mutation ${at} [${seen.join(" ")}]`;
-  const backend = await destinationOf(c);
-  const text = await backend.readFile(".distributor.json").catch(() => undefined);
-  const outputs = text === undefined ? [] : parseDocument(Buffer.from(text).toString()).outputs;
-  let lost = 0;
-  for (const output of outputs) {
-    const bytes = await backend.readFile(output.path).catch(() => undefined);
-    const digest = bytes && `sha256:${createHash("sha256").update(bytes).digest("hex")}`;
-    if (digest === output.sha256) continue;
-    lost += 1;
-    expect(written, `${where}: ${output.path} lost bytes it did not write`).toContain(output.path);
+  const unheld = await unheldRecords(await destinationOf(c), where, scenario.drifted ?? false);
+  const lost = unheld.filter((path) => !drift.has(path));
+  for (const path of lost) {
+    expect(written, `${where}: ${path} lost bytes it did not write`).toContain(path);
   }
   c.clock.offset += 10 * 60_000;
-  const report = await run({
-    config: c.configs.v2,
-    pipelineIds: ["reports"],
-    backends: registryFor("local", c.memory, c.dest),
-    now: c.now,
-    repair: true,
-  });
-  expect(runSucceeded(report), `${where}: run --repair failed`).toBe(true);
+  if (writesOutputs) {
+    const report = await run({
+      config: c.configs.v2,
+      pipelineIds: ["reports"],
+      backends: registryFor("local", c.memory, c.dest),
+      now: c.now,
+      repair: true,
+    });
+    expect(runSucceeded(report), `${where}: run --repair failed`).toBe(true);
+  } else {
+    expect(lost, `${where}: records without their bytes`).toEqual([]);
+    const next = await scenario.act(c, registryFor("local", c.memory, c.dest));
+    expect(next, `${where}: the next plain run failed`).toBe(true);
+  }
   const recorded = await expectAgreement(await destinationOf(c), {
-    label: `${where}, then run --repair`,
+    unmanaged: scenario.shared ? OTHER : {},
+    label: `${where}, then ${writesOutputs ? "run --repair" : "the next plain run"}`,
     staleLeasesAt: new Date(Date.now() + c.clock.offset),
+    partial: scenario.dropsRecords,
   });
   expect(recorded, `${where}: recorded outputs`).toEqual(expected.recorded);
+  return lost.length;
+}
+
+/**
+ * Right after a power cut: the outputs (path from the destination root) that a state records
+ * without their bytes. Every state parses, unless `drifted` lets the corrupt one the command
+ * found stay.
+ */
+async function unheldRecords(backend: StorageBackend, where: string, drifted: boolean) {
+  const lost: string[] = [];
+  const entries = await backend.walk("", { recursive: true, limit: 10_000 });
+  for (const entry of entries) {
+    if (entry.kind !== "file" || !entry.path.endsWith(".distributor.json")) continue;
+    const bundle = entry.path.slice(0, -".distributor.json".length);
+    const text = Buffer.from(await backend.readFile(entry.path)).toString();
+    let outputs: readonly { path: string; sha256: string }[];
+    try {
+      outputs = parseDocument(text).outputs;
+    } catch (error) {
+      if (drifted) continue;
+      throw new Error(`${where}: ${entry.path} does not parse: ${(error as Error).message}`);
+    }
+    for (const output of outputs) {
+      const bytes = await backend.readFile(`${bundle}${output.path}`).catch(() => undefined);
+      const digest = bytes && `sha256:${createHash("sha256").update(bytes).digest("hex")}`;
+      if (digest !== output.sha256) lost.push(`${bundle}${output.path}`);
+    }
+  }
   return lost;
 }
+
+/** The scenarios whose command writes no output, only states (and deletes). */
+const maintenance = [
+  "a prune",
+  "a prune across bundle paths",
+  "a reconcile-state",
+  "an adoption",
+  "a rebuild",
+];
 
 describe("power cuts under fsync: false, on local", () => {
   const kinds = faultKinds().filter(isPowerCut);
   const publications = ["a first publication", "a replacement", "a merge"];
-  for (const scenario of SCENARIOS.filter((s) => publications.includes(s.name))) {
+  for (const scenario of SCENARIOS.filter((s) =>
+    [...publications, ...maintenance].includes(s.name),
+  )) {
+    const writes = publications.includes(scenario.name);
     it.skipIf(kinds.length === 0)(
-      `${scenario.name} loses only bytes it wrote, which run --repair restores`,
+      writes
+        ? `${scenario.name} loses only bytes it wrote, which run --repair restores`
+        : `${scenario.name} loses nothing, and the next plain run converges`,
       async () => {
         const clean = await newCase(scenario, "local", { fsync: false });
         const counter = { n: 0 };
@@ -657,13 +705,16 @@ describe("power cuts under fsync: false, on local", () => {
         ).toBe(true);
         const expected = await snapshot(clean, scenario);
         let lost = 0;
+        let cases = 0;
         for (const kind of kinds) {
           for (let at = 1; at <= counter.n + 1; at++) {
             lost += await unflushedPowerCut(scenario, kind, at, expected);
+            cases += 1;
           }
         }
-        // The loss the documentation admits does happen in this model.
-        expect(lost).toBeGreaterThan(0);
+        expect(cases).toBeGreaterThan(2);
+        // The loss the documentation admits does happen in this model, where it can.
+        if (writes) expect(lost).toBeGreaterThan(0);
       },
       240_000,
     );

@@ -3,7 +3,7 @@ import { frameBackend } from "../adapter/backend-frame.js";
 import type { StorageBackend } from "../backend.js";
 import { fsOperations } from "../fs-protocol/operations.js";
 import { FsStore } from "../fs-protocol/store.js";
-import { blockingCalls, threadPoolCalls } from "./calls.js";
+import { blockingCalls, type LocalCalls, threadPoolCalls } from "./calls.js";
 import type { LocalRoot } from "./context.js";
 import { LocalDriver } from "./driver.js";
 import { BACKEND_NAME } from "./errno.js";
@@ -43,9 +43,20 @@ export const MAX_FILESYSTEM_PATH_BYTES = 4_095;
  * a `LocalDriver`, with reads of its own into the caller's buffers. See the package README.
  */
 export function createLocalBackend(options: LocalBackendOptions): StorageBackend {
+  return localBackendOver(options, (root, calls) => new LocalDriver(root, calls));
+}
+
+/**
+ * `createLocalBackend` over the driver `driverFor` makes: a test harness's subclass that watches
+ * the driver's flushes (`@distributor/storage/testing`). Not a public entry point.
+ */
+export function localBackendOver(
+  options: LocalBackendOptions,
+  driverFor: (root: string, calls: LocalCalls) => LocalDriver,
+): StorageBackend {
   const root = resolve(options.root);
   const calls = (options.blockingCalls ?? true) ? blockingCalls : threadPoolCalls;
-  const driver = new LocalDriver(root, calls);
+  const driver = driverFor(root, calls);
   const local: LocalRoot = {
     root,
     calls,

@@ -89,6 +89,7 @@ export { describeInvalidPaths } from "./contract/paths.js";
 export { describeReadWrite } from "./contract/read-write.js";
 export { describeVersions } from "./contract/versions.js";
 export { readDirectoryImage, writeDirectoryImage } from "./disk-image.js";
+export { createFlushWatchedLocalBackend, type LocalFlush } from "./flush-watch.js";
 export type { ProxiedRequest, ProxiedRequestHead } from "./http-framing.js";
 export { createMemoryDiskBackend, memoryDisk } from "./memory-fs-backend.js";
 export {
