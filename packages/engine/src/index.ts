@@ -1,21 +1,9 @@
 // Planning: what a publication of one bundle at one destination bundle path would write.
 
 export { compileGlob, type Glob, GlobError, globProblem } from "./content/glob.js";
-export {
-  htmlOutputPath,
-  isMarkdownPath,
-  MARKDOWN_TO_HTML,
-  MAX_MARKDOWN_BYTES,
-  type MarkdownMode,
-} from "./content/markdown-paths.js";
-export {
-  CONTENT_ENCODINGS,
-  type ContentEncoding,
-  type MetadataRule,
-  MetadataRules,
-  sameMetadata,
-} from "./content/metadata.js";
-export { DEFAULT_RENDER_CACHE_BYTES, RenderCache } from "./content/render-cache.js";
+export { MAX_MARKDOWN_BYTES, type MarkdownMode } from "./content/markdown-paths.js";
+export { type ContentEncoding, type MetadataRule, MetadataRules } from "./content/metadata.js";
+export { RenderCache } from "./content/render-cache.js";
 export {
   type StoredFile,
   storedFile,
@@ -23,17 +11,10 @@ export {
   storedStatus,
 } from "./content/stored-digest.js";
 export { SourceChangedError } from "./content/verify-source.js";
-export {
-  MAX_PUBLISH_ATTEMPTS,
-  type PublishTargetOptions,
-  publishTarget,
-} from "./execute/commit.js";
+export { type PublishTargetOptions, publishTarget } from "./execute/commit.js";
 export { type ExecuteContext, PublishExecutionError } from "./execute/context.js";
-export { AmbiguousCommitError, executePublish, StateChangedError } from "./execute/execute.js";
+export { AmbiguousCommitError, StateChangedError } from "./execute/execute.js";
 export {
-  type ActionDecision,
-  actionForComparison,
-  applyForce,
   DEFAULT_TRANSFER_POLICY,
   isFailAction,
   isWriteAction,
@@ -45,16 +26,10 @@ export {
   type TransferPolicy,
 } from "./plan/action.js";
 export { completenessGaps } from "./plan/completeness.js";
-export { decideAction, needsBundleListing } from "./plan/decide.js";
 export { LayoutMismatchError, PublishPlanError } from "./plan/errors.js";
-export {
-  DEFAULT_DESTINATION_WALK_LIMIT,
-  type InspectDestinationOptions,
-  inspectDestination,
-} from "./plan/inspect.js";
-export { journalOf } from "./plan/journal.js";
-export { outputUrl, type PrimaryPolicy, selectPrimaryUrl } from "./plan/links.js";
-export { adoptedStateDocument, nextStateDocument } from "./plan/next-state.js";
+export { type InspectDestinationOptions, inspectDestination } from "./plan/inspect.js";
+export type { PrimaryPolicy } from "./plan/links.js";
+export { adoptedStateDocument } from "./plan/next-state.js";
 export {
   attachUrls,
   type LinkPolicy,
@@ -69,19 +44,15 @@ export { planPublish, planPublishSteps } from "./plan/plan.js";
 export { type PlanTargetOptions, planTarget } from "./plan/plan-target.js";
 export type {
   DestinationInspection,
-  PlanJournal,
   PlannedWrite,
   PublishPlan,
   PublishRequest,
   PublishTarget,
 } from "./plan/plan-types.js";
 export { type PrepareOutputsOptions, prepareOutputs } from "./plan/prepare.js";
-export { metadataChanges } from "./plan/records.js";
-export { planMetadataUpdate } from "./plan/repair.js";
 // The lease is the commit protocol's own: its records, journal and recovery stay internal. What
 // a caller may meet are its errors and its report (`inspect` shows a lease found at a path).
 export {
-  DEFAULT_LEASE_TTL_MS,
   defaultProcessAlive,
   LeaseHeldError,
   LeaseLostError,
@@ -118,13 +89,7 @@ export {
   type TransactionJournal,
   withStateTransaction,
 } from "./protocol/transaction.js";
-export {
-  type CheckReleaseOptions,
-  checkRelease,
-  describeDrift,
-  type ReleaseCheck,
-  releaseIntact,
-} from "./release/identities.js";
+export { type CheckReleaseOptions, checkRelease, type ReleaseCheck } from "./release/identities.js";
 export { checkKeptReleases } from "./release/kept-releases.js";
 export {
   assertLayout,

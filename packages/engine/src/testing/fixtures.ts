@@ -22,9 +22,9 @@ import {
   type WriteData,
   type WriteOptions,
 } from "@distributor/storage";
+import { executePublish } from "../execute/execute.js";
 import {
   DEFAULT_TRANSFER_POLICY,
-  executePublish,
   type LinkPolicy,
   type OutputPolicy,
   type PublishPlan,
