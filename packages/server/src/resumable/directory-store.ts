@@ -44,8 +44,8 @@ export function directoryPartialStore(root: string, ttlMs: number): PartialStore
       return (await stat(directoryOf(id)).catch(() => undefined))?.mtimeMs;
     },
     lock: (partial, owner) => lockPartial(directoryOf(partial.info.id), owner),
-    openWriter: (partial, offset) =>
-      openDataWriter(join(directoryOf(partial.info.id), DATA), offset),
+    openWriter: (partial, offset, lock) =>
+      openDataWriter(join(directoryOf(partial.info.id), DATA), offset, lock),
     archive: (partial) => createReadStream(join(directoryOf(partial.info.id), DATA)),
     async markAccepted(partial, accepted) {
       const directory = directoryOf(partial.info.id);
@@ -115,9 +115,27 @@ async function durableSize(path: string): Promise<{ size: number; mtimeMs: numbe
   }
 }
 
-/** Writes a PATCH's bytes at explicit positions from `offset`. */
-async function openDataWriter(path: string, offset: number): Promise<PartialWriter> {
+/**
+ * Writes a PATCH's bytes at explicit positions from `offset`, which is checked against the data
+ * file's durable size once open: a request that took over a stale lock starts where the bytes
+ * end, whatever its read before said. Taking bytes back (truncating) happens only while the lock
+ * is still this request's: a holder that stalled past `LOCK_STALE_MS` and woke up never cuts what
+ * the request that took over wrote since. docs/design/upload-service.md, "Two holders".
+ */
+async function openDataWriter(
+  path: string,
+  offset: number,
+  lock: PartialLock,
+): Promise<PartialWriter> {
   const file = await open(path, "r+");
+  try {
+    await file.sync();
+    const { size } = await file.stat();
+    if (size !== offset) throw new PartialMovedError(size);
+  } catch (error) {
+    await file.close();
+    throw error;
+  }
   let written = 0;
   return {
     async write(bytes) {
@@ -129,12 +147,21 @@ async function openDataWriter(path: string, offset: number): Promise<PartialWrit
       return offset + written;
     },
     async discard() {
+      if (!(await lock.refresh())) return;
       await file.truncate(offset);
       await file.sync();
       written = 0;
     },
     close: () => file.close(),
   };
+}
+
+/** The bytes held moved between the read and the write (another request wrote meanwhile). */
+export class PartialMovedError extends Error {
+  constructor(readonly held: number) {
+    super(`the partial holds ${held} bytes now`);
+    this.name = "PartialMovedError";
+  }
 }
 
 /** Writes `name` in `directory` through a flushed temporary file and a rename, then flushes it. */

@@ -4,7 +4,7 @@ import { Readable } from "node:stream";
 import type { RequestLog, ServerContext } from "../context.js";
 import { HttpError } from "../http-error.js";
 import { idempotencyKey } from "../idempotency.js";
-import { LOCK_REFRESH_MS } from "../resumable/directory-store.js";
+import { LOCK_REFRESH_MS, PartialMovedError } from "../resumable/directory-store.js";
 import {
   type Partial,
   type PartialLock,
@@ -236,7 +236,12 @@ export async function patchUpload(
     if (current.expired) throw expired(location);
     if (offset !== current.offset) throw offsetConflict(current, offset, location);
     if (offset > 0) ctx.metrics.resumed(pipeline.id);
-    const held = await appendBody(ctx.resumable.partials, request, current, offset, checksum, lock);
+    const held = await appendBody(ctx.resumable.partials, request, current, {
+      offset,
+      checksum,
+      lock,
+      location,
+    });
     if (held < current.info.length) {
       sendEmpty(response, 204, uploadHeaders({ ...current, offset: held }, location));
       return;
@@ -330,13 +335,25 @@ async function appendBody(
   partials: PartialStore,
   request: IncomingMessage,
   partial: Partial,
-  offset: number,
-  checksum: { algorithm: string; digest: string } | undefined,
-  lock: PartialLock,
+  patch: {
+    offset: number;
+    checksum: { algorithm: string; digest: string } | undefined;
+    lock: PartialLock;
+    location: string;
+  },
 ): Promise<number> {
+  const { offset, checksum, lock, location } = patch;
   const room = partial.info.length - offset;
   const hash = checksum === undefined ? undefined : createHash(checksum.algorithm);
-  const writer = await partials.openWriter(partial, offset, lock);
+  let writer: Awaited<ReturnType<PartialStore["openWriter"]>>;
+  try {
+    writer = await partials.openWriter(partial, offset, lock);
+  } catch (error) {
+    if (error instanceof PartialMovedError) {
+      throw offsetConflict({ ...partial, offset: error.held }, offset, location);
+    }
+    throw error;
+  }
   let written = 0;
   let progressed = false;
   let lost = false;
