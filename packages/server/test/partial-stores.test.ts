@@ -2,8 +2,8 @@ import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { directoryPartialStore, PartialMovedError } from "../src/resumable/directory-store.js";
-import type { Partial } from "../src/resumable/partial-store.js";
+import { directoryPartialStore } from "../src/resumable/directory-store.js";
+import { type Partial, PartialMovedError } from "../src/resumable/partial-store.js";
 import { declaration, partialStoreContract } from "./partial-store-contract.js";
 
 // The staging directory as a partial store: the contract, and the stale lock's two holders.

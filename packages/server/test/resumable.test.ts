@@ -300,7 +300,10 @@ describe("resumable uploads (tus 1.0)", () => {
     const directory = join(root, "staging", `partial-${location.split("/").pop()}`);
     // The sweeper runs every second; the partial's last bytes are a second old after a second.
     const deadline = Date.now() + 10_000;
-    while ((await readdir(directory).catch(() => [] as string[])).includes("data") && Date.now() < deadline)
+    while (
+      (await readdir(directory).catch(() => [] as string[])).includes("data") &&
+      Date.now() < deadline
+    )
       await new Promise((resolve) => setTimeout(resolve, 200));
     expect(await readdir(directory).catch(() => [] as string[])).not.toContain("data");
     const text = await metrics();

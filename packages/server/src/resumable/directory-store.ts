@@ -10,6 +10,7 @@ import {
   type Partial,
   type PartialInfo,
   type PartialLock,
+  PartialMovedError,
   type PartialStore,
   type PartialWriter,
   validPartialId,
@@ -154,14 +155,6 @@ async function openDataWriter(
     },
     close: () => file.close(),
   };
-}
-
-/** The bytes held moved between the read and the write (another request wrote meanwhile). */
-export class PartialMovedError extends Error {
-  constructor(readonly held: number) {
-    super(`the partial holds ${held} bytes now`);
-    this.name = "PartialMovedError";
-  }
 }
 
 /** Writes `name` in `directory` through a flushed temporary file and a rename, then flushes it. */

@@ -77,6 +77,17 @@ export interface PartialStore {
 }
 
 /**
+ * A writer was opened at an offset the partial no longer holds (another request wrote meanwhile):
+ * answered `409 offset_mismatch` with what is held.
+ */
+export class PartialMovedError extends Error {
+  constructor(readonly held: number) {
+    super(`the partial holds ${held} bytes now`);
+    this.name = "PartialMovedError";
+  }
+}
+
+/**
  * The partial's id: derived from the idempotency key's scope, so a producer that restarted finds
  * its partial again with the same key on any instance; random without a key.
  */

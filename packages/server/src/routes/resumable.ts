@@ -4,10 +4,11 @@ import { Readable } from "node:stream";
 import type { RequestLog, ServerContext } from "../context.js";
 import { HttpError } from "../http-error.js";
 import { idempotencyKey } from "../idempotency.js";
-import { LOCK_REFRESH_MS, PartialMovedError } from "../resumable/directory-store.js";
+import { LOCK_REFRESH_MS } from "../resumable/directory-store.js";
 import {
   type Partial,
   type PartialLock,
+  PartialMovedError,
   type PartialStore,
   partialId,
 } from "../resumable/partial-store.js";
