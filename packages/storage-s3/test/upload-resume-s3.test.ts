@@ -152,6 +152,28 @@ describe.skipIf(server === undefined)("resumable uploads on S3 staging", () => {
     expect(((await replay.json()) as { run_id: string }).run_id).toBe(run_id);
   });
 
+  it("take two PATCHes of the same bytes at once on both instances without a lock, and accept the archive once", async () => {
+    const [a, b] = await twoServers();
+    const { body, data } = await archive();
+    const location = await created(a, body);
+    const half = Math.floor(body.length / 2);
+    // A stalled request and its resume on the other instance, both from 0: no 423 on S3.
+    const [first, second] = await Promise.all([
+      patchTus(a, location, 0, body.subarray(0, half)),
+      patchTus(b, location, 0, body.subarray(0, half + 1000)),
+    ]);
+    expect([first.status, second.status]).toEqual([204, 204]);
+    expect(await bucketCoverage(location)).toBe(half + 1000);
+    const chunks = (await partialKeys(location)).filter((key) => key.includes("/chunk-"));
+    expect(chunks.length).toBeGreaterThanOrEqual(2);
+    expect((await headTus(a, location)).headers.get("upload-offset")).toBe(String(half + 1000));
+    const last = await patchTus(a, location, half + 1000, body.subarray(half + 1000));
+    expect(last.status).toBe(202);
+    const { run_id } = (await last.json()) as { run_id: string };
+    expect(await waitForRun(b, run_id)).toMatchObject({ status: "succeeded" });
+    expect(await readFile(join(root, "site", "data.txt"), "utf8")).toBe(data);
+  });
+
   it("refuse hostile PATCHes with clear codes, keeping exactly what the bucket held", async () => {
     const [a, b] = await twoServers();
     const { body, data } = await archive();
