@@ -3,6 +3,7 @@ import type { Config, PipelineConfig } from "@distributor/publish";
 import type { UploadStore } from "@distributor/upload-store";
 import type { UploadServerEvent } from "./events.js";
 import type { ServerMetrics } from "./metrics.js";
+import type { PartialStore } from "./resumable/partial-store.js";
 import type { UploadServerOptions } from "./server-options.js";
 import type { StagingArea } from "./staging/staging-area.js";
 import type { ResolvedToken } from "./token.js";
@@ -31,6 +32,8 @@ export interface ServerContext {
    * writing a partial now (a resume of the same upload stops the one whose producer went away).
    */
   readonly resumable: {
+    /** Where partial uploads live: the staging directory, or the S3 staging prefix. */
+    readonly partials: PartialStore;
     readonly instanceId: string;
     readonly holders: Map<string, { request: IncomingMessage; released: Promise<void> }>;
   };

@@ -45,13 +45,13 @@ export async function recover(ctx: ServerContext) {
  * nobody asks for them.
  */
 export function startSweeper(ctx: ServerContext): NodeJS.Timeout {
-  const { config, store, now, metrics, stagingArea } = ctx;
+  const { config, store, now, metrics } = ctx;
   const http = config.server.http;
   const ttl = config.server.uploads.partialTtlMs;
   const sweeper = setInterval(
     () => {
       void store.expire(now()).catch(() => undefined);
-      void expirePartials(stagingArea.receiveRoot, ttl).then(
+      void expirePartials(ctx.resumable.partials, ttl).then(
         (expired) => metrics.partialExpired(expired),
         () => undefined,
       );

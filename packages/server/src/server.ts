@@ -18,6 +18,7 @@ import type { UploadServerEvent } from "./events.js";
 import { countingStoreErrors, createServerMetrics } from "./metrics.js";
 import { recover, startSweeper } from "./recovery.js";
 import { partialsHeld } from "./resumable/expiry.js";
+import { openPartialStore } from "./resumable/open.js";
 import { handle } from "./router.js";
 import { executeRun, startPoller } from "./runner.js";
 import type { UploadServerOptions } from "./server-options.js";
@@ -88,6 +89,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     throw error;
   }
 
+  const partials = openPartialStore(stagingArea, config.server.uploads.partialTtlMs);
   const now = () => options.now?.() ?? new Date();
   const emit = (event: UploadServerEvent) => options.onEvent?.(event);
   const rawStore = options.store ?? (await openConfiguredStore(config));
@@ -97,7 +99,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
     // Read from the store itself: a failed read is counted once, by the gauge.
     queueDepth: () => rawStore.queueLength(),
     stagingBytes: () => rawStore.stagedBytes(),
-    partials: () => partialsHeld(stagingArea.receiveRoot, config.server.uploads.partialTtlMs),
+    partials: () => partialsHeld(partials),
   });
   const store = countingStoreErrors(rawStore, metrics);
   const ctx: ServerContext = {
@@ -115,7 +117,7 @@ export async function createUploadServer(options: UploadServerOptions): Promise<
         emit({ type: "warning", message: `upload queue: ${errorMessage(error)}` }),
     }),
     runControls: new Map(),
-    resumable: { instanceId: randomUUID(), holders: new Map() },
+    resumable: { partials, instanceId: randomUUID(), holders: new Map() },
     cancelRequests: new Set(),
     stopping: new AbortController(),
     closing: undefined,

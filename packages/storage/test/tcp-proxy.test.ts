@@ -261,6 +261,18 @@ describe("startTcpProxy", () => {
       },
     );
 
+    it("retargets new connections, counting the bytes sent to both", async () => {
+      const first = await startHttpTarget();
+      const second = await startHttpTarget();
+      const proxy = await proxyTo(first.port);
+      await send(proxy, { method: "PUT", path: "/one", body: ["12345"] });
+      proxy.retarget({ host: "127.0.0.1", port: second.port });
+      await send(proxy, { method: "PUT", path: "/two", body: ["678"] });
+      expect(first.handled.map((handled) => handled.path)).toEqual(["/one"]);
+      expect(second.handled.map((handled) => handled.path)).toEqual(["/two"]);
+      expect(proxy.clientBytes()).toBeGreaterThan(8);
+    });
+
     it("caps the bandwidth: 200 KiB at 100 KiB/s take at least 1.5 s", async () => {
       const size = 200 * 1024;
       const target = await startHttpTarget((_, response) => response.end(Buffer.alloc(size, 7)));

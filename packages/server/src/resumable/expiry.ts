@@ -1,23 +1,14 @@
-import { stat } from "node:fs/promises";
-import { join } from "node:path";
-import {
-  dropBytes,
-  PARTIAL_DIRECTORY_PREFIX,
-  partialIds,
-  readPartial,
-  removePartial,
-} from "./partials.js";
+import type { PartialStore } from "./partial-store.js";
 
-/** What the partial uploads in a staging root hold now, for `/metrics`. */
+/** What the partial uploads of a store hold now, for `/metrics`. */
 export async function partialsHeld(
-  root: string,
-  ttlMs: number,
+  store: PartialStore,
   now = Date.now(),
 ): Promise<{ count: number; bytes: number }> {
   let count = 0;
   let bytes = 0;
-  for (const id of await partialIds(root)) {
-    const partial = await readPartial(root, id, ttlMs).catch(() => undefined);
+  for (const id of await store.ids()) {
+    const partial = await store.read(id).catch(() => undefined);
     if (partial === undefined || partial.accepted !== undefined || partial.expired) continue;
     if (partial.expiresAt <= now) continue;
     count += 1;
@@ -29,30 +20,26 @@ export async function partialsHeld(
 /**
  * Expires partial uploads: the bytes of one whose `partial_ttl` passed since its last bytes are
  * removed, its declaration kept one more `partial_ttl` so a late resume is told it expired (410)
- * rather than that it never existed; an accepted one's record goes once it expires. A directory
- * left half created (no declaration) by a process that died goes after `partial_ttl` too.
- * Returns how many partials' bytes were removed.
+ * rather than that it never existed; an accepted one's record goes once it expires. What a
+ * process that died left half created (no declaration), or a terminated partial's late bytes,
+ * go after `partial_ttl` too. Returns how many partials' bytes were removed.
  */
-export async function expirePartials(root: string, ttlMs: number, now = Date.now()) {
+export async function expirePartials(store: PartialStore, ttlMs: number, now = Date.now()) {
   let expired = 0;
-  for (const id of await partialIds(root)) {
-    const directory = join(root, `${PARTIAL_DIRECTORY_PREFIX}${id}`);
-    const partial = await readPartial(root, id, ttlMs).catch(() => undefined);
+  const untouchedSince = async (id: string) =>
+    ((await store.lastChanged(id)) ?? Number.NEGATIVE_INFINITY) < now - ttlMs;
+  for (const id of await store.ids()) {
+    const partial = await store.read(id).catch(() => undefined);
     if (partial === undefined) {
-      if (await changedBefore(directory, now - ttlMs)) await removePartial(directory);
+      if (await untouchedSince(id)) await store.remove(id);
       continue;
     }
     if (partial.expiresAt > now) continue;
-    if (partial.accepted !== undefined) await removePartial(directory);
+    if (partial.accepted !== undefined) await store.remove(id);
     else if (!partial.expired) {
-      await dropBytes(partial);
+      await store.dropBytes(partial);
       expired += 1;
-    } else if (await changedBefore(directory, now - ttlMs)) await removePartial(directory);
+    } else if (await untouchedSince(id)) await store.remove(id);
   }
   return expired;
-}
-
-async function changedBefore(path: string, cutoff: number): Promise<boolean> {
-  const found = await stat(path).catch(() => undefined);
-  return found !== undefined && found.mtimeMs < cutoff;
 }

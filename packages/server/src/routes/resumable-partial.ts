@@ -1,15 +1,8 @@
 import type { IncomingMessage } from "node:http";
 import type { RequestLog, ServerContext } from "../context.js";
 import { HttpError } from "../http-error.js";
-import {
-  dropBytes,
-  lockOwner,
-  lockPartial,
-  type Partial,
-  type PartialLock,
-  partialIds,
-  readPartial,
-} from "../resumable/partials.js";
+import { lockOwner } from "../resumable/directory-store.js";
+import type { Partial, PartialLock } from "../resumable/partial-store.js";
 import { httpDate, tusHeaders } from "../resumable/tus.js";
 import { uploadTarget } from "./upload.js";
 
@@ -30,7 +23,7 @@ export async function ownPartial(
 ) {
   const { token, pipeline } = uploadTarget(ctx, request, pipelineId, log);
   const location = `/pipelines/${encodeURIComponent(pipeline.id)}/uploads/${id}`;
-  const partial = await readPartial(ctx.stagingArea.receiveRoot, id, ttlOf(ctx));
+  const partial = await ctx.resumable.partials.read(id);
   if (partial === undefined || partial.info.pipelineId !== pipeline.id) {
     throw new HttpError(
       404,
@@ -50,7 +43,7 @@ export async function ownPartial(
   if (!options.expiredToo && partial.accepted === undefined) {
     if (partial.expired) throw expired(location);
     if (partial.expiresAt <= Date.now()) {
-      await dropBytes(partial);
+      await ctx.resumable.partials.dropBytes(partial);
       ctx.metrics.partialExpired();
       throw expired(location);
     }
@@ -75,7 +68,7 @@ export async function takeLock(
     earlier.request.destroy();
     await earlier.released;
   }
-  const lock = await lockPartial(partial, lockOwner(instanceId));
+  const lock = await ctx.resumable.partials.lock(partial, lockOwner(instanceId));
   if (lock === "gone") {
     throw new HttpError(404, "upload_not_found", `upload ${id} was terminated meanwhile`, {
       headers: tusHeaders(),
@@ -102,19 +95,15 @@ export async function takeLock(
 
 /** Partial uploads `tokenId` holds now (expired and accepted ones no longer count). */
 export async function heldBy(ctx: ServerContext, tokenId: string): Promise<number> {
-  const root = ctx.stagingArea.receiveRoot;
+  const { partials } = ctx.resumable;
   let count = 0;
-  for (const id of await partialIds(root)) {
-    const partial = await readPartial(root, id, ttlOf(ctx)).catch(() => undefined);
+  for (const id of await partials.ids()) {
+    const partial = await partials.read(id).catch(() => undefined);
     if (partial?.info.tokenId !== tokenId) continue;
     if (partial.accepted === undefined && !partial.expired && partial.expiresAt > Date.now())
       count += 1;
   }
   return count;
-}
-
-export function ttlOf(ctx: ServerContext): number {
-  return ctx.config.server.uploads.partialTtlMs;
 }
 
 export function uploadHeaders(partial: Partial, location: string): Record<string, string> {

@@ -1,21 +1,17 @@
 import { createHash } from "node:crypto";
-import { createReadStream } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { Readable } from "node:stream";
 import type { RequestLog, ServerContext } from "../context.js";
 import { HttpError } from "../http-error.js";
 import { idempotencyKey } from "../idempotency.js";
+import { LOCK_REFRESH_MS } from "../resumable/directory-store.js";
 import {
-  createPartial,
-  dataPath,
-  LOCK_REFRESH_MS,
-  markAccepted,
-  openData,
   type Partial,
   type PartialLock,
+  PartialMovedError,
+  type PartialStore,
   partialId,
-  readPartial,
-  removePartial,
-} from "../resumable/partials.js";
+} from "../resumable/partial-store.js";
 import {
   byteCountHeader,
   CHECKSUM_ALGORITHMS,
@@ -34,7 +30,6 @@ import {
   offsetConflict,
   ownPartial,
   takeLock,
-  ttlOf,
   uploadHeaders,
 } from "./resumable-partial.js";
 import {
@@ -115,13 +110,12 @@ export async function createUpload(
       },
     );
   }
-  const root = ctx.stagingArea.receiveRoot;
-  const ttl = ctx.config.server.uploads.partialTtlMs;
+  const { partials } = ctx.resumable;
   const scope = key === undefined ? undefined : { tokenId: token.id, pipelineId: pipeline.id, key };
   const id = partialId(scope);
   const location = `/pipelines/${encodeURIComponent(pipeline.id)}/uploads/${id}`;
   for (let attempt = 0; attempt < 2; attempt++) {
-    const existing = await readPartial(root, id, ttl);
+    const existing = await partials.read(id);
     if (existing !== undefined) {
       const same = existing.info.length === length && existing.info.sha256 === sha256;
       if (!same) {
@@ -143,7 +137,7 @@ export async function createUpload(
         return;
       }
       // Expired: what it held is gone; the producer starts over under the same key.
-      await removePartial(existing.directory);
+      await partials.remove(id);
     }
     if ((await heldBy(ctx, token.id)) >= ctx.config.server.uploads.maxPartialsPerToken) {
       throw new HttpError(
@@ -163,8 +157,8 @@ export async function createUpload(
       sha256,
       createdAt: Date.now(),
     };
-    if (await createPartial(root, info)) {
-      const created = await readPartial(root, id, ttl);
+    if (await partials.create(info)) {
+      const created = await partials.read(id);
       if (created === undefined) break;
       sendEmpty(response, 201, { Location: location, ...uploadHeaders(created, location) });
       return;
@@ -232,7 +226,7 @@ export async function patchUpload(
   const lock = await takeLock(ctx, partial, request);
   try {
     // Read again under the lock: the request that held it may have added bytes.
-    const current = (await readPartial(ctx.stagingArea.receiveRoot, id, ttlOf(ctx))) ?? partial;
+    const current = (await ctx.resumable.partials.read(id)) ?? partial;
     if (current.accepted !== undefined) {
       if (offset !== current.info.length) throw offsetConflict(current, offset, location);
       log.replayed = true;
@@ -243,8 +237,12 @@ export async function patchUpload(
     if (current.expired) throw expired(location);
     if (offset !== current.offset) throw offsetConflict(current, offset, location);
     if (offset > 0) ctx.metrics.resumed(pipeline.id);
-    const written = await appendBody(request, current, offset, checksum, lock);
-    const held = offset + written;
+    const held = await appendBody(ctx.resumable.partials, request, current, {
+      offset,
+      checksum,
+      lock,
+      location,
+    });
     if (held < current.info.length) {
       sendEmpty(response, 204, uploadHeaders({ ...current, offset: held }, location));
       return;
@@ -269,7 +267,7 @@ export async function terminateUpload(
   const { partial } = await ownPartial(ctx, request, pipelineId, id, log, { expiredToo: true });
   const lock = await takeLock(ctx, partial, request);
   try {
-    await removePartial(partial.directory);
+    await ctx.resumable.partials.remove(partial.info.id);
   } finally {
     await lock.release();
   }
@@ -293,9 +291,10 @@ async function complete(
   },
 ) {
   const { partial, location } = upload;
+  const { partials } = ctx.resumable;
   try {
     if (partial.info.sha256 !== null) {
-      const digest = await fileSha256(dataPath(partial));
+      const digest = await archiveSha256(partials, partial);
       if (digest !== partial.info.sha256) {
         throw new HttpError(
           460,
@@ -309,11 +308,11 @@ async function complete(
       token: upload.token,
       pipeline: upload.pipeline,
       key: partial.info.key ?? undefined,
-      body: createReadStream(dataPath(partial)),
+      body: Readable.from(partials.archive(partial), { objectMode: false }),
       contentType: partial.info.contentType,
       log: upload.log,
     });
-    await markAccepted(partial, accepted);
+    await partials.markAccepted(partial, accepted);
     sendAccepted(
       response,
       accepted,
@@ -322,27 +321,40 @@ async function complete(
     );
   } catch (error) {
     if (error instanceof HttpError && error.status >= 400 && error.status < 500) {
-      await removePartial(partial.directory);
+      await partials.remove(partial.info.id);
     }
     throw error;
   }
 }
 
 /**
- * Appends the request body at `offset`; the bytes written, flushed. A body cut short keeps what
- * arrived, unless it carried a checksum (unverifiable now); one past the length or failing its
- * checksum is taken back whole.
+ * Appends the request body at `offset`; resolves with the offset held after, durably. A body cut
+ * short keeps what arrived, unless it carried a checksum (unverifiable now); one past the length
+ * or failing its checksum is taken back whole.
  */
 async function appendBody(
+  partials: PartialStore,
   request: IncomingMessage,
   partial: Partial,
-  offset: number,
-  checksum: { algorithm: string; digest: string } | undefined,
-  lock: PartialLock,
+  patch: {
+    offset: number;
+    checksum: { algorithm: string; digest: string } | undefined;
+    lock: PartialLock;
+    location: string;
+  },
 ): Promise<number> {
+  const { offset, checksum, lock, location } = patch;
   const room = partial.info.length - offset;
   const hash = checksum === undefined ? undefined : createHash(checksum.algorithm);
-  const file = await openData(partial);
+  let writer: Awaited<ReturnType<PartialStore["openWriter"]>>;
+  try {
+    writer = await partials.openWriter(partial, offset, lock);
+  } catch (error) {
+    if (error instanceof PartialMovedError) {
+      throw offsetConflict({ ...partial, offset: error.held }, offset, location);
+    }
+    throw error;
+  }
   let written = 0;
   let progressed = false;
   let lost = false;
@@ -373,16 +385,15 @@ async function appendBody(
           );
           break;
         }
-        await file.write(chunk, 0, chunk.length, offset + written);
+        await writer.write(chunk);
         hash?.update(chunk);
         written += chunk.length;
         progressed = true;
       }
     } catch {
       // The connection broke: what arrived is kept (without a checksum to check it against).
-      if (checksum !== undefined) await file.truncate(offset);
-      await file.sync();
-      return checksum === undefined ? written : 0;
+      if (checksum !== undefined) await writer.discard();
+      return await writer.commit();
     }
     if (refusal === undefined && hash !== undefined && checksum !== undefined) {
       const digest = hash.digest("base64");
@@ -396,15 +407,14 @@ async function appendBody(
       }
     }
     if (refusal !== undefined) {
-      await file.truncate(offset);
-      await file.sync();
+      await writer.discard();
+      await writer.commit();
       throw refusal;
     }
-    await file.sync();
-    return written;
+    return await writer.commit();
   } finally {
     clearInterval(refresh);
-    await file.close();
+    await writer.close();
   }
 }
 
@@ -418,8 +428,8 @@ function sendEmpty(response: ServerResponse, status: number, headers: Record<str
   response.end();
 }
 
-async function fileSha256(path: string): Promise<string> {
+async function archiveSha256(partials: PartialStore, partial: Partial): Promise<string> {
   const hash = createHash("sha256");
-  for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
+  for await (const chunk of partials.archive(partial)) hash.update(chunk);
   return hash.digest("hex");
 }

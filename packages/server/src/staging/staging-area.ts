@@ -35,6 +35,8 @@ export interface StagingArea {
   readonly shared: boolean;
   /** True when `place` copies the bundle elsewhere: the local files need no fsync. */
   readonly remote: boolean;
+  /** The S3 staging location, rooted at its prefix, where partial uploads live too; else undefined. */
+  readonly remoteRoot: StorageBackend | undefined;
   /** Where the accepted upload's bundle waits, as the job records it. */
   place(staged: StagedUpload): Promise<Pick<UploadJob, "stagingDirectory" | "bundleDirectory">>;
   /** False when the job's staged bundle is gone. */
@@ -63,6 +65,7 @@ function localStagingArea(root: string, shared: boolean): StagingArea {
     receiveRoot: root,
     shared,
     remote: false,
+    remoteRoot: undefined,
     async place(staged) {
       return { stagingDirectory: staged.directory, bundleDirectory: staged.bundleDirectory };
     },
@@ -99,6 +102,7 @@ async function remoteStagingArea(
     receiveRoot,
     shared: true,
     remote: true,
+    remoteRoot: backend,
     async place(staged) {
       const name = `${UPLOAD_DIRECTORY_PREFIX}${Date.now()}-${randomUUID()}`;
       try {

@@ -75,6 +75,8 @@ export interface TcpProxy {
    * undoes it for new connections; the hung ones stay hung until their client gives up.
    */
   hang(on?: boolean): void;
+  /** New connections go to `target` from now on (another instance); open ones stay. */
+  retarget(target: { host: string; port: number }): void;
   /** Stops listening and destroys every connection; pending faults reject. */
   close(): Promise<void>;
 }
@@ -123,6 +125,9 @@ export async function startTcpProxy(options: TcpProxyOptions): Promise<TcpProxy>
       proxy.seen.length = 0;
     },
     clientBytes: () => proxy.clientBytes,
+    retarget: (target) => {
+      proxy.options.target = { host: target.host, port: target.port };
+    },
     loseAnswer: (match) => {
       needsHttp("loseAnswer");
       return proxy.addRule("lose", match);

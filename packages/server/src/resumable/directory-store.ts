@@ -1,76 +1,71 @@
-import { createHash, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
+import { createReadStream } from "node:fs";
 import { mkdir, open, readdir, readFile, rename, rm, stat, unlink, utimes } from "node:fs/promises";
 import { hostname } from "node:os";
 import { join } from "node:path";
-import type { AcceptedUpload, IdempotencyScope } from "@distributor/upload-store";
+import type { AcceptedUpload } from "@distributor/upload-store";
 import { sharedFlush } from "../staging/staging.js";
+import {
+  PARTIAL_DIRECTORY_PREFIX,
+  type Partial,
+  type PartialInfo,
+  type PartialLock,
+  PartialMovedError,
+  type PartialStore,
+  type PartialWriter,
+  validPartialId,
+} from "./partial-store.js";
 
-// A partial upload lives in the staging root, so an instance that shares the staging directory
-// can continue it: `partial-<id>/info.json` (what was declared at creation), `data` (the bytes
-// received, in order) and, once accepted, `accepted.json`. Nothing about it is kept in memory.
+// Partials in a staging directory, so an instance that shares the directory can continue them:
+// `partial-<id>/info.json` (what was declared at creation), `data` (the bytes received, in
+// order), `lock` (one writer at a time) and, once accepted, `accepted.json`.
 // docs/design/upload-service.md, "Resumable uploads".
 
-export const PARTIAL_DIRECTORY_PREFIX = "partial-";
 const INFO = "info.json";
 const DATA = "data";
 const ACCEPTED = "accepted.json";
 const LOCK = "lock";
 
-/** What a creation declared; fixed for the partial's life. */
-export interface PartialInfo {
-  id: string;
-  tokenId: string;
-  pipelineId: string;
-  key: string | null;
-  /** `Upload-Length`: the archive's size. */
-  length: number;
-  /** The archive's Content-Type (gzip or tar). */
-  contentType: string;
-  /** The archive's SHA-256 (base64) when the producer declared it; checked once all arrived. */
-  sha256: string | null;
-  /** Epoch ms. */
-  createdAt: number;
+/** Partials below the staging directory `root`, expiring `ttlMs` after their last bytes. */
+export function directoryPartialStore(root: string, ttlMs: number): PartialStore {
+  const directoryOf = (id: string) => join(root, `${PARTIAL_DIRECTORY_PREFIX}${id}`);
+  return {
+    location: root,
+    create: (info) => createPartial(root, directoryOf(info.id), info),
+    async read(id) {
+      return validPartialId(id) ? readPartial(directoryOf(id), ttlMs) : undefined;
+    },
+    async ids() {
+      const names = await readdir(root).catch(() => [] as string[]);
+      return names
+        .filter((name) => name.startsWith(PARTIAL_DIRECTORY_PREFIX))
+        .map((name) => name.slice(PARTIAL_DIRECTORY_PREFIX.length));
+    },
+    async lastChanged(id) {
+      return (await stat(directoryOf(id)).catch(() => undefined))?.mtimeMs;
+    },
+    lock: (partial, owner) => lockPartial(directoryOf(partial.info.id), owner),
+    openWriter: (partial, offset, lock) =>
+      openDataWriter(join(directoryOf(partial.info.id), DATA), offset, lock),
+    archive: (partial) => createReadStream(join(directoryOf(partial.info.id), DATA)),
+    async markAccepted(partial, accepted) {
+      const directory = directoryOf(partial.info.id);
+      await writeDurably(directory, ACCEPTED, `${JSON.stringify(accepted)}\n`);
+      await unlink(join(directory, DATA)).catch(() => undefined);
+    },
+    async dropBytes(partial) {
+      await unlink(join(directoryOf(partial.info.id), DATA)).catch(() => undefined);
+    },
+    async remove(id) {
+      if (validPartialId(id)) await rm(directoryOf(id), { recursive: true, force: true });
+    },
+  };
 }
-
-/** A partial as the staging directory holds it now. */
-export interface Partial {
-  info: PartialInfo;
-  directory: string;
-  /** Bytes held on disk, flushed before this was read: the offset the server may report. */
-  offset: number;
-  /** When it expires (epoch ms): `partial_ttl` after its last bytes arrived. */
-  expiresAt: number;
-  /** The accepted upload, once the completed partial was accepted. */
-  accepted: AcceptedUpload | undefined;
-  /** Its bytes were removed by expiry (a resume must start over). */
-  expired: boolean;
-}
-
-/**
- * The partial's id: derived from the idempotency key's scope, so a producer that restarted finds
- * its partial again with the same key on any instance; random without a key.
- */
-export function partialId(scope: IdempotencyScope | undefined): string {
-  if (scope === undefined) return randomBytes(24).toString("base64url");
-  return createHash("sha256")
-    .update(JSON.stringify(["partial", scope.tokenId, scope.pipelineId, scope.key]))
-    .digest("base64url")
-    .slice(0, 32);
-}
-
-const ID = /^[A-Za-z0-9_-]{16,64}$/;
-
-/** The partial's directory, or undefined for an id no partial can have. */
-export function partialDirectory(root: string, id: string): string | undefined {
-  return ID.test(id) ? join(root, `${PARTIAL_DIRECTORY_PREFIX}${id}`) : undefined;
-}
-
 /**
  * Creates the partial's directory, its declaration and an empty data file, all flushed; false
  * when a partial with this id exists already (the caller reads it).
  */
-export async function createPartial(root: string, info: PartialInfo): Promise<boolean> {
-  const directory = partialDirectory(root, info.id) as string;
+async function createPartial(root: string, directory: string, info: PartialInfo) {
   try {
     await mkdir(directory, { mode: 0o700 });
   } catch (error) {
@@ -88,14 +83,7 @@ export async function createPartial(root: string, info: PartialInfo): Promise<bo
   return true;
 }
 
-/** The partial `id` as it is on disk, or undefined when there is none (or it is half created). */
-export async function readPartial(
-  root: string,
-  id: string,
-  ttlMs: number,
-): Promise<Partial | undefined> {
-  const directory = partialDirectory(root, id);
-  if (directory === undefined) return undefined;
+async function readPartial(directory: string, ttlMs: number): Promise<Partial | undefined> {
   const info = await readJson<PartialInfo>(join(directory, INFO));
   if (info === undefined) return undefined;
   const accepted = await readJson<AcceptedUpload>(join(directory, ACCEPTED));
@@ -103,7 +91,6 @@ export async function readPartial(
   const lastWrite = held?.mtimeMs ?? info.createdAt;
   return {
     info,
-    directory,
     offset: accepted !== undefined ? info.length : (held?.size ?? 0),
     expiresAt: Math.max(info.createdAt, lastWrite) + ttlMs,
     accepted,
@@ -129,37 +116,45 @@ async function durableSize(path: string): Promise<{ size: number; mtimeMs: numbe
   }
 }
 
-/** The data file, open for writing at explicit positions. */
-export function openData(partial: Partial) {
-  return open(join(partial.directory, DATA), "r+");
-}
-
-/** The data file's path, to read the completed archive. */
-export function dataPath(partial: Partial): string {
-  return join(partial.directory, DATA);
-}
-
-/** Records the accepted upload and drops the bytes (the staged bundle holds them now). */
-export async function markAccepted(partial: Partial, accepted: AcceptedUpload): Promise<void> {
-  await writeDurably(partial.directory, ACCEPTED, `${JSON.stringify(accepted)}\n`);
-  await unlink(dataPath(partial)).catch(() => undefined);
-}
-
-/** Removes a partial's bytes, keeping its declaration so a resume learns it expired. */
-export async function dropBytes(partial: Partial): Promise<void> {
-  await unlink(dataPath(partial)).catch(() => undefined);
-}
-
-export async function removePartial(directory: string): Promise<void> {
-  await rm(directory, { recursive: true, force: true });
-}
-
-/** Every partial directory's id below `root`. */
-export async function partialIds(root: string): Promise<string[]> {
-  const names = await readdir(root).catch(() => [] as string[]);
-  return names
-    .filter((name) => name.startsWith(PARTIAL_DIRECTORY_PREFIX))
-    .map((name) => name.slice(PARTIAL_DIRECTORY_PREFIX.length));
+/**
+ * Writes a PATCH's bytes at explicit positions from `offset`, which is checked against the data
+ * file's durable size once open: a request that took over a stale lock starts where the bytes
+ * end, whatever its read before said. Taking bytes back (truncating) happens only while the lock
+ * is still this request's: a holder that stalled past `LOCK_STALE_MS` and woke up never cuts what
+ * the request that took over wrote since. docs/design/upload-service.md, "Two holders".
+ */
+async function openDataWriter(
+  path: string,
+  offset: number,
+  lock: PartialLock,
+): Promise<PartialWriter> {
+  const file = await open(path, "r+");
+  try {
+    await file.sync();
+    const { size } = await file.stat();
+    if (size !== offset) throw new PartialMovedError(size);
+  } catch (error) {
+    await file.close();
+    throw error;
+  }
+  let written = 0;
+  return {
+    async write(bytes) {
+      await file.write(bytes, 0, bytes.length, offset + written);
+      written += bytes.length;
+    },
+    async commit() {
+      await file.sync();
+      return offset + written;
+    },
+    async discard() {
+      if (!(await lock.refresh())) return;
+      await file.truncate(offset);
+      await file.sync();
+      written = 0;
+    },
+    close: () => file.close(),
+  };
 }
 
 /** Writes `name` in `directory` through a flushed temporary file and a rename, then flushes it. */
@@ -195,23 +190,17 @@ export const LOCK_REFRESH_MS = 2000;
 /** A lock not marked alive for this long was left by a stalled or dead holder. */
 export const LOCK_STALE_MS = 10_000;
 
-export interface PartialLock {
-  /** Marks the lock alive; false when another holder took it over meanwhile. */
-  refresh(): Promise<boolean>;
-  release(): Promise<void>;
-}
-
 /**
  * Takes the partial's lock, a file every instance sharing the staging directory sees: one
  * request writes a partial at a time. A lock not refreshed for `LOCK_STALE_MS` is taken over
  * (its holder died, or its connection stalled). `busy` while another holds it; `gone` when the
  * partial was removed.
  */
-export async function lockPartial(
-  partial: Partial,
+async function lockPartial(
+  directory: string,
   owner: string,
 ): Promise<PartialLock | "busy" | "gone"> {
-  const path = join(partial.directory, LOCK);
+  const path = join(directory, LOCK);
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       const handle = await open(path, "wx", 0o600);

@@ -1,0 +1,37 @@
+import { afterAll, beforeAll, describe } from "vitest";
+import { coverage, parseChunk } from "../../server/src/resumable/chunks.js";
+import { s3PartialStore } from "../../server/src/resumable/s3-store.js";
+import { partialStoreContract } from "../../server/test/partial-store-contract.js";
+import type { S3Server } from "./ceph.js";
+import { backendOn, createBucket, emptyBucket, listKeys, s3Server, uniqueName } from "./server.js";
+
+// Partial uploads kept in S3 staging (docs/design/upload-service.md, "Partials on S3 staging"):
+// the partial store contract against a real gateway (Ceph RGW), reading what is held straight
+// from a LIST of the bucket.
+
+const server = s3Server();
+let bucket = "";
+
+beforeAll(async () => {
+  if (server !== undefined) bucket = await createBucket(server, "partials");
+});
+afterAll(async () => {
+  if (server !== undefined && bucket !== "") await emptyBucket(server, bucket, "", true);
+});
+
+describe.skipIf(server === undefined)("partials in S3 staging", () => {
+  partialStoreContract("S3 staging", async () => {
+    const s3 = server as S3Server;
+    const prefix = uniqueName("staging");
+    const backend = backendOn(s3, bucket, prefix);
+    return {
+      store: s3PartialStore(backend, 60_000),
+      async heldBytes(id) {
+        const keys = await listKeys(s3, bucket, `${prefix}/partial-${id}/`);
+        const chunks = keys.flatMap((key) => parseChunk(key.slice(key.lastIndexOf("/") + 1)) ?? []);
+        return coverage(chunks).covered;
+      },
+      close: () => backend.close(),
+    };
+  });
+});
