@@ -5,11 +5,8 @@ export {
   type ExtractArchiveOptions,
   type ExtractedArchive,
   extractArchive,
-  locateBundle,
 } from "./archive/extract.js";
 export {
-  ARCHIVE_DIRECTORY_MODE,
-  ARCHIVE_FILE_MODE,
   BUNDLE_ARCHIVE_CONTENT_TYPE,
   type PackBundleOptions,
   type PackedBundle,
@@ -32,7 +29,6 @@ export {
   FileHasher,
   fileDigest,
   isSha256Digest,
-  SHA256_PATTERN,
 } from "./digest.js";
 export {
   DEFAULT_DISCOVERY_LIMIT,
@@ -50,23 +46,18 @@ export {
 } from "./errors.js";
 export { JSON_SLICE_CHARS, parseJsonSteps, parseStrictJsonSteps } from "./json-slices.js";
 export {
-  BUNDLE_ID_PATTERN,
   buildManifest,
-  buildManifestSteps,
   bundleIdProblem,
   frozenManifestFromJsonSteps,
   isFrozenManifest,
   MANIFEST_FILE_NAME,
-  MANIFEST_SCHEMA_VERSION,
-  type ManifestDraft,
-  manifestPathProblem,
   parseFrozenManifest,
   parseFrozenManifestSteps,
   parseManifest,
   SIGNATURE_FILE_NAME,
   verifiedManifestText,
 } from "./manifest.js";
-export { serializeManifest, serializeManifestSteps } from "./manifest-text.js";
+export { serializeManifest } from "./manifest-text.js";
 export type { Manifest, ManifestFile } from "./manifest-types.js";
 export {
   describeNameCollision,
@@ -75,7 +66,6 @@ export {
   nameCollisionsSteps,
 } from "./portable-names.js";
 export {
-  MANIFEST_BYTES_PER_FILE,
   MAX_MANIFEST_BYTES,
   manifestByteLimit,
   type ReadManifestOptions,
@@ -87,36 +77,23 @@ export {
   AllowedSignersError,
   parseAllowedSigners,
 } from "./signature/allowed-signers.js";
-export { sshFingerprint } from "./signature/public-key.js";
 export {
-  DEFAULT_SIGN_TIMEOUT_MS,
-  type MadeSignature,
   type SignedBundle,
   SigningError,
   type SignOptions,
   signBundleManifest,
-  signWithSshKeygen,
 } from "./signature/sign.js";
 export {
   type BundleSigner,
-  checkManifestSignature,
   DEFAULT_SIGNATURE_NAMESPACE,
   readSignedManifest,
-  type SignatureCheck,
   type SignaturePolicy,
   type SignedManifest,
 } from "./signature/verify.js";
-export {
-  formatTimestamp,
-  isRepresentableDate,
-  parseTimestamp,
-  type TimestampParse,
-  truncateToSeconds,
-} from "./timestamp.js";
+export { formatTimestamp, isRepresentableDate, parseTimestamp } from "./timestamp.js";
 export {
   DEFAULT_MAX_FILES,
   DEFAULT_MAX_TOTAL_SIZE,
-  DEFAULT_VALIDATION_CONCURRENCY,
   type FileCheckProgress,
   type MaxFilesSetting,
   nameCollisionIssues,

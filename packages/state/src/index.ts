@@ -19,7 +19,6 @@ export {
   managedOutputPaths,
   mergeByPath,
   mergeOutputRecords,
-  outputsByPath,
   projectOutputs,
   removeMissingOutputs,
   sameStoredForm,
@@ -88,7 +87,7 @@ export {
   singleOwnerAsOwnerRecord,
 } from "./shared-root.js";
 export { runSteps, STEP_RECORDS, type Steps } from "./steps.js";
-export { formatStateTimestamp, parseStateTimestamp, truncateToSecond } from "./time.js";
+export { formatStateTimestamp, truncateToSecond } from "./time.js";
 export {
   type DecodedDigest,
   isSharedRootState,
