@@ -18,6 +18,7 @@ import {
   releaseDirectory,
   releasesPrefix,
   snapshotPath,
+  stagingStatePath,
 } from "./layout.js";
 import { previousPublication } from "./sources.js";
 import type { CarryMethod, ReleaseView } from "./view.js";
@@ -29,7 +30,11 @@ export interface StoredRelease {
   directory: boolean;
   /** `releases/<id>.json` exists: the release was committed (only those are kept or restored). */
   snapshot: boolean;
+  /** `releases/<id>.staging.json` exists: a run staging it has not finished (or died). */
+  staging?: boolean;
 }
+
+const STAGING_SUFFIX = ".staging.json";
 
 /** Entries directly in `releases/` read at once; one per release and one per snapshot. */
 const RELEASES_LISTING_LIMIT = 100_000;
@@ -51,6 +56,14 @@ export async function storedReleases(
   const found = new Map<string, StoredRelease>();
   for (const entry of entries) {
     const name = relativeTo(prefix, entry.path);
+    if (entry.kind === "file" && name.endsWith(STAGING_SUFFIX)) {
+      const id = name.slice(0, -STAGING_SUFFIX.length);
+      if (!isReleaseId(id)) continue;
+      const release = found.get(id) ?? { id, directory: false, snapshot: false };
+      release.staging = true;
+      found.set(id, release);
+      continue;
+    }
     const snapshot = entry.kind === "file" && name.endsWith(".json");
     const id = snapshot ? name.slice(0, -".json".length) : name;
     if (!isReleaseId(id) || (!snapshot && entry.kind !== "directory")) continue;
@@ -112,6 +125,14 @@ export async function prepareRelease(view: ReleaseView, options: PrepareOptions)
       signal,
     });
     await inner.deletePrefix(releaseDirectory(bundlePath, release.id), {
+      ignoreMissing: true,
+      signal,
+    });
+  }
+  // A staging state goes last: while it is there the release is known to be an unfinished one.
+  for (const release of stored.filter((release) => release.staging)) {
+    lease.assertHeld();
+    await inner.deletePaths("", [stagingStatePath(bundlePath, release.id)], {
       ignoreMissing: true,
       signal,
     });
@@ -266,9 +287,10 @@ export async function retainReleases(
   keep: number,
   lease: LeaseGuard,
   signal?: AbortSignal,
+  keepStaged?: number,
 ): Promise<string[]> {
   const { inner, bundlePath } = view;
-  const retired = await releasesToRetire(view, keep, signal);
+  const retired = await releasesToRetire(view, keep, signal, keepStaged);
   for (const id of retired) {
     lease.assertHeld();
     await inner.deletePaths("", [snapshotPath(bundlePath, id)], { ignoreMissing: true, signal });
@@ -289,12 +311,24 @@ export async function releasesToRetire(
   view: ReleaseView,
   keep: number,
   signal?: AbortSignal,
+  /** Staged releases kept whatever `keep` says: the newest this many; all when undefined. */
+  keepStaged?: number,
 ): Promise<string[]> {
   const { inner, bundlePath } = view;
   const committed = (await storedReleases(inner, bundlePath, signal)).filter((r) => r.snapshot);
   if (committed.length <= keep && committed.every((release) => release.directory)) return [];
   const live = await view.live(signal);
-  const protect = new Set([await view.stateRelease(signal), live]);
+  const recorded = await view.stateRelease(signal);
+  const protect = new Set([recorded, live]);
+  // A staged release (newer than the one in force) awaits an operator's decision: retention
+  // leaves it alone unless `releases.keep_staged` bounds how many wait.
+  const staged = stagedAmong(
+    committed.filter((release) => release.directory).map((release) => release.id),
+    live ?? recorded,
+  );
+  for (const id of keepStaged === undefined ? staged : staged.slice(staged.length - keepStaged)) {
+    protect.add(id);
+  }
   // Repairs and re-publications of the source in force make releases of their own: the newest
   // release of the publication before it stays whatever `keep` says, so that a rollback to the
   // previous publication is always possible.
@@ -308,6 +342,14 @@ export async function releasesToRetire(
   return committed
     .filter((release) => !newest.has(release.id) && !protect.has(release.id))
     .map((release) => release.id);
+}
+
+/**
+ * Of `committed` (ids, oldest first), the staged releases: those newer than the release in force
+ * (`base`: what `current` links to, else what the state records; every one when neither is).
+ */
+export function stagedAmong(committed: readonly string[], base: string | undefined): string[] {
+  return committed.filter((id) => base === undefined || id > base);
 }
 
 /** `releases/<id>/` is there. */
