@@ -59,6 +59,7 @@ export {
   type AuditReport,
   audit,
 } from "./maintenance/audit.js";
+export { type PromoteOptions, promote } from "./maintenance/promote.js";
 export { prune } from "./maintenance/prune/prune.js";
 export type { PruneOptions, PruneReport } from "./maintenance/prune/types.js";
 export {
@@ -82,7 +83,7 @@ export {
 } from "./plan-file/saved-plan.js";
 // run, and run --plan-out
 export { type PlanRunOptions, type PlanRunResult, planRun } from "./run/plan-run.js";
-export { run, runSucceeded } from "./run/run.js";
+export { run, runSucceeded, stage } from "./run/run.js";
 export type {
   RunActionReport,
   RunActionWarning,

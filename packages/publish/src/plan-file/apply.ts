@@ -183,6 +183,8 @@ function failedEntry(apply: Applying, entry: SavedPlanEntry, error: unknown): Ru
     reason: "",
     status: "failed",
     primary_url: entry.primary_url,
+    release_id: null,
+    preview_url: null,
     outputs: entry.outputs,
     error: null,
     warnings: [],
