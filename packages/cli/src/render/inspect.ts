@@ -124,12 +124,14 @@ function stateReportLines(state: StateReport): string[] {
     ...(state.releases ?? []).map((release) =>
       summaryLine("Release", [
         ["id", release.id],
+        ["status", release.status],
         ["current", release.current ? "yes" : "no"],
         ["recorded", release.recorded ? "yes" : "no"],
         ["source_id", release.source_id],
         ["source_created", release.source_created],
         ["published_at", release.published_at],
         ["outputs", release.outputs],
+        ...(release.preview_url === null ? [] : ([["preview_url", release.preview_url]] as const)),
       ]),
     ),
     ...state.outputs.map((output) =>

@@ -32,6 +32,7 @@ import type { Config } from "../config/types.js";
 import { WorkflowError } from "../errors.js";
 import { destinationLimits } from "../shared/destination-limits.js";
 import { type LeaseWithoutState, leasesWithoutState } from "../shared/leases-without-state.js";
+import { previewUrlOf } from "../shared/preview-url.js";
 import type { WorkflowOptions } from "../shared/workflow-options.js";
 import {
   checkBundles,
@@ -249,7 +250,8 @@ export async function inspectConfiguredDestination(
   return withBackend(backend, async () => {
     const limits = destinationLimits(pipeline.id, destination);
     const found = await inspectStates(backend, options.signal, limits);
-    if (destination.layout.mode === "releases") {
+    const layout = destination.layout;
+    if (layout.mode === "releases") {
       for (const state of found.states) {
         const bundlePath = state.path === "." ? "" : state.path;
         state.releases = (await listReleases(backend, bundlePath, options.signal)).map(
@@ -257,6 +259,8 @@ export async function inspectConfiguredDestination(
             id: release.id,
             current: release.current,
             recorded: release.recorded,
+            status: release.current ? "live" : release.staged ? "staged" : "earlier",
+            preview_url: release.staged ? previewUrlOf(layout.previewUrl, release.id) : null,
             source_id: release.source.id,
             source_created: formatStateTimestamp(release.source.created),
             source_digest: release.source.digest,

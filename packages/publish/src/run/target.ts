@@ -17,6 +17,7 @@ import { openBackend } from "../backends/registry.js";
 import type { DestinationConfig, PipelineConfig } from "../config/types.js";
 import { actionError, errorMessage, WorkflowError } from "../errors.js";
 import { destinationLimits } from "../shared/destination-limits.js";
+import { previewUrlOf } from "../shared/preview-url.js";
 import { destinationSelection } from "../shared/selection.js";
 import { recordedSigner, type SourceBundle } from "./source-bundles.js";
 import type {
@@ -320,11 +321,6 @@ export async function runTarget(
     fail(action, error);
   }
   return action;
-}
-
-/** `releases.preview_url` with the release id in place of `{release}`; null without one. */
-export function previewUrlOf(template: string | undefined, id: string): string | null {
-  return template === undefined ? null : template.replaceAll("{release}", id);
 }
 
 function rewrittenWarning(paths: readonly string[]): RunActionWarning {
