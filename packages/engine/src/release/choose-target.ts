@@ -95,7 +95,7 @@ function chooseStaged(
   if (to === undefined) {
     throw new ReleaseRefusedError(
       "no_staged_release",
-      `${where} has no staged release (none newer than the live release ${base ?? "(none)"}); nothing was changed — stage one with \`distributor run --stage\``,
+      `${where} has no staged release (none newer than the live release ${base ?? "(none)"}); nothing was changed — publish a new source with \`distributor run --stage\` to stage one`,
     );
   }
   if (!isReleaseId(to)) {

@@ -89,21 +89,25 @@ export async function publishRelease(
     !(await releaseDirectoryExists(destination, bundlePath, recorded, signal));
   if (!options.dryRun && !gone) await settlePendingSwitch(options, layout);
   if (!options.dryRun && !layout.stage) await promoteStagedSource(options, layout);
-  if (!options.dryRun && layout.stage && layout.id === undefined) {
-    // Staged already: reported as that release, not staged a second time.
-    const digest = target.manifest.digest;
-    const staged = await stagedOfSource(destination, bundlePath, digest, signal);
-    if (staged !== undefined) {
-      const plan = await publishTarget({ ...options, dryRun: true });
-      if (isWriteAction(plan.action)) layout.onStaged?.(staged);
-      return plan;
-    }
-  }
   const next = layout.id ?? newReleaseId(options.now());
   const limits = options.plan.limits ?? DEFAULT_DESTINATION_LIMITS;
   const view = layout.stage
     ? new StagingView(destination, bundlePath, next, limits)
     : new ReleaseView(destination, bundlePath, next, limits);
+  if (!options.dryRun && layout.stage && layout.id === undefined) {
+    // Staged already: reported as that release, not staged a second time.
+    const digest = target.manifest.digest;
+    const staged = await stagedOfSource(destination, bundlePath, digest, signal);
+    if (staged !== undefined) {
+      const plan = await publishTarget({
+        ...options,
+        dryRun: true,
+        plan: { ...options.plan, destination: view, target: { ...target, release: next } },
+      });
+      if (isWriteAction(plan.action)) layout.onStaged?.(staged);
+      return plan;
+    }
+  }
   const published = await publishTarget({
     ...options,
     plan: {
