@@ -110,6 +110,8 @@ function chooseStaged(
       `${where} has no committed release ${to} (staged releases: ${listed})`,
     );
   }
+  // Promoting the release already in force changes nothing, as a repeated rollback does not.
+  if (to === base && available.includes(to)) return to;
   if (!staged.includes(to)) {
     throw new ReleaseRefusedError(
       "not_staged",

@@ -32,9 +32,24 @@ export interface StoredRelease {
   snapshot: boolean;
   /** `releases/<id>.staging.json` exists: a run staging it has not finished (or died). */
   staging?: boolean;
+  /** `releases/<id>.files.json` exists. */
+  identities?: boolean;
 }
 
-const STAGING_SUFFIX = ".staging.json";
+const LEFTOVER_SUFFIXES = [
+  [".staging.json", "staging"],
+  [".files.json", "identities"],
+] as const;
+
+/** The release a staging state or identity record belongs to, by its file name. */
+function leftoverOf(name: string): { id: string; kind: "staging" | "identities" } | undefined {
+  for (const [suffix, kind] of LEFTOVER_SUFFIXES) {
+    if (!name.endsWith(suffix)) continue;
+    const id = name.slice(0, -suffix.length);
+    return isReleaseId(id) ? { id, kind } : undefined;
+  }
+  return undefined;
+}
 
 /** Entries directly in `releases/` read at once; one per release and one per snapshot. */
 const RELEASES_LISTING_LIMIT = 100_000;
@@ -56,12 +71,13 @@ export async function storedReleases(
   const found = new Map<string, StoredRelease>();
   for (const entry of entries) {
     const name = relativeTo(prefix, entry.path);
-    if (entry.kind === "file" && name.endsWith(STAGING_SUFFIX)) {
-      const id = name.slice(0, -STAGING_SUFFIX.length);
-      if (!isReleaseId(id)) continue;
-      const release = found.get(id) ?? { id, directory: false, snapshot: false };
-      release.staging = true;
-      found.set(id, release);
+    const pieces = entry.kind === "file" ? leftoverOf(name) : undefined;
+    if (pieces !== undefined) {
+      // A staging state or an identity record alone is what a run that was never committed (or
+      // stalled past its lease) left: noted, so that the next preparation removes it.
+      const release = found.get(pieces.id) ?? { id: pieces.id, directory: false, snapshot: false };
+      release[pieces.kind] = true;
+      found.set(pieces.id, release);
       continue;
     }
     const snapshot = entry.kind === "file" && name.endsWith(".json");
@@ -129,7 +145,8 @@ export async function prepareRelease(view: ReleaseView, options: PrepareOptions)
       signal,
     });
   }
-  // A staging state goes last: while it is there the release is known to be an unfinished one.
+  // A staging state goes last: while it is there the release is known to be an unfinished one
+  // (one beside a snapshot is what a run that committed its staged release left behind).
   for (const release of stored.filter((release) => release.staging)) {
     lease.assertHeld();
     await inner.deletePaths("", [stagingStatePath(bundlePath, release.id)], {

@@ -29,7 +29,9 @@ export async function commitStaged(
       `${view.stagingPath} records release ${recorded ?? "(none)"}, not ${id}; nothing was staged`,
     );
   }
-  lease.assertHeld();
+  // Confirmed first: a run that lost its lease must not leave a record of a release that the
+  // run that took over may be removing as abandoned.
+  await lease.confirm();
   if (!(await exists(inner, identitiesPath(bundlePath, id), signal))) {
     await recordIdentities(inner, bundlePath, id, view.limits, signal, view.carried);
   }

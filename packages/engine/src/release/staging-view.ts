@@ -27,7 +27,8 @@ import { ReleaseView } from "./view.js";
  * staged release's snapshot (see `commitStaged`).
  *
  * Until the run first writes its state, reads of the state are the live state's (the plan is made
- * against the live release); that first write is a compare-and-swap against the live state's
+ * against the live release), and so are the writes of a recovery made while taking the lease,
+ * before the release is prepared. The run's first state write once it is prepared is a compare-and-swap against the live state's
  * version — the one planning read — that creates the staging state without touching the live
  * one. From then on the run's state is the staging state alone.
  */
@@ -84,7 +85,11 @@ export class StagingView extends ReleaseView {
     data: WriteData,
     options: WriteOptions = {},
   ): Promise<WriteResult> {
-    if (path !== statePath(this.bundlePath)) return super.writeFile(path, data, options);
+    // Before the release is prepared, a state write is a recovery's (taking the lease finishes
+    // what a dead run left in the live state): it is the live state's.
+    if (path !== statePath(this.bundlePath) || !this.prepared) {
+      return super.writeFile(path, data, options);
+    }
     if (!this.#staging) {
       // The first state write of the run: it stands only over the live state planning read.
       await this.#assertLiveUnchanged(path, options);
