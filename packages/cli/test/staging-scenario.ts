@@ -132,7 +132,9 @@ export async function stagingScenario(c: StagingCase): Promise<void> {
   // An earlier release is not staged: the refusal's advice, run as written, returns to it.
   const older = await owned("promote", c.config, "--to", idB);
   expect(envelopeOf(older).error?.code).toBe("not_staged");
-  const advice = /run `distributor rollback --to (\S+)`/.exec(envelopeOf(older).error?.message ?? "");
+  const advice = /run `distributor rollback --to (\S+)`/.exec(
+    envelopeOf(older).error?.message ?? "",
+  );
   expect(advice?.[1]).toBe(idB);
   const returned = await runCli([
     "rollback",
