@@ -43,7 +43,12 @@ import {
   validationRules,
 } from "../validate/bundle-checks.js";
 import type { ValidateEvent } from "../validate/validate.js";
-import { inspectStateFile, isStateFile, type StateReport } from "./inspect-state.js";
+import {
+  inspectStateFile,
+  isStateFile,
+  type ReleaseListing,
+  type StateReport,
+} from "./inspect-state.js";
 
 /**
  * How one listed file compared with the manifest: `ok`, the bundle issue code that concerns it, or
@@ -109,6 +114,11 @@ export interface StateTreeInspection {
    * that was interrupted (the next run recovers what it wrote).
    */
   leases_without_state: LeaseWithoutState[];
+  /**
+   * Under `layout: releases`: the releases of the destination root while it has no state yet —
+   * every publication there was staged, none promoted. Absent otherwise.
+   */
+  staged_without_state?: ReleaseListing[];
 }
 
 export type InspectReport = BundleTreeInspection | StateTreeInspection;
@@ -251,11 +261,11 @@ export async function inspectConfiguredDestination(
     const limits = destinationLimits(pipeline.id, destination);
     const found = await inspectStates(backend, options.signal, limits);
     const layout = destination.layout;
+    let stagedWithoutState: ReleaseListing[] | undefined;
     if (layout.mode === "releases") {
-      for (const state of found.states) {
-        const bundlePath = state.path === "." ? "" : state.path;
-        state.releases = (await listReleases(backend, bundlePath, options.signal)).map(
-          (release) => ({
+      const listed = async (bundlePath: string) =>
+        (await listReleases(backend, bundlePath, options.signal)).map(
+          (release): ReleaseListing => ({
             id: release.id,
             current: release.current,
             recorded: release.recorded,
@@ -268,6 +278,13 @@ export async function inspectConfiguredDestination(
             outputs: release.outputs,
           }),
         );
+      for (const state of found.states) {
+        state.releases = await listed(state.path === "." ? "" : state.path);
+      }
+      // A destination root whose first publications were all staged has releases but no state.
+      if (!found.states.some((state) => state.path === ".")) {
+        const releases = await listed("");
+        if (releases.length > 0) stagedWithoutState = releases;
       }
     }
     return {
@@ -277,6 +294,7 @@ export async function inspectConfiguredDestination(
       pipeline_id: pipeline.id,
       destination_id: destination.id,
       ...found,
+      ...(stagedWithoutState === undefined ? {} : { staged_without_state: stagedWithoutState }),
     };
   });
 }
