@@ -280,6 +280,7 @@ export function previewUrl() {
       (value) => value.includes("{release}"),
       "must contain {release}, where the id of the staged release goes",
     ),
+    jsonSchema({ pattern: "\\{release\\}" }),
   );
 }
 
