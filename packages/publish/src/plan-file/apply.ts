@@ -21,6 +21,7 @@ import { type DestinationContext, fail, runTarget } from "../run/target.js";
 import type { RunActionReport, RunEvent, RunOptions, RunReport } from "../run/types.js";
 import type { WorkflowOptions } from "../shared/workflow-options.js";
 import { signatureCode, signaturePolicy } from "../validate/signatures.js";
+import { groups } from "./groups.js";
 import {
   changedConfigKeys,
   configDigest,
@@ -157,18 +158,6 @@ interface Applying {
   report: RunReport;
   name: string;
   planTime: Date;
-}
-
-/** Consecutive runs of entries with the same key, in order. */
-function groups<T>(items: readonly T[], keyOf: (item: T) => string): [string, T[]][] {
-  const result: [string, T[]][] = [];
-  for (const item of items) {
-    const key = keyOf(item);
-    const last = result[result.length - 1];
-    if (last !== undefined && last[0] === key) last[1].push(item);
-    else result.push([key, [item]]);
-  }
-  return result;
 }
 
 /** An action of a saved entry that failed before (or instead of) planning again. */
