@@ -1,0 +1,112 @@
+import { mkdtemp, readdir, readlink, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { memoryStores, writeSourceBundle } from "@distributor/engine/testing";
+import { createLocalBackend } from "@distributor/storage";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { type Config, parseConfig } from "../../src/config/index.js";
+import { promote } from "../../src/maintenance/promote.js";
+import { run, stage } from "../../src/run/run.js";
+import type { RunEvent } from "../../src/run/types.js";
+import { registryFor } from "../support/registries.js";
+
+// Staged releases through the library: retention never removes a staged release unless
+// `releases.keep_staged` says so, a run of a staged source that changed since publishes it anew
+// (warning `promotion_refused`), staging needs `layout: releases`, and `stage` emits `run`'s
+// events.
+
+let dir: string;
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), "distributor-staging-"));
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+const dest = () => join(dir, "www");
+
+async function configFor(version: number, releases: string, layout = "releases"): Promise<Config> {
+  const source = join(dir, `v${version}`);
+  await writeSourceBundle(
+    createLocalBackend({ root: source }),
+    "",
+    { "index.html": `v${version}\n` },
+    { id: "site", created: new Date(Date.UTC(2026, 5, version)) },
+  );
+  return parseConfig(
+    `pipelines:\n  - id: site\n    source: {backend: local, path: ${source}}\n    destinations:\n      - id: www\n        backend: local\n        path: ${dest()}\n        path_mapping: {mode: fixed}\n        layout: ${layout}\n${layout === "releases" ? `        releases: ${releases}\n` : ""}`,
+  );
+}
+
+const backends = () => registryFor("local", memoryStores(), dest());
+const committed = async () =>
+  (await readdir(join(dest(), "releases")))
+    .filter((name) => name.endsWith(".json") && !name.includes(".files."))
+    .map((name) => name.slice(0, -".json".length))
+    .sort();
+const live = async () => (await readlink(join(dest(), "current"))).slice("releases/".length);
+
+describe("staged releases", () => {
+  it("are kept by retention whatever releases.keep says, by default", async () => {
+    const first = await run({ config: await configFor(1, "{keep: 1}"), backends: backends() });
+    expect(first.actions[0]?.status).toBe("published");
+    const staged: string[] = [];
+    for (const version of [2, 3, 4]) {
+      const report = await stage({
+        config: await configFor(version, "{keep: 1}"),
+        backends: backends(),
+      });
+      expect(report.actions[0]?.status).toBe("staged");
+      staged.push(report.actions[0]?.release_id as string);
+    }
+    expect(await committed()).toEqual([await live(), ...staged]);
+  });
+
+  it("are bounded by releases.keep_staged, the newest kept", async () => {
+    await run({ config: await configFor(1, "{keep: 1, keep_staged: 1}"), backends: backends() });
+    const staged: string[] = [];
+    for (const version of [2, 3, 4]) {
+      const report = await stage({
+        config: await configFor(version, "{keep: 1, keep_staged: 1}"),
+        backends: backends(),
+      });
+      staged.push(report.actions[0]?.release_id as string);
+    }
+    expect(await committed()).toEqual([await live(), staged[2]]);
+  });
+
+  it("are published anew by a run when they changed since they were staged", async () => {
+    await run({ config: await configFor(1, "{keep: 3}"), backends: backends() });
+    const config = await configFor(2, "{keep: 3}");
+    const events: RunEvent["type"][] = [];
+    const report = await stage({
+      config,
+      backends: backends(),
+      onEvent: (e) => events.push(e.type),
+    });
+    expect(events).toEqual(expect.arrayContaining(["pipeline_start", "plan", "destination_done"]));
+    const id = report.actions[0]?.release_id as string;
+    await writeFile(join(dest(), "releases", id, "index.html"), "edited\n");
+    const again = await run({ config, backends: backends() });
+    const [action] = again.actions;
+    expect(action?.status).toBe("published");
+    expect(action?.warnings.map((warning) => warning.code)).toEqual(["promotion_refused"]);
+    expect(action?.warnings[0]?.paths).toEqual(["index.html"]);
+    expect(await live()).not.toBe(id);
+    await expect(
+      promote({ config, pipelineId: "site", destinationId: "www", to: id, backends: backends() }),
+    ).rejects.toMatchObject({ code: "not_staged" });
+  });
+
+  it("need layout: releases", async () => {
+    const report = await stage({
+      config: await configFor(1, "", "in_place"),
+      backends: backends(),
+    });
+    expect(report.actions[0]).toMatchObject({
+      status: "failed",
+      error: { code: "unsupported_layout" },
+    });
+    await expect(readdir(dest())).rejects.toThrow();
+  });
+});
