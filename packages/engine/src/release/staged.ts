@@ -29,6 +29,15 @@ export async function commitStaged(
       `${view.stagingPath} records release ${recorded ?? "(none)"}, not ${id}; nothing was staged`,
     );
   }
+  // A release is staged only while it is newer than the one in force: one that went live while
+  // this run waited for the lease (with a later id) would leave this release an earlier one, which
+  // no promotion takes. It is left uncommitted (the next run removes it) and the run says so.
+  const live = await liveRelease(inner, bundlePath, signal);
+  if (live !== undefined && live >= id) {
+    throw new Error(
+      `release ${live} went live while release ${id} was being staged, so ${id} would not be newer than the live release; nothing was staged (staging the source again builds it on the live release)`,
+    );
+  }
   // Confirmed first: a run that lost its lease must not leave a record of a release that the
   // run that took over may be removing as abandoned.
   await lease.confirm();

@@ -41,7 +41,9 @@ async function configFor(version: number, releases: string, layout = "releases")
 const backends = () => registryFor("local", memoryStores(), dest());
 const committed = async () =>
   (await readdir(join(dest(), "releases")))
-    .filter((name) => name.endsWith(".json") && !name.includes(".files."))
+    .filter(
+      (name) => name.endsWith(".json") && !name.includes(".files.") && !name.includes(".staging."),
+    )
     .map((name) => name.slice(0, -".json".length))
     .sort();
 const live = async () => (await readlink(join(dest(), "current"))).slice("releases/".length);
@@ -108,5 +110,28 @@ describe("staged releases", () => {
       error: { code: "unsupported_layout" },
     });
     await expect(readdir(dest())).rejects.toThrow();
+  });
+});
+
+describe("a staged release overtaken by a live one", () => {
+  it("is not committed, and staging the source again stages it", async () => {
+    await run({ config: await configFor(1, "{keep: 3}"), backends: backends() });
+    const config = await configFor(2, "{keep: 3}");
+    // Its id older than the live release's: as if a publication went live while it waited.
+    const late = await stage({
+      config,
+      backends: backends(),
+      now: () => new Date(Date.UTC(2020, 0, 1)),
+    });
+    expect(late.actions[0]?.status).toBe("failed");
+    expect(late.actions[0]?.error?.message).toContain("nothing was staged");
+    expect(await committed()).toEqual([await live()]);
+    const again = await stage({ config, backends: backends() });
+    expect(again.actions[0]?.status).toBe("staged");
+    expect(await committed()).toEqual([await live(), again.actions[0]?.release_id]);
+    // What the overtaken run left (its directory and staging state) went with that preparation.
+    const left = late.actions[0]?.error?.message.match(/release (\S+) was being staged/)?.[1];
+    expect(await readdir(join(dest(), "releases"))).not.toContain(left);
+    expect(await readdir(join(dest(), "releases"))).not.toContain(`${left}.staging.json`);
   });
 });
