@@ -128,6 +128,12 @@ export async function stagingScenario(c: StagingCase): Promise<void> {
   expect(envelopeOf(drift).error?.code).toBe("release_drift");
   expect(envelopeOf(drift).error?.message).toContain("index.html");
   expect(await live(c.root)).toBe(`releases/${idC}`);
+  // The refusal's way out, as it says: --force promotes it as it is now, and says so.
+  expect(envelopeOf(drift).error?.message).toContain("pass --force to switch to it as it is now");
+  const forced = await owned("promote", c.config, "--to", idD, "--force");
+  expect(forced.code, forced.stderr).toBe(0);
+  expect(resultOf(forced)).toMatchObject({ to: idD, switched: true, forced: true });
+  expect(await live(c.root)).toBe(`releases/${idD}`);
 
   // An earlier release is not staged: the refusal's advice, run as written, returns to it.
   const older = await owned("promote", c.config, "--to", idB);

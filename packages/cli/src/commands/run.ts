@@ -100,7 +100,7 @@ function planOut(flags: RawFlags): { planOut?: string } {
   }
   if (booleanFlag(flags, "stage")) {
     throw new UsageError(
-      "run accepts --plan-out or --stage, not both: a saved plan is applied with `distributor apply`, which publishes as the destination's releases.promote says",
+      "run accepts --plan-out or --stage, not both: a saved plan is carried out as the destination's releases.promote says (manual stages it)",
     );
   }
   if (booleanFlag(flags, "force")) {
