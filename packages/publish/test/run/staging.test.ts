@@ -6,6 +6,9 @@ import { createLocalBackend } from "@distributor/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type Config, parseConfig } from "../../src/config/index.js";
 import { promote } from "../../src/maintenance/promote.js";
+import { applyPlan } from "../../src/plan-file/apply.js";
+import type { SavedPlan } from "../../src/plan-file/saved-plan.js";
+import { planRun } from "../../src/run/plan-run.js";
 import { run, stage } from "../../src/run/run.js";
 import type { RunEvent } from "../../src/run/types.js";
 import { registryFor } from "../support/registries.js";
@@ -133,5 +136,20 @@ describe("a staged release overtaken by a live one", () => {
     const left = late.actions[0]?.error?.message.match(/release (\S+) was being staged/)?.[1];
     expect(await readdir(join(dest(), "releases"))).not.toContain(left);
     expect(await readdir(join(dest(), "releases"))).not.toContain(`${left}.staging.json`);
+  });
+});
+
+describe("a saved plan for a promote: manual destination", () => {
+  it("is applied as a staged release, current left as it was", async () => {
+    await run({ config: await configFor(1, "{keep: 3}"), backends: backends() });
+    const before = await live();
+    const config = await configFor(2, "{keep: 3, promote: manual}");
+    const { plan } = await planRun({ config, backends: backends() });
+    expect(plan).not.toBeNull();
+    const applied = await applyPlan({ plan: plan as SavedPlan, config, backends: backends() });
+    const [action] = applied.actions;
+    expect(action?.status).toBe("staged");
+    expect(await live()).toBe(before);
+    expect(await committed()).toEqual([before, action?.release_id]);
   });
 });
