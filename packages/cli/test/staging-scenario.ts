@@ -86,6 +86,12 @@ export async function stagingScenario(c: StagingCase): Promise<void> {
   expect(audited.code, audited.stdout).toBe(0);
   expect(audited.stdout).toContain(` staged=${idB}`);
 
+  // A dry run checks it and says what it would do; nothing changes.
+  const dry = await owned("promote", c.config, "--to", idB, "--dry-run");
+  expect(dry.code, dry.stderr).toBe(0);
+  expect(resultOf(dry)).toMatchObject({ to: idB, switched: false, dry_run: true });
+  expect(await live(c.root)).toBe(linkA);
+
   // Promote it: current switches to exactly the bytes staged.
   const promoted = await owned("promote", c.config, "--to", idB);
   expect(promoted.code, promoted.stderr).toBe(0);
