@@ -91,6 +91,8 @@ export interface RunCommandOptions {
   force: boolean;
   /** `--repair`: restore missing or changed managed outputs of unchanged sources. */
   repair: boolean;
+  /** `--stage`: commit each release without making it live (layout: releases). */
+  stage: boolean;
   /** `--allow-deletes N`: deletes allowed whatever a destination's `max_deletes` says. */
   allowDeletes?: number;
   /** `--lock-timeout` as typed (a Go duration); the handler parses it. */
@@ -144,6 +146,14 @@ export interface PruneCommandOptions {
   /** True for `--dry-run`, false for `--apply` (exactly one is given). */
   dryRun: boolean;
   lockTimeout?: string;
+}
+
+/** `distributor promote`: rollback's options, aimed at a staged release. */
+export interface PromoteCommandOptions extends Omit<RollbackCommandOptions, "to"> {
+  /** `--to <release>`; absent with `--latest`. */
+  to?: string;
+  /** `--latest`: the newest staged release. */
+  latest: boolean;
 }
 
 export interface RollbackCommandOptions {

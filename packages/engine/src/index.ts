@@ -100,12 +100,13 @@ export {
   storedLayout,
 } from "./release/layout.js";
 export { publishRelease, type ReleaseLayout } from "./release/publish-release.js";
+export { ReleaseRefusedError } from "./release/refused.js";
 export {
   listReleases,
-  ReleaseRefusedError,
   type ReleaseSummary,
   type RollbackOptions,
   type RollbackResult,
   rollbackRelease,
 } from "./release/rollback.js";
+export { stagedReleases } from "./release/staged.js";
 export { ReleaseView } from "./release/view.js";

@@ -176,6 +176,12 @@ export const CONFIG_DESCRIPTIONS: Readonly<Record<string, string>> = {
   "destination.releases": "With layout: releases, how many committed releases stay for rollback.",
   "destination.releases.keep":
     "Committed releases kept, newest first, 1 to 1000 (default 5); the one current links to always stays. Older ones are removed after each publication.",
+  "destination.releases.promote":
+    "auto (default): a run makes its release live. manual: every run of this destination stages its release (committed in releases/<id>/, current unchanged, status staged) until distributor promote makes it live; runs serve starts too.",
+  "destination.releases.preview_url":
+    "An http(s) URL containing {release}: where a staged release can be looked at. Reports give it with {release} replaced by the release id; serve <bundle path>/releases/ there.",
+  "destination.releases.keep_staged":
+    "Staged releases (committed, newer than the live one) retention keeps, newest first, 0 to 1000; default: every one, since a staged release waits for an operator's decision.",
   "destination.metadata":
     "s3 only: object metadata rules, tried in order; the first whose match fits an output's path below the destination root decides.",
   "destination.metadata.match":

@@ -56,6 +56,7 @@ export { adoptOutputs } from "./maintenance/adopt.js";
 export type { AdoptOptions, AdoptReport } from "./maintenance/adopt-types.js";
 export { audit } from "./maintenance/audit.js";
 export type { AuditEvent, AuditOptions, AuditReport } from "./maintenance/audit-types.js";
+export { type PromoteOptions, promote } from "./maintenance/promote.js";
 export { prune } from "./maintenance/prune/prune.js";
 export type { PruneOptions, PruneReport } from "./maintenance/prune/types.js";
 export {
@@ -79,7 +80,7 @@ export {
 } from "./plan-file/saved-plan.js";
 // run, and run --plan-out
 export { type PlanRunOptions, type PlanRunResult, planRun } from "./run/plan-run.js";
-export { run, runSucceeded } from "./run/run.js";
+export { run, runSucceeded, stage } from "./run/run.js";
 export type {
   RunActionReport,
   RunActionWarning,

@@ -23,6 +23,8 @@ export function summarizeRun(report: RunReport): RunSummary {
       action: action.action,
       status: action.status,
       primary_url: action.primary_url,
+      release_id: action.release_id,
+      preview_url: action.preview_url,
       outputs: action.outputs.length,
       error:
         action.error === null

@@ -90,6 +90,8 @@ function report(index: number, failed: boolean): RunReport {
     reason: "new bundle",
     status: failed && destination === "archive" ? "failed" : "published",
     primary_url: `https://reports.example.com/${destination}/reports/2026-06-04/${index}/index.html`,
+    release_id: null,
+    preview_url: null,
     outputs: Array.from({ length: OUTPUTS_PER_ACTION }, (_, file) => ({
       path: `reports/2026-06-04/${index}/page-${file}.html`,
       kind: "generated" as const,

@@ -127,6 +127,8 @@ describe("upload server", () => {
           action: "publish_new",
           status: "published",
           primary_url: null,
+          release_id: null,
+          preview_url: null,
           outputs: 1,
           error: null,
         },

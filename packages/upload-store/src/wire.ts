@@ -51,6 +51,13 @@ export const RunActionSummarySchema = v.object({
   action: v.nullable(v.string()),
   status: v.string(),
   primary_url: v.nullable(v.string()),
+  /**
+   * The release a `staged` action committed (or a `promoted` one made live) under `layout:
+   * releases`; null otherwise. Absent in records of servers before staged releases.
+   */
+  release_id: v.optional(v.nullable(v.string())),
+  /** Where a staged release can be looked at (`releases.preview_url`); null otherwise. */
+  preview_url: v.optional(v.nullable(v.string())),
   /** How many outputs the action wrote or kept. */
   outputs: v.pipe(v.number(), v.integer(), v.minValue(0)),
   error: v.nullable(ErrorDetailSchema),

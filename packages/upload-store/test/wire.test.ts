@@ -50,6 +50,25 @@ describe("wire schemas", () => {
     ).toEqual({ ok: true, value: { error: { code: "unauthorized", message: "no token" } } });
   });
 
+  it("keep a staged action's release id and preview URL", () => {
+    const staged = {
+      ...record,
+      result: {
+        ...record.result,
+        counts: { staged: 1 },
+        actions: [
+          {
+            ...record.result.actions[0],
+            status: "staged",
+            release_id: "20261204T094633.369Z-9975",
+            preview_url: "https://preview.example.org/20261204T094633.369Z-9975/",
+          },
+        ],
+      },
+    };
+    expect(parseWire(RunRecordSchema, staged)).toEqual({ ok: true, value: staged });
+  });
+
   it("name the first field that is wrong, nested ones by their path", () => {
     const problem = (schema: Parameters<typeof parseWire>[0], body: unknown) => {
       const parsed = parseWire(schema, body);

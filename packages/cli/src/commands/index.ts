@@ -2,6 +2,7 @@ import { apply } from "./apply.js";
 import { audit } from "./audit.js";
 import { inspect } from "./inspect.js";
 import { manifestCreate } from "./manifest-create.js";
+import { promote } from "./promote.js";
 import { prune } from "./prune.js";
 import { reconcileState } from "./reconcile-state.js";
 import { rollback } from "./rollback.js";
@@ -26,6 +27,7 @@ export const COMMANDS: readonly CommandModule[] = [
   reconcileState,
   prune,
   rollback,
+  promote,
   audit,
   serve,
   upload,

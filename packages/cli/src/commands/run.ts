@@ -25,7 +25,7 @@ export const run = defineCommand<RunCommandOptions>({
   name: "run",
   describe: "Publish the bundles of configured pipelines to their destinations",
   usage:
-    "Usage:\n  distributor run [--config <path>] [--pipeline <id>]... [--dry-run] [--force] [--repair] [--allow-deletes <n>] [--lock-timeout <duration>] [--quiet] [--format text|json]\n" +
+    "Usage:\n  distributor run [--config <path>] [--pipeline <id>]... [--dry-run] [--force] [--repair] [--stage] [--allow-deletes <n>] [--lock-timeout <duration>] [--quiet] [--format text|json]\n" +
     "  distributor run [--config <path>] [--pipeline <id>]... [--repair] [--allow-deletes <n>] --plan-out <file> [--format text|json]",
   flags: {
     config: defaultConfigFlag,
@@ -47,6 +47,11 @@ export const run = defineCommand<RunCommandOptions>({
       type: "boolean",
       describe:
         "Where the state already records the current source, restore managed outputs that are missing or changed (action repair)",
+    },
+    stage: {
+      type: "boolean",
+      describe:
+        "Commit each release of a layout: releases destination without making it live (status staged, with its release id); `distributor promote` makes it live",
     },
     "allow-deletes": allowDeletesFlag,
     "plan-out": {
@@ -77,6 +82,7 @@ function runOptions(flags: RawFlags): RunCommandOptions {
     dryRun: booleanFlag(flags, "dry-run"),
     force: booleanFlag(flags, "force"),
     repair: booleanFlag(flags, "repair"),
+    stage: booleanFlag(flags, "stage"),
     ...allowDeletes(flags),
     ...planOut(flags),
     ...lockTimeout(flags),
@@ -90,6 +96,11 @@ function planOut(flags: RawFlags): { planOut?: string } {
   if (booleanFlag(flags, "dry-run")) {
     throw new UsageError(
       "run accepts --plan-out or --dry-run, not both (--plan-out writes nothing else)",
+    );
+  }
+  if (booleanFlag(flags, "stage")) {
+    throw new UsageError(
+      "run accepts --plan-out or --stage, not both: a saved plan is carried out as the destination's releases.promote says (manual stages it)",
     );
   }
   if (booleanFlag(flags, "force")) {

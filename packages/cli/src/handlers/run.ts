@@ -22,6 +22,7 @@ export const runCommand: CommandHandler<RunCommandOptions> = async (options, con
       dryRun: options.dryRun,
       force: options.force,
       repair: options.repair,
+      ...(options.stage ? { stage: true } : {}),
       ...(options.allowDeletes === undefined ? {} : { allowDeletes: options.allowDeletes }),
       lockTimeoutMs: lockTimeoutMs(publish.parseDuration, options.lockTimeout),
       distributorVersion: (await cliPackage()).version,
@@ -146,5 +147,8 @@ function actionLine(action: RunActionReport): string {
     // much that was): counting them as outputs would claim writes that never happened.
     [action.status === "failed" ? "planned" : "outputs", action.outputs.length],
     ["primary_url", action.primary_url],
+    // A staged or promoted release says which one (and where a staged one can be looked at).
+    ...(action.release_id === null ? [] : ([["release", action.release_id]] as const)),
+    ...(action.preview_url === null ? [] : ([["preview_url", action.preview_url]] as const)),
   ]);
 }

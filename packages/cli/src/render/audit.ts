@@ -61,6 +61,8 @@ export function formatAuditText(report: AuditReport): string[] {
             : ([
                 ["release", bundle.release.recorded ?? "-"],
                 ["current", bundle.release.current ?? "-"],
+                // Staged releases, apart from the live and earlier ones.
+                ...stagedField(bundle.release.releases),
               ] as const)),
           // Only for a source whose signature its pipeline checked.
           ...(bundle.signer === null
@@ -135,4 +137,10 @@ export function formatAuditText(report: AuditReport): string[] {
     }
   }
   return lines;
+}
+
+/** `staged=<id>,<id>` when staged releases wait for promotion; nothing otherwise. */
+function stagedField(releases: readonly { id: string; role: string }[]) {
+  const staged = releases.filter((release) => release.role === "staged").map((r) => r.id);
+  return staged.length === 0 ? [] : ([["staged", staged.join(",")]] as const);
 }

@@ -1,6 +1,7 @@
 import type {
   BundleInspection,
   InspectReport,
+  ReleaseListing,
   StateReport,
   StateTreeInspection,
 } from "@distributor/publish";
@@ -53,6 +54,8 @@ function stateLines(report: StateTreeInspection): string[] {
       ["states", report.states.length],
     ]),
     ...report.states.flatMap(stateReportLines),
+    // Releases of a root whose publications were all staged (no state yet).
+    ...(report.staged_without_state ?? []).map(releaseLine),
     // A lease where no state is yet: a first publication under way, or one that was killed.
     ...report.leases_without_state.map(({ bundle_path, lease }) =>
       summaryLine("Lease", [
@@ -121,17 +124,7 @@ function stateReportLines(state: StateReport): string[] {
             ] as const)),
       ]),
     ),
-    ...(state.releases ?? []).map((release) =>
-      summaryLine("Release", [
-        ["id", release.id],
-        ["current", release.current ? "yes" : "no"],
-        ["recorded", release.recorded ? "yes" : "no"],
-        ["source_id", release.source_id],
-        ["source_created", release.source_created],
-        ["published_at", release.published_at],
-        ["outputs", release.outputs],
-      ]),
-    ),
+    ...(state.releases ?? []).map(releaseLine),
     ...state.outputs.map((output) =>
       summaryLine("Output", [
         ["path", output.path],
@@ -144,4 +137,18 @@ function stateReportLines(state: StateReport): string[] {
       ]),
     ),
   ];
+}
+
+function releaseLine(release: ReleaseListing): string {
+  return summaryLine("Release", [
+    ["id", release.id],
+    ["status", release.status],
+    ["current", release.current ? "yes" : "no"],
+    ["recorded", release.recorded ? "yes" : "no"],
+    ["source_id", release.source_id],
+    ["source_created", release.source_created],
+    ["published_at", release.published_at],
+    ["outputs", release.outputs],
+    ...(release.preview_url === null ? [] : ([["preview_url", release.preview_url]] as const)),
+  ]);
 }

@@ -113,11 +113,11 @@ function maintenanceStatus(changed: boolean, wouldChange: boolean): MaintenanceS
 }
 
 /** The one summary line of a `rollback` report (no trailing newline). */
-export function formatRollbackText(report: RollbackReport): string {
+export function formatRollbackText(report: RollbackReport, title = "Rollback"): string {
   const status = report.switched ? "switched" : report.dry_run ? "would_switch" : "unchanged";
   const { check } = report;
   const line =
-    `Rollback: pipeline=${report.pipeline_id} destination=${report.destination_id}` +
+    `${title}: pipeline=${report.pipeline_id} destination=${report.destination_id}` +
     ` bundle=${report.bundle_path} from=${report.from ?? "-"} to=${report.to} status=${status}` +
     ` checked=${check.method} switch_ms=${report.switch_ms} dry_run=${report.dry_run}` +
     (report.forced ? " forced=true" : "");

@@ -66,6 +66,8 @@ function action(overrides: Partial<RunActionReport> = {}): RunActionReport {
     reason: "",
     status: "published",
     primary_url: null,
+    release_id: null,
+    preview_url: null,
     outputs: [],
     error: null,
     warnings: [],

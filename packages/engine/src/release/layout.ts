@@ -14,6 +14,8 @@ import { layoutMismatch } from "../plan/errors.js";
 //   releases/<id>/        one release: every output of one publication
 //   releases/<id>.json    the state as committed for that release (what a rollback restores)
 //   releases/<id>.files.json  what identified each file of the release when it was committed
+//   releases/<id>.staging.json  the state a staged run of release <id> commits to, until its
+//                         snapshot is written (then removed)
 //   current               a symlink to `releases/<id>`, the release readers see
 // The state and lease files stay where every layout keeps them, directly in the bundle path.
 
@@ -41,6 +43,15 @@ export function snapshotPath(bundlePath: string, id: string): string {
  */
 export function identitiesPath(bundlePath: string, id: string): string {
   return joinPrefix(bundlePath, `${RELEASES_DIRECTORY}/${id}.files.json`);
+}
+
+/**
+ * `releases/<id>.staging.json`: the state a run staging release `id` reads and writes in place of
+ * the live state, so that the live state never records a release that is not live. Its name is
+ * not a release id, so listings of releases pass over it; `storedReleases` notes it.
+ */
+export function stagingStatePath(bundlePath: string, id: string): string {
+  return joinPrefix(bundlePath, `${RELEASES_DIRECTORY}/${id}.staging.json`);
 }
 
 export function currentLinkPath(bundlePath: string): string {

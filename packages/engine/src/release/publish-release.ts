@@ -7,6 +7,7 @@ import { holdLease } from "../protocol/hold-lease.js";
 import { LeaseHeldError } from "../protocol/lease-file.js";
 import { DEFAULT_DESTINATION_LIMITS } from "../protocol/limits.js";
 import { linksOf } from "./layout.js";
+import { ReleaseRefusedError } from "./refused.js";
 import {
   finishRelease,
   prepareRelease,
@@ -15,6 +16,9 @@ import {
   retainReleases,
   snapshotExists,
 } from "./releases.js";
+import { rollbackRelease } from "./rollback.js";
+import { commitStaged, stagedOfSource } from "./staged.js";
+import { StagingView } from "./staging-view.js";
 import { ReleaseView } from "./view.js";
 
 export interface ReleaseLayout {
@@ -41,6 +45,25 @@ export interface ReleaseLayout {
    * files again as release `next` (or, in a dry run, would).
    */
   onRecordedMissing?: ((recorded: string, next: string) => void) | undefined;
+  /**
+   * Stage the release instead of making it live (docs/design/releases.md, staged releases): it is
+   * committed by its snapshot; the live state and `current` stay as they are.
+   */
+  stage?: boolean | undefined;
+  /** Staged releases retention keeps (`releases.keep_staged`); all when undefined. */
+  keepStaged?: number | undefined;
+  /** Called once the release `id` is staged (committed, not live). */
+  onStaged?: ((id: string) => void) | undefined;
+  /**
+   * Called when a run (not staging) found the source it publishes staged as release `id` and
+   * made that release live instead of writing it again.
+   */
+  onPromoted?: ((id: string) => void) | undefined;
+  /**
+   * Called when such a staged release could not be made live (it changed since it was staged):
+   * the run publishes the source as a new release instead.
+   */
+  onPromotionRefused?: ((id: string, error: ReleaseRefusedError) => void) | undefined;
 }
 
 /**
@@ -64,10 +87,27 @@ export async function publishRelease(
   const gone =
     recorded !== undefined &&
     !(await releaseDirectoryExists(destination, bundlePath, recorded, signal));
-  if (!options.dryRun && !gone) await settlePendingSwitch(options, layout.keep);
+  if (!options.dryRun && !gone) await settlePendingSwitch(options, layout);
+  if (!options.dryRun && !layout.stage) await promoteStagedSource(options, layout);
   const next = layout.id ?? newReleaseId(options.now());
   const limits = options.plan.limits ?? DEFAULT_DESTINATION_LIMITS;
-  const view = new ReleaseView(destination, bundlePath, next, limits);
+  const view = layout.stage
+    ? new StagingView(destination, bundlePath, next, limits)
+    : new ReleaseView(destination, bundlePath, next, limits);
+  if (!options.dryRun && layout.stage && layout.id === undefined) {
+    // Staged already: reported as that release, not staged a second time.
+    const digest = target.manifest.digest;
+    const staged = await stagedOfSource(destination, bundlePath, digest, signal);
+    if (staged !== undefined) {
+      const plan = await publishTarget({
+        ...options,
+        dryRun: true,
+        plan: { ...options.plan, destination: view, target: { ...target, release: next } },
+      });
+      if (isWriteAction(plan.action)) layout.onStaged?.(staged);
+      return plan;
+    }
+  }
   const published = await publishTarget({
     ...options,
     plan: {
@@ -89,9 +129,14 @@ export async function publishRelease(
       });
     },
     afterCommit: async (plan, lease) => {
-      await finishRelease(view, next, lease, signal);
+      if (view instanceof StagingView) {
+        await commitStaged(view, lease, signal);
+        layout.onStaged?.(next);
+      } else {
+        await finishRelease(view, next, lease, signal);
+      }
       try {
-        await retainReleases(view, layout.keep, lease, signal);
+        await retainReleases(view, layout.keep, lease, signal, layout.keepStaged);
       } catch (error) {
         // The new release is committed and live: a retention that fails does not undo that. The
         // caller reports it; the next publication's retention removes what this one left.
@@ -118,12 +163,15 @@ export async function publishRelease(
  * switch and its retention left releases beyond `keep`: they are removed here too, so that the
  * next run finishes that retention even when it only skips.
  */
-async function settlePendingSwitch(options: PublishTargetOptions, keep: number): Promise<void> {
+async function settlePendingSwitch(
+  options: PublishTargetOptions,
+  { keep, keepStaged }: ReleaseLayout,
+): Promise<void> {
   const { destination, target, signal } = options.plan;
   const bundlePath = target.bundlePath;
   const look = new ReleaseView(destination, bundlePath);
   const recorded = await look.stateRelease(signal);
-  if (recorded === undefined || (await settled(look, recorded, keep, signal))) return;
+  if (recorded === undefined || (await settled(look, recorded, keep, keepStaged, signal))) return;
   let lease: Awaited<ReturnType<typeof holdLease>>;
   try {
     lease = await holdLease(look, bundlePath, target.owner, {
@@ -140,12 +188,12 @@ async function settlePendingSwitch(options: PublishTargetOptions, keep: number):
   try {
     const view = new ReleaseView(destination, bundlePath, undefined, options.plan.limits);
     const id = await view.stateRelease(signal);
-    if (id === undefined || (await settled(view, id, keep, signal))) return;
+    if (id === undefined || (await settled(view, id, keep, keepStaged, signal))) return;
     if (await stillMarked(view, bundlePath, signal)) return;
     if (!(await switchedWithSnapshot(view, id, signal)))
       await finishRelease(view, id, lease, signal);
     // What a run killed between its switch and its retention left, the next run removes.
-    await retainReleases(view, keep, lease, signal);
+    await retainReleases(view, keep, lease, signal, keepStaged);
   } finally {
     await lease.release();
   }
@@ -159,10 +207,44 @@ async function settled(
   view: ReleaseView,
   id: string,
   keep: number,
+  keepStaged: number | undefined,
   signal?: AbortSignal,
 ): Promise<boolean> {
   if (!(await switchedWithSnapshot(view, id, signal))) return false;
-  return (await releasesToRetire(view, keep, signal)).length === 0;
+  return (await releasesToRetire(view, keep, signal, keepStaged)).length === 0;
+}
+
+/**
+ * A run of a source that is staged makes that release live — the bytes that were looked at —
+ * with rollback's checks, instead of writing it again; its own plan then skips. A staged release
+ * that changed since it was staged is not promoted: the run publishes the source afresh.
+ */
+async function promoteStagedSource(
+  options: PublishTargetOptions,
+  layout: ReleaseLayout,
+): Promise<void> {
+  const { destination, target, signal } = options.plan;
+  if (target.force || target.repair) return;
+  const id = await stagedOfSource(destination, target.bundlePath, target.manifest.digest, signal);
+  if (id === undefined) return;
+  try {
+    await rollbackRelease({
+      destination,
+      bundlePath: target.bundlePath,
+      owner: target.owner,
+      to: id,
+      promote: true,
+      dryRun: false,
+      lease: options.lease,
+      signal,
+      limits: options.plan.limits,
+    });
+  } catch (error) {
+    if (!(error instanceof ReleaseRefusedError)) throw error;
+    layout.onPromotionRefused?.(id, error);
+    return;
+  }
+  layout.onPromoted?.(id);
 }
 
 /** The recorded release is live and has its snapshot. */

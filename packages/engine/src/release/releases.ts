@@ -18,6 +18,7 @@ import {
   releaseDirectory,
   releasesPrefix,
   snapshotPath,
+  stagingStatePath,
 } from "./layout.js";
 import { previousPublication } from "./sources.js";
 import type { CarryMethod, ReleaseView } from "./view.js";
@@ -29,6 +30,25 @@ export interface StoredRelease {
   directory: boolean;
   /** `releases/<id>.json` exists: the release was committed (only those are kept or restored). */
   snapshot: boolean;
+  /** `releases/<id>.staging.json` exists: a run staging it has not finished (or died). */
+  staging?: boolean;
+  /** `releases/<id>.files.json` exists. */
+  identities?: boolean;
+}
+
+const LEFTOVER_SUFFIXES = [
+  [".staging.json", "staging"],
+  [".files.json", "identities"],
+] as const;
+
+/** The release a staging state or identity record belongs to, by its file name. */
+function leftoverOf(name: string): { id: string; kind: "staging" | "identities" } | undefined {
+  for (const [suffix, kind] of LEFTOVER_SUFFIXES) {
+    if (!name.endsWith(suffix)) continue;
+    const id = name.slice(0, -suffix.length);
+    return isReleaseId(id) ? { id, kind } : undefined;
+  }
+  return undefined;
 }
 
 /** Entries directly in `releases/` read at once; one per release and one per snapshot. */
@@ -77,7 +97,19 @@ async function readReleases(
   const temps: string[] = [];
   for (const entry of entries) {
     const name = relativeTo(prefix, entry.path);
-    if (entry.kind === "file" && isTempFileName(name)) temps.push(entry.path);
+    if (entry.kind === "file" && isTempFileName(name)) {
+      temps.push(entry.path);
+      continue;
+    }
+    const pieces = entry.kind === "file" ? leftoverOf(name) : undefined;
+    if (pieces !== undefined) {
+      // A staging state or an identity record alone is what a run that was never committed (or
+      // stalled past its lease) left: noted, so that the next preparation removes it.
+      const release = found.get(pieces.id) ?? { id: pieces.id, directory: false, snapshot: false };
+      release[pieces.kind] = true;
+      found.set(pieces.id, release);
+      continue;
+    }
     const snapshot = entry.kind === "file" && name.endsWith(".json");
     const id = snapshot ? name.slice(0, -".json".length) : name;
     if (!isReleaseId(id) || (!snapshot && entry.kind !== "directory")) continue;
@@ -141,6 +173,15 @@ export async function prepareRelease(view: ReleaseView, options: PrepareOptions)
       signal,
     });
     await inner.deletePrefix(releaseDirectory(bundlePath, release.id), {
+      ignoreMissing: true,
+      signal,
+    });
+  }
+  // A staging state goes last: while it is there the release is known to be an unfinished one
+  // (one beside a snapshot is what a run that committed its staged release left behind).
+  for (const release of stored.filter((release) => release.staging)) {
+    lease.assertHeld();
+    await inner.deletePaths("", [stagingStatePath(bundlePath, release.id)], {
       ignoreMissing: true,
       signal,
     });
@@ -298,9 +339,10 @@ export async function retainReleases(
   keep: number,
   lease: LeaseGuard,
   signal?: AbortSignal,
+  keepStaged?: number,
 ): Promise<string[]> {
   const { inner, bundlePath } = view;
-  const retired = await releasesToRetire(view, keep, signal);
+  const retired = await releasesToRetire(view, keep, signal, keepStaged);
   for (const id of retired) {
     lease.assertHeld();
     await inner.deletePaths("", [snapshotPath(bundlePath, id)], { ignoreMissing: true, signal });
@@ -321,12 +363,24 @@ export async function releasesToRetire(
   view: ReleaseView,
   keep: number,
   signal?: AbortSignal,
+  /** Staged releases kept whatever `keep` says: the newest this many; all when undefined. */
+  keepStaged?: number,
 ): Promise<string[]> {
   const { inner, bundlePath } = view;
   const committed = (await storedReleases(inner, bundlePath, signal)).filter((r) => r.snapshot);
   if (committed.length <= keep && committed.every((release) => release.directory)) return [];
   const live = await view.live(signal);
-  const protect = new Set([await view.stateRelease(signal), live]);
+  const recorded = await view.stateRelease(signal);
+  const protect = new Set([recorded, live]);
+  // A staged release (newer than the one in force) awaits an operator's decision: retention
+  // leaves it alone unless `releases.keep_staged` bounds how many wait.
+  const staged = stagedAmong(
+    committed.filter((release) => release.directory).map((release) => release.id),
+    live ?? recorded,
+  );
+  for (const id of keepStaged === undefined ? staged : staged.slice(staged.length - keepStaged)) {
+    protect.add(id);
+  }
   // Repairs and re-publications of the source in force make releases of their own: the newest
   // release of the publication before it stays whatever `keep` says, so that a rollback to the
   // previous publication is always possible.
@@ -340,6 +394,14 @@ export async function releasesToRetire(
   return committed
     .filter((release) => !newest.has(release.id) && !protect.has(release.id))
     .map((release) => release.id);
+}
+
+/**
+ * Of `committed` (ids, oldest first), the staged releases: those newer than the release in force
+ * (`base`: what `current` links to, else what the state records; every one when neither is).
+ */
+export function stagedAmong(committed: readonly string[], base: string | undefined): string[] {
+  return committed.filter((id) => base === undefined || id > base);
 }
 
 /** `releases/<id>/` is there. */

@@ -1,6 +1,5 @@
 import type { Manifest } from "@distributor/bundle";
 import {
-  isReleaseId,
   isSharedRootState,
   type OwnerScope,
   parseDocument,
@@ -14,10 +13,11 @@ import { compareAndSwapState } from "../protocol/commit-state.js";
 import { holdLease } from "../protocol/hold-lease.js";
 import type { LeaseOptions } from "../protocol/lease-file.js";
 import { DEFAULT_DESTINATION_LIMITS, type DestinationLimits } from "../protocol/limits.js";
+import { chooseTarget } from "./choose-target.js";
 import { checkRelease, describeDrift, type ReleaseCheck, releaseIntact } from "./identities.js";
 import { assertLayout, linksOf, snapshotPath } from "./layout.js";
-import { finishRelease, type StoredRelease, storedReleases } from "./releases.js";
-import { previousPublication } from "./sources.js";
+import { ReleaseRefusedError } from "./refused.js";
+import { finishRelease, type StoredRelease, stagedAmong, storedReleases } from "./releases.js";
 import { ReleaseView } from "./view.js";
 
 /** One committed release, as `inspect` and `rollback` show it. */
@@ -27,6 +27,8 @@ export interface ReleaseSummary {
   current: boolean;
   /** The state records it. */
   recorded: boolean;
+  /** Staged: newer than the release in force, waiting to be promoted (docs/design/releases.md). */
+  staged: boolean;
   /** The source it published (from its snapshot). */
   source: { id: string; created: Date; digest: string };
   publishedAt: Date;
@@ -73,6 +75,7 @@ function summarize(
     id,
     current: id === live,
     recorded: id === recorded,
+    staged: stagedAmong([id], live ?? recorded).length === 1,
     source: { id: manifest.id, created: manifest.created, digest: manifest.digest },
     publishedAt: document.publishedAt,
     outputs: document.outputs.length,
@@ -122,24 +125,12 @@ export interface RollbackOptions {
    * committed one when `current` is missing or dangling).
    */
   restoreInvalidState?: boolean | undefined;
-}
-
-/**
- * A rollback (or promotion) refused before anything changed: `code` says why —
- * `release_not_found`, `no_previous_release`, `invalid_release_id`, `state_invalid`,
- * `release_drift` (the target changed since it was committed), `not_owner`,
- * `publication_interrupted` (the state carries a run's replacement marker), `state_valid`.
- */
-export class ReleaseRefusedError extends Error {
-  override readonly name = "ReleaseRefusedError";
-  constructor(
-    readonly code: string,
-    message: string,
-    /** For `release_drift`: what the check of the target found. */
-    readonly check?: ReleaseCheck,
-  ) {
-    super(message);
-  }
+  /**
+   * A promotion: the target is a staged release (newer than the one in force) — `to`, or with
+   * `latest` the newest staged one; anything else is refused (`not_staged`, `no_staged_release`).
+   */
+  promote?: boolean | undefined;
+  latest?: boolean | undefined;
 }
 
 export interface RollbackResult {
@@ -348,66 +339,4 @@ async function checkTarget(
     `${where}: release ${describeDrift(check)} since it was committed; current was left as it was — choose another release, or pass --force to switch to it as it is now`,
     check,
   );
-}
-
-async function chooseTarget(
-  options: RollbackOptions,
-  available: readonly string[],
-  live: string | undefined,
-  /** The release the state records: what `--previous` goes back from when `current` is missing. */
-  recorded: string | undefined,
-): Promise<string> {
-  const where = locatePath(options.destination.location, options.bundlePath);
-  const listed = available.length === 0 ? "none" : available.join(", ");
-  if (options.restoreInvalidState && options.to === undefined) {
-    // The release readers see; failing that, the newest committed one.
-    const chosen =
-      live !== undefined && available.includes(live) ? live : available[available.length - 1];
-    if (chosen === undefined) {
-      throw new ReleaseRefusedError(
-        "release_not_found",
-        `${where} has no committed release to restore the state from; move the state away and publish again with \`distributor run\``,
-      );
-    }
-    return chosen;
-  }
-  if (options.to !== undefined) {
-    if (!isReleaseId(options.to)) {
-      throw new ReleaseRefusedError(
-        "invalid_release_id",
-        `"${options.to}" is not a release id (like 20261204T093819.123Z-ab12); ${where} has these committed releases: ${listed}`,
-      );
-    }
-    if (!available.includes(options.to)) {
-      throw new ReleaseRefusedError(
-        "release_not_found",
-        `${where} has no committed release ${options.to} (releases: ${listed})`,
-      );
-    }
-    return options.to;
-  }
-  const from = live ?? recorded;
-  if (from === undefined) {
-    throw new ReleaseRefusedError(
-      "no_previous_release",
-      `${where} has no current release to roll back from (releases: ${listed})`,
-    );
-  }
-  const previous = await previousPublication(
-    options.destination,
-    options.bundlePath,
-    available,
-    from,
-    options.signal,
-  );
-  if (previous === undefined) {
-    const before = available.some((id) => id < from);
-    throw new ReleaseRefusedError(
-      "no_previous_release",
-      before
-        ? `${where}: every committed release before ${from} published the same source (a repair or a re-publication); choose one with --to (releases: ${listed})`
-        : `${where}: no committed release before ${from} (releases: ${listed})`,
-    );
-  }
-  return previous;
 }

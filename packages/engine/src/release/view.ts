@@ -238,6 +238,11 @@ export class ReleaseView implements StorageBackend {
     return undefined;
   }
 
+  /** Notes state bytes read or written other than through this view's own state path. */
+  protected observeState(bytes: Uint8Array | string): void {
+    this.#see(bytes);
+  }
+
   #see(bytes: Uint8Array | string): void {
     this.#stateRelease = peekStateRelease(bytes);
     this.#stateSeen = true;

@@ -327,7 +327,17 @@ function destinationConfig(
     maxEntries: raw.max_entries ?? CONFIG_DEFAULTS.maxEntries,
     layout:
       raw.layout === "releases"
-        ? { mode: "releases", keep: raw.releases?.keep ?? DEFAULT_RELEASES_KEPT }
+        ? {
+            mode: "releases",
+            keep: raw.releases?.keep ?? DEFAULT_RELEASES_KEPT,
+            promote: raw.releases?.promote ?? "auto",
+            ...(raw.releases?.preview_url === undefined
+              ? {}
+              : { previewUrl: raw.releases.preview_url }),
+            ...(raw.releases?.keep_staged === undefined
+              ? {}
+              : { keepStaged: raw.releases.keep_staged }),
+          }
         : { mode: "in_place" },
   };
 }

@@ -272,6 +272,18 @@ export function httpUrl(options: { bare?: boolean } = {}) {
   );
 }
 
+/** `releases.preview_url`: an http(s) URL with `{release}` where a staged release's id goes. */
+export function previewUrl() {
+  return v.pipe(
+    httpUrl(),
+    v.check(
+      (value) => value.includes("{release}"),
+      "must contain {release}, where the id of the staged release goes",
+    ),
+    jsonSchema({ pattern: "\\{release\\}" }),
+  );
+}
+
 /** `host:port` or `[ipv6]:port`; an empty host listens on every interface, port 0 on a free one. */
 const LISTEN = /^(?:\[[0-9A-Fa-f:.]+\]|[^\s:[\]]*):(\d{1,5})$/;
 

@@ -20,6 +20,7 @@ import {
   MIN_PART_SIZE,
   mapping,
   orList,
+  previewUrl,
   s3Prefix,
   secretName,
   size,
@@ -161,7 +162,15 @@ export const destinationSchema = mapping({
   /** local and ssh only: `releases` publishes each bundle path as releases behind a `current` link. */
   layout: v.optional(choice(["in_place", "releases"])),
   releases: v.optional(
-    mapping({ keep: v.optional(integer(1, "must be at least 1", MAX_RELEASES_KEPT)) }),
+    mapping({
+      keep: v.optional(integer(1, "must be at least 1", MAX_RELEASES_KEPT)),
+      /** `manual`: every run stages its release; `distributor promote` makes it live. */
+      promote: v.optional(choice(["auto", "manual"])),
+      /** Where a staged release can be looked at: a URL with `{release}` for its id. */
+      preview_url: v.optional(previewUrl()),
+      /** Staged releases retention keeps (default: every one newer than the live release). */
+      keep_staged: v.optional(integer(0, "must be zero or greater", MAX_RELEASES_KEPT)),
+    }),
   ),
   max_deletes: v.optional(deleteLimit()),
   /** The largest state file a run writes or reads back at this destination. */

@@ -287,7 +287,21 @@ export interface DestinationConfig {
    * `releases` (local and ssh) builds each publication in `releases/<id>/` and switches the
    * `current` symlink to it; `releases.keep` committed releases stay for rollback.
    */
-  layout: { mode: "in_place" } | { mode: "releases"; keep: number };
+  layout: { mode: "in_place" } | ReleasesLayout;
+}
+
+/**
+ * `layout: releases` and its `releases` settings (docs/config.md): `keep` committed releases;
+ * `promote: manual` stages every run's release instead of making it live; `previewUrl` (with
+ * `{release}`) says where a staged release can be looked at; `keepStaged` bounds how many staged
+ * releases retention keeps (every one newer than the live release when absent).
+ */
+export interface ReleasesLayout {
+  mode: "releases";
+  keep: number;
+  promote: "auto" | "manual";
+  previewUrl?: string;
+  keepStaged?: number;
 }
 
 export interface PublishPolicy {

@@ -91,6 +91,13 @@ export interface ReleaseListing {
   current: boolean;
   /** The state records it (differs from `current` only until a run that died switching is finished). */
   recorded: boolean;
+  /**
+   * `live` (`current` links to it), `staged` (committed, newer than the live release: waiting
+   * for `distributor promote`) or `earlier` (what `distributor rollback` returns to).
+   */
+  status: "live" | "staged" | "earlier";
+  /** For a staged release, where it can be looked at (`releases.preview_url`); else null. */
+  preview_url: string | null;
   source_id: string;
   source_created: string;
   source_digest: string;

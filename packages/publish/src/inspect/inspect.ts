@@ -32,6 +32,7 @@ import type { Config } from "../config/types.js";
 import { WorkflowError } from "../errors.js";
 import { destinationLimits } from "../shared/destination-limits.js";
 import { type LeaseWithoutState, leasesWithoutState } from "../shared/leases-without-state.js";
+import { previewUrlOf } from "../shared/preview-url.js";
 import type { WorkflowOptions } from "../shared/workflow-options.js";
 import {
   checkBundles,
@@ -42,7 +43,12 @@ import {
   validationRules,
 } from "../validate/bundle-checks.js";
 import type { ValidateEvent } from "../validate/validate.js";
-import { inspectStateFile, isStateFile, type StateReport } from "./inspect-state.js";
+import {
+  inspectStateFile,
+  isStateFile,
+  type ReleaseListing,
+  type StateReport,
+} from "./inspect-state.js";
 
 /**
  * How one listed file compared with the manifest: `ok`, the bundle issue code that concerns it, or
@@ -108,6 +114,11 @@ export interface StateTreeInspection {
    * that was interrupted (the next run recovers what it wrote).
    */
   leases_without_state: LeaseWithoutState[];
+  /**
+   * Under `layout: releases`: the releases of the destination root while it has no state yet —
+   * every publication there was staged, none promoted. Absent otherwise.
+   */
+  staged_without_state?: ReleaseListing[];
 }
 
 export type InspectReport = BundleTreeInspection | StateTreeInspection;
@@ -249,14 +260,17 @@ export async function inspectConfiguredDestination(
   return withBackend(backend, async () => {
     const limits = destinationLimits(pipeline.id, destination);
     const found = await inspectStates(backend, options.signal, limits);
-    if (destination.layout.mode === "releases") {
-      for (const state of found.states) {
-        const bundlePath = state.path === "." ? "" : state.path;
-        state.releases = (await listReleases(backend, bundlePath, options.signal)).map(
-          (release) => ({
+    const layout = destination.layout;
+    let stagedWithoutState: ReleaseListing[] | undefined;
+    if (layout.mode === "releases") {
+      const listed = async (bundlePath: string) =>
+        (await listReleases(backend, bundlePath, options.signal)).map(
+          (release): ReleaseListing => ({
             id: release.id,
             current: release.current,
             recorded: release.recorded,
+            status: release.current ? "live" : release.staged ? "staged" : "earlier",
+            preview_url: release.staged ? previewUrlOf(layout.previewUrl, release.id) : null,
             source_id: release.source.id,
             source_created: formatStateTimestamp(release.source.created),
             source_digest: release.source.digest,
@@ -264,6 +278,13 @@ export async function inspectConfiguredDestination(
             outputs: release.outputs,
           }),
         );
+      for (const state of found.states) {
+        state.releases = await listed(state.path === "." ? "" : state.path);
+      }
+      // A destination root whose first publications were all staged has releases but no state.
+      if (!found.states.some((state) => state.path === ".")) {
+        const releases = await listed("");
+        if (releases.length > 0) stagedWithoutState = releases;
       }
     }
     return {
@@ -273,6 +294,7 @@ export async function inspectConfiguredDestination(
       pipeline_id: pipeline.id,
       destination_id: destination.id,
       ...found,
+      ...(stagedWithoutState === undefined ? {} : { staged_without_state: stagedWithoutState }),
     };
   });
 }

@@ -29,6 +29,11 @@ export interface KeptReleaseReport {
   current: boolean;
   /** The state records it. */
   recorded: boolean;
+  /**
+   * `live` (`current` links to it), `staged` (newer than the live release, waiting for
+   * `distributor promote`) or `earlier` (what a rollback returns to).
+   */
+  role: "live" | "staged" | "earlier";
   /** `ok`, or `drift` when a file changed, went missing or was added since the commit. */
   status: "ok" | "drift";
   /**
@@ -89,10 +94,14 @@ export async function bundleScope(
     only,
     signal: options.signal,
   });
+  const base = current ?? recorded;
+  const roleOf = (id: string): KeptReleaseReport["role"] =>
+    id === current ? "live" : base === undefined || id > base ? "staged" : "earlier";
   const releases: KeptReleaseReport[] = checks.map((check) => ({
     id: check.id,
     current: check.id === current,
     recorded: check.id === recorded,
+    role: roleOf(check.id),
     status:
       check.directoryMissing || check.changed.length + check.missing.length + check.added.length > 0
         ? "drift"
@@ -113,6 +122,7 @@ export async function bundleScope(
       id: recorded,
       current: recorded === current,
       recorded: true,
+      role: roleOf(recorded),
       status: "drift",
       method: "identities",
       changed: [],

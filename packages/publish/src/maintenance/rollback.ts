@@ -58,13 +58,26 @@ export interface RollbackReport {
  * becomes that release's snapshot and `current` links to it. Nothing else is written or copied.
  */
 export async function rollback(options: RollbackOptions): Promise<RollbackReport> {
+  return switchRelease(options, {});
+}
+
+/**
+ * The switch `rollback` and `promote` share: the same lease, checks, compare-and-swap of the
+ * state and confirmed switch; `choice` says which releases may be the target.
+ */
+export async function switchRelease(
+  options: RollbackOptions,
+  choice: { promote?: boolean; latest?: boolean },
+): Promise<RollbackReport> {
   const dryRun = options.dryRun ?? false;
   const { pipeline, destination, backend } = await openConfiguredDestination(options, dryRun);
   return withBackend(backend, async () => {
     if (destination.layout.mode !== "releases") {
       throw new WorkflowError(
         "unsupported_layout",
-        `destination ${destination.id} publishes in place (no layout: releases): there is no earlier release to roll back to; publish the older bundle again instead`,
+        choice.promote
+          ? `destination ${destination.id} publishes in place (no layout: releases): there is no staged release to promote; a release can be staged only under layout: releases`
+          : `destination ${destination.id} publishes in place (no layout: releases): there is no earlier release to roll back to; publish the older bundle again instead`,
       );
     }
     const bundlePath = bundlePrefix(options.bundlePath ?? ".");
@@ -77,6 +90,7 @@ export async function rollback(options: RollbackOptions): Promise<RollbackReport
       bundlePath,
       owner: ownerScope(pipeline.id, destination.id),
       to: options.to,
+      ...choice,
       dryRun,
       verify: options.verify,
       force: options.force,

@@ -21,6 +21,7 @@ import { type DestinationContext, fail, runTarget } from "../run/target.js";
 import type { RunActionReport, RunEvent, RunOptions, RunReport } from "../run/types.js";
 import type { WorkflowOptions } from "../shared/workflow-options.js";
 import { signatureCode, signaturePolicy } from "../validate/signatures.js";
+import { groups } from "./groups.js";
 import {
   changedConfigKeys,
   configDigest,
@@ -159,18 +160,6 @@ interface Applying {
   planTime: Date;
 }
 
-/** Consecutive runs of entries with the same key, in order. */
-function groups<T>(items: readonly T[], keyOf: (item: T) => string): [string, T[]][] {
-  const result: [string, T[]][] = [];
-  for (const item of items) {
-    const key = keyOf(item);
-    const last = result[result.length - 1];
-    if (last !== undefined && last[0] === key) last[1].push(item);
-    else result.push([key, [item]]);
-  }
-  return result;
-}
-
 /** An action of a saved entry that failed before (or instead of) planning again. */
 function failedEntry(apply: Applying, entry: SavedPlanEntry, error: unknown): RunActionReport {
   const action: RunActionReport = {
@@ -183,6 +172,8 @@ function failedEntry(apply: Applying, entry: SavedPlanEntry, error: unknown): Ru
     reason: "",
     status: "failed",
     primary_url: entry.primary_url,
+    release_id: null,
+    preview_url: null,
     outputs: entry.outputs,
     error: null,
     warnings: [],

@@ -20,3 +20,14 @@ export async function run(options: RunOptions): Promise<RunReport> {
   checkGivenConfig(options, "run");
   return runWith(options, {});
 }
+
+/**
+ * `run` that stages every release instead of making it live (`run --stage`): each write to a
+ * `layout: releases` destination commits its release (status `staged`, with `release_id` and
+ * `preview_url`) and leaves `current` and the live state as they were; `promote` makes a staged
+ * release live. The events are `run`'s.
+ */
+export async function stage(options: Omit<RunOptions, "stage">): Promise<RunReport> {
+  checkGivenConfig(options, "stage");
+  return runWith({ ...options, stage: true }, {});
+}

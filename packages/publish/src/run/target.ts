@@ -15,8 +15,9 @@ import { ownerScope } from "@distributor/state";
 import { displayPath, type StorageBackend } from "@distributor/storage";
 import { openBackend } from "../backends/registry.js";
 import type { DestinationConfig, PipelineConfig } from "../config/types.js";
-import { actionError, errorMessage } from "../errors.js";
+import { actionError, errorMessage, WorkflowError } from "../errors.js";
 import { destinationLimits } from "../shared/destination-limits.js";
+import { previewUrlOf } from "../shared/preview-url.js";
 import { destinationSelection } from "../shared/selection.js";
 import { recordedSigner, type SourceBundle } from "./source-bundles.js";
 import type {
@@ -120,6 +121,8 @@ function baseAction(
     reason: "",
     status: "failed",
     primary_url: null,
+    release_id: null,
+    preview_url: null,
     outputs: [],
     error: null,
     warnings: [],
@@ -144,10 +147,35 @@ export async function runTarget(
   try {
     const selection = destinationSelection(destination, manifest, target.bundlePath);
     const layout = destination.layout;
+    const stage =
+      options.stage === true || (layout.mode === "releases" && layout.promote === "manual");
+    if (stage && layout.mode !== "releases") {
+      throw new WorkflowError(
+        "unsupported_layout",
+        `destination ${destination.id} publishes in place (no layout: releases): a release can be staged only under layout: releases; nothing was published`,
+      );
+    }
+    let staged: string | undefined;
+    let promoted: string | undefined;
     const publish = (publishOptions: PublishTargetOptions) =>
       layout.mode === "releases"
         ? publishRelease(publishOptions, {
             keep: layout.keep,
+            keepStaged: layout.keepStaged,
+            stage,
+            onStaged: (id) => {
+              staged = id;
+            },
+            onPromoted: (id) => {
+              promoted = id;
+            },
+            onPromotionRefused: (id, error) =>
+              action.warnings.push({
+                code: "promotion_refused",
+                message: `release ${id} staged this source, but it could not be made live (${error.code}: ${error.message}); the source was published again as a new release`,
+                paths:
+                  error.check === undefined ? [] : [...error.check.changed, ...error.check.missing],
+              }),
             id: context.releaseId,
             onRewritten: (paths) => action.warnings.push(rewrittenWarning(paths)),
             onRecordedMissing: (recorded, next) =>
@@ -269,6 +297,14 @@ export async function runTarget(
       },
     });
     if (action.status === "publishing") action.status = "published";
+    if (staged !== undefined && layout.mode === "releases") {
+      action.status = "staged";
+      action.release_id = staged;
+      action.preview_url = previewUrlOf(layout.previewUrl, staged);
+    } else if (promoted !== undefined && action.status === "skipped") {
+      action.status = "promoted";
+      action.release_id = promoted;
+    }
   } catch (error) {
     if (signal?.aborted) {
       // Reported, not thrown: an interrupted run prints its whole result (docs/design/commit-protocol.md, docs/cli.md).

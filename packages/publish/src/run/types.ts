@@ -9,8 +9,18 @@ import type { WorkflowOptions } from "../shared/workflow-options.js";
 /**
  * What came of a destination action. `publishing` is seen only in the `plan` event of a write
  * about to be carried out: the report says `published` once it is committed, or `failed`.
+ * Under `layout: releases`, `staged` says the release was committed without going live (`run
+ * --stage`, `releases.promote: manual`), and `promoted` that the source was staged already and
+ * that release was made live instead of being written again.
  */
-export type RunStatus = "published" | "publishing" | "planned" | "skipped" | "failed";
+export type RunStatus =
+  | "published"
+  | "publishing"
+  | "planned"
+  | "skipped"
+  | "staged"
+  | "promoted"
+  | "failed";
 
 /** One output of an action; every field is present, `null` where it has no value (docs/cli.md). */
 export interface RunOutputReport {
@@ -40,6 +50,10 @@ export interface RunActionReport {
   reason: string;
   status: RunStatus;
   primary_url: string | null;
+  /** The release staged or promoted (`staged`, `promoted`); null otherwise. */
+  release_id: string | null;
+  /** Where the staged release can be looked at (`releases.preview_url`); null otherwise. */
+  preview_url: string | null;
   outputs: RunOutputReport[];
   /** Why the action failed: a documented code (docs/cli.md) and the message; null otherwise. */
   error: ActionError | null;
@@ -182,6 +196,12 @@ export interface RunOptions extends WorkflowOptions<RunEvent> {
    * output of those destinations.
    */
   repair?: boolean;
+  /**
+   * Stage every release instead of making it live (`run --stage`); destinations with
+   * `releases.promote: manual` stage whatever this says. Only `layout: releases` destinations
+   * stage: an in-place destination fails the action with `unsupported_layout`.
+   */
+  stage?: boolean;
   /** Recorded as `distributor_version` in written state. */
   distributorVersion?: string;
   /** How long to wait for another run's live lease on a state file (default 0: fail at once). */

@@ -704,12 +704,43 @@ describe("layout", () => {
     expect(plain?.layout).toEqual({ mode: "in_place" });
     const [releases] =
       parseConfig(configText({ layout: "releases" })).pipelines[0]?.destinations ?? [];
-    expect(releases?.layout).toEqual({ mode: "releases", keep: 5 });
+    expect(releases?.layout).toEqual({ mode: "releases", keep: 5, promote: "auto" });
     const text = configText({ layout: "releases", releases: { keep: 2 } });
     expect(parseConfig(text).pipelines[0]?.destinations[0]?.layout).toEqual({
       mode: "releases",
       keep: 2,
+      promote: "auto",
     });
+    const staged = configText({
+      layout: "releases",
+      releases: {
+        promote: "manual",
+        preview_url: "https://preview.example.org/{release}/",
+        keep_staged: 2,
+      },
+    });
+    expect(parseConfig(staged).pipelines[0]?.destinations[0]?.layout).toEqual({
+      mode: "releases",
+      keep: 5,
+      promote: "manual",
+      previewUrl: "https://preview.example.org/{release}/",
+      keepStaged: 2,
+    });
+  });
+
+  it.each([
+    [{ promote: "later" }, "releases.promote must be"],
+    [
+      { preview_url: "https://preview.example.org/" },
+      "releases.preview_url must contain {release}",
+    ],
+    [
+      { preview_url: "ftp://x/{release}" },
+      "releases.preview_url must be an absolute http or https URL",
+    ],
+    [{ keep_staged: -1 }, "releases.keep_staged must be zero or greater"],
+  ])("refuses the staging setting %j, naming the key", (releases, message) => {
+    expect(() => parseConfig(configText({ layout: "releases", releases }))).toThrow(message);
   });
 
   it.each([

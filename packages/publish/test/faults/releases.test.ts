@@ -18,8 +18,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { BackendRegistry } from "../../src/backends/registry.js";
 import { type Config, parseConfig } from "../../src/config/index.js";
 import { adoptOutputs } from "../../src/maintenance/adopt.js";
+import { promote } from "../../src/maintenance/promote.js";
 import { rollback } from "../../src/maintenance/rollback.js";
-import { run, runSucceeded } from "../../src/run/run.js";
+import { run, runSucceeded, stage } from "../../src/run/run.js";
 import { type MemoryDiskHolder, registryFor } from "../support/registries.js";
 
 // The release layout under every fault of the model (fail, crash, lost answer, hang, stall past
@@ -43,6 +44,8 @@ interface Case {
   configs: Record<Version, Config>;
   /** The release a rollback returns to (the first one published). */
   first?: string;
+  /** The release staged before a promotion. */
+  staged?: string;
 }
 
 let root: string;
@@ -87,6 +90,76 @@ async function publish(c: Case, version: Version, backends?: BackendRegistry): P
   });
   lastFailure = JSON.stringify(report.actions.map((action) => action.error));
   return runSucceeded(report);
+}
+
+/** `run --stage` of `version`; the release it staged is remembered in `c.staged`. */
+async function stageRun(c: Case, version: Version, backends?: BackendRegistry): Promise<boolean> {
+  const report = await stage({
+    config: c.configs[version],
+    backends: backends ?? registryFor("local", memoryStores(), c.dest),
+    now: c.now,
+    lease: { renew: false },
+  });
+  lastFailure = JSON.stringify(report.actions.map((action) => action.error));
+  const [action] = report.actions;
+  if (action?.status === "staged") c.staged = action.release_id ?? undefined;
+  // A newer source published meanwhile (the stall case) makes staging this one a skip.
+  const superseded = action?.status === "skipped" && action.action === "skip_destination_newer";
+  return runSucceeded(report) && (action?.status === "staged" || superseded);
+}
+
+/**
+ * `promote --to` the release staged before. A refusal with `not_staged` is what an operator
+ * meets once a newer publication went live meanwhile (the stall case): that promotion is over.
+ */
+async function promoteStaged(c: Case, backends?: BackendRegistry): Promise<boolean> {
+  try {
+    await promote({
+      config: c.configs.v2,
+      pipelineId: "site",
+      destinationId: "www",
+      to: c.staged,
+      backends: backends ?? registryFor("local", memoryStores(), c.dest),
+      now: c.now,
+      lease: { renew: false },
+    });
+    return true;
+  } catch (error) {
+    lastFailure = String(error);
+    return (error as { code?: string }).code === "not_staged";
+  }
+}
+
+/**
+ * A staged release is all or nothing: every release with a snapshot that `current` does not
+ * link to holds exactly one publication's files, and its snapshot records exactly those bytes.
+ */
+async function expectStagedWhole(c: Case, label: string): Promise<void> {
+  const releases = join(c.dest, "releases");
+  const link = (await readlink(join(c.dest, "current"))).slice("releases/".length);
+  for (const name of await readdir(releases)) {
+    const id = name.slice(0, -".json".length);
+    if (!name.endsWith(".json") || name.includes(".files.") || name.includes(".staging.")) continue;
+    if (id === link) continue;
+    // A snapshot written late by a staging run stalled past its lease, after the run that took
+    // over removed its uncommitted directory: no directory, so never listed or promoted (and
+    // retention removes the snapshot).
+    const directory = await stat(join(releases, id)).catch(() => undefined);
+    if (directory === undefined) continue;
+    const files = await filesBelow(join(releases, id));
+    const which = (Object.keys(VERSIONS) as Version[]).filter(
+      (version) => JSON.stringify(files) === JSON.stringify(sortedFiles(VERSIONS[version])),
+    );
+    expect(which, `${label}: committed release ${id} holds ${JSON.stringify(files)}`).toHaveLength(
+      1,
+    );
+    // Its snapshot records exactly those bytes: what a promotion would put in force.
+    const snapshot = parseSingleOwnerState(await readFile(join(releases, name), "utf8"));
+    expect(snapshot.release?.id, `${label}: snapshot of ${id}`).toBe(id);
+    const records = Object.fromEntries(snapshot.outputs.map((o) => [o.path, o.sha256]));
+    const bytes = Object.fromEntries(Object.entries(files).map(([p, text]) => [p, sha(text)]));
+    expect(bytes, `${label}: records = bytes of staged ${id}`).toEqual(records);
+  }
 }
 
 async function rollBack(c: Case, backends?: BackendRegistry): Promise<boolean> {
@@ -187,7 +260,7 @@ function sortedFiles(files: Record<string, string>): Record<string, string> {
 }
 
 /** After a clean finish: nothing half-made is in force, and no temp file is in a committed release. */
-async function expectTidy(c: Case, label: string) {
+async function expectTidy(c: Case, label: string, stalled = false) {
   const releases = join(c.dest, "releases");
   const names = await readdir(releases);
   // A write killed between its temp file and its rename (of a snapshot, an identity record)
@@ -195,8 +268,17 @@ async function expectTidy(c: Case, label: string) {
   const temps = names.filter((name) => isTempFileName(name));
   expect(temps, `${label}: temp files in releases/`).toEqual([]);
   for (const name of names) {
+    if (name.endsWith(".staging.json")) {
+      // What a staging run abandoned (like the directory of a release never committed): never
+      // read as a state, and removed by the next run that builds a release. Its release is not
+      // staged unless the snapshot was written, which `expectStagedWhole` checks.
+      continue;
+    }
     if (name.endsWith(".files.json")) {
-      // An identity record belongs to a committed release: its snapshot is beside it.
+      // An identity record belongs to a committed release: its snapshot is beside it — but for
+      // what a staging run that stalled past its lease wrote late, which only the next run that
+      // builds a release removes (nothing reads it: its release was never committed).
+      if (stalled) continue;
       const snapshot = `${name.slice(0, -".files.json".length)}.json`;
       expect(names, `${label}: ${name} without ${snapshot}`).toContain(snapshot);
     } else if (name.endsWith(".json")) {
@@ -219,6 +301,8 @@ interface Scenario {
   during: readonly Version[];
   /** What it holds once the next plain command finished (without a competing run). */
   after: Version;
+  /** Checked after the faulted command and after the next one. */
+  check?(c: Case, label: string): Promise<void>;
 }
 
 const SCENARIOS: Scenario[] = [
@@ -253,6 +337,28 @@ const SCENARIOS: Scenario[] = [
     during: ["v2"],
     after: "v2",
   },
+  {
+    name: "a staging",
+    before: async (c) => {
+      expect(await publish(c, "v1")).toBe(true);
+    },
+    act: (c, backends) => stageRun(c, "v2", backends),
+    // Nothing live changes: readers see v1 throughout, and the state keeps recording it.
+    during: ["v1"],
+    after: "v1",
+    check: expectStagedWhole,
+  },
+  {
+    name: "a promotion",
+    before: async (c) => {
+      expect(await publish(c, "v1")).toBe(true);
+      expect(await stageRun(c, "v2")).toBe(true);
+    },
+    act: (c, backends) => promoteStaged(c, backends),
+    during: ["v1", "v2"],
+    after: "v2",
+    check: expectStagedWhole,
+  },
 ];
 
 async function faultCase(scenario: Scenario, kind: FaultKind, at: number) {
@@ -285,6 +391,7 @@ async function faultCase(scenario: Scenario, kind: FaultKind, at: number) {
   // Whatever happened, readers see one whole publication; a success also switched, and a power
   // cut after it does not undo the switch.
   const live = await expectReleases(c, where(), during, !succeeded);
+  await scenario.check?.(c, where());
   if (succeeded && plan.cut)
     expect(live, `${where()}: what the report promised`).toBe(scenario.after);
   c.clock.offset += 10 * 60_000;
@@ -296,8 +403,9 @@ async function faultCase(scenario: Scenario, kind: FaultKind, at: number) {
   );
   if (disk.driver !== undefined) await writeDirectoryImage(c.dest, disk.driver.image());
   const final = await expectReleases(c, `${where()}, then again`, [scenario.after, "v3"]);
+  await scenario.check?.(c, `${where()}, then again`);
   if (!stalled) expect(final, `${where()}: the release in force`).toBe(scenario.after);
-  await expectTidy(c, where());
+  await expectTidy(c, where(), stalled && scenario.name === "a staging");
 }
 
 describe("the release layout under every fault at every mutation", () => {

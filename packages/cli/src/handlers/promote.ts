@@ -1,0 +1,23 @@
+import type { CommandHandler, PromoteCommandOptions } from "../command.js";
+import { formatRollbackText } from "../render/maintenance.js";
+import { lockTimeoutMs } from "./lock-timeout.js";
+
+export const promoteCommand: CommandHandler<PromoteCommandOptions> = async (options, context) => {
+  const publish = await import("@distributor/publish");
+  const config = await publish.loadConfig(options.configPath);
+  const report = await publish.promote({
+    config,
+    pipelineId: options.pipelineId,
+    destinationId: options.destinationId,
+    bundlePath: options.bundlePath,
+    to: options.to,
+    latest: options.latest,
+    dryRun: options.dryRun,
+    verify: options.verify,
+    force: options.force,
+    lockTimeoutMs: lockTimeoutMs(publish.parseDuration, options.lockTimeout),
+    backends: context.backends,
+    signal: context.signal,
+  });
+  return { ok: true, result: report, text: [formatRollbackText(report, "Promote")] };
+};

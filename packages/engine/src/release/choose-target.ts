@@ -1,0 +1,122 @@
+import { isReleaseId } from "@distributor/state";
+import { locatePath, type StorageBackend } from "@distributor/storage";
+import { ReleaseRefusedError } from "./refused.js";
+import { stagedAmong } from "./releases.js";
+import { previousPublication } from "./sources.js";
+
+/** What choosing a rollback's or promotion's target looks at (see `RollbackOptions`). */
+export interface TargetChoice {
+  destination: StorageBackend;
+  bundlePath: string;
+  to?: string | undefined;
+  restoreInvalidState?: boolean | undefined;
+  promote?: boolean | undefined;
+  latest?: boolean | undefined;
+  signal?: AbortSignal | undefined;
+}
+
+/**
+ * The release a rollback or promotion switches to, of the committed ones (`available`, oldest
+ * first): `to`; for a promotion a staged one only (`latest`: the newest); for a rollback without
+ * `to` the previous publication; for a restore the release readers see.
+ */
+export async function chooseTarget(
+  options: TargetChoice,
+  available: readonly string[],
+  live: string | undefined,
+  /** The release the state records: what `--previous` goes back from when `current` is missing. */
+  recorded: string | undefined,
+): Promise<string> {
+  const where = locatePath(options.destination.location, options.bundlePath);
+  const listed = available.length === 0 ? "none" : available.join(", ");
+  if (options.restoreInvalidState && options.to === undefined) {
+    // The release readers see; failing that, the newest committed one.
+    const chosen =
+      live !== undefined && available.includes(live) ? live : available[available.length - 1];
+    if (chosen === undefined) {
+      throw new ReleaseRefusedError(
+        "release_not_found",
+        `${where} has no committed release to restore the state from; move the state away and publish again with \`distributor run\``,
+      );
+    }
+    return chosen;
+  }
+  if (options.promote) return chooseStaged(options, available, live ?? recorded);
+  if (options.to !== undefined) {
+    if (!isReleaseId(options.to)) {
+      throw new ReleaseRefusedError(
+        "invalid_release_id",
+        `"${options.to}" is not a release id (like 20261204T093819.123Z-ab12); ${where} has these committed releases: ${listed}`,
+      );
+    }
+    if (!available.includes(options.to)) {
+      throw new ReleaseRefusedError(
+        "release_not_found",
+        `${where} has no committed release ${options.to} (releases: ${listed})`,
+      );
+    }
+    return options.to;
+  }
+  const from = live ?? recorded;
+  if (from === undefined) {
+    throw new ReleaseRefusedError(
+      "no_previous_release",
+      `${where} has no current release to roll back from (releases: ${listed})`,
+    );
+  }
+  const previous = await previousPublication(
+    options.destination,
+    options.bundlePath,
+    available,
+    from,
+    options.signal,
+  );
+  if (previous === undefined) {
+    const before = available.some((id) => id < from);
+    throw new ReleaseRefusedError(
+      "no_previous_release",
+      before
+        ? `${where}: every committed release before ${from} published the same source (a repair or a re-publication); choose one with --to (releases: ${listed})`
+        : `${where}: no committed release before ${from} (releases: ${listed})`,
+    );
+  }
+  return previous;
+}
+
+function chooseStaged(
+  options: TargetChoice,
+  available: readonly string[],
+  base: string | undefined,
+): string {
+  const where = locatePath(options.destination.location, options.bundlePath);
+  const staged = stagedAmong(available, base);
+  const listed = staged.length === 0 ? "none" : staged.join(", ");
+  const to = options.latest ? staged[staged.length - 1] : options.to;
+  if (to === undefined) {
+    throw new ReleaseRefusedError(
+      "no_staged_release",
+      `${where} has no staged release (none newer than the live release ${base ?? "(none)"}); nothing was changed — publish a new source with \`distributor run --stage\` to stage one`,
+    );
+  }
+  if (!isReleaseId(to)) {
+    throw new ReleaseRefusedError(
+      "invalid_release_id",
+      `"${to}" is not a release id (like 20261204T093819.123Z-ab12); ${where} has these staged releases: ${listed}`,
+    );
+  }
+  if (!available.includes(to)) {
+    throw new ReleaseRefusedError(
+      "release_not_found",
+      `${where} has no committed release ${to} (staged releases: ${listed})`,
+    );
+  }
+  // Promoting the release already in force changes nothing, as a repeated rollback does not.
+  if (to === base && available.includes(to)) return to;
+  if (!staged.includes(to)) {
+    throw new ReleaseRefusedError(
+      "not_staged",
+      `${where}: release ${to} is not staged (it is not newer than the live release ${base ?? "(none)"}); nothing was changed — to return to it, run \`distributor rollback --to ${to}\``,
+    );
+  }
+  return to;
+}

@@ -1,0 +1,155 @@
+import { mkdtemp, readdir, readlink, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { memoryStores, writeSourceBundle } from "@distributor/engine/testing";
+import { createLocalBackend } from "@distributor/storage";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { type Config, parseConfig } from "../../src/config/index.js";
+import { promote } from "../../src/maintenance/promote.js";
+import { applyPlan } from "../../src/plan-file/apply.js";
+import type { SavedPlan } from "../../src/plan-file/saved-plan.js";
+import { planRun } from "../../src/run/plan-run.js";
+import { run, stage } from "../../src/run/run.js";
+import type { RunEvent } from "../../src/run/types.js";
+import { registryFor } from "../support/registries.js";
+
+// Staged releases through the library: retention never removes a staged release unless
+// `releases.keep_staged` says so, a run of a staged source that changed since publishes it anew
+// (warning `promotion_refused`), staging needs `layout: releases`, and `stage` emits `run`'s
+// events.
+
+let dir: string;
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), "distributor-staging-"));
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+const dest = () => join(dir, "www");
+
+async function configFor(version: number, releases: string, layout = "releases"): Promise<Config> {
+  const source = join(dir, `v${version}`);
+  await writeSourceBundle(
+    createLocalBackend({ root: source }),
+    "",
+    { "index.html": `v${version}\n` },
+    { id: "site", created: new Date(Date.UTC(2026, 5, version)) },
+  );
+  return parseConfig(
+    `pipelines:\n  - id: site\n    source: {backend: local, path: ${source}}\n    destinations:\n      - id: www\n        backend: local\n        path: ${dest()}\n        path_mapping: {mode: fixed}\n        layout: ${layout}\n${layout === "releases" ? `        releases: ${releases}\n` : ""}`,
+  );
+}
+
+const backends = () => registryFor("local", memoryStores(), dest());
+const committed = async () =>
+  (await readdir(join(dest(), "releases")))
+    .filter(
+      (name) => name.endsWith(".json") && !name.includes(".files.") && !name.includes(".staging."),
+    )
+    .map((name) => name.slice(0, -".json".length))
+    .sort();
+const live = async () => (await readlink(join(dest(), "current"))).slice("releases/".length);
+
+describe("staged releases", () => {
+  it("are kept by retention whatever releases.keep says, by default", async () => {
+    const first = await run({ config: await configFor(1, "{keep: 1}"), backends: backends() });
+    expect(first.actions[0]?.status).toBe("published");
+    const staged: string[] = [];
+    for (const version of [2, 3, 4]) {
+      const report = await stage({
+        config: await configFor(version, "{keep: 1}"),
+        backends: backends(),
+      });
+      expect(report.actions[0]?.status).toBe("staged");
+      staged.push(report.actions[0]?.release_id as string);
+    }
+    expect(await committed()).toEqual([await live(), ...staged]);
+  });
+
+  it("are bounded by releases.keep_staged, the newest kept", async () => {
+    await run({ config: await configFor(1, "{keep: 1, keep_staged: 1}"), backends: backends() });
+    const staged: string[] = [];
+    for (const version of [2, 3, 4]) {
+      const report = await stage({
+        config: await configFor(version, "{keep: 1, keep_staged: 1}"),
+        backends: backends(),
+      });
+      staged.push(report.actions[0]?.release_id as string);
+    }
+    expect(await committed()).toEqual([await live(), staged[2]]);
+  });
+
+  it("are published anew by a run when they changed since they were staged", async () => {
+    await run({ config: await configFor(1, "{keep: 3}"), backends: backends() });
+    const config = await configFor(2, "{keep: 3}");
+    const events: RunEvent["type"][] = [];
+    const report = await stage({
+      config,
+      backends: backends(),
+      onEvent: (e) => events.push(e.type),
+    });
+    expect(events).toEqual(expect.arrayContaining(["pipeline_start", "plan", "destination_done"]));
+    const id = report.actions[0]?.release_id as string;
+    await writeFile(join(dest(), "releases", id, "index.html"), "edited\n");
+    const again = await run({ config, backends: backends() });
+    const [action] = again.actions;
+    expect(action?.status).toBe("published");
+    expect(action?.warnings.map((warning) => warning.code)).toEqual(["promotion_refused"]);
+    expect(action?.warnings[0]?.paths).toEqual(["index.html"]);
+    expect(await live()).not.toBe(id);
+    await expect(
+      promote({ config, pipelineId: "site", destinationId: "www", to: id, backends: backends() }),
+    ).rejects.toMatchObject({ code: "not_staged" });
+  });
+
+  it("need layout: releases", async () => {
+    const report = await stage({
+      config: await configFor(1, "", "in_place"),
+      backends: backends(),
+    });
+    expect(report.actions[0]).toMatchObject({
+      status: "failed",
+      error: { code: "unsupported_layout" },
+    });
+    await expect(readdir(dest())).rejects.toThrow();
+  });
+});
+
+describe("a staged release overtaken by a live one", () => {
+  it("is not committed, and staging the source again stages it", async () => {
+    await run({ config: await configFor(1, "{keep: 3}"), backends: backends() });
+    const config = await configFor(2, "{keep: 3}");
+    // Its id older than the live release's: as if a publication went live while it waited.
+    const late = await stage({
+      config,
+      backends: backends(),
+      now: () => new Date(Date.UTC(2020, 0, 1)),
+    });
+    expect(late.actions[0]?.status).toBe("failed");
+    expect(late.actions[0]?.error?.message).toContain("nothing was staged");
+    expect(await committed()).toEqual([await live()]);
+    const again = await stage({ config, backends: backends() });
+    expect(again.actions[0]?.status).toBe("staged");
+    expect(await committed()).toEqual([await live(), again.actions[0]?.release_id]);
+    // What the overtaken run left (its directory and staging state) went with that preparation.
+    const left = late.actions[0]?.error?.message.match(/release (\S+) was being staged/)?.[1];
+    expect(await readdir(join(dest(), "releases"))).not.toContain(left);
+    expect(await readdir(join(dest(), "releases"))).not.toContain(`${left}.staging.json`);
+  });
+});
+
+describe("a saved plan for a promote: manual destination", () => {
+  it("is applied as a staged release, current left as it was", async () => {
+    await run({ config: await configFor(1, "{keep: 3}"), backends: backends() });
+    const before = await live();
+    const config = await configFor(2, "{keep: 3, promote: manual}");
+    const { plan } = await planRun({ config, backends: backends() });
+    expect(plan).not.toBeNull();
+    const applied = await applyPlan({ plan: plan as SavedPlan, config, backends: backends() });
+    const [action] = applied.actions;
+    expect(action?.status).toBe("staged");
+    expect(await live()).toBe(before);
+    expect(await committed()).toEqual([before, action?.release_id]);
+  });
+});
