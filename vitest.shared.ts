@@ -34,8 +34,8 @@ function declaredWorkspacePackages(name: string): string[] {
  * aliased, and importing it fails as it would for a published consumer. Published consumers
  * resolve the built `dist` through `exports`.
  */
-export function sourceAliases(name: string, integration: readonly string[] = []) {
-  const declared = [...declaredWorkspacePackages(name), ...integration];
+export function sourceAliases(name: string) {
+  const declared = declaredWorkspacePackages(name);
   const names = declared.join("|");
   return [
     ...Object.entries(SPECIAL_SUBPATHS)
@@ -52,22 +52,9 @@ export function sourceAliases(name: string, integration: readonly string[] = [])
   ];
 }
 
-export interface ProjectOptions {
-  /**
-   * Workspace packages this package's integration suites import although the package cannot
-   * declare them (they depend on it: declaring them back would make a cycle). Named here, so
-   * that every other import of an undeclared package fails.
-   */
-  integration?: readonly string[];
-}
-
-export function packageProject(
-  name: string,
-  test: UserWorkspaceConfig["test"] = {},
-  options: ProjectOptions = {},
-) {
+export function packageProject(name: string, test: UserWorkspaceConfig["test"] = {}) {
   return defineProject({
-    resolve: { alias: sourceAliases(name, options.integration) },
+    resolve: { alias: sourceAliases(name) },
     test: {
       name,
       include: ["src/**/*.test.ts", "test/**/*.test.ts"],

@@ -17,8 +17,8 @@ majors=("$@")
 [ "${#majors[@]}" -gt 0 ] || majors=("$(node -p 'process.versions.node.split(".")[0]')")
 
 suites=(
-  packages/storage-ssh/test/publish-faults.test.ts
-  packages/storage-s3/test/publish-faults.test.ts
+  packages/e2e/test/ssh/publish-faults.test.ts
+  packages/e2e/test/s3/publish-faults.test.ts
 )
 # The cases whose outcome hangs on timing: every state write the proxies cut or leave unanswered.
 filter="compare-and-swap|state write"

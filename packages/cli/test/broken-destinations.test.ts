@@ -2,8 +2,8 @@ import { cp, mkdtemp, readdir, readFile, readlink, rm, symlink, writeFile } from
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ownerFlags } from "../src/testing/index.js";
 import { type CliResult, envelopeOf, runCli, useTempDir, writeBundle } from "./helpers.js";
-import { ownerFlags } from "./release-helpers.js";
 
 // One verdict per broken destination: each broken `layout: releases` bundle path below is given
 // to `run`, `audit`, `rollback --previous` and `reconcile-state --rebuild`, each on a fresh copy,

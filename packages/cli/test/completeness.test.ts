@@ -10,7 +10,7 @@ import {
   rollbackAfterInterruptedReplacement,
   rollbackBundles,
   type StoredState,
-} from "./completeness-scenarios.js";
+} from "../src/testing/index.js";
 import {
   digestsBelow,
   digestsOf,

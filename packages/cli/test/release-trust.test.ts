@@ -11,8 +11,8 @@ import {
 } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { ownerFlags, releaseIds, TRUST_FILES_A, TRUST_FILES_B } from "../src/testing/index.js";
 import { envelopeOf, resultOf, runCli, useTempDir, writeBundle } from "./helpers.js";
-import { ownerFlags, releaseIds, TRUST_FILES_A, TRUST_FILES_B } from "./release-helpers.js";
 
 // Release history an operator can trust, through the real CLI on the local filesystem: an edit
 // in place (which reaches every release sharing the file's inode) is never linked into the next

@@ -1,8 +1,8 @@
 import { readdir, readFile, readlink, stat, symlink, unlink, writeFile } from "node:fs/promises";
 import { join, relative } from "node:path";
 import { describe, expect, it } from "vitest";
+import { filesBelow, same, site, startReader } from "../src/testing/index.js";
 import { resultOf, runCli, spawnCli, useTempDir, writeBundle } from "./helpers.js";
-import { filesBelow, same, site, startReader } from "./release-helpers.js";
 
 // `layout: releases` through the real CLI on the local filesystem: readers of `current` see one
 // whole publication at every moment, unchanged files are hard links between releases, a run

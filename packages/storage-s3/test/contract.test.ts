@@ -1,6 +1,12 @@
 import { describeBackendContract } from "@distributor/storage/testing";
 import { afterAll, beforeAll, describe } from "vitest";
-import { backendOn, createBucket, emptyBucket, s3Server, uniqueName } from "./server.js";
+import {
+  backendOn,
+  createBucket,
+  emptyBucket,
+  s3Server,
+  uniqueName,
+} from "../src/testing/index.js";
 
 const server = s3Server();
 

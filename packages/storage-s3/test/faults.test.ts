@@ -4,9 +4,16 @@ import type { StorageBackend } from "@distributor/storage";
 import { expectStorageError } from "@distributor/storage/testing";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { S3BackendOptions } from "../src/index.js";
-import type { S3Server } from "./ceph.js";
+import {
+  backendOn,
+  createBucket,
+  emptyBucket,
+  rawClient,
+  type S3Server,
+  s3Server,
+  uniqueName,
+} from "../src/testing/index.js";
 import { type Fault, type FaultProxy, type SeenRequest, startFaultProxy } from "./fault-proxy.js";
-import { backendOn, createBucket, emptyBucket, rawClient, s3Server, uniqueName } from "./server.js";
 
 const found = s3Server();
 const MIB = 1024 * 1024;

@@ -1,69 +1,7 @@
-import { execFile } from "node:child_process";
-import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
 import type { TestProject } from "vitest/node";
-import { cephInstalled, type S3Server, startCeph } from "./ceph.js";
+import { startSharedGateway } from "../src/testing/index.js";
 
-declare module "vitest" {
-  export interface ProvidedContext {
-    /** The shared gateway, or null when it could not start outside CI. */
-    s3Server: S3Server | null;
-    /** Why there is no gateway (shown by the skipped suites). */
-    s3Unavailable: string;
-  }
-}
-
-const repositoryRoot = fileURLToPath(new URL("../../../", import.meta.url));
-
-/**
- * One Ceph RGW gateway for the whole run; every test takes its own bucket or prefix. Under CI a
- * gateway that cannot start fails the run; elsewhere the S3 suites skip and say why.
- */
-export default async function setup(
-  project: TestProject,
-): Promise<(() => Promise<void>) | undefined> {
-  // The CLI-process suite runs the real dist/bin.cjs with the s3 entry; turbo rebuilds it only
-  // when its inputs changed.
-  await buildCli();
-  const strict = process.env.CI === "true" || process.env.CI === "1";
-  const unavailable = (reason: string) => {
-    if (strict) throw new Error(`the S3 test server is required under CI: ${reason}`);
-    project.provide("s3Server", null);
-    project.provide("s3Unavailable", reason);
-    return undefined;
-  };
-  const missing = await cephInstalled();
-  if (missing.length > 0) {
-    return unavailable(
-      `Ceph is not installed (missing ${missing.join(", ")}); run apt-get install -y radosgw ceph-mon ceph-osd`,
-    );
-  }
-  let cluster: Awaited<ReturnType<typeof startCeph>>;
-  try {
-    cluster = await startCeph();
-  } catch (error) {
-    return unavailable((error as Error).message);
-  }
-  const { endpoint, accessKeyId, secretAccessKey, region } = cluster;
-  project.provide("s3Server", { endpoint, accessKeyId, secretAccessKey, region });
-  project.provide("s3Unavailable", "");
-  if (process.env.DISTRIBUTOR_S3_TIMING === "1") {
-    console.log(`Ceph RGW started at ${endpoint} in ${cluster.startedInMs} ms`);
-  }
-  return () => cluster.stop();
-}
-
-async function buildCli(): Promise<void> {
-  const turbo = join(repositoryRoot, "node_modules", ".bin", "turbo");
-  try {
-    await promisify(execFile)(
-      turbo,
-      ["run", "build", "--filter=@distributor/cli...", "--output-logs=errors-only"],
-      { cwd: repositoryRoot, maxBuffer: 16 * 1024 * 1024 },
-    );
-  } catch (error) {
-    const { stdout = "", stderr = "" } = error as { stdout?: string; stderr?: string };
-    throw new Error(`building @distributor/cli for the S3 CLI tests failed:\n${stdout}${stderr}`);
-  }
+/** One Ceph RGW gateway for the whole run (see `startSharedGateway`). */
+export default function setup(project: TestProject) {
+  return startSharedGateway(project);
 }

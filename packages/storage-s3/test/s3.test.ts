@@ -12,16 +12,16 @@ import { isStorageError } from "@distributor/storage";
 import { expectStorageError } from "@distributor/storage/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openS3Location } from "../src/index.js";
-import type { S3Server } from "./ceph.js";
 import {
   backendOn,
   createBucket,
   emptyBucket,
   listKeys,
   rawClient,
+  type S3Server,
   s3Server,
   uniqueName,
-} from "./server.js";
+} from "../src/testing/index.js";
 
 const found = s3Server();
 const MIB = 1024 * 1024;

@@ -1,13 +1,10 @@
 import { readFileSync } from "node:fs";
-import { mkdtemp } from "node:fs/promises";
-import { join } from "node:path";
 import type { StorageBackend } from "@distributor/storage";
-import { inject } from "vitest";
 import { createSshBackend } from "../src/index.js";
 import type { SshBackendOptions } from "../src/options.js";
-import type { SharedSshd } from "./global-setup.js";
+import { freshSharedRoot, type SharedSshd, sharedSshd } from "../src/testing/index.js";
 
-export const sshd: SharedSshd | null = inject("sshd");
+export const sshd: SharedSshd | null = sharedSshd();
 
 /** The shared server; only called inside suites skipped when it is missing. */
 export function server(): SharedSshd {
@@ -30,9 +27,7 @@ export function backendOptions(root: string, overrides: Partial<SshBackendOption
 }
 
 /** A fresh, empty directory on the server (the server runs on this machine). */
-export function freshRoot(): Promise<string> {
-  return mkdtemp(join(server().sftpRoot, "t-"));
-}
+export const freshRoot = freshSharedRoot;
 
 export async function freshBackend(
   overrides: Partial<SshBackendOptions> = {},

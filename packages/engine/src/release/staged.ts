@@ -1,6 +1,6 @@
 import { peekStateRelease } from "@distributor/state";
 import { isStorageError, type StorageBackend } from "@distributor/storage";
-import type { LeaseGuard } from "../execute/context.js";
+import type { LeaseGuard } from "../protocol/lease-guard.js";
 import { recordIdentities } from "./identities.js";
 import { identitiesPath, liveRelease, snapshotPath } from "./layout.js";
 import { stagedAmong, storedReleases } from "./releases.js";
