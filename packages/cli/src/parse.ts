@@ -1,4 +1,4 @@
-import { completionsFor } from "./commands/completion.js";
+import { completionsFor } from "./commands/completion/command.js";
 import { COMMAND_NAMES, COMMANDS, commandSwitches, commandWord } from "./commands/index.js";
 import { buildParser, type Invocation, type Selection } from "./commands/parser.js";
 import { UsageError } from "./errors.js";

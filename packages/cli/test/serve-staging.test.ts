@@ -1,8 +1,8 @@
 import { readlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { filesBelow, ownerFlags, same } from "../src/testing/index.js";
 import { resultOf, runCli, startServe, useTempDir, writeBundle } from "./helpers.js";
-import { filesBelow, ownerFlags, same } from "./release-helpers.js";
 
 // `distributor serve` publishing uploads to a `releases.promote: manual` destination: each
 // upload's run ends `succeeded` with the staged release's id and preview URL, and nothing live

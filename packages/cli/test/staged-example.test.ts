@@ -2,8 +2,8 @@ import { cp, readlink } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { filesBelow, same } from "../src/testing/index.js";
 import { resultOf, runCli, useTempDir, writeBundle } from "./helpers.js";
-import { filesBelow, same } from "./release-helpers.js";
 
 // examples/staged-releases.yml runs as its comment documents it, from a copy of the repository's
 // examples directory: a run stages, promote --latest makes it live, and after a second staged

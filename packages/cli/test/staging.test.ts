@@ -1,11 +1,10 @@
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { ownerFlags, PREVIEW, stagingScenario } from "../src/testing/index.js";
 import { runCli, useTempDir } from "./helpers.js";
-import { ownerFlags } from "./release-helpers.js";
-import { PREVIEW, stagingScenario } from "./staging-scenario.js";
 
-// Staged releases through the real CLI on a local destination (see staging-scenario.ts).
+// Staged releases through the real CLI on a local destination (see `stagingScenario` in src/testing/staging.ts).
 
 const tmp = useTempDir();
 

@@ -1,17 +1,17 @@
-import { apply } from "./apply.js";
-import { audit } from "./audit.js";
-import { inspect } from "./inspect.js";
-import { manifestCreate } from "./manifest-create.js";
-import { promote } from "./promote.js";
-import { prune } from "./prune.js";
-import { reconcileState } from "./reconcile-state.js";
-import { rollback } from "./rollback.js";
-import { run } from "./run.js";
-import { serve } from "./serve.js";
+import { apply } from "./apply/command.js";
+import { audit } from "./audit/command.js";
+import { inspect } from "./inspect/command.js";
+import { manifestCreate } from "./manifest-create/command.js";
+import { promote } from "./promote/command.js";
+import { prune } from "./prune/command.js";
+import { reconcileState } from "./reconcile-state/command.js";
+import { rollback } from "./rollback/command.js";
+import { run } from "./run/command.js";
+import { serve } from "./serve/command.js";
 import type { CommandModule } from "./spec.js";
-import { upload } from "./upload.js";
-import { validate } from "./validate.js";
-import { version } from "./version.js";
+import { upload } from "./upload/command.js";
+import { validate } from "./validate/command.js";
+import { version } from "./version/command.js";
 
 /**
  * Every command the parser declares, in the order `distributor --help` lists them; the command

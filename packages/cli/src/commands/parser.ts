@@ -4,7 +4,7 @@ import { UsageError } from "../errors.js";
 import { booleanFlag, extraPositionals, type RawFlags } from "../flags.js";
 import { COMMANDS } from "./index.js";
 import type { CommandModule } from "./spec.js";
-import { printVersion } from "./version.js";
+import { printVersion } from "./version/command.js";
 
 /** A parsed command line: help text to print, or a command ready to run. */
 export type Invocation =

@@ -1,8 +1,8 @@
 import { readFile, readlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { expect } from "vitest";
-import { envelopeOf, resultOf, runCli, writeBundle } from "./helpers.js";
-import { filesBelow, ownerFlags, same, site, startReader } from "./release-helpers.js";
+import { envelopeOf, resultOf, runCli, writeBundle } from "./process.js";
+import { filesBelow, ownerFlags, same, site, startReader } from "./releases.js";
 
 // Staged releases through the real CLI, on whichever destination `config` names (the local and
 // SSH suites share it): stage B while A stays live, look at it, promote it, return to A, promote

@@ -1,14 +1,14 @@
-import type { ApplyCommandOptions } from "../command.js";
-import { UsageError } from "../errors.js";
+import { UsageError } from "../../errors.js";
 import {
   booleanFlag,
   extraPositionals,
   optionalString,
   outputFormat,
   type RawFlags,
-} from "../flags.js";
-import { formatFlag, lockTimeout, lockTimeoutFlag, runQuietFlag } from "./options.js";
-import { defineCommand } from "./spec.js";
+} from "../../flags.js";
+import { formatFlag, lockTimeout, lockTimeoutFlag, runQuietFlag } from "../options.js";
+import { defineCommand } from "../spec.js";
+import type { ApplyCommandOptions } from "./options.js";
 
 export const apply = defineCommand<ApplyCommandOptions>({
   command: "apply [plan]",
@@ -48,7 +48,7 @@ export const apply = defineCommand<ApplyCommandOptions>({
     const format = outputFormat(flags);
     return { format, options: applyOptions(flags) };
   },
-  load: async () => (await import("../handlers/apply.js")).applyCommand,
+  load: async () => (await import("./handler.js")).applyCommand,
 });
 
 function applyOptions(flags: RawFlags): ApplyCommandOptions {

@@ -1,16 +1,17 @@
 import { resolve } from "node:path";
 import type { RunReport } from "@distributor/publish";
-import type { ApplyCommandOptions, CommandHandler } from "../command.js";
-import { UsageError } from "../errors.js";
-import { planLines } from "../render/plan.js";
-import { leaseTtlMs } from "../test-seams.js";
-import { cliPackage } from "../version.js";
-import { lockTimeoutMs } from "./lock-timeout.js";
-import { terminalProgress } from "./progress.js";
-import { runOutcome } from "./run.js";
+import * as publish from "@distributor/publish";
+import type { CommandHandler } from "../../command.js";
+import { UsageError } from "../../errors.js";
+import { planLines } from "../../render/plan.js";
+import { leaseTtlMs } from "../../test-seams.js";
+import { cliPackage } from "../../version.js";
+import { lockTimeoutMs } from "../lock-timeout.js";
+import { terminalProgress } from "../progress.js";
+import { runOutcome } from "../run/handler.js";
+import type { ApplyCommandOptions } from "./options.js";
 
 export const applyCommand: CommandHandler<ApplyCommandOptions> = async (options, context) => {
-  const publish = await import("@distributor/publish");
   const ttlMs = leaseTtlMs(context.io.env);
   const timeout = lockTimeoutMs(publish.parseDuration, options.lockTimeout);
   const maxAgeMs = maxAge(publish.parseDuration, options.maxAge);

@@ -1,4 +1,3 @@
-import type { AuditCommandOptions } from "../command.js";
 import {
   booleanFlag,
   optionalString,
@@ -6,9 +5,10 @@ import {
   type RawFlags,
   rejectPositionals,
   stringList,
-} from "../flags.js";
-import { DEFAULT_CONFIG_PATH, defaultConfigFlag, formatFlag } from "./options.js";
-import { defineCommand } from "./spec.js";
+} from "../../flags.js";
+import { DEFAULT_CONFIG_PATH, defaultConfigFlag, formatFlag } from "../options.js";
+import { defineCommand } from "../spec.js";
+import type { AuditCommandOptions } from "./options.js";
 
 export const audit = defineCommand<AuditCommandOptions>({
   command: "audit",
@@ -51,7 +51,7 @@ export const audit = defineCommand<AuditCommandOptions>({
     const format = outputFormat(flags);
     return { format, options: auditOptions(flags) };
   },
-  load: async () => (await import("../handlers/audit.js")).auditCommand,
+  load: async () => (await import("./handler.js")).auditCommand,
 });
 
 function auditOptions(flags: RawFlags): AuditCommandOptions {

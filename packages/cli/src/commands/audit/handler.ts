@@ -1,10 +1,11 @@
 import type { AuditEvent } from "@distributor/publish";
-import type { AuditCommandOptions, CommandHandler } from "../command.js";
-import { formatAuditText } from "../render/audit.js";
-import { formatBytes } from "../render/progress.js";
+import * as publish from "@distributor/publish";
+import type { CommandHandler } from "../../command.js";
+import { formatBytes } from "../../render/progress.js";
+import type { AuditCommandOptions } from "./options.js";
+import { formatAuditText } from "./render.js";
 
 export const auditCommand: CommandHandler<AuditCommandOptions> = async (options, context) => {
-  const publish = await import("@distributor/publish");
   const config = await publish.loadConfig(options.configPath);
   const progress =
     context.io.stderrIsTTY === true && !options.quiet

@@ -1,5 +1,5 @@
 import type { AuditReport } from "@distributor/publish";
-import { summaryLine } from "./text.js";
+import { summaryLine } from "../../render/text.js";
 
 /**
  * The text of an `audit` report: one `Audit:` line per audited bundle path, one `Incomplete:`

@@ -1,5 +1,5 @@
-import { COMMAND_NAMES, COMMANDS, commandWord } from "./index.js";
-import type { CommandModule } from "./spec.js";
+import { COMMAND_NAMES, COMMANDS, commandWord } from "../index.js";
+import type { CommandModule } from "../spec.js";
 
 /**
  * distributor's answer to a completion request (`--get-yargs-completions`), from the words typed

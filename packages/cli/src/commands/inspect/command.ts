@@ -1,8 +1,8 @@
-import type { InspectCommandOptions } from "../command.js";
-import { UsageError } from "../errors.js";
-import { extraPositionals, optionalString, outputFormat, type RawFlags } from "../flags.js";
-import { formatFlag, sourceSelection } from "./options.js";
-import { defineCommand } from "./spec.js";
+import { UsageError } from "../../errors.js";
+import { extraPositionals, optionalString, outputFormat, type RawFlags } from "../../flags.js";
+import { formatFlag, sourceSelection } from "../options.js";
+import { defineCommand } from "../spec.js";
+import type { InspectCommandOptions } from "./options.js";
 
 export const inspect = defineCommand<InspectCommandOptions>({
   command: "inspect [path]",
@@ -38,7 +38,7 @@ export const inspect = defineCommand<InspectCommandOptions>({
     const options = inspectOptions(flags);
     return { format: outputFormat(flags), options };
   },
-  load: async () => (await import("../handlers/inspect.js")).inspectCommand,
+  load: async () => (await import("./handler.js")).inspectCommand,
 });
 
 function inspectOptions(flags: RawFlags): InspectCommandOptions {

@@ -1,8 +1,9 @@
-import type { CommandHandler, InspectCommandOptions } from "../command.js";
-import { inspectOutcome } from "../render/inspect.js";
+import * as publish from "@distributor/publish";
+import type { CommandHandler } from "../../command.js";
+import type { InspectCommandOptions } from "./options.js";
+import { inspectOutcome } from "./render.js";
 
 export const inspectCommand: CommandHandler<InspectCommandOptions> = async (options, context) => {
-  const publish = await import("@distributor/publish");
   const common = { backends: context.backends, signal: context.signal };
   if (options.kind === "path") {
     return inspectOutcome(await publish.inspectPath({ path: options.path, ...common }));

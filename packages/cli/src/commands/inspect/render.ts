@@ -5,9 +5,9 @@ import type {
   StateReport,
   StateTreeInspection,
 } from "@distributor/publish";
-import type { CommandOutcome } from "../command.js";
-import { summaryLine } from "./text.js";
-import { bundlesOutcome } from "./validate.js";
+import type { CommandOutcome } from "../../command.js";
+import { summaryLine } from "../../render/text.js";
+import { bundlesOutcome } from "../validate/render.js";
 
 /** `inspect`: bundles with one line per file, or state with one line per owner and output. */
 export function inspectOutcome(report: InspectReport): CommandOutcome {

@@ -1,5 +1,4 @@
-import type { ManifestCreateCommandOptions } from "../command.js";
-import { UsageError } from "../errors.js";
+import { UsageError } from "../../errors.js";
 import {
   booleanFlag,
   extraPositionals,
@@ -7,7 +6,7 @@ import {
   outputFormat,
   type RawFlags,
   requiredString,
-} from "../flags.js";
+} from "../../flags.js";
 import {
   formatFlag,
   maxFilesFlag,
@@ -15,8 +14,9 @@ import {
   signatureNamespaceFlag,
   signFlag,
   signingOptions,
-} from "./options.js";
-import { defineCommand } from "./spec.js";
+} from "../options.js";
+import { defineCommand } from "../spec.js";
+import type { ManifestCreateCommandOptions } from "./options.js";
 
 /** The subcommands of `manifest`. */
 const SUBCOMMANDS: readonly string[] = ["create"];
@@ -57,7 +57,7 @@ export const manifestCreate = defineCommand<ManifestCreateCommandOptions>({
     const options = manifestCreateOptions(flags);
     return { format: outputFormat(flags), options };
   },
-  load: async () => (await import("../handlers/manifest-create.js")).manifestCreateCommand,
+  load: async () => (await import("./handler.js")).manifestCreateCommand,
 });
 
 function manifestCreateOptions(flags: RawFlags): ManifestCreateCommandOptions {

@@ -1,12 +1,14 @@
-import type { CommandHandler, ManifestCreateCommandOptions } from "../command.js";
-import { UsageError } from "../errors.js";
-import { manifestCreateOutcome } from "../render/manifest.js";
+import { bundleIdProblem, parseTimestamp } from "@distributor/bundle";
+import { createManifestWorkflow } from "@distributor/publish";
+import type { CommandHandler } from "../../command.js";
+import { UsageError } from "../../errors.js";
+import type { ManifestCreateCommandOptions } from "./options.js";
+import { manifestCreateOutcome } from "./render.js";
 
 export const manifestCreateCommand: CommandHandler<ManifestCreateCommandOptions> = async (
   options,
   context,
 ) => {
-  const { bundleIdProblem, parseTimestamp } = await import("@distributor/bundle");
   const idProblem = bundleIdProblem(options.id);
   if (idProblem !== undefined) throw new UsageError(`manifest create --id: ${idProblem}`);
   let created: Date | undefined;
@@ -19,7 +21,6 @@ export const manifestCreateCommand: CommandHandler<ManifestCreateCommandOptions>
     }
     created = parsed.date;
   }
-  const { createManifestWorkflow } = await import("@distributor/publish");
   const report = await createManifestWorkflow({
     path: options.path,
     id: options.id,

@@ -1,6 +1,6 @@
 import type { ManifestCreateReport } from "@distributor/publish";
-import type { CommandOutcome } from "../command.js";
-import { summaryLine } from "./text.js";
+import type { CommandOutcome } from "../../command.js";
+import { summaryLine } from "../../render/text.js";
 
 /** `manifest create`: one line describing the manifest written, and its warnings on stderr. */
 export function manifestCreateOutcome(report: ManifestCreateReport): CommandOutcome {

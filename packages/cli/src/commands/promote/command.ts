@@ -1,5 +1,4 @@
-import type { PromoteCommandOptions } from "../command.js";
-import { UsageError } from "../errors.js";
+import { UsageError } from "../../errors.js";
 import {
   booleanFlag,
   optionalString,
@@ -7,9 +6,10 @@ import {
   type RawFlags,
   rejectPositionals,
   requiredString,
-} from "../flags.js";
-import { formatFlag, lockTimeout, lockTimeoutFlag, requiredConfigFlag } from "./options.js";
-import { defineCommand } from "./spec.js";
+} from "../../flags.js";
+import { formatFlag, lockTimeout, lockTimeoutFlag, requiredConfigFlag } from "../options.js";
+import { defineCommand } from "../spec.js";
+import type { PromoteCommandOptions } from "./options.js";
 
 export const promote = defineCommand<PromoteCommandOptions>({
   command: "promote",
@@ -67,7 +67,7 @@ export const promote = defineCommand<PromoteCommandOptions>({
     const format = outputFormat(flags);
     return { format, options: promoteOptions(flags) };
   },
-  load: async () => (await import("../handlers/promote.js")).promoteCommand,
+  load: async () => (await import("./handler.js")).promoteCommand,
 });
 
 function promoteOptions(flags: RawFlags): PromoteCommandOptions {

@@ -1,14 +1,14 @@
-import type { PruneCommandOptions } from "../command.js";
-import { UsageError } from "../errors.js";
+import { UsageError } from "../../errors.js";
 import {
   booleanFlag,
   outputFormat,
   type RawFlags,
   rejectPositionals,
   requiredString,
-} from "../flags.js";
-import { formatFlag, lockTimeout, lockTimeoutFlag, requiredConfigFlag } from "./options.js";
-import { defineCommand } from "./spec.js";
+} from "../../flags.js";
+import { formatFlag, lockTimeout, lockTimeoutFlag, requiredConfigFlag } from "../options.js";
+import { defineCommand } from "../spec.js";
+import type { PruneCommandOptions } from "./options.js";
 
 export const prune = defineCommand<PruneCommandOptions>({
   command: "prune",
@@ -45,7 +45,7 @@ export const prune = defineCommand<PruneCommandOptions>({
     const format = outputFormat(flags);
     return { format, options: pruneOptions(flags) };
   },
-  load: async () => (await import("../handlers/prune.js")).pruneCommand,
+  load: async () => (await import("./handler.js")).pruneCommand,
 });
 
 function pruneOptions(flags: RawFlags): PruneCommandOptions {

@@ -1,9 +1,10 @@
-import type { CommandHandler, PruneCommandOptions } from "../command.js";
-import { formatPruneBundleLines, formatPruneText } from "../render/maintenance.js";
-import { lockTimeoutMs } from "./lock-timeout.js";
+import * as publish from "@distributor/publish";
+import type { CommandHandler } from "../../command.js";
+import { formatPruneBundleLines, formatPruneText } from "../../render/maintenance.js";
+import { lockTimeoutMs } from "../lock-timeout.js";
+import type { PruneCommandOptions } from "./options.js";
 
 export const pruneCommand: CommandHandler<PruneCommandOptions> = async (options, context) => {
-  const publish = await import("@distributor/publish");
   const config = await publish.loadConfig(options.configPath);
   try {
     const report = await publish.prune({

@@ -1,5 +1,4 @@
-import type { ReconcileStateCommandOptions } from "../command.js";
-import { UsageError } from "../errors.js";
+import { UsageError } from "../../errors.js";
 import {
   booleanFlag,
   optionalString,
@@ -7,9 +6,10 @@ import {
   type RawFlags,
   rejectPositionals,
   requiredString,
-} from "../flags.js";
-import { formatFlag, lockTimeout, lockTimeoutFlag, requiredConfigFlag } from "./options.js";
-import { defineCommand } from "./spec.js";
+} from "../../flags.js";
+import { formatFlag, lockTimeout, lockTimeoutFlag, requiredConfigFlag } from "../options.js";
+import { defineCommand } from "../spec.js";
+import type { ReconcileStateCommandOptions } from "./options.js";
 
 export const reconcileState = defineCommand<ReconcileStateCommandOptions>({
   command: "reconcile-state",
@@ -57,7 +57,7 @@ export const reconcileState = defineCommand<ReconcileStateCommandOptions>({
     const format = outputFormat(flags);
     return { format, options: reconcileStateOptions(flags) };
   },
-  load: async () => (await import("../handlers/reconcile-state.js")).reconcileStateCommand,
+  load: async () => (await import("./handler.js")).reconcileStateCommand,
 });
 
 function reconcileStateOptions(flags: RawFlags): ReconcileStateCommandOptions {

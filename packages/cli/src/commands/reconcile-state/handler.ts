@@ -1,13 +1,14 @@
-import type { CommandHandler, ReconcileStateCommandOptions } from "../command.js";
-import { formatAdoptText, formatReconcileStateText } from "../render/maintenance.js";
-import { cliPackage } from "../version.js";
-import { lockTimeoutMs } from "./lock-timeout.js";
+import * as publish from "@distributor/publish";
+import type { CommandHandler } from "../../command.js";
+import { formatAdoptText, formatReconcileStateText } from "../../render/maintenance.js";
+import { cliPackage } from "../../version.js";
+import { lockTimeoutMs } from "../lock-timeout.js";
+import type { ReconcileStateCommandOptions } from "./options.js";
 
 export const reconcileStateCommand: CommandHandler<ReconcileStateCommandOptions> = async (
   options,
   context,
 ) => {
-  const publish = await import("@distributor/publish");
   const config = await publish.loadConfig(options.configPath);
   const common = {
     config,

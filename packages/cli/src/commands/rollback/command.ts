@@ -1,5 +1,4 @@
-import type { RollbackCommandOptions } from "../command.js";
-import { UsageError } from "../errors.js";
+import { UsageError } from "../../errors.js";
 import {
   booleanFlag,
   optionalString,
@@ -7,9 +6,10 @@ import {
   type RawFlags,
   rejectPositionals,
   requiredString,
-} from "../flags.js";
-import { formatFlag, lockTimeout, lockTimeoutFlag, requiredConfigFlag } from "./options.js";
-import { defineCommand } from "./spec.js";
+} from "../../flags.js";
+import { formatFlag, lockTimeout, lockTimeoutFlag, requiredConfigFlag } from "../options.js";
+import { defineCommand } from "../spec.js";
+import type { RollbackCommandOptions } from "./options.js";
 
 export const rollback = defineCommand<RollbackCommandOptions>({
   command: "rollback",
@@ -65,7 +65,7 @@ export const rollback = defineCommand<RollbackCommandOptions>({
     const format = outputFormat(flags);
     return { format, options: rollbackOptions(flags) };
   },
-  load: async () => (await import("../handlers/rollback.js")).rollbackCommand,
+  load: async () => (await import("./handler.js")).rollbackCommand,
 });
 
 function rollbackOptions(flags: RawFlags): RollbackCommandOptions {

@@ -1,9 +1,10 @@
-import type { CommandHandler, RollbackCommandOptions } from "../command.js";
-import { formatRollbackText } from "../render/maintenance.js";
-import { lockTimeoutMs } from "./lock-timeout.js";
+import * as publish from "@distributor/publish";
+import type { CommandHandler } from "../../command.js";
+import { formatRollbackText } from "../../render/maintenance.js";
+import { lockTimeoutMs } from "../lock-timeout.js";
+import type { RollbackCommandOptions } from "./options.js";
 
 export const rollbackCommand: CommandHandler<RollbackCommandOptions> = async (options, context) => {
-  const publish = await import("@distributor/publish");
   const config = await publish.loadConfig(options.configPath);
   const report = await publish.rollback({
     config,

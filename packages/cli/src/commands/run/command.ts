@@ -1,5 +1,4 @@
-import type { RunCommandOptions } from "../command.js";
-import { UsageError } from "../errors.js";
+import { UsageError } from "../../errors.js";
 import {
   booleanFlag,
   optionalString,
@@ -7,7 +6,7 @@ import {
   type RawFlags,
   rejectPositionals,
   stringList,
-} from "../flags.js";
+} from "../../flags.js";
 import {
   allowDeletes,
   allowDeletesFlag,
@@ -17,8 +16,9 @@ import {
   lockTimeout,
   lockTimeoutFlag,
   runQuietFlag,
-} from "./options.js";
-import { defineCommand } from "./spec.js";
+} from "../options.js";
+import { defineCommand } from "../spec.js";
+import type { RunCommandOptions } from "./options.js";
 
 export const run = defineCommand<RunCommandOptions>({
   command: "run",
@@ -72,7 +72,7 @@ export const run = defineCommand<RunCommandOptions>({
     const format = outputFormat(flags);
     return { format, options: runOptions(flags) };
   },
-  load: async () => (await import("../handlers/run.js")).runCommand,
+  load: async () => (await import("./handler.js")).runCommand,
 });
 
 function runOptions(flags: RawFlags): RunCommandOptions {

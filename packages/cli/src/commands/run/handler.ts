@@ -1,16 +1,17 @@
 import { resolve } from "node:path";
 import type { RunActionReport, RunReport } from "@distributor/publish";
-import type { CommandHandler, CommandOutcome, RunCommandOptions } from "../command.js";
-import { planLines } from "../render/plan.js";
-import { summaryLine } from "../render/text.js";
-import { leaseTtlMs } from "../test-seams.js";
-import { cliPackage } from "../version.js";
-import { lockTimeoutMs } from "./lock-timeout.js";
-import { terminalProgress } from "./progress.js";
+import * as publish from "@distributor/publish";
+import type { CommandHandler, CommandOutcome } from "../../command.js";
+import { planLines } from "../../render/plan.js";
+import { summaryLine } from "../../render/text.js";
+import { leaseTtlMs } from "../../test-seams.js";
+import { cliPackage } from "../../version.js";
+import { lockTimeoutMs } from "../lock-timeout.js";
+import { terminalProgress } from "../progress.js";
+import type { RunCommandOptions } from "./options.js";
 
 export const runCommand: CommandHandler<RunCommandOptions> = async (options, context) => {
   if (options.planOut !== undefined) return planOutCommand(options, options.planOut, context);
-  const publish = await import("@distributor/publish");
   const ttlMs = leaseTtlMs(context.io.env);
   const config = await publish.loadConfig(options.configPath);
   const progress = terminalProgress(context.io, !options.quiet);
@@ -48,7 +49,6 @@ async function planOutCommand(
   file: string,
   context: Parameters<CommandHandler<RunCommandOptions>>[1],
 ): Promise<CommandOutcome> {
-  const publish = await import("@distributor/publish");
   const config = await publish.loadConfig(options.configPath);
   const progress = terminalProgress(context.io, !options.quiet);
   let planned: Awaited<ReturnType<typeof publish.planRun>>;

@@ -1,7 +1,7 @@
-import type { ServeCommandOptions } from "../command.js";
-import { optionalString, type RawFlags, rejectPositionals } from "../flags.js";
-import { DEFAULT_CONFIG_PATH, defaultConfigFlag } from "./options.js";
-import { defineCommand } from "./spec.js";
+import { optionalString, type RawFlags, rejectPositionals } from "../../flags.js";
+import { DEFAULT_CONFIG_PATH, defaultConfigFlag } from "../options.js";
+import { defineCommand } from "../spec.js";
+import type { ServeCommandOptions } from "./options.js";
 
 export const serve = defineCommand<ServeCommandOptions>({
   command: "serve",
@@ -29,7 +29,7 @@ export const serve = defineCommand<ServeCommandOptions>({
     // Serve writes JSON log lines and has no --format.
     return { format: "text", options: serveOptions(flags) };
   },
-  load: async () => (await import("../handlers/serve.js")).serveCommand,
+  load: async () => (await import("./handler.js")).serveCommand,
 });
 
 function serveOptions(flags: RawFlags): ServeCommandOptions {

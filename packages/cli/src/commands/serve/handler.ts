@@ -1,8 +1,11 @@
+import * as publish from "@distributor/publish";
 import type { UploadServerEvent } from "@distributor/server";
-import { createCliBackends } from "../backends.js";
-import type { CommandHandler, ServeCommandOptions } from "../command.js";
-import { UsageError } from "../errors.js";
-import { cliPackage } from "../version.js";
+import { createUploadServer, eventLevel, parseListen } from "@distributor/server";
+import { createCliBackends } from "../../backends.js";
+import type { CommandHandler } from "../../command.js";
+import { UsageError } from "../../errors.js";
+import { cliPackage } from "../../version.js";
+import type { ServeCommandOptions } from "./options.js";
 import { openConfiguredPostgresStore } from "./postgres-store.js";
 
 /** `server.log.level` values, least to most severe. */
@@ -14,8 +17,6 @@ const LIFECYCLE: ReadonlySet<string> = new Set(["listening", "recovered", "shutd
  * down gracefully (accepted runs finish). Log lines are JSON on stderr, one per event.
  */
 export const serveCommand: CommandHandler<ServeCommandOptions> = async (options, context) => {
-  const publish = await import("@distributor/publish");
-  const { createUploadServer, eventLevel, parseListen } = await import("@distributor/server");
   const config = await publish.loadConfig(options.configPath);
   // A bad --listen is the command line's mistake; check it before tokens are resolved.
   if (options.listen !== undefined) {

@@ -1,5 +1,4 @@
-import type { UploadCommandOptions } from "../command.js";
-import { UsageError } from "../errors.js";
+import { UsageError } from "../../errors.js";
 import {
   booleanFlag,
   extraPositionals,
@@ -7,7 +6,7 @@ import {
   outputFormat,
   type RawFlags,
   requiredString,
-} from "../flags.js";
+} from "../../flags.js";
 import {
   formatFlag,
   maxFilesFlag,
@@ -15,8 +14,9 @@ import {
   signatureNamespaceFlag,
   signFlag,
   signingOptions,
-} from "./options.js";
-import { defineCommand } from "./spec.js";
+} from "../options.js";
+import { defineCommand } from "../spec.js";
+import type { UploadCommandOptions } from "./options.js";
 
 /** `--token-env` of `upload` when the flag is omitted. */
 export const DEFAULT_UPLOAD_TOKEN_ENV = "DISTRIBUTOR_UPLOAD_TOKEN";
@@ -72,7 +72,7 @@ export const upload = defineCommand<UploadCommandOptions>({
     const options = uploadOptions(flags);
     return { format: outputFormat(flags), options };
   },
-  load: async () => (await import("../handlers/upload.js")).uploadCommand,
+  load: async () => (await import("./handler.js")).uploadCommand,
 });
 
 function uploadOptions(flags: RawFlags): UploadCommandOptions {

@@ -1,8 +1,10 @@
 import { resolve } from "node:path";
 import type { RetryNotice, RunRecord, UploadProgress } from "@distributor/upload-client";
-import type { CommandHandler, UploadCommandOptions } from "../command.js";
-import { UsageError } from "../errors.js";
-import { uploadOutcome } from "../render/upload.js";
+import * as client from "@distributor/upload-client";
+import type { CommandHandler } from "../../command.js";
+import { UsageError } from "../../errors.js";
+import type { UploadCommandOptions } from "./options.js";
+import { uploadOutcome } from "./render.js";
 
 /** The upload token's variable is unset or empty: nothing to authenticate with. */
 export class UploadTokenError extends Error {
@@ -17,7 +19,6 @@ export const uploadCommand: CommandHandler<UploadCommandOptions> = async (option
       `upload: environment variable ${options.tokenEnv} is ${token === undefined ? "not set" : "empty"}; set it to the upload token (or name another variable with --token-env)`,
     );
   }
-  const client = await import("@distributor/upload-client");
   if (options.idempotencyKey !== undefined) {
     const problem = client.idempotencyKeyProblem(options.idempotencyKey);
     if (problem !== undefined) throw new UsageError(`upload --idempotency-key: ${problem}`);

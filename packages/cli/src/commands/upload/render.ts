@@ -1,6 +1,6 @@
 import type { AcceptedUpload, RunRecord } from "@distributor/upload-client";
-import type { CommandOutcome } from "../command.js";
-import { summaryLine } from "./text.js";
+import type { CommandOutcome } from "../../command.js";
+import { summaryLine } from "../../render/text.js";
 
 /** The JSON `result` of `upload`: the accepted record, and with `--wait` the finished run. */
 export interface UploadReport {

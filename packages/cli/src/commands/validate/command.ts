@@ -1,8 +1,8 @@
-import type { ValidateCommandOptions } from "../command.js";
-import { UsageError } from "../errors.js";
-import { extraPositionals, optionalString, outputFormat, type RawFlags } from "../flags.js";
-import { formatFlag, sourceSelection } from "./options.js";
-import { defineCommand } from "./spec.js";
+import { UsageError } from "../../errors.js";
+import { extraPositionals, optionalString, outputFormat, type RawFlags } from "../../flags.js";
+import { formatFlag, sourceSelection } from "../options.js";
+import { defineCommand } from "../spec.js";
+import type { ValidateCommandOptions } from "./options.js";
 
 export const validate = defineCommand<ValidateCommandOptions>({
   command: "validate [path]",
@@ -43,7 +43,7 @@ export const validate = defineCommand<ValidateCommandOptions>({
     const options = validateOptions(flags);
     return { format: outputFormat(flags), options };
   },
-  load: async () => (await import("../handlers/validate.js")).validateCommand,
+  load: async () => (await import("./handler.js")).validateCommand,
 });
 
 function validateOptions(flags: RawFlags): ValidateCommandOptions {

@@ -1,8 +1,9 @@
-import type { CommandHandler, ValidateCommandOptions } from "../command.js";
-import { validateOutcome } from "../render/validate.js";
+import * as publish from "@distributor/publish";
+import type { CommandHandler } from "../../command.js";
+import type { ValidateCommandOptions } from "./options.js";
+import { validateOutcome } from "./render.js";
 
 export const validateCommand: CommandHandler<ValidateCommandOptions> = async (options, context) => {
-  const publish = await import("@distributor/publish");
   const common = { backends: context.backends, signal: context.signal };
   if (options.kind === "path") {
     const signatures =

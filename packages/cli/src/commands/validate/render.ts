@@ -1,6 +1,6 @@
 import type { BundleValidationReport, IssueReport, ValidateReport } from "@distributor/publish";
-import type { CommandOutcome } from "../command.js";
-import { summaryLine } from "./text.js";
+import type { CommandOutcome } from "../../command.js";
+import { summaryLine } from "../../render/text.js";
 
 /** `validate`: one line per bundle and a summary; every problem goes to stderr in text mode. */
 export function validateOutcome(report: ValidateReport): CommandOutcome {

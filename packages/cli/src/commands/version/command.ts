@@ -1,9 +1,9 @@
-import type { CommandContext, CommandOutcome } from "../command.js";
-import { outputFormat, rejectPositionals } from "../flags.js";
-import { formatFlag } from "./options.js";
-import { defineCommand } from "./spec.js";
+import type { CommandContext, CommandOutcome } from "../../command.js";
+import { outputFormat, rejectPositionals } from "../../flags.js";
+import { formatFlag } from "../options.js";
+import { defineCommand } from "../spec.js";
 
-const load = async () => (await import("../handlers/version.js")).versionCommand;
+const load = async () => (await import("./handler.js")).versionCommand;
 
 export const version = defineCommand<Record<string, never>>({
   command: "version",

@@ -1,5 +1,5 @@
-import type { CommandHandler } from "../command.js";
-import { cliPackage } from "../version.js";
+import type { CommandHandler } from "../../command.js";
+import { cliPackage } from "../../version.js";
 
 export const versionCommand: CommandHandler<Record<string, never>> = async () => {
   const identity = await cliPackage();
