@@ -1,12 +1,11 @@
 import { mkdtemp, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { PREVIEW, stagingScenario, useTempDir } from "@distributor/cli/testing";
 import { startSshd, type TestSshd } from "@distributor/storage-ssh/testing";
 import { afterAll, describe, it } from "vitest";
-import { useTempDir } from "./helpers.js";
-import { PREVIEW, stagingScenario } from "./staging-scenario.js";
 
 // Staged releases through the real CLI on an SFTP destination (a real OpenSSH server on
-// loopback, whose files this test reads directly); see staging-scenario.ts.
+// loopback, whose files this test reads directly); see `stagingScenario` of @distributor/cli/testing.
 
 const ci = process.env.CI;
 const required = ci !== undefined && ci !== "" && ci !== "0" && ci !== "false";
