@@ -17,6 +17,7 @@ import { sourceLocation } from "../backends/configured-location.js";
 import { openBackend } from "../backends/registry.js";
 import type { Config, DestinationConfig, PipelineConfig } from "../config/types.js";
 import { PlanFileError, PlanRefusedError, WorkflowError } from "../errors.js";
+import { eachTarget } from "../run/destination-loop.js";
 import { type DestinationContext, fail, runTarget } from "../run/target.js";
 import type { RunActionReport, RunEvent, RunOptions, RunReport } from "../run/types.js";
 import type { WorkflowOptions } from "../shared/workflow-options.js";
@@ -160,8 +161,15 @@ interface Applying {
   planTime: Date;
 }
 
-/** An action of a saved entry that failed before (or instead of) planning again. */
+/** An action of a saved entry that failed before (or instead of) planning again, recorded. */
 function failedEntry(apply: Applying, entry: SavedPlanEntry, error: unknown): RunActionReport {
+  const action = failedAction(entry, error);
+  record(apply, action);
+  return action;
+}
+
+/** The failed action of a saved entry. */
+function failedAction(entry: SavedPlanEntry, error: unknown): RunActionReport {
   const action: RunActionReport = {
     pipeline_id: entry.pipeline_id,
     destination_id: entry.destination_id,
@@ -179,7 +187,6 @@ function failedEntry(apply: Applying, entry: SavedPlanEntry, error: unknown): Ru
     warnings: [],
   };
   fail(action, error);
-  record(apply, action);
   return action;
 }
 
@@ -408,27 +415,10 @@ async function applyDestination(
     }
   }
   if (destination === undefined || ready.length === 0) return;
-  let backend: StorageBackend;
-  try {
-    backend = await openBackend(options.backends, destination.location, {
-      role: "destination",
-      dryRun: options.dryRun ?? false,
-      secrets: options.config.secrets,
-      ...(options.signal ? { signal: options.signal } : {}),
-    });
-  } catch (error) {
-    for (const entry of ready) failedEntry(apply, entry, error);
-    return;
-  }
-  try {
-    for (const entry of ready) {
-      const action = await applyEntry(apply, shared, destination, backend, entry);
-      if (action !== undefined) record(apply, action);
-      if (options.signal?.aborted) return;
-    }
-  } finally {
-    await backend.close().catch(() => undefined);
-  }
+  await eachTarget(apply.options, destination, ready, apply.report.actions, {
+    run: (backend, entry) => applyEntry(apply, shared, destination, backend, entry),
+    failed: (entry, error) => failedAction(entry, error),
+  });
 }
 
 /** The release a saved plan's next state records (`layout: releases`): the apply builds that one. */

@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import type { PublishAction, PublishPlan } from "@distributor/engine";
 import { encodeDocument, type OutputMetadata } from "@distributor/state";
 import type { DestinationConfig, PipelineConfig } from "../config/types.js";
+import { outputReport } from "../run/target.js";
 import type { RunOutputReport } from "../run/types.js";
 
 /**
@@ -185,15 +186,7 @@ export function savedPlanEntry(
     reason: plan.reason,
     primary_url: plan.primaryUrl ?? null,
     state_version: plan.stateVersion ?? null,
-    outputs: plan.outputs.map((output) => ({
-      path: output.path,
-      kind: output.kind,
-      source_path: output.sourcePath,
-      transform: output.transform ?? null,
-      url: output.url ?? null,
-      sha256: output.sha256,
-      size: output.size,
-    })),
+    outputs: plan.outputs.map(outputReport),
     writes: plan.writes.map((write) => ({
       path: write.output.path,
       kind: write.output.kind,

@@ -13,12 +13,12 @@ import {
 } from "@distributor/engine";
 import { ownerScope } from "@distributor/state";
 import { displayPath, type StorageBackend } from "@distributor/storage";
-import { openBackend } from "../backends/registry.js";
 import type { DestinationConfig, PipelineConfig } from "../config/types.js";
 import { actionError, errorMessage, WorkflowError } from "../errors.js";
 import { destinationLimits } from "../shared/destination-limits.js";
 import { previewUrlOf } from "../shared/preview-url.js";
 import { destinationSelection } from "../shared/selection.js";
+import { eachTarget } from "./destination-loop.js";
 import { recordedSigner, type SourceBundle } from "./source-bundles.js";
 import type {
   RunActionReport,
@@ -72,37 +72,15 @@ export async function runDestination(
   report: RunReport,
 ) {
   const { options, pipeline, destination } = context;
-  let backend: StorageBackend;
-  try {
-    backend = await openBackend(options.backends, destination.location, {
-      role: "destination",
-      dryRun: options.dryRun ?? false,
-      secrets: options.config.secrets,
-      ...(options.signal ? { signal: options.signal } : {}),
-    });
-  } catch (error) {
-    for (const target of targets) {
+  await eachTarget(options, destination, targets, report.actions, {
+    run: (backend, target) => runTarget(context, backend, target),
+    failed(target, error) {
       const action = baseAction(pipeline, destination, target.bundlePath, target.bundle);
       fail(action, error);
-      report.actions.push(action);
-      options.onEvent?.({ type: "destination_done", action });
-      if (options.signal?.aborted) break;
-    }
-    options.signal?.throwIfAborted();
-    return;
-  }
-  try {
-    for (const target of targets) {
-      const action = await runTarget(context, backend, target);
-      report.actions.push(action);
-      options.onEvent?.({ type: "destination_done", action });
-      // Interrupted: the action in progress is reported failed, and nothing more starts.
-      options.signal?.throwIfAborted();
-    }
-  } finally {
-    // Fan-out: a destination that fails to close must not stop the pipeline's other destinations.
-    await backend.close().catch(() => undefined);
-  }
+      return action;
+    },
+  });
+  options.signal?.throwIfAborted();
 }
 
 function baseAction(
@@ -333,7 +311,8 @@ function rewrittenWarning(paths: readonly string[]): RunActionWarning {
   };
 }
 
-function outputReport(output: PlannedOutput): RunOutputReport {
+/** An output as reports and saved plans give it. */
+export function outputReport(output: PlannedOutput): RunOutputReport {
   return {
     path: output.path,
     kind: output.kind,
