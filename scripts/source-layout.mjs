@@ -1,4 +1,4 @@
-// The layout every package keeps, checked by scripts/test/source-layout.test.ts and by
+// The layout every package keeps, checked by test/repository/source-layout.test.ts and by
 // `node scripts/source-layout.mjs` (exit status 1 on a problem; `--write-api` rewrites the
 // committed lists of exported names). docs/design/layout.md says why each rule exists.
 //
