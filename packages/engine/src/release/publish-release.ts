@@ -88,7 +88,7 @@ export async function publishRelease(
     recorded !== undefined &&
     !(await releaseDirectoryExists(destination, bundlePath, recorded, signal));
   if (!options.dryRun && !gone) await settlePendingSwitch(options, layout);
-  if (!options.dryRun && !layout.stage) await promoteStagedSource(options, layout);
+  if (!layout.stage) await promoteStagedSource(options, layout);
   const next = layout.id ?? newReleaseId(options.now());
   const limits = options.plan.limits ?? DEFAULT_DESTINATION_LIMITS;
   const view = layout.stage
@@ -217,7 +217,8 @@ async function settled(
 /**
  * A run of a source that is staged makes that release live — the bytes that were looked at —
  * with rollback's checks, instead of writing it again; its own plan then skips. A staged release
- * that changed since it was staged is not promoted: the run publishes the source afresh.
+ * that changed since it was staged is not promoted: the run publishes the source afresh. A dry run
+ * checks the staged release as the promotion would and reports it, changing nothing.
  */
 async function promoteStagedSource(
   options: PublishTargetOptions,
@@ -234,7 +235,7 @@ async function promoteStagedSource(
       owner: target.owner,
       to: id,
       promote: true,
-      dryRun: false,
+      dryRun: options.dryRun ?? false,
       lease: options.lease,
       signal,
       limits: options.plan.limits,

@@ -279,9 +279,14 @@ export async function runTarget(
       action.status = "staged";
       action.release_id = staged;
       action.preview_url = previewUrlOf(layout.previewUrl, staged);
-    } else if (promoted !== undefined && action.status === "skipped") {
+    } else if (promoted !== undefined && (action.status === "skipped" || options.dryRun)) {
       action.status = "promoted";
       action.release_id = promoted;
+      if (options.dryRun) {
+        // What the run would do: make the staged release live and then skip, writing nothing.
+        action.action = "skip_same";
+        action.reason = `release ${promoted} staged this source: the run would make it live, writing nothing`;
+      }
     }
   } catch (error) {
     if (signal?.aborted) {

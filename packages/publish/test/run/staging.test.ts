@@ -103,6 +103,31 @@ describe("staged releases", () => {
     ).rejects.toMatchObject({ code: "not_staged" });
   });
 
+  it("are reported by a dry run as the real run would treat them, nothing changed", async () => {
+    await run({ config: await configFor(1, "{keep: 3}"), backends: backends() });
+    const before = await live();
+    const config = await configFor(2, "{keep: 3}");
+    const id = (await stage({ config, backends: backends() })).actions[0]?.release_id as string;
+    const dry = await run({ config, backends: backends(), dryRun: true });
+    expect(dry.actions[0]).toMatchObject({
+      status: "promoted",
+      action: "skip_same",
+      release_id: id,
+    });
+    expect(await live()).toBe(before);
+    const real = await run({ config, backends: backends() });
+    expect(real.actions[0]).toMatchObject({ status: "promoted", release_id: id });
+    expect(await live()).toBe(id);
+    // A staged release edited since: the dry run, like the run, publishes the source afresh.
+    const config3 = await configFor(3, "{keep: 3}");
+    const id3 = (await stage({ config: config3, backends: backends() })).actions[0]
+      ?.release_id as string;
+    await writeFile(join(dest(), "releases", id3, "index.html"), "edited\n");
+    const dry3 = await run({ config: config3, backends: backends(), dryRun: true });
+    expect(dry3.actions[0]?.status).toBe("planned");
+    expect(dry3.actions[0]?.warnings.map((warning) => warning.code)).toEqual(["promotion_refused"]);
+  });
+
   it("need layout: releases", async () => {
     const report = await stage({
       config: await configFor(1, "", "in_place"),
