@@ -343,7 +343,7 @@ export function layoutProblems(root = repositoryRoot, layers = FOLDER_LAYERS) {
     for (const file of starExports(name, root)) add("export-star", `${file} uses export *`);
     for (const { rule, detail } of dependencyProblems(name, root)) add(rule, detail);
     for (const found of crossTestImports(name, root)) add("test-imports-test", found);
-    if (publicApiOutOfDate(name, root))
+    if (entryPoints(name, root).size > 0 && publicApiOutOfDate(name, root))
       add(
         "public-api",
         `${PUBLIC_API_FILE} differs from the entry points; run node scripts/source-layout.mjs --write-api`,
@@ -354,7 +354,7 @@ export function layoutProblems(root = repositoryRoot, layers = FOLDER_LAYERS) {
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   if (process.argv.includes("--write-api")) {
-    for (const name of packageNames()) {
+    for (const name of packageNames().filter((name) => entryPoints(name).size > 0)) {
       writeFileSync(join(repositoryRoot, "packages", name, PUBLIC_API_FILE), publicApiText(name));
     }
   }
