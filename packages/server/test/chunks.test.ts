@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { type Chunk, chunkName, coverage, parseChunk } from "../src/resumable/chunks.js";
+import { chunkName } from "../src/resumable/chunks.js";
+import { type Chunk, coverage, parseChunk } from "../src/testing/index.js";
 
 // The coverage of chunk objects (S3 staging): what a partial holds from 0, whatever duplicates,
 // overlaps or holes the writers left.

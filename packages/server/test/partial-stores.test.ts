@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { directoryPartialStore } from "../src/resumable/directory-store.js";
 import { type Partial, PartialMovedError } from "../src/resumable/partial-store.js";
-import { declaration, partialStoreContract } from "./partial-store-contract.js";
+import { declaration, partialStoreContract } from "../src/testing/index.js";
 
 // The staging directory as a partial store: the contract, and the stale lock's two holders.
 

@@ -38,3 +38,4 @@ export {
   TRUST_FILES_A,
   TRUST_FILES_B,
 } from "./releases.js";
+export { type Serving, startServe } from "./serve.js";

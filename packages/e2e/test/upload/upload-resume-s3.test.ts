@@ -3,27 +3,33 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { type Config, parseConfig } from "@distributor/publish";
 import { createMemoryUploadStore, type UploadStore } from "@distributor/server";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { coverage, parseChunk } from "../../server/src/resumable/chunks.js";
 import {
   bundleArchive,
-  OTHER_TOKEN,
-  type Running,
-  startServer,
-  TOKEN_ENV,
-  waitForRun,
-  workspace,
-} from "../../server/test/helpers.js";
-import {
+  coverage,
   createTus,
   deleteTus,
   errorCode,
   headTus,
   metricsText,
+  OTHER_TOKEN,
+  parseChunk,
   patchTus,
-} from "../../server/test/tus-requests.js";
-import type { S3Server } from "./ceph.js";
-import { backendOn, createBucket, emptyBucket, listKeys, s3Server, uniqueName } from "./server.js";
+  type Running,
+  startServer,
+  TOKEN_ENV,
+  waitForRun,
+  workspace,
+} from "@distributor/server/testing";
+import {
+  backendOn,
+  createBucket,
+  emptyBucket,
+  listKeys,
+  type S3Server,
+  s3Server,
+  uniqueName,
+} from "@distributor/storage-s3/testing";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 
 // Resumable uploads with `server.staging.backend: s3` (docs/integrations/http-upload.md,
 // "Resumable uploads"): two upload servers sharing one store and one bucket/prefix of a real

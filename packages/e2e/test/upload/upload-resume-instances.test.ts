@@ -1,13 +1,19 @@
 import { createHash, randomBytes } from "node:crypto";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { type Serving, spawnCli, startServe, useTempDir } from "@distributor/cli/testing";
+import { CHUNK_BYTES, coverage, parseChunk } from "@distributor/server/testing";
 import { startTcpProxy, type TcpProxy } from "@distributor/storage/testing";
+import {
+  createBucket,
+  emptyBucket,
+  listKeys,
+  type S3Server,
+  s3Server,
+  uniqueName,
+} from "@distributor/storage-s3/testing";
 import { startPostgres, type TestPostgres } from "@distributor/store-postgres/testing";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type Serving, spawnCli, startServe, useTempDir } from "../../cli/test/helpers.js";
-import { CHUNK_BYTES, coverage, parseChunk } from "../../server/src/resumable/chunks.js";
-import type { S3Server } from "./ceph.js";
-import { createBucket, emptyBucket, listKeys, s3Server, uniqueName } from "./server.js";
 
 // Resumable uploads end to end with S3 staging (docs/integrations/http-upload.md, "Resumable
 // uploads"): two real `distributor serve` processes on one PostgreSQL database and one prefix of

@@ -5,11 +5,11 @@ import type {
   PartialInfo,
   PartialLock,
   PartialStore,
-} from "../src/resumable/partial-store.js";
+} from "../resumable/partial-store.js";
 
 // What every place a partial upload lives keeps (docs/design/upload-service.md, "Resumable
 // uploads"): the staging directory and S3 staging run these same cases against their own real
-// storage (the directory here, Ceph RGW in packages/storage-s3/test/partials-s3.test.ts).
+// storage (a temporary directory in the server's suites, Ceph RGW in the end-to-end package).
 
 export interface PartialStoreFixture {
   store: PartialStore;

@@ -1,9 +1,19 @@
+import {
+  coverage,
+  parseChunk,
+  partialStoreContract,
+  s3PartialStore,
+} from "@distributor/server/testing";
+import {
+  backendOn,
+  createBucket,
+  emptyBucket,
+  listKeys,
+  type S3Server,
+  s3Server,
+  uniqueName,
+} from "@distributor/storage-s3/testing";
 import { afterAll, beforeAll, describe } from "vitest";
-import { coverage, parseChunk } from "../../server/src/resumable/chunks.js";
-import { s3PartialStore } from "../../server/src/resumable/s3-store.js";
-import { partialStoreContract } from "../../server/test/partial-store-contract.js";
-import type { S3Server } from "./ceph.js";
-import { backendOn, createBucket, emptyBucket, listKeys, s3Server, uniqueName } from "./server.js";
 
 // Partial uploads kept in S3 staging (docs/design/upload-service.md, "Partials on S3 staging"):
 // the partial store contract against a real gateway (Ceph RGW), reading what is held straight
