@@ -34,12 +34,16 @@ describe.skipIf(server === undefined)("partials in S3 staging", () => {
     const s3 = server as S3Server;
     const prefix = uniqueName("staging");
     const backend = backendOn(s3, bucket, prefix);
+    const store = s3PartialStore(backend, 60_000);
     return {
-      store: s3PartialStore(backend, 60_000),
+      store,
+      ttlMs: 60_000,
       async heldBytes(id) {
+        // The chunks of the incarnation the declaration in the bucket names.
+        const incarnation = (await store.read(id))?.info.incarnation;
         const keys = await listKeys(s3, bucket, `${prefix}/partial-${id}/`);
         const chunks = keys.flatMap((key) => parseChunk(key.slice(key.lastIndexOf("/") + 1)) ?? []);
-        return coverage(chunks).covered;
+        return coverage(chunks.filter((chunk) => chunk.incarnation === incarnation)).covered;
       },
       close: () => backend.close(),
     };

@@ -33,6 +33,7 @@ export function declaration(length: number, id = randomBytes(18).toString("base6
     contentType: "application/x-tar",
     sha256: null,
     createdAt: Date.now(),
+    incarnation: randomBytes(6).toString("hex"),
   } satisfies PartialInfo;
 }
 
@@ -134,7 +135,8 @@ export function partialStoreContract(name: string, open: () => Promise<PartialSt
         const old = await store.openWriter((await store.read(info.id)) as Partial, 0, held);
         // Terminated (or expired and started over) while that request still had bytes to send.
         await store.remove(info.id);
-        expect(await store.create({ ...info, createdAt: Date.now() })).toBe(true);
+        const again = { ...info, createdAt: Date.now(), incarnation: "a9a1" };
+        expect(await store.create(again)).toBe(true);
         await old.write(randomBytes(300));
         await old.commit().catch(() => undefined);
         await old.close();
