@@ -7,6 +7,7 @@ import { directoryPartialStore } from "../src/resumable/directory-store.js";
 import { expirePartials } from "../src/resumable/expiry.js";
 import {
   type Partial,
+  PartialGoneError,
   PartialMovedError,
   type PartialStore,
 } from "../src/resumable/partial-store.js";
@@ -141,6 +142,43 @@ describe("a partial in the S3 layout", () => {
       };
       await expect(read()).rejects.toThrow(/600|1000/);
       expect((await store.read(info.id))?.offset).toBe(1000);
+    } finally {
+      await close();
+    }
+  });
+});
+
+describe("a partial in the S3 layout while it is written", () => {
+  it("is kept alive by a PATCH that receives slower than a chunk fills", async () => {
+    const { store, close } = await s3LayoutFixture();
+    try {
+      // Created so long ago that it expires in five seconds, with nothing stored yet.
+      const info = { ...declaration(1000), createdAt: Date.now() - TTL + 5000 };
+      await store.create(info);
+      const partial = (await store.read(info.id)) as Partial;
+      expect(partial.expiresAt).toBeLessThan(Date.now() + 6000);
+      const lock = await store.lock(partial, "host 1 slow");
+      if (typeof lock === "string") throw new Error(`lock: ${lock}`);
+      expect(await lock.refresh()).toBe(true);
+      expect((await store.read(info.id))?.expiresAt).toBeGreaterThan(Date.now() + TTL - 5000);
+    } finally {
+      await close();
+    }
+  });
+
+  it("fails the commit of a creation whose declaration was overwritten by another's", async () => {
+    const { root, store, close } = await s3LayoutFixture();
+    try {
+      const first = declaration(1000);
+      expect(await store.create(first)).toBe(true);
+      const writer = await store.openWriter((await store.read(first.id)) as Partial, 0, held);
+      // Another instance found none either and wrote its own declaration after this one.
+      const second = { ...first, length: 2000, incarnation: "b0b0b0" };
+      await writeFile(join(root, `partial-${first.id}`, "info.json"), JSON.stringify(second));
+      await writer.write(Buffer.alloc(500, 1));
+      await expect(writer.commit()).rejects.toBeInstanceOf(PartialGoneError);
+      await writer.close();
+      expect(await store.read(first.id)).toMatchObject({ offset: 0, info: { length: 2000 } });
     } finally {
       await close();
     }

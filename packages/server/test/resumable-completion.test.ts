@@ -1,9 +1,10 @@
 import { randomBytes } from "node:crypto";
-import { readdir } from "node:fs/promises";
+import { readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { type Config, parseConfig } from "@distributor/publish";
 import { createLocalBackend, type StorageBackend } from "@distributor/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { chunkName, maxPieces } from "../src/resumable/chunks.js";
 import {
   bundleArchive,
   createTus,
@@ -164,5 +165,28 @@ describe("completing a resumable upload on a failing staging store", () => {
     expect(
       (await readdir(join(root, "bucket"))).filter((n) => n.startsWith("partial-")),
     ).toHaveLength(1);
+  });
+});
+
+describe("the pieces of a partial on S3 staging", () => {
+  it("refuses a PATCH once the partial is stored in as many chunks as its length allows", async () => {
+    const url = await serve();
+    const body = await archive();
+    const created = await createTus(url, body, { key: "fragmented" });
+    const location = created.headers.get("location") as string;
+    const directory = join(root, "bucket", `partial-${location.split("/").pop()}`);
+    const { incarnation } = JSON.parse(await readFile(join(directory, "info.json"), "utf8"));
+    // A producer that sent one byte per PATCH, over and over.
+    const pieces = maxPieces(body.length);
+    for (let at = 0; at < pieces; at++) {
+      await writeFile(
+        join(directory, chunkName(at, 1, incarnation, "p")),
+        body.subarray(at, at + 1),
+      );
+    }
+    expect((await headTus(url, location)).headers.get("upload-offset")).toBe(String(pieces));
+    const refused = await patchTus(url, location, pieces, body.subarray(pieces));
+    expect([refused.status, await errorCode(refused)]).toEqual([413, "upload_too_fragmented"]);
+    expect((await headTus(url, location)).headers.get("upload-offset")).toBe(String(pieces));
   });
 });
