@@ -1,10 +1,8 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { once } from "node:events";
 import { lstat, mkdir, readdir, readFile, readlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { BIN, writeFiles } from "../src/testing/index.js";
+import { writeFiles } from "../src/testing/index.js";
 
 // What the CLI's suites share beyond `@distributor/cli/testing` (the process helpers, re-exported
 // here): the fixtures of this folder, the spec's example bundle, local configurations, snapshots
@@ -17,8 +15,10 @@ export {
   envelopeOf,
   resultOf,
   runCli,
+  type Serving,
   sha256Of,
   spawnCli,
+  startServe,
   useTempDir,
   writeBundle,
   writeFiles,
@@ -112,43 +112,4 @@ export async function snapshotTree(root: string): Promise<string[]> {
   };
   await visit(Buffer.from(root), "");
   return lines;
-}
-
-/** A `distributor serve` child process and what it has logged so far. */
-export interface Serving {
-  child: ChildProcess;
-  /** Base URL from the `listening` log line. */
-  url: string;
-  stderr: () => string;
-  exited: Promise<number | null>;
-}
-
-/**
- * Starts `distributor serve --config <config> --listen 127.0.0.1:0` and resolves once it logs the
- * address it listens on. The caller stops it (SIGTERM, or SIGKILL in a finally).
- */
-export async function startServe(
-  config: string,
-  options: { cwd: string; env?: NodeJS.ProcessEnv; listen?: string },
-): Promise<Serving> {
-  const child = spawn(
-    process.execPath,
-    [BIN, "serve", "--config", config, "--listen", options.listen ?? "127.0.0.1:0"],
-    {
-      cwd: options.cwd,
-      env: { ...process.env, ...options.env },
-      stdio: ["ignore", "pipe", "pipe"],
-    },
-  );
-  let stderr = "";
-  const exited = once(child, "exit").then(([code]) => code as number | null);
-  const url = await new Promise<string>((resolve, reject) => {
-    child.stderr?.setEncoding("utf8").on("data", (chunk: string) => {
-      stderr += chunk;
-      const line = stderr.split("\n").find((l) => l.includes('"type":"listening"'));
-      if (line !== undefined) resolve(JSON.parse(line).url);
-    });
-    void exited.then((code) => reject(new Error(`serve exited ${code}: ${stderr}`)));
-  });
-  return { child, url, stderr: () => stderr, exited };
 }

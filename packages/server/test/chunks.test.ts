@@ -1,21 +1,24 @@
 import { describe, expect, it } from "vitest";
-import { type Chunk, chunkName, coverage, parseChunk } from "../src/resumable/chunks.js";
+import { chunkName } from "../src/resumable/chunks.js";
+import { type Chunk, coverage, parseChunk } from "../src/testing/index.js";
 
 // The coverage of chunk objects (S3 staging): what a partial holds from 0, whatever duplicates,
 // overlaps or holes the writers left.
 
 const chunk = (start: number, end: number, writer = "a"): Chunk =>
-  parseChunk(chunkName(start, end - start, writer)) as Chunk;
+  parseChunk(chunkName(start, end - start, "c0ffee", writer)) as Chunk;
 
 describe("chunk coverage", () => {
   it("round-trips names and refuses others", () => {
-    expect(chunk(5, 12)).toMatchObject({ start: 5, end: 12 });
-    expect(chunkName(5, 7, "ab")).toBe("chunk-0000000000000005-7-ab");
+    expect(chunk(5, 12)).toMatchObject({ start: 5, end: 12, incarnation: "c0ffee" });
+    expect(chunkName(5, 7, "c0ffee", "ab")).toBe("chunk-0000000000000005-7-c0ffee-ab");
     for (const name of [
       "info.json",
       "chunk-5-7-ab",
       "chunk-0000000000000005-0-ab",
-      "chunk-0000000000000005-7-A",
+      "chunk-0000000000000005-7-c0ffee-A",
+      // Written by a version without incarnations: never part of a partial of this one.
+      "chunk-0000000000000005-7-ab",
     ]) {
       expect(parseChunk(name), name).toBeUndefined();
     }

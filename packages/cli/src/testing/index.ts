@@ -38,4 +38,5 @@ export {
   TRUST_FILES_A,
   TRUST_FILES_B,
 } from "./releases.js";
+export { type Serving, startServe } from "./serve.js";
 export { PREVIEW, stagingScenario } from "./staging.js";

@@ -8,10 +8,13 @@ import { sharedFlush } from "../staging/staging.js";
 import {
   PARTIAL_DIRECTORY_PREFIX,
   type Partial,
+  type PartialArchive,
   type PartialInfo,
   type PartialLock,
+  PartialLockLostError,
   PartialMovedError,
   type PartialStore,
+  PartialUnreadableError,
   type PartialWriter,
   validPartialId,
 } from "./partial-store.js";
@@ -46,12 +49,11 @@ export function directoryPartialStore(root: string, ttlMs: number): PartialStore
     },
     lock: (partial, owner) => lockPartial(directoryOf(partial.info.id), owner),
     openWriter: (partial, offset, lock) =>
-      openDataWriter(join(directoryOf(partial.info.id), DATA), offset, lock),
-    archive: (partial) => createReadStream(join(directoryOf(partial.info.id), DATA)),
+      openDataWriter(partial.info.id, join(directoryOf(partial.info.id), DATA), offset, lock),
+    archive: (partial) =>
+      dataArchive(join(directoryOf(partial.info.id), DATA), partial.info.length),
     async markAccepted(partial, accepted) {
-      const directory = directoryOf(partial.info.id);
-      await writeDurably(directory, ACCEPTED, `${JSON.stringify(accepted)}\n`);
-      await unlink(join(directory, DATA)).catch(() => undefined);
+      await writeDurably(directoryOf(partial.info.id), ACCEPTED, `${JSON.stringify(accepted)}\n`);
     },
     async dropBytes(partial) {
       await unlink(join(directoryOf(partial.info.id), DATA)).catch(() => undefined);
@@ -87,13 +89,21 @@ async function readPartial(directory: string, ttlMs: number): Promise<Partial | 
   const info = await readJson<PartialInfo>(join(directory, INFO));
   if (info === undefined) return undefined;
   const accepted = await readJson<AcceptedUpload>(join(directory, ACCEPTED));
+  const acceptedAt =
+    accepted === undefined
+      ? undefined
+      : ((await stat(join(directory, ACCEPTED)).catch(() => undefined))?.mtimeMs ?? Date.now());
   const held = await durableSize(join(directory, DATA));
   const lastWrite = held?.mtimeMs ?? info.createdAt;
   return {
     info,
     offset: accepted !== undefined ? info.length : (held?.size ?? 0),
-    expiresAt: Math.max(info.createdAt, lastWrite) + ttlMs,
+    expiresAt:
+      acceptedAt !== undefined ? acceptedAt + ttlMs : Math.max(info.createdAt, lastWrite) + ttlMs,
     accepted,
+    acceptedAt,
+    holdsBytes: held !== undefined,
+    pieces: held === undefined ? 0 : 1,
     expired: held === undefined && accepted === undefined,
   };
 }
@@ -124,6 +134,7 @@ async function durableSize(path: string): Promise<{ size: number; mtimeMs: numbe
  * the request that took over wrote since. docs/design/upload-service.md, "Two holders".
  */
 async function openDataWriter(
+  id: string,
   path: string,
   offset: number,
   lock: PartialLock,
@@ -140,12 +151,26 @@ async function openDataWriter(
   let written = 0;
   return {
     async write(bytes) {
-      await file.write(bytes, 0, bytes.length, offset + written);
+      // A write may take fewer bytes than asked (a full disk, a signal): the rest follows.
+      let done = 0;
+      while (done < bytes.length) {
+        const { bytesWritten } = await file.write(
+          bytes,
+          done,
+          bytes.length - done,
+          offset + written + done,
+        );
+        if (bytesWritten === 0) throw new Error(`writing ${path} made no progress`);
+        done += bytesWritten;
+      }
       written += bytes.length;
     },
     async commit() {
       await file.sync();
-      return offset + written;
+      // A holder whose lock was taken over reports nothing: the one that took over does.
+      if (!(await lock.refresh())) throw new PartialLockLostError(id);
+      const { size } = await file.stat();
+      return Math.min(offset + written, size);
     },
     async discard() {
       if (!(await lock.refresh())) return;
@@ -155,6 +180,33 @@ async function openDataWriter(
     },
     close: () => file.close(),
   };
+}
+
+/**
+ * The data file's first `length` bytes, each pass reading it again; a file that is gone or
+ * shorter, or a read that fails, is a `PartialUnreadableError`.
+ */
+function dataArchive(path: string, length: number): PartialArchive {
+  const pass = async function* (): AsyncGenerator<Uint8Array> {
+    let sent = 0;
+    try {
+      const stream = createReadStream(path, { start: 0, end: Math.max(0, length - 1) });
+      if (length > 0) {
+        for await (const chunk of stream as AsyncIterable<Buffer>) {
+          sent += chunk.length;
+          yield chunk;
+        }
+      } else stream.destroy();
+    } catch (error) {
+      throw new PartialUnreadableError(`reading ${path} failed: ${(error as Error).message}`, {
+        cause: error,
+      });
+    }
+    if (sent !== length) {
+      throw new PartialUnreadableError(`${path} holds ${sent} of its ${length} bytes`);
+    }
+  };
+  return { [Symbol.asyncIterator]: () => pass() };
 }
 
 /** Writes `name` in `directory` through a flushed temporary file and a rename, then flushes it. */

@@ -1,7 +1,7 @@
 import type { IncomingMessage } from "node:http";
-import type { RequestLog, ServerContext } from "../context.js";
+import { RETRY_AFTER_SECONDS, type RequestLog, type ServerContext } from "../context.js";
 import { HttpError } from "../http-error.js";
-import { lockOwner } from "../resumable/directory-store.js";
+import { LOCK_REFRESH_MS, lockOwner } from "../resumable/directory-store.js";
 import type { Partial, PartialLock } from "../resumable/partial-store.js";
 import { httpDate, tusHeaders } from "../resumable/tus.js";
 import { uploadTarget } from "./upload.js";
@@ -24,14 +24,7 @@ export async function ownPartial(
   const { token, pipeline } = uploadTarget(ctx, request, pipelineId, log);
   const location = `/pipelines/${encodeURIComponent(pipeline.id)}/uploads/${id}`;
   const partial = await ctx.resumable.partials.read(id);
-  if (partial === undefined || partial.info.pipelineId !== pipeline.id) {
-    throw new HttpError(
-      404,
-      "upload_not_found",
-      `no upload at ${location}: it was terminated, expired long ago or never existed; create a new one`,
-      { headers: tusHeaders() },
-    );
-  }
+  if (partial === undefined || partial.info.pipelineId !== pipeline.id) throw notFound(location);
   if (partial.info.tokenId !== token.id) {
     throw new HttpError(
       403,
@@ -93,17 +86,73 @@ export async function takeLock(
   };
 }
 
-/** Partial uploads `tokenId` holds now (expired and accepted ones no longer count). */
+/**
+ * Partial uploads `tokenId` holds now (expired and accepted ones no longer count). One that
+ * cannot be read is not skipped (that would let a token past its limit): the creation is
+ * answered 503 instead.
+ */
 export async function heldBy(ctx: ServerContext, tokenId: string): Promise<number> {
   const { partials } = ctx.resumable;
   let count = 0;
-  for (const id of await partials.ids()) {
-    const partial = await partials.read(id).catch(() => undefined);
-    if (partial?.info.tokenId !== tokenId) continue;
-    if (partial.accepted === undefined && !partial.expired && partial.expiresAt > Date.now())
-      count += 1;
+  try {
+    for (const id of await partials.ids()) {
+      const partial = await partials.read(id);
+      if (partial?.info.tokenId !== tokenId) continue;
+      if (partial.accepted === undefined && !partial.expired && partial.expiresAt > Date.now())
+        count += 1;
+    }
+  } catch (error) {
+    throw new HttpError(
+      503,
+      "partials_unavailable",
+      `the partial uploads in ${partials.location} could not be counted against token ${tokenId}'s limit: ${(error as Error).message}`,
+      { headers: tusHeaders({ "Retry-After": RETRY_AFTER_SECONDS }), cause: error },
+    );
   }
   return count;
+}
+
+/** Keeps one request's lock alive while its body arrives and while it completes the upload. */
+export interface LockKeeper {
+  lock: PartialLock;
+  /** Bytes arrived since the last refresh. */
+  progressed(): void;
+  /** The upload is being completed: refreshed on every tick from now on. */
+  completing(): void;
+  /** Another request took the lock over (this one stalled past its staleness). */
+  lost(): boolean;
+  stop(): void;
+}
+
+export function keepLock(lock: PartialLock, request: IncomingMessage): LockKeeper {
+  let progressed = false;
+  let completing = false;
+  let lost = false;
+  const timer = setInterval(() => {
+    if (!progressed && !completing) return;
+    progressed = false;
+    void lock.refresh().then(
+      (mine) => {
+        if (mine) return;
+        lost = true;
+        // Stop receiving: what arrived is not this request's to report any more.
+        if (!completing) request.destroy();
+      },
+      () => undefined,
+    );
+  }, LOCK_REFRESH_MS);
+  timer.unref();
+  return {
+    lock,
+    progressed: () => {
+      progressed = true;
+    },
+    completing: () => {
+      completing = true;
+    },
+    lost: () => lost,
+    stop: () => clearInterval(timer),
+  };
 }
 
 export function uploadHeaders(partial: Partial, location: string): Record<string, string> {
@@ -123,6 +172,15 @@ export function offsetConflict(partial: Partial, offset: number, location: strin
     "offset_mismatch",
     `Upload-Offset ${offset} is not the ${partial.offset} bytes upload ${location} holds; HEAD it and send from there`,
     { headers: uploadHeaders(partial, location) },
+  );
+}
+
+export function notFound(location: string): HttpError {
+  return new HttpError(
+    404,
+    "upload_not_found",
+    `no upload at ${location}: it was terminated, expired long ago or never existed; create a new one`,
+    { headers: tusHeaders() },
   );
 }
 

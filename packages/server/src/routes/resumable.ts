@@ -1,13 +1,14 @@
 import { createHash } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { Readable } from "node:stream";
 import type { RequestLog, ServerContext } from "../context.js";
 import { HttpError } from "../http-error.js";
 import { idempotencyKey } from "../idempotency.js";
-import { LOCK_REFRESH_MS } from "../resumable/directory-store.js";
+import { maxPieces } from "../resumable/chunks.js";
 import {
+  newIncarnation,
   type Partial,
-  type PartialLock,
+  PartialGoneError,
+  PartialLockLostError,
   PartialMovedError,
   type PartialStore,
   partialId,
@@ -23,22 +24,20 @@ import {
   tusHeaders,
   uploadChecksum,
 } from "../resumable/tus.js";
+import { complete } from "./resumable-complete.js";
 import {
   busy,
   expired,
   heldBy,
+  keepLock,
+  type LockKeeper,
+  notFound,
   offsetConflict,
   ownPartial,
   takeLock,
   uploadHeaders,
 } from "./resumable-partial.js";
-import {
-  ACCEPTED_CONTENT_TYPES,
-  acceptArchive,
-  sendAccepted,
-  type UploadPipeline,
-  uploadTarget,
-} from "./upload.js";
+import { ACCEPTED_CONTENT_TYPES, sendAccepted, uploadTarget } from "./upload.js";
 
 // Resumable uploads, tus 1.0 (docs/integrations/http-upload.md, "Resumable uploads"): creation
 // with POST, HEAD for the offset the server durably holds, PATCH to append, DELETE to terminate.
@@ -156,6 +155,7 @@ export async function createUpload(
       contentType,
       sha256,
       createdAt: Date.now(),
+      incarnation: newIncarnation(),
     };
     if (await partials.create(info)) {
       const created = await partials.read(id);
@@ -224,9 +224,12 @@ export async function patchUpload(
     );
   }
   const lock = await takeLock(ctx, partial, request);
+  const keeper = keepLock(lock, request);
   try {
-    // Read again under the lock: the request that held it may have added bytes.
-    const current = (await ctx.resumable.partials.read(id)) ?? partial;
+    // Read again under the lock: the request that held it may have added bytes, or the partial
+    // may be gone (terminated, expired, created again) since.
+    const current = await ctx.resumable.partials.read(id);
+    if (current === undefined) throw notFound(location);
     if (current.accepted !== undefined) {
       if (offset !== current.info.length) throw offsetConflict(current, offset, location);
       log.replayed = true;
@@ -236,22 +239,55 @@ export async function patchUpload(
     }
     if (current.expired) throw expired(location);
     if (offset !== current.offset) throw offsetConflict(current, offset, location);
+    if (current.offset < current.info.length && current.pieces >= maxPieces(current.info.length)) {
+      throw new HttpError(
+        413,
+        "upload_too_fragmented",
+        `upload ${location} is stored in ${current.pieces} pieces already, the most one of ${current.info.length} bytes may have; terminate it (DELETE) and upload again in fewer requests`,
+        { headers: uploadHeaders(current, location) },
+      );
+    }
     if (offset > 0) ctx.metrics.resumed(pipeline.id);
     const held = await appendBody(ctx.resumable.partials, request, current, {
       offset,
       checksum,
-      lock,
+      keeper,
       location,
+      expected: declared === undefined ? undefined : Number(declared),
     });
     if (held < current.info.length) {
       sendEmpty(response, 204, uploadHeaders({ ...current, offset: held }, location));
       return;
     }
+    // A holder whose lock was taken over while it received never completes: the one that took
+    // over does. The lock is kept alive through the completion from here on.
+    if (keeper.lost() || !(await lock.refresh())) throw new PartialLockLostError(id);
+    keeper.completing();
     log.counts_upload = true;
     await complete(ctx, response, { token, pipeline, partial: current, location, log });
+  } catch (error) {
+    throw await storeRefusal(ctx.resumable.partials, error, id, offset, location);
   } finally {
+    keeper.stop();
     await lock.release();
   }
+}
+
+/** What a partial that changed under a request answers: 404, 410, 409 or 423. */
+async function storeRefusal(
+  partials: PartialStore,
+  error: unknown,
+  id: string,
+  offset: number,
+  location: string,
+): Promise<unknown> {
+  if (error instanceof PartialLockLostError) {
+    return busy(`another request took over writing upload ${location}`);
+  }
+  if (!(error instanceof PartialGoneError)) return error;
+  if (error.reason === "expired") return expired(location);
+  const now = error.reason === "accepted" ? await partials.read(id) : undefined;
+  return now === undefined ? notFound(location) : offsetConflict(now, offset, location);
 }
 
 /** `DELETE` of an upload: terminates it; its bytes are removed and it is unknown from then on. */
@@ -275,59 +311,6 @@ export async function terminateUpload(
 }
 
 /**
- * Hands the completed archive to the single-request upload's path. A refusal that sending again
- * cannot mend (an invalid bundle, a digest that differs) removes the partial; one a retry mends
- * (a full queue, a store that is away) keeps it for the producer's next PATCH.
- */
-async function complete(
-  ctx: ServerContext,
-  response: ServerResponse,
-  upload: {
-    token: Parameters<typeof acceptArchive>[1]["token"];
-    pipeline: UploadPipeline;
-    partial: Partial;
-    location: string;
-    log: RequestLog;
-  },
-) {
-  const { partial, location } = upload;
-  const { partials } = ctx.resumable;
-  try {
-    if (partial.info.sha256 !== null) {
-      const digest = await archiveSha256(partials, partial);
-      if (digest !== partial.info.sha256) {
-        throw new HttpError(
-          460,
-          "checksum_mismatch",
-          `the ${partial.info.length} bytes received have sha256 ${digest}, not the ${partial.info.sha256} declared at creation; the upload was removed: start over`,
-          { headers: tusHeaders() },
-        );
-      }
-    }
-    const { accepted, replayed } = await acceptArchive(ctx, {
-      token: upload.token,
-      pipeline: upload.pipeline,
-      key: partial.info.key ?? undefined,
-      body: Readable.from(partials.archive(partial), { objectMode: false }),
-      contentType: partial.info.contentType,
-      log: upload.log,
-    });
-    await partials.markAccepted(partial, accepted);
-    sendAccepted(
-      response,
-      accepted,
-      replayed,
-      uploadHeaders({ ...partial, offset: partial.info.length, accepted }, location),
-    );
-  } catch (error) {
-    if (error instanceof HttpError && error.status >= 400 && error.status < 500) {
-      await partials.remove(partial.info.id);
-    }
-    throw error;
-  }
-}
-
-/**
  * Appends the request body at `offset`; resolves with the offset held after, durably. A body cut
  * short keeps what arrived, unless it carried a checksum (unverifiable now); one past the length
  * or failing its checksum is taken back whole.
@@ -339,16 +322,17 @@ async function appendBody(
   patch: {
     offset: number;
     checksum: { algorithm: string; digest: string } | undefined;
-    lock: PartialLock;
+    keeper: LockKeeper;
     location: string;
+    expected: number | undefined;
   },
 ): Promise<number> {
-  const { offset, checksum, lock, location } = patch;
+  const { offset, checksum, keeper, location } = patch;
   const room = partial.info.length - offset;
   const hash = checksum === undefined ? undefined : createHash(checksum.algorithm);
   let writer: Awaited<ReturnType<PartialStore["openWriter"]>>;
   try {
-    writer = await partials.openWriter(partial, offset, lock);
+    writer = await partials.openWriter(partial, offset, keeper.lock, patch.expected);
   } catch (error) {
     if (error instanceof PartialMovedError) {
       throw offsetConflict({ ...partial, offset: error.held }, offset, location);
@@ -356,26 +340,13 @@ async function appendBody(
     throw error;
   }
   let written = 0;
-  let progressed = false;
-  let lost = false;
-  const refresh = setInterval(() => {
-    if (!progressed) return;
-    progressed = false;
-    void lock.refresh().then((mine) => {
-      // Another request took the lock over (this one stalled past LOCK_STALE_MS): stop writing.
-      if (!mine) {
-        lost = true;
-        request.destroy();
-      }
-    });
-  }, LOCK_REFRESH_MS);
   let refusal: HttpError | undefined;
   try {
     try {
       for await (const chunk of request.iterator({
         destroyOnReturn: false,
       }) as AsyncIterable<Buffer>) {
-        if (lost) break;
+        if (keeper.lost()) break;
         if (written + chunk.length > room) {
           refusal = new HttpError(
             413,
@@ -388,7 +359,7 @@ async function appendBody(
         await writer.write(chunk);
         hash?.update(chunk);
         written += chunk.length;
-        progressed = true;
+        keeper.progressed();
       }
     } catch {
       // The connection broke: what arrived is kept (without a checksum to check it against).
@@ -413,7 +384,6 @@ async function appendBody(
     }
     return await writer.commit();
   } finally {
-    clearInterval(refresh);
     await writer.close();
   }
 }
@@ -426,10 +396,4 @@ function headerText(request: IncomingMessage, name: string): string | undefined 
 function sendEmpty(response: ServerResponse, status: number, headers: Record<string, string> = {}) {
   response.writeHead(status, { ...tusHeaders(), ...headers });
   response.end();
-}
-
-async function archiveSha256(partials: PartialStore, partial: Partial): Promise<string> {
-  const hash = createHash("sha256");
-  for await (const chunk of partials.archive(partial)) hash.update(chunk);
-  return hash.digest("hex");
 }

@@ -118,6 +118,13 @@ export interface ArchiveToAccept {
   body: Readable;
   contentType: string;
   log: RequestLog;
+  /**
+   * Whether an upload accepted earlier under the key is known to be this one (a completed partial
+   * that recorded it): then it is answered as a replay without reading the body.
+   */
+  knownReplay?: (earlier: AcceptedUpload) => Promise<boolean>;
+  /** Runs once the key is claimed and before anything is staged (a whole-archive checksum). */
+  check?: () => Promise<void>;
 }
 
 /**
@@ -143,7 +150,13 @@ export async function acceptArchive(
   let staged: StagedUpload | undefined;
   let placed: Pick<UploadJob, "stagingDirectory" | "bundleDirectory"> | undefined;
   let enqueued = false;
+  if (earlier !== undefined && (await archive.knownReplay?.(earlier))) {
+    log.run_id = earlier.run_id;
+    log.replayed = true;
+    return { accepted: earlier, replayed: true };
+  }
   try {
+    await archive.check?.();
     // A replay stages its body too (its manifest must be compared), so it takes a place while
     // it does: queue_size bounds the uploads on disk, replays included.
     slot = await store.reserveQueueSlot();

@@ -91,16 +91,20 @@ export async function startTcpProxy(options: TcpProxyOptions): Promise<TcpProxy>
   if (bytesPerSecond !== undefined && !(Number.isFinite(bytesPerSecond) && bytesPerSecond > 0)) {
     throw new RangeError(`bytesPerSecond must be a finite number > 0, got ${bytesPerSecond}`);
   }
-  const proxy = new ProxyState(options, {
-    delayMs,
-    bytesPerSecond,
-    // What TCP would keep in flight: the bandwidth-delay product and a little queue when capped,
-    // a generous window otherwise, so a delay alone does not throttle throughput.
-    backlogLimit:
-      bytesPerSecond === undefined
-        ? 8 * 1024 * 1024
-        : Math.max(64 * 1024, Math.ceil((bytesPerSecond * (delayMs + 20)) / 1000)),
-  });
+  // A copy: `retarget` changes the proxy's target, never the caller's options object.
+  const proxy = new ProxyState(
+    { ...options, target: { ...options.target } },
+    {
+      delayMs,
+      bytesPerSecond,
+      // What TCP would keep in flight: the bandwidth-delay product and a little queue when capped,
+      // a generous window otherwise, so a delay alone does not throttle throughput.
+      backlogLimit:
+        bytesPerSecond === undefined
+          ? 8 * 1024 * 1024
+          : Math.max(64 * 1024, Math.ceil((bytesPerSecond * (delayMs + 20)) / 1000)),
+    },
+  );
   const server = createServer({ allowHalfOpen: true }, (client) => proxy.accept(client));
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);

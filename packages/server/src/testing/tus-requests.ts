@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { TOKEN } from "./helpers.js";
+import { TOKEN } from "./upload-api.js";
 
 // tus 1.0 requests as a producer sends them, for the suites that drive resumable uploads over
 // real HTTP (docs/integrations/http-upload.md, "Resumable uploads").

@@ -1,18 +1,21 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
+import { expirePartials } from "../resumable/expiry.js";
 import type {
   Partial,
   PartialInfo,
   PartialLock,
   PartialStore,
-} from "../src/resumable/partial-store.js";
+} from "../resumable/partial-store.js";
 
 // What every place a partial upload lives keeps (docs/design/upload-service.md, "Resumable
 // uploads"): the staging directory and S3 staging run these same cases against their own real
-// storage (the directory here, Ceph RGW in packages/storage-s3/test/partials-s3.test.ts).
+// storage (a temporary directory in the server's suites, Ceph RGW in the end-to-end package).
 
 export interface PartialStoreFixture {
   store: PartialStore;
+  /** The `partial_ttl` the store was opened with. */
+  ttlMs: number;
   /** What the storage itself says the partial holds from 0, read around the store. */
   heldBytes(id: string): Promise<number>;
   close(): Promise<void>;
@@ -30,6 +33,7 @@ export function declaration(length: number, id = randomBytes(18).toString("base6
     contentType: "application/x-tar",
     sha256: null,
     createdAt: Date.now(),
+    incarnation: randomBytes(6).toString("hex"),
   } satisfies PartialInfo;
 }
 
@@ -75,7 +79,9 @@ export function partialStoreContract(name: string, open: () => Promise<PartialSt
         const accepted = { run_id: "run-1" } as never;
         await store.markAccepted(partial, accepted);
         expect(await store.read(info.id)).toMatchObject({ accepted, offset: bytes.length });
-        expect(await heldBytes(info.id)).toBe(0);
+        // A completion that raced this one may still be reading: the bytes stay for a grace.
+        expect(await heldBytes(info.id)).toBe(bytes.length);
+        expect((await archiveOf(store, partial)).equals(bytes)).toBe(true);
         await store.remove(info.id);
         expect(await store.read(info.id)).toBeUndefined();
         expect(await store.ids()).not.toContain(info.id);
@@ -116,6 +122,54 @@ export function partialStoreContract(name: string, open: () => Promise<PartialSt
         expect(await store.read(info.id)).toMatchObject({ expired: true });
         expect(await heldBytes(info.id)).toBe(0);
         expect(await store.lastChanged(info.id)).toBeGreaterThan(Date.now() - 60_000);
+      } finally {
+        await close();
+      }
+    });
+
+    it("never counts an old writer's bytes once the partial was removed and created again", async () => {
+      const { store, close } = await open();
+      try {
+        const info = declaration(1000);
+        await store.create(info);
+        const old = await store.openWriter((await store.read(info.id)) as Partial, 0, held);
+        // Terminated (or expired and started over) while that request still had bytes to send.
+        await store.remove(info.id);
+        const again = { ...info, createdAt: Date.now(), incarnation: "a9a1" };
+        expect(await store.create(again)).toBe(true);
+        await old.write(randomBytes(300));
+        await old.commit().catch(() => undefined);
+        await old.close();
+        expect((await store.read(info.id))?.offset).toBe(0);
+        const fresh = (await store.read(info.id)) as Partial;
+        const bytes = randomBytes(1000);
+        expect(await append(store, fresh, 0, bytes)).toBe(1000);
+        expect((await archiveOf(store, (await store.read(info.id)) as Partial)).equals(bytes)).toBe(
+          true,
+        );
+      } finally {
+        await close();
+      }
+    });
+
+    it("keeps an accepted record a partial_ttl from its acceptance, its bytes a grace shorter", async () => {
+      const { store, heldBytes, ttlMs, close } = await open();
+      try {
+        const bytes = randomBytes(2000);
+        // Created long ago, its last bytes arriving just now.
+        const info = { ...declaration(bytes.length), createdAt: Date.now() - 3 * ttlMs };
+        await store.create(info);
+        await append(store, (await store.read(info.id)) as Partial, 0, bytes);
+        const accepted = { run_id: "run-2" } as never;
+        await store.markAccepted((await store.read(info.id)) as Partial, accepted);
+        await expirePartials(store, ttlMs);
+        expect(await store.read(info.id)).toMatchObject({ accepted });
+        expect(await heldBytes(info.id)).toBe(bytes.length);
+        await expirePartials(store, ttlMs, Date.now() + ttlMs - 2000);
+        expect(await store.read(info.id)).toMatchObject({ accepted });
+        expect(await heldBytes(info.id)).toBe(0);
+        await expirePartials(store, ttlMs, Date.now() + ttlMs + 2000);
+        expect(await store.read(info.id)).toBeUndefined();
       } finally {
         await close();
       }

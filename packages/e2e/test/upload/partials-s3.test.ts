@@ -1,9 +1,19 @@
+import {
+  coverage,
+  parseChunk,
+  partialStoreContract,
+  s3PartialStore,
+} from "@distributor/server/testing";
+import {
+  backendOn,
+  createBucket,
+  emptyBucket,
+  listKeys,
+  type S3Server,
+  s3Server,
+  uniqueName,
+} from "@distributor/storage-s3/testing";
 import { afterAll, beforeAll, describe } from "vitest";
-import { coverage, parseChunk } from "../../server/src/resumable/chunks.js";
-import { s3PartialStore } from "../../server/src/resumable/s3-store.js";
-import { partialStoreContract } from "../../server/test/partial-store-contract.js";
-import type { S3Server } from "./ceph.js";
-import { backendOn, createBucket, emptyBucket, listKeys, s3Server, uniqueName } from "./server.js";
 
 // Partial uploads kept in S3 staging (docs/design/upload-service.md, "Partials on S3 staging"):
 // the partial store contract against a real gateway (Ceph RGW), reading what is held straight
@@ -24,12 +34,16 @@ describe.skipIf(server === undefined)("partials in S3 staging", () => {
     const s3 = server as S3Server;
     const prefix = uniqueName("staging");
     const backend = backendOn(s3, bucket, prefix);
+    const store = s3PartialStore(backend, 60_000);
     return {
-      store: s3PartialStore(backend, 60_000),
+      store,
+      ttlMs: 60_000,
       async heldBytes(id) {
+        // The chunks of the incarnation the declaration in the bucket names.
+        const incarnation = (await store.read(id))?.info.incarnation;
         const keys = await listKeys(s3, bucket, `${prefix}/partial-${id}/`);
         const chunks = keys.flatMap((key) => parseChunk(key.slice(key.lastIndexOf("/") + 1)) ?? []);
-        return coverage(chunks).covered;
+        return coverage(chunks.filter((chunk) => chunk.incarnation === incarnation)).covered;
       },
       close: () => backend.close(),
     };
