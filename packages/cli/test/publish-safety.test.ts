@@ -336,8 +336,10 @@ describe("destination problems caught while planning", () => {
           "error",
           "outputs",
           "pipeline_id",
+          "preview_url",
           "primary_url",
           "reason",
+          "release_id",
           "signer",
           "source_id",
           "status",
@@ -345,6 +347,8 @@ describe("destination problems caught while planning", () => {
         ].sort(),
       );
       expect(action?.primary_url).toBeNull();
+      expect(action?.release_id).toBeNull();
+      expect(action?.preview_url).toBeNull();
       expect(action?.error).toBeNull();
       expect(action?.signer).toBeNull();
       expect(action?.warnings).toEqual([]);
