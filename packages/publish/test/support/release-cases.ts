@@ -87,7 +87,9 @@ export async function stageRun(
     now: c.now,
     lease: { renew: false },
   });
-  lastFailure = JSON.stringify(report.actions.map((action) => action.error));
+  lastFailure = JSON.stringify(
+    report.actions.map(({ status, action, error }) => ({ status, action, error })),
+  );
   const [action] = report.actions;
   if (action?.status === "staged") c.staged = action.release_id ?? undefined;
   // A newer source published meanwhile (the stall case) makes staging this one a skip.
