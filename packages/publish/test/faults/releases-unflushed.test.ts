@@ -141,12 +141,15 @@ async function unflushedCut(scenario: Scenario, kind: FaultKind, at: number): Pr
     // Releases committed before the command are never written again: their bytes stay.
     expect(before.has(path.split("/")[0] as string), `${where}: ${path} lost`).toBe(false);
   }
-  const live = await expectReleases(c, where, scenario.during, true);
-  if (succeeded && lost.length === 0)
-    expect(live, `${where}: what was reported`).toBe(scenario.after);
+  if (lost.length === 0) {
+    // Nothing lost: readers see one whole publication, and a success is what it reported.
+    const live = await expectReleases(c, where, scenario.during, true);
+    if (succeeded) expect(live, `${where}: what was reported`).toBe(scenario.after);
+  }
   c.clock.offset += 10 * 60_000;
   const surviving = () => registryFor("local", memoryStores(), c.dest, undefined, disk);
   if (lost.length > 0) {
+    c.damaged = new Set(lost.map((path) => path.split("/")[0] as string));
     // What was lost is what audit reports.
     expect(await audited(c, surviving()), `${where}: audit`).toEqual(lost);
     const recorded = await stateReleaseOf(c);
@@ -169,7 +172,19 @@ async function unflushedCut(scenario: Scenario, kind: FaultKind, at: number): Pr
   const final = await expectReleases(c, `${where}, then again`, [scenario.after]);
   expect(final, `${where}: the release in force`).toBe(scenario.after);
   await scenario.check?.(c, `${where}, then again`);
-  expect(await expectCommitsHeld(c, `${where}, then again`), `${where}: lost, then`).toEqual([]);
+  // A release the cut damaged stays until retention, but is never put in force again, and
+  // audit keeps reporting it.
+  const left = await expectCommitsHeld(c, `${where}, then again`);
+  const after = new Set([await readlink(join(c.dest, "current")), `releases/${c.staged}`]);
+  for (const path of left) {
+    expect(lost, `${where}: ${path} lost, then`).toContain(path);
+    expect(after.has(`releases/${path.split("/")[0]}`), `${where}: ${path} in force`).toBe(false);
+  }
+  const reported = await audited(c, registryFor("local", memoryStores(), c.dest));
+  expect(reported, `${where}: audit, then`).toEqual(expect.arrayContaining(left));
+  for (const path of reported) {
+    expect(c.damaged, `${where}: audit, then: ${path}`).toContain(path.split("/")[0]);
+  }
   await expectTidy(c, where);
   return lost.length;
 }

@@ -32,6 +32,11 @@ export interface Case {
   first?: string;
   /** The release staged before a promotion. */
   staged?: string;
+  /**
+   * Releases whose files a power cut without fsync damaged after their commit: kept until
+   * retention, reported by audit, never made live or reported as staged again.
+   */
+  damaged?: ReadonlySet<string>;
 }
 
 export async function newCase(root: string, { fsync = true } = {}): Promise<Case> {
@@ -129,7 +134,7 @@ export async function expectStagedWhole(c: Case, label: string): Promise<void> {
   for (const name of await readdir(releases)) {
     const id = name.slice(0, -".json".length);
     if (!name.endsWith(".json") || name.includes(".files.") || name.includes(".staging.")) continue;
-    if (id === link) continue;
+    if (id === link || c.damaged?.has(id)) continue;
     // A snapshot written late by a staging run stalled past its lease, after the run that took
     // over removed its uncommitted directory: no directory, so never listed or promoted (and
     // retention removes the snapshot).
