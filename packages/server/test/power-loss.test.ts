@@ -167,7 +167,6 @@ describe.skipIf(unavailable !== undefined && !CI)(
         }
         expect(cuts.filter((c) => c.when.startsWith("right after")).length).toBe(UPLOADS);
         for (const [index, cut] of cuts.entries()) await replay(cut, index, work);
-        console.log(`upload store and staging: ${cuts.length} cuts replayed`);
       } finally {
         await rm(work, { recursive: true, force: true });
       }

@@ -183,15 +183,12 @@ describe.each([true, false])("apply of a saved plan under power cuts, fsync: %s"
       expect(await apply(clean, backendsOf(clean, count))).toBe(true);
       const expected = await expectAgreement(await destinationOf(clean), { label: "clean" });
       expect(counter.n).toBeGreaterThan(3);
-      let cases = 0;
       let lost = 0;
       for (const kind of kinds) {
         for (let at = 1; at <= counter.n + 1; at++) {
           lost += await cutCase(fsync, kind, at, expected);
-          cases += 1;
         }
       }
-      console.log(`apply, fsync: ${fsync}: ${cases} power cuts, ${lost} records lost bytes`);
       // The loss fsync: false admits does happen in this model.
       if (!fsync) expect(lost).toBeGreaterThan(0);
     },

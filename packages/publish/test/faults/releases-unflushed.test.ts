@@ -199,6 +199,8 @@ async function stateReleaseOf(c: Case): Promise<string | undefined> {
   }
 }
 
+const writesFiles = ["a replacement", "a staging"];
+
 describe("the release layout with fsync: false under power cuts", () => {
   const kinds = faultKinds().filter(isPowerCut);
   for (const scenario of SCENARIOS) {
@@ -222,7 +224,10 @@ describe("the release layout with fsync: false under power cuts", () => {
           }
         }
         expect(cases).toBeGreaterThan(2);
-        console.log(`${scenario.name}: ${cases} power cuts, ${lost} records lost their bytes`);
+        // The commands that put files in a release (a replacement, a staging) do lose some in
+        // this model; the others write no file and lose nothing.
+        if (writesFiles.includes(scenario.name)) expect(lost).toBeGreaterThan(0);
+        else expect(lost).toBe(0);
       },
       240_000,
     );
