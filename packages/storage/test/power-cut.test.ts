@@ -97,6 +97,22 @@ describe("a power cut of the in-memory driver", () => {
       });
     }
   });
+
+  it("without fsync, keeps the directories writes made before a commit, not their files", async () => {
+    const driver = memoryDisk([{ path: "releases", kind: "directory" }]);
+    const backend = createMemoryDiskBackend(driver, { fsync: false });
+    await backend.writeFile("releases/r2/a.txt", "a");
+    await backend.links?.hardLink("releases/r2/a.txt", "releases/r3/a.txt");
+    await backend.writeFile("state.json", "names r2 and r3", { commit: true });
+    // The state may name the directories as a whole (a release): they are there; the names
+    // inside them were never flushed.
+    expect(text(driver.powerCut("flushed_only"))).toEqual({
+      releases: "directory",
+      "releases/r2": "directory",
+      "releases/r3": "directory",
+      "state.json": "names r2 and r3",
+    });
+  });
 });
 
 describe("directory images", () => {

@@ -61,6 +61,9 @@ export async function listReleaseFiles(
   return files;
 }
 
+/** Recorded for a file that did not hold its committed bytes when the record was written. */
+const UNTRUSTED_IDENTITY = "untrusted";
+
 /**
  * Writes release `id`'s identity record: what identifies each of its files now. Called under the
  * lease once the state records the release and before its snapshot is written, so that every
@@ -74,12 +77,30 @@ export async function recordIdentities(
   signal?: AbortSignal,
   /** How the files kept from the previous release were carried over, when this run built it. */
   carried?: "clone" | "hard_link" | undefined,
+  /**
+   * When given, a file whose SHA-256 is not the one recorded here for its path is recorded with
+   * an identity no file has, so that it is never trusted.
+   */
+  digests?: ReadonlyMap<string, string>,
 ): Promise<void> {
   const files = (await listReleaseFiles(backend, bundlePath, id, limits, signal)) ?? new Map();
   const record: Record<string, string> = {};
   for (const [path, { version }] of files) {
     // A store that gives no version token identifies nothing: such a file is never trusted.
-    if (version !== undefined) record[path] = version;
+    if (version === undefined) continue;
+    if (digests !== undefined) {
+      const stored = await storedFile(
+        backend,
+        `${releaseDirectory(bundlePath, id)}/${path}`,
+        signal,
+      );
+      if (stored?.kind !== "file" || stored.sha256 !== digests.get(path)) {
+        // An identity no file has: a check hashes it and finds it changed.
+        record[path] = UNTRUSTED_IDENTITY;
+        continue;
+      }
+    }
+    record[path] = version;
   }
   const text = JSON.stringify({
     format: IDENTITIES_FORMAT,

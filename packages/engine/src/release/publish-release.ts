@@ -6,6 +6,7 @@ import type { PublishPlan } from "../plan/plan-types.js";
 import { holdLease } from "../protocol/hold-lease.js";
 import { LeaseHeldError } from "../protocol/lease-file.js";
 import { DEFAULT_DESTINATION_LIMITS } from "../protocol/limits.js";
+import { checkRelease, releaseIntact } from "./identities.js";
 import { linksOf } from "./layout.js";
 import { ReleaseRefusedError } from "./refused.js";
 import {
@@ -98,7 +99,12 @@ export async function publishRelease(
     // Staged already: reported as that release, not staged a second time.
     const digest = target.manifest.digest;
     const staged = await stagedOfSource(destination, bundlePath, digest, signal);
-    if (staged !== undefined) {
+    // One whose files changed since it was staged (a power cut without fsync can empty them)
+    // is not what was looked at: the source is staged afresh, as a promotion would refuse it.
+    const intact =
+      staged !== undefined &&
+      releaseIntact(await checkRelease(destination, bundlePath, staged, { limits, signal }));
+    if (staged !== undefined && intact) {
       const plan = await publishTarget({
         ...options,
         dryRun: true,

@@ -1,4 +1,4 @@
-import { isReleaseId, peekStateRelease } from "@distributor/state";
+import { isReleaseId, parseSingleOwnerState, peekStateRelease } from "@distributor/state";
 import {
   isStorageError,
   isTempFileName,
@@ -290,7 +290,11 @@ export async function finishRelease(
     // Recorded once: identities written by the run that built the release are never replaced
     // (a snapshot lost since must not bless edits made since).
     if ((await kindAt(inner, identitiesPath(bundlePath, id), signal)) === undefined) {
-      await recordIdentities(inner, bundlePath, id, view.limits, signal, view.carried);
+      // A release another run built and died before recording: its files may have changed since
+      // that run's commit (a power cut under fsync: false empties them), so only files that
+      // still hold the recorded bytes are identified; the others are never trusted.
+      const recorded = view.next === id ? undefined : recordedDigests(bytes);
+      await recordIdentities(inner, bundlePath, id, view.limits, signal, view.carried, recorded);
     }
     lease.assertHeld();
     await inner.writeFile(snapshotPath(bundlePath, id), bytes, {
@@ -432,4 +436,10 @@ async function kindAt(backend: StorageBackend, path: string, signal?: AbortSigna
     if (isStorageError(error, "not_found")) return undefined;
     throw error;
   }
+}
+
+/** The digest each output of the state `bytes` records, by path. */
+function recordedDigests(bytes: Uint8Array): ReadonlyMap<string, string> {
+  const state = parseSingleOwnerState(Buffer.from(bytes).toString("utf8"));
+  return new Map(state.outputs.map((output) => [output.path, output.sha256]));
 }

@@ -14,21 +14,21 @@ import {
   isTempFileName,
   LEASE_FILE_NAME,
 } from "@distributor/storage";
-import { createFlushWatchedLocalBackend } from "@distributor/storage/testing";
-import { afterAll, describe, expect, it } from "vitest";
-import type { BackendRegistry } from "../../src/backends/registry.js";
-import { type Config, parseConfig } from "../../src/config/index.js";
-import { prune } from "../../src/maintenance/prune/prune.js";
-import { run, runSucceeded } from "../../src/run/run.js";
 import {
   copyImage,
+  createFlushWatchedLocalBackend,
   imageDirectory,
   loopMountUnavailable,
   makeExt4Image,
   mountImage,
   unmountAll,
   unmountImage,
-} from "../support/loop-image.js";
+} from "@distributor/storage/testing";
+import { afterAll, describe, expect, it } from "vitest";
+import type { BackendRegistry } from "../../src/backends/registry.js";
+import { type Config, parseConfig } from "../../src/config/index.js";
+import { prune } from "../../src/maintenance/prune/prune.js";
+import { run, runSucceeded } from "../../src/run/run.js";
 
 // Power cuts on the real kernel (docs/design/power-loss.md, "The real kernel"): each scenario runs
 // on a fresh ext4 image (default mode: data=ordered, delayed allocation) loop-mounted here, with

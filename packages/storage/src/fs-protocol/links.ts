@@ -179,8 +179,5 @@ async function linkInPlace<Handle>(
     }
     throw error;
   }
-  if (store.fsync && store.driver.capabilities.directorySync) {
-    store.unflushed.add(splitPath(to).parent);
-    for (const made of created) store.unflushed.add(splitPath(made).parent);
-  }
+  store.namesAdded(splitPath(to).parent, created);
 }

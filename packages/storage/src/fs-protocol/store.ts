@@ -41,10 +41,19 @@ export class FsStore<Handle = unknown> {
   /** Removals of abandoned directories, one after another (see `leaveDirectories`). */
   #removing: Promise<void> = Promise.resolve();
   /**
-   * Directories whose new entries are not flushed yet (with `directorySync` and `fsync`): a
-   * commit flushes them first, so the state never records a name a power cut could still lose.
+   * Directories whose new entries are not flushed yet (with `directorySync`): a commit flushes
+   * them first, so the state never records a name a power cut could still lose. In fsync mode
+   * every directory a write moved a name into; without fsync only the parents of directories
+   * writes made, since a commit may name a directory (a release) as a whole.
    */
   readonly unflushed = new Set<string>();
+
+  /** A write moved a name into `parent` and made `created` on its way (see `unflushed`). */
+  namesAdded(parent: string, created: readonly string[]): void {
+    if (!this.driver.capabilities.directorySync) return;
+    if (this.fsync) this.unflushed.add(parent);
+    for (const made of created) this.unflushed.add(splitPath(made).parent);
+  }
 
   /**
    * Names changed in these directories (entries removed) that no flush covers yet: in fsync

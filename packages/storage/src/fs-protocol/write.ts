@@ -303,8 +303,8 @@ function flushBeforeCommit<Handle>(
 }
 
 /**
- * Flushes `own` and (in fsync mode) every directory other writes and deletes changed names in,
- * where the store can: what a commit, a write or a delete, needs durable before it.
+ * Flushes `own` and every directory `store.unflushed` holds (in fsync mode, each one other writes
+ * and deletes changed names in), where the store can: what a commit needs durable before it.
  */
 export async function flushDirectories<Handle>(
   store: FsStore<Handle>,
@@ -312,7 +312,7 @@ export async function flushDirectories<Handle>(
   own: readonly string[],
 ): Promise<void> {
   if (!store.driver.capabilities.directorySync) return;
-  const directories = store.fsync ? [...store.unflushed, ...own] : own;
+  const directories = [...store.unflushed, ...own];
   await mapBounded([...new Set(directories)], FLUSH_CONCURRENCY, async (directory) => {
     // Forgotten before the flush, not after: a name moved in while it runs marks it again.
     store.unflushed.delete(directory);
@@ -326,8 +326,8 @@ export async function flushDirectories<Handle>(
 }
 
 /**
- * After the name is in place: a commit file's directory is flushed at once; in fsync mode other
- * writes' directories wait for the next commit (without fsync nothing waits for them).
+ * After the name is in place: a commit file's directory is flushed at once; other writes'
+ * directories wait for the next commit (without fsync only those holding directories they made).
  */
 async function afterCommit<Handle>(
   store: FsStore<Handle>,
@@ -337,10 +337,6 @@ async function afterCommit<Handle>(
   commit: boolean,
 ): Promise<void> {
   if (!store.driver.capabilities.directorySync) return;
-  if (commit) {
-    await io.syncDirectory(parent);
-  } else if (store.fsync) {
-    store.unflushed.add(parent);
-    for (const made of created) store.unflushed.add(splitPath(made).parent);
-  }
+  if (commit) await io.syncDirectory(parent);
+  else store.namesAdded(parent, created);
 }

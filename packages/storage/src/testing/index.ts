@@ -91,6 +91,15 @@ export { describeVersions } from "./contract/versions.js";
 export { readDirectoryImage, writeDirectoryImage } from "./disk-image.js";
 export { createFlushWatchedLocalBackend, type LocalFlush } from "./flush-watch.js";
 export type { ProxiedRequest, ProxiedRequestHead } from "./http-framing.js";
+export {
+  copyImage,
+  imageDirectory,
+  loopMountUnavailable,
+  makeExt4Image,
+  mountImage,
+  unmountAll,
+  unmountImage,
+} from "./loop-image.js";
 export { createMemoryDiskBackend, memoryDisk } from "./memory-fs-backend.js";
 export {
   type FsImageEntry,

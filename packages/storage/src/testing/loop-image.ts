@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-// Small ext4 images on loop devices, for the power-loss replay on the real kernel
+// Small ext4 images on loop devices, for the power-loss replays on the real kernel
 // (docs/design/power-loss.md, "The real kernel"). Images live in /dev/shm where there is one, so
 // that the loop device's flushes to its backing file cost nothing.
 
