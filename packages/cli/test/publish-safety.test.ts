@@ -35,6 +35,8 @@ interface Action {
   status: string;
   reason: string;
   primary_url: string | null;
+  release_id: string | null;
+  preview_url: string | null;
   error: { code: string; message: string } | null;
   outputs: Array<Record<string, unknown>>;
   signer: { principal: string; fingerprint: string } | null;
