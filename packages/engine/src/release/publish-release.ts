@@ -65,6 +65,12 @@ export interface ReleaseLayout {
    * the run publishes the source as a new release instead.
    */
   onPromotionRefused?: ((id: string, error: ReleaseRefusedError) => void) | undefined;
+  /**
+   * Whether a run (not staging) of a source that is staged makes that release live instead of
+   * writing it again; default true. False when applying a saved plan (which carries out exactly
+   * the plan reviewed) and when saving one (`run --plan-out`): neither promotes.
+   */
+  promoteStaged?: boolean | undefined;
 }
 
 /**
@@ -89,7 +95,8 @@ export async function publishRelease(
     recorded !== undefined &&
     !(await releaseDirectoryExists(destination, bundlePath, recorded, signal));
   if (!options.dryRun && !gone) await settlePendingSwitch(options, layout);
-  if (!layout.stage) await promoteStagedSource(options, layout);
+  if (!layout.stage && layout.promoteStaged !== false && layout.id === undefined)
+    await promoteStagedSource(options, layout);
   const next = layout.id ?? newReleaseId(options.now());
   const limits = options.plan.limits ?? DEFAULT_DESTINATION_LIMITS;
   const view = layout.stage

@@ -155,6 +155,8 @@ export async function runTarget(
                   error.check === undefined ? [] : [...error.check.changed, ...error.check.missing],
               }),
             id: context.releaseId,
+            // A saved plan is carried out exactly, and saving one promotes nothing.
+            promoteStaged: context.approve === undefined && context.onPublishPlan === undefined,
             onRewritten: (paths) => action.warnings.push(rewrittenWarning(paths)),
             onRecordedMissing: (recorded, next) =>
               action.warnings.push({

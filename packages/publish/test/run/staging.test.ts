@@ -193,3 +193,23 @@ describe("a saved plan for a promote: manual destination", () => {
     expect(await committed()).toEqual([before, action?.release_id]);
   });
 });
+
+describe("a saved plan of a staged source", () => {
+  it("is planned and applied as written, the staged release not promoted", async () => {
+    await run({ config: await configFor(1, "{keep: 3}"), backends: backends() });
+    const before = await live();
+    const config = await configFor(2, "{keep: 3}");
+    const id = (await stage({ config, backends: backends() })).actions[0]?.release_id as string;
+    const { report, plan } = await planRun({ config, backends: backends() });
+    expect(report.actions[0]?.status).toBe("planned");
+    expect(report.actions[0]?.release_id).toBeNull();
+    expect(plan).not.toBeNull();
+    expect(await live()).toBe(before);
+    const applied = await applyPlan({ plan: plan as SavedPlan, config, backends: backends() });
+    const [action] = applied.actions;
+    expect(action?.status).toBe("published");
+    expect(await live()).not.toBe(id);
+    expect(await live()).not.toBe(before);
+    expect(await committed()).toEqual([before, id, await live()].sort());
+  });
+});
