@@ -21,7 +21,7 @@ import {
   stagingStatePath,
 } from "./layout.js";
 import { previousPublication } from "./sources.js";
-import type { CarryMethod, ReleaseView } from "./view.js";
+import { type CarryMethod, ReleaseView } from "./view.js";
 
 /** What lies in `releases/`: each release directory and whether its snapshot is there. */
 export interface StoredRelease {
@@ -374,8 +374,10 @@ export async function releasesToRetire(
   const committed = (await storedReleases(inner, bundlePath, signal)).filter((r) => r.snapshot);
   if (committed.length <= keep && committed.every((release) => release.directory)) return [];
   const live = await view.live(signal);
-  const recorded = await view.stateRelease(signal);
-  const protect = new Set([recorded, live]);
+  // The live state's release, never a staging view's (which records the release just staged):
+  // staged releases are the ones newer than the release in force.
+  const recorded = await new ReleaseView(inner, bundlePath).stateRelease(signal);
+  const protect = new Set([recorded, live, await view.stateRelease(signal)]);
   // A staged release (newer than the one in force) awaits an operator's decision: retention
   // leaves it alone unless `releases.keep_staged` bounds how many wait.
   const staged = stagedAmong(

@@ -213,3 +213,18 @@ describe("a saved plan of a staged source", () => {
     expect(await committed()).toEqual([before, id, await live()].sort());
   });
 });
+
+describe("staging on a destination that never went live", () => {
+  it("keeps every staged release (keep_staged unset), whatever releases.keep says", async () => {
+    const staged: string[] = [];
+    for (const version of [1, 2, 3, 4]) {
+      const report = await stage({
+        config: await configFor(version, "{keep: 3}"),
+        backends: backends(),
+      });
+      expect(report.actions[0]?.status).toBe("staged");
+      staged.push(report.actions[0]?.release_id as string);
+    }
+    expect(await committed()).toEqual(staged);
+  });
+});
