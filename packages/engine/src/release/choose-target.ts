@@ -1,5 +1,6 @@
 import { isReleaseId } from "@distributor/state";
 import { locatePath, type StorageBackend } from "@distributor/storage";
+import { type AdviceFlags, adviceCommand } from "./advice.js";
 import { ReleaseRefusedError } from "./refused.js";
 import { stagedAmong } from "./releases.js";
 import { previousPublication } from "./sources.js";
@@ -13,6 +14,8 @@ export interface TargetChoice {
   promote?: boolean | undefined;
   latest?: boolean | undefined;
   signal?: AbortSignal | undefined;
+  /** The flags advice names (see `AdviceFlags`). */
+  advice?: AdviceFlags | undefined;
 }
 
 /**
@@ -30,16 +33,7 @@ export async function chooseTarget(
   const where = locatePath(options.destination.location, options.bundlePath);
   const listed = available.length === 0 ? "none" : available.join(", ");
   if (options.restoreInvalidState && options.to === undefined) {
-    // The release readers see; failing that, the newest committed one.
-    const chosen =
-      live !== undefined && available.includes(live) ? live : available[available.length - 1];
-    if (chosen === undefined) {
-      throw new ReleaseRefusedError(
-        "release_not_found",
-        `${where} has no committed release to restore the state from; move the state away and publish again with \`distributor run\``,
-      );
-    }
-    return chosen;
+    return chooseRestored(options, available, live);
   }
   if (options.promote) return chooseStaged(options, available, live ?? recorded);
   if (options.to !== undefined) {
@@ -95,7 +89,7 @@ function chooseStaged(
   if (to === undefined) {
     throw new ReleaseRefusedError(
       "no_staged_release",
-      `${where} has no staged release (none newer than the live release ${base ?? "(none)"}); nothing was changed — publish a new source with \`distributor run --stage\` to stage one`,
+      `${where} has no staged release (none newer than the live release ${base ?? "(none)"}); nothing was changed — publish a new source with \`${adviceCommand("run", options.advice, "run", "--stage")}\` to stage one`,
     );
   }
   if (!isReleaseId(to)) {
@@ -115,8 +109,38 @@ function chooseStaged(
   if (!staged.includes(to)) {
     throw new ReleaseRefusedError(
       "not_staged",
-      `${where}: release ${to} is not staged (it is not newer than the live release ${base ?? "(none)"}); nothing was changed — to return to it, run \`distributor rollback --to ${to}\``,
+      `${where}: release ${to} is not staged (it is not newer than the live release ${base ?? "(none)"}); nothing was changed — to return to it, run \`${adviceCommand("rollback", options.advice, "owner", "--to", to)}\``,
     );
   }
   return to;
+}
+
+/**
+ * The release a rebuild restores the state from: the one `current` links to. When `current`
+ * dangles, the newest committed release not newer than the one it named (that one went live; a
+ * newer one may be staged, never approved). When `current` is missing, which release was live
+ * cannot be told: refused rather than guessed, so that no staged release goes live unreviewed.
+ */
+function chooseRestored(
+  options: TargetChoice,
+  available: readonly string[],
+  live: string | undefined,
+): string {
+  const where = locatePath(options.destination.location, options.bundlePath);
+  const listed = available.length === 0 ? "none" : available.join(", ");
+  if (live !== undefined && available.includes(live)) return live;
+  const chosen = available.filter((id) => live !== undefined && id <= live).at(-1);
+  if (chosen !== undefined) return chosen;
+  if (available.length === 0) {
+    throw new ReleaseRefusedError(
+      "release_not_found",
+      `${where} has no committed release to restore the state from; move the state away and publish again with \`${adviceCommand("run", options.advice, "run")}\``,
+    );
+  }
+  throw new ReleaseRefusedError(
+    "live_release_unknown",
+    live === undefined
+      ? `${where}: current is missing, so which committed release was live cannot be told (releases: ${listed}; any of them may be staged, never approved); nothing was changed — move the state away (it cannot be read), then make the release you choose live with \`${adviceCommand("rollback", options.advice, "owner", "--to", "<id>")}\``
+      : `${where}: current links to release ${live}, which is gone, and no committed release is as old (releases: ${listed}; a newer one may be staged, never approved); nothing was changed — move the state away (it cannot be read), then make the release you choose live with \`${adviceCommand("rollback", options.advice, "owner", "--to", "<id>")}\``,
+  );
 }

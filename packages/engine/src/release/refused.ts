@@ -5,7 +5,9 @@ import type { ReleaseCheck } from "./identities.js";
  * `release_not_found`, `no_previous_release`, `invalid_release_id`, `state_invalid`,
  * `release_drift` (the target changed since it was committed), `not_owner`, `not_staged` and
  * `no_staged_release` (a promotion's target is not a staged release),
- * `publication_interrupted` (the state carries a run's replacement marker), `state_valid`.
+ * `publication_interrupted` (the state carries a run's replacement marker), `state_valid`,
+ * `state_missing` and `live_release_unknown` (a rebuild with nothing to rebuild, or that cannot
+ * tell which release was live).
  */
 export class ReleaseRefusedError extends Error {
   override readonly name = "ReleaseRefusedError";

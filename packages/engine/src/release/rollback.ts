@@ -13,6 +13,7 @@ import { compareAndSwapState } from "../protocol/commit-state.js";
 import { holdLease } from "../protocol/hold-lease.js";
 import type { LeaseOptions } from "../protocol/lease-file.js";
 import { DEFAULT_DESTINATION_LIMITS, type DestinationLimits } from "../protocol/limits.js";
+import { type AdviceFlags, adviceCommand } from "./advice.js";
 import { chooseTarget } from "./choose-target.js";
 import { checkRelease, describeDrift, type ReleaseCheck, releaseIntact } from "./identities.js";
 import { assertLayout, linksOf, snapshotPath } from "./layout.js";
@@ -131,6 +132,8 @@ export interface RollbackOptions {
    */
   promote?: boolean | undefined;
   latest?: boolean | undefined;
+  /** The flags the commands a refusal advises need (see `AdviceFlags`). */
+  advice?: AdviceFlags | undefined;
 }
 
 export interface RollbackResult {
@@ -159,6 +162,9 @@ export async function rollbackRelease(options: RollbackOptions): Promise<Rollbac
     maxStateBytes: options.limits?.stateBytes.value,
     signal,
   });
+  if (options.restoreInvalidState) {
+    refuseMissingState(options, await readIfThere(destination, statePath(bundlePath), signal));
+  }
   const look = new ReleaseView(destination, bundlePath);
   const [stored, live, recordedNow] = await Promise.all([
     storedReleases(destination, bundlePath, signal),
@@ -198,7 +204,10 @@ export async function rollbackRelease(options: RollbackOptions): Promise<Rollbac
     } catch (error) {
       if (!isStorageError(error, "not_found")) throw error;
     }
-    if (options.restoreInvalidState) refuseValidState(destination, path, current?.bytes);
+    if (options.restoreInvalidState) {
+      refuseMissingState(options, current?.bytes);
+      refuseValidState(destination, path, current?.bytes);
+    }
     const holder =
       current === undefined || options.restoreInvalidState
         ? undefined
@@ -272,6 +281,16 @@ export async function rollbackRelease(options: RollbackOptions): Promise<Rollbac
   } finally {
     await lease.release();
   }
+}
+
+/** A restore is refused where there is no state at all: `state_missing`. */
+function refuseMissingState(options: RollbackOptions, bytes: Uint8Array | undefined): void {
+  if (bytes !== undefined) return;
+  const where = locatePath(options.destination.location, statePath(options.bundlePath));
+  throw new ReleaseRefusedError(
+    "state_missing",
+    `${where} does not exist, so there is no state to rebuild; nothing was changed — to make a committed release live, run \`${adviceCommand("rollback", options.advice, "owner", "--to", "<id>")}\`; to publish the source, \`${adviceCommand("run", options.advice, "run")}\``,
+  );
 }
 
 /** A restore is refused over a state that can be read: `state_valid`. */

@@ -36,6 +36,12 @@ export async function restoreReleaseState(
       lease,
       signal: options.signal,
       limits,
+      advice: {
+        config: options.config.sourceName,
+        pipeline: pipeline.id,
+        destination: destination.id,
+        bundlePath: options.bundlePath,
+      },
     });
     return {
       pipeline_id: pipeline.id,

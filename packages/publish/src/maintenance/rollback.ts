@@ -97,6 +97,12 @@ export async function switchRelease(
       lease,
       signal: options.signal,
       limits,
+      advice: {
+        config: options.config.sourceName,
+        pipeline: pipeline.id,
+        destination: destination.id,
+        bundlePath: options.bundlePath,
+      },
     });
     return {
       pipeline_id: pipeline.id,

@@ -1,10 +1,11 @@
-import { mkdtemp, readdir, readlink, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, readlink, rm, symlink, unlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { memoryStores, writeSourceBundle } from "@distributor/engine/testing";
 import { createLocalBackend } from "@distributor/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type Config, parseConfig } from "../../src/config/index.js";
+import { adoptOutputs } from "../../src/maintenance/adopt.js";
 import { promote } from "../../src/maintenance/promote.js";
 import { applyPlan } from "../../src/plan-file/apply.js";
 import type { SavedPlan } from "../../src/plan-file/saved-plan.js";
@@ -226,5 +227,56 @@ describe("staging on a destination that never went live", () => {
       staged.push(report.actions[0]?.release_id as string);
     }
     expect(await committed()).toEqual(staged);
+  });
+});
+
+describe("reconcile-state --rebuild with a staged release", () => {
+  const rebuild = (config: Config) =>
+    adoptOutputs({
+      config,
+      pipelineId: "site",
+      destinationId: "www",
+      mode: "rebuild",
+      backends: backends(),
+    });
+  const corrupt = () => writeFile(join(dest(), ".distributor.json"), "{not a state");
+
+  it("refuses where there is no state, naming what to do", async () => {
+    await run({ config: await configFor(1, "{keep: 3}"), backends: backends() });
+    const config = await configFor(2, "{keep: 3}");
+    await stage({ config, backends: backends() });
+    await rm(join(dest(), ".distributor.json"));
+    await expect(rebuild(config)).rejects.toMatchObject({
+      code: "state_missing",
+      message: expect.stringContaining("distributor rollback --to <id> --config"),
+    });
+  });
+
+  it("refuses to guess when current is missing, leaving the staged release unpromoted", async () => {
+    await run({ config: await configFor(1, "{keep: 3}"), backends: backends() });
+    const config = await configFor(2, "{keep: 3}");
+    await stage({ config, backends: backends() });
+    await corrupt();
+    await unlink(join(dest(), "current"));
+    await expect(rebuild(config)).rejects.toMatchObject({ code: "live_release_unknown" });
+    await expect(readlink(join(dest(), "current"))).rejects.toThrow();
+  });
+
+  it("with current dangling, restores a release no newer than the one it named", async () => {
+    await run({ config: await configFor(1, "{keep: 3}"), backends: backends() });
+    const first = await live();
+    await run({ config: await configFor(2, "{keep: 3}"), backends: backends() });
+    const second = await live();
+    const config = await configFor(3, "{keep: 3}");
+    const staged = (await stage({ config, backends: backends() })).actions[0]?.release_id;
+    expect(staged).toBeDefined();
+    await corrupt();
+    await rm(join(dest(), "releases", second), { recursive: true });
+    await rm(join(dest(), "releases", `${second}.json`));
+    await unlink(join(dest(), "current"));
+    await symlink(`releases/${second}`, join(dest(), "current"));
+    const report = await rebuild(config);
+    expect(report.bundles[0]?.restored_release).toBe(first);
+    expect(await live()).toBe(first);
   });
 });
