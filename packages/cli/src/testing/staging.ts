@@ -115,17 +115,19 @@ export async function stagingScenario(c: StagingCase): Promise<void> {
   expect(resultOf(latest)).toMatchObject({ to: idC, switched: true });
   expect(same(await filesBelow(join(c.root, "current")), C)).toBe(true);
 
-  // Nothing staged any more: the refusal's advice, run as written, stages one.
+  // Nothing staged any more: the refusal's advice, run exactly as written, stages one.
   const none = await owned("promote", c.config, "--latest");
   expect(none.code).not.toBe(0);
   expect(envelopeOf(none).error?.code).toBe("no_staged_release");
-  expect(envelopeOf(none).error?.message).toContain("`distributor run --stage`");
+  const stageAdvice = adviceIn(envelopeOf(none).error?.message);
+  expect(stageAdvice).toEqual(["run", "--stage", "--config", c.config, "--pipeline", "site"]);
   const D = site("D", c.pages);
   await writeBundle(c.source, "site", "2026-06-04T00:00:00Z", D);
-  const advised = await runCli(["run", "--stage", "--config", c.config, "--format", "json"]);
-  const [stagedD] = resultOf(advised).actions as Action[];
-  expect(stagedD?.status).toBe("staged");
-  const idD = stagedD?.release_id as string;
+  const advised = await runCli(stageAdvice);
+  expect(advised.code, advised.stderr).toBe(0);
+  expect(advised.stdout).toContain(" status=staged ");
+  const idD = / release=(\S+)/.exec(advised.stdout)?.[1] as string;
+  expect(idD > idC).toBe(true);
 
   // A staged release edited since it was staged is refused, naming the file; current stays.
   await writeFile(join(c.root, "releases", idD, "index.html"), "<h1>edited</h1>\n");
@@ -134,28 +136,31 @@ export async function stagingScenario(c: StagingCase): Promise<void> {
   expect(envelopeOf(drift).error?.code).toBe("release_drift");
   expect(envelopeOf(drift).error?.message).toContain("index.html");
   expect(await live(c.root)).toBe(`releases/${idC}`);
-  // The refusal's way out, as it says: --force promotes it as it is now, and says so.
-  expect(envelopeOf(drift).error?.message).toContain("pass --force to switch to it as it is now");
-  const forced = await owned("promote", c.config, "--to", idD, "--force");
-  expect(forced.code, forced.stderr).toBe(0);
-  expect(resultOf(forced)).toMatchObject({ to: idD, switched: true, forced: true });
-  expect(await live(c.root)).toBe(`releases/${idD}`);
+  // audit's advice for it: staged again, not retired by releases.keep (keep_staged keeps it).
+  const audit = await runCli(["audit", "--config", c.config, "--format", "json"]);
+  expect(audit.code).not.toBe(0);
+  const auditAdvice = envelopeOf(audit).error?.message ?? "";
+  expect(auditAdvice).toContain("a changed staged release is refused by `distributor promote`");
+  expect(auditAdvice).not.toContain("changed earlier release");
+  // The refusal's way out, run exactly as written: the source staged afresh, then promoted.
+  const restage = adviceIn(envelopeOf(drift).error?.message);
+  expect(restage).toEqual(["run", "--stage", "--config", c.config, "--pipeline", "site"]);
+  const restaged = await runCli(restage);
+  expect(restaged.code, restaged.stderr).toBe(0);
+  const idD2 = / release=(\S+)/.exec(restaged.stdout)?.[1] as string;
+  expect(idD2).not.toBe(idD);
+  const promotedD = await owned("promote", c.config, "--to", idD2);
+  expect(promotedD.code, promotedD.stderr).toBe(0);
+  expect(resultOf(promotedD)).toMatchObject({ to: idD2, switched: true, forced: false });
+  expect(await live(c.root)).toBe(`releases/${idD2}`);
+  expect(same(await filesBelow(join(c.root, "current")), D)).toBe(true);
 
-  // An earlier release is not staged: the refusal's advice, run as written, returns to it.
+  // An earlier release is not staged: the refusal's advice, run exactly as written, returns to it.
   const older = await owned("promote", c.config, "--to", idB);
   expect(envelopeOf(older).error?.code).toBe("not_staged");
-  const advice = /run `distributor rollback --to (\S+)`/.exec(
-    envelopeOf(older).error?.message ?? "",
-  );
-  expect(advice?.[1]).toBe(idB);
-  const returned = await runCli([
-    "rollback",
-    "--to",
-    idB,
-    ...ownerFlags(c.config),
-    "--format",
-    "json",
-  ]);
+  const rollbackAdvice = adviceIn(envelopeOf(older).error?.message);
+  expect(rollbackAdvice).toEqual(["rollback", "--to", idB, ...ownerFlags(c.config)]);
+  const returned = await runCli(rollbackAdvice);
   expect(returned.code, returned.stderr).toBe(0);
   expect(await live(c.root)).toBe(`releases/${idB}`);
 
@@ -169,4 +174,11 @@ export async function stagingScenario(c: StagingCase): Promise<void> {
   expect(plain.action).toMatchObject({ status: "promoted", release_id: idE });
   expect(await live(c.root)).toBe(`releases/${idE}`);
   expect(same(await filesBelow(join(c.root, "current")), E)).toBe(true);
+}
+
+/** The `distributor …` command a refusal advises, as the arguments after `distributor`. */
+function adviceIn(message: string | undefined): string[] {
+  const command = /`distributor ([^`]+)`/.exec(message ?? "")?.[1];
+  expect(command, message).toBeDefined();
+  return (command as string).split(" ").map((word) => word.replace(/^'(.*)'$/, "$1"));
 }

@@ -353,9 +353,14 @@ async function checkTarget(
   }
   if (options.force) return { check, forced: true };
   const where = locatePath(options.destination.location, options.bundlePath);
+  // A staged release that changed is no longer what was looked at: staging the source again
+  // builds a fresh one to look at and promote.
+  const way = options.promote
+    ? `stage the source again with \`${adviceCommand("run", options.advice, "run", "--stage")}\` (a fresh release of it) and promote that one`
+    : "choose another release, or pass --force to switch to it as it is now";
   throw new ReleaseRefusedError(
     "release_drift",
-    `${where}: release ${describeDrift(check)} since it was committed; current was left as it was — choose another release, or pass --force to switch to it as it is now`,
+    `${where}: release ${describeDrift(check)} since it was committed; current was left as it was — ${way}`,
     check,
   );
 }

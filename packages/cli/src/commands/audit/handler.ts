@@ -36,7 +36,11 @@ export const auditCommand: CommandHandler<AuditCommandOptions> = async (options,
   const driftedReleases = bundles.flatMap((b) =>
     (b.release?.releases ?? [])
       .filter((release) => release.status === "drift")
-      .map((release) => ({ ...release, live: release.current })),
+      .map((release) => ({
+        ...release,
+        live: release.current,
+        staged: release.role === "staged",
+      })),
   );
   const unsnapshotted = driftedReleases.filter((release) => release.snapshot_missing);
   // Differences in a bundle path a run was part-way through are that run's, not drift to repair.
@@ -102,7 +106,7 @@ function driftMessage(report: {
   /** Bundle paths under `layout: releases` whose `current` is not the release the state records. */
   unswitched: number;
   /** Committed releases whose files changed since they were committed. */
-  driftedReleases: readonly { id: string; live: boolean }[];
+  driftedReleases: readonly { id: string; live: boolean; staged: boolean }[];
   /** Bundle paths whose state carries the audited owner's replacement marker. */
   interrupted: number;
   /** Releases the state records that have no snapshot. */
@@ -158,9 +162,14 @@ function driftMessage(report: {
       "`distributor run --repair` publishes a new release holding the committed bytes of the files that changed in the live one",
     );
   }
-  if (report.driftedReleases.some((release) => !release.live)) {
+  if (report.driftedReleases.some((release) => !release.live && !release.staged)) {
     fixes.push(
       "a changed earlier release is refused by `distributor rollback` (release_drift) unless --force, and goes when releases.keep retires it",
+    );
+  }
+  if (report.driftedReleases.some((release) => release.staged)) {
+    fixes.push(
+      "a changed staged release is refused by `distributor promote` (release_drift), and a run of its source publishes that source afresh instead: stage the source again with `distributor run --stage` (a fresh release) and promote that one; retention keeps staged releases (all of them, or the newest releases.keep_staged), so it stays until a newer release goes live and releases.keep retires it",
     );
   }
   if (report.invalid_states > 0) {
