@@ -37,8 +37,8 @@ export interface ReleaseLayout {
    */
   onRewritten?: ((paths: readonly string[]) => void) | undefined;
   /**
-   * Called when retention fails after the new release went live; without it, such a failure
-   * fails the publication (which stands: committed and switched).
+   * Called when retention fails after the new release went live (or was staged); without it,
+   * such a failure fails the publication (which stands: committed, and switched unless staged).
    */
   onRetentionFailed?: ((error: unknown) => void) | undefined;
   /**
@@ -151,7 +151,7 @@ export async function publishRelease(
       try {
         await retainReleases(view, layout.keep, lease, signal, layout.keepStaged);
       } catch (error) {
-        // The new release is committed and live: a retention that fails does not undo that. The
+        // The new release is committed (live, or staged): a retention that fails does not undo that. The
         // caller reports it; the next publication's retention removes what this one left.
         if (layout.onRetentionFailed === undefined || signal?.aborted) throw error;
         layout.onRetentionFailed(error);

@@ -167,7 +167,7 @@ export async function runTarget(
             onRetentionFailed: (error) =>
               action.warnings.push({
                 code: "retention_failed",
-                message: `the new release is live, but removing releases beyond releases.keep (${layout.keep}) failed: ${errorMessage(error)}; the next run tries again`,
+                message: `${stage ? "the new release is staged (current was not switched)" : "the new release is live"}, but removing releases beyond releases.keep (${layout.keep})${stage && layout.keepStaged !== undefined ? ` and releases.keep_staged (${layout.keepStaged})` : ""} failed: ${errorMessage(error)}; the next run tries again`,
                 paths: [],
               }),
           })

@@ -12,7 +12,7 @@ import type { SavedPlan } from "../../src/plan-file/saved-plan.js";
 import { planRun } from "../../src/run/plan-run.js";
 import { run, stage } from "../../src/run/run.js";
 import type { RunEvent } from "../../src/run/types.js";
-import { registryFor } from "../support/registries.js";
+import { registryFor, wrappingDestination } from "../support/registries.js";
 
 // Staged releases through the library: retention never removes a staged release unless
 // `releases.keep_staged` says so, a run of a staged source that changed since publishes it anew
@@ -278,5 +278,30 @@ describe("reconcile-state --rebuild with a staged release", () => {
     const report = await rebuild(config);
     expect(report.bundles[0]?.restored_release).toBe(first);
     expect(await live()).toBe(first);
+  });
+});
+
+describe("a staging run whose retention fails", () => {
+  it("says the release is staged, not live", async () => {
+    await run({ config: await configFor(1, "{keep: 1, keep_staged: 1}"), backends: backends() });
+    const before = await live();
+    await stage({ config: await configFor(2, "{keep: 1, keep_staged: 1}"), backends: backends() });
+    const failing = wrappingDestination(dest(), (name, call) =>
+      name === "deletePrefix"
+        ? async () => {
+            throw new Error("disk says no");
+          }
+        : call,
+    );
+    const report = await stage({
+      config: await configFor(3, "{keep: 1, keep_staged: 1}"),
+      backends: failing,
+    });
+    const [action] = report.actions;
+    expect(action?.status).toBe("staged");
+    const warning = action?.warnings.find((w) => w.code === "retention_failed");
+    expect(warning?.message).toContain("is staged");
+    expect(warning?.message).not.toContain("live");
+    expect(await live()).toBe(before);
   });
 });
