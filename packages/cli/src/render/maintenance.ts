@@ -120,7 +120,10 @@ export function formatRollbackText(report: RollbackReport, title = "Rollback"): 
     `${title}: pipeline=${report.pipeline_id} destination=${report.destination_id}` +
     ` bundle=${report.bundle_path} from=${report.from ?? "-"} to=${report.to} status=${status}` +
     ` checked=${check.method} switch_ms=${report.switch_ms} dry_run=${report.dry_run}` +
-    (report.forced ? " forced=true" : "");
+    (report.forced ? " forced=true" : "") +
+    (report.finished_after_interrupt
+      ? `\ninterrupted after the state was committed: the switch to ${report.to} was finished`
+      : "");
   if (!report.forced) return line;
   const changed = [
     ...check.changed.map((path) => `  changed ${path}`),

@@ -148,6 +148,11 @@ export interface RollbackResult {
   check: ReleaseCheck;
   /** True when the target had changed since it was committed and `force` switched anyway. */
   forced: boolean;
+  /**
+   * True when the signal aborted once the state was committed: the switch was finished anyway
+   * (a committed switch is never left half-done).
+   */
+  finishedAfterAbort?: boolean | undefined;
 }
 
 /**
@@ -270,13 +275,16 @@ export async function rollbackRelease(options: RollbackOptions): Promise<Rollbac
     lease.assertHeld();
     await lease.confirm();
     await compareAndSwapState(destination, path, snapshot.bytes, current?.version, signal);
-    await finishRelease(view, to, lease, signal, snapshot.bytes);
+    // The state is committed: the switch is finished whatever the signal says now, so that
+    // `current` agrees with the state and no later run finishes a switch its caller cancelled.
+    await finishRelease(view, to, lease, undefined, snapshot.bytes);
     return {
       from,
       to,
       switched: true,
       switchMs: Math.round(performance.now() - started),
       ...checked,
+      finishedAfterAbort: signal?.aborted ?? false,
     };
   } finally {
     await lease.release();

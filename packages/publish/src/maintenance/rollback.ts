@@ -51,6 +51,11 @@ export interface RollbackReport {
   };
   /** True when the target had changed since it was committed and `--force` switched anyway. */
   forced: boolean;
+  /**
+   * True when the command was interrupted once the state was committed: the switch to `to` was
+   * finished anyway (it is never left half-done for a later run to finish).
+   */
+  finished_after_interrupt: boolean;
 }
 
 /**
@@ -124,6 +129,7 @@ export async function switchRelease(
         added: result.check.added,
       },
       forced: result.forced,
+      finished_after_interrupt: result.finishedAfterAbort === true,
     };
   });
 }

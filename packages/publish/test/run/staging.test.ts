@@ -305,3 +305,31 @@ describe("a staging run whose retention fails", () => {
     expect(await live()).toBe(before);
   });
 });
+
+describe("a promotion interrupted once its state is committed", () => {
+  it("finishes the switch and says so", async () => {
+    await run({ config: await configFor(1, "{keep: 3}"), backends: backends() });
+    const config = await configFor(2, "{keep: 3}");
+    const id = (await stage({ config, backends: backends() })).actions[0]?.release_id as string;
+    const controller = new AbortController();
+    const interrupting = wrappingDestination(dest(), (name, call) => {
+      if (name !== "writeFile") return call;
+      const write = call as (...args: unknown[]) => Promise<unknown>;
+      return (async (path: string, ...rest: unknown[]) => {
+        const written = await write(path, ...rest);
+        if (path === ".distributor.json") controller.abort(new Error("interrupted"));
+        return written;
+      }) as never;
+    });
+    const report = await promote({
+      config,
+      pipelineId: "site",
+      destinationId: "www",
+      to: id,
+      backends: interrupting,
+      signal: controller.signal,
+    });
+    expect(report).toMatchObject({ to: id, switched: true, finished_after_interrupt: true });
+    expect(await live()).toBe(id);
+  });
+});
