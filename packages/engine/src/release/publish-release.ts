@@ -18,7 +18,7 @@ import {
   snapshotExists,
 } from "./releases.js";
 import { rollbackRelease } from "./rollback.js";
-import { commitStaged, stagedOfSource } from "./staged.js";
+import { commitStaged, stagedAsConfigured, stagedOfSource } from "./staged.js";
 import { StagingView } from "./staging-view.js";
 import { ReleaseView } from "./view.js";
 
@@ -66,6 +66,12 @@ export interface ReleaseLayout {
    */
   onPromotionRefused?: ((id: string, error: ReleaseRefusedError) => void) | undefined;
   /**
+   * Called when release `id` staged this source under another configuration (a plan against its
+   * snapshot does not skip): the run does not reuse or promote it, and publishes (or stages) the
+   * source afresh.
+   */
+  onStagedOutdated?: ((id: string) => void) | undefined;
+  /**
    * Whether a run (not staging) of a source that is staged makes that release live instead of
    * writing it again; default true. False when applying a saved plan (which carries out exactly
    * the plan reviewed) and when saving one (`run --plan-out`): neither promotes.
@@ -111,7 +117,10 @@ export async function publishRelease(
     const intact =
       staged !== undefined &&
       releaseIntact(await checkRelease(destination, bundlePath, staged, { limits, signal }));
-    if (staged !== undefined && intact) {
+    // One staged under another configuration is not what this run would stage: staged afresh.
+    const configured = intact && (await stagedAsConfigured(options, staged));
+    if (staged !== undefined && intact && !configured) layout.onStagedOutdated?.(staged);
+    if (staged !== undefined && configured) {
       const plan = await publishTarget({
         ...options,
         dryRun: true,
@@ -241,6 +250,10 @@ async function promoteStagedSource(
   if (target.force || target.repair) return;
   const id = await stagedOfSource(destination, target.bundlePath, target.manifest.digest, signal);
   if (id === undefined) return;
+  if (!(await stagedAsConfigured(options, id))) {
+    layout.onStagedOutdated?.(id);
+    return;
+  }
   try {
     await rollbackRelease({
       destination,

@@ -1,10 +1,13 @@
-import { peekStateRelease } from "@distributor/state";
+import { newReleaseId, peekStateRelease } from "@distributor/state";
 import { isStorageError, type StorageBackend } from "@distributor/storage";
+import type { PublishTargetOptions } from "../execute/commit.js";
+import { planTarget } from "../plan/plan-target.js";
 import type { LeaseGuard } from "../protocol/lease-guard.js";
 import { recordIdentities } from "./identities.js";
 import { identitiesPath, liveRelease, snapshotPath } from "./layout.js";
 import { stagedAmong, storedReleases } from "./releases.js";
 import { releaseSource } from "./sources.js";
+import { StagedStateView } from "./staged-state-view.js";
 import type { StagingView } from "./staging-view.js";
 import { ReleaseView } from "./view.js";
 
@@ -82,6 +85,28 @@ export async function stagedOfSource(
     if ((await releaseSource(destination, bundlePath, id, signal)) === digest) return id;
   }
   return undefined;
+}
+
+/**
+ * Whether staged release `id` is what this run would publish, configuration included: planned
+ * against the release's snapshot as the state (reading only), the run skips. A release staged
+ * from the same source under another configuration (a Markdown mode, metadata) is not.
+ */
+export async function stagedAsConfigured(
+  options: PublishTargetOptions,
+  id: string,
+): Promise<boolean> {
+  const { destination, target, limits } = options.plan;
+  const view = new StagedStateView(destination, target.bundlePath, id, limits);
+  const now = options.now();
+  const plan = await planTarget({
+    ...options.plan,
+    destination: view,
+    // Under the release layout a plan names the release it would build: which one is moot here.
+    target: { ...target, release: newReleaseId(now) },
+    now,
+  });
+  return plan.action === "skip_same";
 }
 
 async function exists(backend: StorageBackend, path: string, signal?: AbortSignal) {

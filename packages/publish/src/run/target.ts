@@ -154,6 +154,12 @@ export async function runTarget(
                 paths:
                   error.check === undefined ? [] : [...error.check.changed, ...error.check.missing],
               }),
+            onStagedOutdated: (id) =>
+              action.warnings.push({
+                code: "staged_outdated",
+                message: `release ${id} staged this source under another configuration (a run would not publish it as it is), so it was not ${stage ? "reused" : "made live"}; the source was ${stage ? "staged" : "published"} again as a new release`,
+                paths: [],
+              }),
             id: context.releaseId,
             // A saved plan is carried out exactly, and saving one promotes nothing.
             promoteStaged: context.approve === undefined && context.onPublishPlan === undefined,

@@ -110,6 +110,7 @@ describe("staged releases", () => {
     await writeFile(join(dest(), "releases", id, "index.html"), "edited\n");
     const again = await run({ config, backends: backends() });
     const [action] = again.actions;
+    expect(action?.error).toBeNull();
     expect(action?.status).toBe("published");
     expect(action?.warnings.map((warning) => warning.code)).toEqual(["promotion_refused"]);
     expect(action?.warnings[0]?.paths).toEqual(["index.html"]);
@@ -331,5 +332,42 @@ describe("a promotion interrupted once its state is committed", () => {
     });
     expect(report).toMatchObject({ to: id, switched: true, finished_after_interrupt: true });
     expect(await live()).toBe(id);
+  });
+});
+
+describe("a source staged under another configuration", () => {
+  async function markdownConfig(mode: "sidecar" | "index"): Promise<Config> {
+    const source = join(dir, "md");
+    await writeSourceBundle(
+      createLocalBackend({ root: source }),
+      "",
+      { "page.md": "# Page\n" },
+      { id: "site", created: new Date(Date.UTC(2026, 5, 9)) },
+    );
+    return parseConfig(
+      `pipelines:\n  - id: site\n    source: {backend: local, path: ${source}}\n    destinations:\n      - id: www\n        backend: local\n        path: ${dest()}\n        path_mapping: {mode: fixed}\n        publish: {source: false, html: true}\n        transform: {markdown_to_html: {enabled: true, mode: ${mode}}}\n        layout: releases\n        releases: {keep: 3}\n`,
+    );
+  }
+
+  it("is neither reused by staging nor promoted by a run", async () => {
+    await run({ config: await configFor(1, "{keep: 3}"), backends: backends() });
+    const before = await live();
+    const sidecar = await markdownConfig("sidecar");
+    const first = await stage({ config: sidecar, backends: backends() });
+    expect(first.actions[0]?.error).toBeNull();
+    const id = first.actions[0]?.release_id as string;
+    expect(await readdir(join(dest(), "releases", id))).toContain("page.html");
+    const index = await markdownConfig("index");
+    const restaged = await stage({ config: index, backends: backends() });
+    expect(restaged.actions[0]?.status).toBe("staged");
+    expect(restaged.actions[0]?.release_id).not.toBe(id);
+    expect(restaged.actions[0]?.warnings.map((w) => w.code)).toEqual(["staged_outdated"]);
+    const published = await run({ config: await markdownConfig("sidecar"), backends: backends() });
+    // The newest staged release of the source was staged under index: sidecar publishes afresh.
+    expect(published.actions[0]?.status).toBe("published");
+    expect(published.actions[0]?.warnings.map((w) => w.code)).toEqual(["staged_outdated"]);
+    expect(await live()).not.toBe(before);
+    expect(await live()).not.toBe(id);
+    expect(await readdir(join(dest(), "current"))).toEqual(["page.html"]);
   });
 });
