@@ -1,6 +1,7 @@
 import { isReleaseId } from "@distributor/state";
 import { locatePath, type StorageBackend } from "@distributor/storage";
 import { type AdviceFlags, adviceCommand } from "./advice.js";
+import { wentLive } from "./live-records.js";
 import { ReleaseRefusedError } from "./refused.js";
 import { stagedAmong } from "./releases.js";
 import { previousPublication } from "./sources.js";
@@ -58,10 +59,11 @@ export async function chooseTarget(
       `${where} has no current release to roll back from (releases: ${listed})`,
     );
   }
+  // Only releases that went live: a staged release never promoted is not "the previous" one.
   const previous = await previousPublication(
     options.destination,
     options.bundlePath,
-    available,
+    await wentLive(options.destination, options.bundlePath, available, options.signal),
     from,
     options.signal,
   );

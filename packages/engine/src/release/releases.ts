@@ -15,11 +15,13 @@ import {
   identitiesPath,
   linksOf,
   linkText,
+  liveRelease,
   releaseDirectory,
   releasesPrefix,
   snapshotPath,
   stagingStatePath,
 } from "./layout.js";
+import { liveRecordPath, wentLive, writeLiveRecord } from "./live-records.js";
 import { previousPublication } from "./sources.js";
 import { type CarryMethod, ReleaseView } from "./view.js";
 
@@ -282,10 +284,11 @@ export async function finishRelease(
   // A snapshot once written is the release's committed state (a release is never changed):
   // only a run that died before writing it leaves it to write (rollbacks write none). The
   // identity record goes first, so that every release with a snapshot has one.
+  // The run that died before may have left the temp file of a write beside the releases (the
+  // identity record, the snapshot, the live record).
+  const { temps } = await readReleases(inner, bundlePath, signal);
+  await removeTemps(inner, temps, lease, signal);
   if ((await kindAt(inner, snapshotPath(bundlePath, id), signal)) === undefined) {
-    // The run that died before may have left the temp file of either write beside the releases.
-    const { temps } = await readReleases(inner, bundlePath, signal);
-    await removeTemps(inner, temps, lease, signal);
     lease.assertHeld();
     // Recorded once: identities written by the run that built the release are never replaced
     // (a snapshot lost since must not bless edits made since).
@@ -310,6 +313,13 @@ export async function finishRelease(
     throw new Error(
       `${statePath(bundlePath)} records release ${id}, but ${releaseDirectory(bundlePath, id)} is missing; current was left as it was — roll back to a committed release (distributor rollback --to), or move ${statePath(bundlePath)} away and publish again`,
     );
+  }
+  // Recorded as gone live before the switch (a switch that then fails is finished by the next
+  // run, the state recording it): "the release before" is only ever one that went live.
+  // (Where `current` links to it already, it went live before: nothing to note.)
+  if ((await liveRelease(inner, bundlePath, signal)) !== id) {
+    lease.assertHeld();
+    await writeLiveRecord(inner, bundlePath, id, new Date(), signal);
   }
   // Confirmed just before the switch, and again after it (below): a link has no compare-and-swap.
   await lease.confirm();
@@ -350,7 +360,7 @@ export async function retainReleases(
   for (const id of retired) {
     lease.assertHeld();
     await inner.deletePaths("", [snapshotPath(bundlePath, id)], { ignoreMissing: true, signal });
-    await inner.deletePaths("", [identitiesPath(bundlePath, id)], {
+    await inner.deletePaths("", [identitiesPath(bundlePath, id), liveRecordPath(bundlePath, id)], {
       ignoreMissing: true,
       signal,
     });
@@ -391,7 +401,13 @@ export async function releasesToRetire(
   // release of the publication before it stays whatever `keep` says, so that a rollback to the
   // previous publication is always possible.
   if (live !== undefined && committed.length > keep) {
-    const ids = committed.map((release) => release.id);
+    // Of the releases that went live: a staged release never promoted is not "the one before".
+    const ids = await wentLive(
+      inner,
+      bundlePath,
+      committed.map((release) => release.id),
+      signal,
+    );
     protect.add(await previousPublication(inner, bundlePath, ids, live, signal));
   }
   // A release whose directory is gone can never be gone back to: its snapshot goes too.

@@ -51,7 +51,13 @@ const sha = (bytes: Buffer) => `sha256:${createHash("sha256").update(bytes).dige
 async function committedReleases(dest: string): Promise<string[]> {
   const names = await readdir(join(dest, "releases")).catch(() => [] as string[]);
   return names
-    .filter((n) => n.endsWith(".json") && !n.includes(".files.") && !n.includes(".staging."))
+    .filter(
+      (n) =>
+        n.endsWith(".json") &&
+        !n.includes(".files.") &&
+        !n.includes(".staging.") &&
+        !n.includes(".live."),
+    )
     .filter((n) => !n.startsWith("."))
     .map((n) => n.slice(0, -".json".length));
 }

@@ -7,6 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type Config, parseConfig } from "../../src/config/index.js";
 import { adoptOutputs } from "../../src/maintenance/adopt.js";
 import { promote } from "../../src/maintenance/promote.js";
+import { rollback } from "../../src/maintenance/rollback.js";
 import { applyPlan } from "../../src/plan-file/apply.js";
 import type { SavedPlan } from "../../src/plan-file/saved-plan.js";
 import { planRun } from "../../src/run/plan-run.js";
@@ -46,7 +47,11 @@ const backends = () => registryFor("local", memoryStores(), dest());
 const committed = async () =>
   (await readdir(join(dest(), "releases")))
     .filter(
-      (name) => name.endsWith(".json") && !name.includes(".files.") && !name.includes(".staging."),
+      (name) =>
+        name.endsWith(".json") &&
+        !name.includes(".files.") &&
+        !name.includes(".staging.") &&
+        !name.includes(".live."),
     )
     .map((name) => name.slice(0, -".json".length))
     .sort();
@@ -369,5 +374,25 @@ describe("a source staged under another configuration", () => {
     expect(await live()).not.toBe(before);
     expect(await live()).not.toBe(id);
     expect(await readdir(join(dest(), "current"))).toEqual(["page.html"]);
+  });
+});
+
+describe("rollback --previous after a promotion", () => {
+  it("returns to the release that was live, never to a staged one nobody promoted", async () => {
+    await run({ config: await configFor(1, "{keep: 1}"), backends: backends() });
+    const before = await live();
+    await stage({ config: await configFor(2, "{keep: 1}"), backends: backends() });
+    const config = await configFor(3, "{keep: 1}");
+    const id = (await stage({ config, backends: backends() })).actions[0]?.release_id as string;
+    const where = { config, pipelineId: "site", destinationId: "www", backends: backends() };
+    await promote({ ...where, to: id });
+    expect(await live()).toBe(id);
+    // A run of the promoted source skips and finishes retention: the release kept for a return is
+    // the one that was live, not the unpromoted one staged between.
+    expect((await run({ config, backends: backends() })).actions[0]?.status).toBe("skipped");
+    expect(await committed()).toEqual([before, id]);
+    const back = await rollback({ ...where, to: undefined });
+    expect(back.to).toBe(before);
+    expect(await live()).toBe(before);
   });
 });

@@ -133,7 +133,13 @@ export async function expectStagedWhole(c: Case, label: string): Promise<void> {
   const link = (await readlink(join(c.dest, "current"))).slice("releases/".length);
   for (const name of await readdir(releases)) {
     const id = name.slice(0, -".json".length);
-    if (!name.endsWith(".json") || name.includes(".files.") || name.includes(".staging.")) continue;
+    if (
+      !name.endsWith(".json") ||
+      name.includes(".files.") ||
+      name.includes(".staging.") ||
+      name.includes(".live.")
+    )
+      continue;
     if (id === link || c.damaged?.has(id)) continue;
     // A snapshot written late by a staging run stalled past its lease, after the run that took
     // over removed its uncommitted directory: no directory, so never listed or promoted (and
@@ -266,6 +272,11 @@ export async function expectTidy(c: Case, label: string, stalled = false) {
       // What a staging run abandoned (like the directory of a release never committed): never
       // read as a state, and removed by the next run that builds a release. Its release is not
       // staged unless the snapshot was written, which `expectStagedWhole` checks.
+      continue;
+    }
+    if (name.endsWith(".live.json")) {
+      // A live record says its release went live; a retention killed part-way may leave it
+      // after its release (nothing reads one without its release).
       continue;
     }
     if (name.endsWith(".files.json")) {
