@@ -1,7 +1,7 @@
 import { isReleaseId } from "@distributor/state";
 import { locatePath, type StorageBackend } from "@distributor/storage";
 import { type AdviceFlags, adviceCommand } from "./advice.js";
-import { wentLive } from "./live-records.js";
+import { liveRecords, wentLive } from "./live-records.js";
 import { ReleaseRefusedError } from "./refused.js";
 import { stagedAmong } from "./releases.js";
 import { previousPublication } from "./sources.js";
@@ -34,7 +34,8 @@ export async function chooseTarget(
   const where = locatePath(options.destination.location, options.bundlePath);
   const listed = available.length === 0 ? "none" : available.join(", ");
   if (options.restoreInvalidState && options.to === undefined) {
-    return chooseRestored(options, available, live);
+    const recorded = await liveRecords(options.destination, options.bundlePath, options.signal);
+    return chooseRestored(options, available, live, recorded);
   }
   if (options.promote) return chooseStaged(options, available, live ?? recorded);
   if (options.to !== undefined) {
@@ -120,18 +121,24 @@ function chooseStaged(
 /**
  * The release a rebuild restores the state from: the one `current` links to. When `current`
  * dangles, the newest committed release not newer than the one it named (that one went live; a
- * newer one may be staged, never approved). When `current` is missing, which release was live
- * cannot be told: refused rather than guessed, so that no staged release goes live unreviewed.
+ * newer one may be staged, never approved). When `current` is missing, the newest release with a
+ * live record; without one, which release was live cannot be told: refused rather than guessed,
+ * so that no staged release goes live unreviewed.
  */
 function chooseRestored(
   options: TargetChoice,
   available: readonly string[],
   live: string | undefined,
+  /** The releases with a live record: each went live once. */
+  recorded: ReadonlySet<string>,
 ): string {
   const where = locatePath(options.destination.location, options.bundlePath);
   const listed = available.length === 0 ? "none" : available.join(", ");
   if (live !== undefined && available.includes(live)) return live;
-  const chosen = available.filter((id) => live !== undefined && id <= live).at(-1);
+  const chosen =
+    live === undefined
+      ? available.filter((id) => recorded.has(id)).at(-1)
+      : available.filter((id) => id <= live).at(-1);
   if (chosen !== undefined) return chosen;
   if (available.length === 0) {
     throw new ReleaseRefusedError(

@@ -17,7 +17,10 @@ export function liveRecordPath(bundlePath: string, id: string): string {
   return joinPrefix(bundlePath, `${RELEASES_DIRECTORY}/${id}${SUFFIX}`);
 }
 
-/** Notes that release `id` is about to go live. */
+/**
+ * Notes that release `id` is about to go live, unless it went live before (a record is written
+ * once: `live_at` is when it first went live, and a rollback to it writes nothing).
+ */
 export async function writeLiveRecord(
   backend: StorageBackend,
   bundlePath: string,
@@ -25,12 +28,23 @@ export async function writeLiveRecord(
   now: Date,
   signal?: AbortSignal,
 ): Promise<void> {
+  const path = liveRecordPath(bundlePath, id);
+  try {
+    await backend.stat(path, { signal });
+    return;
+  } catch (error) {
+    if (!isStorageError(error, "not_found")) throw error;
+  }
   const body = `${JSON.stringify({ release: id, live_at: now.toISOString() })}\n`;
-  await backend.writeFile(liveRecordPath(bundlePath, id), body, {
-    overwrite: true,
-    contentType: "application/json",
-    signal,
-  });
+  try {
+    await backend.writeFile(path, body, {
+      overwrite: false,
+      contentType: "application/json",
+      signal,
+    });
+  } catch (error) {
+    if (!isStorageError(error, "already_exists")) throw error;
+  }
 }
 
 /**
@@ -50,7 +64,8 @@ export async function wentLive(
   return committed.filter((id) => recorded.has(id) || id < oldest);
 }
 
-async function liveRecords(
+/** The releases with a live record (their ids). */
+export async function liveRecords(
   backend: StorageBackend,
   bundlePath: string,
   signal?: AbortSignal,

@@ -258,12 +258,21 @@ describe("reconcile-state --rebuild with a staged release", () => {
     });
   });
 
-  it("refuses to guess when current is missing, leaving the staged release unpromoted", async () => {
+  it("with current missing, restores the newest release that went live, or refuses to guess", async () => {
     await run({ config: await configFor(1, "{keep: 3}"), backends: backends() });
+    const before = await live();
     const config = await configFor(2, "{keep: 3}");
     await stage({ config, backends: backends() });
     await corrupt();
     await unlink(join(dest(), "current"));
+    // Its live record says which release went live: that one, never the staged one.
+    const report = await rebuild(config);
+    expect(report.bundles[0]?.restored_release).toBe(before);
+    expect(await live()).toBe(before);
+    // Without live records (releases published before they were kept) it cannot tell: refused.
+    await corrupt();
+    await unlink(join(dest(), "current"));
+    await rm(join(dest(), "releases", `${before}.live.json`));
     await expect(rebuild(config)).rejects.toMatchObject({ code: "live_release_unknown" });
     await expect(readlink(join(dest(), "current"))).rejects.toThrow();
   });
