@@ -9,6 +9,7 @@ import {
   requiredInteger,
   requiredString,
   requiredTimestamp,
+  type TimestampCache,
 } from "./json.js";
 import type { ReleaseState } from "./release.js";
 import { runSteps, type Steps } from "./steps.js";
@@ -41,10 +42,11 @@ export function readDistributorVersion(root: JsonObject): string | undefined {
 export function readRecordTimestamps(
   object: JsonObject,
   at: string,
+  cache?: TimestampCache,
 ): { createdAt: Date; updatedAt: Date } {
   return {
-    createdAt: requiredTimestamp(object, "created_at", `${at}.created_at`),
-    updatedAt: requiredTimestamp(object, "updated_at", `${at}.updated_at`),
+    createdAt: requiredTimestamp(object, "created_at", `${at}.created_at`, cache),
+    updatedAt: requiredTimestamp(object, "updated_at", `${at}.updated_at`, cache),
   };
 }
 
