@@ -65,10 +65,17 @@ export function* parseFrozenManifestSteps(text: string, source?: string): Steps<
  * A manifest already decoded by `JSON.parse` (as a state embeds it), checked under the same rules
  * and returned frozen, as `parseFrozenManifest` would return it for `JSON.stringify(value)`. As
  * steps that pause every `STEP_FILES` files, so that a caller may let its event loop turn while
- * a million-file manifest is checked.
+ * a million-file manifest is checked. Paths and digests equal to `shared`'s at the same index are
+ * taken from it, so a state's copy of the source manifest holds no strings of its own.
  */
-export function* frozenManifestFromJsonSteps(value: unknown, source?: string): Steps<Manifest> {
-  return freeze(yield* readManifestDocumentSteps(new Context(source), decoded(value), decodedFile));
+export function* frozenManifestFromJsonSteps(
+  value: unknown,
+  source?: string,
+  shared?: Manifest,
+): Steps<Manifest> {
+  const read = (context: Context, entry: unknown, index: number) =>
+    decodedFile(context, entry, index, shared?.files[index]);
+  return freeze(yield* readManifestDocumentSteps(new Context(source), decoded(value), read));
 }
 
 /**
@@ -357,7 +364,12 @@ function parseFile(context: Context, entry: JsonValue, index: number): ManifestF
  * map and a number's text per entry, at a million entries a second and hundreds of MiB); any
  * other entry goes through `parseFile`, for the same verdict and message.
  */
-function decodedFile(context: Context, entry: unknown, index: number): ManifestFile {
+function decodedFile(
+  context: Context,
+  entry: unknown,
+  index: number,
+  shared?: ManifestFile,
+): ManifestFile {
   if (typeof entry === "object" && entry !== null && !Array.isArray(entry)) {
     const { path, sha256, size } = entry as Record<string, unknown>;
     if (
@@ -372,7 +384,11 @@ function decodedFile(context: Context, entry: unknown, index: number): ManifestF
       Object.hasOwn(entry, "size")
     ) {
       // -0 is written `0` and read back as 0, as the strict shape reads it.
-      const file = { path, sha256, size: size === 0 ? 0 : size };
+      const file = {
+        path: path === shared?.path ? shared.path : path,
+        sha256: sha256 === shared?.sha256 ? shared.sha256 : sha256,
+        size: size === 0 ? 0 : size,
+      };
       checkFile(context, file, index);
       return file;
     }

@@ -1,3 +1,4 @@
+import type { Manifest } from "@distributor/bundle";
 import { parseEmbeddedManifestSteps } from "./embedded-manifest.js";
 import { StateError } from "./errors.js";
 import {
@@ -105,15 +106,22 @@ export function readSource(object: JsonObject, name: string): SourceState {
   return runSteps(readSourceSteps(object, name));
 }
 
-/** `readSource` as steps: the embedded manifest is checked in steps. */
-export function* readSourceSteps(object: JsonObject, name: string): Steps<SourceState> {
+/**
+ * `readSource` as steps: the embedded manifest is checked in steps. Its strings equal to
+ * `shared`'s (the source manifest a run holds) are taken from that (`frozenManifestFromJsonSteps`).
+ */
+export function* readSourceSteps(
+  object: JsonObject,
+  name: string,
+  shared?: Manifest,
+): Steps<SourceState> {
   const source = optionalObject(object, "source", name);
   const manifest = source === undefined ? undefined : field(source, "manifest");
   if (source === undefined || manifest === undefined) {
     throw new StateError(`${name}.manifest is required`);
   }
   const read: SourceState = {
-    manifest: yield* parseEmbeddedManifestSteps(manifest, `${name}.manifest`),
+    manifest: yield* parseEmbeddedManifestSteps(manifest, `${name}.manifest`, shared),
   };
   const signer = optionalObject(source, "signer", `${name}.signer`);
   if (signer !== undefined) {

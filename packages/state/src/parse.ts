@@ -1,4 +1,4 @@
-import type { ManifestFile } from "@distributor/bundle";
+import type { Manifest, ManifestFile } from "@distributor/bundle";
 import {
   arrayObject,
   decodeStateJson,
@@ -55,13 +55,25 @@ export function parseDocument(text: string): StateDocument {
  * single-owner state (a shared-root state is read in one piece): a caller holding a lease runs
  * them in slices, letting its event loop turn between them.
  */
-export function* parseDocumentSteps(text: string): Steps<StateDocument> {
+export function* parseDocumentSteps(
+  text: string,
+  options: ParseOptions = {},
+): Steps<StateDocument> {
   const root = yield* decodeStateJsonSteps(text);
   yield;
   const version = readSchemaVersion(root, [...SINGLE_OWNER_VERSIONS, SHARED_ROOT_SCHEMA_VERSION]);
   return version === SHARED_ROOT_SCHEMA_VERSION
     ? readSharedRootState(root)
-    : yield* singleOwnerSteps(root);
+    : yield* singleOwnerSteps(root, options.sharedManifest);
+}
+
+export interface ParseOptions {
+  /**
+   * A manifest the caller holds, likely the one the state embeds (the run's source manifest): the
+   * embedded manifest takes equal paths and digests from it instead of holding copies. Only memory
+   * changes; the document read is the same.
+   */
+  sharedManifest?: Manifest | undefined;
 }
 
 /** Parses single-owner state: schema 2, or legacy schema 1 normalised to schema 2. */
@@ -74,14 +86,14 @@ export function parseSharedRootState(text: string): SharedRootState {
   return readSharedRootState(decodeStateJson(text));
 }
 
-function* singleOwnerSteps(root: JsonObject): Steps<SingleOwnerState> {
+function* singleOwnerSteps(root: JsonObject, sharedManifest?: Manifest): Steps<SingleOwnerState> {
   const legacy = readSchemaVersion(root, SINGLE_OWNER_VERSIONS) === LEGACY_SCHEMA_VERSION;
   const distributorVersion = readDistributorVersion(root);
   const pipelineId = requiredString(root, "pipeline_id", "state pipeline_id");
   const destinationId = requiredString(root, "destination_id", "state destination_id");
   const publishedAt = requiredTimestamp(root, "published_at", "state published_at");
   const schemaTwo = legacy ? legacyDefaults(publishedAt) : readSchemaTwoFields(root);
-  const source = yield* readSourceSteps(root, "state source");
+  const source = yield* readSourceSteps(root, "state source", sharedManifest);
   // The decoded tree is this parse's own: what is read is let go as it is read, so a big state is
   // not held twice (decoded and read) at its end.
   delete root.source;

@@ -1,3 +1,5 @@
+import { isUtf8 } from "node:buffer";
+import type { Manifest } from "@distributor/bundle";
 import {
   type DestinationStatus,
   encodeDocument,
@@ -20,7 +22,6 @@ import {
   StorageError,
   statePath,
 } from "@distributor/storage";
-import { isUtf8 } from "node:buffer";
 import {
   DEFAULT_DESTINATION_LIMITS,
   type DestinationLimit,
@@ -178,12 +179,14 @@ async function parseStateBytes(
   backend: StorageBackend,
   path: string,
   read: { bytes?: Uint8Array | undefined },
+  sharedManifest?: Manifest,
 ): Promise<{ text: string; document: StateDocument }> {
   try {
     const text = await runInSlices(strictUtf8Steps(read.bytes ?? new Uint8Array()));
     // The bytes are not needed once decoded: a big state is not held twice while it is parsed.
     read.bytes = undefined;
-    return { text, document: await runInSlices(parseDocumentSteps(text)) };
+    const document = await runInSlices(parseDocumentSteps(text, { sharedManifest }));
+    return { text, document };
   } catch (error) {
     const detail = error instanceof TypeError ? "not UTF-8 text" : (error as Error).message;
     throw new StateError(
@@ -202,13 +205,15 @@ export interface DestinationStateRead {
 
 /**
  * Reads a destination bundle path's state, at most `limit` of it; an unreadable, invalid or too
- * large file becomes `stateError`.
+ * large file becomes `stateError`. `sharedManifest` (the run's source manifest) lends the state's
+ * embedded manifest its equal strings (`ParseOptions`).
  */
 export async function readDestinationStatus(
   backend: StorageBackend,
   bundlePath: string,
   signal?: AbortSignal,
   limit: DestinationLimit = DEFAULT_STATE_LIMIT,
+  sharedManifest?: Manifest,
 ): Promise<DestinationStateRead> {
   const path = statePath(bundlePath);
   // A state file is content: what else lies there matters only without one (absent vs
@@ -229,7 +234,7 @@ export async function readDestinationStatus(
     return { status: { hasContents, stateError: error }, version };
   }
   try {
-    const { document } = await parseStateBytes(backend, path, read);
+    const { document } = await parseStateBytes(backend, path, read, sharedManifest);
     return { status: { hasContents, state: document }, version: read.version };
   } catch (error) {
     return { status: { hasContents, stateError: error }, version: read.version };
