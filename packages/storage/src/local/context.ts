@@ -42,7 +42,9 @@ export function rootNotDirectory(
 
 /** Version token of a local file: a replacement is a new inode, an in-place edit moves mtime. */
 export function localVersion(stats: Stats): string {
-  return `${hex(stats.ino)}-${hex(stats.size)}-${hex(Math.round(stats.mtimeMs * 1000))}`;
+  // Joined, not concatenated: one flat string, where `+` builds a rope of two or three nodes
+  // (about 120 bytes more per token; a walk of the source keeps one per file).
+  return [hex(stats.ino), hex(stats.size), hex(Math.round(stats.mtimeMs * 1000))].join("-");
 }
 
 /**
