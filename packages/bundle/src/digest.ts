@@ -25,7 +25,16 @@ export interface DigestedFile {
 }
 
 export function isSha256Digest(value: string): boolean {
-  return SHA256_PATTERN.test(value);
+  // The pattern's test by hand: a state or manifest checks one or two per file (`SHA256_PATTERN`).
+  if (typeof value !== "string" || value.length !== 71 || !value.startsWith("sha256:")) {
+    return SHA256_PATTERN.test(value);
+  }
+  for (let index = 7; index < 71; index++) {
+    const code = value.charCodeAt(index);
+    // 0-9 or a-f
+    if (!((code >= 0x30 && code <= 0x39) || (code >= 0x61 && code <= 0x66))) return false;
+  }
+  return true;
 }
 
 /** Incremental file digest: feed chunks as they arrive, never the whole file at once. */

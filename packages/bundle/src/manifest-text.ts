@@ -22,6 +22,40 @@ export function* serializeManifestSteps(manifest: Manifest): Steps<string> {
   const files = (yield* isSortedSteps(manifest.files))
     ? manifest.files
     : [...manifest.files].sort((a, b) => compareLogicalPaths(a.path, b.path));
+  const chunks = [manifestHead(manifest)];
+  for (let start = 0; start < files.length; start += STEP_FILES) {
+    const entries = files.slice(start, start + STEP_FILES).map(indentedFile);
+    chunks.push(`${start === 0 ? "" : ","}${entries.join(",")}`);
+    yield;
+  }
+  chunks.push(manifestTail(files));
+  return chunks.join("");
+}
+
+/**
+ * Whether `text` is exactly `serializeManifest(manifest)` for a manifest whose files are in
+ * canonical order, compared piece by piece in steps of `STEP_FILES` files, without building that
+ * text (over 100 MB at a million files).
+ */
+export function* isManifestTextSteps(manifest: Manifest, text: string): Steps<boolean> {
+  let offset = 0;
+  const next = (piece: string): boolean => {
+    if (!text.startsWith(piece, offset)) return false;
+    offset += piece.length;
+    return true;
+  };
+  if (!next(manifestHead(manifest))) return false;
+  const { files } = manifest;
+  for (let index = 0; index < files.length; index++) {
+    const file = files[index] as ManifestFile;
+    if (!next(index === 0 ? indentedFile(file) : `,${indentedFile(file)}`)) return false;
+    if (index % STEP_FILES === STEP_FILES - 1) yield;
+  }
+  return next(manifestTail(files)) && offset === text.length;
+}
+
+/** The canonical text up to the first file: `JSON.stringify`'s, with `files` opened last. */
+function manifestHead(manifest: Manifest): string {
   const head = JSON.stringify(
     {
       schema_version: manifest.schemaVersion,
@@ -33,14 +67,11 @@ export function* serializeManifestSteps(manifest: Manifest): Steps<string> {
     2,
   );
   // The head without its closing brace, then the files as `JSON.stringify` indents them there.
-  const chunks = [`${head.slice(0, -2)},\n  "files": [`];
-  for (let start = 0; start < files.length; start += STEP_FILES) {
-    const entries = files.slice(start, start + STEP_FILES).map(indentedFile);
-    chunks.push(`${start === 0 ? "" : ","}${entries.join(",")}`);
-    yield;
-  }
-  chunks.push(files.length === 0 ? "]\n}\n" : "\n  ]\n}\n");
-  return chunks.join("");
+  return `${head.slice(0, -2)},\n  "files": [`;
+}
+
+function manifestTail(files: readonly ManifestFile[]): string {
+  return files.length === 0 ? "]\n}\n" : "\n  ]\n}\n";
 }
 
 /** One element of the canonical `files` array, with the line break and indent before it. */

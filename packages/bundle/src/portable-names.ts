@@ -39,44 +39,65 @@ const STEP_NAMES = 2000;
 /** `nameCollisions` as steps that pause every few thousand names (see `Steps`). */
 export function* nameCollisionsSteps(paths: readonly string[]): Steps<NameCollision[]> {
   const names = new Set<string>();
+  // The directory of the path before: sorted paths share theirs, already added with its parents.
+  let directory: string | undefined;
   for (const [index, path] of paths.entries()) {
     if (index % STEP_NAMES === STEP_NAMES - 1) yield;
-    // The path and each directory above it.
-    for (let slash = path.indexOf("/"); slash !== -1; slash = path.indexOf("/", slash + 1)) {
-      names.add(path.slice(0, slash));
+    if (directory === undefined || !isDirectlyIn(path, directory)) {
+      // The path's directory and each directory above it.
+      for (let slash = path.indexOf("/"); slash !== -1; slash = path.indexOf("/", slash + 1)) {
+        names.add(path.slice(0, slash));
+      }
+      const last = path.lastIndexOf("/");
+      directory = last === -1 ? undefined : path.slice(0, last);
     }
     names.add(path);
   }
-  const groups = new Map<string, string[]>();
+  // A name per folded key, or the names when there are more (no list per name: 10⁶ of them).
+  const groups = new Map<string, string | string[]>();
   let folded = 0;
   for (const name of names) {
     if (++folded % STEP_NAMES === 0) yield;
     const key = foldName(name);
     const group = groups.get(key);
-    if (group === undefined) groups.set(key, [name]);
+    if (group === undefined) groups.set(key, name);
+    else if (typeof group === "string") groups.set(key, [group, name]);
     else group.push(name);
   }
   const colliding = new Set(
-    [...groups].filter(([, members]) => members.length > 1).map(([key]) => key),
+    [...groups].filter(([, members]) => typeof members !== "string").map(([key]) => key),
   );
   const collisions: NameCollision[] = [];
   for (const key of colliding) {
     // Below a colliding directory everything collides again: only the directory is reported.
     if (ancestors(key).some((above) => colliding.has(above))) continue;
-    const members = (groups.get(key) ?? []).sort(compareLogicalPaths);
+    const members = [...(groups.get(key) ?? [])].sort(compareLogicalPaths);
     const nfc = new Set(members.map((member) => member.normalize("NFC")));
     collisions.push({ kind: nfc.size === 1 ? "normalization" : "case", paths: members });
   }
   yield;
   const reserved = new Set(RESERVED_NAMES.map(foldName));
+  const reservedLengths = new Set(RESERVED_NAMES.map((name) => name.length));
   let checked = 0;
   for (const name of names) {
     if (++checked % STEP_NAMES === 0) yield;
     const segment = name.slice(name.lastIndexOf("/") + 1);
+    // An ASCII segment folds to one of the same length: most need no folding to be ruled out.
+    if (!reservedLengths.has(segment.length) && !NON_ASCII.test(segment)) continue;
     if (RESERVED_NAMES.includes(segment) || !reserved.has(foldName(segment))) continue;
     collisions.push({ kind: "reserved", paths: [name] });
   }
   return collisions.sort((a, b) => compareLogicalPaths(a.paths[0] ?? "", b.paths[0] ?? ""));
+}
+
+/** Whether `path` names an entry of `directory` itself (not of a directory below it). */
+function isDirectlyIn(path: string, directory: string): boolean {
+  return (
+    path.length > directory.length + 1 &&
+    path.charCodeAt(directory.length) === 0x2f &&
+    path.startsWith(directory) &&
+    path.indexOf("/", directory.length + 1) === -1
+  );
 }
 
 /** A collision as a one-line message; names are shown with their code points where not ASCII. */

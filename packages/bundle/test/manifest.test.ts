@@ -333,6 +333,35 @@ describe("parseManifest", () => {
   });
 });
 
+describe("parseManifest of canonical text", () => {
+  // Canonical text (what `manifest create` writes) is read with JSON.parse; any other text with
+  // the strict parser. Texts one edit away from canonical get the strict parser's verdict.
+  const canonical = () => serializeManifest(parseManifest(JSON.stringify(validDoc())));
+
+  it("reads canonical text as the strict parser reads it, and whitespace-changed text too", () => {
+    const text = canonical();
+    const strict = parseManifest(text.replaceAll("\n", "\r\n"));
+    expect(parseManifest(text)).toEqual(strict);
+    expect(parseFrozenManifest(text)).toEqual(strict);
+    expect(verifiedManifestText(parseManifest(text))).toBe(text);
+  });
+
+  it("rejects a duplicate key that JSON.parse would take the last of", () => {
+    const text = canonical().replace('"size": 6', '"size": 7,\n      "size": 6');
+    expect(JSON.parse(text).files[0].size).toBe(6);
+    expect(rejection(text).message).toContain('duplicate key "size"');
+  });
+
+  it.each(["6.0", "6e0", "-0"])("rejects size %s that JSON.parse reads as a number", (raw) => {
+    const text = canonical().replace('"size": 6', `"size": ${raw}`);
+    expect(rejection(text).field).toBe("files[0].size");
+  });
+
+  it("rejects a byte order mark before canonical text", () => {
+    expect(rejection(`\ufeff${canonical()}`).message).toContain("byte order mark");
+  });
+});
+
 describe("serializeManifest", () => {
   it("writes the canonical form: 2-space indent, trailing newline, UTC, sorted files", () => {
     const doc = validDoc();

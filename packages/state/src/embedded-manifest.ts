@@ -18,10 +18,14 @@ export function parseEmbeddedManifest(value: unknown, name: string): Manifest {
 }
 
 /** `parseEmbeddedManifest` as steps that pause every few files (a big state's manifest). */
-export function* parseEmbeddedManifestSteps(value: unknown, name: string): Steps<Manifest> {
+export function* parseEmbeddedManifestSteps(
+  value: unknown,
+  name: string,
+  shared?: Manifest,
+): Steps<Manifest> {
   try {
     // Frozen: a state's manifest is only read, and so it is known valid as long as it is held.
-    return parsedManifest(yield* frozenManifestFromJsonSteps(value));
+    return parsedManifest(yield* frozenManifestFromJsonSteps(value, undefined, shared));
   } catch (error) {
     throw new StateError(`${name}: ${errorMessage(error)}`, { cause: error });
   }

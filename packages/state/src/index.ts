@@ -24,6 +24,7 @@ export {
   sameStoredForm,
 } from "./outputs.js";
 export {
+  type ParseOptions,
   parseDocument,
   parseDocumentSteps,
   parseSharedRootState,

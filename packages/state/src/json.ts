@@ -109,12 +109,41 @@ export function optionalString(object: JsonObject, key: string, name: string): s
   return value;
 }
 
-export function requiredTimestamp(object: JsonObject, key: string, name: string): Date {
+/**
+ * Instants a parse has read, by their text: the records one run wrote share a few timestamps, so a
+ * big state holds each once, and parses it once. Dates read through it are shared between
+ * records; nothing changes a parsed state's dates (documents are frozen; a `Date` cannot be).
+ */
+export class TimestampCache {
+  readonly #dates = new Map<string, Date>();
+
+  get(text: string): Date | undefined {
+    return this.#dates.get(text);
+  }
+
+  set(text: string, date: Date): void {
+    // Bounded: a state whose records all differ keeps no more than a few.
+    if (this.#dates.size >= TIMESTAMP_CACHE_SIZE) this.#dates.clear();
+    this.#dates.set(text, date);
+  }
+}
+
+const TIMESTAMP_CACHE_SIZE = 64;
+
+export function requiredTimestamp(
+  object: JsonObject,
+  key: string,
+  name: string,
+  cache?: TimestampCache,
+): Date {
   const text = requiredString(object, key, name);
+  const known = cache?.get(text);
+  if (known !== undefined) return known;
   const parsed = parseStateTimestamp(text);
   if (!parsed.ok) {
     throw new StateError(`${name} must be RFC3339: ${JSON.stringify(text)}: ${parsed.problem}`);
   }
+  cache?.set(text, parsed.date);
   return parsed.date;
 }
 

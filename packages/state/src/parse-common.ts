@@ -1,3 +1,4 @@
+import type { Manifest } from "@distributor/bundle";
 import { parseEmbeddedManifestSteps } from "./embedded-manifest.js";
 import { StateError } from "./errors.js";
 import {
@@ -9,6 +10,7 @@ import {
   requiredInteger,
   requiredString,
   requiredTimestamp,
+  type TimestampCache,
 } from "./json.js";
 import type { ReleaseState } from "./release.js";
 import { runSteps, type Steps } from "./steps.js";
@@ -41,10 +43,11 @@ export function readDistributorVersion(root: JsonObject): string | undefined {
 export function readRecordTimestamps(
   object: JsonObject,
   at: string,
+  cache?: TimestampCache,
 ): { createdAt: Date; updatedAt: Date } {
   return {
-    createdAt: requiredTimestamp(object, "created_at", `${at}.created_at`),
-    updatedAt: requiredTimestamp(object, "updated_at", `${at}.updated_at`),
+    createdAt: requiredTimestamp(object, "created_at", `${at}.created_at`, cache),
+    updatedAt: requiredTimestamp(object, "updated_at", `${at}.updated_at`, cache),
   };
 }
 
@@ -103,15 +106,22 @@ export function readSource(object: JsonObject, name: string): SourceState {
   return runSteps(readSourceSteps(object, name));
 }
 
-/** `readSource` as steps: the embedded manifest is checked in steps. */
-export function* readSourceSteps(object: JsonObject, name: string): Steps<SourceState> {
+/**
+ * `readSource` as steps: the embedded manifest is checked in steps. Its strings equal to
+ * `shared`'s (the source manifest a run holds) are taken from that (`frozenManifestFromJsonSteps`).
+ */
+export function* readSourceSteps(
+  object: JsonObject,
+  name: string,
+  shared?: Manifest,
+): Steps<SourceState> {
   const source = optionalObject(object, "source", name);
   const manifest = source === undefined ? undefined : field(source, "manifest");
   if (source === undefined || manifest === undefined) {
     throw new StateError(`${name}.manifest is required`);
   }
   const read: SourceState = {
-    manifest: yield* parseEmbeddedManifestSteps(manifest, `${name}.manifest`),
+    manifest: yield* parseEmbeddedManifestSteps(manifest, `${name}.manifest`, shared),
   };
   const signer = optionalObject(source, "signer", `${name}.signer`);
   if (signer !== undefined) {

@@ -1,3 +1,4 @@
+import type { Manifest, ManifestFile } from "@distributor/bundle";
 import {
   arrayObject,
   decodeStateJson,
@@ -6,6 +7,7 @@ import {
   requiredMode,
   requiredString,
   requiredTimestamp,
+  TimestampCache,
 } from "./json.js";
 import { frozenRecord, knownValid } from "./known-valid.js";
 import { legacyDefaults, type SchemaTwoFields } from "./legacy.js";
@@ -24,6 +26,7 @@ import {
 import { runSteps, STEP_RECORDS, type Steps } from "./steps.js";
 import {
   LEGACY_SCHEMA_VERSION,
+  type OutputProjection,
   type OutputRecord,
   type OwnerRecord,
   type ReconciliationMode,
@@ -52,13 +55,25 @@ export function parseDocument(text: string): StateDocument {
  * single-owner state (a shared-root state is read in one piece): a caller holding a lease runs
  * them in slices, letting its event loop turn between them.
  */
-export function* parseDocumentSteps(text: string): Steps<StateDocument> {
+export function* parseDocumentSteps(
+  text: string,
+  options: ParseOptions = {},
+): Steps<StateDocument> {
   const root = yield* decodeStateJsonSteps(text);
   yield;
   const version = readSchemaVersion(root, [...SINGLE_OWNER_VERSIONS, SHARED_ROOT_SCHEMA_VERSION]);
   return version === SHARED_ROOT_SCHEMA_VERSION
     ? readSharedRootState(root)
-    : yield* singleOwnerSteps(root);
+    : yield* singleOwnerSteps(root, options.sharedManifest);
+}
+
+export interface ParseOptions {
+  /**
+   * A manifest the caller holds, likely the one the state embeds (the run's source manifest): the
+   * embedded manifest takes equal paths and digests from it instead of holding copies. Only memory
+   * changes; the document read is the same.
+   */
+  sharedManifest?: Manifest | undefined;
 }
 
 /** Parses single-owner state: schema 2, or legacy schema 1 normalised to schema 2. */
@@ -71,22 +86,28 @@ export function parseSharedRootState(text: string): SharedRootState {
   return readSharedRootState(decodeStateJson(text));
 }
 
-function* singleOwnerSteps(root: JsonObject): Steps<SingleOwnerState> {
+function* singleOwnerSteps(root: JsonObject, sharedManifest?: Manifest): Steps<SingleOwnerState> {
   const legacy = readSchemaVersion(root, SINGLE_OWNER_VERSIONS) === LEGACY_SCHEMA_VERSION;
   const distributorVersion = readDistributorVersion(root);
   const pipelineId = requiredString(root, "pipeline_id", "state pipeline_id");
   const destinationId = requiredString(root, "destination_id", "state destination_id");
   const publishedAt = requiredTimestamp(root, "published_at", "state published_at");
   const schemaTwo = legacy ? legacyDefaults(publishedAt) : readSchemaTwoFields(root);
-  const source = yield* readSourceSteps(root, "state source");
+  const source = yield* readSourceSteps(root, "state source", sharedManifest);
+  // The decoded tree is this parse's own: what is read is let go as it is read, so a big state is
+  // not held twice (decoded and read) at its end.
+  delete root.source;
   yield;
   const links = readLinks(root, "state links");
   const replacing = readReplacing(root, "state replacing");
   const release = readRelease(root, "state release");
   const records = readRequiredArray(root, "outputs", "state outputs");
   const outputs: OutputRecord[] = [];
+  const shared: SharedValues = { files: source.manifest.files, times: new TimestampCache() };
   for (let index = 0; index < records.length; index++) {
-    outputs.push(frozenRecord(readOutput(records[index], index, legacy ? publishedAt : undefined)));
+    const record = readOutput(records[index], index, legacy ? publishedAt : undefined, shared);
+    records[index] = undefined;
+    outputs.push(frozenRecord(record));
     if (index % STEP_RECORDS === STEP_RECORDS - 1) yield;
   }
 
@@ -121,14 +142,37 @@ function readSchemaTwoFields(root: JsonObject): SchemaTwoFields {
   };
 }
 
+/** What records of one state share: the embedded manifest's files, the instants read so far. */
+interface SharedValues {
+  files: readonly ManifestFile[];
+  times: TimestampCache;
+}
+
 /** `legacyTime` is set for schema 1, whose output records carry no timestamps. */
-function readOutput(value: unknown, index: number, legacyTime: Date | undefined): OutputRecord {
+function readOutput(
+  value: unknown,
+  index: number,
+  legacyTime: Date | undefined,
+  shared: SharedValues,
+): OutputRecord {
   const { object, fields } = readOutputFields(value, index);
+  shareManifestStrings(fields, shared.files[index]);
   const timestamps =
     legacyTime === undefined
-      ? readRecordTimestamps(object, `state outputs[${index}]`)
+      ? readRecordTimestamps(object, `state outputs[${index}]`, shared.times)
       : { createdAt: new Date(legacyTime), updatedAt: new Date(legacyTime) };
   return { ...fields, ...timestamps };
+}
+
+/**
+ * A record usually repeats the manifest entry at its own index (its path, source path and digest):
+ * equal strings are taken from the entry, so the record holds no copies of its own.
+ */
+function shareManifestStrings(fields: OutputProjection, file: ManifestFile | undefined): void {
+  if (file === undefined) return;
+  if (fields.sourcePath === file.path) fields.sourcePath = file.path;
+  if (fields.path === file.path) fields.path = file.path;
+  if (fields.sha256 === file.sha256) fields.sha256 = file.sha256;
 }
 
 function readSharedRootState(root: JsonObject): SharedRootState {

@@ -1,12 +1,23 @@
+import { buildManifest } from "@distributor/bundle";
 import {
   parseDocument,
+  parseDocumentSteps,
   parseSharedRootState,
   parseSingleOwnerState,
+  runSteps,
   type SingleOwnerState,
   StateError,
+  serializeDocument,
 } from "@distributor/state";
 import { describe, expect, it } from "vitest";
-import { expectedErrors, fixture, fixtureJson, fixtureNames } from "./helpers.js";
+import {
+  expectedErrors,
+  fixture,
+  fixtureJson,
+  fixtureNames,
+  validManifest,
+  validSingleOwnerState,
+} from "./helpers.js";
 
 function parseJson(value: unknown): SingleOwnerState {
   return parseSingleOwnerState(JSON.stringify(value, null, 2));
@@ -335,5 +346,22 @@ describe("parseDocument", () => {
     expect(parseDocument(fixture("valid-v1.json")).schemaVersion).toBe(2);
     expect(parseDocument(fixture("valid-v2.json")).schemaVersion).toBe(2);
     expect(parseDocument(fixture("valid-v3.json")).schemaVersion).toBe(3);
+  });
+});
+
+describe("parseDocumentSteps with a shared manifest", () => {
+  it("reads the same document whether or not the manifest lends its strings", () => {
+    const text = serializeDocument(validSingleOwnerState());
+    const plain = parseDocument(text);
+    const shared = runSteps(
+      parseDocumentSteps(text, { sharedManifest: validSingleOwnerState().source.manifest }),
+    );
+    expect(shared).toEqual(plain);
+    // A manifest that differs lends nothing, and changes nothing either.
+    const other = buildManifest({
+      ...validManifest(),
+      files: [{ path: "other.txt", sha256: `sha256:${"0".repeat(64)}`, size: 1 }],
+    });
+    expect(runSteps(parseDocumentSteps(text, { sharedManifest: other }))).toEqual(plain);
   });
 });

@@ -66,6 +66,8 @@ export function* completenessGapsSteps(
   reconciliation: "replace" | "merge",
 ): Steps<CompletenessGaps> {
   const gaps: CompletenessGaps = { missing: [], changed: [], retired: [] };
+  const aligned = yield* alignedGapsSteps(planned, manifest, records);
+  if (aligned !== undefined) return aligned;
   const files = new Map<string, ManifestFile>();
   for (const file of manifest.files) {
     files.set(file.path, file);
@@ -93,6 +95,44 @@ export function* completenessGapsSteps(
     }
   }
   return gaps;
+}
+
+/**
+ * The gaps when the records are the planned outputs, one for one and in the same order, with
+ * distinct paths (what a skip usually compares): pairwise, without the maps of every path that
+ * the general comparison builds (three of a million entries each). Nothing is missing or retired
+ * then; only changed outputs can be found. Undefined when they are not aligned so.
+ */
+function* alignedGapsSteps(
+  planned: readonly OutputSelection[],
+  manifest: Manifest,
+  records: readonly CompletenessRecord[],
+): Steps<CompletenessGaps | undefined> {
+  if (planned.length !== records.length) return undefined;
+  for (let index = 0; index < planned.length; index++) {
+    const path = (planned[index] as OutputSelection).path;
+    // Strictly increasing: distinct, so each path has one record, as the maps would find.
+    if (path !== records[index]?.path || (index > 0 && !(planned[index - 1]!.path < path))) {
+      return undefined;
+    }
+    if (index % STEP_ITEMS === STEP_ITEMS - 1) yield;
+  }
+  const changed: string[] = [];
+  let files: Map<string, ManifestFile> | undefined;
+  for (let index = 0; index < planned.length; index++) {
+    if (index % STEP_ITEMS === STEP_ITEMS - 1) yield;
+    const output = planned[index] as OutputSelection;
+    // Usually the manifest entry at the same index; else looked up (a map built on first need).
+    let file = manifest.files[index];
+    if (file?.path !== output.sourcePath) {
+      files ??= new Map(manifest.files.map((entry) => [entry.path, entry]));
+      file = files.get(output.sourcePath);
+    }
+    if (!describesOutput(records[index] as CompletenessRecord, output, file)) {
+      changed.push(output.path);
+    }
+  }
+  return { missing: [], changed, retired: [] };
 }
 
 function describesOutput(

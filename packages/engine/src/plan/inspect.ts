@@ -58,6 +58,7 @@ export async function inspectDestination(
     bundlePath,
     signal,
     options.limits?.stateBytes,
+    target.manifest,
   );
   // Parsing a big state and deciding from it are long synchronous stretches (seconds at 10⁵
   // outputs): both run in slices with the loop turning between them, so a lease held meanwhile

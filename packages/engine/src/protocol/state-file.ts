@@ -1,3 +1,5 @@
+import { isUtf8 } from "node:buffer";
+import type { Manifest } from "@distributor/bundle";
 import {
   type DestinationStatus,
   encodeDocument,
@@ -99,9 +101,11 @@ async function readStateBytes(
   path: string,
   signal: AbortSignal | undefined,
   limit: DestinationLimit,
-): Promise<{ bytes: Uint8Array; version: string }> {
+): Promise<{ bytes?: Uint8Array | undefined; version: string }> {
   try {
-    return await backend.readVersioned(path, { maxBytes: limit.value, signal });
+    // A fresh object: the parse drops its bytes once decoded.
+    const { bytes, version } = await backend.readVersioned(path, { maxBytes: limit.value, signal });
+    return { bytes, version };
   } catch (error) {
     if (!isStorageError(error, "limit_exceeded")) throw error;
     const raise = limit.setting === undefined ? "" : "; raise it to read this state";
@@ -116,24 +120,42 @@ async function readStateBytes(
   }
 }
 
-/** Bytes of a state decoded between two pauses: a 373 MB state took 1.7 s in one call. */
+/** Bytes of a state decoded between two pauses: a 373 MB state took 1.7 s in one strict decode. */
 const DECODE_CHUNK_BYTES = 4 * 1024 * 1024;
 
+const UTF8_BOM = [0xef, 0xbb, 0xbf] as const;
+
 /**
- * The bytes as UTF-8 text, decoded a chunk per step; bytes that are not UTF-8 throw a
- * `TypeError`, as one strict decode of them all would. A decoder of its own for each call: a
- * streaming decoder keeps the bytes of a character cut at a chunk's end for the next.
+ * The bytes as UTF-8 text; bytes that are not UTF-8 throw a `TypeError`, as a strict
+ * `TextDecoder` does (which also drops a leading byte order mark, as this does). A chunk per step,
+ * each ending before a character's first byte, is checked (`isUtf8`, native) and decoded; the
+ * bytes are let go (`read.bytes`) before the chunks are joined, so a big state is held twice at
+ * most while it is decoded (bytes and chunks, then chunks and text), not three times. The longest
+ * step is the join: 0.27 s for 373 MB on the 2-core machine, against 0.86 s for one decode.
  */
-function* strictUtf8Steps(bytes: Uint8Array): Steps<string> {
-  const decoder = new TextDecoder("utf-8", { fatal: true });
-  if (bytes.length <= DECODE_CHUNK_BYTES) return decoder.decode(bytes);
+function* strictUtf8Steps(read: { bytes?: Uint8Array | undefined }): Steps<string> {
+  let view: Buffer | undefined = bufferOf(read.bytes ?? new Uint8Array());
+  const bom = UTF8_BOM.every((byte, index) => view?.[index] === byte);
   const parts: string[] = [];
-  for (let start = 0; start < bytes.length; start += DECODE_CHUNK_BYTES) {
-    const end = Math.min(bytes.length, start + DECODE_CHUNK_BYTES);
-    parts.push(decoder.decode(bytes.subarray(start, end), { stream: end < bytes.length }));
+  for (let start = bom ? UTF8_BOM.length : 0; start < view.length; ) {
+    let end = Math.min(view.length, start + DECODE_CHUNK_BYTES);
+    // Never cut a character: a chunk ends before a byte that starts one (at most 3 back).
+    while (end < view.length && end > start && ((view[end] ?? 0) & 0xc0) === 0x80) end--;
+    const chunk = view.subarray(start, end);
+    if (end === start || !isUtf8(chunk)) {
+      throw new TypeError("The encoded data was not valid for encoding utf-8");
+    }
+    parts.push(chunk.toString("utf8"));
+    start = end;
     yield;
   }
-  return parts.join("");
+  view = undefined;
+  read.bytes = undefined;
+  return parts.length === 1 ? (parts[0] as string) : parts.join("");
+}
+
+function bufferOf(bytes: Uint8Array): Buffer {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
 /** A parsed `.distributor.json` with the version token of the bytes it was parsed from. */
@@ -155,8 +177,8 @@ export async function readStateFile(
   signal?: AbortSignal,
   limit: DestinationLimit = DEFAULT_STATE_LIMIT,
 ): Promise<StateFile> {
-  const { bytes, version } = await readStateBytes(backend, path, signal, limit);
-  return { ...(await parseStateBytes(backend, path, bytes)), version };
+  const read = await readStateBytes(backend, path, signal, limit);
+  return { ...(await parseStateBytes(backend, path, read)), version: read.version };
 }
 
 /**
@@ -166,11 +188,14 @@ export async function readStateFile(
 async function parseStateBytes(
   backend: StorageBackend,
   path: string,
-  bytes: Uint8Array,
+  read: { bytes?: Uint8Array | undefined },
+  sharedManifest?: Manifest,
 ): Promise<{ text: string; document: StateDocument }> {
   try {
-    const text = await runInSlices(strictUtf8Steps(bytes));
-    return { text, document: await runInSlices(parseDocumentSteps(text)) };
+    // The bytes are let go once decoded: a big state is not held twice while it is parsed.
+    const text = await runInSlices(strictUtf8Steps(read));
+    const document = await runInSlices(parseDocumentSteps(text, { sharedManifest }));
+    return { text, document };
   } catch (error) {
     const detail = error instanceof TypeError ? "not UTF-8 text" : (error as Error).message;
     throw new StateError(
@@ -189,19 +214,21 @@ export interface DestinationStateRead {
 
 /**
  * Reads a destination bundle path's state, at most `limit` of it; an unreadable, invalid or too
- * large file becomes `stateError`.
+ * large file becomes `stateError`. `sharedManifest` (the run's source manifest) lends the state's
+ * embedded manifest its equal strings (`ParseOptions`).
  */
 export async function readDestinationStatus(
   backend: StorageBackend,
   bundlePath: string,
   signal?: AbortSignal,
   limit: DestinationLimit = DEFAULT_STATE_LIMIT,
+  sharedManifest?: Manifest,
 ): Promise<DestinationStateRead> {
   const path = statePath(bundlePath);
   // A state file is content: what else lies there matters only without one (absent vs
   // unmanaged), so a bundle path with a state costs one read (docs/design/bundles.md: a skip reads the state).
   const hasContents = true;
-  let read: { bytes: Uint8Array; version: string };
+  let read: { bytes?: Uint8Array | undefined; version: string };
   try {
     read = await readStateBytes(backend, path, signal, limit);
   } catch (error) {
@@ -216,7 +243,7 @@ export async function readDestinationStatus(
     return { status: { hasContents, stateError: error }, version };
   }
   try {
-    const { document } = await parseStateBytes(backend, path, read.bytes);
+    const { document } = await parseStateBytes(backend, path, read, sharedManifest);
     return { status: { hasContents, state: document }, version: read.version };
   } catch (error) {
     return { status: { hasContents, stateError: error }, version: read.version };

@@ -58,4 +58,17 @@ describe("reading a state file of several megabytes", () => {
     expect(failure).toBeInstanceOf(StateError);
     expect(failure.message).toMatch(/is not valid state: not UTF-8 text$/);
   });
+
+  it("drops a byte order mark before the text, as a strict TextDecoder does", async () => {
+    useBackendKind("local");
+    const backend = newBackend();
+    const bytes = bigState(10);
+    await backend.writeFile(
+      "reports/.distributor.json",
+      Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), bytes]),
+    );
+    const read = await readStateFile(backend, "reports/.distributor.json");
+    expect(read.text).toBe(Buffer.from(bytes).toString("utf8"));
+    expect(read.document.outputs).toHaveLength(10);
+  });
 });
