@@ -8,6 +8,7 @@ const packagesDir = fileURLToPath(new URL("../../", import.meta.url));
 
 interface Manifest {
   name: string;
+  version: string;
   private?: boolean;
   license?: string;
   engines?: { node?: string };
@@ -86,5 +87,17 @@ describe("published package layout", () => {
       await access(join(dir, "LICENSE"));
     }
     expect([...urls]).toHaveLength(1);
+  });
+
+  it("every published package has a version of its own and a changelog that ships with it", async () => {
+    for (const [dir, manifest] of await manifests()) {
+      if (manifest.private === true) continue;
+      const name = manifest.name;
+      expect(manifest.version, name).not.toBe("0.0.0");
+      expect(manifest.files, name).toContain("CHANGELOG.md");
+      const changelog = await readFile(join(dir, "CHANGELOG.md"), "utf8");
+      expect(changelog.startsWith(`# ${name}\n`), name).toBe(true);
+      expect(changelog, name).toContain(`\n## ${manifest.version}\n`);
+    }
   });
 });
