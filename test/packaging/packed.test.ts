@@ -93,11 +93,12 @@ beforeAll(async () => {
     join(project, "package.json"),
     `${JSON.stringify({ name: "packaging-check", private: true, type: "module" }, null, 2)}\n`,
   );
-  // Peers (optional ones too) are installed so that entry points needing them can load.
+  // Peers (optional ones too) are installed so that entry points needing them can load, in the
+  // range the packed manifest gives (`pnpm pack` replaces `catalog:` with the workspace catalog's).
   const peers = new Set<string>();
   for (const { manifest } of packages) {
     for (const [name, range] of Object.entries(manifest.peerDependencies ?? {})) {
-      if (!names.includes(name)) peers.add(`${name}@${range}`);
+      if (!names.includes(name)) peers.add(`${name}@${fromCatalog(name, range)}`);
     }
   }
   await exec(
@@ -348,4 +349,20 @@ async function exists(path: string): Promise<boolean> {
   } catch {
     return false;
   }
+}
+
+/** A range as published: `catalog:` replaced by the range of pnpm-workspace.yaml's catalog. */
+function fromCatalog(name: string, range: string): string {
+  if (range !== "catalog:") return range;
+  const workspace = readFileSync(
+    fileURLToPath(new URL("../../pnpm-workspace.yaml", import.meta.url)),
+    "utf8",
+  );
+  const catalog = workspace.split(/^catalog:\n/m)[1] ?? "";
+  for (const line of catalog.split("\n")) {
+    if (!line.startsWith("  ")) break;
+    const match = /^\s+"?([^":]+)"?:\s*(\S+)\s*$/.exec(line);
+    if (match?.[1] === name && match[2] !== undefined) return match[2];
+  }
+  throw new Error(`${name}: catalog: without a range in pnpm-workspace.yaml's catalog`);
 }
