@@ -30,7 +30,8 @@ export const rollback = defineCommand<RollbackCommandOptions>({
     },
     previous: {
       type: "boolean",
-      describe: "Return to the newest committed release older than the current one",
+      describe:
+        "Return to the newest release before the current one that went live with another source (never a staged release that was not made live)",
     },
     "bundle-path": {
       type: "string",
