@@ -1,13 +1,6 @@
-import { UsageError } from "../../errors.js";
-import {
-  booleanFlag,
-  optionalString,
-  outputFormat,
-  type RawFlags,
-  rejectPositionals,
-  requiredString,
-} from "../../flags.js";
-import { formatFlag, lockTimeout, lockTimeoutFlag, requiredConfigFlag } from "../options.js";
+import { outputFormat, rejectPositionals } from "../../flags.js";
+import { formatFlag, lockTimeoutFlag, requiredConfigFlag } from "../options.js";
+import { releaseSwitchOptions } from "../release-switch.js";
 import { defineCommand } from "../spec.js";
 import type { PromoteCommandOptions } from "./options.js";
 
@@ -65,31 +58,8 @@ export const promote = defineCommand<PromoteCommandOptions>({
   parse(flags) {
     rejectPositionals(flags, "promote", 1);
     const format = outputFormat(flags);
-    return { format, options: promoteOptions(flags) };
+    const { options, alternative } = releaseSwitchOptions(flags, "promote", "latest");
+    return { format, options: { ...options, latest: alternative } };
   },
   load: async () => (await import("./handler.js")).promoteCommand,
 });
-
-function promoteOptions(flags: RawFlags): PromoteCommandOptions {
-  const configPath = requiredString(flags, "config", "promote");
-  const pipelineId = requiredString(flags, "pipeline", "promote");
-  const destinationId = requiredString(flags, "destination", "promote");
-  const to = optionalString(flags, "to");
-  const latest = booleanFlag(flags, "latest");
-  if ((to === undefined) === !latest) {
-    throw new UsageError("promote requires exactly one of --to <release> or --latest");
-  }
-  const bundlePath = optionalString(flags, "bundle-path");
-  return {
-    configPath,
-    pipelineId,
-    destinationId,
-    latest,
-    dryRun: booleanFlag(flags, "dry-run"),
-    verify: booleanFlag(flags, "verify"),
-    force: booleanFlag(flags, "force"),
-    ...(to === undefined ? {} : { to }),
-    ...(bundlePath === undefined ? {} : { bundlePath }),
-    ...lockTimeout(flags),
-  };
-}

@@ -1,13 +1,6 @@
-import { UsageError } from "../../errors.js";
-import {
-  booleanFlag,
-  optionalString,
-  outputFormat,
-  type RawFlags,
-  rejectPositionals,
-  requiredString,
-} from "../../flags.js";
-import { formatFlag, lockTimeout, lockTimeoutFlag, requiredConfigFlag } from "../options.js";
+import { outputFormat, rejectPositionals } from "../../flags.js";
+import { formatFlag, lockTimeoutFlag, requiredConfigFlag } from "../options.js";
+import { releaseSwitchOptions } from "../release-switch.js";
 import { defineCommand } from "../spec.js";
 import type { RollbackCommandOptions } from "./options.js";
 
@@ -64,30 +57,7 @@ export const rollback = defineCommand<RollbackCommandOptions>({
   parse(flags) {
     rejectPositionals(flags, "rollback", 1);
     const format = outputFormat(flags);
-    return { format, options: rollbackOptions(flags) };
+    return { format, options: releaseSwitchOptions(flags, "rollback", "previous").options };
   },
   load: async () => (await import("./handler.js")).rollbackCommand,
 });
-
-function rollbackOptions(flags: RawFlags): RollbackCommandOptions {
-  const configPath = requiredString(flags, "config", "rollback");
-  const pipelineId = requiredString(flags, "pipeline", "rollback");
-  const destinationId = requiredString(flags, "destination", "rollback");
-  const to = optionalString(flags, "to");
-  const previous = booleanFlag(flags, "previous");
-  if ((to === undefined) === !previous) {
-    throw new UsageError("rollback requires exactly one of --to <release> or --previous");
-  }
-  const bundlePath = optionalString(flags, "bundle-path");
-  return {
-    configPath,
-    pipelineId,
-    destinationId,
-    dryRun: booleanFlag(flags, "dry-run"),
-    verify: booleanFlag(flags, "verify"),
-    force: booleanFlag(flags, "force"),
-    ...(to === undefined ? {} : { to }),
-    ...(bundlePath === undefined ? {} : { bundlePath }),
-    ...lockTimeout(flags),
-  };
-}
