@@ -10,7 +10,7 @@ import {
 } from "@distributor/storage";
 import { type BundleIssue, BundleValidationError } from "./errors.js";
 import { walkRefusal } from "./file-problem.js";
-import { MANIFEST_FILE_NAME } from "./manifest.js";
+import { MANIFEST_FILE_NAME } from "./manifest-checks.js";
 
 /** Walk bound for a bundle of at most `maxFiles` files, with room for a directory per file. */
 export function walkLimit(maxFiles: number): number {
@@ -44,7 +44,9 @@ export async function walkBundle(
   let entries: readonly StorageEntry[];
   try {
     if (options.listed === undefined) {
-      entries = await backend.walk(bundlePath, { recursive: true, limit, signal: options.signal });
+      const signal = options.signal;
+      // Validation reads names, kinds and sizes only.
+      entries = await backend.walk(bundlePath, { recursive: true, limit, signal, bare: true });
     } else {
       entries = options.listed;
       if (entries.length > limit) {

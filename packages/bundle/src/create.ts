@@ -13,12 +13,8 @@ import { isNestedManifest, nestedManifestIssue, walkBundle, walkLimit } from "./
 import { digestFileAtMost } from "./digest.js";
 import { type BundleIssue, BundleValidationError, ManifestError } from "./errors.js";
 import { fileIssue } from "./file-problem.js";
-import {
-  buildManifestSteps,
-  bundleIdProblem,
-  MANIFEST_FILE_NAME,
-  SIGNATURE_FILE_NAME,
-} from "./manifest.js";
+import { buildManifestSteps } from "./manifest.js";
+import { bundleIdProblem, MANIFEST_FILE_NAME, SIGNATURE_FILE_NAME } from "./manifest-checks.js";
 import { serializeManifestSteps } from "./manifest-text.js";
 import type { Manifest, ManifestFile } from "./manifest-types.js";
 import { manifestByteLimit } from "./read-manifest.js";

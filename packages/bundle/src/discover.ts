@@ -12,7 +12,7 @@ import {
 import { entryIssue } from "./bundle-walk.js";
 import { type BundleIssue, BundleValidationError } from "./errors.js";
 import { walkRefusal } from "./file-problem.js";
-import { MANIFEST_FILE_NAME } from "./manifest.js";
+import { MANIFEST_FILE_NAME } from "./manifest-checks.js";
 
 /** Default bound on the entries a discovery walk may list under a source root. */
 export const DEFAULT_DISCOVERY_LIMIT = DEFAULT_LISTING_LIMIT;
@@ -56,6 +56,8 @@ export async function discoverBundles(
       recursive: true,
       limit: options.limit ?? DEFAULT_DISCOVERY_LIMIT,
       signal: options.signal,
+      // Discovery and validation read names, kinds and sizes only.
+      bare: true,
     });
   } catch (error) {
     const refusal = walkRefusal(error, rootPrefix);

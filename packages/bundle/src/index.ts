@@ -44,19 +44,26 @@ export {
   ManifestError,
   type ManifestErrorOptions,
 } from "./errors.js";
-export { JSON_SLICE_CHARS, parseJsonSteps, parseStrictJsonSteps } from "./json-slices.js";
+export {
+  type ElementHook,
+  JSON_SLICE_CHARS,
+  type PiecedJson,
+  parseJsonPiecesSteps,
+  parseJsonSteps,
+  parseStrictJsonSteps,
+  type TextPieces,
+} from "./json-slices.js";
 export {
   buildManifest,
-  bundleIdProblem,
   frozenManifestFromJsonSteps,
   isFrozenManifest,
-  MANIFEST_FILE_NAME,
   parseFrozenManifest,
   parseFrozenManifestSteps,
   parseManifest,
-  SIGNATURE_FILE_NAME,
   verifiedManifestText,
 } from "./manifest.js";
+export { bundleIdProblem, MANIFEST_FILE_NAME, SIGNATURE_FILE_NAME } from "./manifest-checks.js";
+export { sharedManifestFile } from "./manifest-sharing.js";
 export { serializeManifest } from "./manifest-text.js";
 export type { Manifest, ManifestFile } from "./manifest-types.js";
 export {
@@ -103,3 +110,4 @@ export {
   validateBundle,
 } from "./validate.js";
 export { validateBundleDirectory } from "./validate-directory.js";
+export { isUtf8Steps, utf8Pieces } from "./utf8-pieces.js";

@@ -1,4 +1,5 @@
 import { compareLogicalPaths, runSteps, type Steps } from "@distributor/storage";
+import type { TextPieces } from "./json-slices.js";
 import { isSortedSteps, STEP_FILES } from "./manifest-order.js";
 import type { Manifest, ManifestFile } from "./manifest-types.js";
 import { formatTimestamp } from "./timestamp.js";
@@ -39,19 +40,74 @@ export function* serializeManifestSteps(manifest: Manifest): Steps<string> {
  */
 export function* isManifestTextSteps(manifest: Manifest, text: string): Steps<boolean> {
   let offset = 0;
-  const next = (piece: string): boolean => {
-    if (!text.startsWith(piece, offset)) return false;
-    offset += piece.length;
-    return true;
-  };
-  if (!next(manifestHead(manifest))) return false;
+  return yield* isCanonicalSteps(manifest, {
+    consume(piece) {
+      if (!text.startsWith(piece, offset)) return false;
+      offset += piece.length;
+      return true;
+    },
+    atEnd: () => offset === text.length,
+  });
+}
+
+/** `isManifestTextSteps` for a text given in pieces, read once from its first piece. */
+export function* isManifestPiecesSteps(manifest: Manifest, pieces: TextPieces): Steps<boolean> {
+  return yield* isCanonicalSteps(manifest, new PieceCursor(pieces));
+}
+
+/** A text read from its start: each expected part is consumed if the text continues with it. */
+interface TextCursor {
+  consume(expected: string): boolean;
+  atEnd(): boolean;
+}
+
+function* isCanonicalSteps(manifest: Manifest, text: TextCursor): Steps<boolean> {
+  if (!text.consume(manifestHead(manifest))) return false;
   const { files } = manifest;
   for (let index = 0; index < files.length; index++) {
     const file = files[index] as ManifestFile;
-    if (!next(index === 0 ? indentedFile(file) : `,${indentedFile(file)}`)) return false;
+    if (!text.consume(index === 0 ? indentedFile(file) : `,${indentedFile(file)}`)) return false;
     if (index % STEP_FILES === STEP_FILES - 1) yield;
   }
-  return next(manifestTail(files)) && offset === text.length;
+  return text.consume(manifestTail(files)) && text.atEnd();
+}
+
+class PieceCursor implements TextCursor {
+  #piece = "";
+  #offset = 0;
+
+  constructor(private readonly pieces: TextPieces) {}
+
+  consume(expected: string): boolean {
+    // Usually within the current piece; otherwise compared part by part across pieces.
+    if (this.#piece.startsWith(expected, this.#offset)) {
+      this.#offset += expected.length;
+      return true;
+    }
+    for (let at = 0; at < expected.length; ) {
+      if (!this.#load()) return false;
+      const length = Math.min(expected.length - at, this.#piece.length - this.#offset);
+      if (!this.#piece.startsWith(expected.slice(at, at + length), this.#offset)) return false;
+      at += length;
+      this.#offset += length;
+    }
+    return true;
+  }
+
+  atEnd(): boolean {
+    return !this.#load();
+  }
+
+  /** Makes sure some text is left to read; false at the end of the text. */
+  #load(): boolean {
+    while (this.#offset >= this.#piece.length) {
+      const next = this.pieces.next();
+      if (next === undefined) return false;
+      this.#piece = next;
+      this.#offset = 0;
+    }
+    return true;
+  }
 }
 
 /** The canonical text up to the first file: `JSON.stringify`'s, with `files` opened last. */

@@ -9,8 +9,10 @@ import {
 } from "@distributor/storage";
 import { BundleValidationError, ManifestError } from "./errors.js";
 import { storageDetail } from "./file-problem.js";
-import { MANIFEST_FILE_NAME, parseFrozenManifestSteps } from "./manifest.js";
+import { parseFrozenManifestPiecesSteps } from "./manifest.js";
+import { MANIFEST_FILE_NAME } from "./manifest-checks.js";
 import type { Manifest } from "./manifest-types.js";
+import { isUtf8Steps, utf8Pieces } from "./utf8-pieces.js";
 
 /**
  * Manifests list files, not content: the least any manifest may have, and the bound when no file
@@ -125,14 +127,14 @@ export function parseManifestBytes(bytes: Uint8Array, source: string): Manifest 
   return runSteps(parseManifestBytesSteps(bytes, source));
 }
 
-/** `parseManifestBytes` in steps (`parseFrozenManifestSteps`). */
+/**
+ * `parseManifestBytes` in steps (`parseFrozenManifestSteps`). The text is read from the bytes a
+ * piece at a time (`utf8Pieces`): a million-file manifest (160 MB) is not held a second time as
+ * one string while it is parsed, unless it is not canonical.
+ */
 export function* parseManifestBytesSteps(bytes: Uint8Array, source: string): Steps<Manifest> {
-  let text: string;
-  try {
-    // Keep a byte order mark in the text so the strict parser reports it rather than hiding it.
-    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
-  } catch (error) {
-    throw new ManifestError("manifest is not valid UTF-8", { source, cause: error });
-  }
-  return yield* parseFrozenManifestSteps(text, source);
+  if (!(yield* isUtf8Steps(bytes)))
+    throw new ManifestError("manifest is not valid UTF-8", { source });
+  // A byte order mark stays in the text, so the strict parser reports it rather than hiding it.
+  return yield* parseFrozenManifestPiecesSteps(utf8Pieces(bytes), source);
 }

@@ -20,7 +20,7 @@ import {
 import { digestFileAtMost } from "./digest.js";
 import { type BundleIssue, BundleValidationError } from "./errors.js";
 import { fileIssue } from "./file-problem.js";
-import { MANIFEST_FILE_NAME, SIGNATURE_FILE_NAME } from "./manifest.js";
+import { MANIFEST_FILE_NAME, SIGNATURE_FILE_NAME } from "./manifest-checks.js";
 import { STEP_FILES } from "./manifest-order.js";
 import type { Manifest, ManifestFile } from "./manifest-types.js";
 import {

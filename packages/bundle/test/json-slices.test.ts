@@ -1,7 +1,11 @@
 import { runSteps } from "@distributor/storage";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { parseJsonSteps, parseStrictJsonSteps } from "../src/json-slices.js";
+import {
+  parseJsonPiecesSteps,
+  parseJsonSteps,
+  parseStrictJsonSteps,
+} from "../src/json-slices.js";
 import { type JsonValue, parseStrictJson } from "../src/strict-json.js";
 
 /** Parses `text` in steps of at most `slice` characters, counting the pauses. */
@@ -104,6 +108,118 @@ describe("parseJsonSteps", () => {
   it("is JSON.parse itself for texts no longer than one slice", () => {
     expect(runSteps(parseJsonSteps('{"a":[1,2]}'))).toEqual({ a: [1, 2] });
     expect(() => runSteps(parseJsonSteps("{"))).toThrow(SyntaxError);
+  });
+});
+
+/** The text cut into pieces of the given lengths (cycled), read with `parseJsonPiecesSteps`. */
+function pieced(text: string, slice: number, lengths: readonly number[]) {
+  let at = 0;
+  let turn = 0;
+  let wholeReads = 0;
+  let longest = 0;
+  const pieces = {
+    next(): string | undefined {
+      if (at >= text.length) return undefined;
+      const length = Math.max(1, lengths[turn++ % lengths.length] ?? 1);
+      const piece = text.slice(at, at + length);
+      at += piece.length;
+      return piece;
+    },
+  };
+  const steps = parseJsonPiecesSteps(
+    {
+      pieces,
+      whole: () => {
+        wholeReads++;
+        return text;
+      },
+    },
+    slice,
+  );
+  try {
+    for (;;) {
+      const next = steps.next();
+      if (next.done) return { value: next.value, wholeReads, longest };
+      longest = Math.max(longest, at);
+    }
+  } catch (error) {
+    return { error: (error as Error).message, wholeReads, longest };
+  }
+}
+
+describe("parseJsonPiecesSteps", () => {
+  it("returns what JSON.parse returns for any value, slice size and cut into pieces", () => {
+    fc.assert(
+      fc.property(
+        fc.jsonValue({ maxDepth: 6 }),
+        fc.integer({ min: 1, max: 200 }),
+        fc.array(fc.integer({ min: 1, max: 300 }), { minLength: 1, maxLength: 5 }),
+        fc.constantFrom(0, 2),
+        (value, slice, lengths, indent) => {
+          const text = JSON.stringify(value, null, indent);
+          const result = pieced(text, slice, lengths);
+          expect(shape(result.value)).toEqual(shape(JSON.parse(text)));
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it("keeps JSON.parse's verdict, read from the whole text, on texts near valid JSON", () => {
+    const base = fc.jsonValue({ maxDepth: 4 }).map((value) => JSON.stringify(value));
+    const mutated = fc
+      .tuple(base, fc.nat(), fc.constantFrom("", ",", "]", "}", '"', "\\", ":", "x", "1", " ", "{"))
+      .map(([text, at, insert]) => {
+        const index = at % (text.length + 1);
+        return `${text.slice(0, index)}${insert}${text.slice(index + (at % 2))}`;
+      });
+    fc.assert(
+      fc.property(mutated, fc.integer({ min: 1, max: 40 }), fc.nat({ max: 50 }), (text, slice, cut) => {
+        const result = pieced(text, slice, [cut + 1]);
+        const expected = native(text);
+        if ("error" in expected) expect(result.error).toBe(expected.error);
+        else expect(shape(result.value)).toEqual(shape(expected.value));
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it("asks for pieces as it reads, never far ahead, and never for the whole of a valid text", () => {
+    const records = Array.from({ length: 20_000 }, (_, index) => ({
+      path: `d/${index}.txt`,
+      sha256: `sha256:${String(index).padStart(64, "0")}`,
+      size: index,
+    }));
+    const text = JSON.stringify({ outputs: records, tail: "end" });
+    let at = 0;
+    const steps = parseJsonPiecesSteps(
+      {
+        pieces: {
+          next() {
+            if (at >= text.length) return undefined;
+            const piece = text.slice(at, at + 10_000);
+            at += piece.length;
+            return piece;
+          },
+        },
+        whole: () => {
+          throw new Error("read whole");
+        },
+      },
+      4096,
+    );
+    // Each pause comes after one slice was parsed: what was asked for by then is that slice,
+    // the two slices the reader looks ahead, and the rest of the last piece.
+    let pauses = 0;
+    let previous = 0;
+    let next = steps.next();
+    for (; !next.done; next = steps.next()) {
+      pauses++;
+      expect(at - previous).toBeLessThanOrEqual(3 * 4096 + 10_000);
+      previous = at;
+    }
+    expect(pauses).toBeGreaterThan(text.length / 4096 - 1);
+    expect(next.value).toEqual({ outputs: records, tail: "end" });
   });
 });
 

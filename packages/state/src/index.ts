@@ -19,6 +19,7 @@ export {
   managedOutputPaths,
   mergeByPath,
   mergeOutputRecords,
+  outputRecord,
   projectOutputs,
   removeMissingOutputs,
   sameStoredForm,

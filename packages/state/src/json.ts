@@ -1,4 +1,9 @@
-import { parseJsonSteps } from "@distributor/bundle";
+import {
+  type ElementHook,
+  type PiecedJson,
+  parseJsonPiecesSteps,
+  parseJsonSteps,
+} from "@distributor/bundle";
 import { StateError } from "./errors.js";
 import { runSteps, type Steps } from "./steps.js";
 import { parseStateTimestamp } from "./time.js";
@@ -14,13 +19,22 @@ export function decodeStateJson(text: string): JsonObject {
   return runSteps(decodeStateJsonSteps(text));
 }
 
-/** `decodeStateJson` in steps: a long document is parsed in slices (`parseJsonSteps`). */
-export function* decodeStateJsonSteps(text: string): Steps<JsonObject> {
+/**
+ * `decodeStateJson` in steps: a long document is parsed in slices (`parseJsonSteps`); a document
+ * given in pieces (`PiecedJson`) is never held whole unless it is invalid.
+ */
+export function* decodeStateJsonSteps(
+  text: string | PiecedJson,
+  elements?: ElementHook,
+): Steps<JsonObject> {
   let value: unknown;
   try {
-    value = yield* parseJsonSteps(text);
+    value = yield* (typeof text === "string"
+      ? parseJsonSteps(text, undefined, elements)
+      : parseJsonPiecesSteps(text, undefined, elements));
   } catch (error) {
-    if (hasTrailingData(text)) throw new StateError("parse distributor state: trailing data");
+    const whole = typeof text === "string" ? text : text.whole();
+    if (hasTrailingData(whole)) throw new StateError("parse distributor state: trailing data");
     throw new StateError(`parse distributor state: ${syntaxDetail(error)}`, { cause: error });
   }
   if (!isJsonObject(value)) {

@@ -364,4 +364,58 @@ describe("parseDocumentSteps with a shared manifest", () => {
     });
     expect(runSteps(parseDocumentSteps(text, { sharedManifest: other }))).toEqual(plain);
   });
+
+  it("shares the held manifest's entries with a big state's embedded manifest, read in pieces", () => {
+    const count = 3000;
+    const digest = (index: number) => `sha256:${String(index).padStart(64, "0")}`;
+    const files = Array.from({ length: count }, (_, index) => ({
+      path: `d/f${String(index).padStart(5, "0")}.txt`,
+      sha256: digest(index),
+      size: index,
+    }));
+    const manifest = buildManifest({ ...validManifest(), files });
+    const base = validSingleOwnerState();
+    const when = new Date("2026-06-01T00:00:00Z");
+    const state = {
+      ...base,
+      source: { manifest },
+      outputs: files.map((file) => ({
+        path: file.path,
+        kind: "source" as const,
+        sourcePath: file.path,
+        sha256: file.sha256,
+        size: file.size,
+        createdAt: when,
+        updatedAt: when,
+      })),
+    };
+    const text = serializeDocument(state);
+    expect(text.length).toBeGreaterThan(4 * 64 * 1024);
+    const plain = parseDocument(text);
+    // The held manifest differs at one entry: that entry is the state's own, the others shared.
+    const held = buildManifest({
+      ...validManifest(),
+      files: files.map((file, index) => (index === 7 ? { ...file, size: 1_000_000 } : file)),
+    });
+    let at = 0;
+    const pieces = {
+      next() {
+        if (at >= text.length) return undefined;
+        const piece = text.slice(at, at + 5000);
+        at += piece.length;
+        return piece;
+      },
+    };
+    const whole = () => {
+      throw new Error("a valid state is never read whole");
+    };
+    const read = runSteps(parseDocumentSteps({ pieces, whole }, { sharedManifest: held }));
+    expect(read).toEqual(plain);
+    if (read.schemaVersion !== 2) throw new Error("single-owner state expected");
+    const embedded = read.source.manifest.files;
+    expect(embedded[0]).toBe(held.files[0]);
+    expect(embedded[count - 1]).toBe(held.files[count - 1]);
+    expect(embedded[7]).not.toBe(held.files[7]);
+    expect(embedded[7]).toEqual(files[7]);
+  });
 });

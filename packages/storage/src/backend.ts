@@ -133,6 +133,12 @@ export interface WalkOptions extends OperationOptions {
   recursive?: boolean;
   /** Maximum number of entries; a walk that would return more fails with `limit_exceeded`. */
   limit: number;
+  /**
+   * The caller reads only `path`, `kind`, `size` and `nameProblem`: a backend may leave the other
+   * fields out (the local and SFTP backends do, which spares a date and a version token per file
+   * of a million-file source).
+   */
+  bare?: boolean;
 }
 
 export interface DeleteOptions extends OperationOptions {

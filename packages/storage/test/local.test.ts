@@ -117,6 +117,17 @@ describe("local backend", () => {
     expect(await readdir(root)).toEqual([]);
   });
 
+  it("walks bare on request: names, kinds and sizes as a full walk gives them, no date or version", async () => {
+    await backend.writeFile("b/one.txt", "one");
+    await backend.writeFile("b/deep/two.txt", "two!");
+    const full = await backend.walk("b", { recursive: true, limit: 10 });
+    const bare = await backend.walk("b", { recursive: true, limit: 10, bare: true });
+    expect(full.find((entry) => entry.path === "b/one.txt")?.version).toEqual(expect.any(String));
+    expect(bare).toEqual(
+      full.map(({ path, kind, size }) => ({ path, kind, size })),
+    );
+  });
+
   it("walks a directory larger than one directory read, closing it on limits and aborts", async () => {
     const wide = join(root, "wide");
     await mkdir(join(wide, "zz-sub"), { recursive: true });

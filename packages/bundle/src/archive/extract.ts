@@ -6,7 +6,7 @@ import { pipeline } from "node:stream/promises";
 import { createGunzip } from "node:zlib";
 import { isReservedName, pathProblem } from "@distributor/storage";
 import type { ReadEntry } from "tar";
-import { MANIFEST_FILE_NAME } from "../manifest.js";
+import { MANIFEST_FILE_NAME } from "../manifest-checks.js";
 import { loadTar } from "./tar.js";
 
 /** Why an upload archive was refused (docs/design/bundles.md "Archive"). */

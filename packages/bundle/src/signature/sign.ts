@@ -2,7 +2,7 @@ import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { readFile, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { MANIFEST_FILE_NAME, SIGNATURE_FILE_NAME } from "../manifest.js";
+import { MANIFEST_FILE_NAME, SIGNATURE_FILE_NAME } from "../manifest-checks.js";
 import { SshWireError } from "./ssh-wire.js";
 import { parseSshSignature, sshsigProblem } from "./sshsig.js";
 import { DEFAULT_SIGNATURE_NAMESPACE } from "./verify.js";

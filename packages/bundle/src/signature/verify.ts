@@ -7,7 +7,7 @@ import {
 } from "@distributor/storage";
 import { type BundleIssue, BundleValidationError } from "../errors.js";
 import { storageDetail } from "../file-problem.js";
-import { MANIFEST_FILE_NAME, SIGNATURE_FILE_NAME } from "../manifest.js";
+import { MANIFEST_FILE_NAME, SIGNATURE_FILE_NAME } from "../manifest-checks.js";
 import type { Manifest } from "../manifest-types.js";
 import {
   parseManifestBytesSteps,

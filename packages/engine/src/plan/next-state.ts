@@ -8,6 +8,7 @@ import {
   type OutputRecord,
   type OwnerRecord,
   type OwnerScope,
+  outputRecord,
   ownerOutputs,
   projectOutputs,
   projectOwnerOutputs,
@@ -195,11 +196,17 @@ export function updatedRecordsDocument(
   now: Date,
 ): StateDocument {
   const at = truncateToSecond(now);
+  const updatedAt = new Date(at);
   const replaced = new Map(projections(outputs).map((output) => [output.path, output]));
   const update = <Record extends OutputRecord>(record: Record): Record => {
     const projection = replaced.get(record.path);
     if (projection === undefined) return record;
-    const updated: Record = { ...record, ...projection, updatedAt: new Date(at) };
+    if (!("owner" in record)) {
+      // Built field by field from the new projection (nothing the projection lacks survives),
+      // not spread: a spread record got a hidden class of its own in V8. One date for all.
+      return outputRecord(projection, record.createdAt, updatedAt) as Record;
+    }
+    const updated: Record = { ...record, ...projection, updatedAt };
     // A field the new projection lacks (metadata no rule sets any more) must not survive.
     if (projection.metadata === undefined) delete updated.metadata;
     if (projection.decoded === undefined) delete updated.decoded;

@@ -1,5 +1,5 @@
 import { isUtf8 } from "node:buffer";
-import type { Manifest } from "@distributor/bundle";
+import { isUtf8Steps, type Manifest, utf8Pieces } from "@distributor/bundle";
 import {
   type DestinationStatus,
   encodeDocument,
@@ -178,24 +178,38 @@ export async function readStateFile(
   limit: DestinationLimit = DEFAULT_STATE_LIMIT,
 ): Promise<StateFile> {
   const read = await readStateBytes(backend, path, signal, limit);
-  return { ...(await parseStateBytes(backend, path, read)), version: read.version };
+  const { text, document } = await parseStateBytes(backend, path, read, { keepText: true });
+  return { text: text ?? "", document, version: read.version };
 }
 
 /**
  * Decodes and parses state bytes; a big state is parsed in slices, the event loop turning
- * between them, so a lease held meanwhile is renewed on time.
+ * between them, so a lease held meanwhile is renewed on time. Without `keepText` the text is
+ * never made whole: it is decoded a piece at a time as the parse reads it, so a big state is held
+ * once (its bytes), not twice (bytes and text).
  */
 async function parseStateBytes(
   backend: StorageBackend,
   path: string,
   read: { bytes?: Uint8Array | undefined },
-  sharedManifest?: Manifest,
-): Promise<{ text: string; document: StateDocument }> {
+  options: { sharedManifest?: Manifest | undefined; keepText?: boolean } = {},
+): Promise<{ text?: string; document: StateDocument }> {
   try {
-    // The bytes are let go once decoded: a big state is not held twice while it is parsed.
-    const text = await runInSlices(strictUtf8Steps(read));
-    const document = await runInSlices(parseDocumentSteps(text, { sharedManifest }));
-    return { text, document };
+    if (options.keepText) {
+      // The bytes are let go once decoded: a big state is not held twice while it is parsed.
+      const text = await runInSlices(strictUtf8Steps(read));
+      const document = await runInSlices(parseDocumentSteps(text));
+      return { text, document };
+    }
+    const bytes = read.bytes ?? new Uint8Array();
+    read.bytes = undefined;
+    if (!(await runInSlices(isUtf8Steps(bytes)))) {
+      throw new TypeError("The encoded data was not valid for encoding utf-8");
+    }
+    // A leading byte order mark is dropped, as a strict `TextDecoder` drops it.
+    const text = utf8Pieces(bytes, { dropBom: true });
+    const { sharedManifest } = options;
+    return { document: await runInSlices(parseDocumentSteps(text, { sharedManifest })) };
   } catch (error) {
     const detail = error instanceof TypeError ? "not UTF-8 text" : (error as Error).message;
     throw new StateError(
@@ -243,7 +257,7 @@ export async function readDestinationStatus(
     return { status: { hasContents, stateError: error }, version };
   }
   try {
-    const { document } = await parseStateBytes(backend, path, read, sharedManifest);
+    const { document } = await parseStateBytes(backend, path, read, { sharedManifest });
     return { status: { hasContents, state: document }, version: read.version };
   } catch (error) {
     return { status: { hasContents, stateError: error }, version: read.version };

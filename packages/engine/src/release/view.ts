@@ -23,6 +23,7 @@ import {
   type WriteResult,
 } from "@distributor/storage";
 import { DEFAULT_DESTINATION_LIMITS, type DestinationLimits } from "../protocol/limits.js";
+import { entryAt } from "./entry-at.js";
 import { checkRelease, readIdentities } from "./identities.js";
 import { liveRelease, releaseDirectory } from "./layout.js";
 
@@ -307,8 +308,7 @@ export class ReleaseView implements StorageBackend {
       throw this.#notFound("stat", path);
     }
     const entry = await this.inner.stat(this.#inRelease(release, path), options);
-    const version = this.#logical(path, entry.version);
-    return { ...entry, path, ...(version === undefined ? {} : { version }) };
+    return entryAt(path, entry, this.#logical(path, entry.version));
   }
 
   async walk(prefix: string, options: WalkOptions): Promise<StorageEntry[]> {
@@ -326,8 +326,7 @@ export class ReleaseView implements StorageBackend {
       for (const entry of await this.#walkOrNothing(physical, options)) {
         const path = joinPrefix(prefix, relativeTo(physical, entry.path));
         if (entry.kind === "file" && hidden?.has(relativeTo(this.bundlePath, path))) continue;
-        const version = this.#logical(path, entry.version);
-        entries.push({ ...entry, path, ...(version === undefined ? {} : { version }) });
+        entries.push(entryAt(path, entry, this.#logical(path, entry.version)));
       }
     }
     if (entries.length > options.limit) {

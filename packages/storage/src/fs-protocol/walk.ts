@@ -56,7 +56,7 @@ export async function walkTree<Handle>(
     for (let index = 0; index < batch.length; index++) {
       const directory = batch[index] as string;
       for (const listedEntry of listings[index] ?? []) {
-        const entry = describeEntry(directory, listedEntry);
+        const entry = describeEntry(directory, listedEntry, options.bare === true);
         entries.push(entry);
         if (entries.length > limit) {
           throw store.error("limit_exceeded", OPERATION, prefix, `more than ${limit} entries`);
@@ -71,8 +71,8 @@ export async function walkTree<Handle>(
   return entries.sort((left, right) => compareLogicalPaths(left.path, right.path));
 }
 
-/** A listed entry as a `StorageEntry` below `directory`. */
-function describeEntry(directory: string, listed: FsDirEntry): StorageEntry {
+/** A listed entry as a `StorageEntry` below `directory`; `bare` leaves out its date and version. */
+function describeEntry(directory: string, listed: FsDirEntry, bare: boolean): StorageEntry {
   const raw = typeof listed.name === "string" ? Buffer.from(listed.name, "utf8") : listed.name;
   const problem = listed.nameProblem ?? nameProblem(raw);
   // A decoded name that lost bytes shows where: U+FFFD escaped like any other character.
@@ -82,13 +82,11 @@ function describeEntry(directory: string, listed: FsDirEntry): StorageEntry {
       : escapeName(raw).replaceAll("\ufffd", "\\ufffd");
   const path = directory === "" ? name : `${directory}/${name}`;
   const { stats } = listed;
-  const entry: StorageEntry = {
-    path,
-    kind: stats.kind,
-    size: stats.kind === "file" ? stats.size : 0,
-    modifiedAt: new Date(stats.mtimeMs),
-  };
-  if (stats.kind === "file") entry.version = stats.version;
+  const entry: StorageEntry = { path, kind: stats.kind, size: stats.kind === "file" ? stats.size : 0 };
+  if (!bare) {
+    entry.modifiedAt = new Date(stats.mtimeMs);
+    if (stats.kind === "file") entry.version = stats.version;
+  }
   if (problem !== undefined) entry.nameProblem = problem;
   return entry;
 }
