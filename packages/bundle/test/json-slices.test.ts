@@ -1,11 +1,7 @@
 import { runSteps } from "@distributor/storage";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import {
-  parseJsonPiecesSteps,
-  parseJsonSteps,
-  parseStrictJsonSteps,
-} from "../src/json-slices.js";
+import { parseJsonPiecesSteps, parseJsonSteps, parseStrictJsonSteps } from "../src/json-slices.js";
 import { type JsonValue, parseStrictJson } from "../src/strict-json.js";
 
 /** Parses `text` in steps of at most `slice` characters, counting the pauses. */
@@ -174,12 +170,17 @@ describe("parseJsonPiecesSteps", () => {
         return `${text.slice(0, index)}${insert}${text.slice(index + (at % 2))}`;
       });
     fc.assert(
-      fc.property(mutated, fc.integer({ min: 1, max: 40 }), fc.nat({ max: 50 }), (text, slice, cut) => {
-        const result = pieced(text, slice, [cut + 1]);
-        const expected = native(text);
-        if ("error" in expected) expect(result.error).toBe(expected.error);
-        else expect(shape(result.value)).toEqual(shape(expected.value));
-      }),
+      fc.property(
+        mutated,
+        fc.integer({ min: 1, max: 40 }),
+        fc.nat({ max: 50 }),
+        (text, slice, cut) => {
+          const result = pieced(text, slice, [cut + 1]);
+          const expected = native(text);
+          if ("error" in expected) expect(result.error).toBe(expected.error);
+          else expect(shape(result.value)).toEqual(shape(expected.value));
+        },
+      ),
       { numRuns: 2000 },
     );
   });

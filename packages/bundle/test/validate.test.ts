@@ -11,6 +11,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { fileDigest } from "../src/digest.js";
 import { discoverBundles } from "../src/discover.js";
 import { BundleValidationError, ManifestError } from "../src/errors.js";
+import { buildManifest, parseManifest } from "../src/manifest.js";
 import { serializeManifest } from "../src/manifest-text.js";
 import {
   MANIFEST_BYTES_PER_FILE,
@@ -547,6 +548,31 @@ describe("readManifest", () => {
     expect((await readManifest(backend, "", { maxFiles: 20_000 })).files).toHaveLength(
       manifestFor(FILES).files.length,
     );
+  });
+
+  it("reads a big canonical manifest as parseManifest does, and a non-canonical one by the strict parser", async () => {
+    const files = Array.from({ length: 12_000 }, (_, index) => ({
+      path: `d/f${String(index).padStart(5, "0")}.txt`,
+      sha256: `sha256:${String(index).padStart(64, "0")}`,
+      size: index,
+    }));
+    const manifest = buildManifest({ id: "big", created: new Date("2026-06-04T11:55:00Z"), files });
+    const canonical = serializeManifest(manifest);
+    // More than one piece of a megabyte: the pieces are read twice (parsed, then compared).
+    expect(canonical.length).toBeGreaterThan(1024 * 1024);
+    const compact = JSON.stringify(JSON.parse(canonical));
+    const duplicated = canonical.replace('"id": "big",', '"id": "big", "id": "big",');
+    const backend = createMemoryBackend({
+      files: {
+        "a/manifest.json": canonical,
+        "b/manifest.json": compact,
+        "c/manifest.json": duplicated,
+      },
+    });
+    const expected = parseManifest(canonical);
+    expect(await readManifest(backend, "a")).toEqual(expected);
+    expect(await readManifest(backend, "b")).toEqual(expected);
+    await expect(readManifest(backend, "c")).rejects.toThrow('duplicate key "id"');
   });
 
   it("refuses bytes that are not UTF-8", async () => {
