@@ -99,6 +99,13 @@ export {
 } from "./signature/verify.js";
 export { formatTimestamp, isRepresentableDate, parseTimestamp } from "./timestamp.js";
 export {
+  isUtf8Steps,
+  runWithStreamedPieces,
+  StreamedUtf8Pieces,
+  utf8Pieces,
+  WholeTextNeeded,
+} from "./utf8-pieces.js";
+export {
   DEFAULT_MAX_FILES,
   DEFAULT_MAX_TOTAL_SIZE,
   type FileCheckProgress,
@@ -110,4 +117,3 @@ export {
   validateBundle,
 } from "./validate.js";
 export { validateBundleDirectory } from "./validate-directory.js";
-export { isUtf8Steps, utf8Pieces } from "./utf8-pieces.js";

@@ -101,9 +101,17 @@ export function parseStrictJsonSteps(
 
 /**
  * JSON text handed over in pieces, in order: `next()` gives the next piece, undefined after the
- * last. A piece ends between two UTF-16 units of the text, anywhere.
+ * last. A piece ends between two UTF-16 units of the text, anywhere. A source that reads its
+ * pieces asynchronously answers `null` while the next one is not there yet: the reader then
+ * pauses (its steps yield) and asks again when resumed, so its driver loads a piece meanwhile
+ * (`AsyncPieces`).
  */
 export interface TextPieces {
+  next(): string | undefined | null;
+}
+
+/** Pieces that are always there when asked for (read from bytes in memory, say). */
+export interface ReadyPieces extends TextPieces {
   next(): string | undefined;
 }
 
@@ -183,15 +191,23 @@ class TextWindow {
     return this.base + this.text.length;
   }
 
-  /** Loads pieces until the window reaches `until` or the text ended, dropping what lies before `keep`. */
-  fill(until: number, keep: number): void {
-    if (this.ended || this.end >= until || this.pieces === undefined) return;
+  /**
+   * Loads pieces until the window reaches `until` or the text ended, dropping what lies before
+   * `keep`; false when the source has no piece ready yet (call again once it has).
+   */
+  fill(until: number, keep: number): boolean {
+    if (this.ended || this.end >= until || this.pieces === undefined) return true;
     const drop = Math.max(0, keep - this.base);
     const parts = [drop > 0 ? this.text.slice(drop) : this.text];
     this.base += drop;
     let end = this.end;
+    let ready = true;
     while (end < until) {
       const piece = this.pieces.next();
+      if (piece === null) {
+        ready = false;
+        break;
+      }
       if (piece === undefined) {
         this.ended = true;
         break;
@@ -201,6 +217,7 @@ class TextWindow {
     }
     // One new flat string: the dropped text is not kept alive by a slice of it.
     this.text = parts.join("");
+    return ready;
   }
 }
 
@@ -220,13 +237,13 @@ class SlicedReader {
   private readonly keys: string[] = [];
 
   *document(): Steps<unknown> {
-    this.ahead();
+    yield* this.ahead();
     this.whitespace();
     const value = yield* this.value();
-    this.ahead();
+    yield* this.ahead();
     this.whitespace();
     // Whatever follows must be the end of the text.
-    this.window.fill(Number.POSITIVE_INFINITY, this.position);
+    while (!this.window.fill(Number.POSITIVE_INFINITY, this.position)) yield;
     if (this.position !== this.window.end) throw new NotSliceable();
     return value;
   }
@@ -236,8 +253,8 @@ class SlicedReader {
    * scan below looks at most one slice ahead of the position it starts from, and a step moves on
    * by one slice at most.
    */
-  private ahead(keep = this.position): void {
-    this.window.fill(this.position + 2 * this.sliceChars, keep);
+  private *ahead(keep = this.position): Steps<void> {
+    while (!this.window.fill(this.position + 2 * this.sliceChars, keep)) yield;
   }
 
   private code(index: number): number {
@@ -251,7 +268,7 @@ class SlicedReader {
 
   /** The value at `position`, which is left just past it. */
   private *value(): Steps<unknown> {
-    this.ahead();
+    yield* this.ahead();
     const start = this.position;
     const end = this.valueEnd(start, Math.min(this.window.end, start + this.sliceChars));
     if (end >= 0) {
@@ -292,7 +309,7 @@ class SlicedReader {
     }
     for (let members = 1; ; members++) {
       if (members % MEMBERS_PER_STEP === 0) yield;
-      this.ahead();
+      yield* this.ahead();
       const keyStart = this.position;
       if (this.code(keyStart) !== QUOTE) throw new NotSliceable();
       const keyEnd = this.stringEnd(keyStart);
@@ -306,7 +323,7 @@ class SlicedReader {
       const value = yield* this.value();
       this.keys.pop();
       if (!this.flavour.set(result, key, value)) throw new NotSliceable();
-      this.ahead();
+      yield* this.ahead();
       this.whitespace();
       if (this.code(this.position) === CLOSE_BRACE) {
         this.position++;
@@ -342,7 +359,7 @@ class SlicedReader {
       runStart = -1;
     };
     for (;;) {
-      this.ahead(runStart < 0 ? this.position : runStart);
+      yield* this.ahead(runStart < 0 ? this.position : runStart);
       const start = this.position;
       const limit = Math.min(this.window.end, (runStart < 0 ? start : runStart) + this.sliceChars);
       const end = this.valueEnd(start, limit);
@@ -361,7 +378,7 @@ class SlicedReader {
         keys.pop();
         keep(value);
       }
-      this.ahead(runStart < 0 ? this.position : runStart);
+      yield* this.ahead(runStart < 0 ? this.position : runStart);
       this.whitespace();
       const next = this.code(this.position);
       if (next === CLOSE_BRACKET) {

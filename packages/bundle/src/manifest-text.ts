@@ -1,5 +1,6 @@
+import { createHash } from "node:crypto";
 import { compareLogicalPaths, runSteps, type Steps } from "@distributor/storage";
-import type { TextPieces } from "./json-slices.js";
+import type { ReadyPieces } from "./json-slices.js";
 import { isSortedSteps, STEP_FILES } from "./manifest-order.js";
 import type { Manifest, ManifestFile } from "./manifest-types.js";
 import { formatTimestamp } from "./timestamp.js";
@@ -20,17 +21,34 @@ export function serializeManifest(manifest: Manifest): string {
  * 100 MB of text).
  */
 export function* serializeManifestSteps(manifest: Manifest): Steps<string> {
+  const chunks: string[] = [];
+  yield* canonicalChunksSteps(manifest, (chunk) => chunks.push(chunk));
+  return chunks.join("");
+}
+
+/**
+ * The SHA-256 (hex) of the UTF-8 bytes of `serializeManifest(manifest)`, computed a few files at a
+ * time, without the text: whether a manifest file of a million files is canonical is a comparison
+ * of its digest with this one.
+ */
+export function* canonicalTextDigestSteps(manifest: Manifest): Steps<string> {
+  const hash = createHash("sha256");
+  yield* canonicalChunksSteps(manifest, (chunk) => hash.update(chunk, "utf8"));
+  return hash.digest("hex");
+}
+
+/** The canonical text in chunks of `STEP_FILES` files, each given to `take`, a step each. */
+function* canonicalChunksSteps(manifest: Manifest, take: (chunk: string) => void): Steps<void> {
   const files = (yield* isSortedSteps(manifest.files))
     ? manifest.files
     : [...manifest.files].sort((a, b) => compareLogicalPaths(a.path, b.path));
-  const chunks = [manifestHead(manifest)];
+  take(manifestHead(manifest));
   for (let start = 0; start < files.length; start += STEP_FILES) {
     const entries = files.slice(start, start + STEP_FILES).map(indentedFile);
-    chunks.push(`${start === 0 ? "" : ","}${entries.join(",")}`);
+    take(`${start === 0 ? "" : ","}${entries.join(",")}`);
     yield;
   }
-  chunks.push(manifestTail(files));
-  return chunks.join("");
+  take(manifestTail(files));
 }
 
 /**
@@ -51,7 +69,7 @@ export function* isManifestTextSteps(manifest: Manifest, text: string): Steps<bo
 }
 
 /** `isManifestTextSteps` for a text given in pieces, read once from its first piece. */
-export function* isManifestPiecesSteps(manifest: Manifest, pieces: TextPieces): Steps<boolean> {
+export function* isManifestPiecesSteps(manifest: Manifest, pieces: ReadyPieces): Steps<boolean> {
   return yield* isCanonicalSteps(manifest, new PieceCursor(pieces));
 }
 
@@ -76,7 +94,7 @@ class PieceCursor implements TextCursor {
   #piece = "";
   #offset = 0;
 
-  constructor(private readonly pieces: TextPieces) {}
+  constructor(private readonly pieces: ReadyPieces) {}
 
   consume(expected: string): boolean {
     // Usually within the current piece; otherwise compared part by part across pieces.

@@ -38,6 +38,8 @@ const STEP_NAMES = 2000;
 
 /** `nameCollisions` as steps that pause every few thousand names (see `Steps`). */
 export function* nameCollisionsSteps(paths: readonly string[]): Steps<NameCollision[]> {
+  const sorted = yield* sortedCollisionsSteps(paths);
+  if (sorted !== undefined) return sorted;
   const names = new Set<string>();
   // The directory of the path before: sorted paths share theirs, already added with its parents.
   let directory: string | undefined;
@@ -88,6 +90,91 @@ export function* nameCollisionsSteps(paths: readonly string[]): Steps<NameCollis
     collisions.push({ kind: "reserved", paths: [name] });
   }
   return collisions.sort((a, b) => compareLogicalPaths(a.paths[0] ?? "", b.paths[0] ?? ""));
+}
+
+/** The names of one directory, by folded name: the name, or the names when more fold so. */
+interface DirectoryNames {
+  /** The directory's path; `""` for the root. */
+  path: string;
+  names: Map<string, string | string[]>;
+}
+
+/**
+ * `nameCollisionsSteps` for paths in strictly increasing byte order (a manifest's), with the same
+ * collisions, holding only the names of the directories the current path lies in: a directory's
+ * entries are contiguous in that order, so each directory's names are compared among themselves
+ * (only entries of one directory can be one name) and let go once the walk has left it. Undefined
+ * when the paths are not in that order.
+ */
+function* sortedCollisionsSteps(paths: readonly string[]): Steps<NameCollision[] | undefined> {
+  for (let index = 1; index < paths.length; index++) {
+    if (index % STEP_NAMES === 0) yield;
+    if (compareLogicalPaths(paths[index - 1] as string, paths[index] as string) >= 0)
+      return undefined;
+  }
+  const collisions: NameCollision[] = [];
+  const reserved = new Set(RESERVED_NAMES.map(foldName));
+  const reservedLengths = new Set(RESERVED_NAMES.map((name) => name.length));
+  const open: DirectoryNames[] = [{ path: "", names: new Map() }];
+  const close = (directory: DirectoryNames) => {
+    for (const members of directory.names.values()) {
+      if (typeof members === "string") continue;
+      members.sort(compareLogicalPaths);
+      const nfc = new Set(members.map((member) => member.normalize("NFC")));
+      collisions.push({ kind: nfc.size === 1 ? "normalization" : "case", paths: members });
+    }
+  };
+  const add = (directory: DirectoryNames, name: string) => {
+    const segment = directory.path === "" ? name : name.slice(directory.path.length + 1);
+    const key = foldName(segment);
+    const group = directory.names.get(key);
+    if (group === name || (Array.isArray(group) && group.includes(name))) return;
+    if (group === undefined) directory.names.set(key, name);
+    else if (typeof group === "string") directory.names.set(key, [group, name]);
+    else group.push(name);
+    // An ASCII segment folds to one of the same length: most need no folding to be ruled out.
+    if (!reservedLengths.has(segment.length) && !NON_ASCII.test(segment)) return;
+    if (!RESERVED_NAMES.includes(segment) && reserved.has(key)) {
+      collisions.push({ kind: "reserved", paths: [name] });
+    }
+  };
+  for (const [index, path] of paths.entries()) {
+    if (index % STEP_NAMES === STEP_NAMES - 1) yield;
+    let top = open.at(-1) as DirectoryNames;
+    while (top.path !== "" && !isWithin(path, top.path)) {
+      close(open.pop() as DirectoryNames);
+      top = open.at(-1) as DirectoryNames;
+    }
+    const from = top.path === "" ? 0 : top.path.length + 1;
+    for (let slash = path.indexOf("/", from); slash !== -1; slash = path.indexOf("/", slash + 1)) {
+      const directory = path.slice(0, slash);
+      add(top, directory);
+      top = { path: directory, names: new Map() };
+      open.push(top);
+    }
+    add(top, path);
+  }
+  for (const directory of open) close(directory);
+  // Below a colliding directory everything collides again: only the directory is reported.
+  const colliding = new Set(
+    collisions.filter((c) => c.kind !== "reserved").map((c) => foldName(c.paths[0] ?? "")),
+  );
+  return collisions
+    .filter(
+      (c) =>
+        c.kind === "reserved" ||
+        !ancestors(foldName(c.paths[0] ?? "")).some((above) => colliding.has(above)),
+    )
+    .sort((a, b) => compareLogicalPaths(a.paths[0] ?? "", b.paths[0] ?? ""));
+}
+
+/** Whether `path` lies below `directory`. */
+function isWithin(path: string, directory: string): boolean {
+  return (
+    path.length > directory.length &&
+    path.charCodeAt(directory.length) === 0x2f &&
+    path.startsWith(directory)
+  );
 }
 
 /** Whether `path` names an entry of `directory` itself (not of a directory below it). */

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import {
   displayPath,
   isStorageError,
@@ -6,13 +7,19 @@ import {
   runSteps,
   type Steps,
   type StorageBackend,
+  type VersionedReader,
 } from "@distributor/storage";
 import { BundleValidationError, ManifestError } from "./errors.js";
 import { storageDetail } from "./file-problem.js";
-import { parseFrozenManifestPiecesSteps } from "./manifest.js";
+import { canonicalManifestPiecesSteps, parseFrozenManifestPiecesSteps } from "./manifest.js";
 import { MANIFEST_FILE_NAME } from "./manifest-checks.js";
 import type { Manifest } from "./manifest-types.js";
-import { isUtf8Steps, utf8Pieces } from "./utf8-pieces.js";
+import {
+  isUtf8Steps,
+  runWithStreamedPieces,
+  StreamedUtf8Pieces,
+  utf8Pieces,
+} from "./utf8-pieces.js";
 
 /**
  * Manifests list files, not content: the least any manifest may have, and the bound when no file
@@ -62,10 +69,49 @@ export async function readManifest(
   bundlePath: string,
   options: ReadManifestOptions = {},
 ): Promise<Manifest> {
-  const bytes = await readManifestBytes(backend, bundlePath, options);
   const source = displayPath(joinPrefix(bundlePath, MANIFEST_FILE_NAME));
+  const streamed = await readStreamedManifest(backend, bundlePath, options, source);
+  if (streamed !== undefined) return streamed;
+  const bytes = await readManifestBytes(backend, bundlePath, options);
   // A million-file manifest takes seconds to check: the event loop turns meanwhile.
   return runInSlices(parseManifestBytesSteps(bytes, source));
+}
+
+/**
+ * A canonical manifest parsed as it is read, a chunk at a time, when the backend reads so
+ * (`openVersionedReader`): a million-file manifest (160 MB) is never held whole. Undefined when
+ * the backend cannot, or the file cannot be read or is not a canonical valid manifest: the caller
+ * reads it whole, for the verdict and message it has always given.
+ */
+async function readStreamedManifest(
+  backend: StorageBackend,
+  bundlePath: string,
+  options: ReadManifestOptions,
+  source: string,
+): Promise<Manifest | undefined> {
+  if (backend.openVersionedReader === undefined) return undefined;
+  const maxBytes = options.maxBytes ?? manifestByteLimit(options.maxFiles);
+  const path = joinPrefix(bundlePath, MANIFEST_FILE_NAME);
+  let opened: VersionedReader;
+  try {
+    opened = await backend.openVersionedReader(path, { maxBytes, signal: options.signal });
+  } catch {
+    return undefined;
+  }
+  try {
+    const hash = createHash("sha256");
+    // A byte order mark stays in the text: such a text is not canonical.
+    const pieces = new StreamedUtf8Pieces(opened.reader, {
+      keepBom: true,
+      onBytes: (bytes) => hash.update(bytes),
+    });
+    const steps = canonicalManifestPiecesSteps(pieces, source, () => hash.digest("hex"));
+    return await runWithStreamedPieces(steps, pieces);
+  } catch {
+    return undefined;
+  } finally {
+    opened.reader.close();
+  }
 }
 
 /** The bytes of `<bundlePath>/manifest.json`, failing as `readManifest` does. */

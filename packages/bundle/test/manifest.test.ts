@@ -280,6 +280,25 @@ describe("parseManifest", () => {
     expect(error.message).toBe('files[2].path duplicates files[0].path ("report.md")');
   });
 
+  it("rejects a path below a listed file in a manifest listed in byte order, naming the same entries", () => {
+    const file = { sha256: NOTES.sha256, size: NOTES.size };
+    const sorted = (paths: string[]) =>
+      redigest({ ...validDoc(), files: paths.map((path) => ({ path, ...file })) });
+    // In byte order a file's own entries may come after others that share its name's start.
+    let error = rejectDoc(sorted(["a", "a-x", "a.b", "a/b", "b"]));
+    expect(error.field).toBe("files[3].path");
+    expect(error.message).toBe('files[3].path "a/b" lies below files[0].path "a", which is a file');
+    error = rejectDoc(sorted(["d/e", "d/e.txt", "d/e/f/g", "d/e/f/h"]));
+    expect(error.message).toBe(
+      'files[2].path "d/e/f/g" lies below files[0].path "d/e", which is a file',
+    );
+    error = rejectDoc(sorted(["x/y", "x/y", "z"]));
+    expect(error.message).toBe('files[1].path duplicates files[0].path ("x/y")');
+    expect(
+      parseManifest(JSON.stringify(sorted(["a", "a-x", "a.b", "b/c", "b/d/e"]))).files,
+    ).toHaveLength(5);
+  });
+
   it("rejects a path below another listed file", () => {
     const doc = validDoc();
     doc.files.push({ path: "report.md/inner.txt", sha256: NOTES.sha256, size: NOTES.size });

@@ -1,7 +1,12 @@
-import { createLocalBackend } from "@distributor/storage";
+import { compareLogicalPaths, createLocalBackend } from "@distributor/storage";
+import fc from "fast-check";
 import { afterEach, describe, expect, it } from "vitest";
 import { BundleValidationError } from "../src/errors.js";
-import { describeNameCollision, nameCollisions } from "../src/portable-names.js";
+import {
+  describeNameCollision,
+  type NameCollision,
+  nameCollisions,
+} from "../src/portable-names.js";
 import { validateBundle } from "../src/validate.js";
 import { TempDirs, writeBundle } from "./helpers.js";
 
@@ -18,6 +23,33 @@ describe("nameCollisions", () => {
       { kind: "normalization", paths: [NFD, NFC] },
     ]);
     expect(nameCollisions(["a.html", "b.html", "a/b.html", "ab.html"])).toEqual([]);
+  });
+
+  it("finds the same collisions in byte order (a directory at a time) as in any other order", () => {
+    const segment = fc.constantFrom(
+      "a",
+      "A",
+      "b",
+      "é",
+      "e\u0301",
+      "É",
+      ".distributor.json",
+      ".Distributor.JSON",
+      "x.md",
+    );
+    const path = fc.array(segment, { minLength: 1, maxLength: 4 }).map((parts) => parts.join("/"));
+    fc.assert(
+      fc.property(fc.uniqueArray(path, { maxLength: 12 }), (paths) => {
+        const sorted = [...paths].sort(compareLogicalPaths);
+        // Reversed: not in order, so the general comparison runs.
+        const general = nameCollisions([...sorted].reverse());
+        const ordered = nameCollisions(sorted);
+        const canonical = (list: NameCollision[]) => list.map((c) => JSON.stringify(c)).sort();
+        expect(canonical(ordered)).toEqual(canonical(general));
+        expect(ordered.map((c) => c.paths[0])).toEqual(general.map((c) => c.paths[0]));
+      }),
+      { numRuns: 3000 },
+    );
   });
 
   it("reports colliding directories once, not every file below them", () => {

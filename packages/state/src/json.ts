@@ -29,9 +29,9 @@ export function* decodeStateJsonSteps(
 ): Steps<JsonObject> {
   let value: unknown;
   try {
-    value = yield* (typeof text === "string"
+    value = yield* typeof text === "string"
       ? parseJsonSteps(text, undefined, elements)
-      : parseJsonPiecesSteps(text, undefined, elements));
+      : parseJsonPiecesSteps(text, undefined, elements);
   } catch (error) {
     const whole = typeof text === "string" ? text : text.whole();
     if (hasTrailingData(whole)) throw new StateError("parse distributor state: trailing data");

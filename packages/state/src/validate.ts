@@ -108,12 +108,20 @@ export function* singleOwnerProblemSteps(
     releaseProblem("state release", state.release);
   if (linkProblem !== undefined) return linkProblem;
   if (!Array.isArray(state.outputs)) return "state outputs is required";
-  const seen = new Set<string>();
+  // Records written in path order (as publications write them) are distinct while each path is
+  // greater than the one before: a set of every path is built only for records out of order.
+  let seen: Set<string> | undefined;
+  let previous = "";
   for (const [index, output] of state.outputs.entries()) {
     const problem = outputProblem(index, output) ?? outputTimestampsProblem(index, output);
     if (problem !== undefined) return problem;
-    if (seen.has(output.path)) return duplicatePath(index, output.path);
-    seen.add(output.path);
+    if (seen === undefined && previous < output.path) {
+      previous = output.path;
+    } else {
+      seen ??= new Set(state.outputs.slice(0, index).map((before) => before.path));
+      if (seen.has(output.path)) return duplicatePath(index, output.path);
+      seen.add(output.path);
+    }
     if (index % STEP_RECORDS === STEP_RECORDS - 1) yield;
   }
   return undefined;

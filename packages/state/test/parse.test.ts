@@ -224,6 +224,14 @@ describe("parseSingleOwnerState (schema 2)", () => {
     expectStateError(() => parseJson(json), 'state outputs[1].path duplicates "report.md"');
   });
 
+  it("rejects a duplicate output path that records out of order hide", () => {
+    const json = fixtureJson("valid-v2.json");
+    const outputs = json.outputs as Record<string, unknown>[];
+    // report.md, report.html, report.md: the second path is before the first in order.
+    outputs.push({ ...outputs[0] });
+    expectStateError(() => parseJson(json), 'state outputs[2].path duplicates "report.md"');
+  });
+
   it("accepts an empty outputs array", () => {
     const json = fixtureJson("valid-v2.json");
     json.outputs = [];

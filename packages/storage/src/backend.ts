@@ -42,6 +42,12 @@ export interface VersionedFile {
   version: string;
 }
 
+/** A file being read (`openVersionedReader`), with the version token of the bytes it reads. */
+export interface VersionedReader {
+  reader: ByteReader;
+  version: string;
+}
+
 /** What a completed write produced. */
 export interface WriteResult {
   /** Version token of the file now stored at the path. */
@@ -238,6 +244,13 @@ export interface StorageBackend {
   readFile(path: string, options?: ReadOptions): Promise<Uint8Array>;
   /** Reads a whole file together with the version token of exactly those bytes. */
   readVersioned(path: string, options?: ReadOptions): Promise<VersionedFile>;
+  /**
+   * Optional: `readVersioned` as a reader, so that a big file (a million-output state) is read a
+   * chunk at a time instead of held whole. Its reads fail `limit_exceeded` past `maxBytes`, as
+   * `readVersioned` does; the version is that of exactly the bytes read. Backends without it are
+   * read with `readVersioned`.
+   */
+  readonly openVersionedReader?: (path: string, options?: ReadOptions) => Promise<VersionedReader>;
   openRead(path: string, options?: OperationOptions): Promise<Readable>;
   /**
    * Optional: opens a file for reads into buffers the caller provides: no stream and no buffer

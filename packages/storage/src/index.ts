@@ -9,6 +9,7 @@ export type {
   StorageBackend,
   StorageEntry,
   VersionedFile,
+  VersionedReader,
   WalkOptions,
   WriteData,
   WriteOptions,

@@ -117,15 +117,34 @@ describe("local backend", () => {
     expect(await readdir(root)).toEqual([]);
   });
 
+  it("opens a versioned reader: the bytes and version readVersioned gives, bounded by maxBytes", async () => {
+    const bytes = Buffer.alloc(300_000, 7);
+    await backend.writeFile("v/state.json", bytes);
+    const whole = await backend.readVersioned("v/state.json");
+    const opened = await backend.openVersionedReader!("v/state.json", { maxBytes: 300_000 });
+    expect(opened.version).toBe(whole.version);
+    const chunks: Buffer[] = [];
+    const into = Buffer.alloc(65_536);
+    for (let length = await opened.reader.read(into); length > 0; ) {
+      chunks.push(Buffer.from(into.subarray(0, length)));
+      length = await opened.reader.read(into);
+    }
+    opened.reader.close();
+    expect(Buffer.concat(chunks)).toEqual(bytes);
+    await expectStorageError(
+      backend.openVersionedReader!("v/state.json", { maxBytes: 299_999 }),
+      "limit_exceeded",
+    );
+    await expectStorageError(backend.openVersionedReader!("v/none.json"), "not_found");
+  });
+
   it("walks bare on request: names, kinds and sizes as a full walk gives them, no date or version", async () => {
     await backend.writeFile("b/one.txt", "one");
     await backend.writeFile("b/deep/two.txt", "two!");
     const full = await backend.walk("b", { recursive: true, limit: 10 });
     const bare = await backend.walk("b", { recursive: true, limit: 10, bare: true });
     expect(full.find((entry) => entry.path === "b/one.txt")?.version).toEqual(expect.any(String));
-    expect(bare).toEqual(
-      full.map(({ path, kind, size }) => ({ path, kind, size })),
-    );
+    expect(bare).toEqual(full.map(({ path, kind, size }) => ({ path, kind, size })));
   });
 
   it("walks a directory larger than one directory read, closing it on limits and aborts", async () => {

@@ -63,7 +63,11 @@ export function* planPublishSteps(
     return planRepair(request, inspection, decided);
   }
   if (decided.action === "update_metadata") return planMetadataUpdate(request, inspection, decided);
-  const current = yield* currentOwnerPathsSteps(request.owner, inspection.status.state);
+  // The paths the owner records matter only to a write (a million of them, for a skip, would be
+  // a set built for nothing).
+  const current = isWriteAction(decided.action)
+    ? yield* currentOwnerPathsSteps(request.owner, inspection.status.state)
+    : new Set<string>();
   let decision = decided;
   if (isWriteAction(decided.action) && decided.action !== "force_replace") {
     const refusal = refuse(request, decided, inspection, current);

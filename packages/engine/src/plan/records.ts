@@ -121,13 +121,22 @@ export function* metadataChangesSteps(
   document: StateDocument,
 ): Steps<string[]> {
   if (target.planned === undefined) return [];
+  const owned = ownedOutputRecords(document, target.owner);
+  // Without metadata on either side (no rules, none recorded) nothing can differ: no map of
+  // every planned path is needed.
+  if (
+    !target.planned.some((output) => output.metadata !== undefined) &&
+    !owned.some((record) => record.metadata !== undefined)
+  ) {
+    return [];
+  }
   const planned = new Map<string, OutputSelection["metadata"]>();
   for (const output of target.planned) {
     planned.set(output.path, output.metadata);
     if (planned.size % 2000 === 0) yield;
   }
   const changed: string[] = [];
-  for (const [index, record] of ownedOutputRecords(document, target.owner).entries()) {
+  for (const [index, record] of owned.entries()) {
     if (index % 2000 === 1999) yield;
     if (!planned.has(record.path)) continue;
     if (!sameMetadata(record.metadata, planned.get(record.path))) changed.push(record.path);

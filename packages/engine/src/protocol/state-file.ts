@@ -1,5 +1,12 @@
 import { isUtf8 } from "node:buffer";
-import { isUtf8Steps, type Manifest, utf8Pieces } from "@distributor/bundle";
+import {
+  isUtf8Steps,
+  type Manifest,
+  runWithStreamedPieces,
+  StreamedUtf8Pieces,
+  utf8Pieces,
+  WholeTextNeeded,
+} from "@distributor/bundle";
 import {
   type DestinationStatus,
   encodeDocument,
@@ -21,6 +28,7 @@ import {
   type StorageEntry,
   StorageError,
   statePath,
+  type VersionedReader,
 } from "@distributor/storage";
 import {
   DEFAULT_DESTINATION_LIMITS,
@@ -219,6 +227,41 @@ async function parseStateBytes(
   }
 }
 
+/**
+ * The state parsed as it is read, a chunk at a time, when the backend reads so
+ * (`openVersionedReader`): a million-output state (373 MB) is never held whole, as bytes or as
+ * text. Undefined when the backend cannot, or the file cannot be read or is not valid state: the
+ * caller then reads it whole, for the verdict and message it has always given.
+ */
+async function readStreamedState(
+  backend: StorageBackend,
+  path: string,
+  signal: AbortSignal | undefined,
+  limit: DestinationLimit,
+  sharedManifest: Manifest | undefined,
+): Promise<{ document: StateDocument; version: string } | undefined> {
+  if (backend.openVersionedReader === undefined) return undefined;
+  let opened: VersionedReader;
+  try {
+    opened = await backend.openVersionedReader(path, { maxBytes: limit.value, signal });
+  } catch {
+    // Read again whole, which fails as it always has (an aborted signal included).
+    return undefined;
+  }
+  try {
+    const pieces = new StreamedUtf8Pieces(opened.reader);
+    const whole = () => {
+      throw new WholeTextNeeded();
+    };
+    const steps = parseDocumentSteps({ pieces, whole }, { sharedManifest });
+    return { document: await runWithStreamedPieces(steps, pieces), version: opened.version };
+  } catch {
+    return undefined;
+  } finally {
+    opened.reader.close();
+  }
+}
+
 /** What planning knows about a bundle path's state: parsed, missing, or invalid (as data). */
 export interface DestinationStateRead {
   status: DestinationStatus;
@@ -242,6 +285,10 @@ export async function readDestinationStatus(
   // A state file is content: what else lies there matters only without one (absent vs
   // unmanaged), so a bundle path with a state costs one read (docs/design/bundles.md: a skip reads the state).
   const hasContents = true;
+  const streamed = await readStreamedState(backend, path, signal, limit, sharedManifest);
+  if (streamed !== undefined) {
+    return { status: { hasContents, state: streamed.document }, version: streamed.version };
+  }
   let read: { bytes?: Uint8Array | undefined; version: string };
   try {
     read = await readStateBytes(backend, path, signal, limit);

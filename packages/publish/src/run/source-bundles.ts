@@ -129,6 +129,14 @@ function* outputNameIssuesSteps(
 }
 
 /**
+ * The most entries of a bundle's discovery listing kept for its validation to use instead of
+ * walking the bundle again. A bigger bundle is walked again when it is validated: a run that only
+ * skips never validates, and a listing of a million entries (paths, kinds, sizes) held for nothing
+ * is over 100 MB of heap; the second walk costs a publication of that size seconds.
+ */
+const REUSED_LISTING_ENTRIES = 20_000;
+
+/**
  * Discovers the bundles of a pipeline's source and reads their manifests (no hashing yet). Under
  * `source.signatures` each manifest is read with its signature and refused unless it holds.
  */
@@ -151,7 +159,7 @@ export async function readPipelineManifests(
       const found: SourceBundle = {
         path: bundle.path,
         manifest: read.manifest,
-        entries: bundle.entries,
+        entries: bundle.entries.length <= REUSED_LISTING_ENTRIES ? bundle.entries : undefined,
       };
       if (read.signer !== undefined) found.signer = read.signer;
       bundles.push(found);

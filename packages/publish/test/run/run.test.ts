@@ -329,7 +329,13 @@ describe("run workflow", () => {
             if (typeof value !== "function") return value;
             return (...args: unknown[]) => {
               if (
-                ["openRead", "openReader", "readFile", "readVersioned"].includes(String(property))
+                [
+                  "openRead",
+                  "openReader",
+                  "openVersionedReader",
+                  "readFile",
+                  "readVersioned",
+                ].includes(String(property))
               ) {
                 sourceReads.push(String(args[0]));
               }

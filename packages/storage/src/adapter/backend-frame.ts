@@ -8,6 +8,7 @@ import type {
   StorageBackend,
   StorageEntry,
   VersionedFile,
+  VersionedReader,
   WalkOptions,
   WriteData,
   WriteOptions,
@@ -32,6 +33,8 @@ export interface BackendOperations {
   openRead(path: string, options: OperationOptions): Promise<Readable>;
   /** Optional (see `StorageBackend.openReader`); the reader's reads map their own errors. */
   openReader?(path: string, options: OperationOptions): Promise<ByteReader>;
+  /** Optional (see `StorageBackend.openVersionedReader`); the reads map their own errors. */
+  openVersionedReader?(path: string, options: ReadOptions): Promise<VersionedReader>;
   /**
    * Stores `data` atomically. `overwrite: false` must be a no-clobber create that a concurrent
    * writer cannot race; `ifMatch` a replace of exactly that version (else `conflict`).
@@ -98,6 +101,7 @@ class FramedBackend implements StorageBackend {
   readonly storesObjectMetadata?: boolean;
   readonly maxPathBytes?: number;
   readonly openReader?: (path: string, options?: OperationOptions) => Promise<ByteReader>;
+  readonly openVersionedReader?: (path: string, options?: ReadOptions) => Promise<VersionedReader>;
   readonly abortUploads?: (paths: readonly string[], options?: OperationOptions) => Promise<number>;
   readonly links?: LinkOperations;
   readonly #operations: BackendOperations;
@@ -134,6 +138,14 @@ class FramedBackend implements StorageBackend {
       this.openReader = async (path, options = {}) => {
         this.#valid(path, "open reader");
         return this.#run("open reader", path, options.signal, () => openReader(path, options));
+      };
+    }
+    const openVersioned = operations.openVersionedReader?.bind(operations);
+    if (openVersioned !== undefined) {
+      this.openVersionedReader = async (path, options = {}) => {
+        this.#valid(path, "read file");
+        checkCount("maxBytes", options.maxBytes);
+        return this.#run("read file", path, options.signal, () => openVersioned(path, options));
       };
     }
     const links = operations.links;

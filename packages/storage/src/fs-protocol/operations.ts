@@ -9,6 +9,7 @@ import type {
   ReadOptions,
   StorageEntry,
   VersionedFile,
+  VersionedReader,
   WalkOptions,
   WriteData,
   WriteOptions,
@@ -31,6 +32,7 @@ export interface FsReadOverrides {
   readVersioned?(path: string, options: ReadOptions): Promise<VersionedFile>;
   openRead?(path: string, options: OperationOptions): Promise<Readable>;
   openReader?(path: string, options: OperationOptions): Promise<ByteReader>;
+  openVersionedReader?(path: string, options: ReadOptions): Promise<VersionedReader>;
 }
 
 /**
@@ -46,6 +48,7 @@ export function fsOperations<Handle>(
 
 class FsOperations<Handle> implements BackendOperations {
   readonly openReader?: (path: string, options: OperationOptions) => Promise<ByteReader>;
+  readonly openVersionedReader?: (path: string, options: ReadOptions) => Promise<VersionedReader>;
   /** Only where the store can both rename over a name and make hard links: see `LinkOperations`. */
   readonly links?: LinkOperations;
 
@@ -54,6 +57,9 @@ class FsOperations<Handle> implements BackendOperations {
     readonly reads: FsReadOverrides,
   ) {
     if (reads.openReader !== undefined) this.openReader = reads.openReader.bind(reads);
+    if (reads.openVersionedReader !== undefined) {
+      this.openVersionedReader = reads.openVersionedReader.bind(reads);
+    }
     const { atomicReplace, hardLink } = store.driver.capabilities;
     if (atomicReplace && hardLink) {
       this.links = {

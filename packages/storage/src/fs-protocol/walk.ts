@@ -82,7 +82,11 @@ function describeEntry(directory: string, listed: FsDirEntry, bare: boolean): St
       : escapeName(raw).replaceAll("\ufffd", "\\ufffd");
   const path = directory === "" ? name : `${directory}/${name}`;
   const { stats } = listed;
-  const entry: StorageEntry = { path, kind: stats.kind, size: stats.kind === "file" ? stats.size : 0 };
+  const entry: StorageEntry = {
+    path,
+    kind: stats.kind,
+    size: stats.kind === "file" ? stats.size : 0,
+  };
   if (!bare) {
     entry.modifiedAt = new Date(stats.mtimeMs);
     if (stats.kind === "file") entry.version = stats.version;

@@ -7,7 +7,7 @@ import { blockingCalls, type LocalCalls, threadPoolCalls } from "./calls.js";
 import type { LocalRoot } from "./context.js";
 import { LocalDriver } from "./driver.js";
 import { BACKEND_NAME } from "./errno.js";
-import { openByteReader, openReadStream, readWholeFile } from "./read.js";
+import { openByteReader, openReadStream, openVersionedReader, readWholeFile } from "./read.js";
 
 export interface LocalBackendOptions {
   /** Directory every logical path is confined to; relative paths resolve against the cwd. */
@@ -76,6 +76,8 @@ export function localBackendOver(
         readWholeFile(local, path, options.maxBytes, options.signal),
       openRead: (path, options) => openReadStream(local, path, options.signal),
       openReader: (path, options) => openByteReader(local, path, options.signal),
+      openVersionedReader: (path, options) =>
+        openVersionedReader(local, path, options.maxBytes, options.signal),
     }),
   );
 }

@@ -2,7 +2,7 @@ import type { Stats } from "node:fs";
 import { addAbortSignal, Readable } from "node:stream";
 import { throwIfAborted } from "../adapter/abort.js";
 import { CHUNK_BYTES } from "../adapter/chunk-buffers.js";
-import type { ByteReader } from "../backend.js";
+import type { ByteReader, VersionedReader } from "../backend.js";
 import type { StorageOperation } from "../errors.js";
 import type { LocalCalls } from "./calls.js";
 import {
@@ -129,6 +129,36 @@ export async function openByteReader(
   signal: AbortSignal | undefined,
 ): Promise<ByteReader> {
   const { fd, stats } = await openFile(local, path, "open reader");
+  return readerOn(local, path, fd, stats, signal, Number.POSITIVE_INFINITY);
+}
+
+/**
+ * A reader of the whole file with the version of the handle it reads (see `readWholeFile`), its
+ * reads failing `limit_exceeded` once the file passes `maxBytes`.
+ */
+export async function openVersionedReader(
+  local: LocalRoot,
+  path: string,
+  maxBytes: number | undefined,
+  signal: AbortSignal | undefined,
+): Promise<VersionedReader> {
+  const limit = maxBytes ?? Number.POSITIVE_INFINITY;
+  const { fd, stats } = await openFile(local, path, "read file");
+  if (stats.size > limit) {
+    await closeQuietly(local.calls, fd);
+    throw tooLarge(path, limit);
+  }
+  return { reader: readerOn(local, path, fd, stats, signal, limit), version: localVersion(stats) };
+}
+
+function readerOn(
+  local: LocalRoot,
+  path: string,
+  fd: number,
+  stats: Stats,
+  signal: AbortSignal | undefined,
+  limit: number,
+): ByteReader {
   let closed = false;
   let total = 0;
   let atEnd = false;
@@ -152,6 +182,7 @@ export async function openByteReader(
         pending = undefined;
       }
       total += length;
+      if (total > limit) throw tooLarge(path, limit);
       if (length === 0 || (length < into.length && total === stats.size)) atEnd = true;
       return length;
     },

@@ -5,12 +5,14 @@ import { backendErrors, sourceStreamFailed, versionMismatch } from "../adapter/b
 import { type BackendOperations, frameBackend } from "../adapter/backend-frame.js";
 import { writeSource } from "../adapter/write-source.js";
 import type {
+  ByteReader,
   DeleteOptions,
   OperationOptions,
   ReadOptions,
   StorageBackend,
   StorageEntry,
   VersionedFile,
+  VersionedReader,
   WalkOptions,
   WriteData,
   WriteOptions,
@@ -71,6 +73,30 @@ class MemoryOperations implements BackendOperations {
       );
     }
     return { bytes: Buffer.from(bytes), version };
+  }
+
+  /**
+   * A reader over a copy of the file's bytes, handing out at most 64 KiB per read, so that
+   * readers of big files meet many reads here too.
+   */
+  async openVersionedReader(path: string, options: ReadOptions): Promise<VersionedReader> {
+    const { bytes, version } = await this.readVersioned(path, options);
+    let at = 0;
+    let closed = false;
+    const reader: ByteReader = {
+      async read(into: Uint8Array): Promise<number> {
+        throwIfAborted(options.signal);
+        if (closed) throw memoryError("unavailable", "read file", path, "the reader is closed");
+        const length = Math.min(into.length, bytes.length - at, 64 * 1024);
+        into.set(bytes.subarray(at, at + length));
+        at += length;
+        return length;
+      },
+      close() {
+        closed = true;
+      },
+    };
+    return { reader, version };
   }
 
   async openRead(path: string, options: OperationOptions): Promise<Readable> {
