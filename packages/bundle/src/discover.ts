@@ -5,6 +5,7 @@ import {
   joinPrefix,
   parentPath,
   relativeTo,
+  SliceClock,
   type StorageBackend,
   type StorageEntry,
   validatePrefix,
@@ -66,13 +67,19 @@ export async function discoverBundles(
     }
     throw error;
   }
+  // A million entries are looked at three times below: the event loop turns between slices.
+  const clock = new SliceClock();
   // An entry no logical path can address might hide a bundle, so it fails discovery outright.
-  const refused = entries.flatMap(
-    (entry) => entryIssue(entry, rootPrefix, { reserved: false }) ?? [],
-  );
+  const refused: BundleIssue[] = [];
+  for (const entry of entries) {
+    if (clock.due()) await clock.turn();
+    const issue = entryIssue(entry, rootPrefix, { reserved: false });
+    if (issue !== undefined) refused.push(issue);
+  }
   if (refused.length > 0) throw new BundleValidationError(refused, { bundlePath: rootPrefix });
   const bundlePaths: string[] = [];
   for (const entry of entries) {
+    if (clock.due()) await clock.turn();
     if (entry.kind !== "file") continue;
     const relative = relativeTo(rootPrefix, entry.path);
     if (relative === MANIFEST_FILE_NAME || relative.endsWith(`/${MANIFEST_FILE_NAME}`)) {
@@ -100,6 +107,7 @@ export async function discoverBundles(
   );
   const rootBundle = byPath.get("");
   for (const entry of entries) {
+    if (clock.due()) await clock.turn();
     const relative = relativeTo(rootPrefix, entry.path);
     let owner: DiscoveredBundle | undefined;
     for (let dir = parentPath(relative); dir !== ""; dir = parentPath(dir)) {

@@ -66,4 +66,4 @@ export {
   SECRET_NAME_PATTERN,
   SecretError,
 } from "./secrets.js";
-export { runInSlices, runSteps, SliceClock, type Steps } from "./steps.js";
+export { runInSlices, runSteps, SliceClock, type Steps, sortSteps } from "./steps.js";

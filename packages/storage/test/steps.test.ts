@@ -1,5 +1,6 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { runInSlices, runSteps, type Steps } from "../src/steps.js";
+import { runInSlices, runSteps, type Steps, sortSteps } from "../src/steps.js";
 
 /** `count` steps of `stepMs` milliseconds of busy work each, returning `count`. */
 function* busySteps(count: number, stepMs: number): Steps<number> {
@@ -35,5 +36,24 @@ describe("steps", () => {
       clearInterval(timer);
     }
     expect(ticks).toBeGreaterThanOrEqual(4);
+  });
+});
+
+describe("sortSteps", () => {
+  it("sorts as Array.prototype.sort does, stably, pausing between runs and merges", () => {
+    fc.assert(
+      fc.property(fc.array(fc.nat({ max: 50 }), { maxLength: 40_000 }), (keys) => {
+        const items = keys.map((key, index) => ({ key, index }));
+        const expected = [...items].sort((a, b) => a.key - b.key);
+        const steps = sortSteps(items, (a, b) => a.key - b.key);
+        let pauses = 0;
+        let next = steps.next();
+        for (; !next.done; next = steps.next()) pauses++;
+        expect(next.value).toBe(items);
+        expect(items).toEqual(expected);
+        if (items.length > 8192) expect(pauses).toBeGreaterThan(items.length / 8192);
+      }),
+      { numRuns: 40 },
+    );
   });
 });
