@@ -104,7 +104,7 @@ export function parseStrictJsonSteps(
  * last. A piece ends between two UTF-16 units of the text, anywhere. A source that reads its
  * pieces asynchronously answers `null` while the next one is not there yet: the reader then
  * pauses (its steps yield) and asks again when resumed, so its driver loads a piece meanwhile
- * (`AsyncPieces`).
+ * (`StreamedUtf8Pieces` with `runWithStreamedPieces`).
  */
 export interface TextPieces {
   next(): string | undefined | null;
