@@ -240,12 +240,14 @@ class SlicedReader {
     yield* this.ahead();
     this.whitespace();
     const value = yield* this.value();
-    yield* this.ahead();
-    this.whitespace();
-    // Whatever follows must be the end of the text.
-    while (!this.window.fill(Number.POSITIVE_INFINITY, this.position)) yield;
-    if (this.position !== this.window.end) throw new NotSliceable();
-    return value;
+    // Whatever follows must be whitespace to the end of the text: read a piece at a time, each
+    // dropped once looked at (a valid text may end in megabytes of spaces).
+    for (;;) {
+      this.whitespace();
+      if (this.position < this.window.end) throw new NotSliceable();
+      if (this.window.ended) return value;
+      while (!this.window.fill(this.position + 1, this.position)) yield;
+    }
   }
 
   /**

@@ -159,7 +159,13 @@ function* sortedCollisionsSteps(paths: readonly string[]): Steps<NameCollision[]
   const colliding = new Set(
     collisions.filter((c) => c.kind !== "reserved").map((c) => foldName(c.paths[0] ?? "")),
   );
-  return collisions
+  // Reserved names after the others, as the general comparison lists them: of two collisions
+  // of one first path, the stable sort below keeps that order.
+  const reservedLast = [
+    ...collisions.filter((c) => c.kind !== "reserved"),
+    ...collisions.filter((c) => c.kind === "reserved"),
+  ];
+  return reservedLast
     .filter(
       (c) =>
         c.kind === "reserved" ||

@@ -179,8 +179,10 @@ export function parseManifestBytes(bytes: Uint8Array, source: string): Manifest 
  * one string while it is parsed, unless it is not canonical.
  */
 export function* parseManifestBytesSteps(bytes: Uint8Array, source: string): Steps<Manifest> {
-  if (!(yield* isUtf8Steps(bytes)))
-    throw new ManifestError("manifest is not valid UTF-8", { source });
+  if (!(yield* isUtf8Steps(bytes))) {
+    const cause = new TypeError("The encoded data was not valid for encoding utf-8");
+    throw new ManifestError("manifest is not valid UTF-8", { source, cause });
+  }
   // A byte order mark stays in the text, so the strict parser reports it rather than hiding it.
   return yield* parseFrozenManifestPiecesSteps(utf8Pieces(bytes), source);
 }

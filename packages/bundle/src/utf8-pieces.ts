@@ -129,8 +129,9 @@ export async function runWithStreamedPieces<T>(
   for (;;) {
     const next = steps.next();
     if (next.done) return next.value;
+    // A load may not wait at all (a local read is a blocking call): the clock is checked anyway.
     if (pieces.starved) await pieces.load();
-    else if (clock.due()) await clock.turn();
+    if (clock.due()) await clock.turn();
   }
 }
 

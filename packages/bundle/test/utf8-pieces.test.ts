@@ -69,6 +69,16 @@ describe("StreamedUtf8Pieces", () => {
     expect(value).toEqual({ a: 1 });
   });
 
+  it("reads a valid text ending in megabytes of whitespace, and refuses anything after it", async () => {
+    const spaces = " \n".repeat(3 * 1024 * 1024);
+    const padded = new StreamedUtf8Pieces(readerOf(Buffer.from(`{"a":[1,2]}${spaces}`), 65_536));
+    const steps = parseJsonPiecesSteps({ pieces: padded, whole }, 16);
+    expect(await runWithStreamedPieces(steps, padded)).toEqual({ a: [1, 2] });
+    const trailing = new StreamedUtf8Pieces(readerOf(Buffer.from(`{"a":1}${spaces}x`), 65_536));
+    const refused = parseJsonPiecesSteps({ pieces: trailing, whole }, 16);
+    await expect(runWithStreamedPieces(refused, trailing)).rejects.toThrow(WholeTextNeeded);
+  });
+
   it("fails bytes that are not UTF-8 with a TypeError", async () => {
     const pieces = new StreamedUtf8Pieces(readerOf(new Uint8Array([0x7b, 0xff, 0x7d]), 1));
     const steps = parseJsonPiecesSteps({ pieces, whole });

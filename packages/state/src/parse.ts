@@ -1,5 +1,6 @@
 import {
   type ElementHook,
+  isFrozenManifest,
   type Manifest,
   type ManifestFile,
   type PiecedJson,
@@ -91,6 +92,7 @@ export interface ParseOptions {
  * instead of living on until the whole document is decoded. Only memory changes.
  */
 function sharingHook(shared: Manifest | undefined): ElementHook {
+  const frozen = shared !== undefined && isFrozenManifest(shared);
   const times = new Map<string, string>();
   const time = (text: unknown) => {
     if (typeof text !== "string") return text;
@@ -115,7 +117,10 @@ function sharingHook(shared: Manifest | undefined): ElementHook {
       if (Object.hasOwn(record, "updated_at")) record.updated_at = time(record.updated_at);
       return record;
     }
+    // Entries are shared only with a frozen manifest: the state's copy is frozen too, and a
+    // caller's own manifest must stay as it is.
     if (
+      frozen &&
       keys.length === 3 &&
       keys[0] === "source" &&
       keys[1] === "manifest" &&

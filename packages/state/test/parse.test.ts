@@ -1,4 +1,4 @@
-import { buildManifest } from "@distributor/bundle";
+import { buildManifest, parseFrozenManifest, serializeManifest } from "@distributor/bundle";
 import {
   parseDocument,
   parseDocumentSteps,
@@ -401,10 +401,15 @@ describe("parseDocumentSteps with a shared manifest", () => {
     expect(text.length).toBeGreaterThan(4 * 64 * 1024);
     const plain = parseDocument(text);
     // The held manifest differs at one entry: that entry is the state's own, the others shared.
-    const held = buildManifest({
-      ...validManifest(),
-      files: files.map((file, index) => (index === 7 ? { ...file, size: 1_000_000 } : file)),
-    });
+    // Frozen, as a run's source manifest is: only such a manifest lends its entries.
+    const held = parseFrozenManifest(
+      serializeManifest(
+        buildManifest({
+          ...validManifest(),
+          files: files.map((file, index) => (index === 7 ? { ...file, size: 1_000_000 } : file)),
+        }),
+      ),
+    );
     let at = 0;
     const pieces = {
       next() {
@@ -425,5 +430,23 @@ describe("parseDocumentSteps with a shared manifest", () => {
     expect(embedded[count - 1]).toBe(held.files[count - 1]);
     expect(embedded[7]).not.toBe(held.files[7]);
     expect(embedded[7]).toEqual(files[7]);
+    // A caller's own manifest, not frozen, lends strings only: its entries stay its own.
+    const own = buildManifest({ ...validManifest(), files });
+    let again = 0;
+    const ownPieces = {
+      next() {
+        if (again >= text.length) return undefined;
+        const piece = text.slice(again, again + 5000);
+        again += piece.length;
+        return piece;
+      },
+    };
+    const lent = runSteps(
+      parseDocumentSteps({ pieces: ownPieces, whole }, { sharedManifest: own }),
+    );
+    expect(lent).toEqual(plain);
+    if (lent.schemaVersion !== 2) throw new Error("single-owner state expected");
+    expect(lent.source.manifest.files[0]).not.toBe(own.files[0]);
+    expect(Object.isFrozen(own.files[0])).toBe(false);
   });
 });

@@ -204,7 +204,14 @@ export function updatedRecordsDocument(
     if (!("owner" in record)) {
       // Built field by field from the new projection (nothing the projection lacks survives),
       // not spread: a spread record got a hidden class of its own in V8. One date for all.
-      return outputRecord(projection, record.createdAt, updatedAt) as Record;
+      const updated = outputRecord(projection, record.createdAt, updatedAt);
+      // What the projection does not say is kept, as a spread kept it; metadata and the decoded
+      // digest are the projection's alone (a rule that no longer sets any clears them).
+      if (updated.transform === undefined && record.transform !== undefined) {
+        updated.transform = record.transform;
+      }
+      if (updated.url === undefined && record.url !== undefined) updated.url = record.url;
+      return updated as Record;
     }
     const updated: Record = { ...record, ...projection, updatedAt };
     // A field the new projection lacks (metadata no rule sets any more) must not survive.
