@@ -41,6 +41,17 @@ function shape(value: unknown): unknown {
   return value;
 }
 
+/** Valid JSON texts with one character inserted or replaced: most of them invalid. */
+function nearValidJson() {
+  const base = fc.jsonValue({ maxDepth: 4 }).map((value) => JSON.stringify(value));
+  return fc
+    .tuple(base, fc.nat(), fc.constantFrom("", ",", "]", "}", '"', "\\", ":", "x", "1", " ", "{"))
+    .map(([text, at, insert]) => {
+      const index = at % (text.length + 1);
+      return `${text.slice(0, index)}${insert}${text.slice(index + (at % 2))}`;
+    });
+}
+
 describe("parseJsonSteps", () => {
   it("returns what JSON.parse returns, member order included, for any value and slice size", () => {
     fc.assert(
@@ -59,13 +70,7 @@ describe("parseJsonSteps", () => {
   });
 
   it("keeps JSON.parse's verdict on texts near valid JSON, the error message included", () => {
-    const base = fc.jsonValue({ maxDepth: 4 }).map((value) => JSON.stringify(value));
-    const mutated = fc
-      .tuple(base, fc.nat(), fc.constantFrom("", ",", "]", "}", '"', "\\", ":", "x", "1", " ", "{"))
-      .map(([text, at, insert]) => {
-        const index = at % (text.length + 1);
-        return `${text.slice(0, index)}${insert}${text.slice(index + (at % 2))}`;
-      });
+    const mutated = nearValidJson();
     fc.assert(
       fc.property(mutated, fc.integer({ min: 1, max: 40 }), (text, slice) => {
         expect(shape(outcome(text, slice))).toEqual(shape(native(text)));
@@ -162,13 +167,7 @@ describe("parseJsonPiecesSteps", () => {
   });
 
   it("keeps JSON.parse's verdict, read from the whole text, on texts near valid JSON", () => {
-    const base = fc.jsonValue({ maxDepth: 4 }).map((value) => JSON.stringify(value));
-    const mutated = fc
-      .tuple(base, fc.nat(), fc.constantFrom("", ",", "]", "}", '"', "\\", ":", "x", "1", " ", "{"))
-      .map(([text, at, insert]) => {
-        const index = at % (text.length + 1);
-        return `${text.slice(0, index)}${insert}${text.slice(index + (at % 2))}`;
-      });
+    const mutated = nearValidJson();
     fc.assert(
       fc.property(
         mutated,

@@ -18,6 +18,7 @@ import {
 } from "./json.js";
 import { frozenRecord, knownValid } from "./known-valid.js";
 import { legacyDefaults, type SchemaTwoFields } from "./legacy.js";
+import { outputRecord } from "./outputs.js";
 import {
   readDistributorVersion,
   readLinks,
@@ -217,23 +218,7 @@ function readOutput(
     legacyTime === undefined
       ? readRecordTimestamps(object, `state outputs[${index}]`, shared.times)
       : { createdAt: new Date(legacyTime), updatedAt: new Date(legacyTime) };
-  // One literal with every field, not a spread (in V8 a spread record got a hidden class of its
-  // own, about 260 bytes per record) nor fields added later (kept out of the object, 40 bytes
-  // more per record).
-  const record: OutputRecord = {
-    path: fields.path,
-    kind: fields.kind,
-    sourcePath: fields.sourcePath,
-    sha256: fields.sha256,
-    size: fields.size,
-    createdAt: timestamps.createdAt,
-    updatedAt: timestamps.updatedAt,
-  };
-  if (fields.transform !== undefined) record.transform = fields.transform;
-  if (fields.url !== undefined) record.url = fields.url;
-  if (fields.metadata !== undefined) record.metadata = fields.metadata;
-  if (fields.decoded !== undefined) record.decoded = fields.decoded;
-  return record;
+  return outputRecord(fields, timestamps.createdAt, timestamps.updatedAt);
 }
 
 /**

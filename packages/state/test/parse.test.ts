@@ -410,15 +410,7 @@ describe("parseDocumentSteps with a shared manifest", () => {
         }),
       ),
     );
-    let at = 0;
-    const pieces = {
-      next() {
-        if (at >= text.length) return undefined;
-        const piece = text.slice(at, at + 5000);
-        at += piece.length;
-        return piece;
-      },
-    };
+    const pieces = piecesOf(text, 5000);
     const whole = () => {
       throw new Error("a valid state is never read whole");
     };
@@ -432,15 +424,7 @@ describe("parseDocumentSteps with a shared manifest", () => {
     expect(embedded[7]).toEqual(files[7]);
     // A caller's own manifest, not frozen, lends strings only: its entries stay its own.
     const own = buildManifest({ ...validManifest(), files });
-    let again = 0;
-    const ownPieces = {
-      next() {
-        if (again >= text.length) return undefined;
-        const piece = text.slice(again, again + 5000);
-        again += piece.length;
-        return piece;
-      },
-    };
+    const ownPieces = piecesOf(text, 5000);
     const lent = runSteps(
       parseDocumentSteps({ pieces: ownPieces, whole }, { sharedManifest: own }),
     );
@@ -450,3 +434,16 @@ describe("parseDocumentSteps with a shared manifest", () => {
     expect(Object.isFrozen(own.files[0])).toBe(false);
   });
 });
+
+/** `text` handed out `length` characters at a time. */
+function piecesOf(text: string, length: number) {
+  let at = 0;
+  return {
+    next(): string | undefined {
+      if (at >= text.length) return undefined;
+      const piece = text.slice(at, at + length);
+      at += piece.length;
+      return piece;
+    },
+  };
+}
