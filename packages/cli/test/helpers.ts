@@ -18,6 +18,7 @@ export {
   type Serving,
   sha256Of,
   spawnCli,
+  spawnUpload,
   startServe,
   useTempDir,
   writeBundle,

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { startTcpProxy, type TcpProxy } from "@distributor/storage/testing";
 import { startPostgres, type TestPostgres } from "@distributor/store-postgres/testing";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { type Serving, spawnCli, startServe, useTempDir } from "./helpers.js";
+import { type Serving, spawnUpload, startServe, useTempDir } from "./helpers.js";
 
 // Resumable uploads end to end (docs/integrations/http-upload.md, "Resumable uploads"): real
 // `distributor serve` and `distributor upload --wait` processes, a cutting TCP proxy between them.
@@ -82,31 +82,9 @@ async function proxyTo(serving: Serving | { url: string }): Promise<TcpProxy> {
 }
 
 function upload(proxy: TcpProxy, bundle: string, key: string) {
-  const cli = spawnCli(
-    [
-      "upload",
-      "--server",
-      `http://127.0.0.1:${proxy.port}`,
-      "--pipeline",
-      "reports",
-      "--idempotency-key",
-      key,
-      "--wait",
-      bundle,
-    ],
-    { env: { DISTRIBUTOR_UPLOAD_TOKEN: TOKEN } },
-  );
+  const cli = spawnUpload(`http://127.0.0.1:${proxy.port}`, bundle, key, TOKEN);
   cleanups.push(async () => cli.kill("SIGKILL"));
   return cli;
-}
-
-/** Resolves once the proxy has carried `bytes` from clients in all. */
-async function untilSent(proxy: TcpProxy, bytes: number, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (proxy.clientBytes() < bytes) {
-    if (Date.now() > deadline) throw new Error(`only ${proxy.clientBytes()} bytes sent`);
-    await new Promise((resolve) => setTimeout(resolve, 2));
-  }
 }
 
 async function partialData(staging: string): Promise<string[]> {
@@ -128,7 +106,7 @@ describe("distributor upload --wait, resumable", () => {
     const proxy = await proxyTo(await serve(dir, config));
     const cli = upload(proxy, path, "cut-three-times");
     for (const fraction of [0.1, 0.6, 0.99]) {
-      await untilSent(proxy, fraction * SIZE);
+      await proxy.untilClientBytes(fraction * SIZE);
       await proxy.cutAll();
     }
     const result = await cli.done;
@@ -149,7 +127,7 @@ describe("distributor upload --wait, resumable", () => {
     const port = new URL(first.url).port;
     const proxy = await proxyTo(first);
     const cli = upload(proxy, path, "killed");
-    await untilSent(proxy, 0.5 * SIZE);
+    await proxy.untilClientBytes(0.5 * SIZE);
     first.child.kill("SIGKILL");
     cli.kill("SIGKILL");
     await first.exited;
@@ -232,7 +210,7 @@ describe.runIf(postgres !== null)("resumable uploads across instances (PostgreSQ
     const toA = await proxyTo(a);
     const toB = await proxyTo(b);
     const cli = upload(toA, path, "across");
-    await untilSent(toA, 0.6 * SIZE);
+    await toA.untilClientBytes(0.6 * SIZE);
     cli.kill("SIGKILL");
     await toA.cutAll();
     await cli.done;

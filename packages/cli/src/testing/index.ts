@@ -23,6 +23,7 @@ export {
   runCli,
   sha256Of,
   spawnCli,
+  spawnUpload,
   useTempDir,
   writeBundle,
   writeFiles,

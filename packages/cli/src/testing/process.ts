@@ -60,6 +60,15 @@ export function spawnCli(
   return { done, kill: (signal) => child.kill(signal), stderr: () => stderr };
 }
 
+/**
+ * `distributor upload --wait` of `bundle` to the upload server at `server`, as pipeline `reports`
+ * with idempotency key `key`, authenticated with `token`, in its own process.
+ */
+export function spawnUpload(server: string, bundle: string, key: string, token: string) {
+  const args = ["upload", "--server", server, "--pipeline", "reports", "--idempotency-key", key];
+  return spawnCli([...args, "--wait", bundle], { env: { DISTRIBUTOR_UPLOAD_TOKEN: token } });
+}
+
 /** Parses stdout as the single JSON envelope `--format json` prints. */
 export function envelopeOf(result: CliResult): {
   command: string;

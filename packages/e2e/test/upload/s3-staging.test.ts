@@ -13,26 +13,19 @@ import {
 import type { S3Server } from "@distributor/storage-s3/testing";
 import {
   backendOn,
-  createBucket,
-  emptyBucket,
   listKeys,
   s3Server,
   uniqueName,
+  useBucket,
 } from "@distributor/storage-s3/testing";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 
 // docs/config.md `server.staging` on S3: two upload servers sharing one store stage accepted bundles in
 // one bucket/prefix of a real S3 gateway (Ceph RGW); whichever runs a job reads it from there.
 
 const server = s3Server();
-let bucket = "";
 
-beforeAll(async () => {
-  if (server !== undefined) bucket = await createBucket(server, "staging");
-});
-afterAll(async () => {
-  if (server !== undefined && bucket !== "") await emptyBucket(server, bucket, "", true);
-});
+const bucket = useBucket(server, "staging");
 
 function stagingConfig(root: string, name: string, s3: S3Server, prefix: string): Config {
   return parseConfig(
@@ -44,7 +37,7 @@ function stagingConfig(root: string, name: string, s3: S3Server, prefix: string)
     staging_directory: ${join(root, `receive-${name}`)}
   staging:
     backend: s3
-    bucket: ${bucket}
+    bucket: ${bucket.name()}
     prefix: ${prefix}
     endpoint: "${s3.endpoint}"
     force_path_style: true
@@ -72,7 +65,7 @@ describe.skipIf(server === undefined)("upload servers staging in S3", () => {
     const prefix = uniqueName("staging");
     // What crashed instances left: one upload from long ago, one that may still be arriving.
     const young = `upload-${Date.now()}-young`;
-    const seed = backendOn(s3, bucket, prefix);
+    const seed = backendOn(s3, bucket.name(), prefix);
     await seed.writeFile("upload-1000-old/manifest.json", "{}");
     await seed.writeFile(`${young}/manifest.json`, "{}");
     await seed.close();
@@ -116,10 +109,10 @@ describe.skipIf(server === undefined)("upload servers staging in S3", () => {
       expect(await tree(join(root, "site"))).toContain("day-5.md");
       // Every accepted bundle's staged copy is gone (removed right after its final record); the
       // young orphan stays for its owner.
-      let keys = await listKeys(s3, bucket, `${prefix}/`);
+      let keys = await listKeys(s3, bucket.name(), `${prefix}/`);
       for (let i = 0; i < 100 && keys.length > 1; i++) {
         await new Promise((resolve) => setTimeout(resolve, 50));
-        keys = await listKeys(s3, bucket, `${prefix}/`);
+        keys = await listKeys(s3, bucket.name(), `${prefix}/`);
       }
       expect(keys).toEqual([`${prefix}/${young}/manifest.json`]);
     } finally {

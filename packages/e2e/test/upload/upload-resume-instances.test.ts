@@ -1,19 +1,18 @@
 import { createHash, randomBytes } from "node:crypto";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { type Serving, spawnCli, startServe, useTempDir } from "@distributor/cli/testing";
+import { type Serving, spawnUpload, startServe, useTempDir } from "@distributor/cli/testing";
 import { CHUNK_BYTES, coverage, parseChunk } from "@distributor/server/testing";
 import { startTcpProxy, type TcpProxy } from "@distributor/storage/testing";
 import {
-  createBucket,
-  emptyBucket,
   listKeys,
   type S3Server,
   s3Server,
   uniqueName,
+  useBucket,
 } from "@distributor/storage-s3/testing";
 import { startPostgres, type TestPostgres } from "@distributor/store-postgres/testing";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
 
 // Resumable uploads end to end with S3 staging (docs/integrations/http-upload.md, "Resumable
 // uploads"): two real `distributor serve` processes on one PostgreSQL database and one prefix of
@@ -32,7 +31,7 @@ const PER_RESUME_OVERHEAD = 1 * MIB + CHUNK_BYTES;
 
 const server = s3Server();
 const tempDir = useTempDir();
-let bucket = "";
+const bucket = useBucket(server, "resume-instances");
 let cleanups: (() => Promise<unknown>)[] = [];
 
 let postgres: TestPostgres | null = null;
@@ -44,12 +43,8 @@ if (server !== undefined) {
     console.warn(`resumable uploads on S3 staging skipped: ${(error as Error).message}`);
   }
 }
-beforeAll(async () => {
-  if (server !== undefined) bucket = await createBucket(server, "resume-instances");
-});
 afterAll(async () => {
   await postgres?.stop();
-  if (server !== undefined && bucket !== "") await emptyBucket(server, bucket, "", true);
 });
 afterEach(async () => {
   for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
@@ -66,7 +61,7 @@ function configText(dir: string, name: string, s3: S3Server, prefix: string): st
     url_env: DISTRIBUTOR_DATABASE_URL
   staging:
     backend: s3
-    bucket: ${bucket}
+    bucket: ${bucket.name()}
     prefix: ${prefix}
     endpoint: "${s3.endpoint}"
     force_path_style: true
@@ -139,35 +134,14 @@ async function proxyTo(serving: Serving): Promise<TcpProxy> {
 }
 
 function upload(proxy: TcpProxy, bundle: string, key: string) {
-  const cli = spawnCli(
-    [
-      "upload",
-      "--server",
-      `http://127.0.0.1:${proxy.port}`,
-      "--pipeline",
-      "reports",
-      "--idempotency-key",
-      key,
-      "--wait",
-      bundle,
-    ],
-    { env: { DISTRIBUTOR_UPLOAD_TOKEN: TOKEN } },
-  );
+  const cli = spawnUpload(`http://127.0.0.1:${proxy.port}`, bundle, key, TOKEN);
   cleanups.push(async () => cli.kill("SIGKILL"));
   return cli;
 }
 
-async function untilSent(proxy: TcpProxy, bytes: number, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (proxy.clientBytes() < bytes) {
-    if (Date.now() > deadline) throw new Error(`only ${proxy.clientBytes()} bytes sent`);
-    await new Promise((resolve) => setTimeout(resolve, 2));
-  }
-}
-
 /** The partial's keys in the bucket, and what its chunk objects cover from 0. */
 async function inBucket(prefix: string) {
-  const keys = await listKeys(server as S3Server, bucket, `${prefix}/partial-`);
+  const keys = await listKeys(server as S3Server, bucket.name(), `${prefix}/partial-`);
   const chunks = keys.flatMap((key) => parseChunk(key.slice(key.lastIndexOf("/") + 1)) ?? []);
   const id = /partial-([^/]+)\//.exec(keys[0] ?? "")?.[1];
   return { keys, id, covered: coverage(chunks).covered, chunks: chunks.length };
@@ -191,7 +165,7 @@ describe.runIf(server !== undefined && postgres !== null)(
       const cli = upload(proxy, path, "cut-three-times");
       let next = b;
       for (const fraction of [0.1, 0.6, 0.99]) {
-        await untilSent(proxy, fraction * SIZE);
+        await proxy.untilClientBytes(fraction * SIZE);
         proxy.retarget(addressOf(next));
         next = next === a ? b : a;
         await proxy.cutAll();

@@ -22,14 +22,13 @@ import {
 } from "@distributor/server/testing";
 import {
   backendOn,
-  createBucket,
-  emptyBucket,
   listKeys,
   type S3Server,
   s3Server,
   uniqueName,
+  useBucket,
 } from "@distributor/storage-s3/testing";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
 
 // Resumable uploads with `server.staging.backend: s3` (docs/integrations/http-upload.md,
 // "Resumable uploads"): two upload servers sharing one store and one bucket/prefix of a real
@@ -37,19 +36,13 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 // offset either reports is what the chunk objects in the bucket cover.
 
 const server = s3Server();
-let bucket = "";
 let root = "";
 let removeWorkspace: () => Promise<void> = async () => undefined;
 let prefix = "";
 let store: UploadStore;
 let servers: Running[] = [];
 
-beforeAll(async () => {
-  if (server !== undefined) bucket = await createBucket(server, "resume");
-});
-afterAll(async () => {
-  if (server !== undefined && bucket !== "") await emptyBucket(server, bucket, "", true);
-});
+const bucket = useBucket(server, "resume");
 beforeEach(async () => {
   ({ root, remove: removeWorkspace } = await workspace());
   prefix = uniqueName("staging");
@@ -70,7 +63,7 @@ function config(name: string, s3: S3Server, uploads: string): Config {
     staging_directory: ${join(root, `receive-${name}`)}
   staging:
     backend: s3
-    bucket: ${bucket}
+    bucket: ${bucket.name()}
     prefix: ${prefix}
     endpoint: "${s3.endpoint}"
     force_path_style: true
@@ -109,7 +102,7 @@ async function archive(id = "reports.resumable") {
 }
 
 const partialKeys = async (location: string) =>
-  listKeys(server as S3Server, bucket, `${prefix}/partial-${location.split("/").pop()}/`);
+  listKeys(server as S3Server, bucket.name(), `${prefix}/partial-${location.split("/").pop()}/`);
 
 /** What the chunk objects in the bucket cover now: the most any offset reported may be. */
 async function bucketCoverage(location: string): Promise<number> {

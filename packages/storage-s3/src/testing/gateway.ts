@@ -6,7 +6,7 @@ import {
   ListObjectsV2Command,
   S3Client,
 } from "@aws-sdk/client-s3";
-import { inject } from "vitest";
+import { afterAll, beforeAll, inject } from "vitest";
 import { createS3Backend, type S3BackendOptions } from "../backend.js";
 import type { S3Server } from "./ceph.js";
 
@@ -49,6 +49,22 @@ export async function createBucket(server: S3Server, label = "test"): Promise<st
     client.destroy();
   }
   return bucket;
+}
+
+/**
+ * A bucket of the calling suite's own on the shared gateway: made before its tests, emptied and
+ * removed after them. `name()` is the bucket's name once made (`""` before, and when the gateway is
+ * unavailable and the suite skips).
+ */
+export function useBucket(server: S3Server | undefined, label: string): { name(): string } {
+  let bucket = "";
+  beforeAll(async () => {
+    if (server !== undefined) bucket = await createBucket(server, label);
+  });
+  afterAll(async () => {
+    if (server !== undefined && bucket !== "") await emptyBucket(server, bucket, "", true);
+  });
+  return { name: () => bucket };
 }
 
 /** Every key of a bucket (or below a key prefix), for assertions on what is really stored. */

@@ -17,5 +17,6 @@ export {
   rawClient,
   s3Server,
   uniqueName,
+  useBucket,
 } from "./gateway.js";
 export { startSharedGateway } from "./shared-gateway.js";

@@ -47,6 +47,8 @@ export interface TcpProxy {
   resetCounts(): void;
   /** Bytes every client sent towards the server since the start (those a cut lost included). */
   clientBytes(): number;
+  /** Resolves once clients have sent `bytes` in all; rejects after `timeoutMs` (default 60 s). */
+  untilClientBytes(bytes: number, timeoutMs?: number): Promise<void>;
   /**
    * HTTP mode: the next request matching `match` is forwarded; the server's answer is received in
    * full, then dropped and the client connection reset instead. Models "done, but the answer was
@@ -129,6 +131,15 @@ export async function startTcpProxy(options: TcpProxyOptions): Promise<TcpProxy>
       proxy.seen.length = 0;
     },
     clientBytes: () => proxy.clientBytes,
+    untilClientBytes: async (bytes, timeoutMs = 60_000) => {
+      const deadline = Date.now() + timeoutMs;
+      while (proxy.clientBytes < bytes) {
+        if (Date.now() > deadline) {
+          throw new Error(`only ${proxy.clientBytes} of ${bytes} bytes sent in ${timeoutMs} ms`);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 2));
+      }
+    },
     retarget: (target) => {
       proxy.options.target = { host: target.host, port: target.port };
     },
