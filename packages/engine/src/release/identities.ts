@@ -78,8 +78,8 @@ export async function recordIdentities(
   /** How the files kept from the previous release were carried over, when this run built it. */
   carried?: "clone" | "hard_link" | undefined,
   /**
-   * When given, a file whose SHA-256 is not the one recorded here for its path is recorded with
-   * an identity no file has, so that it is never trusted.
+   * When given, a file whose SHA-256 is not the one recorded here for its path, or that is not
+   * there at all, is recorded with an identity no file has, so that it is never trusted.
    */
   digests?: ReadonlyMap<string, string>,
 ): Promise<void> {
@@ -101,6 +101,11 @@ export async function recordIdentities(
       }
     }
     record[path] = version;
+  }
+  // A recorded file the release no longer holds (a power cut under fsync: false can lose its
+  // name) is recorded too, so that a check finds it missing: otherwise nothing would name it.
+  for (const path of digests?.keys() ?? []) {
+    if (!files.has(path)) record[path] = UNTRUSTED_IDENTITY;
   }
   const text = JSON.stringify({
     format: IDENTITIES_FORMAT,

@@ -6,10 +6,11 @@ import { createLocalBackend } from "@distributor/storage";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type Config, parseConfig } from "../../src/config/index.js";
 import { adoptOutputs } from "../../src/maintenance/adopt.js";
+import { audit } from "../../src/maintenance/audit.js";
 import { reconcileState } from "../../src/maintenance/reconcile-state.js";
 import { rollback } from "../../src/maintenance/rollback.js";
 import { run } from "../../src/run/run.js";
-import { registryFor } from "../support/registries.js";
+import { aroundWrites, registryFor } from "../support/registries.js";
 
 // What `layout: releases` refuses, and the states it will not make live.
 
@@ -113,5 +114,52 @@ describe("layout: releases finishes", () => {
     // The lease it took to do so is released.
     expect(await readdir(join(dir, "www"))).not.toContain(".distributor.lease.json");
     expect((await publish(await configFor(3, "local", 2)))?.action).toBe("skip_same");
+  });
+
+  it("another run's release that lost a file: its identity record names it, and audit reports it missing", async () => {
+    const configs: Config[] = [];
+    for (const [version, files] of [
+      [1, { "index.html": "one\n", "a.css": "a\n" }],
+      [2, { "index.html": "two\n", "a.css": "a\n", "d.js": "d\n" }],
+    ] as const) {
+      const source = join(dir, `v${version}`);
+      await writeSourceBundle(createLocalBackend({ root: source }), "", files, {
+        id: "site",
+        created: new Date(Date.UTC(2026, 5, version)),
+      });
+      configs.push(
+        parseConfig(
+          `pipelines:\n  - id: site\n    source: {backend: local, path: ${source}}\n    destinations:\n      - id: www\n        backend: local\n        path: ${dest()}\n        path_mapping: {mode: fixed}\n        layout: releases\n        releases: {keep: 5}\n`,
+        ),
+      );
+    }
+    const [v1, v2] = configs as [Config, Config];
+    expect(
+      (await run({ config: v1, backends: registryFor("local", memoryStores(), dest()) })).actions[0]
+        ?.status,
+    ).toBe("published");
+    // The run of v2 dies once its state records the new release, before its identity record.
+    const dies = aroundWrites(dest(), async (path, write) => {
+      if (path.endsWith(".files.json")) throw new Error("the power failed");
+      return write();
+    });
+    expect((await run({ config: v2, backends: dies })).actions[0]?.status).toBe("failed");
+    const built = (await readdir(join(dest(), "releases")))
+      .filter((n) => !n.endsWith(".json"))
+      .sort()
+      .at(-1) as string;
+    expect(await readlink(join(dest(), "current"))).not.toBe(`releases/${built}`);
+    // As a power cut under fsync: false can: the name of a file the dead run wrote is gone.
+    await unlink(join(dest(), "releases", built, "d.js"));
+    await run({ config: v2, backends: registryFor("local", memoryStores(), dest()) });
+    const report = await audit({
+      config: v1,
+      backends: registryFor("local", memoryStores(), dest()),
+    });
+    const release = report.destinations[0]?.bundles[0]?.release?.releases.find(
+      (r) => r.id === built,
+    );
+    expect(release?.missing).toEqual(["d.js"]);
+    expect(release?.status).toBe("drift");
   });
 });
