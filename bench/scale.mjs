@@ -1,9 +1,10 @@
 // Scale benchmark (issue: one publication of a million files): for each N, a bundle of N files of
 // --size bytes (1 000 per directory) is built once; then `distributor manifest create` and
 // `distributor validate` run once each, and `distributor run` (local → local, `fsync: false`)
-// alternates with `rclone copy` --runs times, each on a fresh destination, each followed by its
-// all-skip re-run. Reported per command: median wall time, peak RSS, the event loop's worst and
-// 99th-percentile delay over the whole process (distributor only), and the state file's size.
+// alternates with `rclone copy` --runs times, each on a fresh destination (all kept until the
+// size's series ends), each followed by its all-skip re-run. Reported per command: median wall
+// time, peak RSS, the event loop's worst and 99th-percentile delay over the whole process
+// (distributor only), and the state file's size.
 //
 //   pnpm build && node bench/scale.mjs [--files 10000,100000] [--size 1024] [--runs 3]
 //
@@ -139,14 +140,22 @@ try {
       await distributor(["manifest", "create", "--id", "scale", "--max-files", limit, source]),
     );
     row("manifest create", [created]);
-    const config = join(work, "distributor.yml");
-    const dest = join(work, "dest");
-    await writeFile(
-      config,
-      `pipelines:\n  - id: scale\n    source: {backend: local, path: ${source}}\n` +
-        `    validation: {max_files: ${limit}}\n    destinations:\n` +
-        `      - {id: site, backend: local, path: ${dest}, fsync: false}\n`,
-    );
+    // Each round publishes into a destination of its own, and every destination stays until the
+    // size's series ends: deleting a tree of this size just before a timed run slows that run's
+    // file creations (ext4 without a journal skips recently deleted inodes one by one), which
+    // made the first round's 10⁵ medians swing between 13 and 48 s.
+    const configFor = async (round) => {
+      const config = join(work, `distributor-${round}.yml`);
+      const dest = join(work, `dest-${round}`);
+      await writeFile(
+        config,
+        `pipelines:\n  - id: scale\n    source: {backend: local, path: ${source}}\n` +
+          `    validation: {max_files: ${limit}}\n    destinations:\n` +
+          `      - {id: site, backend: local, path: ${dest}, fsync: false}\n`,
+      );
+      return { config, dest };
+    };
+    const { config } = await configFor(0);
     const validated = check(
       "validate",
       await distributor(["validate", "--config", config, "--pipeline", "scale"]),
@@ -157,7 +166,7 @@ try {
     let stateBytes = 0;
     let failure;
     for (let round = 0; round < runs; round++) {
-      await rm(dest, { recursive: true, force: true });
+      const { config, dest } = await configFor(round);
       const published = await distributor(["run", "--config", config]);
       if (published.code !== 0) {
         // Reported, not thrown: where a size fails is a result of this benchmark.
@@ -175,15 +184,12 @@ try {
         stateBytes = (await stat(join(dest, ".distributor.json"))).size;
         results.rerun.push(check("re-run", await distributor(["run", "--config", config])));
       }
-      await rm(dest, { recursive: true, force: true });
       if (rclone) {
-        const peerDest = join(work, "rclone");
-        await rm(peerDest, { recursive: true, force: true });
+        const peerDest = join(work, `rclone-${round}`);
         results.rclone.push(check("rclone", await timedPeer("rclone", ["copy", source, peerDest])));
         results.rcloneRerun.push(
           check("rclone re-run", await timedPeer("rclone", ["copy", source, peerDest])),
         );
-        await rm(peerDest, { recursive: true, force: true });
       }
       if (failure !== undefined) break;
     }
