@@ -336,10 +336,28 @@ function* unlistedSteps(
   issues: BundleIssue[],
   unlistedFiles: string[],
 ): Steps<void> {
-  const listed = new Set<string>();
+  // Usually every file present is listed: when as many distinct listed paths (in increasing
+  // order, so distinct) are present as files besides the manifest and its signature, no set of a
+  // million paths is needed.
+  let present = 0;
+  let increasing = true;
+  let previous: string | undefined;
   for (const [index, file] of manifest.files.entries()) {
     if (index % STEP_FILES === STEP_FILES - 1) yield;
-    listed.add(file.path);
+    const { path } = file;
+    if (previous !== undefined && !(previous < path)) increasing = false;
+    previous = path;
+    if (path !== MANIFEST_FILE_NAME && path !== SIGNATURE_FILE_NAME && files.has(path)) present += 1;
+  }
+  const others =
+    files.size - (files.has(MANIFEST_FILE_NAME) ? 1 : 0) - (files.has(SIGNATURE_FILE_NAME) ? 1 : 0);
+  let listed: Set<string> | undefined;
+  if (!increasing || present !== others) {
+    listed = new Set<string>();
+    for (const [index, file] of manifest.files.entries()) {
+      if (index % STEP_FILES === STEP_FILES - 1) yield;
+      listed.add(file.path);
+    }
   }
   let seen = 0;
   for (const path of files.keys()) {
@@ -347,7 +365,7 @@ function* unlistedSteps(
     if (path === MANIFEST_FILE_NAME || path === SIGNATURE_FILE_NAME) continue;
     if (isNestedManifest(path)) {
       issues.push(nestedManifestIssue(path));
-    } else if (!listed.has(path)) {
+    } else if (listed !== undefined && !listed.has(path)) {
       if (policy === "ignore") unlistedFiles.push(path);
       else {
         issues.push({

@@ -1,4 +1,4 @@
-import { mkdir, readFile, symlink, writeFile } from "node:fs/promises";
+import { mkdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import {
@@ -206,6 +206,27 @@ describe("validateBundle", () => {
     expect(error.message).toBe(
       "bundle bundle is invalid (2 problems): data/more.csv: present but not listed in manifest.json; extra.txt: present but not listed in manifest.json",
     );
+  });
+
+  it("finds an unlisted file as many as the listed ones present, whatever the manifest's order", async () => {
+    // As many files present as listed, but one listed is missing and one present is not listed.
+    const { root, backend, manifest } = await localBundle();
+    await rm(join(root, "bundle", "data", "table.csv"));
+    await writeTree(root, { "bundle/extra.txt": "surprise" });
+    const error = await validationError(backend, "bundle");
+    expect(error.issues.map((issue) => [issue.code, issue.path])).toEqual([
+      ["missing_file", "data/table.csv"],
+      ["unlisted_file", "extra.txt"],
+    ]);
+    // A manifest handed over by the caller with a path twice counts it once.
+    await writeTree(root, { "bundle/data/table.csv": FILES["data/table.csv"] });
+    await rm(join(root, "bundle", "extra.txt"));
+    const report = manifest.files.find((file) => file.path === "report.md");
+    const twice = { ...manifest, files: [report, report] } as typeof manifest;
+    const again = await validationError(backend, "bundle", { manifest: twice });
+    expect(again.issues.map((issue) => [issue.code, issue.path])).toEqual([
+      ["unlisted_file", "data/table.csv"],
+    ]);
   });
 
   it("accepts unlisted files under unlistedFiles: ignore and reports them", async () => {

@@ -178,6 +178,8 @@ async function validateOne(
     manifest = await readManifest(backend, bundlePath, { signal, maxFiles: rules.maxFiles });
     const validated = await validateBundle(backend, bundlePath, {
       ...rules,
+      // Read once: a signed manifest is read again with its signature, checked as it is read.
+      ...(rules.signatures === undefined ? { manifest } : {}),
       signal,
       onFile: (progress) =>
         onEvent?.({ type: "file_checked", bundle_path: bundlePath, ...progress }),

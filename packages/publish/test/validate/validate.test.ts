@@ -12,6 +12,7 @@ import {
   validateConfiguredSource,
 } from "../../src/validate/validate.js";
 import { writeFiles } from "../support/helpers.js";
+import { type BackendCall, wrappingDestination } from "../support/registries.js";
 
 const REPORT = "# Report\nSunny.\n";
 const REPORT_SHA = "sha256:3640fd37140ee4d2e0e93e78834f232ea67a50e7bc6279203690cc7de1975fa6";
@@ -193,6 +194,26 @@ ${validation}
     );
   }
   const localSource = () => `      backend: local\n      path: ${join(root, "spool")}`;
+
+  it("reads each bundle's manifest once (a million files' manifest is hundreds of MiB)", async () => {
+    await writeBundle(join(root, "spool", "one"), { "report.md": REPORT }, "one");
+    const reads: string[] = [];
+    const backends = wrappingDestination(join(root, "spool"), (name, call) =>
+      name.startsWith("read") || name.startsWith("open")
+        ? (((path: string, ...rest: never[]) => {
+            if (typeof path === "string" && path.endsWith("manifest.json")) reads.push(name);
+            return (call as (...args: unknown[]) => Promise<unknown>)(path, ...rest);
+          }) as BackendCall)
+        : call,
+    );
+    const report = await validateConfiguredSource({
+      config: config(localSource()),
+      pipelineId: "reports",
+      backends,
+    });
+    expect(report.ok).toBe(true);
+    expect(reads).toHaveLength(1);
+  });
 
   it("validates every bundle of the pipeline's source", async () => {
     await writeBundle(join(root, "spool", "one"), { "report.md": REPORT }, "one");
