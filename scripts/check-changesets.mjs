@@ -8,7 +8,11 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const git = (root, args) =>
-  execFileSync("git", args, { cwd: root, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] }).trim();
+  execFileSync("git", args, {
+    cwd: root,
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "pipe"],
+  }).trim();
 
 /** The commit changes are counted from: the last release, or the first commit. */
 export function lastRelease(root) {
@@ -21,7 +25,9 @@ export function lastRelease(root) {
 export function namedPackages(root) {
   const dir = join(root, ".changeset");
   const named = new Set();
-  for (const file of readdirSync(dir).filter((name) => name.endsWith(".md") && name !== "README.md")) {
+  for (const file of readdirSync(dir).filter(
+    (name) => name.endsWith(".md") && name !== "README.md",
+  )) {
     const text = readFileSync(join(dir, file), "utf8");
     const front = /^---\n([\s\S]*?)\n---/.exec(text)?.[1] ?? "";
     for (const line of front.split("\n")) {
@@ -60,7 +66,9 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const root = at > 0 ? process.argv[at + 1] : fileURLToPath(new URL("../", import.meta.url));
   const { since, missing } = missingChangesets(root);
   for (const { dir, name } of missing) {
-    console.log(`${name} (packages/${dir}) changed since ${since.slice(0, 12)} without a changeset: run pnpm changeset`);
+    console.log(
+      `${name} (packages/${dir}) changed since ${since.slice(0, 12)} without a changeset: run pnpm changeset`,
+    );
   }
   console.log(
     missing.length === 0

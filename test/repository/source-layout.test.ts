@@ -78,7 +78,8 @@ describe("each rule fails once", () => {
 
   it("folder-layer: a lower folder imports a higher one", () => {
     const root = repository({
-      "packages/a/src/low/base.ts": 'import { top } from "../high/top.js";\nexport const base = top;\n',
+      "packages/a/src/low/base.ts":
+        'import { top } from "../high/top.js";\nexport const base = top;\n',
       "packages/a/src/high/top.ts": "export const top = 1;\n",
       "packages/a/src/index.ts": 'export { base } from "./low/base.js";\n',
     });
@@ -91,14 +92,18 @@ describe("each rule fails once", () => {
 
   it("import-cycle: two modules that import each other's types", () => {
     const root = repository({
-      "packages/a/src/one.ts": 'import type { Two } from "./two.js";\nexport const one = 1;\nexport type One = Two;\n',
-      "packages/a/src/two.ts": 'import type { One } from "./one.js";\nexport type Two = One | number;\n',
+      "packages/a/src/one.ts":
+        'import type { Two } from "./two.js";\nexport const one = 1;\nexport type One = Two;\n',
+      "packages/a/src/two.ts":
+        'import type { One } from "./one.js";\nexport type Two = One | number;\n',
     });
     expect(broken(root)).toEqual(["a: import-cycle: one.ts -> two.ts -> one.ts"]);
   });
 
   it("long-file: a module over 500 lines", () => {
-    const root = repository({ "packages/a/src/one.ts": `export const one = 1;\n${"//\n".repeat(500)}` });
+    const root = repository({
+      "packages/a/src/one.ts": `export const one = 1;\n${"//\n".repeat(500)}`,
+    });
     expect(broken(root)).toEqual(["a: long-file: one.ts has 501 lines (at most 500)"]);
   });
 
@@ -110,7 +115,8 @@ describe("each rule fails once", () => {
 
   it("undeclared-dependency: a source imports a package it does not declare", () => {
     const root = repository({
-      "packages/a/src/one.ts": 'import { two } from "@distributor/b";\nexport const one = two - 1;\n',
+      "packages/a/src/one.ts":
+        'import { two } from "@distributor/b";\nexport const one = two - 1;\n',
     });
     expect(broken(root)).toEqual([
       "a: undeclared-dependency: src imports @distributor/b, not in dependencies",
@@ -135,9 +141,7 @@ describe("each rule fails once", () => {
       "packages/b/test/kit.ts": "export const kit = 1;\n",
       "packages/a/test/one.test.ts": 'import { kit } from "../../b/test/kit.js";\nvoid kit;\n',
     });
-    expect(broken(root)).toEqual([
-      "a: test-imports-test: test/one.test.ts -> ../../b/test/kit.js",
-    ]);
+    expect(broken(root)).toEqual(["a: test-imports-test: test/one.test.ts -> ../../b/test/kit.js"]);
   });
 
   it("public-api: an export added without updating the committed list", () => {
