@@ -170,12 +170,12 @@ export async function validateBundle(
 
   // The loops over every file below run in slices: at a million files each is seconds of work.
   const walkBound = await runInSlices(bundleWalkLimitSteps(manifest, maxFiles));
-  const listing = await walkBundle(backend, bundlePath, walkBound, {
+  const listing = await indexedListing(backend, bundlePath, walkBound, {
     signal,
     limitNote: `${setting.name} is ${maxFiles}`,
     listed: options.listed,
   });
-  const { files, directories } = await runInSlices(indexListingSteps(listing, bundlePath));
+  const { files, directories } = listing;
 
   // Entries no bundle may hold fail whatever `unlisted_files` says: they are not files to ignore.
   const issues: BundleIssue[] = [...listing.issues];
@@ -309,20 +309,38 @@ function* bundleWalkLimitSteps(manifest: Manifest, maxFiles: number): Steps<numb
   return Math.max(walkLimit(maxFiles), needed + 64);
 }
 
-/** The listing's files and directories by their path below the bundle path. */
-function* indexListingSteps(
-  listing: BundleListing,
+/** What validation keeps of the walk, by path below the bundle path: file sizes, directories. */
+interface IndexedListing {
+  files: Map<string, number>;
+  directories: Set<string>;
+  issues: BundleIssue[];
+}
+
+/**
+ * Walks the bundle (or takes the caller's listing) and keeps only what the checks read: the
+ * walk's entry objects are left to the collector before the files are hashed, a hundred bytes
+ * and more per file at a million files.
+ */
+async function indexedListing(
+  backend: StorageBackend,
   bundlePath: string,
-): Steps<{ files: Map<string, StorageEntry>; directories: Set<string> }> {
-  const files = new Map<string, StorageEntry>();
+  walkBound: number,
+  options: Parameters<typeof walkBundle>[3],
+): Promise<IndexedListing> {
+  const listing = await walkBundle(backend, bundlePath, walkBound, options);
+  return runInSlices(indexListingSteps(listing, bundlePath));
+}
+
+function* indexListingSteps(listing: BundleListing, bundlePath: string): Steps<IndexedListing> {
+  const files = new Map<string, number>();
   const directories = new Set<string>();
   for (const [index, entry] of listing.entries.entries()) {
     if (index % STEP_FILES === STEP_FILES - 1) yield;
     const relative = relativeTo(bundlePath, entry.path);
-    if (entry.kind === "file") files.set(relative, entry);
+    if (entry.kind === "file") files.set(relative, entry.size);
     else directories.add(relative);
   }
-  return { files, directories };
+  return { files, directories, issues: listing.issues };
 }
 
 /**
@@ -331,7 +349,7 @@ function* indexListingSteps(
  */
 function* unlistedSteps(
   manifest: Manifest,
-  files: ReadonlyMap<string, StorageEntry>,
+  files: ReadonlyMap<string, number>,
   policy: UnlistedFilesPolicy,
   issues: BundleIssue[],
   unlistedFiles: string[],
@@ -347,7 +365,8 @@ function* unlistedSteps(
     const { path } = file;
     if (previous !== undefined && !(previous < path)) increasing = false;
     previous = path;
-    if (path !== MANIFEST_FILE_NAME && path !== SIGNATURE_FILE_NAME && files.has(path)) present += 1;
+    if (path !== MANIFEST_FILE_NAME && path !== SIGNATURE_FILE_NAME && files.has(path))
+      present += 1;
   }
   const others =
     files.size - (files.has(MANIFEST_FILE_NAME) ? 1 : 0) - (files.has(SIGNATURE_FILE_NAME) ? 1 : 0);
@@ -382,7 +401,7 @@ async function checkListedFile(
   backend: StorageBackend,
   bundlePath: string,
   file: ManifestFile,
-  walked: ReadonlyMap<string, StorageEntry>,
+  walked: ReadonlyMap<string, number>,
   directories: ReadonlySet<string>,
   signal: AbortSignal | undefined,
 ): Promise<BundleIssue | undefined> {
@@ -395,13 +414,13 @@ async function checkListedFile(
       message: `${path}: is a directory, not a regular file`,
     };
   }
-  const entry = walked.get(path);
-  if (entry === undefined) {
+  const size = walked.get(path);
+  if (size === undefined) {
     // Not walked: missing, or something the walk does not list as a file (a symlink). Ask.
     const problem = await statProblem(backend, fullPath, path, signal);
     if (problem !== undefined) return problem;
-  } else if (entry.size !== file.size) {
-    return sizeMismatch(path, file.size, entry.size);
+  } else if (size !== file.size) {
+    return sizeMismatch(path, file.size, size);
   }
 
   let digest: Awaited<ReturnType<typeof digestFileAtMost>>;
