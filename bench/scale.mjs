@@ -2,7 +2,7 @@
 // --size bytes (1 000 per directory) is built once; then `distributor manifest create` and
 // `distributor validate` run once each, and `distributor run` (local → local, `fsync: false`)
 // alternates with `rclone copy` --runs times, each on a fresh destination (all kept until the
-// size's series ends), each followed by its all-skip re-run. Reported per command: median wall
+// benchmark ends), each followed by its all-skip re-run. Reported per command: median wall
 // time, peak RSS, the event loop's worst and 99th-percentile delay over the whole process
 // (distributor only), and the state file's size.
 //
@@ -10,7 +10,10 @@
 //
 // `BENCH_DIR` moves the trees to another filesystem. rclone (`apt-get install -y rclone`) is left
 // out when missing. A million files: `--files 1000000 --runs 1` (about 1 GiB of small files and
-// 2 million inodes; the source is built in a few minutes).
+// 2 million inodes; the source is built in a few minutes). Every tree is kept until the end, so
+// the disk needs room for the source and 2 × --runs copies of it per size; and since a large
+// deletion slows file creation on some filesystems for minutes, wait five minutes after deleting
+// a large tree (another run's, say) before starting.
 import { spawn } from "node:child_process";
 import { mkdir, mkdtemp, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -140,10 +143,10 @@ try {
       await distributor(["manifest", "create", "--id", "scale", "--max-files", limit, source]),
     );
     row("manifest create", [created]);
-    // Each round publishes into a destination of its own, and every destination stays until the
-    // size's series ends: deleting a tree of this size just before a timed run slows that run's
-    // file creations (ext4 without a journal skips recently deleted inodes one by one), which
-    // made the first round's 10⁵ medians swing between 13 and 48 s.
+    // Each round publishes into a destination of its own, and every tree stays until the whole
+    // benchmark ends: for minutes after a large tree is deleted, creating files is slower (ext4
+    // without a journal passes over recently deleted inodes one by one when it allocates), which
+    // made earlier 10⁵ medians swing between 13 and 48 s.
     const configFor = async (round) => {
       const config = join(work, `distributor-${round}.yml`);
       const dest = join(work, `dest-${round}`);
@@ -198,7 +201,6 @@ try {
         `  distributor run FAILED after ${failure.seconds.toFixed(1)} s, peak RSS ${mib(failure.peak ?? 0)}, loop delay max ${failure.loopMax} ms (p99 ${failure.loopP99} ms):\n    ${failure.message.replaceAll("\n", "\n    ")}`,
       );
       if (rclone) row("rclone copy", results.rclone);
-      await rm(work, { recursive: true, force: true });
       continue;
     }
     const run = row("distributor run", results.run, `, state ${mib(stateBytes)}`);
@@ -211,7 +213,6 @@ try {
       );
     }
     console.log(`  per file: run ${((run / files) * 1e6).toFixed(0)} µs`);
-    await rm(work, { recursive: true, force: true });
   }
 } finally {
   await rm(base, { recursive: true, force: true });
