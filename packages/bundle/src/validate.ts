@@ -4,23 +4,16 @@ import {
   joinPrefix,
   mapBounded,
   parentPath,
-  relativeTo,
   runInSlices,
   type Steps,
   type StorageBackend,
   type StorageEntry,
 } from "@distributor/storage";
-import {
-  type BundleListing,
-  isNestedManifest,
-  nestedManifestIssue,
-  walkBundle,
-  walkLimit,
-} from "./bundle-walk.js";
+import { nestedManifestIssue, walkLimit } from "./bundle-walk.js";
 import { digestFileAtMost } from "./digest.js";
 import { type BundleIssue, BundleValidationError } from "./errors.js";
 import { fileIssue } from "./file-problem.js";
-import { MANIFEST_FILE_NAME, SIGNATURE_FILE_NAME } from "./manifest-checks.js";
+import { MANIFEST_FILE_NAME } from "./manifest-checks.js";
 import { STEP_FILES } from "./manifest-order.js";
 import type { Manifest, ManifestFile } from "./manifest-types.js";
 import {
@@ -31,6 +24,7 @@ import {
 } from "./portable-names.js";
 import { readManifest } from "./read-manifest.js";
 import { type BundleSigner, readSignedManifest, type SignaturePolicy } from "./signature/verify.js";
+import { walkedFiles } from "./walked-files.js";
 
 export type UnlistedFilesPolicy = "reject" | "ignore";
 
@@ -170,17 +164,26 @@ export async function validateBundle(
 
   // The loops over every file below run in slices: at a million files each is seconds of work.
   const walkBound = await runInSlices(bundleWalkLimitSteps(manifest, maxFiles));
-  const listing = await indexedListing(backend, bundlePath, walkBound, {
+  const walked = await walkedFiles(backend, bundlePath, manifest, walkBound, {
     signal,
     limitNote: `${setting.name} is ${maxFiles}`,
     listed: options.listed,
   });
-  const { files, directories } = listing;
 
   // Entries no bundle may hold fail whatever `unlisted_files` says: they are not files to ignore.
-  const issues: BundleIssue[] = [...listing.issues];
+  const issues: BundleIssue[] = [...walked.issues];
+  for (const path of walked.nestedManifests) issues.push(nestedManifestIssue(path));
   const unlistedFiles: string[] = [];
-  await runInSlices(unlistedSteps(manifest, files, unlistedPolicy, issues, unlistedFiles));
+  for (const path of walked.unlisted) {
+    if (unlistedPolicy === "ignore") unlistedFiles.push(path);
+    else {
+      issues.push({
+        code: "unlisted_file",
+        path,
+        message: `${path}: present but not listed in ${MANIFEST_FILE_NAME}`,
+      });
+    }
+  }
 
   const count = manifest.files.length;
   const scope = fanOutSignal(signal, concurrency);
@@ -191,8 +194,8 @@ export async function validateBundle(
         backend,
         bundlePath,
         file,
-        files,
-        directories,
+        walked.sizeAt(index),
+        walked.directories,
         scope.signal,
       );
       options.onFile?.({
@@ -208,7 +211,7 @@ export async function validateBundle(
     scope.dispose();
   }
   // A listed file the listing already refused (a symlink) is reported once, by the listing.
-  const refused = new Set(listing.issues.map((issue) => issue.path));
+  const refused = new Set(walked.issues.map((issue) => issue.path));
   for (const issue of fileIssues) {
     if (issue !== undefined && !refused.has(issue.path)) issues.push(issue);
   }
@@ -309,99 +312,12 @@ function* bundleWalkLimitSteps(manifest: Manifest, maxFiles: number): Steps<numb
   return Math.max(walkLimit(maxFiles), needed + 64);
 }
 
-/** What validation keeps of the walk, by path below the bundle path: file sizes, directories. */
-interface IndexedListing {
-  files: Map<string, number>;
-  directories: Set<string>;
-  issues: BundleIssue[];
-}
-
-/**
- * Walks the bundle (or takes the caller's listing) and keeps only what the checks read: the
- * walk's entry objects are left to the collector before the files are hashed, a hundred bytes
- * and more per file at a million files.
- */
-async function indexedListing(
-  backend: StorageBackend,
-  bundlePath: string,
-  walkBound: number,
-  options: Parameters<typeof walkBundle>[3],
-): Promise<IndexedListing> {
-  const listing = await walkBundle(backend, bundlePath, walkBound, options);
-  return runInSlices(indexListingSteps(listing, bundlePath));
-}
-
-function* indexListingSteps(listing: BundleListing, bundlePath: string): Steps<IndexedListing> {
-  const files = new Map<string, number>();
-  const directories = new Set<string>();
-  for (const [index, entry] of listing.entries.entries()) {
-    if (index % STEP_FILES === STEP_FILES - 1) yield;
-    const relative = relativeTo(bundlePath, entry.path);
-    if (entry.kind === "file") files.set(relative, entry.size);
-    else directories.add(relative);
-  }
-  return { files, directories, issues: listing.issues };
-}
-
-/**
- * Files present but not listed: reported in `issues`, or gathered in `unlistedFiles` when the
- * policy ignores them; nested manifests are always issues.
- */
-function* unlistedSteps(
-  manifest: Manifest,
-  files: ReadonlyMap<string, number>,
-  policy: UnlistedFilesPolicy,
-  issues: BundleIssue[],
-  unlistedFiles: string[],
-): Steps<void> {
-  // Usually every file present is listed: when as many distinct listed paths (in increasing
-  // order, so distinct) are present as files besides the manifest and its signature, no set of a
-  // million paths is needed.
-  let present = 0;
-  let increasing = true;
-  let previous: string | undefined;
-  for (const [index, file] of manifest.files.entries()) {
-    if (index % STEP_FILES === STEP_FILES - 1) yield;
-    const { path } = file;
-    if (previous !== undefined && !(previous < path)) increasing = false;
-    previous = path;
-    if (path !== MANIFEST_FILE_NAME && path !== SIGNATURE_FILE_NAME && files.has(path))
-      present += 1;
-  }
-  const others =
-    files.size - (files.has(MANIFEST_FILE_NAME) ? 1 : 0) - (files.has(SIGNATURE_FILE_NAME) ? 1 : 0);
-  let listed: Set<string> | undefined;
-  if (!increasing || present !== others) {
-    listed = new Set<string>();
-    for (const [index, file] of manifest.files.entries()) {
-      if (index % STEP_FILES === STEP_FILES - 1) yield;
-      listed.add(file.path);
-    }
-  }
-  let seen = 0;
-  for (const path of files.keys()) {
-    if (++seen % STEP_FILES === 0) yield;
-    if (path === MANIFEST_FILE_NAME || path === SIGNATURE_FILE_NAME) continue;
-    if (isNestedManifest(path)) {
-      issues.push(nestedManifestIssue(path));
-    } else if (listed !== undefined && !listed.has(path)) {
-      if (policy === "ignore") unlistedFiles.push(path);
-      else {
-        issues.push({
-          code: "unlisted_file",
-          path,
-          message: `${path}: present but not listed in ${MANIFEST_FILE_NAME}`,
-        });
-      }
-    }
-  }
-}
-
 async function checkListedFile(
   backend: StorageBackend,
   bundlePath: string,
   file: ManifestFile,
-  walked: ReadonlyMap<string, number>,
+  /** The size the walk found at the file's path; undefined where it found no file there. */
+  size: number | undefined,
   directories: ReadonlySet<string>,
   signal: AbortSignal | undefined,
 ): Promise<BundleIssue | undefined> {
@@ -414,7 +330,6 @@ async function checkListedFile(
       message: `${path}: is a directory, not a regular file`,
     };
   }
-  const size = walked.get(path);
   if (size === undefined) {
     // Not walked: missing, or something the walk does not list as a file (a symlink). Ask.
     const problem = await statProblem(backend, fullPath, path, signal);
