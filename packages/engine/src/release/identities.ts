@@ -84,7 +84,8 @@ export async function recordIdentities(
   digests?: ReadonlyMap<string, string>,
 ): Promise<void> {
   const files = (await listReleaseFiles(backend, bundlePath, id, limits, signal)) ?? new Map();
-  const record: Record<string, string> = {};
+  // Without a prototype, so that a file named `__proto__` is a key like any other.
+  const record: Record<string, string> = Object.create(null);
   for (const [path, { version }] of files) {
     // A store that gives no version token identifies nothing: such a file is never trusted.
     if (version === undefined) continue;

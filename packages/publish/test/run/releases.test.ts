@@ -162,4 +162,22 @@ describe("layout: releases finishes", () => {
     expect(release?.missing).toEqual(["d.js"]);
     expect(release?.status).toBe("drift");
   });
+
+  it("a file named __proto__: its identity is recorded like any other, and audit finds nothing", async () => {
+    const source = join(dir, "proto");
+    await writeSourceBundle(
+      createLocalBackend({ root: source }),
+      "",
+      { "index.html": "x\n", ["__proto__"]: "p\n" },
+      { id: "site", created: new Date(Date.UTC(2026, 5, 1)) },
+    );
+    const config = parseConfig(
+      `pipelines:\n  - id: site\n    source: {backend: local, path: ${source}}\n    destinations:\n      - id: www\n        backend: local\n        path: ${dest()}\n        path_mapping: {mode: fixed}\n        layout: releases\n        releases: {keep: 5}\n`,
+    );
+    expect((await publish(config))?.status).toBe("published");
+    const report = await audit({ config, backends: registryFor("local", memoryStores(), dest()) });
+    const [release] = report.destinations[0]?.bundles[0]?.release?.releases ?? [];
+    expect(release?.added).toEqual([]);
+    expect(release?.status).toBe("ok");
+  });
 });
