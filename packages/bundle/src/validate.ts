@@ -24,7 +24,7 @@ import {
 } from "./portable-names.js";
 import { readManifest } from "./read-manifest.js";
 import { type BundleSigner, readSignedManifest, type SignaturePolicy } from "./signature/verify.js";
-import { walkedFiles } from "./walked-files.js";
+import { type WalkedFiles, walkedFiles } from "./walked-files.js";
 
 export type UnlistedFilesPolicy = "reject" | "ignore";
 
@@ -172,18 +172,8 @@ export async function validateBundle(
 
   // Entries no bundle may hold fail whatever `unlisted_files` says: they are not files to ignore.
   const issues: BundleIssue[] = [...walked.issues];
-  for (const path of walked.nestedManifests) issues.push(nestedManifestIssue(path));
   const unlistedFiles: string[] = [];
-  for (const path of walked.unlisted) {
-    if (unlistedPolicy === "ignore") unlistedFiles.push(path);
-    else {
-      issues.push({
-        code: "unlisted_file",
-        path,
-        message: `${path}: present but not listed in ${MANIFEST_FILE_NAME}`,
-      });
-    }
-  }
+  await runInSlices(unlistedSteps(walked, unlistedPolicy, issues, unlistedFiles));
 
   const count = manifest.files.length;
   const scope = fanOutSignal(signal, concurrency);
@@ -310,6 +300,33 @@ function* bundleWalkLimitSteps(manifest: Manifest, maxFiles: number): Steps<numb
   }
   const needed = manifest.files.length + directories.size + 1;
   return Math.max(walkLimit(maxFiles), needed + 64);
+}
+
+/**
+ * Files present but not listed: reported in `issues`, or gathered in `unlistedFiles` when the
+ * policy ignores them; nested manifests are always issues.
+ */
+function* unlistedSteps(
+  walked: WalkedFiles,
+  policy: UnlistedFilesPolicy,
+  issues: BundleIssue[],
+  unlistedFiles: string[],
+): Steps<void> {
+  for (const [index, path] of walked.nestedManifests.entries()) {
+    if (index % STEP_FILES === STEP_FILES - 1) yield;
+    issues.push(nestedManifestIssue(path));
+  }
+  for (const [index, path] of walked.unlisted.entries()) {
+    if (index % STEP_FILES === STEP_FILES - 1) yield;
+    if (policy === "ignore") unlistedFiles.push(path);
+    else {
+      issues.push({
+        code: "unlisted_file",
+        path,
+        message: `${path}: present but not listed in ${MANIFEST_FILE_NAME}`,
+      });
+    }
+  }
 }
 
 async function checkListedFile(

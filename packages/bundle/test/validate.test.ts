@@ -227,6 +227,13 @@ describe("validateBundle", () => {
     expect(again.issues.map((issue) => [issue.code, issue.path])).toEqual([
       ["unlisted_file", "data/table.csv"],
     ]);
+    // A manifest handed over in another order: the same verdict as in its own order.
+    await writeTree(root, { "bundle/extra.txt": "surprise" });
+    const reversed = { ...manifest, files: [...manifest.files].reverse() } as typeof manifest;
+    const reverse = await validationError(backend, "bundle", { manifest: reversed });
+    expect(reverse.issues.map((issue) => [issue.code, issue.path])).toEqual([
+      ["unlisted_file", "extra.txt"],
+    ]);
   });
 
   it("accepts unlisted files under unlistedFiles: ignore and reports them", async () => {

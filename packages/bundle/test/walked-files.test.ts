@@ -60,12 +60,15 @@ describe("matching a walk with its manifest", () => {
       fc.property(
         fc.uniqueArray(path, { maxLength: 14 }),
         fc.uniqueArray(path, { maxLength: 14 }),
+        fc.uniqueArray(path, { maxLength: 6 }),
         fc.constantFrom("", "bundle"),
-        (listedPaths, walkedPaths, bundlePath) => {
+        (listedPaths, walkedPaths, directoryPaths, bundlePath) => {
           const listed = [...listedPaths].sort(compareLogicalPaths);
           const manifest = manifestOf(listed);
+          // Directories among the files, some at a listed path (a listed file found a directory).
+          const directories = directoryPaths.filter((p) => !walkedPaths.includes(p));
           const files = walkedPaths.map((p, index) => ({ path: p, size: 1000 + index }));
-          const listing = listingOf(bundlePath, files, ["d", "d/e"]);
+          const listing = listingOf(bundlePath, files, directories);
           const matched = runSteps(matchedWalkSteps(listing, bundlePath, manifest));
           const general = runSteps(indexedWalkSteps(listing, bundlePath, manifest));
           expect(matched).toBeDefined();
