@@ -104,7 +104,8 @@ export async function recordIdentities(
     record[path] = version;
   }
   // A recorded file the release no longer holds (a power cut under fsync: false can lose its
-  // name) is recorded too, so that a check finds it missing: otherwise nothing would name it.
+  // name) is recorded too, so that a check finds it missing: a check compares the files the
+  // record names, and reads the snapshot only when one of them changed.
   for (const path of digests?.keys() ?? []) {
     if (!files.has(path)) record[path] = UNTRUSTED_IDENTITY;
   }

@@ -41,6 +41,12 @@ async function configFor(version: number, backend = "local", keep = 5): Promise<
 
 const dest = () => join(dir, "www");
 
+/** A pipeline publishing `source` to the local destination, `layout: releases`. */
+const localReleases = (source: string): Config =>
+  parseConfig(
+    `pipelines:\n  - id: site\n    source: {backend: local, path: ${source}}\n    destinations:\n      - id: www\n        backend: local\n        path: ${dest()}\n        path_mapping: {mode: fixed}\n        layout: releases\n        releases: {keep: 5}\n`,
+  );
+
 async function publish(config: Config, engine: "local" | "memory" = "local") {
   const report = await run({ config, backends: registryFor(engine, memoryStores(), dest()) });
   return report.actions[0];
@@ -127,11 +133,7 @@ describe("layout: releases finishes", () => {
         id: "site",
         created: new Date(Date.UTC(2026, 5, version)),
       });
-      configs.push(
-        parseConfig(
-          `pipelines:\n  - id: site\n    source: {backend: local, path: ${source}}\n    destinations:\n      - id: www\n        backend: local\n        path: ${dest()}\n        path_mapping: {mode: fixed}\n        layout: releases\n        releases: {keep: 5}\n`,
-        ),
-      );
+      configs.push(localReleases(source));
     }
     const [v1, v2] = configs as [Config, Config];
     expect(
@@ -171,9 +173,7 @@ describe("layout: releases finishes", () => {
       { "index.html": "x\n", ["__proto__"]: "p\n" },
       { id: "site", created: new Date(Date.UTC(2026, 5, 1)) },
     );
-    const config = parseConfig(
-      `pipelines:\n  - id: site\n    source: {backend: local, path: ${source}}\n    destinations:\n      - id: www\n        backend: local\n        path: ${dest()}\n        path_mapping: {mode: fixed}\n        layout: releases\n        releases: {keep: 5}\n`,
-    );
+    const config = localReleases(source);
     expect((await publish(config))?.status).toBe("published");
     const report = await audit({ config, backends: registryFor("local", memoryStores(), dest()) });
     const [release] = report.destinations[0]?.bundles[0]?.release?.releases ?? [];
