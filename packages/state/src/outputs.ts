@@ -117,7 +117,21 @@ export function outputRecord(
   createdAt: Date,
   updatedAt: Date,
 ): OutputRecord {
-  const record: OutputRecord = {
+  const record = requiredRecordFields(fields, createdAt, updatedAt);
+  copyOptionalFields(record, fields);
+  return record;
+}
+
+/**
+ * The required fields of a record in one literal (see `outputRecord`), for a caller that adds
+ * the optional ones itself: a parser keeps them as it read them.
+ */
+export function requiredRecordFields(
+  fields: OutputProjection,
+  createdAt: Date,
+  updatedAt: Date,
+): OutputRecord {
+  return {
     path: fields.path,
     kind: fields.kind,
     sourcePath: fields.sourcePath,
@@ -126,16 +140,9 @@ export function outputRecord(
     createdAt,
     updatedAt,
   };
-  if (fields.transform) record.transform = fields.transform;
-  if (fields.url) record.url = fields.url;
-  if (fields.metadata !== undefined && hasMetadata(fields.metadata)) {
-    record.metadata = { ...fields.metadata };
-  }
-  if (fields.decoded !== undefined) record.decoded = { ...fields.decoded };
-  return record;
 }
 
-/** Projection fields without absent optional keys. */
+/** The projection fields of an output: a copy, without empty optional fields. */
 export function projectionFields(output: OutputProjection): OutputProjection {
   const fields: OutputProjection = {
     path: output.path,
@@ -144,13 +151,18 @@ export function projectionFields(output: OutputProjection): OutputProjection {
     sha256: output.sha256,
     size: output.size,
   };
-  if (output.transform) fields.transform = output.transform;
-  if (output.url) fields.url = output.url;
-  if (output.metadata !== undefined && hasMetadata(output.metadata)) {
-    fields.metadata = { ...output.metadata };
-  }
-  if (output.decoded !== undefined) fields.decoded = { ...output.decoded };
+  copyOptionalFields(fields, output);
   return fields;
+}
+
+/** The optional fields `output` sets (empty ones left out), copied onto `target`. */
+function copyOptionalFields(target: OutputProjection, output: OutputProjection): void {
+  if (output.transform) target.transform = output.transform;
+  if (output.url) target.url = output.url;
+  if (output.metadata !== undefined && hasMetadata(output.metadata)) {
+    target.metadata = { ...output.metadata };
+  }
+  if (output.decoded !== undefined) target.decoded = { ...output.decoded };
 }
 
 /** True when `metadata` sets at least one field. */

@@ -18,7 +18,7 @@ import {
 } from "./json.js";
 import { frozenRecord, knownValid } from "./known-valid.js";
 import { legacyDefaults, type SchemaTwoFields } from "./legacy.js";
-import { outputRecord } from "./outputs.js";
+import { requiredRecordFields } from "./outputs.js";
 import {
   readDistributorVersion,
   readLinks,
@@ -218,7 +218,14 @@ function readOutput(
     legacyTime === undefined
       ? readRecordTimestamps(object, `state outputs[${index}]`, shared.times)
       : { createdAt: new Date(legacyTime), updatedAt: new Date(legacyTime) };
-  return outputRecord(fields, timestamps.createdAt, timestamps.updatedAt);
+  // Optional fields as read: `readOutputFields` leaves out empty ones and builds its own objects,
+  // so they are not copied again as `outputRecord` would.
+  const record = requiredRecordFields(fields, timestamps.createdAt, timestamps.updatedAt);
+  if (fields.transform !== undefined) record.transform = fields.transform;
+  if (fields.url !== undefined) record.url = fields.url;
+  if (fields.metadata !== undefined) record.metadata = fields.metadata;
+  if (fields.decoded !== undefined) record.decoded = fields.decoded;
+  return record;
 }
 
 /**
